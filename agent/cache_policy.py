@@ -1,0 +1,113 @@
+"""Where Anthropic ``cache_control`` breakpoints go: a pure policy over the shape of a request.
+
+A request is ``tools → system blocks → messages``. The provider describes that shape, this module
+answers which positions get a marker and with which TTL, and the provider applies the markers to a copy
+of the wire request. Never more than 4 markers (a fifth is a 400 from the API).
+
+Policies:
+
+- ``layered`` (default): the end of the stable layer (shared by every chat of the bot, so a new chat
+  reads tools + stable from cache), the end of the session's system prompt, the end of what the
+  previous request sent (an exact hit however many blocks a tool loop added since, so the 20-block
+  lookback never matters), and the end of this request (the write the next request will read).
+- ``system_and_3``: Hermes Agent's policy, kept for comparison: the last system block plus the last
+  three messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Ttl = Literal["5m", "1h"]
+Policy = Literal["layered", "system_and_3"]
+TtlSetting = Literal["5m", "1h", "auto"]
+
+MAX_BREAKPOINTS = 4
+FIVE_MINUTES = 300.0
+
+
+@dataclass(frozen=True)
+class PromptShape:
+    """What the policy needs to know about a request: counts and roles, no content."""
+
+    tool_count: int
+    system_layers: tuple[str, ...]  # names of the system blocks in order, e.g. ("stable", "volatile")
+    message_roles: tuple[str, ...]  # wire roles in order ("user" / "assistant")
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A marker on the last block of a tool definition, a system block or a message."""
+
+    target: Literal["tool", "system", "message"]
+    index: int
+    ttl: Ttl
+
+
+def choose_ttls(setting: TtlSetting, last_gap_seconds: float | None) -> tuple[Ttl, Ttl]:
+    """TTL for (prefix breakpoints, conversation-tail breakpoints).
+
+    ``auto`` keeps the system prompt for an hour (it is written once per session and read by every
+    later turn, sub-agent and review) and the rolling tail for 5 minutes, unless the session is paced
+    slower than that: when the last gap between turns exceeded 5 minutes the tail gets 1h too.
+    1h markers always precede 5m ones, as the API requires.
+    """
+    if setting == "5m":
+        return "5m", "5m"
+    if setting == "1h":
+        return "1h", "1h"
+    slow = last_gap_seconds is not None and last_gap_seconds > FIVE_MINUTES
+    return "1h", ("1h" if slow else "5m")
+
+
+def place_breakpoints(
+    shape: PromptShape, policy: Policy, prefix_ttl: Ttl, tail_ttl: Ttl
+) -> tuple[Breakpoint, ...]:
+    if policy == "system_and_3":
+        points = _system_and_3(shape, prefix_ttl)
+    else:
+        points = _layered(shape, prefix_ttl, tail_ttl)
+    assert len(points) <= MAX_BREAKPOINTS, points
+    return points
+
+
+def _layered(shape: PromptShape, prefix_ttl: Ttl, tail_ttl: Ttl) -> tuple[Breakpoint, ...]:
+    points: list[Breakpoint] = []
+    if shape.system_layers:
+        last_system = len(shape.system_layers) - 1
+        if "stable" in shape.system_layers and shape.system_layers.index("stable") != last_system:
+            points.append(Breakpoint("system", shape.system_layers.index("stable"), prefix_ttl))
+        points.append(Breakpoint("system", last_system, prefix_ttl))
+    elif shape.tool_count:
+        points.append(Breakpoint("tool", shape.tool_count - 1, prefix_ttl))
+
+    roles = shape.message_roles
+    if roles:
+        last = len(roles) - 1
+        previous_end = _previous_request_end(roles)
+        if previous_end is not None and previous_end != last:
+            points.append(Breakpoint("message", previous_end, tail_ttl))
+        points.append(Breakpoint("message", last, tail_ttl))
+    return tuple(points)
+
+
+def _previous_request_end(roles: tuple[str, ...]) -> int | None:
+    """Index of the last message the previous request sent: the one before the latest assistant turn.
+
+    In a tool loop the previous request ended just before the assistant's tool call; on a new user
+    turn it ended just before the assistant's answer. Either way its final breakpoint sat there.
+    """
+    for index in range(len(roles) - 1, -1, -1):
+        if roles[index] == "assistant":
+            return index - 1 if index > 0 else None
+    return None
+
+
+def _system_and_3(shape: PromptShape, ttl: Ttl) -> tuple[Breakpoint, ...]:
+    points: list[Breakpoint] = []
+    if shape.system_layers:
+        points.append(Breakpoint("system", len(shape.system_layers) - 1, ttl))
+    count = len(shape.message_roles)
+    points.extend(Breakpoint("message", index, ttl) for index in range(max(0, count - 3), count))
+    return tuple(points)

@@ -1,0 +1,177 @@
+"""Anthropic Messages API through the ``anthropic`` SDK, streaming, with placed cache breakpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+
+from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
+from agent.messages import Message, ToolCall
+from agent.providers.base import Provider, ProviderRequest, ProviderResponse, TextCallback
+from agent.providers.errors import from_sdk_exception
+from agent.usage import Usage
+
+
+class AnthropicProvider(Provider):
+    api = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None,
+        base_url: str | None,
+        timeout: float,
+        name: str = "anthropic",
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def wire_message(self, message: Message) -> dict[str, Any]:
+        if message.role == "tool":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+            }
+            if message.is_error:
+                block["is_error"] = True
+            return block
+        if message.role == "assistant":
+            content: list[dict[str, Any]] = []
+            if message.content:
+                content.append({"type": "text", "text": message.content})
+            for call in message.tool_calls:
+                content.append(
+                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                )
+            if not content:
+                content.append({"type": "text", "text": "(no text)"})
+            return {"role": "assistant", "content": content}
+        return {"role": "user", "content": [{"type": "text", "text": message.content or "(empty message)"}]}
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The request body, markers applied. Pure apart from reading stored payloads."""
+        tools = [dict(tool) for tool in request.tools]
+        layers = request.system.layers()
+        system = [{"type": "text", "text": text} for _, text in layers]
+        messages = group_wire_messages(request.messages, self.wire_fragment)
+        shape = PromptShape(
+            tool_count=len(tools),
+            system_layers=tuple(name for name, _ in layers),
+            message_roles=tuple(m["role"] for m in messages),
+        )
+        points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
+        apply_breakpoints(tools, system, messages, points)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "system": system,
+            "messages": messages,
+        }
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def complete(
+        self, request: ProviderRequest, on_text: TextCallback | None = None
+    ) -> ProviderResponse:
+        body = self.build_body(request)
+        text_parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage: dict[str, Any] = {}
+        stop_reason = "end_turn"
+        try:
+            stream = await self._client.messages.create(stream=True, **body)
+            async for event in stream:
+                if event.type == "message_start":
+                    usage = event.message.usage.model_dump()
+                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    block = event.content_block
+                    calls[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        text_parts.append(event.delta.text)
+                        if on_text is not None:
+                            await on_text(event.delta.text)
+                    elif event.delta.type == "input_json_delta" and event.index in calls:
+                        calls[event.index]["json"] += event.delta.partial_json
+                elif event.type == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    usage["output_tokens"] = event.usage.output_tokens
+        except (anthropic.APIError, anthropic.APIConnectionError) as exc:
+            raise from_sdk_exception(exc) from exc
+        tool_calls = tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
+            for _, c in sorted(calls.items())
+        )
+        return ProviderResponse(
+            text="".join(text_parts),
+            tool_calls=tool_calls,
+            stop_reason=stop_reason,
+            usage=normalize_usage(usage),
+        )
+
+
+def group_wire_messages(messages: Sequence[Message], fragment: Any) -> list[dict[str, Any]]:
+    """Wire messages in order; consecutive tool results become one user message of tool_result blocks."""
+    wire: list[dict[str, Any]] = []
+    pending_results: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            pending_results.append(fragment(message))
+            continue
+        if pending_results:
+            wire.append({"role": "user", "content": pending_results})
+            pending_results = []
+        wire.append(fragment(message))
+    if pending_results:
+        wire.append({"role": "user", "content": pending_results})
+    return wire
+
+
+def _marker(point: Breakpoint) -> dict[str, str]:
+    return {"type": "ephemeral"} if point.ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
+
+
+def apply_breakpoints(
+    tools: list[dict[str, Any]],
+    system: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    points: Sequence[Breakpoint],
+) -> None:
+    """Put ``cache_control`` on copies of the chosen blocks; stored payloads are never mutated."""
+    for point in points:
+        if point.target == "tool":
+            tools[point.index] = {**tools[point.index], "cache_control": _marker(point)}
+        elif point.target == "system":
+            system[point.index] = {**system[point.index], "cache_control": _marker(point)}
+        else:
+            message = messages[point.index]
+            content = list(message["content"])
+            content[-1] = {**content[-1], "cache_control": _marker(point)}
+            messages[point.index] = {**message, "content": content}
+
+
+def normalize_usage(raw: dict[str, Any]) -> Usage:
+    creation = raw.get("cache_creation") or {}
+    write_5m = int(creation.get("ephemeral_5m_input_tokens") or 0)
+    write_1h = int(creation.get("ephemeral_1h_input_tokens") or 0)
+    total_write = int(raw.get("cache_creation_input_tokens") or 0)
+    if write_5m + write_1h < total_write:  # older responses without the TTL split
+        write_5m = total_write - write_1h
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
+        cache_write_5m_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+    )

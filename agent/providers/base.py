@@ -1,0 +1,87 @@
+"""What every provider implements, and the request/response shapes the agent loop uses."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.cache_policy import Policy, Ttl
+from agent.messages import Message, ToolCall
+from agent.prompt import SystemPrompt
+from agent.usage import Usage
+
+TextCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    """One model call on behalf of a session.
+
+    ``system`` and ``tools`` are the session's stored bytes and are sent unchanged; only ``messages``
+    grows. ``session_id`` keys provider-side routing (OpenAI's ``prompt_cache_key``).
+    """
+
+    session_id: str
+    system: SystemPrompt
+    tools: Sequence[dict[str, Any]]  # neutral schemas {"name", "description", "input_schema"}
+    messages: Sequence[Message]
+    max_tokens: int
+    cache_policy: Policy = "layered"
+    prefix_ttl: Ttl = "5m"
+    tail_ttl: Ttl = "5m"
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    stop_reason: str
+    usage: Usage
+
+
+class ProviderError(Exception):
+    """A failed model call. ``retryable`` errors are retried by ``complete_with_retries``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+        kind: str = "error",
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        self.kind = kind
+
+
+class Provider(ABC):
+    """A model API. Implementations convert neutral messages to wire format deterministically."""
+
+    api: str  # "anthropic" | "openai": the wire format of stored payloads
+    name: str  # configured provider name, for logs and the usage table
+    model: str
+
+    @abstractmethod
+    async def complete(
+        self, request: ProviderRequest, on_text: TextCallback | None = None
+    ) -> ProviderResponse:
+        """Make one attempt (streaming), raising ``ProviderError`` on failure."""
+
+    @abstractmethod
+    def wire_message(self, message: Message) -> dict[str, Any]:
+        """The wire fragment ``message`` is sent as; stored with the message as its payload."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release network resources."""
+
+    def wire_fragment(self, message: Message) -> dict[str, Any]:
+        """The stored payload when it is in this provider's format, else a fresh conversion."""
+        if message.payload is not None and message.payload_api == self.api:
+            return message.payload
+        return self.wire_message(message)

@@ -1,0 +1,196 @@
+"""OpenAI Chat Completions (and compatible APIs: OpenRouter, DeepSeek, local servers) via ``openai``.
+
+Caching there is automatic on the prompt prefix; what we control is byte-stable prefixes and routing:
+``prompt_cache_key`` = the session id, so a session's requests land where its cache is. Claude models
+behind OpenRouter also take Anthropic-style ``cache_control`` markers on content parts, placed by the
+same policy as the Anthropic provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
+from agent.messages import Message, ToolCall
+from agent.providers.base import Provider, ProviderRequest, ProviderResponse, TextCallback
+from agent.providers.errors import from_sdk_exception
+from agent.usage import Usage
+
+_COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
+
+
+def is_claude_model(model: str) -> bool:
+    return "claude" in model.lower()
+
+
+class OpenAIProvider(Provider):
+    api = "openai"
+
+    def __init__(
+        self, *, model: str, api_key: str | None, base_url: str | None, timeout: float, name: str = "openai"
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._markers = is_claude_model(model)
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def _text(self, text: str) -> Any:
+        # Claude behind OpenRouter needs content parts to carry cache_control; always use parts for
+        # those models so a marker never changes a message's shape (and so its bytes) between requests.
+        return [{"type": "text", "text": text}] if self._markers else text
+
+    def wire_message(self, message: Message) -> dict[str, Any]:
+        if message.role == "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": self._text(message.content),
+            }
+        if message.role == "assistant":
+            wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                wire["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments_json},
+                    }
+                    for call in message.tool_calls
+                ]
+            return wire
+        return {"role": "user", "content": self._text(message.content or "(empty message)")}
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        layers = request.system.layers()
+        if self._markers:
+            system: dict[str, Any] = {
+                "role": "system",
+                "content": [{"type": "text", "text": text} for _, text in layers],
+            }
+        else:
+            system = {"role": "system", "content": request.system.text()}
+        messages = [system] + [self.wire_fragment(m) for m in request.messages]
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool["description"],
+                    "parameters": tool["input_schema"],
+                },
+            }
+            for tool in request.tools
+        ]
+        if self._markers:
+            shape = PromptShape(
+                tool_count=0,
+                system_layers=tuple(name for name, _ in layers),
+                message_roles=tuple(
+                    "assistant" if m["role"] == "assistant" else "user" for m in messages[1:]
+                ),
+            )
+            points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
+            _apply_part_markers(messages, points)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "prompt_cache_key": request.session_id,
+        }
+        if self.model.startswith(_COMPLETION_TOKENS_MODELS):
+            body["max_completion_tokens"] = request.max_tokens
+        else:
+            body["max_tokens"] = request.max_tokens
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def complete(
+        self, request: ProviderRequest, on_text: TextCallback | None = None
+    ) -> ProviderResponse:
+        body = self.build_body(request)
+        text_parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage: Any = None
+        finish_reason = "stop"
+        try:
+            stream = await self._client.chat.completions.create(**body)
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        text_parts.append(delta.content)
+                        if on_text is not None:
+                            await on_text(delta.content)
+                    for call in delta.tool_calls or []:
+                        slot = calls.setdefault(call.index, {"id": "", "name": "", "json": ""})
+                        if call.id:
+                            slot["id"] = call.id
+                        if call.function is not None:
+                            slot["name"] += call.function.name or ""
+                            slot["json"] += call.function.arguments or ""
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+        except (openai.APIError, openai.APIConnectionError) as exc:
+            raise from_sdk_exception(exc) from exc
+        tool_calls = tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
+            for _, c in sorted(calls.items())
+        )
+        return ProviderResponse(
+            text="".join(text_parts),
+            tool_calls=tool_calls,
+            stop_reason=finish_reason,
+            usage=normalize_usage(usage),
+        )
+
+
+def _apply_part_markers(messages: list[dict[str, Any]], points: tuple[Breakpoint, ...]) -> None:
+    for point in points:
+        if point.target == "system":
+            index, part = 0, point.index
+        elif point.target == "message":
+            index, part = point.index + 1, -1
+        else:
+            continue
+        message = messages[index]
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            continue  # an assistant message with only tool calls: nothing to mark
+        content = list(content)
+        marker = {"type": "ephemeral"} if point.ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
+        content[part] = {**content[part], "cache_control": marker}
+        messages[index] = {**message, "content": content}
+
+
+def _field(obj: Any, name: str) -> int:
+    if obj is None:
+        return 0
+    value = getattr(obj, name, None)
+    if value is None and getattr(obj, "model_extra", None):
+        value = obj.model_extra.get(name)
+    return int(value or 0)
+
+
+def normalize_usage(usage: Any) -> Usage:
+    """Usage from OpenAI, DeepSeek (``prompt_cache_hit_tokens``) and OpenRouter (``cache_write_tokens``)."""
+    if usage is None:
+        return Usage()
+    prompt = _field(usage, "prompt_tokens")
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = _field(details, "cached_tokens") or _field(usage, "prompt_cache_hit_tokens")
+    written = _field(details, "cache_write_tokens")
+    return Usage(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=_field(usage, "completion_tokens"),
+        cache_read_tokens=cached,
+        cache_write_5m_tokens=written,
+    )

@@ -1,0 +1,95 @@
+"""Retrying model calls: jittered exponential backoff that honours ``retry-after``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse, TextCallback
+
+log = logging.getLogger(__name__)
+
+RetryCallback = Callable[[int, float, ProviderError], Awaitable[None]]
+
+MAX_RETRY_AFTER = 120.0  # a longer wait is reported to the user instead of silently blocking the chat
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, rng: random.Random) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based).
+
+    A provider's ``retry-after`` wins when given (it knows when capacity returns); otherwise exponential
+    backoff with ±25% jitter so many sessions failing together do not retry in lockstep.
+    """
+    if retry_after is not None and retry_after >= 0:
+        return retry_after
+    delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+    return float(delay * rng.uniform(0.75, 1.25))
+
+
+def user_facing_error(error: ProviderError, attempts: int) -> str:
+    """One clear sentence for the person waiting for an answer."""
+    reasons = {
+        429: "the model provider is rate-limiting requests",
+        529: "the model provider is overloaded",
+        408: "the model provider timed out",
+    }
+    if error.status in reasons:
+        reason = reasons[error.status]
+    elif error.kind == "timeout":
+        reason = "the model provider did not answer in time"
+    elif error.kind == "connection":
+        reason = "the model provider could not be reached"
+    elif error.status is not None and error.status >= 500:
+        reason = f"the model provider had an internal error (HTTP {error.status})"
+    elif error.kind == "overloaded":
+        reason = "the model provider is overloaded"
+    else:
+        return f"The model provider rejected the request: {error}"
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return f"No answer: {reason} ({tries}). Please try again in a minute."
+
+
+async def complete_with_retries(
+    provider: Provider,
+    request: ProviderRequest,
+    *,
+    policy: RetryPolicy,
+    on_text: TextCallback | None = None,
+    on_retry: RetryCallback | None = None,
+    rng: random.Random | None = None,
+) -> ProviderResponse:
+    """Call ``provider`` until it answers, a non-retryable error occurs, or retries run out."""
+    rng = rng or random.Random()
+    attempt = 0
+    while True:
+        try:
+            return await provider.complete(request, on_text)
+        except ProviderError as error:
+            attempt += 1
+            if not error.retryable or attempt > policy.max_retries:
+                raise
+            delay = backoff_delay(attempt, policy, error.retry_after, rng)
+            if delay > MAX_RETRY_AFTER:
+                raise
+            log.warning(
+                "provider %s failed (%s, status=%s); retry %d/%d in %.1fs",
+                provider.name,
+                error.kind,
+                error.status,
+                attempt,
+                policy.max_retries,
+                delay,
+            )
+            if on_retry is not None:
+                await on_retry(attempt, delay, error)
+            await asyncio.sleep(delay)

@@ -1,0 +1,129 @@
+"""Starting a session: gather the prompt's sources, build the prompt and tool list once, store them.
+
+This is the only place a session's system prompt is built. Every later request of the session —
+after restarts, compression, from sub-agents — reads the stored bytes instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.context_files import load_project_context
+from agent.memory import MemoryStore
+from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
+from agent.skills import format_skills_index, load_skills_index
+from agent.store import NewSession, SessionRecord, SessionStore
+from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Who the session is for. ``chat_context`` (a chat title, a member list) goes in the volatile layer."""
+
+    session_key: str
+    source: str  # "cli", "telegram", "discord", "cron"
+    platform: str  # prompt platform hint: "terminal", "telegram", "discord"
+    chat_id: str | None = None
+    user_id: str | None = None
+    chat_context: str = ""
+
+
+@dataclass(frozen=True)
+class PromptSources:
+    """Where the prompt's parts come from (files under HERALD_HOME, the working directory, config)."""
+
+    soul_path: Path
+    skills_dir: Path
+    memory: MemoryStore
+    cwd: Path
+    system_message: str
+    toolsets: tuple[str, ...]
+    project_context: bool = True
+
+
+@dataclass(frozen=True)
+class StartedSession:
+    record: SessionRecord
+    warnings: tuple[str, ...]  # for the user: e.g. a project context file that was not loaded
+
+
+def new_session_id(now: dt.datetime) -> str:
+    return f"{now:%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
+
+
+def load_identity(path: Path) -> str:
+    """SOUL.md's text; the built-in identity when the file is missing, empty or unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        if path.exists():
+            log.warning("cannot read %s (%s); using the built-in identity", path, exc)
+        return DEFAULT_IDENTITY
+    return text or DEFAULT_IDENTITY
+
+
+def _gather(sources: PromptSources) -> tuple[str, str, str, str, str | None]:
+    """Blocking file reads, run in a thread: identity, skills index, project context, memory."""
+    identity = load_identity(sources.soul_path)
+    skills = (
+        format_skills_index(load_skills_index(sources.skills_dir)) if "skills" in sources.toolsets else ""
+    )
+    context_text, warning = "", None
+    if sources.project_context:
+        project = load_project_context(sources.cwd)
+        context_text, warning = project.text, project.warning
+    snapshot = sources.memory.snapshot() if "memory" in sources.toolsets else ""
+    return identity, skills, context_text, snapshot, warning
+
+
+async def start_session(
+    store: SessionStore,
+    registry: ToolRegistry,
+    sources: PromptSources,
+    spec: SessionSpec,
+    *,
+    provider: str,
+    model: str,
+    now: dt.datetime | None = None,
+) -> StartedSession:
+    now = now or dt.datetime.now().astimezone()
+    identity, skills, project_text, snapshot, warning = await asyncio.to_thread(_gather, sources)
+    tools = registry.enabled(sources.toolsets)
+    prompt: SystemPrompt = build_system_prompt(
+        PromptInputs(
+            identity=identity,
+            tool_guidance=tool_guidance(tools),
+            skills_index=skills,
+            platform=spec.platform,
+            system_message=sources.system_message,
+            project_context=project_text,
+            memory_snapshot=snapshot,
+            started_on=now.date(),
+            model=model,
+            provider=provider,
+            chat_context=spec.chat_context,
+        )
+    )
+    record = await store.create_session(
+        NewSession(
+            id=new_session_id(now),
+            session_key=spec.session_key,
+            source=spec.source,
+            platform=spec.platform,
+            chat_id=spec.chat_id,
+            user_id=spec.user_id,
+            system_prompt=prompt,
+            tools_json=tools_json(tools),
+            provider=provider,
+            model=model,
+        )
+    )
+    log.info("session %s started (%s, %s/%s)", record.id, spec.session_key, provider, model)
+    return StartedSession(record=record, warnings=(warning,) if warning else ())

@@ -1,0 +1,466 @@
+"""The SQLite session store (``state.db``).
+
+All database work runs on one dedicated thread: SQLite gets a single writer, and the asyncio event
+loop never blocks on disk. Public methods are coroutines that hand a function to that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agent.messages import Message, ToolCall
+from agent.prompt import SystemPrompt
+from agent.store_schema import migrate
+from agent.usage import Usage
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    session_key: str
+    source: str
+    platform: str
+    chat_id: str | None
+    user_id: str | None
+    title: str | None
+    system_prompt: SystemPrompt
+    tools_json: str
+    provider: str
+    model: str
+    created_at: float
+    updated_at: float
+    message_count: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    estimated_cost: float
+    uncached_cost: float
+    last_prompt_tokens: int | None
+    last_request_at: float | None
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = json.loads(self.tools_json)
+        return value
+
+
+@dataclass(frozen=True)
+class NewSession:
+    id: str
+    session_key: str
+    source: str
+    platform: str
+    system_prompt: SystemPrompt
+    tools_json: str
+    provider: str
+    model: str
+    chat_id: str | None = None
+    user_id: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class RequestUsage:
+    purpose: str  # "turn", "summary", "title", ...
+    provider: str
+    model: str
+    usage: Usage
+    cost: float
+    uncached_cost: float
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    session_id: str
+    session_title: str | None
+    created_at: float
+    role: str
+    snippet: str
+    active: bool
+
+
+class SessionStore:
+    """Sessions, messages, per-request usage and full-text search in one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-db")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: Path) -> SessionStore:
+        store = cls(path)
+        await store._run(store._connect)
+        return store
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._run(self._conn.close)
+            self._conn = None
+        self._executor.shutdown(wait=True)
+
+    def _connect(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn)
+        self._conn = conn
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("SessionStore is closed")
+        return self._conn
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def create_session(self, new: NewSession) -> SessionRecord:
+        def insert() -> None:
+            now = time.time()
+            with self._db:
+                self._db.execute(
+                    """INSERT INTO sessions (id, session_key, source, platform, chat_id, user_id, title,
+                       system_prompt, tools_json, provider, model, created_at, updated_at)
+                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                    (
+                        new.id,
+                        new.session_key,
+                        new.source,
+                        new.platform,
+                        new.chat_id,
+                        new.user_id,
+                        new.title,
+                        new.system_prompt.to_json(),
+                        new.tools_json,
+                        new.provider,
+                        new.model,
+                        now,
+                        now,
+                    ),
+                )
+
+        await self._run(insert)
+        record = await self.get_session(new.id)
+        assert record is not None
+        return record
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        def select() -> SessionRecord | None:
+            row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            return _session_from_row(row) if row else None
+
+        return await self._run(select)
+
+    async def latest_session(self, session_key: str | None = None) -> SessionRecord | None:
+        """The most recently used session, optionally of one session key."""
+
+        def select() -> SessionRecord | None:
+            if session_key is None:
+                row = self._db.execute("SELECT * FROM sessions ORDER BY updated_at DESC LIMIT 1").fetchone()
+            else:
+                row = self._db.execute(
+                    "SELECT * FROM sessions WHERE session_key = ? ORDER BY updated_at DESC LIMIT 1",
+                    (session_key,),
+                ).fetchone()
+            return _session_from_row(row) if row else None
+
+        return await self._run(select)
+
+    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+        def select() -> list[SessionRecord]:
+            rows = self._db.execute(
+                "SELECT * FROM sessions ORDER BY updated_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+            return [_session_from_row(row) for row in rows]
+
+        return await self._run(select)
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        def update() -> None:
+            with self._db:
+                self._db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+
+        await self._run(update)
+
+    async def get_todos(self, session_id: str) -> list[dict[str, Any]]:
+        def select() -> list[dict[str, Any]]:
+            row = self._db.execute("SELECT todos_json FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            value: list[dict[str, Any]] = json.loads(row[0]) if row else []
+            return value
+
+        return await self._run(select)
+
+    async def set_todos(self, session_id: str, todos: list[dict[str, Any]]) -> None:
+        def update() -> None:
+            with self._db:
+                self._db.execute(
+                    "UPDATE sessions SET todos_json = ? WHERE id = ?",
+                    (json.dumps(todos, ensure_ascii=False), session_id),
+                )
+
+        await self._run(update)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append ``messages`` in one transaction: either all of them are stored or none."""
+
+        def insert() -> list[Message]:
+            now = time.time()
+            stored: list[Message] = []
+            with self._db:
+                for message in messages:
+                    cursor = self._db.execute(
+                        """INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
+                           tool_name, is_error, payload, payload_api, active, meta, created_at)
+                           VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
+                        (
+                            session_id,
+                            message.role,
+                            message.content,
+                            _tool_calls_json(message.tool_calls),
+                            message.tool_call_id,
+                            message.tool_name,
+                            int(message.is_error),
+                            _json_or_none(message.payload),
+                            message.payload_api,
+                            int(message.active),
+                            json.dumps(message.meta, ensure_ascii=False),
+                            now,
+                        ),
+                    )
+                    stored.append(_with_id(message, int(cursor.lastrowid or 0), now))
+                self._db.execute(
+                    """UPDATE sessions SET message_count = message_count + ?, updated_at = ?
+                       WHERE id = ?""",
+                    (len(messages), now, session_id),
+                )
+            return stored
+
+        return await self._run(insert)
+
+    async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
+        def select() -> list[Message]:
+            query = "SELECT * FROM messages WHERE session_id = ?"
+            if not include_inactive:
+                query += " AND active = 1"
+            rows = self._db.execute(query + " ORDER BY id", (session_id,)).fetchall()
+            return [_message_from_row(row) for row in rows]
+
+        return await self._run(select)
+
+    async def deactivate_messages(self, message_ids: Sequence[int], reason: str) -> None:
+        """Take messages out of the conversation while keeping them for search and audit."""
+
+        def update() -> None:
+            with self._db:
+                for message_id in message_ids:
+                    self._db.execute(
+                        """UPDATE messages SET active = 0,
+                           meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?""",
+                        (reason, message_id),
+                    )
+
+        await self._run(update)
+
+    # -- usage --------------------------------------------------------------------------------
+
+    async def record_request(
+        self, session_id: str, request: RequestUsage, *, at: float | None = None
+    ) -> None:
+        """Store one provider request's usage and add it to the session's totals."""
+
+        def insert() -> None:
+            now = time.time() if at is None else at
+            u = request.usage
+            with self._db:
+                self._db.execute(
+                    """INSERT INTO requests (session_id, purpose, provider, model, input_tokens,
+                       output_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+                       estimated_cost, uncached_cost, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
+                    (
+                        session_id,
+                        request.purpose,
+                        request.provider,
+                        request.model,
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cache_read_tokens,
+                        u.cache_write_5m_tokens,
+                        u.cache_write_1h_tokens,
+                        request.cost,
+                        request.uncached_cost,
+                        now,
+                    ),
+                )
+                track_prompt = request.purpose == "turn"
+                self._db.execute(
+                    """UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                       cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
+                       estimated_cost = estimated_cost + ?, uncached_cost = uncached_cost + ?,
+                       last_prompt_tokens = CASE WHEN ? THEN ? ELSE last_prompt_tokens END,
+                       last_request_at = CASE WHEN ? THEN ? ELSE last_request_at END,
+                       updated_at = ? WHERE id = ?""",
+                    (
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cache_read_tokens,
+                        u.cache_write_tokens,
+                        request.cost,
+                        request.uncached_cost,
+                        track_prompt,
+                        u.prompt_tokens,
+                        track_prompt,
+                        now,
+                        now,
+                        session_id,
+                    ),
+                )
+
+        await self._run(insert)
+
+    async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
+        def update() -> None:
+            with self._db:
+                self._db.execute(
+                    "UPDATE sessions SET last_prompt_tokens = ? WHERE id = ?", (tokens, session_id)
+                )
+
+        await self._run(update)
+
+    async def totals(self) -> dict[str, float]:
+        """Usage summed over every session."""
+
+        def select() -> dict[str, float]:
+            row = self._db.execute(
+                """SELECT COUNT(*) AS sessions, COALESCE(SUM(input_tokens),0) AS input_tokens,
+                   COALESCE(SUM(output_tokens),0) AS output_tokens,
+                   COALESCE(SUM(cache_read_tokens),0) AS cache_read_tokens,
+                   COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
+                   COALESCE(SUM(estimated_cost),0) AS estimated_cost,
+                   COALESCE(SUM(uncached_cost),0) AS uncached_cost FROM sessions"""
+            ).fetchone()
+            return {key: row[key] for key in row.keys()}  # noqa: SIM118 - sqlite3.Row iterates values
+
+        return await self._run(select)
+
+    # -- search -------------------------------------------------------------------------------
+
+    async def search(self, query: str, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over every message ever stored, active or compressed away."""
+
+        def select() -> list[SearchHit]:
+            rows = self._db.execute(
+                """SELECT m.session_id, s.title, m.created_at, m.role, m.active,
+                          snippet(messages_fts, 0, '[', ']', '…', 24) AS snippet
+                   FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+                   JOIN sessions s ON s.id = m.session_id
+                   WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?""",
+                (fts_query(query), limit),
+            ).fetchall()
+            return [
+                SearchHit(
+                    session_id=row["session_id"],
+                    session_title=row["title"],
+                    created_at=row["created_at"],
+                    role=row["role"],
+                    snippet=row["snippet"],
+                    active=bool(row["active"]),
+                )
+                for row in rows
+            ]
+
+        return await self._run(select)
+
+
+def fts_query(text: str) -> str:
+    """Quote each word so user text is never parsed as FTS5 syntax (``AND``, ``*``, ``:`` ...)."""
+    words = [word.replace('"', '""') for word in text.split() if word.strip()]
+    return " ".join(f'"{word}"' for word in words) or '""'
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tool_calls_json(calls: tuple[ToolCall, ...]) -> str | None:
+    if not calls:
+        return None
+    return json.dumps(
+        [{"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in calls], ensure_ascii=False
+    )
+
+
+def _with_id(message: Message, message_id: int, created_at: float) -> Message:
+    from dataclasses import replace
+
+    return replace(message, id=message_id, created_at=created_at)
+
+
+def _message_from_row(row: sqlite3.Row) -> Message:
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["name"], arguments_json=c["arguments"])
+        for c in json.loads(row["tool_calls"] or "[]")
+    )
+    return Message(
+        role=row["role"],
+        content=row["content"],
+        tool_calls=calls,
+        tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"],
+        is_error=bool(row["is_error"]),
+        payload=json.loads(row["payload"]) if row["payload"] else None,
+        payload_api=row["payload_api"],
+        id=row["id"],
+        active=bool(row["active"]),
+        created_at=row["created_at"],
+        meta=json.loads(row["meta"] or "{}"),
+    )
+
+
+def _session_from_row(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(
+        id=row["id"],
+        session_key=row["session_key"],
+        source=row["source"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        user_id=row["user_id"],
+        title=row["title"],
+        system_prompt=SystemPrompt.from_json(row["system_prompt"]),
+        tools_json=row["tools_json"],
+        provider=row["provider"],
+        model=row["model"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        message_count=row["message_count"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cache_read_tokens=row["cache_read_tokens"],
+        cache_write_tokens=row["cache_write_tokens"],
+        estimated_cost=row["estimated_cost"],
+        uncached_cost=row["uncached_cost"],
+        last_prompt_tokens=row["last_prompt_tokens"],
+        last_request_at=row["last_request_at"],
+    )

@@ -1,0 +1,109 @@
+"""Tool registry: each tool's schema, guidance and async handler are declared in one place.
+
+The schema list a session sends is serialized once (``tools_json``), in name order with a fixed key
+order, and stored with the session; handlers are looked up by name at call time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.messages import Message, ToolCall, tool_result
+
+if TYPE_CHECKING:
+    from agent.memory import MemoryStore
+    from agent.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+MAX_RESULT_CHARS = 50_000
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model can act on; the message is returned as an error result."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a handler may touch. Nothing platform-specific lives here."""
+
+    session_id: str
+    store: SessionStore
+    memory: MemoryStore
+    skills_dir: Path
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    guidance: str  # one line of tool-use guidance for the stable prompt layer
+    toolset: str  # the name that enables it in config (``agent.toolsets``)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    def enabled(self, toolsets: Collection[str]) -> list[Tool]:
+        """Tools of the enabled toolsets in name order: a fixed order keeps the schema bytes stable."""
+        return sorted((t for t in self._tools.values() if t.toolset in toolsets), key=lambda t: t.name)
+
+    def toolsets(self) -> set[str]:
+        return {tool.toolset for tool in self._tools.values()}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+
+def tools_json(tools: Iterable[Tool]) -> str:
+    """The exact schema bytes a session stores and re-sends."""
+    return json.dumps([tool.schema() for tool in tools], ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_guidance(tools: Iterable[Tool]) -> tuple[str, ...]:
+    return tuple(tool.guidance for tool in tools if tool.guidance)
+
+
+async def run_tool(
+    registry: ToolRegistry, call: ToolCall, context: ToolContext, allowed: set[str]
+) -> Message:
+    """Run one tool call and turn any outcome, including a crash, into a tool result message.
+
+    ``allowed`` is the set of tool names in the session's stored schema list: a session never runs a
+    tool it did not advertise, even if the registry gained it since.
+    """
+    tool = registry.get(call.name)
+    if tool is None or call.name not in allowed:
+        return tool_result(
+            call, f"Unknown tool '{call.name}'. Available: {', '.join(sorted(allowed))}.", is_error=True
+        )
+    try:
+        json.loads(call.arguments_json or "{}")
+    except json.JSONDecodeError as exc:
+        return tool_result(call, f"Arguments are not valid JSON ({exc}); send a JSON object.", is_error=True)
+    try:
+        text = await tool.handler(call.arguments, context)
+    except ToolError as exc:
+        return tool_result(call, str(exc), is_error=True)
+    except Exception as exc:  # a tool bug must not kill the turn; the model sees what happened
+        log.exception("tool %s crashed", call.name)
+        return tool_result(
+            call, f"Tool '{call.name}' failed unexpectedly: {type(exc).__name__}: {exc}", is_error=True
+        )
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[... truncated: result was {len(text):,} characters]"
+    return tool_result(call, text)

@@ -1,0 +1,112 @@
+"""The ``herald`` command line: setup, chat, config get/set, insights."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from gateway import insights
+from gateway.config import ConfigError, get_value, load_config, set_value
+from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
+from gateway.runtime import open_runtime
+from gateway.terminal import ask_once, interactive
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="herald", description="Herald: a chat gateway for LLM agents.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    commands.add_parser("setup", help="create HERALD_HOME with defaults (never overwrites)")
+
+    chat = commands.add_parser("chat", help="chat in the terminal")
+    chat.add_argument("-q", "--query", help="answer this once, print the answer to stdout and exit")
+    chat.add_argument(
+        "-c", "--continue", dest="resume", action="store_true", help="resume the latest session"
+    )
+    chat.add_argument("--provider", choices=["anthropic", "openai"], help="override model.provider")
+    chat.add_argument("--model", help="override model.name")
+
+    config = commands.add_parser("config", help="read or change config.yaml")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    getter = config_commands.add_parser("get", help="print the effective value of a dotted key")
+    getter.add_argument("key")
+    setter = config_commands.add_parser("set", help="set a dotted key (validated before writing)")
+    setter.add_argument("key")
+    setter.add_argument("value")
+
+    commands.add_parser("insights", help="tokens, cache hit ratio and cost per session")
+    return parser
+
+
+def _setup(home: HeraldHome) -> int:
+    created = ensure_home(home)
+    print(f"Herald home: {home.root}")
+    for path in created:
+        print(f"  created {path}")
+    if not created:
+        print("  everything was already there; nothing changed")
+    print(
+        f"Put your API key in {home.env_path} (ANTHROPIC_API_KEY or OPENAI_API_KEY), then run `herald chat`."
+    )
+    return 0
+
+
+async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
+    config = load_config(home.config_path)
+    async with open_runtime(config, home, provider=args.provider, model=args.model) as runtime:
+        if args.query is not None:
+            return await ask_once(runtime, args.query, resume=args.resume, out=sys.stdout, err=sys.stderr)
+        return await interactive(runtime, resume=args.resume)
+
+
+async def _insights(home: HeraldHome) -> int:
+    from agent.store import SessionStore
+
+    store = await SessionStore.open(home.db_path)
+    try:
+        print(insights.render(await store.list_sessions(limit=100_000)))
+    finally:
+        await store.close()
+    return 0
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    home = resolve_home()
+    if args.command == "setup":
+        return _setup(home)
+    if args.command == "config":
+        if args.config_command == "get":
+            value = get_value(load_config(home.config_path), args.key)
+            print(json.dumps(value) if isinstance(value, dict | list) or value is None else value)
+            return 0
+        set_value(home.config_path, args.key, args.value)
+        print(f"{args.key} = {get_value(load_config(home.config_path), args.key)}")
+        return 0
+    ensure_home(home)
+    load_env(home)
+    if args.command == "chat":
+        return asyncio.run(_chat(home, args))
+    if args.command == "insights":
+        return asyncio.run(_insights(home))
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except ConfigError as error:
+        print(f"herald: configuration error: {error}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

@@ -1,0 +1,87 @@
+"""``herald insights``: tokens, cache use and cost per session and overall."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from agent.store import SessionRecord
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    label: str
+    input_tokens: int  # uncached
+    cache_read: int
+    cache_write: int
+    output_tokens: int
+    cost: float
+    uncached_cost: float
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read + self.cache_write
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.cache_read / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def saving(self) -> float:
+        return self.uncached_cost - self.cost
+
+
+def row_for_session(session: SessionRecord) -> UsageRow:
+    day = dt.datetime.fromtimestamp(session.updated_at).strftime("%Y-%m-%d")
+    title = (session.title or "untitled")[:28]
+    return UsageRow(
+        label=f"{day} {title}",
+        input_tokens=session.input_tokens,
+        cache_read=session.cache_read_tokens,
+        cache_write=session.cache_write_tokens,
+        output_tokens=session.output_tokens,
+        cost=session.estimated_cost,
+        uncached_cost=session.uncached_cost,
+    )
+
+
+def total_row(rows: list[UsageRow]) -> UsageRow:
+    return UsageRow(
+        label="all sessions",
+        input_tokens=sum(r.input_tokens for r in rows),
+        cache_read=sum(r.cache_read for r in rows),
+        cache_write=sum(r.cache_write for r in rows),
+        output_tokens=sum(r.output_tokens for r in rows),
+        cost=sum(r.cost for r in rows),
+        uncached_cost=sum(r.uncached_cost for r in rows),
+    )
+
+
+def format_table(rows: list[UsageRow]) -> str:
+    header = (
+        f"{'session':<40} {'input':>10} {'cache read':>11} {'cache write':>11} {'uncached':>10} "
+        f"{'hit':>6} {'cost $':>9} {'saved $':>9}"
+    )
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        lines.append(
+            f"{row.label:<40} {row.prompt_tokens:>10,} {row.cache_read:>11,} {row.cache_write:>11,} "
+            f"{row.input_tokens:>10,} {row.hit_ratio:>6.1%} {row.cost:>9.4f} {row.saving:>9.4f}"
+        )
+    return "\n".join(lines)
+
+
+def render(sessions: list[SessionRecord], shown: int = 20) -> str:
+    """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``."""
+    if not sessions:
+        return "No sessions yet."
+    rows = [row_for_session(s) for s in sessions]
+    total = total_row(rows)
+    if len(rows) > shown:
+        total = UsageRow(f"all {len(rows)} sessions", *list(total.__dict__.values())[1:])
+    lines = [format_table([*rows[:shown], total])]
+    lines.append(
+        f"\nInput column = every prompt token; uncached = neither read from nor written to the cache. "
+        f"Caching saved ${total.saving:.4f} of ${total.uncached_cost:.4f}."
+    )
+    return "\n".join(lines)

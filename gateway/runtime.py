@@ -1,0 +1,115 @@
+"""Composition: config + home → store, provider, tools and agent, ready to run turns."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.loop import Agent, AgentSettings
+from agent.memory import MemoryStore
+from agent.providers.anthropic_provider import AnthropicProvider
+from agent.providers.base import Provider
+from agent.providers.openai_provider import OpenAIProvider
+from agent.providers.retry import RetryPolicy
+from agent.session import PromptSources, SessionSpec, StartedSession, start_session
+from agent.store import SessionStore
+from agent.tools.builtin import builtin_registry
+from agent.tools.registry import ToolRegistry
+from gateway.config import ConfigError, HeraldConfig
+from gateway.home import HeraldHome
+
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def make_provider(
+    config: HeraldConfig,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+) -> Provider:
+    """Build the provider client; a missing API key is a configuration error that says where to put it."""
+    kind = provider or config.model.provider
+    name = model or config.model.name
+    key_variable = config.model.api_key_env or KEY_VARIABLES[kind]
+    api_key = os.environ.get(key_variable)
+    if not api_key:
+        raise ConfigError(
+            f"No API key for {kind}: set {key_variable} in the environment or in .env in your Herald home "
+            "(see `herald setup`)."
+        )
+    url = base_url if base_url is not None else config.model.base_url
+    if kind == "anthropic":
+        return AnthropicProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
+    return OpenAIProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
+
+
+@dataclass
+class Runtime:
+    config: HeraldConfig
+    home: HeraldHome
+    store: SessionStore
+    registry: ToolRegistry
+    memory: MemoryStore
+    provider: Provider
+    agent: Agent
+    cwd: Path
+
+    def prompt_sources(self) -> PromptSources:
+        return PromptSources(
+            soul_path=self.home.soul_path,
+            skills_dir=self.home.skills_dir,
+            memory=self.memory,
+            cwd=self.cwd,
+            system_message=self.config.agent.system_message,
+            toolsets=tuple(self.config.agent.toolsets),
+            project_context=self.config.agent.project_context,
+        )
+
+    async def new_session(self, spec: SessionSpec) -> StartedSession:
+        return await start_session(
+            self.store,
+            self.registry,
+            self.prompt_sources(),
+            spec,
+            provider=self.provider.name,
+            model=self.provider.model,
+        )
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: HeraldConfig,
+    home: HeraldHome,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    cwd: Path | None = None,
+) -> AsyncIterator[Runtime]:
+    chosen = make_provider(config, provider=provider, model=model)
+    store = await SessionStore.open(home.db_path)
+    memory = MemoryStore(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
+    registry = builtin_registry()
+    agent = Agent(
+        store=store,
+        provider=chosen,
+        registry=registry,
+        memory=memory,
+        skills_dir=home.skills_dir,
+        model_info=config.model_info(chosen.model),
+        settings=AgentSettings(
+            max_tokens=config.model.max_tokens,
+            max_iterations=config.agent.max_iterations,
+            cache_policy=config.prompt_caching.policy,
+            cache_ttl=config.prompt_caching.cache_ttl,
+            retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
+        ),
+    )
+    try:
+        yield Runtime(config, home, store, registry, memory, chosen, agent, cwd or Path.cwd())
+    finally:
+        await chosen.close()
+        await store.close()

@@ -1,0 +1,128 @@
+"""``herald chat``: the interactive terminal chat and the one-shot ``-q`` mode.
+
+The terminal talks to the agent directly (one local user, one session at a time); chat platforms go
+through adapters and the router instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from agent.loop import Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent, TurnResult
+from agent.session import SessionSpec
+from agent.store import SessionRecord
+from gateway import insights
+from gateway.runtime import Runtime
+
+CLI_SESSION_KEY = "cli:local"
+CLI_SPEC = SessionSpec(session_key=CLI_SESSION_KEY, source="cli", platform="terminal")
+
+HELP = """Commands:
+  /new       start a new session (new prompt snapshot: memory edits show up)
+  /insights  tokens, cache use and cost of this session
+  /help      this list
+  /quit      leave (Ctrl-D works too; Ctrl-C stops a running answer)"""
+
+InputFn = Callable[[str], Awaitable[str]]
+
+
+async def read_line(prompt: str) -> str:
+    """``input()`` in a thread so the event loop keeps running (raises EOFError on Ctrl-D)."""
+    return await asyncio.to_thread(input, prompt)
+
+
+@dataclass
+class TerminalPrinter:
+    """Renders turn events as they stream."""
+
+    out: TextIO
+    stream_text: bool = True
+
+    async def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, TextDelta) and self.stream_text:
+            self.out.write(event.text)
+        elif isinstance(event, ToolStarted):
+            self.out.write(f"\n  ⚙ {event.name} …")
+        elif isinstance(event, ToolFinished):
+            self.out.write(" failed\n" if event.is_error else " done\n")
+        elif isinstance(event, Retrying):
+            note = " (discarding the partial answer)" if event.discard_partial and self.stream_text else ""
+            self.out.write(
+                f"\n[provider error: {event.reason}; retry {event.attempt} in {event.delay:.1f}s{note}]\n"
+            )
+        self.out.flush()
+
+
+async def resolve_session(runtime: Runtime, resume: bool, err: TextIO) -> SessionRecord:
+    if resume:
+        latest = await runtime.store.latest_session(CLI_SESSION_KEY)
+        if latest is not None:
+            return latest
+        err.write("No earlier terminal session to continue; starting a new one.\n")
+    started = await runtime.new_session(CLI_SPEC)
+    for warning in started.warnings:
+        err.write(f"warning: {warning}\n")
+    return started.record
+
+
+async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO) -> int:
+    """``herald chat -q``: print the answer to ``out`` once it is complete; errors go to ``err``."""
+    session = await resolve_session(runtime, resume, err)
+    result = await runtime.agent.run_turn(session, text, TerminalPrinter(err, stream_text=False))
+    if result.error:
+        err.write(result.error + "\n")
+        return 1
+    out.write(result.text.rstrip("\n") + "\n")
+    return 0
+
+
+async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
+    task = asyncio.ensure_future(runtime.agent.run_turn(session, text, TerminalPrinter(out)))
+    try:
+        result: TurnResult = await asyncio.shield(task)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        out.write("\n[stopped]\n")
+        return
+    if result.error:
+        out.write(f"\n{result.error}\n")
+    else:
+        out.write("\n")
+
+
+async def interactive(
+    runtime: Runtime, *, resume: bool, out: TextIO = sys.stdout, read: InputFn = read_line
+) -> int:
+    session = await resolve_session(runtime, resume, out)
+    out.write(f"Herald · {runtime.provider.model} · session {session.id} · /help for commands\n")
+    while True:
+        try:
+            line = (await read("\n› ")).strip()
+        except (EOFError, KeyboardInterrupt):
+            out.write("\n")
+            return 0
+        if not line:
+            continue
+        if line.startswith("/"):
+            command = line.split()[0].lower()
+            if command in ("/quit", "/exit"):
+                return 0
+            if command == "/help":
+                out.write(HELP + "\n")
+            elif command == "/new":
+                session = await resolve_session(runtime, False, out)
+                out.write(f"New session {session.id}.\n")
+            elif command == "/insights":
+                current = await runtime.store.get_session(session.id)
+                out.write(insights.render([current] if current else []) + "\n")
+            else:
+                out.write(f"Unknown command {command}. Type /help for the list.\n")
+            continue
+        await _run_turn_interruptibly(runtime, session, line, out)
+        refreshed = await runtime.store.get_session(session.id)
+        session = refreshed or session

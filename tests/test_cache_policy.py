@@ -1,0 +1,75 @@
+"""Breakpoint placement: never more than 4, placed where the next request can read them."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from agent.cache_policy import MAX_BREAKPOINTS, Breakpoint, PromptShape, choose_ttls, place_breakpoints
+
+LAYERS = ("stable", "context", "volatile")
+
+
+def shape(roles: str, tools: int = 5, layers: tuple[str, ...] = LAYERS) -> PromptShape:
+    names = {"u": "user", "a": "assistant"}
+    return PromptShape(tool_count=tools, system_layers=layers, message_roles=tuple(names[r] for r in roles))
+
+
+def test_first_turn_marks_stable_layer_system_end_and_last_message() -> None:
+    points = place_breakpoints(shape("u"), "layered", "1h", "5m")
+    assert points == (
+        Breakpoint("system", 0, "1h"),
+        Breakpoint("system", 2, "1h"),
+        Breakpoint("message", 0, "5m"),
+    )
+
+
+def test_new_turn_reads_where_the_previous_request_ended() -> None:
+    # u a u : the previous request ended with message 0, the answer is 1, the new message is 2
+    points = place_breakpoints(shape("uau"), "layered", "5m", "5m")
+    assert [p.index for p in points if p.target == "message"] == [0, 2]
+
+
+def test_tool_loop_reads_the_previous_request_end_however_many_blocks_were_added() -> None:
+    # user, assistant(tool_use), user(tool_results): previous request ended at message 0
+    points = place_breakpoints(shape("uauau"), "layered", "5m", "5m")
+    assert [p.index for p in points if p.target == "message"] == [2, 4]
+
+
+def test_without_stable_split_the_system_gets_one_marker() -> None:
+    points = place_breakpoints(shape("u", layers=("stable",)), "layered", "5m", "5m")
+    assert [p.target for p in points] == ["system", "message"]
+
+
+def test_no_system_marks_the_last_tool() -> None:
+    points = place_breakpoints(shape("u", layers=()), "layered", "5m", "5m")
+    assert points[0] == Breakpoint("tool", 4, "5m")
+
+
+def test_system_and_3_marks_system_and_last_three_messages() -> None:
+    points = place_breakpoints(shape("uauau"), "system_and_3", "5m", "5m")
+    assert points == (
+        Breakpoint("system", 2, "5m"),
+        Breakpoint("message", 2, "5m"),
+        Breakpoint("message", 3, "5m"),
+        Breakpoint("message", 4, "5m"),
+    )
+
+
+@pytest.mark.parametrize("policy", ["layered", "system_and_3"])
+def test_never_more_than_four_markers_and_1h_before_5m(policy: str) -> None:
+    for length, layers in itertools.product(range(0, 30), [(), ("stable",), LAYERS, ("stable", "volatile")]):
+        roles = "".join("ua"[i % 2] for i in range(length))
+        points = place_breakpoints(shape(roles, layers=layers), policy, "1h", "5m")  # type: ignore[arg-type]
+        assert len(points) <= MAX_BREAKPOINTS
+        ttls = [p.ttl for p in points]
+        assert ttls == sorted(ttls, key=lambda t: t != "1h"), "1h markers must precede 5m ones"
+
+
+def test_auto_ttl_follows_session_pacing() -> None:
+    assert choose_ttls("auto", None) == ("1h", "5m")
+    assert choose_ttls("auto", 60) == ("1h", "5m")
+    assert choose_ttls("auto", 600) == ("1h", "1h")
+    assert choose_ttls("5m", 600) == ("5m", "5m")
+    assert choose_ttls("1h", None) == ("1h", "1h")

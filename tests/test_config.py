@@ -1,0 +1,84 @@
+"""Config validation names the key and what is allowed; `config set` keeps comments and refuses bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, HeraldConfig, get_value, load_config, set_value
+from gateway.home import HeraldHome, ensure_home
+
+
+def test_default_config_file_is_valid_and_matches_the_schema_defaults(tmp_path: Path) -> None:
+    home = HeraldHome(tmp_path)
+    ensure_home(home)
+    assert load_config(home.config_path) == HeraldConfig()
+
+
+def test_invalid_value_is_reported_with_key_and_allowed_values(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  provider: antropic\ncompression:\n  threshold: 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "model.provider = 'antropic'" in message and "'anthropic' or 'openai'" in message
+    assert "compression.threshold = 2" in message and "less than 1" in message
+
+
+def test_unknown_key_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  nmae: x\n")
+    with pytest.raises(ConfigError, match=r"model\.nmae: unknown key"):
+        load_config(path)
+
+
+def test_broken_yaml_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_set_keeps_comments_and_validates(tmp_path: Path) -> None:
+    home = HeraldHome(tmp_path)
+    ensure_home(home)
+    set_value(home.config_path, "compression.threshold", "0.6")
+    set_value(home.config_path, "model.context_length", "64000")
+    text = home.config_path.read_text()
+    assert "# Compress the conversation" in text
+    config = load_config(home.config_path)
+    assert config.compression.threshold == 0.6 and config.model.context_length == 64000
+    assert get_value(config, "compression.threshold") == 0.6
+
+
+def test_set_refuses_an_invalid_value_and_leaves_the_file_alone(tmp_path: Path) -> None:
+    home = HeraldHome(tmp_path)
+    ensure_home(home)
+    before = home.config_path.read_text()
+    with pytest.raises(ConfigError, match="prompt_caching.cache_ttl"):
+        set_value(home.config_path, "prompt_caching.cache_ttl", "2h")
+    assert home.config_path.read_text() == before
+
+
+def test_get_unknown_key_says_so() -> None:
+    with pytest.raises(ConfigError, match="unknown key 'model.colour'"):
+        get_value(HeraldConfig(), "model.colour")
+
+
+def test_model_overrides_and_context_length(tmp_path: Path) -> None:
+    config = HeraldConfig.model_validate(
+        {"model": {"name": "local-llm", "context_length": 32000}, "models": {"local-llm": {"input": 0.0}}}
+    )
+    info = config.model_info()
+    assert info.context_length == 32000 and info.input == 0.0
+
+
+def test_setup_never_overwrites_user_files(tmp_path: Path) -> None:
+    home = HeraldHome(tmp_path)
+    home.root.mkdir(exist_ok=True)
+    home.soul_path.write_text("I am custom.")
+    created = ensure_home(home)
+    assert home.soul_path.read_text() == "I am custom."
+    assert home.config_path in created and home.soul_path not in created
+    assert ensure_home(home) == []
