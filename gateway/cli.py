@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from gateway import insights
 from gateway.config import ConfigError, get_value, load_config, set_value
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
-from gateway.runtime import open_runtime
-from gateway.terminal import ask_once, interactive
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +55,9 @@ def _setup(home: HeraldHome) -> int:
 
 
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
+    from gateway.runtime import open_runtime  # imports a provider SDK: only for commands that chat
+    from gateway.terminal import ask_once, interactive
+
     config = load_config(home.config_path)
     async with open_runtime(config, home, provider=args.provider, model=args.model) as runtime:
         if args.query is not None:

@@ -31,7 +31,7 @@ class _Section(BaseModel):
 
 class ModelSettings(_Section):
     provider: Literal["anthropic", "openai"] = "anthropic"
-    name: str = Field("claude-sonnet-4-5", min_length=1)
+    name: str = Field("claude-sonnet-4-6", min_length=1)
     base_url: str | None = None
     api_key_env: str | None = None
     context_length: int | None = Field(None, gt=1000)

@@ -10,9 +10,7 @@ from pathlib import Path
 
 from agent.loop import Agent, AgentSettings
 from agent.memory import MemoryStore
-from agent.providers.anthropic_provider import AnthropicProvider
 from agent.providers.base import Provider
-from agent.providers.openai_provider import OpenAIProvider
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.store import SessionStore
@@ -42,8 +40,13 @@ def make_provider(
             "(see `herald setup`)."
         )
     url = base_url if base_url is not None else config.model.base_url
+    # Imported here: each SDK takes about a second to import, and only the chosen one is needed.
     if kind == "anthropic":
+        from agent.providers.anthropic_provider import AnthropicProvider
+
         return AnthropicProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
+    from agent.providers.openai_provider import OpenAIProvider
+
     return OpenAIProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
 
 

@@ -56,13 +56,13 @@ def test_set_refuses_an_invalid_value_and_leaves_the_file_alone(tmp_path: Path) 
     home = HeraldHome(tmp_path)
     ensure_home(home)
     before = home.config_path.read_text()
-    with pytest.raises(ConfigError, match="prompt_caching.cache_ttl"):
+    with pytest.raises(ConfigError, match=r"prompt_caching\.cache_ttl"):
         set_value(home.config_path, "prompt_caching.cache_ttl", "2h")
     assert home.config_path.read_text() == before
 
 
 def test_get_unknown_key_says_so() -> None:
-    with pytest.raises(ConfigError, match="unknown key 'model.colour'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'model\.colour'"):
         get_value(HeraldConfig(), "model.colour")
 
 

@@ -50,7 +50,9 @@ def test_date_has_no_time_of_day() -> None:
 
 
 def test_empty_identity_falls_back_and_empty_layers_are_omitted() -> None:
-    prompt = build_system_prompt(dataclasses.replace(INPUTS, identity="  ", system_message="", project_context=""))
+    prompt = build_system_prompt(
+        dataclasses.replace(INPUTS, identity="  ", system_message="", project_context="")
+    )
     assert prompt.stable.startswith(DEFAULT_IDENTITY.strip())
     assert [name for name, _ in prompt.layers()] == ["stable", "volatile"]
 

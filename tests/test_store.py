@@ -23,8 +23,14 @@ async def open_store(tmp_path: Path) -> SessionStore:
 async def new_session(store: SessionStore, session_id: str = "s1") -> None:
     await store.create_session(
         NewSession(
-            id=session_id, session_key="cli:local", source="cli", platform="terminal",
-            system_prompt=PROMPT, tools_json="[]", provider="anthropic", model="m",
+            id=session_id,
+            session_key="cli:local",
+            source="cli",
+            platform="terminal",
+            system_prompt=PROMPT,
+            tools_json="[]",
+            provider="anthropic",
+            model="m",
         )
     )
 

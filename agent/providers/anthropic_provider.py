@@ -108,7 +108,7 @@ class AnthropicProvider(Provider):
                     stop_reason = event.delta.stop_reason or stop_reason
                     usage["output_tokens"] = event.usage.output_tokens
         except (anthropic.APIError, anthropic.APIConnectionError) as exc:
-            raise from_sdk_exception(exc) from exc
+            raise from_sdk_exception(exc, anthropic) from exc
         tool_calls = tuple(
             ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
             for _, c in sorted(calls.items())

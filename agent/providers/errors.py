@@ -1,15 +1,14 @@
 """Turning SDK exceptions (anthropic and openai alike) into ``ProviderError``.
 
-Both SDKs expose the same shapes (status errors with a response, timeouts, connection errors, errors
-raised mid-stream with a body), so one function classifies them.
+Both SDKs expose the same exception classes (status errors with a response, timeouts, connection
+errors, errors raised mid-stream with a body), so one function classifies them; the caller passes its
+SDK module so this module imports neither (each SDK takes about a second to import).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
-
-import anthropic
-import openai
 
 from agent.providers.base import ProviderError
 
@@ -53,13 +52,13 @@ def _body_message(body: object, fallback: str) -> str:
     return fallback
 
 
-def from_sdk_exception(exc: Exception) -> ProviderError:
-    """Classify an exception raised by either SDK during a request or while streaming."""
-    if isinstance(exc, anthropic.APITimeoutError | openai.APITimeoutError):
+def from_sdk_exception(exc: Exception, sdk: ModuleType) -> ProviderError:
+    """Classify an exception raised by ``sdk`` (the anthropic or openai module) during a request."""
+    if isinstance(exc, sdk.APITimeoutError):
         return ProviderError("request timed out", retryable=True, kind="timeout")
-    if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError):
         return ProviderError(f"connection failed: {exc}", retryable=True, kind="connection")
-    if isinstance(exc, anthropic.APIStatusError | openai.APIStatusError):
+    if isinstance(exc, sdk.APIStatusError):
         body_type = _body_error_type(exc.body)
         status = exc.status_code
         if status == 200 and body_type is not None:  # an error event in the middle of a stream
@@ -72,7 +71,7 @@ def from_sdk_exception(exc: Exception) -> ProviderError:
             retry_after=parse_retry_after(exc.response.headers),
             kind=body_type or "status",
         )
-    if isinstance(exc, anthropic.APIError | openai.APIError):
+    if isinstance(exc, sdk.APIError):
         body_type = _body_error_type(exc.body)
         return ProviderError(
             _body_message(exc.body, str(exc)),

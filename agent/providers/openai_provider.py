@@ -140,7 +140,7 @@ class OpenAIProvider(Provider):
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
         except (openai.APIError, openai.APIConnectionError) as exc:
-            raise from_sdk_exception(exc) from exc
+            raise from_sdk_exception(exc, openai) from exc
         tool_calls = tuple(
             ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
             for _, c in sorted(calls.items())

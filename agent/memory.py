@@ -1,0 +1,247 @@
+"""Curated memory: MEMORY.md (the agent's notes) and USER.md (about the user).
+
+Each file is a short list of entries separated by a line containing only "§". The files are small
+and capped so that their snapshot, frozen into a session's volatile layer when the session starts,
+stays cheap. Edits are written to disk at once but only show up in the system prompt of the next
+session: the running session keeps its bytes (ARCHITECTURE.md, cache invariants 1 and 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+MemoryTarget = Literal["memory", "user"]
+
+SEPARATOR = "§"
+ENTRY_JOINER = f"\n{SEPARATOR}\n"
+TARGETS: tuple[MemoryTarget, ...] = ("memory", "user")
+FILE_NAMES: dict[MemoryTarget, str] = {"memory": "MEMORY.md", "user": "USER.md"}
+DEFAULT_MEMORY_CHAR_LIMIT = 2200
+DEFAULT_USER_CHAR_LIMIT = 1375
+
+
+class MemoryToolError(Exception):
+    """A memory edit was refused; the message tells the model or user what to do instead."""
+
+
+class MemoryLimitError(MemoryToolError):
+    """The edit would push a file over its character limit; nothing was written."""
+
+
+class MemoryEditError(MemoryToolError):
+    """The edit is invalid (empty, duplicate, ambiguous or unmatched text); nothing was written."""
+
+
+def format_usage(used: int, limit: int) -> str:
+    """Usage like "[67% — 1,474/2,200 chars]"; rounded down, so 100% only when truly full."""
+    if limit <= 0:
+        raise ValueError(f"limit must be a positive number of characters, got {limit}")
+    return f"[{used * 100 // limit}% — {used:,}/{limit:,} chars]"
+
+
+def parse_entries(text: str) -> list[str]:
+    """Entries of a memory file: split at lines holding only "§", stripped, empty ones dropped.
+
+    Tolerant of hand edits (CRLF, spaces around "§", a leading or trailing separator).
+    """
+    entries: list[str] = []
+    current: list[str] = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if line.strip() == SEPARATOR:
+            entries.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    entries.append("\n".join(current))
+    return [entry.strip() for entry in entries if entry.strip()]
+
+
+def join_entries(entries: list[str]) -> str:
+    """The file text for ``entries``; its length is what the limit applies to."""
+    return ENTRY_JOINER.join(entries)
+
+
+def numbered_entries(entries: list[str]) -> str:
+    """Entries as "1) ...", one per line, so the model can quote the one it means."""
+    if not entries:
+        return "(none)"
+    return "\n".join(f"{number}) {entry}" for number, entry in enumerate(entries, start=1))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` in one step: a crash leaves the old file or the new one, never half of either."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable where the platform allows it (POSIX); best effort elsewhere."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MemoryStore:
+    """MEMORY.md and USER.md in one directory, each with its own character limit."""
+
+    def __init__(
+        self,
+        memories_dir: Path,
+        memory_char_limit: int = DEFAULT_MEMORY_CHAR_LIMIT,
+        user_char_limit: int = DEFAULT_USER_CHAR_LIMIT,
+    ) -> None:
+        for label, limit in (("memory_char_limit", memory_char_limit), ("user_char_limit", user_char_limit)):
+            if limit <= 0:
+                raise ValueError(f"{label} must be a positive number of characters, got {limit}")
+        self._dir = memories_dir
+        self._limits: dict[MemoryTarget, int] = {"memory": memory_char_limit, "user": user_char_limit}
+
+    def path(self, target: MemoryTarget) -> Path:
+        return self._dir / FILE_NAMES[_checked_target(target)]
+
+    def limit(self, target: MemoryTarget) -> int:
+        return self._limits[_checked_target(target)]
+
+    def read(self, target: MemoryTarget) -> str:
+        """The file's current text; "" when it does not exist yet."""
+        path = self.path(target)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+        except UnicodeDecodeError as exc:
+            raise MemoryToolError(
+                f"{path} is not UTF-8 text, so it cannot be edited. Fix or delete the file."
+            ) from exc
+
+    def entries(self, target: MemoryTarget) -> list[str]:
+        return parse_entries(self.read(target))
+
+    def usage(self, target: MemoryTarget) -> str:
+        return format_usage(len(join_entries(self.entries(target))), self.limit(target))
+
+    def add(self, target: MemoryTarget, content: str) -> str:
+        """Append an entry; rejects empty text, exact duplicates and anything over the limit."""
+        entry = _checked_content(content, target)
+        entries = self.entries(target)
+        if entry in entries:
+            raise MemoryEditError(f"{FILE_NAMES[target]} already has exactly this entry; nothing was added.")
+        self._write(target, entries, [*entries, entry])
+        return f"Added to {FILE_NAMES[target]} {self.usage(target)}"
+
+    def replace(self, target: MemoryTarget, old_text: str, new_content: str) -> str:
+        """Replace the one entry containing ``old_text`` with ``new_content``."""
+        entries = self.entries(target)
+        index = self._match(target, entries, old_text)
+        entry = _checked_content(new_content, target, empty_hint="To delete the entry, use remove instead.")
+        if entry in entries and entries.index(entry) != index:
+            raise MemoryEditError(
+                f"{FILE_NAMES[target]} already has exactly this entry; remove the old one instead."
+            )
+        self._write(target, entries, [*entries[:index], entry, *entries[index + 1 :]])
+        return f"Replaced an entry in {FILE_NAMES[target]} {self.usage(target)}"
+
+    def remove(self, target: MemoryTarget, old_text: str) -> str:
+        """Remove the one entry containing ``old_text``."""
+        entries = self.entries(target)
+        index = self._match(target, entries, old_text)
+        self._write(target, entries, [*entries[:index], *entries[index + 1 :]])
+        return f"Removed an entry from {FILE_NAMES[target]} {self.usage(target)}"
+
+    def snapshot(self) -> str:
+        """The frozen memory text for the volatile layer; "" when both files are empty.
+
+        Rebuilt from parsed entries, so stray blank lines in a hand-edited file do not change the bytes.
+        """
+        sections: list[str] = []
+        for target in TARGETS:
+            entries = self.entries(target)
+            if entries:
+                text = join_entries(entries)
+                usage = format_usage(len(text), self.limit(target))
+                sections.append(f"## {FILE_NAMES[target]} {usage}\n{text}")
+        return "\n\n".join(sections)
+
+    def _match(self, target: MemoryTarget, entries: list[str], old_text: str) -> int:
+        """Index of the single entry containing ``old_text``; an exact whole-entry match breaks ties."""
+        needle = old_text.strip()
+        name = FILE_NAMES[target]
+        if not needle:
+            raise MemoryEditError(
+                f"old_text is empty. Pass a unique piece of the entry to change.\n"
+                f"Current entries of {name}:\n{numbered_entries(entries)}"
+            )
+        matches = [index for index, entry in enumerate(entries) if needle in entry]
+        if len(matches) == 1:
+            return matches[0]
+        exact = [index for index in matches if entries[index] == needle]
+        if len(exact) == 1:
+            return exact[0]
+        if not matches:
+            raise MemoryEditError(
+                f"No entry of {name} contains '{needle}'. Quote part of an entry exactly.\n"
+                f"Current entries of {name}:\n{numbered_entries(entries)}"
+            )
+        numbers = ", ".join(str(index + 1) for index in matches)
+        raise MemoryEditError(
+            f"'{needle}' matches {len(matches)} entries of {name} ({numbers}). Use a longer piece of the "
+            f"one you mean.\nCurrent entries of {name}:\n{numbered_entries(entries)}"
+        )
+
+    def _write(self, target: MemoryTarget, before: list[str], after: list[str]) -> None:
+        """Write ``after`` if it fits the limit; otherwise raise and leave the file untouched."""
+        text = join_entries(after)
+        limit = self.limit(target)
+        if len(text) > limit:
+            name = FILE_NAMES[target]
+            raise MemoryLimitError(
+                f"{name} would be {len(text):,}/{limit:,} chars. Remove or shorten entries first; "
+                f"current entries:\n{numbered_entries(before)}"
+            )
+        atomic_write_text(self.path(target), text)
+
+
+def _checked_target(target: str) -> MemoryTarget:
+    """The target, validated at run time too: the model may send any string."""
+    for known in TARGETS:
+        if target == known:
+            return known
+    raise MemoryEditError(
+        f"Unknown memory target '{target}'. Use 'memory' (your notes) or 'user' (about the user)."
+    )
+
+
+def _checked_content(content: str, target: MemoryTarget, empty_hint: str = "") -> str:
+    """Stripped entry text; refuses empty text and text that would split into several entries."""
+    name = FILE_NAMES[_checked_target(target)]
+    entry = content.strip()
+    if not entry:
+        hint = f" {empty_hint}" if empty_hint else " Pass the text to save."
+        raise MemoryEditError(f"The content is empty; nothing was written to {name}.{hint}")
+    if any(line.strip() == SEPARATOR for line in entry.split("\n")):
+        raise MemoryEditError(
+            f"The content contains a line with only '{SEPARATOR}', which separates entries in {name}. "
+            "Save each entry separately."
+        )
+    return entry

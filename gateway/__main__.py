@@ -1,0 +1,5 @@
+"""``python -m gateway`` is the same as the ``herald`` command."""
+
+from gateway.cli import main
+
+main()

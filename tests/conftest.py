@@ -1,0 +1,53 @@
+"""Shared fixtures: an emulator on loopback, a throwaway HERALD_HOME, a runtime wired to both."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import HeraldConfig
+from gateway.home import HeraldHome, ensure_home
+from tests.emulator import ProviderEmulator
+
+
+@pytest.fixture
+def emulator() -> ProviderEmulator:
+    return ProviderEmulator()
+
+
+@pytest.fixture
+async def emulator_url(emulator: ProviderEmulator) -> AsyncIterator[str]:
+    async with emulator.serve() as url:
+        yield url
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeraldHome]:
+    """A fresh home, API keys for the SDKs, and an empty working directory (no project context)."""
+    herald_home = HeraldHome(tmp_path / "home")
+    ensure_home(herald_home)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HERALD_HOME", str(herald_home.root))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    for variable in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    yield herald_home
+
+
+def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str, Any]) -> HeraldConfig:
+    """A config pointed at the emulator with fast retries; ``sections`` override config sections."""
+    model: dict[str, Any] = {
+        "provider": provider,
+        "name": "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5",
+        "base_url": base_url if provider == "anthropic" else base_url + "/v1",
+        "retry_base_delay": 0.01,
+        "max_retries": 3,
+    }
+    model.update(sections.pop("model", {}))
+    return HeraldConfig.model_validate({"model": model, **sections})

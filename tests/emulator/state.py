@@ -1,0 +1,129 @@
+"""The emulator's mutable state and the test-facing controls, behind one lock.
+
+The server may run on another thread (``serve_in_thread``) while a test scripts replies or moves
+the clock, so every read-modify-write of this state holds :attr:`EmulatorState.lock`. It is
+re-entrant so a ``responder`` may call :meth:`EmulatorState.script` while a request is processed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from .blocks import OPENAI_MIN_PREFIX
+from .cache import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MIN_CACHE_TOKENS,
+    MIN_CACHE_TOKENS,
+    AnthropicCache,
+    Clock,
+    OpenAICache,
+    Oracle,
+    lookup_by_prefix,
+)
+from .records import RecordedRequest
+from .script import FaultQueue, HttpFault, Reply, Responder, StreamFault, default_reply
+
+
+class EmulatorState:
+    """Caches, oracle, script, faults and the request log of one emulated provider."""
+
+    def __init__(
+        self,
+        min_cache_tokens: dict[str, int] | None = None,
+        context_windows: dict[str, int] | None = None,
+        default_reply_tokens: int = 40,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.clock = Clock()
+        self.requests: list[RecordedRequest] = []
+        self.responder: Responder | None = None
+        self.default_reply_tokens = default_reply_tokens
+        self.anthropic_cache = AnthropicCache()
+        self.openai_cache = OpenAICache()
+        self.oracle = Oracle()
+        self.faults = FaultQueue()
+        self._min_overrides = dict(min_cache_tokens or {})
+        self._context_windows = dict(context_windows or {})
+        self._script: deque[Reply] = deque()
+        self._counters: dict[str, int] = {}
+
+    # --- test controls -------------------------------------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies, consumed one per successful model request (either API)."""
+        with self.lock:
+            self._script.extend(replies)
+
+    def fail_next(
+        self, status: int, count: int = 1, retry_after: float | None = None, api: str | None = None
+    ) -> None:
+        """Answer the next ``count`` model requests (of ``api``, or any) with an HTTP error."""
+        with self.lock:
+            self.faults.http.append(HttpFault(status, count, retry_after, api))
+
+    def fail_midstream(
+        self,
+        error_type: str = "overloaded_error",
+        count: int = 1,
+        after_text: str = "partial ",
+        api: str | None = None,
+    ) -> None:
+        """Make the next ``count`` streaming requests send ``after_text`` and then an error event."""
+        with self.lock:
+            self.faults.stream.append(StreamFault(error_type, count, after_text, api))
+
+    def reset_cache(self) -> None:
+        """Drop every cache entry, as a provider eviction would (the oracle keeps its memory)."""
+        with self.lock:
+            self.anthropic_cache.clear()
+            self.openai_cache.clear()
+
+    @property
+    def pending_replies(self) -> int:
+        with self.lock:
+            return len(self._script)
+
+    # --- used by the API handlers (lock held) ----------------------------------------------------
+
+    def min_tokens(self, model: str) -> int:
+        """Minimum cacheable prefix: constructor overrides, then the built-in table, then 1024."""
+        for table in (self._min_overrides, MIN_CACHE_TOKENS):
+            value = lookup_by_prefix(table, model)
+            if value is not None:
+                return value
+        return DEFAULT_MIN_CACHE_TOKENS
+
+    def openai_min_tokens(self, model: str) -> int:
+        """OpenAI-style automatic caching starts at 1024 unless the constructor says otherwise."""
+        value = lookup_by_prefix(self._min_overrides, model)
+        return OPENAI_MIN_PREFIX if value is None else max(value, OPENAI_MIN_PREFIX)
+
+    def context_window(self, model: str) -> int:
+        value = lookup_by_prefix(self._context_windows, model)
+        return DEFAULT_CONTEXT_WINDOW if value is None else value
+
+    def next_id(self, prefix: str) -> str:
+        """Deterministic ids: ``prefix`` + a 4-digit counter per prefix."""
+        n = self._counters.get(prefix, 0) + 1
+        self._counters[prefix] = n
+        return f"{prefix}{n:04d}"
+
+    def next_reply(self, body: dict[str, Any], api: str) -> Reply:
+        """Script first, then the responder, then the default reply."""
+        number = self._counters.get("reply", 0) + 1
+        self._counters["reply"] = number
+        if self._script:
+            return self._script.popleft()
+        if self.responder is not None:
+            reply = self.responder(body, api)
+            if reply is not None:
+                return reply
+        messages = body.get("messages")
+        return default_reply(
+            number, messages if isinstance(messages, list) else [], self.default_reply_tokens
+        )
+
+    def record(self, rec: RecordedRequest) -> None:
+        self.requests.append(rec)

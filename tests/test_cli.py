@@ -1,0 +1,136 @@
+"""The `herald` command as a user runs it: separate processes, real SDK, emulator on loopback."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.home import HeraldHome
+from gateway.runtime import open_runtime
+from gateway.terminal import interactive
+from tests.conftest import make_config
+from tests.emulator import ProviderEmulator, Reply
+from tests.helpers import prompt_hashes, write_project_notes
+
+HERALD = [sys.executable, "-m", "gateway"]
+
+
+@pytest.fixture
+def served(emulator: ProviderEmulator) -> Iterator[str]:
+    with emulator.serve_in_thread() as url:
+        yield url
+
+
+def herald(
+    home: HeraldHome, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "HERALD_HOME": str(home.root), **(env or {})}
+    return subprocess.run(
+        [*HERALD, *args], env=environment, capture_output=True, text=True, timeout=60, cwd=Path.cwd()
+    )
+
+
+def point_at(home: HeraldHome, url: str) -> None:
+    assert herald(home, "config", "set", "model.base_url", url).returncode == 0
+    assert herald(home, "config", "set", "model.retry_base_delay", "0.01").returncode == 0
+
+
+def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    write_project_notes()
+    point_at(home, served)
+    emulator.script(Reply(text="One."), Reply(text="Two."), Reply(text="Three."))
+    first = herald(home, "chat", "-q", "first question " * 20)
+    Path("AGENTS.md").write_text("# Edited after the session started\n")  # must not leak into the session
+    second = herald(home, "chat", "-q", "second question", "--continue")
+    third = herald(home, "chat", "-q", "third question", "--continue")
+    assert [p.stdout for p in (first, second, third)] == ["One.\n", "Two.\n", "Three.\n"]
+    assert all(p.returncode == 0 for p in (first, second, third))
+
+    requests = [r for r in emulator.requests if r.ok]
+    assert len(requests) == 3 and len(prompt_hashes(requests)) == 1
+    assert "Edited after the session started" not in requests[-1].system_json
+    assert [m["role"] for m in requests[-1].json["messages"]] == ["user", "assistant"] * 2 + ["user"]
+    assert requests[1].cache_read > 0 and requests[2].cache_read > 0
+
+    report = herald(home, "insights")
+    assert report.returncode == 0 and "first question" in report.stdout and "all sessions" in report.stdout
+
+
+def test_without_continue_each_query_is_a_new_session(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    point_at(home, served)
+    herald(home, "chat", "-q", "a")
+    herald(home, "chat", "-q", "b")
+    assert [len(r.json["messages"]) for r in emulator.requests] == [1, 1]
+
+
+def test_provider_failure_exits_non_zero_with_one_sentence(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    point_at(home, served)
+    emulator.fail_next(529, count=10)
+    result = herald(home, "chat", "-q", "hello")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "No answer: the model provider is overloaded (4 attempts)." in result.stderr
+
+
+def test_provider_and_model_can_be_overridden(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    point_at(home, served)
+    herald(home, "config", "set", "model.base_url", served + "/v1")
+    result = herald(home, "chat", "-q", "hi", "--provider", "openai", "--model", "gpt-5-mini")
+    assert result.returncode == 0, result.stderr
+    assert emulator.requests[-1].api == "openai" and emulator.requests[-1].model == "gpt-5-mini"
+
+
+def test_missing_api_key_and_bad_config_are_clear_errors(home: HeraldHome) -> None:
+    result = herald(home, "chat", "-q", "hi", env={"ANTHROPIC_API_KEY": ""})
+    assert result.returncode == 2
+    assert "No API key for anthropic: set ANTHROPIC_API_KEY" in result.stderr
+    home.config_path.write_text("prompt_caching:\n  cache_ttl: 10m\n")
+    result = herald(home, "chat", "-q", "hi")
+    assert result.returncode == 2 and "prompt_caching.cache_ttl = '10m'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_get_and_set(home: HeraldHome) -> None:
+    assert (
+        herald(home, "config", "set", "memory.user_char_limit", "2000").stdout
+        == "memory.user_char_limit = 2000\n"
+    )
+    assert herald(home, "config", "get", "memory.user_char_limit").stdout == "2000\n"
+    assert herald(home, "config", "get", "model.base_url").stdout == "null\n"
+    unknown = herald(home, "config", "get", "model.nope")
+    assert unknown.returncode == 2 and "unknown key 'model.nope'" in unknown.stderr
+
+
+async def test_interactive_chat_commands(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    lines = iter(["/help", "/bogus", "Hello there", "/insights", "/new", "Second session", "/quit"])
+
+    async def read(prompt: str) -> str:
+        return next(lines)
+
+    out = io.StringIO()
+    emulator.script(Reply(text="Hi! How can I help?"), Reply(text="Fresh start."))
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        code = await interactive(runtime, resume=False, out=out, read=read)
+        sessions = await runtime.store.list_sessions()
+    text = out.getvalue()
+    assert code == 0
+    assert "/insights  tokens, cache use and cost of this session" in text
+    assert "Unknown command /bogus. Type /help for the list." in text
+    assert "Hi! How can I help?" in text and "Fresh start." in text
+    assert "Hello there" in text  # the session title in the insights table
+    assert len(sessions) == 2
