@@ -6,10 +6,11 @@ of the wire request. Never more than 4 markers (a fifth is a 400 from the API).
 
 Policies:
 
-- ``layered`` (default): the end of the stable layer (shared by every chat of the bot, so a new chat
-  reads tools + stable from cache), the end of the session's system prompt, the end of what the
-  previous request sent (an exact hit however many blocks a tool loop added since, so the 20-block
-  lookback never matters), and the end of this request (the write the next request will read).
+- ``layered`` (default): the end of the prefix every chat of the bot shares (tools + stable layer +
+  context layer: only the volatile layer is per session), so a new chat reads it from cache; the end
+  of the session's system prompt; the end of what the previous request sent (an exact hit however
+  many blocks a tool loop added since, so the 20-block lookback never matters); and the end of this
+  request (the write the next request will read).
 - ``system_and_3``: Hermes Agent's policy, kept for comparison: the last system block plus the last
   three messages.
 """
@@ -76,8 +77,9 @@ def _layered(shape: PromptShape, prefix_ttl: Ttl, tail_ttl: Ttl) -> tuple[Breakp
     points: list[Breakpoint] = []
     if shape.system_layers:
         last_system = len(shape.system_layers) - 1
-        if "stable" in shape.system_layers and shape.system_layers.index("stable") != last_system:
-            points.append(Breakpoint("system", shape.system_layers.index("stable"), prefix_ttl))
+        shared_end = _shared_prefix_end(shape.system_layers)
+        if shared_end is not None and shared_end != last_system:
+            points.append(Breakpoint("system", shared_end, prefix_ttl))
         points.append(Breakpoint("system", last_system, prefix_ttl))
     elif shape.tool_count:
         points.append(Breakpoint("tool", shape.tool_count - 1, prefix_ttl))
@@ -90,6 +92,12 @@ def _layered(shape: PromptShape, prefix_ttl: Ttl, tail_ttl: Ttl) -> tuple[Breakp
             points.append(Breakpoint("message", previous_end, tail_ttl))
         points.append(Breakpoint("message", last, tail_ttl))
     return tuple(points)
+
+
+def _shared_prefix_end(layers: tuple[str, ...]) -> int | None:
+    """Index of the last system block that is the same for every chat of the bot (not volatile)."""
+    shared = [index for index, name in enumerate(layers) if name in ("stable", "context")]
+    return shared[-1] if shared else None
 
 
 def _previous_request_end(roles: tuple[str, ...]) -> int | None:

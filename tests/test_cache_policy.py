@@ -16,10 +16,10 @@ def shape(roles: str, tools: int = 5, layers: tuple[str, ...] = LAYERS) -> Promp
     return PromptShape(tool_count=tools, system_layers=layers, message_roles=tuple(names[r] for r in roles))
 
 
-def test_first_turn_marks_stable_layer_system_end_and_last_message() -> None:
+def test_first_turn_marks_shared_prefix_system_end_and_last_message() -> None:
     points = place_breakpoints(shape("u"), "layered", "1h", "5m")
     assert points == (
-        Breakpoint("system", 0, "1h"),
+        Breakpoint("system", 1, "1h"),  # stable + context: the same for every chat of the bot
         Breakpoint("system", 2, "1h"),
         Breakpoint("message", 0, "5m"),
     )
@@ -35,6 +35,11 @@ def test_tool_loop_reads_the_previous_request_end_however_many_blocks_were_added
     # user, assistant(tool_use), user(tool_results): previous request ended at message 0
     points = place_breakpoints(shape("uauau"), "layered", "5m", "5m")
     assert [p.index for p in points if p.target == "message"] == [2, 4]
+
+
+def test_without_a_context_layer_the_shared_prefix_ends_with_the_stable_layer() -> None:
+    points = place_breakpoints(shape("u", layers=("stable", "volatile")), "layered", "5m", "5m")
+    assert points[0] == Breakpoint("system", 0, "5m")
 
 
 def test_without_stable_split_the_system_gets_one_marker() -> None:

@@ -1,0 +1,236 @@
+"""Prompt-cache benchmark: scripted sessions through the real SDKs against the offline emulator.
+
+    python -m benchmarks.cache               # every scenario, both APIs, both breakpoint policies
+    python -m benchmarks.cache --quick       # fewer turns
+
+Per scenario it prints requests, prompt tokens, cache read / write, hit ratio (read ÷ prompt
+tokens), efficiency (read ÷ what an oracle could have read: the longest prefix any earlier request
+had already sent) and the input-cost ratio against sending everything uncached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import chdir
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.models import lookup_model
+from agent.session import SessionSpec
+from gateway.config import HeraldConfig
+from gateway.home import HeraldHome, ensure_home
+from gateway.runtime import Runtime, open_runtime
+from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
+
+PROJECT_NOTES = "# Project notes\n\n" + "".join(
+    f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
+    for i in range(60)
+)
+USER_TEXT = "please go through the next part of the plan and tell me what could go wrong, " * 5
+WALL_START = 1_800_000_000.0  # the agent's clock follows the emulator's, from this epoch
+
+
+@dataclass(frozen=True)
+class Variant:
+    api: str  # "anthropic" | "openai"
+    model: str
+    policy: str  # "layered" | "system_and_3"
+    ttl: str  # "auto" | "5m" | "1h"
+
+    @property
+    def label(self) -> str:
+        if self.api == "openai":
+            return f"openai {self.model}"
+        return f"anthropic {self.policy} ttl={self.ttl}"
+
+
+@dataclass
+class Result:
+    scenario: str
+    variant: Variant
+    requests: list[RecordedRequest]
+
+    def row(self) -> dict[str, Any]:
+        ok = [r for r in self.requests if r.ok]
+        prompt = sum(r.prompt_tokens for r in ok)
+        read = sum(r.cache_read for r in ok)
+        write_5m = sum(r.cache_write - r.cache_write_1h for r in ok)
+        write_1h = sum(r.cache_write_1h for r in ok)
+        oracle = sum(r.oracle_tokens for r in ok)
+        price = lookup_model(self.variant.model)
+        uncached = prompt * price.input
+        paid = (
+            (prompt - read - write_5m - write_1h) * price.input
+            + read * price.cache_read
+            + write_5m * price.cache_write_5m
+            + write_1h * price.cache_write_1h
+        )
+        return {
+            "scenario": self.scenario,
+            "variant": self.variant.label,
+            "requests": len(ok),
+            "prompt": prompt,
+            "read": read,
+            "write": write_5m + write_1h,
+            "hit": read / prompt if prompt else 0.0,
+            "efficiency": read / oracle if oracle else 1.0,
+            "cost": paid / uncached if uncached else 1.0,
+        }
+
+
+class Bench:
+    """One emulator + one HERALD_HOME; opens runtimes (processes, in effect) on demand."""
+
+    def __init__(self, emulator: ProviderEmulator, url: str, home: HeraldHome, variant: Variant) -> None:
+        self.emulator, self.url, self.home, self.variant = emulator, url, home, variant
+
+    def config(self) -> HeraldConfig:
+        base = self.url if self.variant.api == "anthropic" else self.url + "/v1"
+        return HeraldConfig.model_validate(
+            {
+                "model": {"provider": self.variant.api, "name": self.variant.model, "base_url": base},
+                "prompt_caching": {"policy": self.variant.policy, "cache_ttl": self.variant.ttl},
+            }
+        )
+
+    def runtime(self) -> Any:
+        return open_runtime(self.config(), self.home)
+
+    def sync_clock(self, runtime: Runtime) -> None:
+        runtime.agent.clock = lambda: WALL_START + self.emulator.clock.now()
+
+    async def turn(self, runtime: Runtime, session_id: str, number: int) -> None:
+        if number % 4 == 3:
+            todos = [{"id": str(number), "content": f"check item {number}", "status": "pending"}]
+            self.emulator.script(
+                Reply(tool_calls=[ToolUse("todo", {"todos": todos, "merge": True})]), Reply(text_tokens=180)
+            )
+        else:
+            self.emulator.script(Reply(text_tokens=250))
+        session = await runtime.store.get_session(session_id)
+        assert session is not None
+        result = await runtime.agent.run_turn(session, f"Turn {number}: {USER_TEXT}")
+        if result.error:
+            raise RuntimeError(result.error)
+        self.emulator.clock.advance(20)  # a person reading and typing
+
+
+def spec(chat: int = 0) -> SessionSpec:
+    # Per-chat context lives in the volatile layer, as the gateway will put a chat's title there.
+    return SessionSpec(
+        session_key=f"bench:{chat}", source="bench", platform="terminal", chat_context=f"Chat {chat}"
+    )
+
+
+async def long_chat(bench: Bench, turns: int) -> None:
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        for number in range(turns):
+            await bench.turn(runtime, session.id, number)
+
+
+async def interleaved(bench: Bench, turns: int) -> None:
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        sessions = [(await runtime.new_session(spec(chat))).record for chat in range(8)]
+        for number in range(max(2, turns // 5)):
+            for session in sessions:
+                await bench.turn(runtime, session.id, number)
+
+
+async def paused(bench: Bench, turns: int) -> None:
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        for number in range(turns):
+            if number and number % 5 == 0:
+                bench.emulator.clock.advance(12 * 60)  # a 12-minute pause every 5 turns
+            await bench.turn(runtime, session.id, number)
+
+
+async def restart(bench: Bench, turns: int) -> None:
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        for number in range(turns // 2):
+            await bench.turn(runtime, session.id, number)
+    async with bench.runtime() as runtime:  # a new process: new store connection, new SDK client
+        bench.sync_clock(runtime)
+        for number in range(turns // 2, turns):
+            await bench.turn(runtime, session.id, number)
+
+
+SCENARIOS: dict[str, Callable[[Bench, int], Awaitable[None]]] = {
+    "30-turn chat, tools every 4th": long_chat,
+    "8 chats interleaved": interleaved,
+    "12-min pauses every 5 turns": paused,
+    "restart halfway": restart,
+}
+
+VARIANTS = [
+    Variant("anthropic", "claude-sonnet-4-6", "layered", "auto"),
+    Variant("anthropic", "claude-sonnet-4-6", "layered", "5m"),
+    Variant("anthropic", "claude-sonnet-4-6", "system_and_3", "5m"),
+    Variant("openai", "gpt-5", "layered", "auto"),
+]
+
+
+async def run_one(name: str, variant: Variant, turns: int) -> Result:
+    scenario = SCENARIOS[name]
+    emulator = ProviderEmulator()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = HeraldHome(Path(tmp) / "home")
+        ensure_home(home)
+        work = Path(tmp) / "work"
+        work.mkdir()
+        (work / "AGENTS.md").write_text(PROJECT_NOTES)
+        with chdir(work):
+            async with emulator.serve() as url:
+                await scenario(Bench(emulator, url, home, variant), turns)
+    return Result(name, variant, list(emulator.requests))
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    columns = [
+        "scenario", "variant", "requests", "prompt tokens", "cache read", "cache write",
+        "hit ratio", "efficiency", "input cost vs uncached",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append(
+            f"| {row['scenario']} | {row['variant']} | {row['requests']} | {row['prompt']:,} "
+            f"| {row['read']:,} | {row['write']:,} | {row['hit']:.3f} | {row['efficiency']:.3f} "
+            f"| {row['cost']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+async def main_async(turns: int, scenarios: list[str]) -> str:
+    rows = []
+    for name in scenarios:
+        for variant in VARIANTS:
+            rows.append((await run_one(name, variant, turns)).row())
+    return format_rows(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=30, help="turns per chat (default 30)")
+    parser.add_argument("--quick", action="store_true", help="10 turns per chat")
+    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="run only these")
+    args = parser.parse_args()
+    os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")
+    os.environ.setdefault("OPENAI_API_KEY", "benchmark")
+    print(asyncio.run(main_async(10 if args.quick else args.turns, args.scenario or list(SCENARIOS))))
+
+
+if __name__ == "__main__":
+    main()
