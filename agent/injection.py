@@ -48,6 +48,10 @@ def _rule(label: str, *parts: str) -> _Rule:
 
 
 _WHO = r"the\s+(?:user|human|operator)\b"
+_SECRET_NOUN = (
+    r"(?:api[\s_-]?keys?|access\s+keys?|tokens?|secrets?|credentials?|passwords?"
+    r"|env(?:ironment)?\s+(?:variables?|vars?)|ssh\s+keys?|private\s+keys?)\s+to\b"
+)
 _INSTRUCTIONS = r"(?:instructions?|prompts?|directions|directives|rules|guidelines|context)\b"
 
 _PHRASE_RULES: tuple[_Rule, ...] = (
@@ -82,7 +86,7 @@ _PHRASE_RULES: tuple[_Rule, ...] = (
         r"(?:\b(?:here\s+is|here's|this\s+is|below\s+is)\s+(?:your|the)\s+new\s+system\s+prompt\b",
         r"|\b(?:your|begin(?:ning)?\s+(?:of\s+)?(?:the\s+)?)\s*new\s+system\s+prompt\b",
         r"|\bnew\s+system\s+prompt\s*[:\]>]",
-        r"|^[\W_]*new\s+system\s+prompt\W*$)",
+        r"|^[^\w\n]*new[^\S\n]+system[^\S\n]+prompt[^\w\n]*$)",
     ),
     _rule(
         _OVERRIDE,
@@ -107,13 +111,19 @@ _PHRASE_RULES: tuple[_Rule, ...] = (
         _WHO,
     ),
     _rule(_CONCEALMENT, r"\bwithout\s+(?:telling|informing|notifying|alerting)\s+", _WHO),
-    # Secrets sent somewhere, in words.
+    # Secrets sent somewhere, in words. "upload"/"post" also make compound nouns ("pass the upload
+    # token to the action"), so after them a determiner or another word must come first.
     _rule(
         _EXFILTRATION,
-        r"\b(?:send|post|upload|forward|e-?mail|transmit|leak|exfiltrate)\s+",
+        r"\b(?:send|forward|e-?mail|transmit|leak|exfiltrate)\s+",
         r"(?:(?:your|the|all|any|my|our)\s+)?(?:[\w-]+\s+){0,2}?",
-        r"(?:api[\s_-]?keys?|access\s+keys?|tokens?|secrets?|credentials?|passwords?",
-        r"|env(?:ironment)?\s+(?:variables?|vars?)|ssh\s+keys?|private\s+keys?)\s+to\b",
+        _SECRET_NOUN,
+    ),
+    _rule(
+        _EXFILTRATION,
+        r"\b(?:upload|post)\s+",
+        r"(?:(?:your|the|all|any|my|our)\s+(?:[\w-]+\s+){0,2}?|(?:[\w-]+\s+){1,2}?)",
+        _SECRET_NOUN,
     ),
 )
 

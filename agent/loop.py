@@ -17,14 +17,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
+from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.memory import MemoryStore
 from agent.messages import Message, ToolCall
 from agent.models import ModelInfo
 from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.providers.retry import RetryPolicy, complete_with_retries, user_facing_error
-from agent.store import RequestUsage, SessionRecord, SessionStore
+from agent.store import SessionRecord, SessionStore
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
-from agent.usage import Usage, cost, uncached_cost
+from agent.usage import Usage, priced
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,12 @@ class Retrying:
     discard_partial: bool  # text already streamed in this attempt will be sent again
 
 
-TurnEvent = TextDelta | ToolStarted | ToolFinished | Retrying
+@dataclass(frozen=True)
+class Compressed:
+    outcome: CompressionOutcome
+
+
+TurnEvent = TextDelta | ToolStarted | ToolFinished | Retrying | Compressed
 EventCallback = Callable[[TurnEvent], Awaitable[None]]
 
 
@@ -90,6 +96,7 @@ class Agent:
         skills_dir: Path,
         model_info: ModelInfo,
         settings: AgentSettings,
+        context_engine: ContextEngine | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -99,6 +106,7 @@ class Agent:
         self.skills_dir = skills_dir
         self.model_info = model_info
         self.settings = settings
+        self.context_engine = context_engine
         self.clock = clock
 
     def with_payload(self, message: Message) -> Message:
@@ -140,12 +148,14 @@ class Agent:
                     Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
                 )
                 if not response.tool_calls:
-                    await self.store.append_messages(session.id, [assistant])
+                    stored = await self.store.append_messages(session.id, [assistant])
+                    await self._maybe_compress(session, [*messages, *stored], response, on_event)
                     return TurnResult(text=response.text, usage=total, iterations=iteration)
                 results = await self._run_tools(session, response.tool_calls, on_event)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(m.id for m in stored)
+                messages = await self._maybe_compress(session, messages, response, on_event)
             note = (
                 f"(I stopped after {self.settings.max_iterations} tool steps without a final answer. "
                 "Say 'continue' to let me go on.)"
@@ -163,6 +173,40 @@ class Agent:
             marker = self.with_payload(Message(role="assistant", content="(The user cancelled this turn.)"))
             await asyncio.shield(self.store.append_messages(session.id, [marker]))
             raise
+
+    async def _maybe_compress(
+        self,
+        session: SessionRecord,
+        messages: list[Message],
+        response: ProviderResponse,
+        on_event: EventCallback | None,
+    ) -> list[Message]:
+        """Compress when the reported prompt reached the engine's threshold; returns the history to use."""
+        engine = self.context_engine
+        if engine is None or not engine.should_compress(session.id, response.usage.prompt_tokens):
+            return messages
+        outcome = await engine.compress(session, messages, prompt_tokens=response.usage.prompt_tokens)
+        if outcome is None or outcome.method == "failed":
+            return messages
+        if on_event is not None:
+            await on_event(Compressed(outcome))
+        return await self.store.load_messages(session.id)
+
+    async def compress(self, session: SessionRecord) -> CompressionOutcome | None:
+        """Compress now (``/compress``), whatever the thresholds say."""
+        if self.context_engine is None:
+            return None
+        messages = await self.store.load_messages(session.id)
+        return await self.context_engine.compress(
+            session, messages, prompt_tokens=session.last_prompt_tokens, force=True
+        )
+
+    async def hygiene(self, session: SessionRecord) -> CompressionOutcome | None:
+        """Session hygiene, called by the gateway before a turn: compress a session that grew too large."""
+        if self.context_engine is None:
+            return None
+        messages = await self.store.load_messages(session.id)
+        return await self.context_engine.hygiene(session, messages)
 
     def _attempts(self, error: ProviderError) -> int:
         return 1 + (self.settings.retry.max_retries if error.retryable else 0)
@@ -191,18 +235,8 @@ class Agent:
         return response
 
     async def record_usage(self, session_id: str, purpose: str, usage: Usage) -> None:
-        await self.store.record_request(
-            session_id,
-            RequestUsage(
-                purpose=purpose,
-                provider=self.provider.name,
-                model=self.provider.model,
-                usage=usage,
-                cost=cost(usage, self.model_info),
-                uncached_cost=uncached_cost(usage, self.model_info),
-            ),
-            at=self.clock(),
-        )
+        record = priced(purpose, self.provider.name, self.provider.model, self.model_info, usage)
+        await self.store.record_request(session_id, record, at=self.clock())
 
     async def _run_tools(
         self, session: SessionRecord, calls: tuple[ToolCall, ...], on_event: EventCallback | None

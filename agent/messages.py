@@ -52,6 +52,7 @@ class Message:
     payload: dict[str, Any] | None = None
     payload_api: str | None = None
     id: int | None = None
+    position: float = 0.0  # order within the session; compression inserts between positions
     active: bool = True
     created_at: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)

@@ -12,14 +12,14 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.store_schema import migrate
-from agent.usage import Usage
+from agent.usage import RequestUsage
 
 T = TypeVar("T")
 
@@ -70,16 +70,6 @@ class NewSession:
     chat_id: str | None = None
     user_id: str | None = None
     title: str | None = None
-
-
-@dataclass(frozen=True)
-class RequestUsage:
-    purpose: str  # "turn", "summary", "title", ...
-    provider: str
-    model: str
-    usage: Usage
-    cost: float
-    uncached_cost: float
 
 
 @dataclass(frozen=True)
@@ -224,48 +214,80 @@ class SessionStore:
     # -- messages -----------------------------------------------------------------------------
 
     async def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append ``messages`` in one transaction: either all of them are stored or none."""
+        """Append ``messages`` after the session's last one, in one transaction: all or none."""
 
         def insert() -> list[Message]:
             now = time.time()
-            stored: list[Message] = []
             with self._db:
-                for message in messages:
-                    cursor = self._db.execute(
-                        """INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
-                           tool_name, is_error, payload, payload_api, active, meta, created_at)
-                           VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
-                        (
-                            session_id,
-                            message.role,
-                            message.content,
-                            _tool_calls_json(message.tool_calls),
-                            message.tool_call_id,
-                            message.tool_name,
-                            int(message.is_error),
-                            _json_or_none(message.payload),
-                            message.payload_api,
-                            int(message.active),
-                            json.dumps(message.meta, ensure_ascii=False),
-                            now,
-                        ),
-                    )
-                    stored.append(_with_id(message, int(cursor.lastrowid or 0), now))
-                self._db.execute(
-                    """UPDATE sessions SET message_count = message_count + ?, updated_at = ?
-                       WHERE id = ?""",
-                    (len(messages), now, session_id),
-                )
+                row = self._db.execute(
+                    "SELECT COALESCE(MAX(position), 0) FROM messages WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                last = float(row[0])
+                stored = [
+                    self._insert(session_id, message, last + offset, now)
+                    for offset, message in enumerate(messages, start=1)
+                ]
+                self._count(session_id, len(messages), now)
             return stored
 
         return await self._run(insert)
+
+    async def rewrite_history(
+        self, session_id: str, deactivate: Sequence[int], insert: Sequence[Message], reason: str
+    ) -> list[Message]:
+        """Compression's one sanctioned rewrite, atomically: take ``deactivate`` out of the conversation
+        (kept, marked inactive with ``reason``) and add ``insert`` at their own ``position``."""
+
+        def rewrite() -> list[Message]:
+            now = time.time()
+            with self._db:
+                for message_id in deactivate:
+                    self._db.execute(
+                        """UPDATE messages SET active = 0,
+                           meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?""",
+                        (reason, message_id),
+                    )
+                stored = [self._insert(session_id, m, m.position, now) for m in insert]
+                self._count(session_id, len(insert), now)
+            return stored
+
+        return await self._run(rewrite)
+
+    def _insert(self, session_id: str, message: Message, position: float, now: float) -> Message:
+        cursor = self._db.execute(
+            """INSERT INTO messages (session_id, position, role, content, tool_calls, tool_call_id,
+               tool_name, is_error, payload, payload_api, active, meta, created_at)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (
+                session_id,
+                position,
+                message.role,
+                message.content,
+                _tool_calls_json(message.tool_calls),
+                message.tool_call_id,
+                message.tool_name,
+                int(message.is_error),
+                _json_or_none(message.payload),
+                message.payload_api,
+                int(message.active),
+                json.dumps(message.meta, ensure_ascii=False),
+                now,
+            ),
+        )
+        return replace(message, id=int(cursor.lastrowid or 0), position=position, created_at=now)
+
+    def _count(self, session_id: str, added: int, now: float) -> None:
+        self._db.execute(
+            "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
+            (added, now, session_id),
+        )
 
     async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
         def select() -> list[Message]:
             query = "SELECT * FROM messages WHERE session_id = ?"
             if not include_inactive:
                 query += " AND active = 1"
-            rows = self._db.execute(query + " ORDER BY id", (session_id,)).fetchall()
+            rows = self._db.execute(query + " ORDER BY position, id", (session_id,)).fetchall()
             return [_message_from_row(row) for row in rows]
 
         return await self._run(select)
@@ -412,12 +434,6 @@ def _tool_calls_json(calls: tuple[ToolCall, ...]) -> str | None:
     )
 
 
-def _with_id(message: Message, message_id: int, created_at: float) -> Message:
-    from dataclasses import replace
-
-    return replace(message, id=message_id, created_at=created_at)
-
-
 def _message_from_row(row: sqlite3.Row) -> Message:
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments_json=c["arguments"])
@@ -433,6 +449,7 @@ def _message_from_row(row: sqlite3.Row) -> Message:
         payload=json.loads(row["payload"]) if row["payload"] else None,
         payload_api=row["payload_api"],
         id=row["id"],
+        position=row["position"],
         active=bool(row["active"]),
         created_at=row["created_at"],
         meta=json.loads(row["meta"] or "{}"),

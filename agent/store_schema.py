@@ -43,6 +43,7 @@ MIGRATIONS: list[list[str]] = [
         CREATE TABLE messages (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             session_id TEXT NOT NULL REFERENCES sessions(id),
+            position REAL NOT NULL,
             role TEXT NOT NULL,
             content TEXT NOT NULL,
             tool_calls TEXT,
@@ -58,7 +59,7 @@ MIGRATIONS: list[list[str]] = [
             created_at REAL NOT NULL
         )
         """,
-        "CREATE INDEX messages_by_session ON messages(session_id, active, id)",
+        "CREATE INDEX messages_by_session ON messages(session_id, active, position)",
         """
         CREATE TABLE requests (
             id INTEGER PRIMARY KEY AUTOINCREMENT,

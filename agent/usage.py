@@ -58,3 +58,19 @@ def cost(usage: Usage, model: ModelInfo) -> float:
 def uncached_cost(usage: Usage, model: ModelInfo) -> float:
     """What the same request would have cost with no caching at all."""
     return (usage.prompt_tokens * model.input + usage.output_tokens * model.output) / 1_000_000
+
+
+@dataclass(frozen=True)
+class RequestUsage:
+    """One provider request as the store records it."""
+
+    purpose: str  # "turn", "summary", ...
+    provider: str
+    model: str
+    usage: Usage
+    cost: float
+    uncached_cost: float
+
+
+def priced(purpose: str, provider: str, model: str, info: ModelInfo, usage: Usage) -> RequestUsage:
+    return RequestUsage(purpose, provider, model, usage, cost(usage, info), uncached_cost(usage, info))

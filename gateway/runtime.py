@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.compression.engine import CompressionSettings, ContextCompressor, ContextEngine
+from agent.compression.summary import Summarizer, SummaryModel
 from agent.loop import Agent, AgentSettings
 from agent.memory import MemoryStore
 from agent.providers.base import Provider
@@ -83,6 +85,44 @@ class Runtime:
         )
 
 
+def make_auxiliary_provider(config: HeraldConfig, main: Provider) -> Provider | None:
+    """The summary model from ``auxiliary.compression``; None when it is the main model."""
+    aux = config.auxiliary.compression
+    provider = aux.provider or config.model.provider
+    model = aux.model or main.model
+    if provider == config.model.provider and model == main.model and aux.base_url is None:
+        return None
+    return make_provider(config, provider=provider, model=model, base_url=aux.base_url)
+
+
+def make_context_engine(
+    config: HeraldConfig, store: SessionStore, main: Provider, auxiliary: Provider | None
+) -> ContextEngine:
+    """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
+    summarizer = Summarizer(
+        store=store,
+        main=SummaryModel(main, config.model_info(main.model)),
+        auxiliary=SummaryModel(auxiliary, config.model_info(auxiliary.model)) if auxiliary else None,
+        timeout=config.model.timeout,
+        cache_policy=config.prompt_caching.policy,
+        cache_ttl=config.prompt_caching.cache_ttl,
+    )
+    section = config.compression
+    return ContextCompressor(
+        store=store,
+        summarizer=summarizer,
+        settings=CompressionSettings(
+            enabled=section.enabled,
+            threshold=section.threshold,
+            target_ratio=section.target_ratio,
+            protect_last_n=section.protect_last_n,
+            hygiene_threshold=section.hygiene_threshold,
+        ),
+        context_length=config.model_info(main.model).context_length,
+        max_output_tokens=config.model.max_tokens,
+    )
+
+
 @asynccontextmanager
 async def open_runtime(
     config: HeraldConfig,
@@ -93,6 +133,7 @@ async def open_runtime(
     cwd: Path | None = None,
 ) -> AsyncIterator[Runtime]:
     chosen = make_provider(config, provider=provider, model=model)
+    auxiliary = make_auxiliary_provider(config, chosen)
     store = await SessionStore.open(home.db_path)
     memory = MemoryStore(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
     registry = builtin_registry()
@@ -110,9 +151,12 @@ async def open_runtime(
             cache_ttl=config.prompt_caching.cache_ttl,
             retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
         ),
+        context_engine=make_context_engine(config, store, chosen, auxiliary),
     )
     try:
         yield Runtime(config, home, store, registry, memory, chosen, agent, cwd or Path.cwd())
     finally:
         await chosen.close()
+        if auxiliary is not None:
+            await auxiliary.close()
         await store.close()

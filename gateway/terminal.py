@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from agent.loop import Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent, TurnResult
+from agent.compression.engine import CompressionOutcome
+from agent.loop import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent, TurnResult
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway import insights
@@ -23,6 +24,7 @@ CLI_SPEC = SessionSpec(session_key=CLI_SESSION_KEY, source="cli", platform="term
 
 HELP = """Commands:
   /new       start a new session (new prompt snapshot: memory edits show up)
+  /compress  compress the conversation now (summary of older turns; the prompt stays cached)
   /insights  tokens, cache use and cost of this session
   /help      this list
   /quit      leave (Ctrl-D works too; Ctrl-C stops a running answer)"""
@@ -49,12 +51,25 @@ class TerminalPrinter:
             self.out.write(f"\n  ⚙ {event.name} …")
         elif isinstance(event, ToolFinished):
             self.out.write(" failed\n" if event.is_error else " done\n")
+        elif isinstance(event, Compressed):
+            self.out.write(f"\n[{describe(event.outcome)}]\n")
         elif isinstance(event, Retrying):
             note = " (discarding the partial answer)" if event.discard_partial and self.stream_text else ""
             self.out.write(
                 f"\n[provider error: {event.reason}; retry {event.attempt} in {event.delay:.1f}s{note}]\n"
             )
         self.out.flush()
+
+
+def describe(outcome: CompressionOutcome) -> str:
+    return outcome.notice or outcome.line()
+
+
+async def run_hygiene(runtime: Runtime, session: SessionRecord, out: TextIO) -> None:
+    """Session hygiene before a turn, as the gateway does: compress a session that grew too large."""
+    outcome = await runtime.agent.hygiene(session)
+    if outcome is not None:
+        out.write(f"[{describe(outcome)}]\n")
 
 
 async def resolve_session(runtime: Runtime, resume: bool, err: TextIO) -> SessionRecord:
@@ -72,6 +87,8 @@ async def resolve_session(runtime: Runtime, resume: bool, err: TextIO) -> Sessio
 async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO) -> int:
     """``herald chat -q``: print the answer to ``out`` once it is complete; errors go to ``err``."""
     session = await resolve_session(runtime, resume, err)
+    await run_hygiene(runtime, session, err)
+    session = await runtime.store.get_session(session.id) or session
     result = await runtime.agent.run_turn(session, text, TerminalPrinter(err, stream_text=False))
     if result.error:
         err.write(result.error + "\n")
@@ -81,6 +98,8 @@ async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, er
 
 
 async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
+    await run_hygiene(runtime, session, out)
+    session = await runtime.store.get_session(session.id) or session
     task = asyncio.ensure_future(runtime.agent.run_turn(session, text, TerminalPrinter(out)))
     try:
         result: TurnResult = await asyncio.shield(task)
@@ -117,9 +136,15 @@ async def interactive(
             elif command == "/new":
                 session = await resolve_session(runtime, False, out)
                 out.write(f"New session {session.id}.\n")
+            elif command == "/compress":
+                outcome = await runtime.agent.compress(await runtime.store.get_session(session.id) or session)
+                out.write(
+                    (describe(outcome) if outcome else "Nothing to compress yet: the conversation is short.")
+                    + "\n"
+                )
             elif command == "/insights":
-                current = await runtime.store.get_session(session.id)
-                out.write(insights.render([current] if current else []) + "\n")
+                latest = await runtime.store.get_session(session.id)
+                out.write(insights.render([latest] if latest else []) + "\n")
             else:
                 out.write(f"Unknown command {command}. Type /help for the list.\n")
             continue

@@ -9,9 +9,9 @@ import pytest
 
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
-from agent.store import NewSession, RequestUsage, SessionStore, fts_query
+from agent.store import NewSession, SessionStore, fts_query
 from agent.store_schema import SCHEMA_VERSION
-from agent.usage import Usage
+from agent.usage import RequestUsage, Usage
 
 PROMPT = SystemPrompt(stable="stable", context="", volatile="volatile")
 
