@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
+import re
 from pathlib import Path
 
 from agent.loop import TurnEvent
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.runtime import Runtime
-from tests.emulator import RecordedRequest
+from tests.emulator import RecordedRequest, Reply, ToolUse
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -52,3 +55,54 @@ class EventLog:
 
     async def __call__(self, event: TurnEvent) -> None:
         self.events.append(event)
+
+
+SUMMARY_TASK = "[Herald: context compression]"
+
+
+def is_summary_request(request: RecordedRequest) -> bool:
+    return SUMMARY_TASK in json.dumps(request.json.get("messages", [])[-1:])
+
+
+class ChatResponder:
+    """An emulated model for long chats: long answers, a tool call when asked, faithful summaries.
+
+    A summary repeats every ``FACT-n`` marker it was shown, like a model that keeps what matters, so a
+    test can check which facts reached the summarizer (and survived into later summaries).
+    """
+
+    def __init__(self, reply_tokens: int = 1000) -> None:
+        self.reply_tokens = reply_tokens
+        self.summaries: list[str] = []
+
+    def __call__(self, body: dict, api: str) -> Reply | None:
+        last = json.dumps(body["messages"][-1])
+        if SUMMARY_TASK in last:
+            facts = sorted(
+                set(re.findall(r"FACT-\d+", json.dumps(body["messages"]))), key=lambda f: int(f[5:])
+            )
+            text = "## Goal\nHelp the user.\n## Critical Context\n" + " ".join(facts)
+            self.summaries.append(text)
+            return Reply(text=text)
+        if "USE-TOOL" in last and "tool_result" not in last and '"role":"tool"' not in last.replace(" ", ""):
+            return Reply(tool_calls=[ToolUse("todo", {})])
+        return Reply(text_tokens=self.reply_tokens)
+
+
+def assert_well_formed(request: RecordedRequest) -> None:
+    """Roles alternate (Anthropic wire) and every tool_use has its tool_result in the next message."""
+    messages = request.json["messages"]
+    roles = [m["role"] for m in messages]
+    assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles)), roles
+    for index, message in enumerate(messages):
+        calls = {b["id"] for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool_use"}
+        if calls:
+            results = {
+                b["tool_use_id"] for b in messages[index + 1]["content"] if b.get("type") == "tool_result"
+            }
+            assert calls == results, (calls, results)
+        if message["role"] == "user" and index:
+            previous = messages[index - 1]["content"]
+            wanted = {b["id"] for b in previous if isinstance(b, dict) and b.get("type") == "tool_use"}
+            got = {b["tool_use_id"] for b in message["content"] if b.get("type") == "tool_result"}
+            assert got <= wanted, (got, wanted)

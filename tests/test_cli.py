@@ -16,7 +16,7 @@ from gateway.runtime import open_runtime
 from gateway.terminal import interactive
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import prompt_hashes, write_project_notes
+from tests.helpers import ChatResponder, is_summary_request, prompt_hashes, write_project_notes
 
 HERALD = [sys.executable, "-m", "gateway"]
 
@@ -134,3 +134,61 @@ async def test_interactive_chat_commands(
     assert "Hi! How can I help?" in text and "Fresh start." in text
     assert "Hello there" in text  # the session title in the insights table
     assert len(sessions) == 2
+
+
+async def test_compress_command_in_the_chat(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.responder = ChatResponder(reply_tokens=300)
+    turns = [f"Question {i}: FACT-{i} " + "tell me more. " * 10 for i in range(8)]
+    lines = iter(["/compress", *turns, "/compress", "/quit"])
+
+    async def read(prompt: str) -> str:
+        return next(lines)
+
+    out = io.StringIO()
+    config = make_config(emulator_url, compression={"protect_last_n": 4})
+    async with open_runtime(config, home) as runtime:
+        await interactive(runtime, resume=False, out=out, read=read)
+        [session] = await runtime.store.list_sessions()
+        active = await runtime.store.load_messages(session.id)
+    text = out.getvalue()
+    assert "Nothing to compress yet: the conversation is short." in text
+    assert "Compressed (summary): 16 messages" in text
+    # first exchange + summary + the 4 protected messages, widened by one to start at an assistant message
+    assert [m.role for m in active] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert active[2].content.startswith("[Context summary")
+    requests = [r for r in emulator.requests if r.ok]
+    assert len(prompt_hashes(requests)) == 1
+
+
+def test_hygiene_runs_before_a_turn_in_a_new_process(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    emulator.responder = ChatResponder(reply_tokens=1500)
+    point_at(home, served)
+    for key, value in [
+        ("model.context_length", "20000"),
+        ("model.max_tokens", "2000"),
+        ("compression.threshold", "0.95"),
+        ("compression.protect_last_n", "2"),
+    ]:
+        assert herald(home, "config", "set", key, value).returncode == 0
+    herald(home, "chat", "-q", "FACT-0 start")
+    for turn in range(1, 16):  # ~1,600 tokens a turn: 85% of 20,000 is reached after ~11 turns
+        result = herald(home, "chat", "-q", f"FACT-{turn} " + "more please " * 20, "--continue")
+        assert result.returncode == 0, result.stderr
+        if "Compressed" in result.stderr:
+            break
+    assert "Compressed (summary)" in result.stderr  # printed before the answer, on stderr
+    summary_requests = [r for r in emulator.requests if is_summary_request(r)]
+    assert len(summary_requests) == 1 and len(prompt_hashes([r for r in emulator.requests if r.ok])) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent.compression.boundaries import (
+    MAX_TAIL_MESSAGES,
     MISSING_RESULT,
     PRUNED_TOOL_OUTPUT,
     choose_boundaries,
@@ -110,3 +111,9 @@ def test_summary_budget_bounds() -> None:
     assert summary_budget(50_000, 200_000) == 10_000
     assert summary_budget(500_000, 1_000_000) == 12_000
     assert summary_budget(50_000, 20_000) == 1000  # a small window caps it at 5%
+
+
+def test_a_tail_of_many_tiny_messages_is_capped() -> None:
+    messages = convo("ua" * 300, size=1)
+    bounds = choose_boundaries(messages, tail_budget_tokens=10**9, protect_last_n=4)
+    assert bounds is not None and len(messages) - bounds.tail_start <= MAX_TAIL_MESSAGES + 1  # + alignment

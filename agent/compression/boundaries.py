@@ -21,6 +21,7 @@ from agent.messages import Message
 PRUNED_TOOL_OUTPUT = "[Old tool output cleared to save context space]"
 PRUNE_MIN_CHARS = 200
 MISSING_RESULT = "[Result unavailable: removed during context compression]"
+MAX_TAIL_MESSAGES = 100  # a tail of many tiny messages is capped too: hygiene's 400-message rule needs it
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 
@@ -62,7 +63,7 @@ def choose_boundaries(
     """Where head, middle and tail meet, or None when there is no middle to compress.
 
     The tail is as many recent messages as fit ``tail_budget_tokens`` but never fewer than
-    ``protect_last_n``; it then widens to the nearest assistant message at or before that point that
+    ``protect_last_n`` nor (before alignment) more than ``MAX_TAIL_MESSAGES``; it then widens to the nearest assistant message at or before that point that
     is also at or before the last user message (so the last user message is always kept, and a tool
     call is never separated from its results, which follow it).
     """
@@ -78,6 +79,7 @@ def choose_boundaries(
             break
         used += cost
         start -= 1
+    start = max(start, len(messages) - max(MAX_TAIL_MESSAGES, protect_last_n))
     start = min(start, len(messages) - protect_last_n, last_user)
     for index in range(start, head, -1):
         if messages[index].role == "assistant":

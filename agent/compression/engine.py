@@ -156,13 +156,15 @@ class ContextCompressor(ContextEngine):
         estimate = max(1, estimate_total(messages))
         tokens_before = prompt_tokens or estimate
         scale = tokens_before / estimate  # provider tokens per estimated token
-        tail_budget = int(self.threshold_tokens * self.settings.target_ratio / scale)
+        # Forced (/compress): the user wants it smaller now, so the tail is just the protected messages.
+        tail_budget = 0 if force else int(self.threshold_tokens * self.settings.target_ratio / scale)
         bounds = choose_boundaries(messages, tail_budget, self.settings.protect_last_n)
         if bounds is None:
             return None
 
         pruned = prune_tool_outputs(messages, before=bounds.tail_start)
-        if estimate_total(pruned) * scale <= self.threshold_tokens * PRUNE_ONLY_SHARE:
+        pruned_tokens = estimate_total(pruned) * scale
+        if pruned != list(messages) and pruned_tokens <= self.threshold_tokens * PRUNE_ONLY_SHARE:
             return await self._persist(session, messages, pruned, "pruned", tokens_before, scale)
         if self.in_cooldown(session.id) and not force and self.fits(tokens_before):
             return None
