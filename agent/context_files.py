@@ -19,6 +19,7 @@ WALK_UP_NAMES: tuple[str, ...] = (".herald.md", "HERALD.md")
 CWD_ONLY_NAMES: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules")
 
 DEFAULT_MAX_CHARS = 20_000
+MAX_FILE_BYTES = 1_000_000  # a larger "context file" is almost certainly a mistake; never read it whole
 _FINDINGS_IN_WARNING = 3
 
 
@@ -105,6 +106,13 @@ def injection_warning(path: Path, findings: list[str]) -> str:
 def _read_text(path: Path) -> tuple[str | None, str | None]:
     """(text, None) or (None, warning): an unreadable file must not stop a session from starting."""
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return None, (
+                f"Project context {path} was not loaded: it is {size:,} bytes, over the "
+                f"{MAX_FILE_BYTES:,}-byte limit. Keep project notes short; only the first "
+                f"{DEFAULT_MAX_CHARS:,} characters would be used anyway."
+            )
         raw = path.read_bytes()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__

@@ -26,6 +26,7 @@ from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
+from tests.helpers import ChatResponder, is_summary_request
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -89,17 +90,23 @@ class Bench:
     def __init__(self, emulator: ProviderEmulator, url: str, home: HeraldHome, variant: Variant) -> None:
         self.emulator, self.url, self.home, self.variant = emulator, url, home, variant
 
-    def config(self) -> HeraldConfig:
+    def config(self, context_length: int | None = None) -> HeraldConfig:
         base = self.url if self.variant.api == "anthropic" else self.url + "/v1"
         return HeraldConfig.model_validate(
             {
-                "model": {"provider": self.variant.api, "name": self.variant.model, "base_url": base},
+                "model": {
+                    "provider": self.variant.api,
+                    "name": self.variant.model,
+                    "base_url": base,
+                    "context_length": context_length,
+                    "max_tokens": 2000,
+                },
                 "prompt_caching": {"policy": self.variant.policy, "cache_ttl": self.variant.ttl},
             }
         )
 
-    def runtime(self) -> Any:
-        return open_runtime(self.config(), self.home)
+    def runtime(self, context_length: int | None = None) -> Any:
+        return open_runtime(self.config(context_length), self.home)
 
     def sync_clock(self, runtime: Runtime) -> None:
         runtime.agent.clock = lambda: WALL_START + self.emulator.clock.now()
@@ -166,11 +173,30 @@ async def restart(bench: Bench, turns: int) -> None:
             await bench.turn(runtime, session.id, number)
 
 
+COMPRESSION_WINDOW = 24_000  # small, so a long chat crosses the 50% threshold (12,000 tokens) twice
+
+
+async def compressing(bench: Bench, turns: int) -> None:
+    """A chat in a small window: the agent's compressor summarizes the middle whenever it hits 50%."""
+    bench.emulator.responder = ChatResponder(reply_tokens=300)
+    async with bench.runtime(COMPRESSION_WINDOW) as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        for number in range(max(turns, 45)):
+            current = await runtime.store.get_session(session.id)
+            assert current is not None
+            result = await runtime.agent.run_turn(current, f"Turn {number}: FACT-{number} {USER_TEXT}")
+            if result.error:
+                raise RuntimeError(result.error)
+            bench.emulator.clock.advance(20)
+
+
 SCENARIOS: dict[str, Callable[[Bench, int], Awaitable[None]]] = {
     "30-turn chat, tools every 4th": long_chat,
     "8 chats interleaved": interleaved,
     "12-min pauses every 5 turns": paused,
     "restart halfway": restart,
+    "compression twice (24k window)": compressing,
 }
 
 VARIANTS = [
@@ -196,6 +222,45 @@ async def run_one(name: str, variant: Variant, turns: int) -> Result:
     return Result(name, variant, list(emulator.requests))
 
 
+def after_compressions(result: Result, turns_after: int = 3) -> list[dict[str, Any]]:
+    """Hit ratio and efficiency of the ``turns_after`` requests that follow each summary request."""
+    ok = [r for r in result.requests if r.ok]
+    rows = []
+    for number, index in enumerate(i for i, r in enumerate(ok) if is_summary_request(r)):
+        window = [r for r in ok[index + 1 :] if not is_summary_request(r)][:turns_after]
+        prompt = sum(r.prompt_tokens for r in window)
+        read = sum(r.cache_read for r in window)
+        oracle = sum(r.oracle_tokens for r in window)
+        summary = ok[index]
+        rows.append(
+            {
+                "variant": result.variant.label,
+                "compression": number + 1,
+                "summary read": summary.cache_read / summary.prompt_tokens if summary.prompt_tokens else 0.0,
+                "hit": read / prompt if prompt else 0.0,
+                "efficiency": read / oracle if oracle else 1.0,
+            }
+        )
+    return rows
+
+
+def format_compression_rows(rows: list[dict[str, Any]]) -> str:
+    columns = [
+        "variant",
+        "compression",
+        "summary request hit ratio",
+        "next 3 turns hit ratio",
+        "next 3 turns efficiency",
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append(
+            f"| {row['variant']} | {row['compression']} | {row['summary read']:.3f} | {row['hit']:.3f} "
+            f"| {row['efficiency']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def format_rows(rows: list[dict[str, Any]]) -> str:
     columns = [
         "scenario", "variant", "requests", "prompt tokens", "cache read", "cache write",
@@ -212,11 +277,17 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 async def main_async(turns: int, scenarios: list[str]) -> str:
-    rows = []
+    rows, compression_rows = [], []
     for name in scenarios:
         for variant in VARIANTS:
-            rows.append((await run_one(name, variant, turns)).row())
-    return format_rows(rows)
+            result = await run_one(name, variant, turns)
+            rows.append(result.row())
+            if SCENARIOS[name] is compressing:
+                compression_rows.extend(after_compressions(result))
+    report = format_rows(rows)
+    if compression_rows:
+        report += "\n\nAfter each compression:\n\n" + format_compression_rows(compression_rows)
+    return report
 
 
 def main() -> None:

@@ -186,3 +186,12 @@ def test_empty_file_injects_nothing(tmp: Path) -> None:
 def test_max_chars_must_be_positive(tmp: Path) -> None:
     with pytest.raises(ValueError, match="max_chars"):
         load_project_context(tmp, max_chars=0)
+
+
+def test_an_oversized_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    from agent.context_files import MAX_FILE_BYTES
+
+    (tmp_path / "AGENTS.md").write_text("x" * (MAX_FILE_BYTES + 1))
+    result = load_project_context(tmp_path)
+    assert result.text == ""
+    assert result.warning is not None and "over the 1,000,000-byte limit" in result.warning

@@ -62,10 +62,10 @@ def choose_boundaries(
 ) -> Boundaries | None:
     """Where head, middle and tail meet, or None when there is no middle to compress.
 
-    The tail is as many recent messages as fit ``tail_budget_tokens`` but never fewer than
-    ``protect_last_n`` nor (before alignment) more than ``MAX_TAIL_MESSAGES``; it then widens to the nearest assistant message at or before that point that
-    is also at or before the last user message (so the last user message is always kept, and a tool
-    call is never separated from its results, which follow it).
+    The tail is as many recent messages as fit ``tail_budget_tokens``, but never fewer than
+    ``protect_last_n`` nor (before alignment) more than ``MAX_TAIL_MESSAGES``. It then widens to the
+    nearest assistant message at or before that point and at or before the last user message, so the
+    last user message is always kept and a tool call is never separated from its results.
     """
     head = head_end(messages)
     last_user = last_user_index(messages)

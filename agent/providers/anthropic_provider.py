@@ -8,8 +8,8 @@ from typing import Any
 import anthropic
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
-from agent.messages import Message, ToolCall
-from agent.providers.base import Provider, ProviderRequest, ProviderResponse, TextCallback
+from agent.messages import Message
+from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
 from agent.providers.errors import from_sdk_exception
 from agent.usage import Usage
 
@@ -85,8 +85,7 @@ class AnthropicProvider(Provider):
         self, request: ProviderRequest, on_text: TextCallback | None = None
     ) -> ProviderResponse:
         body = self.build_body(request)
-        text_parts: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
+        reply = StreamedReply()
         usage: dict[str, Any] = {}
         stop_reason = "end_turn"
         try:
@@ -95,30 +94,21 @@ class AnthropicProvider(Provider):
                 if event.type == "message_start":
                     usage = event.message.usage.model_dump()
                 elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                    block = event.content_block
-                    calls[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    call = reply.call(event.index)
+                    call["id"], call["name"] = event.content_block.id, event.content_block.name
                 elif event.type == "content_block_delta":
                     if event.delta.type == "text_delta":
-                        text_parts.append(event.delta.text)
+                        reply.text_parts.append(event.delta.text)
                         if on_text is not None:
                             await on_text(event.delta.text)
-                    elif event.delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index]["json"] += event.delta.partial_json
+                    elif event.delta.type == "input_json_delta" and event.index in reply.calls:
+                        reply.call(event.index)["json"] += event.delta.partial_json
                 elif event.type == "message_delta":
                     stop_reason = event.delta.stop_reason or stop_reason
                     usage["output_tokens"] = event.usage.output_tokens
         except (anthropic.APIError, anthropic.APIConnectionError) as exc:
             raise from_sdk_exception(exc, anthropic) from exc
-        tool_calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
-            for _, c in sorted(calls.items())
-        )
-        return ProviderResponse(
-            text="".join(text_parts),
-            tool_calls=tool_calls,
-            stop_reason=stop_reason,
-            usage=normalize_usage(usage),
-        )
+        return reply.response(stop_reason, normalize_usage(usage))
 
 
 def group_wire_messages(messages: Sequence[Message], fragment: Any) -> list[dict[str, Any]]:

@@ -41,6 +41,25 @@ class ProviderResponse:
     usage: Usage
 
 
+class StreamedReply:
+    """Collects a streamed answer (text deltas, tool calls by index) into a ``ProviderResponse``."""
+
+    def __init__(self) -> None:
+        self.text_parts: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+
+    def call(self, index: int) -> dict[str, str]:
+        """The tool call at ``index`` (created empty on first sight): ``id``, ``name``, ``json``."""
+        return self.calls.setdefault(index, {"id": "", "name": "", "json": ""})
+
+    def response(self, stop_reason: str, usage: Usage) -> ProviderResponse:
+        tool_calls = tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
+            for _, c in sorted(self.calls.items())
+        )
+        return ProviderResponse("".join(self.text_parts), tool_calls, stop_reason, usage)
+
+
 class ProviderError(Exception):
     """A failed model call. ``retryable`` errors are retried by ``complete_with_retries``."""
 

@@ -13,8 +13,8 @@ from typing import Any
 import openai
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
-from agent.messages import Message, ToolCall
-from agent.providers.base import Provider, ProviderRequest, ProviderResponse, TextCallback
+from agent.messages import Message
+from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
 from agent.providers.errors import from_sdk_exception
 from agent.usage import Usage
 
@@ -115,8 +115,7 @@ class OpenAIProvider(Provider):
         self, request: ProviderRequest, on_text: TextCallback | None = None
     ) -> ProviderResponse:
         body = self.build_body(request)
-        text_parts: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
+        reply = StreamedReply()
         usage: Any = None
         finish_reason = "stop"
         try:
@@ -127,30 +126,20 @@ class OpenAIProvider(Provider):
                 for choice in chunk.choices:
                     delta = choice.delta
                     if delta.content:
-                        text_parts.append(delta.content)
+                        reply.text_parts.append(delta.content)
                         if on_text is not None:
                             await on_text(delta.content)
-                    for call in delta.tool_calls or []:
-                        slot = calls.setdefault(call.index, {"id": "", "name": "", "json": ""})
-                        if call.id:
-                            slot["id"] = call.id
-                        if call.function is not None:
-                            slot["name"] += call.function.name or ""
-                            slot["json"] += call.function.arguments or ""
+                    for piece in delta.tool_calls or []:
+                        call = reply.call(piece.index)
+                        call["id"] = piece.id or call["id"]
+                        if piece.function is not None:
+                            call["name"] += piece.function.name or ""
+                            call["json"] += piece.function.arguments or ""
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
         except (openai.APIError, openai.APIConnectionError) as exc:
             raise from_sdk_exception(exc, openai) from exc
-        tool_calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
-            for _, c in sorted(calls.items())
-        )
-        return ProviderResponse(
-            text="".join(text_parts),
-            tool_calls=tool_calls,
-            stop_reason=finish_reason,
-            usage=normalize_usage(usage),
-        )
+        return reply.response(finish_reason, normalize_usage(usage))
 
 
 def _apply_part_markers(messages: list[dict[str, Any]], points: tuple[Breakpoint, ...]) -> None:
