@@ -7,10 +7,13 @@ through adapters and the router instead.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TextIO
+
+from prompt_toolkit import PromptSession
 
 from agent.compression.engine import CompressionOutcome
 from agent.loop import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent, TurnResult
@@ -32,9 +35,27 @@ HELP = """Commands:
 InputFn = Callable[[str], Awaitable[str]]
 
 
-async def read_line(prompt: str) -> str:
-    """``input()`` in a thread so the event loop keeps running (raises EOFError on Ctrl-D)."""
-    return await asyncio.to_thread(input, prompt)
+class TerminalInput:
+    """Reads one line at a time without blocking the event loop.
+
+    On a terminal it uses prompt_toolkit (line editing, history, and a Ctrl-C that can interrupt the
+    prompt: a blocked ``input()`` in a thread cannot be, and would hang the exit). Piped input is read
+    line by line. Raises EOFError at the end of input (Ctrl-D) and KeyboardInterrupt on Ctrl-C.
+    """
+
+    def __init__(self) -> None:
+        self._session: PromptSession[str] | None = None
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            self._session = PromptSession()
+
+    async def __call__(self, prompt: str) -> str:
+        if self._session is not None:
+            answer: str = await self._session.prompt_async(prompt)
+            return answer
+        line: str = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
 
 
 @dataclass
@@ -98,16 +119,27 @@ async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, er
 
 
 async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
+    """Run a turn; Ctrl-C cancels only the turn (the agent closes it cleanly), not the chat."""
     await run_hygiene(runtime, session, out)
     session = await runtime.store.get_session(session.id) or session
     task = asyncio.ensure_future(runtime.agent.run_turn(session, text, TerminalPrinter(out)))
+    loop = asyncio.get_running_loop()
     try:
-        result: TurnResult = await asyncio.shield(task)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        handled = True
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows, a thread)
+        handled = False
+    try:
+        result: TurnResult = await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the chat itself is being cancelled, not just this turn
         out.write("\n[stopped]\n")
         return
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
     if result.error:
         out.write(f"\n{result.error}\n")
     else:
@@ -115,8 +147,9 @@ async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text
 
 
 async def interactive(
-    runtime: Runtime, *, resume: bool, out: TextIO = sys.stdout, read: InputFn = read_line
+    runtime: Runtime, *, resume: bool, out: TextIO = sys.stdout, read: InputFn | None = None
 ) -> int:
+    read = read or TerminalInput()
     session = await resolve_session(runtime, resume, out)
     out.write(f"Herald · {runtime.provider.model} · session {session.id} · /help for commands\n")
     while True:

@@ -343,3 +343,28 @@ async def test_usage_is_recorded_per_request(
     assert record.cache_write_tokens == sum(r.cache_write for r in sent)
     assert record.input_tokens == sum(r.input_tokens for r in sent)
     assert 0 < record.estimated_cost < record.uncached_cost
+
+
+async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.stream_delay = 0.05
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        first_text = asyncio.Event()
+
+        async def on_event(event: object) -> None:
+            if isinstance(event, TextDelta):
+                first_text.set()
+
+        emulator.script(Reply(text_tokens=400))
+        task = asyncio.create_task(runtime.agent.run_turn(session, "tell me a long story", on_event))
+        await asyncio.wait_for(first_text.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        messages = await runtime.store.load_messages(session.id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "tell me a long story"),
+        ("assistant", "(The user cancelled this turn.)"),
+    ]

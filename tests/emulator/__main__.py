@@ -24,9 +24,10 @@ def describe(rec: RecordedRequest) -> str:
     )
 
 
-async def run(host: str, port: int, min_cache_tokens: int | None) -> None:
+async def run(host: str, port: int, min_cache_tokens: int | None, stream_delay: float) -> None:
     overrides = {"": min_cache_tokens} if min_cache_tokens is not None else None
     emu = ProviderEmulator(min_cache_tokens=overrides)
+    emu.stream_delay = stream_delay
     async with emu.serve(host, port) as base_url:
         print(f"provider emulator at {base_url} (OpenAI base URL: {base_url}/v1); Ctrl-C stops", flush=True)
         shown = 0
@@ -46,9 +47,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--min-cache-tokens", type=int, default=None, help="one minimum for every model")
+    parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between streamed events")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args.host, args.port, args.min_cache_tokens))
+        asyncio.run(run(args.host, args.port, args.min_cache_tokens, args.stream_delay))
 
 
 if __name__ == "__main__":

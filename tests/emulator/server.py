@@ -34,6 +34,8 @@ class ProviderEmulator(EmulatorState):
     :meth:`fail_next`, :meth:`fail_midstream`, :meth:`reset_cache`, ``clock``; log: ``requests``.
     """
 
+    stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
+
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/messages", self._route(anthropic_api.messages, "anthropic"))
@@ -50,8 +52,8 @@ class ProviderEmulator(EmulatorState):
                 if not isinstance(body, dict):
                     raise ValueError("the body must be a JSON object")
             except ValueError as exc:
-                return await _send(request, self._bad_json(api, request.path, raw, str(exc)))
-            return await _send(request, handler(self, request.path, raw, body))
+                return await _send(request, self._bad_json(api, request.path, raw, str(exc)), 0.0)
+            return await _send(request, handler(self, request.path, raw, body), self.stream_delay)
 
         return handle
 
@@ -127,7 +129,7 @@ class ProviderEmulator(EmulatorState):
             thread.join(START_TIMEOUT)
 
 
-async def _send(request: web.Request, out: Outcome) -> web.StreamResponse:
+async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamResponse:
     if out.events is None:
         return web.json_response(out.body, status=out.status, headers=out.headers, dumps=dumps)
     response = web.StreamResponse(
@@ -142,6 +144,8 @@ async def _send(request: web.Request, out: Outcome) -> web.StreamResponse:
         await response.prepare(request)
         for event in out.events:
             await response.write(event)
+            if delay:
+                await asyncio.sleep(delay)
         await response.write_eof()
     except ConnectionError:
         pass  # the client went away mid-stream; nothing left to do
