@@ -183,7 +183,10 @@ class Agent:
     ) -> list[Message]:
         """Compress when the reported prompt reached the engine's threshold; returns the history to use."""
         engine = self.context_engine
-        if engine is None or not engine.should_compress(session.id, response.usage.prompt_tokens):
+        if engine is None:
+            return messages
+        engine.on_usage(session.id, response.usage)
+        if not engine.should_compress(session.id):
             return messages
         outcome = await engine.compress(session, messages, prompt_tokens=response.usage.prompt_tokens)
         if outcome is None or outcome.method == "failed":

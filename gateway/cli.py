@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(verbose: bool) -> None:
+    """Warnings by default; ``-v`` shows Herald's own debug logs (never the SDKs' request dumps)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for package in ("agent", "gateway", "adapters"):
+        logging.getLogger(package).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
 def _setup(home: HeraldHome) -> int:
     created = ensure_home(home)
     print(f"Herald home: {home.root}")
@@ -78,10 +85,7 @@ async def _insights(home: HeraldHome) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.verbose)
     home = resolve_home()
     if args.command == "setup":
         return _setup(home)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.compression.summary import SUMMARY_PREFIX
+from agent.usage import Usage
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_runtime
 from tests.conftest import make_config
@@ -152,8 +153,11 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         assert "the conversation is unchanged" in outcome.line()
         assert [m.id for m in await runtime.store.load_messages(session.id)] == [m.id for m in before]
         engine = runtime.agent.context_engine
-        assert engine is not None and not engine.should_compress(session.id, WINDOW // 2)  # cooling down
-        assert engine.should_compress(session.id, WINDOW)  # ...unless the next request cannot fit
+        assert engine is not None
+        engine.on_usage(session.id, Usage(input_tokens=WINDOW // 2))
+        assert not engine.should_compress(session.id)  # over the threshold, but cooling down
+        engine.on_usage(session.id, Usage(input_tokens=WINDOW))
+        assert engine.should_compress(session.id)  # ...unless the next request cannot fit
 
 
 async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_with_a_notice(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -29,9 +30,11 @@ from agent.compression.boundaries import (
 from agent.compression.summary import Summarizer, SummaryFailed, summary_instruction, wrap_summary
 from agent.messages import Message
 from agent.store import SessionRecord, SessionStore
+from agent.usage import Usage
 
 log = logging.getLogger(__name__)
 
+TRACKED_SESSIONS = 1024
 PRUNE_ONLY_SHARE = 0.6  # phase 1 alone is enough when it brings the prompt under 60% of the threshold
 FIRST_COOLDOWN = 60.0
 MAX_COOLDOWN = 3600.0
@@ -73,11 +76,19 @@ class CompressionOutcome:
 
 
 class ContextEngine(ABC):
-    """Keeps a session's context inside the model's window."""
+    """Keeps a session's context inside the model's window.
+
+    The agent loop calls ``on_usage`` after every provider response and then ``should_compress``;
+    the gateway calls ``hygiene`` before a turn.
+    """
 
     @abstractmethod
-    def should_compress(self, session_id: str, prompt_tokens: int) -> bool:
-        """After a provider response: is the session due for compression?"""
+    def on_usage(self, session_id: str, usage: Usage) -> None:
+        """Receive the provider-reported usage of a session's latest request."""
+
+    @abstractmethod
+    def should_compress(self, session_id: str) -> bool:
+        """Is the session due for compression, judging by its latest reported prompt size?"""
 
     @abstractmethod
     def needs_hygiene(self, session: SessionRecord, messages: Sequence[Message]) -> bool:
@@ -119,6 +130,7 @@ class ContextCompressor(ContextEngine):
         self.max_output_tokens = max_output_tokens
         self.clock = clock
         self._failures: dict[str, tuple[int, float]] = {}  # session id -> (failures, cooldown until)
+        self._last_prompt: OrderedDict[str, int] = OrderedDict()  # session id -> reported prompt tokens
 
     @property
     def threshold_tokens(self) -> int:
@@ -132,7 +144,14 @@ class ContextCompressor(ContextEngine):
         failures = self._failures.get(session_id)
         return failures is not None and self.clock() < failures[1]
 
-    def should_compress(self, session_id: str, prompt_tokens: int) -> bool:
+    def on_usage(self, session_id: str, usage: Usage) -> None:
+        self._last_prompt[session_id] = usage.prompt_tokens
+        self._last_prompt.move_to_end(session_id)
+        while len(self._last_prompt) > TRACKED_SESSIONS:  # bounded: a gateway serves many sessions
+            self._last_prompt.popitem(last=False)
+
+    def should_compress(self, session_id: str) -> bool:
+        prompt_tokens = self._last_prompt.get(session_id, 0)
         if not self.settings.enabled or prompt_tokens < self.threshold_tokens:
             return False
         return not self.in_cooldown(session_id) or not self.fits(prompt_tokens)
@@ -183,6 +202,7 @@ class ContextCompressor(ContextEngine):
                 session, messages, pruned, bounds, tokens_before, scale, str(exc)
             )
         self._failures.pop(session.id, None)
+        self._last_prompt.pop(session.id, None)
         summary = Message(role="user", content=wrap_summary(text), meta={"summary": True})
         kept = [*messages[: bounds.head_end], summary, *messages[bounds.tail_start :]]
         return await self._persist(session, messages, kept, "summary", tokens_before, scale)
