@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
+from agent.compression.boundaries import estimate_total
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.memory import MemoryStore
 from agent.messages import Message, ToolCall
@@ -30,6 +31,7 @@ from agent.usage import Usage, priced
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
+CANCELLED_NOTE = "(The user cancelled this turn.)"
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class Agent:
         prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, gap)
         total = Usage()
         iteration = 0
+        answered = False  # the turn's final assistant message is stored: nothing left to close
         try:
             while iteration < self.settings.max_iterations:
                 iteration += 1
@@ -149,6 +152,7 @@ class Agent:
                 )
                 if not response.tool_calls:
                     stored = await self.store.append_messages(session.id, [assistant])
+                    answered = True
                     await self._maybe_compress(session, [*messages, *stored], response, on_event)
                     return TurnResult(text=response.text, usage=total, iterations=iteration)
                 results = await self._run_tools(session, response.tool_calls, on_event)
@@ -170,8 +174,9 @@ class Agent:
             await self.store.deactivate_messages([i for i in turn_ids if i is not None], "provider_failure")
             return TurnResult(text="", usage=total, iterations=iteration, error=sentence)
         except asyncio.CancelledError:
-            marker = self.with_payload(Message(role="assistant", content="(The user cancelled this turn.)"))
-            await asyncio.shield(self.store.append_messages(session.id, [marker]))
+            if not answered:
+                marker = self.with_payload(Message(role="assistant", content=CANCELLED_NOTE))
+                await asyncio.shield(self.store.append_messages(session.id, [marker]))
             raise
 
     async def _maybe_compress(
@@ -185,10 +190,13 @@ class Agent:
         engine = self.context_engine
         if engine is None:
             return messages
-        engine.on_usage(session.id, response.usage)
+        usage = response.usage
+        if usage.prompt_tokens == 0:  # a compatible server that reports no usage: estimate instead
+            usage = Usage(input_tokens=estimate_total(messages), output_tokens=usage.output_tokens)
+        engine.on_usage(session.id, usage)
         if not engine.should_compress(session.id):
             return messages
-        outcome = await engine.compress(session, messages, prompt_tokens=response.usage.prompt_tokens)
+        outcome = await engine.compress(session, messages, prompt_tokens=usage.prompt_tokens)
         if outcome is None or outcome.method == "failed":
             return messages
         if on_event is not None:

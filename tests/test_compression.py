@@ -201,3 +201,32 @@ async def test_auxiliary_summary_model_and_its_fallback_to_the_main_model(
     assert models == (["claude-haiku-4-5", "claude-sonnet-4-6"] if auxiliary_fails else ["claude-haiku-4-5"])
     # the auxiliary model cannot read the session's cache, so it gets a compact transcript
     assert len(summary_requests[0].json["messages"]) == 1 and "tools" not in summary_requests[0].json
+
+
+async def test_a_server_that_reports_no_usage_still_gets_compressed(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.providers.openai_provider import OpenAIProvider
+
+    original = OpenAIProvider.build_body
+
+    def without_usage(self: OpenAIProvider, request: object) -> dict:
+        body = original(self, request)  # type: ignore[arg-type]
+        del body["stream_options"]  # like a compatible server that never sends a usage chunk
+        return body
+
+    monkeypatch.setattr(OpenAIProvider, "build_body", without_usage)
+    emulator.responder = ChatResponder(reply_tokens=900)
+    config = make_config(
+        emulator_url,
+        "openai",
+        model={"context_length": WINDOW, "max_tokens": 2000},
+        compression={"protect_last_n": 4},
+    )
+    async with open_runtime(config, home) as runtime:
+        session = await new_session(runtime)
+        await chat(runtime, session.id, range(16))
+    assert all(
+        r.prompt_tokens > 0 for r in emulator.requests
+    )  # the emulator counted; Herald was told nothing
+    assert any(is_summary_request(r) for r in emulator.requests)
