@@ -17,6 +17,8 @@ Policies:
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +28,7 @@ TtlSetting = Literal["5m", "1h", "auto"]
 
 MAX_BREAKPOINTS = 4
 FIVE_MINUTES = 300.0
+ONE_HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -46,20 +49,29 @@ class Breakpoint:
     ttl: Ttl
 
 
-def choose_ttls(setting: TtlSetting, last_gap_seconds: float | None) -> tuple[Ttl, Ttl]:
+def choose_ttls(setting: TtlSetting, request_times: Sequence[float], now: float) -> tuple[Ttl, Ttl]:
     """TTL for (prefix breakpoints, conversation-tail breakpoints).
 
-    ``auto`` keeps the system prompt for an hour (it is written once per session and read by every
-    later turn, sub-agent and review) and the rolling tail for 5 minutes, unless the session is paced
-    slower than that: when the last gap between turns exceeded 5 minutes the tail gets 1h too.
+    ``request_times`` are the session's recent request timestamps (oldest first). ``auto`` keeps the
+    system prompt for an hour (written once per session, read by every later turn, sub-agent and
+    review) and the rolling tail for 5 minutes, unless the session has shown in the last hour that it
+    pauses longer than that: then the tail gets 1h too, so the next pause still finds it cached.
     1h markers always precede 5m ones, as the API requires.
     """
     if setting == "5m":
         return "5m", "5m"
     if setting == "1h":
         return "1h", "1h"
-    slow = last_gap_seconds is not None and last_gap_seconds > FIVE_MINUTES
-    return "1h", ("1h" if slow else "5m")
+    return "1h", ("1h" if paces_slowly(request_times, now) else "5m")
+
+
+def paces_slowly(request_times: Sequence[float], now: float) -> bool:
+    """Whether any gap between requests within the last hour (up to now) exceeded 5 minutes."""
+    recent = [t for t in request_times if now - t <= ONE_HOUR]
+    if len(recent) < len(request_times):  # the gap from the last request before the hour counts too
+        recent.insert(0, request_times[len(request_times) - len(recent) - 1])
+    points = [*recent, now]
+    return any(later - earlier > FIVE_MINUTES for earlier, later in itertools.pairwise(points))
 
 
 def place_breakpoints(

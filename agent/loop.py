@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agent.cache_policy import Policy, TtlSetting, choose_ttls
+from agent.cache_policy import ONE_HOUR, Policy, TtlSetting, choose_ttls
 from agent.compression.boundaries import estimate_total
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.memory import MemoryStore
@@ -127,8 +127,9 @@ class Agent:
         )
         messages = [*history, user_message]
         turn_ids = [user_message.id]
-        gap = None if session.last_request_at is None else self.clock() - session.last_request_at
-        prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, gap)
+        now = self.clock()
+        recent = await self.store.request_times(session.id, since=now - 2 * ONE_HOUR)
+        prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, recent, now)
         total = Usage()
         iteration = 0
         answered = False  # the turn's final assistant message is stored: nothing left to close

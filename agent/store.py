@@ -362,6 +362,19 @@ class SessionStore:
 
         await self._run(insert)
 
+    async def request_times(self, session_id: str, since: float) -> list[float]:
+        """Timestamps of the session's turn requests since ``since``, oldest first (for TTL pacing)."""
+
+        def select() -> list[float]:
+            rows = self._db.execute(
+                """SELECT created_at FROM requests WHERE session_id = ? AND purpose = 'turn'
+                   AND created_at >= ? ORDER BY id""",
+                (session_id, since),
+            ).fetchall()
+            return [float(row[0]) for row in rows]
+
+        return await self._run(select)
+
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         def update() -> None:
             with self._db:

@@ -73,8 +73,15 @@ def test_never_more_than_four_markers_and_1h_before_5m(policy: str) -> None:
 
 
 def test_auto_ttl_follows_session_pacing() -> None:
-    assert choose_ttls("auto", None) == ("1h", "5m")
-    assert choose_ttls("auto", 60) == ("1h", "5m")
-    assert choose_ttls("auto", 600) == ("1h", "1h")
-    assert choose_ttls("5m", 600) == ("5m", "5m")
-    assert choose_ttls("1h", None) == ("1h", "1h")
+    assert choose_ttls("auto", [], 1000.0) == ("1h", "5m")  # a new session
+    assert choose_ttls("auto", [900.0, 960.0], 1000.0) == ("1h", "5m")  # brisk
+    assert choose_ttls("auto", [0.0], 600.0) == ("1h", "1h")  # this turn comes after a 10-minute pause
+    assert choose_ttls("5m", [0.0], 600.0) == ("5m", "5m")
+    assert choose_ttls("1h", [], 0.0) == ("1h", "1h")
+
+
+def test_a_pause_within_the_last_hour_keeps_the_tail_for_an_hour() -> None:
+    times = [0.0, 30.0, 60.0, 1000.0, 1030.0, 1060.0]  # a 15-minute pause between 60 and 1000
+    assert choose_ttls("auto", times, 1090.0) == ("1h", "1h")
+    brisk = [1000.0 + 30 * i for i in range(130)]  # then a turn every 30 s for over an hour
+    assert choose_ttls("auto", [0.0, 30.0, 60.0, *brisk], brisk[-1] + 30) == ("1h", "5m")

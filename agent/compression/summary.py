@@ -132,7 +132,7 @@ class Summarizer:
     ) -> str:
         task = Message(role="user", content=instruction)
         if model is self.main:
-            prefix_ttl, tail_ttl = choose_ttls(self.cache_ttl, None)
+            prefix_ttl, tail_ttl = choose_ttls(self.cache_ttl, (), 0.0)
             request = ProviderRequest(
                 session_id=session.id,
                 system=session.system_prompt,
