@@ -255,7 +255,11 @@ class Agent:
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
         context = ToolContext(
-            session_id=session.id, store=self.store, memory=self.memory, skills_dir=self.skills_dir
+            session_id=session.id,
+            session_key=session.session_key,
+            store=self.store,
+            memory=self.memory,
+            skills_dir=self.skills_dir,
         )
         allowed = {tool["name"] for tool in session.tools}
 

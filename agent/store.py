@@ -402,8 +402,19 @@ class SessionStore:
 
     # -- search -------------------------------------------------------------------------------
 
-    async def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Full-text search over every message ever stored, active or compressed away."""
+    async def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        session_key: str | None = None,
+        current_session: str | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search over every message ever stored, active or compressed away.
+
+        ``session_key`` limits it to the sessions of one chat: one chat must never see another's.
+        ``current_session``'s active messages are left out: they are in the model's context already.
+        """
 
         def select() -> list[SearchHit]:
             rows = self._db.execute(
@@ -411,8 +422,10 @@ class SessionStore:
                           snippet(messages_fts, 0, '[', ']', '…', 24) AS snippet
                    FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                    JOIN sessions s ON s.id = m.session_id
-                   WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?""",
-                (fts_query(query), limit),
+                   WHERE messages_fts MATCH ? AND (? IS NULL OR s.session_key = ?)
+                   AND NOT (m.session_id IS ? AND m.active = 1)
+                   ORDER BY rank LIMIT ?""",
+                (fts_query(query), session_key, session_key, current_session, limit),
             ).fetchall()
             return [
                 SearchHit(

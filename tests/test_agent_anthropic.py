@@ -328,6 +328,22 @@ async def test_session_search_finds_earlier_sessions(
     assert "Sea Otter" in result.content and "My boat is called" in result.content
 
 
+async def test_session_search_never_crosses_into_another_chat(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    from agent.session import SessionSpec
+
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        other_chat = (await runtime.new_session(SessionSpec("telegram:42", "telegram", "telegram"))).record
+        await runtime.agent.run_turn(other_chat, "My PIN is 4711, keep it secret.")
+        mine = await new_session(runtime)
+        emulator.script(Reply(tool_calls=[ToolUse("session_search", {"query": "PIN"})]), Reply(text="None."))
+        await runtime.agent.run_turn(mine, "What is the PIN?")
+        messages = await runtime.store.load_messages(mine.id)
+    result = next(m for m in messages if m.role == "tool")
+    assert "4711" not in result.content and "No past messages match" in result.content
+
+
 async def test_usage_is_recorded_per_request(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.compression.summary import SUMMARY_PREFIX
+from agent.tools.registry import ToolContext
+from agent.tools.session_search import SESSION_SEARCH_TOOL
 from agent.usage import Usage
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_runtime
@@ -88,9 +90,10 @@ async def test_compressed_messages_are_still_found_by_session_search(
         session = await new_session(runtime)
         await chat(runtime, session.id, range(14))
         active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
-        hits = await runtime.store.search("FACT-3")
+        context = ToolContext(session.id, session.session_key, runtime.store, runtime.memory, home.skills_dir)
+        found = await SESSION_SEARCH_TOOL.handler({"query": "FACT-3"}, context)
     assert "Turn 3: remember" not in active_text  # compressed away...
-    assert any(not hit.active and "FACT" in hit.snippet for hit in hits)  # ...but searchable
+    assert "(this session) · user (compressed away): …remember [FACT-3]" in found  # ...but findable
 
 
 async def test_hygiene_fires_at_85_percent_and_not_below(

@@ -220,6 +220,8 @@ class ContextCompressor(ContextEngine):
         count = self._failures.get(session.id, (0, 0.0))[0] + 1
         cooldown = min(MAX_COOLDOWN, FIRST_COOLDOWN * 2 ** (count - 1))
         self._failures[session.id] = (count, self.clock() + cooldown)
+        if len(self._failures) > TRACKED_SESSIONS:  # bounded: drop the longest-known failure
+            self._failures.pop(next(iter(self._failures)))
         log.warning("session %s: summary failed (%s); next try in %.0fs", session.id, reason, cooldown)
         if self.fits(tokens_before):
             return CompressionOutcome(

@@ -33,6 +33,7 @@ class ToolContext:
     """What a handler may touch. Nothing platform-specific lives here."""
 
     session_id: str
+    session_key: str  # the chat the session belongs to: scopes what its tools may read
     store: SessionStore
     memory: MemoryStore
     skills_dir: Path

@@ -28,7 +28,9 @@ async def handle(args: dict[str, Any], context: ToolContext) -> str:
         raise ToolError("'query' must be a non-empty string.")
     limit = args.get("limit", 8)
     limit = max(1, min(25, limit if isinstance(limit, int) else 8))
-    hits = await context.store.search(query, limit=limit)
+    hits = await context.store.search(
+        query, limit=limit, session_key=context.session_key, current_session=context.session_id
+    )
     if not hits:
         return f"No past messages match '{query}'."
     lines = [f"{len(hits)} result(s) for '{query}':"]
@@ -44,7 +46,8 @@ async def handle(args: dict[str, Any], context: ToolContext) -> str:
 SESSION_SEARCH_TOOL = Tool(
     name="session_search",
     description=(
-        "Search the text of past conversations (all sessions) and return matching snippets with dates."
+        "Search the text of past conversations in this chat (earlier sessions and compressed-away "
+        "messages included) and return matching snippets with dates."
     ),
     input_schema=SCHEMA,
     handler=handle,
