@@ -107,6 +107,9 @@ async def resolve_session(runtime: Runtime, resume: bool, err: TextIO) -> Sessio
 
 async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO) -> int:
     """``herald chat -q``: print the answer to ``out`` once it is complete; errors go to ``err``."""
+    if not text.strip():
+        err.write("Nothing to send: give `herald chat -q` a non-empty message.\n")
+        return 2
     session = await resolve_session(runtime, resume, err)
     await run_hygiene(runtime, session, err)
     session = await runtime.store.get_session(session.id) or session

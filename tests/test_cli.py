@@ -103,6 +103,15 @@ def test_missing_api_key_and_bad_config_are_clear_errors(home: HeraldHome) -> No
     assert "Traceback" not in result.stderr
 
 
+def test_an_empty_query_is_refused_without_calling_the_model(
+    emulator: ProviderEmulator, served: str, home: HeraldHome
+) -> None:
+    point_at(home, served)
+    result = herald(home, "chat", "-q", "   ")
+    assert result.returncode == 2 and "Nothing to send" in result.stderr
+    assert emulator.requests == []
+
+
 def test_config_get_and_set(home: HeraldHome) -> None:
     assert (
         herald(home, "config", "set", "memory.user_char_limit", "2000").stdout
