@@ -170,7 +170,7 @@ class Agent:
             )
             return TurnResult(text=note, usage=total, iterations=iteration)
         except ProviderError as error:
-            sentence = user_facing_error(error, attempts=self._attempts(error))
+            sentence = user_facing_error(error, attempts=error.attempts)
             log.error("session %s: turn failed: %s (%s)", session.id, error, error.kind)
             await self.store.deactivate_messages([i for i in turn_ids if i is not None], "provider_failure")
             return TurnResult(text="", usage=total, iterations=iteration, error=sentence)
@@ -219,9 +219,6 @@ class Agent:
             return None
         messages = await self.store.load_messages(session.id)
         return await self.context_engine.hygiene(session, messages)
-
-    def _attempts(self, error: ProviderError) -> int:
-        return 1 + (self.settings.retry.max_retries if error.retryable else 0)
 
     async def _complete(
         self, session_id: str, request: ProviderRequest, on_event: EventCallback | None

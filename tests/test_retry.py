@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from agent.providers.base import ProviderError
 from agent.providers.retry import RetryPolicy, backoff_delay, user_facing_error
 
@@ -29,3 +31,32 @@ def test_user_facing_errors_are_one_sentence() -> None:
     )
     bad = ProviderError("prompt is too long: 300000 tokens > 200000 maximum", retryable=False, status=400)
     assert "prompt is too long" in user_facing_error(bad, 1)
+
+
+async def test_the_error_reports_how_many_calls_were_made() -> None:
+    from agent.providers.base import Provider, ProviderRequest
+    from agent.providers.retry import complete_with_retries
+
+    class Flaky(Provider):
+        api, name, model = "anthropic", "flaky", "m"
+
+        def __init__(self, errors: list[ProviderError]) -> None:
+            self.errors = errors
+
+        async def complete(self, request, on_text=None):
+            raise self.errors.pop(0)
+
+        def wire_message(self, message):
+            return {}
+
+    request = ProviderRequest("s", None, (), (), 10)  # type: ignore[arg-type]
+    policy = RetryPolicy(max_retries=3, base_delay=0)
+    overloaded = [ProviderError("busy", retryable=True, status=529) for _ in range(2)]
+    rejected = ProviderError("bad", retryable=False, status=400)
+    with pytest.raises(ProviderError) as info:
+        await complete_with_retries(Flaky([*overloaded, rejected]), request, policy=policy)
+    assert info.value is rejected and info.value.attempts == 3
+    long_wait = ProviderError("later", retryable=True, status=429, retry_after=3600)
+    with pytest.raises(ProviderError) as info:
+        await complete_with_retries(Flaky([long_wait]), request, policy=policy)
+    assert info.value.attempts == 1 and "(1 attempt)" in user_facing_error(info.value, info.value.attempts)

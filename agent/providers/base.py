@@ -77,6 +77,7 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.kind = kind
+        self.attempts = 1  # set by complete_with_retries: how many calls were made in all
 
 
 class Provider(ABC):

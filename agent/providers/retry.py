@@ -76,6 +76,7 @@ async def complete_with_retries(
             return await provider.complete(request, on_text)
         except ProviderError as error:
             attempt += 1
+            error.attempts = attempt
             if not error.retryable or attempt > policy.max_retries:
                 raise
             delay = backoff_delay(attempt, policy, error.retry_after, rng)
