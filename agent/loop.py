@@ -208,17 +208,22 @@ class Agent:
         """Compress now (``/compress``), whatever the thresholds say."""
         if self.context_engine is None:
             return None
-        messages = await self.store.load_messages(session.id)
+        current, messages = await self._current(session)
         return await self.context_engine.compress(
-            session, messages, prompt_tokens=session.last_prompt_tokens, force=True
+            current, messages, prompt_tokens=current.last_prompt_tokens, force=True
         )
 
     async def hygiene(self, session: SessionRecord) -> CompressionOutcome | None:
         """Session hygiene, called by the gateway before a turn: compress a session that grew too large."""
         if self.context_engine is None:
             return None
-        messages = await self.store.load_messages(session.id)
-        return await self.context_engine.hygiene(session, messages)
+        current, messages = await self._current(session)
+        return await self.context_engine.hygiene(current, messages)
+
+    async def _current(self, session: SessionRecord) -> tuple[SessionRecord, list[Message]]:
+        """The session's stored state now: a caller's record may predate the last turn's usage."""
+        current = await self.store.get_session(session.id) or session
+        return current, await self.store.load_messages(session.id)
 
     async def _complete(
         self, session_id: str, request: ProviderRequest, on_event: EventCallback | None

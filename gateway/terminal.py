@@ -112,7 +112,6 @@ async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, er
         return 2
     session = await resolve_session(runtime, resume, err)
     await run_hygiene(runtime, session, err)
-    session = await runtime.store.get_session(session.id) or session
     result = await runtime.agent.run_turn(session, text, TerminalPrinter(err, stream_text=False))
     if result.error:
         err.write(result.error + "\n")
@@ -124,7 +123,6 @@ async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, er
 async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
     """Run a turn; Ctrl-C cancels only the turn (the agent closes it cleanly), not the chat."""
     await run_hygiene(runtime, session, out)
-    session = await runtime.store.get_session(session.id) or session
     task = asyncio.ensure_future(runtime.agent.run_turn(session, text, TerminalPrinter(out)))
     loop = asyncio.get_running_loop()
     try:
@@ -173,7 +171,7 @@ async def interactive(
                 session = await resolve_session(runtime, False, out)
                 out.write(f"New session {session.id}.\n")
             elif command == "/compress":
-                outcome = await runtime.agent.compress(await runtime.store.get_session(session.id) or session)
+                outcome = await runtime.agent.compress(session)
                 out.write(
                     (describe(outcome) if outcome else "Nothing to compress yet: the conversation is short.")
                     + "\n"
@@ -185,5 +183,3 @@ async def interactive(
                 out.write(f"Unknown command {command}. Type /help for the list.\n")
             continue
         await _run_turn_interruptibly(runtime, session, line, out)
-        refreshed = await runtime.store.get_session(session.id)
-        session = refreshed or session

@@ -106,15 +106,13 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
         await chat(runtime, session.id, range(8))
         sent = len(emulator.requests)
 
+        # `session` is the record from before the chat: hygiene judges by what is stored now
         await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85) - 1)
-        below = await runtime.store.get_session(session.id)
-        assert below is not None and await runtime.agent.hygiene(below) is None
+        assert await runtime.agent.hygiene(session) is None
         assert len(emulator.requests) == sent
 
         await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85))
-        at = await runtime.store.get_session(session.id)
-        assert at is not None
-        outcome = await runtime.agent.hygiene(at)
+        outcome = await runtime.agent.hygiene(session)
         assert outcome is not None and outcome.method in ("summary", "pruned")
         assert outcome.messages_after < outcome.messages_before
         after = await runtime.store.get_session(session.id)
@@ -134,9 +132,7 @@ async def test_hygiene_fires_past_400_messages(
         pairs = [Message(role=r, content=f"{r} {i}") for i in range(201) for r in ("user", "assistant")]
         await runtime.store.append_messages(session.id, [runtime.agent.with_payload(m) for m in pairs])
         await runtime.store.set_last_prompt_tokens(session.id, 100)
-        record = await runtime.store.get_session(session.id)
-        assert record is not None
-        outcome = await runtime.agent.hygiene(record)
+        outcome = await runtime.agent.hygiene(session)
     assert outcome is not None and outcome.messages_before == 402 and outcome.messages_after <= 104
 
 
@@ -148,10 +144,8 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
         before = await runtime.store.load_messages(session.id)
-        record = await runtime.store.get_session(session.id)
-        assert record is not None
         emulator.fail_next(529, count=2)  # the summary and its one retry
-        outcome = await runtime.agent.compress(record)
+        outcome = await runtime.agent.compress(session)
         assert outcome is not None and outcome.method == "failed"
         assert "the conversation is unchanged" in outcome.line()
         assert [m.id for m in await runtime.store.load_messages(session.id)] == [m.id for m in before]
@@ -171,10 +165,8 @@ async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_w
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
         await runtime.store.set_last_prompt_tokens(session.id, WINDOW - 100)  # no room for an answer
-        record = await runtime.store.get_session(session.id)
-        assert record is not None
         emulator.fail_next(529, count=2)
-        outcome = await runtime.agent.compress(record)
+        outcome = await runtime.agent.compress(session)
         assert outcome is not None and outcome.method == "dropped"
         assert outcome.notice is not None and "oldest messages" in outcome.notice
         hits = await runtime.store.search("FACT-2")
@@ -193,11 +185,9 @@ async def test_auxiliary_summary_model_and_its_fallback_to_the_main_model(
     async with open_runtime(config, home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
-        record = await runtime.store.get_session(session.id)
-        assert record is not None
         if auxiliary_fails:
             emulator.fail_next(500, count=1)
-        outcome = await runtime.agent.compress(record)
+        outcome = await runtime.agent.compress(session)
     assert outcome is not None and outcome.method == "summary"
     summary_requests = [r for r in emulator.requests if is_summary_request(r)]
     models = [r.model for r in summary_requests]
