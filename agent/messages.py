@@ -58,9 +58,5 @@ class Message:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def user(text: str) -> Message:
-    return Message(role="user", content=text)
-
-
 def tool_result(call: ToolCall, text: str, *, is_error: bool = False) -> Message:
     return Message(role="tool", content=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error)

@@ -49,7 +49,6 @@ class SessionRecord:
     estimated_cost: float
     uncached_cost: float
     last_prompt_tokens: int | None
-    last_request_at: float | None
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -241,12 +240,7 @@ class SessionStore:
         def rewrite() -> list[Message]:
             now = time.time()
             with self._db:
-                for message_id in deactivate:
-                    self._db.execute(
-                        """UPDATE messages SET active = 0,
-                           meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?""",
-                        (reason, message_id),
-                    )
+                self._deactivate(deactivate, reason)
                 stored = [self._insert(session_id, m, m.position, now) for m in insert]
                 self._count(session_id, len(insert), now)
             return stored
@@ -297,14 +291,15 @@ class SessionStore:
 
         def update() -> None:
             with self._db:
-                for message_id in message_ids:
-                    self._db.execute(
-                        """UPDATE messages SET active = 0,
-                           meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?""",
-                        (reason, message_id),
-                    )
+                self._deactivate(message_ids, reason)
 
         await self._run(update)
+
+    def _deactivate(self, message_ids: Sequence[int], reason: str) -> None:
+        self._db.executemany(
+            "UPDATE messages SET active = 0, meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?",
+            [(reason, message_id) for message_id in message_ids],
+        )
 
     # -- usage --------------------------------------------------------------------------------
 
@@ -342,7 +337,6 @@ class SessionStore:
                        cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
                        estimated_cost = estimated_cost + ?, uncached_cost = uncached_cost + ?,
                        last_prompt_tokens = CASE WHEN ? THEN ? ELSE last_prompt_tokens END,
-                       last_request_at = CASE WHEN ? THEN ? ELSE last_request_at END,
                        updated_at = ? WHERE id = ?""",
                     (
                         u.input_tokens,
@@ -353,8 +347,6 @@ class SessionStore:
                         request.uncached_cost,
                         track_prompt,
                         u.prompt_tokens,
-                        track_prompt,
-                        now,
                         now,
                         session_id,
                     ),
@@ -383,22 +375,6 @@ class SessionStore:
                 )
 
         await self._run(update)
-
-    async def totals(self) -> dict[str, float]:
-        """Usage summed over every session."""
-
-        def select() -> dict[str, float]:
-            row = self._db.execute(
-                """SELECT COUNT(*) AS sessions, COALESCE(SUM(input_tokens),0) AS input_tokens,
-                   COALESCE(SUM(output_tokens),0) AS output_tokens,
-                   COALESCE(SUM(cache_read_tokens),0) AS cache_read_tokens,
-                   COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
-                   COALESCE(SUM(estimated_cost),0) AS estimated_cost,
-                   COALESCE(SUM(uncached_cost),0) AS uncached_cost FROM sessions"""
-            ).fetchone()
-            return {key: row[key] for key in row.keys()}  # noqa: SIM118 - sqlite3.Row iterates values
-
-        return await self._run(select)
 
     # -- search -------------------------------------------------------------------------------
 
@@ -505,5 +481,4 @@ def _session_from_row(row: sqlite3.Row) -> SessionRecord:
         estimated_cost=row["estimated_cost"],
         uncached_cost=row["uncached_cost"],
         last_prompt_tokens=row["last_prompt_tokens"],
-        last_request_at=row["last_request_at"],
     )

@@ -33,7 +33,6 @@ MIGRATIONS: list[list[str]] = [
             estimated_cost REAL NOT NULL DEFAULT 0,
             uncached_cost REAL NOT NULL DEFAULT 0,
             last_prompt_tokens INTEGER,
-            last_request_at REAL,
             todos_json TEXT NOT NULL DEFAULT '[]'
         )
         """,

@@ -108,6 +108,6 @@ async def test_usage_accumulates_per_session(tmp_path: Path) -> None:
     session = await store.get_session("s1")
     assert session is not None
     assert (session.input_tokens, session.cache_read_tokens, session.cache_write_tokens) == (20, 200, 40)
-    assert session.last_prompt_tokens == 130 and session.last_request_at == 1000.0
+    assert session.last_prompt_tokens == 130 and await store.request_times("s1", since=0) == [1000.0, 1000.0]
     assert session.estimated_cost == 1.0 and session.uncached_cost == 2.0
     await store.close()

@@ -139,8 +139,3 @@ def _stubs(open_calls: dict[str, Message], position: float) -> list[Message]:
 def summary_budget(compressed_tokens: int, context_length: int) -> int:
     """Summary length: 20% of what it replaces, at least 2,000, at most min(5% of window, 12,000)."""
     return min(max(compressed_tokens // 5, 2000), context_length // 20, 12_000)
-
-
-def between(low: float, high: float) -> float:
-    """A position strictly between two message positions (the summary goes there)."""
-    return (low + high) / 2

@@ -20,7 +20,6 @@ from typing import Literal
 
 from agent.compression.boundaries import (
     Boundaries,
-    between,
     choose_boundaries,
     estimate_total,
     prune_tool_outputs,
@@ -303,6 +302,5 @@ __all__ = [
     "ContextCompressor",
     "ContextEngine",
     "assign_positions",
-    "between",
     "drop_oldest_middle",
 ]

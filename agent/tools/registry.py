@@ -63,9 +63,6 @@ class ToolRegistry:
         """Tools of the enabled toolsets in name order: a fixed order keeps the schema bytes stable."""
         return sorted((t for t in self._tools.values() if t.toolset in toolsets), key=lambda t: t.name)
 
-    def toolsets(self) -> set[str]:
-        return {tool.toolset for tool in self._tools.values()}
-
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
