@@ -22,6 +22,7 @@ from typing import Any
 
 from agent.models import lookup_model
 from agent.session import SessionSpec
+from agent.usage import Usage, cost, uncached_cost
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
@@ -64,13 +65,9 @@ class Result:
         write_1h = sum(r.cache_write_1h for r in ok)
         oracle = sum(r.oracle_tokens for r in ok)
         price = lookup_model(self.variant.model)
-        uncached = prompt * price.input
-        paid = (
-            (prompt - read - write_5m - write_1h) * price.input
-            + read * price.cache_read
-            + write_5m * price.cache_write_5m
-            + write_1h * price.cache_write_1h
-        )
+        # input only (no output tokens): what caching changes
+        inputs = Usage(prompt - read - write_5m - write_1h, 0, read, write_5m, write_1h)
+        uncached, paid = uncached_cost(inputs, price), cost(inputs, price)
         return {
             "scenario": self.scenario,
             "variant": self.variant.label,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.store import SessionRecord
 
@@ -78,7 +78,7 @@ def render(sessions: list[SessionRecord], shown: int = 20) -> str:
     rows = [row_for_session(s) for s in sessions]
     total = total_row(rows)
     if len(rows) > shown:
-        total = UsageRow(f"all {len(rows)} sessions", *list(total.__dict__.values())[1:])
+        total = replace(total, label=f"all {len(rows)} sessions")
     lines = [format_table([*rows[:shown], total])]
     lines.append(
         f"\nInput column = every prompt token; uncached = neither read from nor written to the cache. "
