@@ -31,17 +31,22 @@ def make_provider(
     model: str | None = None,
     base_url: str | None = None,
 ) -> Provider:
-    """Build the provider client; a missing API key is a configuration error that says where to put it."""
+    """Build the provider client; a missing API key is a configuration error that says where to put it.
+
+    ``model.base_url`` and ``model.api_key_env`` describe the configured provider: another provider
+    (``--provider``, an auxiliary model) gets its SDK defaults (``OPENAI_BASE_URL`` ...) instead.
+    """
     kind = provider or config.model.provider
     name = model or config.model.name
-    key_variable = config.model.api_key_env or KEY_VARIABLES[kind]
+    configured = kind == config.model.provider
+    key_variable = (config.model.api_key_env if configured else None) or KEY_VARIABLES[kind]
     api_key = os.environ.get(key_variable)
     if not api_key:
         raise ConfigError(
             f"No API key for {kind}: set {key_variable} in the environment or in .env in your Herald home "
             "(see `herald setup`)."
         )
-    url = base_url if base_url is not None else config.model.base_url
+    url = base_url if base_url is not None else (config.model.base_url if configured else None)
     # Imported here: each SDK takes about a second to import, and only the chosen one is needed.
     if kind == "anthropic":
         from agent.providers.anthropic_provider import AnthropicProvider

@@ -86,9 +86,11 @@ def test_provider_failure_exits_non_zero_with_one_sentence(
 def test_provider_and_model_can_be_overridden(
     emulator: ProviderEmulator, served: str, home: HeraldHome
 ) -> None:
-    point_at(home, served)
-    herald(home, "config", "set", "model.base_url", served + "/v1")
-    result = herald(home, "chat", "-q", "hi", "--provider", "openai", "--model", "gpt-5-mini")
+    point_at(home, served)  # model.base_url is the Anthropic endpoint; OpenAI must not use it
+    result = herald(
+        home, "chat", "-q", "hi", "--provider", "openai", "--model", "gpt-5-mini",
+        env={"OPENAI_BASE_URL": served + "/v1"},
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert emulator.requests[-1].api == "openai" and emulator.requests[-1].model == "gpt-5-mini"
 
