@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from agent.store import SessionStore
 from gateway import insights
 from gateway.config import ConfigError, get_value, load_config, set_value
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
@@ -73,8 +74,6 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _insights(home: HeraldHome) -> int:
-    from agent.store import SessionStore
-
     store = await SessionStore.open(home.db_path)
     try:
         print(insights.render(await store.list_sessions(limit=100_000)))
