@@ -2,9 +2,14 @@
 
 History discipline (ARCHITECTURE.md, invariant 3): messages are only ever appended. An assistant
 message that calls tools is stored together with all its results in one transaction, so the stored
-history never has a dangling tool call. A turn the provider could not answer is taken out of the
+history never has a dangling tool call. A turn that could not be answered — the provider failed for
+good, the response was unusable, the consumer of the turn's events failed — is taken out of the
 conversation (kept in the database, marked inactive), so the next request's prefix is exactly what the
-cache already holds and the user can simply send the message again.
+cache already holds and the user can simply send the message again. No exception other than
+cancellation leaves :meth:`Agent.run_turn`.
+
+Every operation on a session needs a :class:`agent.locks.Lease` on the session's key: one turn at a
+time per session, everywhere.
 """
 
 from __future__ import annotations
@@ -12,17 +17,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.cache_policy import ONE_HOUR, Policy, TtlSetting, choose_ttls
-from agent.compression.boundaries import estimate_total
 from agent.compression.engine import CompressionOutcome, ContextEngine
-from agent.memory import MemoryStore
+from agent.events import (
+    Compressed,
+    EventCallback,
+    EventConsumerFailed,
+    EventPump,
+    Retrying,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from agent.limits import RequestLimiter
+from agent.locks import Lease
+from agent.memory import MemoryBank
 from agent.messages import Message, ToolCall
 from agent.models import ModelInfo
 from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
+from agent.providers.pool import ProviderPool
 from agent.providers.retry import RetryPolicy, complete_with_retries, user_facing_error
 from agent.store import SessionRecord, SessionStore
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
@@ -35,40 +52,6 @@ CANCELLED_NOTE = "(The user cancelled this turn.)"
 
 
 @dataclass(frozen=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolStarted:
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class ToolFinished:
-    name: str
-    is_error: bool
-
-
-@dataclass(frozen=True)
-class Retrying:
-    attempt: int
-    delay: float
-    reason: str
-    discard_partial: bool  # text already streamed in this attempt will be sent again
-
-
-@dataclass(frozen=True)
-class Compressed:
-    outcome: CompressionOutcome
-
-
-TurnEvent = TextDelta | ToolStarted | ToolFinished | Retrying | Compressed
-EventCallback = Callable[[TurnEvent], Awaitable[None]]
-
-
-@dataclass(frozen=True)
 class TurnResult:
     text: str
     usage: Usage
@@ -78,62 +61,74 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class AgentSettings:
-    max_tokens: int = 4096
-    max_iterations: int = 30
-    cache_policy: Policy = "layered"
-    cache_ttl: TtlSetting = "auto"
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """The loop's settings, taken from the config schema (``agent.settings``) by the composition root."""
+
+    max_tokens: int
+    max_iterations: int
+    cache_policy: Policy
+    cache_ttl: TtlSetting
+    retry: RetryPolicy
 
 
 class Agent:
-    """Runs turns of stored sessions against one provider. Holds no per-session state."""
+    """Runs turns of stored sessions. Holds no per-session state: everything lives in the store.
+
+    Each session's requests go to the client for the session's own provider and model (from
+    ``pool``); every provider attempt holds a slot of ``limiter``.
+    """
 
     def __init__(
         self,
         *,
         store: SessionStore,
-        provider: Provider,
+        pool: ProviderPool,
         registry: ToolRegistry,
-        memory: MemoryStore,
+        memory: MemoryBank,
         skills_dir: Path,
-        model_info: ModelInfo,
+        model_info: Callable[[str], ModelInfo],
         settings: AgentSettings,
+        limiter: RequestLimiter,
         context_engine: ContextEngine | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
-        self.provider = provider
+        self.pool = pool
         self.registry = registry
         self.memory = memory
         self.skills_dir = skills_dir
         self.model_info = model_info
         self.settings = settings
+        self.limiter = limiter
         self.context_engine = context_engine
         self.clock = clock
 
-    def with_payload(self, message: Message) -> Message:
-        """Attach the wire fragment ``message`` is sent as, so it is stored exactly as sent."""
-        return replace(message, payload=self.provider.wire_message(message), payload_api=self.provider.api)
+    def provider_for(self, session: SessionRecord) -> Provider:
+        """The client of the session's own provider and model (raises ProviderError if unusable)."""
+        return self.pool.for_session(session.provider, session.model)
 
     async def run_turn(
-        self, session: SessionRecord, text: str, on_event: EventCallback | None = None
+        self, lease: Lease, session: SessionRecord, text: str, on_event: EventCallback | None = None
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn."""
-        history = await self.store.load_messages(session.id)
-        if not history and not session.title:
-            await self.store.set_title(session.id, _title_from(text))
-        [user_message] = await self.store.append_messages(
-            session.id, [self.with_payload(Message(role="user", content=text))]
-        )
-        messages = [*history, user_message]
-        turn_ids = [user_message.id]
-        now = self.clock()
-        recent = await self.store.request_times(session.id, since=now - 2 * ONE_HOUR)
-        prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, recent, now)
+        lease.check(session.session_key)
+        pump = EventPump(on_event)
+        turn_ids: list[int] = []
         total = Usage()
         iteration = 0
         answered = False  # the turn's final assistant message is stored: nothing left to close
         try:
+            provider = self.provider_for(session)
+            history = await self.store.load_messages(session.id)
+            if not history and not session.title:
+                await self.store.set_title(session.id, _title_from(text))
+            [user_message] = await self.store.append_messages(
+                session.id, [with_payload(provider, Message(role="user", content=text))]
+            )
+            messages = [*history, user_message]
+            turn_ids.append(_id(user_message))
+            now = self.clock()
+            recent = await self.store.request_times(session.id, since=now - 2 * ONE_HOUR)
+            prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, recent, now)
             while iteration < self.settings.max_iterations:
                 iteration += 1
                 request = ProviderRequest(
@@ -146,66 +141,81 @@ class Agent:
                     prefix_ttl=prefix_ttl,
                     tail_ttl=tail_ttl,
                 )
-                response = await self._complete(session.id, request, on_event)
+                response = await self._complete(provider, session, request, pump)
                 total += response.usage
-                assistant = self.with_payload(
-                    Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+                pump.check()
+                assistant = with_payload(
+                    provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
                 )
                 if not response.tool_calls:
                     stored = await self.store.append_messages(session.id, [assistant])
+                    turn_ids.extend(_id(m) for m in stored)
                     answered = True
-                    await self._maybe_compress(session, [*messages, *stored], response, on_event)
+                    await self._maybe_compress(session, [*messages, *stored], response, pump)
+                    await pump.flush()
                     return TurnResult(text=response.text, usage=total, iterations=iteration)
-                results = await self._run_tools(session, response.tool_calls, on_event)
+                results = await self._run_tools(provider, session, response.tool_calls, pump)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
-                turn_ids.extend(m.id for m in stored)
-                messages = await self._maybe_compress(session, messages, response, on_event)
+                turn_ids.extend(_id(m) for m in stored)
+                messages = await self._maybe_compress(session, messages, response, pump)
+                pump.check()
             note = (
                 f"(I stopped after {self.settings.max_iterations} tool steps without a final answer. "
                 "Say 'continue' to let me go on.)"
             )
             await self.store.append_messages(
-                session.id, [self.with_payload(Message(role="assistant", content=note))]
+                session.id, [with_payload(provider, Message(role="assistant", content=note))]
             )
+            answered = True
+            await pump.flush()
             return TurnResult(text=note, usage=total, iterations=iteration)
         except ProviderError as error:
             sentence = user_facing_error(error, attempts=error.attempts)
             log.error("session %s: turn failed: %s (%s)", session.id, error, error.kind)
-            await self.store.deactivate_messages([i for i in turn_ids if i is not None], "provider_failure")
-            return TurnResult(text="", usage=total, iterations=iteration, error=sentence)
+            return await self._fail(session, turn_ids, total, iteration, sentence, pump)
+        except EventConsumerFailed as error:
+            sentence = f"The answer could not be delivered ({error}); please send your message again."
+            log.error("session %s: turn failed: the event consumer raised %s", session.id, error)
+            return await self._fail(session, turn_ids, total, iteration, sentence, pump)
         except asyncio.CancelledError:
-            if not answered:
-                marker = self.with_payload(Message(role="assistant", content=CANCELLED_NOTE))
+            await pump.aclose()
+            if turn_ids and not answered:
+                closing = Message(role="assistant", content=CANCELLED_NOTE)
+                marker = with_payload(self.provider_for(session), closing)
                 await asyncio.shield(self.store.append_messages(session.id, [marker]))
             raise
 
-    async def _maybe_compress(
+    async def _fail(
         self,
         session: SessionRecord,
-        messages: list[Message],
-        response: ProviderResponse,
-        on_event: EventCallback | None,
+        turn_ids: list[int],
+        total: Usage,
+        iteration: int,
+        sentence: str,
+        pump: EventPump,
+    ) -> TurnResult:
+        """End the turn as failed: its messages leave the conversation, the user gets one sentence."""
+        await pump.aclose()
+        if turn_ids:
+            await self.store.deactivate_messages(turn_ids, "turn_failed")
+        return TurnResult(text="", usage=total, iterations=iteration, error=sentence)
+
+    async def _maybe_compress(
+        self, session: SessionRecord, messages: list[Message], response: ProviderResponse, pump: EventPump
     ) -> list[Message]:
-        """Compress when the reported prompt reached the engine's threshold; returns the history to use."""
-        engine = self.context_engine
-        if engine is None:
+        """Let the context engine compress; returns the history to use from here on."""
+        if self.context_engine is None:
             return messages
-        usage = response.usage
-        if usage.prompt_tokens == 0:  # a compatible server that reports no usage: estimate instead
-            usage = Usage(input_tokens=estimate_total(messages), output_tokens=usage.output_tokens)
-        engine.on_usage(session.id, usage)
-        if not engine.should_compress(session.id):
-            return messages
-        outcome = await engine.compress(session, messages, prompt_tokens=usage.prompt_tokens)
+        outcome = await self.context_engine.after_response(session, messages, response.usage)
         if outcome is None or outcome.method == "failed":
             return messages
-        if on_event is not None:
-            await on_event(Compressed(outcome))
+        pump.emit(Compressed(outcome))
         return await self.store.load_messages(session.id)
 
-    async def compress(self, session: SessionRecord) -> CompressionOutcome | None:
+    async def compress(self, lease: Lease, session: SessionRecord) -> CompressionOutcome | None:
         """Compress now (``/compress``), whatever the thresholds say."""
+        lease.check(session.session_key)
         if self.context_engine is None:
             return None
         current, messages = await self._current(session)
@@ -213,8 +223,9 @@ class Agent:
             current, messages, prompt_tokens=current.last_prompt_tokens, force=True
         )
 
-    async def hygiene(self, session: SessionRecord) -> CompressionOutcome | None:
-        """Session hygiene, called by the gateway before a turn: compress a session that grew too large."""
+    async def hygiene(self, lease: Lease, session: SessionRecord) -> CompressionOutcome | None:
+        """Session hygiene, called before a turn: compress a session that grew too large."""
+        lease.check(session.session_key)
         if self.context_engine is None:
             return None
         current, messages = await self._current(session)
@@ -226,54 +237,67 @@ class Agent:
         return current, await self.store.load_messages(session.id)
 
     async def _complete(
-        self, session_id: str, request: ProviderRequest, on_event: EventCallback | None
+        self, provider: Provider, session: SessionRecord, request: ProviderRequest, pump: EventPump
     ) -> ProviderResponse:
         streamed = False
 
         async def on_text(delta: str) -> None:
             nonlocal streamed
             streamed = True
-            if on_event is not None:
-                await on_event(TextDelta(delta))
+            pump.emit(TextDelta(delta))
 
         async def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
             nonlocal streamed
-            if on_event is not None:
-                await on_event(Retrying(attempt, delay, str(error), discard_partial=streamed))
+            pump.emit(Retrying(attempt, delay, str(error), discard_partial=streamed))
             streamed = False
 
         response = await complete_with_retries(
-            self.provider, request, policy=self.settings.retry, on_text=on_text, on_retry=on_retry
+            provider,
+            request,
+            policy=self.settings.retry,
+            limiter=self.limiter,
+            on_text=on_text,
+            on_retry=on_retry,
         )
-        await self.record_usage(session_id, "turn", response.usage)
+        await self.record_usage(provider, session, "turn", response.usage)
         return response
 
-    async def record_usage(self, session_id: str, purpose: str, usage: Usage) -> None:
-        record = priced(purpose, self.provider.name, self.provider.model, self.model_info, usage)
-        await self.store.record_request(session_id, record, at=self.clock())
+    async def record_usage(
+        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+    ) -> None:
+        record = priced(purpose, provider.name, provider.model, self.model_info(provider.model), usage)
+        await self.store.record_request(session.id, record, at=self.clock())
 
     async def _run_tools(
-        self, session: SessionRecord, calls: tuple[ToolCall, ...], on_event: EventCallback | None
+        self, provider: Provider, session: SessionRecord, calls: tuple[ToolCall, ...], pump: EventPump
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
         context = ToolContext(
             session_id=session.id,
             session_key=session.session_key,
             store=self.store,
-            memory=self.memory,
+            memory=self.memory.store(session.memory_scope),
             skills_dir=self.skills_dir,
         )
         allowed = {tool["name"] for tool in session.tools}
 
         async def run(call: ToolCall) -> Message:
-            if on_event is not None:
-                await on_event(ToolStarted(call.name, call.arguments_json))
+            pump.emit(ToolStarted(call.name, call.arguments_json))
             result = await run_tool(self.registry, call, context, allowed)
-            if on_event is not None:
-                await on_event(ToolFinished(call.name, result.is_error))
-            return self.with_payload(result)
+            pump.emit(ToolFinished(call.name, result.is_error))
+            return with_payload(provider, result)
 
         return list(await asyncio.gather(*(run(call) for call in calls)))
+
+
+def with_payload(provider: Provider, message: Message) -> Message:
+    """Attach the wire fragment ``message`` is sent as, so it is stored exactly as sent."""
+    return replace(message, payload=provider.wire_message(message), payload_api=provider.api)
+
+
+def _id(message: Message) -> int:
+    assert message.id is not None, "stored messages have ids"
+    return message.id
 
 
 def _title_from(text: str) -> str:

@@ -1,18 +1,31 @@
-"""Curated memory: MEMORY.md (the agent's notes) and USER.md (about the user).
+"""Curated memory: MEMORY.md (the agent's notes) and USER.md (about the user), per person.
 
 Each file is a short list of entries separated by a line containing only "§". The files are small
 and capped so that their snapshot, frozen into a session's volatile layer when the session starts,
 stays cheap. Edits are written to disk at once but only show up in the system prompt of the next
 session: the running session keeps its bytes (ARCHITECTURE.md, cache invariants 1 and 3).
+
+Nobody's words reach anyone else: memory is kept per *scope* (ARCHITECTURE.md, reliability invariant
+5). The owner (the terminal, the gateway's admins) has the files directly under ``memories/``; every
+other person has their own pair under ``memories/users/``; a group chat has its own pair under
+``memories/chats/``, and the memory tool in a group writes there, never into a member's files. The
+gateway decides a session's scope; the session stores it.
+
+Every edit is a read-modify-write under an exclusive lock on the scope's directory that holds across
+processes (``fcntl`` file lock). The methods block on disk and on that lock: call them from a thread
+(``asyncio.to_thread``), never on the event loop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 MemoryTarget = Literal["memory", "user"]
 
@@ -20,8 +33,40 @@ SEPARATOR = "§"
 ENTRY_JOINER = f"\n{SEPARATOR}\n"
 TARGETS: tuple[MemoryTarget, ...] = ("memory", "user")
 FILE_NAMES: dict[MemoryTarget, str] = {"memory": "MEMORY.md", "user": "USER.md"}
-DEFAULT_MEMORY_CHAR_LIMIT = 2200
-DEFAULT_USER_CHAR_LIMIT = 1375
+LOCK_FILE = ".lock"
+
+OWNER_SCOPE = "owner"
+_SCOPE_KINDS = ("user", "chat")
+
+
+def user_scope(platform: str, user_id: str) -> str:
+    """The scope of one person's private memory on one platform."""
+    return f"user:{platform}:{user_id}"
+
+
+def chat_scope(platform: str, chat_id: str) -> str:
+    """The scope of a group chat's shared memory."""
+    return f"chat:{platform}:{chat_id}"
+
+
+def scope_directory(root: Path, scope: str) -> Path:
+    """Where ``scope``'s files live under ``root`` (``HERALD_HOME/memories``).
+
+    Platform ids become safe file names (no separators, no "..", nothing outside ``root``).
+    """
+    if scope == OWNER_SCOPE:
+        return root
+    kind, _, rest = scope.partition(":")
+    platform, _, ident = rest.partition(":")
+    if kind not in _SCOPE_KINDS or not platform or not ident:
+        raise ValueError(
+            f"unknown memory scope {scope!r}: expected owner, user:PLATFORM:ID or chat:PLATFORM:ID"
+        )
+    return root / f"{kind}s" / f"{_file_name(platform)}-{_file_name(ident)}"
+
+
+def _file_name(part: str) -> str:
+    return quote(part, safe="").replace(".", "%2E").replace("-", "%2D")
 
 
 class MemoryToolError(Exception):
@@ -102,15 +147,22 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-class MemoryStore:
-    """MEMORY.md and USER.md in one directory, each with its own character limit."""
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``directory`` shared by every process on this machine (blocks until free)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
-    def __init__(
-        self,
-        memories_dir: Path,
-        memory_char_limit: int = DEFAULT_MEMORY_CHAR_LIMIT,
-        user_char_limit: int = DEFAULT_USER_CHAR_LIMIT,
-    ) -> None:
+
+class MemoryStore:
+    """MEMORY.md and USER.md of one scope, in one directory, each with its own character limit."""
+
+    def __init__(self, memories_dir: Path, memory_char_limit: int, user_char_limit: int) -> None:
         for label, limit in (("memory_char_limit", memory_char_limit), ("user_char_limit", user_char_limit)):
             if limit <= 0:
                 raise ValueError(f"{label} must be a positive number of characters, got {limit}")
@@ -144,30 +196,35 @@ class MemoryStore:
     def add(self, target: MemoryTarget, content: str) -> str:
         """Append an entry; rejects empty text, exact duplicates and anything over the limit."""
         entry = _checked_content(content, target)
-        entries = self.entries(target)
-        if entry in entries:
-            raise MemoryEditError(f"{FILE_NAMES[target]} already has exactly this entry; nothing was added.")
-        self._write(target, entries, [*entries, entry])
-        return f"Added to {FILE_NAMES[target]} {self.usage(target)}"
+        with directory_lock(self._dir):
+            entries = self.entries(target)
+            if entry in entries:
+                raise MemoryEditError(
+                    f"{FILE_NAMES[target]} already has exactly this entry; nothing was added."
+                )
+            self._write(target, entries, [*entries, entry])
+            return f"Added to {FILE_NAMES[target]} {self.usage(target)}"
 
     def replace(self, target: MemoryTarget, old_text: str, new_content: str) -> str:
         """Replace the one entry containing ``old_text`` with ``new_content``."""
-        entries = self.entries(target)
-        index = self._match(target, entries, old_text)
         entry = _checked_content(new_content, target, empty_hint="To delete the entry, use remove instead.")
-        if entry in entries and entries.index(entry) != index:
-            raise MemoryEditError(
-                f"{FILE_NAMES[target]} already has exactly this entry; remove the old one instead."
-            )
-        self._write(target, entries, [*entries[:index], entry, *entries[index + 1 :]])
-        return f"Replaced an entry in {FILE_NAMES[target]} {self.usage(target)}"
+        with directory_lock(self._dir):
+            entries = self.entries(target)
+            index = self._match(target, entries, old_text)
+            if entry in entries and entries.index(entry) != index:
+                raise MemoryEditError(
+                    f"{FILE_NAMES[target]} already has exactly this entry; remove the old one instead."
+                )
+            self._write(target, entries, [*entries[:index], entry, *entries[index + 1 :]])
+            return f"Replaced an entry in {FILE_NAMES[target]} {self.usage(target)}"
 
     def remove(self, target: MemoryTarget, old_text: str) -> str:
         """Remove the one entry containing ``old_text``."""
-        entries = self.entries(target)
-        index = self._match(target, entries, old_text)
-        self._write(target, entries, [*entries[:index], *entries[index + 1 :]])
-        return f"Removed an entry from {FILE_NAMES[target]} {self.usage(target)}"
+        with directory_lock(self._dir):
+            entries = self.entries(target)
+            index = self._match(target, entries, old_text)
+            self._write(target, entries, [*entries[:index], *entries[index + 1 :]])
+            return f"Removed an entry from {FILE_NAMES[target]} {self.usage(target)}"
 
     def snapshot(self) -> str:
         """The frozen memory text for the volatile layer; "" when both files are empty.
@@ -220,6 +277,19 @@ class MemoryStore:
                 f"current entries:\n{numbered_entries(before)}"
             )
         atomic_write_text(self.path(target), text)
+
+
+class MemoryBank:
+    """Every scope's memory under one root (``HERALD_HOME/memories``), with the configured limits."""
+
+    def __init__(self, root: Path, memory_char_limit: int, user_char_limit: int) -> None:
+        self.root = root
+        self.memory_char_limit = memory_char_limit
+        self.user_char_limit = user_char_limit
+
+    def store(self, scope: str) -> MemoryStore:
+        """The files of ``scope``; raises ValueError for a malformed scope."""
+        return MemoryStore(scope_directory(self.root, scope), self.memory_char_limit, self.user_char_limit)
 
 
 def _checked_target(target: str) -> MemoryTarget:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.context_files import load_project_context
-from agent.memory import MemoryStore
+from agent.memory import MemoryBank
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
 from agent.skills import format_skills_index, load_skills_index
 from agent.store import NewSession, SessionRecord, SessionStore
@@ -25,11 +25,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SessionSpec:
-    """Who the session is for. ``chat_context`` (a chat title, a member list) goes in the volatile layer."""
+    """Who the session is for.
+
+    ``memory_scope`` says whose memory the session reads and writes (``agent.memory``: the owner's, one
+    person's, or a group chat's); it has no default on purpose, so no caller hands the owner's memory
+    to a stranger by forgetting it. ``chat_context`` (a chat title, a member list) goes in the volatile
+    layer.
+    """
 
     session_key: str
     source: str  # "cli", "telegram", "discord", "cron"
     platform: str  # prompt platform hint: "terminal", "telegram", "discord"
+    memory_scope: str
     chat_id: str | None = None
     user_id: str | None = None
     chat_context: str = ""
@@ -37,15 +44,19 @@ class SessionSpec:
 
 @dataclass(frozen=True)
 class PromptSources:
-    """Where the prompt's parts come from (files under HERALD_HOME, the working directory, config)."""
+    """Where the prompt's parts come from (files under HERALD_HOME, the context directory, config).
+
+    ``context_dir`` is where the project context file is looked up; None loads none (a daemon's
+    working directory says nothing about the project it serves).
+    """
 
     soul_path: Path
     skills_dir: Path
-    memory: MemoryStore
-    cwd: Path
+    memory: MemoryBank
+    context_dir: Path | None
     system_message: str
     toolsets: tuple[str, ...]
-    project_context: bool = True
+    project_context: bool
 
 
 @dataclass(frozen=True)
@@ -69,17 +80,17 @@ def load_identity(path: Path) -> str:
     return text or DEFAULT_IDENTITY
 
 
-def _gather(sources: PromptSources) -> tuple[str, str, str, str, str | None]:
+def _gather(sources: PromptSources, scope: str) -> tuple[str, str, str, str, str | None]:
     """Blocking file reads, run in a thread: identity, skills index, project context, memory."""
     identity = load_identity(sources.soul_path)
     skills = (
         format_skills_index(load_skills_index(sources.skills_dir)) if "skills" in sources.toolsets else ""
     )
     context_text, warning = "", None
-    if sources.project_context:
-        project = load_project_context(sources.cwd)
+    if sources.project_context and sources.context_dir is not None:
+        project = load_project_context(sources.context_dir)
         context_text, warning = project.text, project.warning
-    snapshot = sources.memory.snapshot() if "memory" in sources.toolsets else ""
+    snapshot = sources.memory.store(scope).snapshot() if "memory" in sources.toolsets else ""
     return identity, skills, context_text, snapshot, warning
 
 
@@ -94,7 +105,9 @@ async def start_session(
     now: dt.datetime | None = None,
 ) -> StartedSession:
     now = now or dt.datetime.now().astimezone()
-    identity, skills, project_text, snapshot, warning = await asyncio.to_thread(_gather, sources)
+    identity, skills, project_text, snapshot, warning = await asyncio.to_thread(
+        _gather, sources, spec.memory_scope
+    )
     tools = registry.enabled(sources.toolsets)
     prompt: SystemPrompt = build_system_prompt(
         PromptInputs(
@@ -123,6 +136,7 @@ async def start_session(
             tools_json=tools_json(tools),
             provider=provider,
             model=model,
+            memory_scope=spec.memory_scope,
         )
     )
     log.info("session %s started (%s, %s/%s)", record.id, spec.session_key, provider, model)

@@ -1,29 +1,26 @@
-"""The SQLite session store (``state.db``).
+"""The agent's tables in ``state.db``: sessions, messages, per-request usage, full-text search.
 
-All database work runs on one dedicated thread: SQLite gets a single writer, and the asyncio event
-loop never blocks on disk. Public methods are coroutines that hand a function to that thread.
+Every call goes through :class:`agent.db.Database` (one thread, ``BEGIN IMMEDIATE`` writes), so the
+event loop never blocks on disk and two processes never write the same message position.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from agent.db import Database
+from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
-from agent.store_schema import migrate
+from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
 from agent.usage import RequestUsage
-
-T = TypeVar("T")
-
-BUSY_TIMEOUT_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -49,6 +46,9 @@ class SessionRecord:
     estimated_cost: float
     uncached_cost: float
     last_prompt_tokens: int | None
+    memory_scope: str = OWNER_SCOPE
+    compress_failures: int = 0
+    compress_retry_at: float | None = None  # wall-clock time before which no summary is attempted
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -69,6 +69,7 @@ class NewSession:
     chat_id: str | None = None
     user_id: str | None = None
     title: str | None = None
+    memory_scope: str = OWNER_SCOPE
 
 
 @dataclass(frozen=True)
@@ -82,154 +83,128 @@ class SearchHit:
 
 
 class SessionStore:
-    """Sessions, messages, per-request usage and full-text search in one SQLite file."""
+    """Sessions, messages, per-request usage and full-text search in the shared ``state.db``."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-db")
-        self._conn: sqlite3.Connection | None = None
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     @classmethod
-    async def open(cls, path: Path) -> SessionStore:
-        store = cls(path)
-        await store._run(store._connect)
-        return store
-
-    async def close(self) -> None:
-        if self._conn is not None:
-            await self._run(self._conn.close)
-            self._conn = None
-        self._executor.shutdown(wait=True)
-
-    def _connect(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        migrate(conn)
-        self._conn = conn
-
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("SessionStore is closed")
-        return self._conn
+    async def create(cls, db: Database) -> SessionStore:
+        """The store on ``db``, its tables migrated to this version."""
+        await db.run(adopt_legacy_version)
+        await db.migrate(COMPONENT, MIGRATIONS)
+        return cls(db)
 
     # -- sessions -----------------------------------------------------------------------------
 
     async def create_session(self, new: NewSession) -> SessionRecord:
-        def insert() -> None:
+        def insert(conn: sqlite3.Connection) -> None:
             now = time.time()
-            with self._db:
-                self._db.execute(
-                    """INSERT INTO sessions (id, session_key, source, platform, chat_id, user_id, title,
-                       system_prompt, tools_json, provider, model, created_at, updated_at)
-                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                    (
-                        new.id,
-                        new.session_key,
-                        new.source,
-                        new.platform,
-                        new.chat_id,
-                        new.user_id,
-                        new.title,
-                        new.system_prompt.to_json(),
-                        new.tools_json,
-                        new.provider,
-                        new.model,
-                        now,
-                        now,
-                    ),
-                )
+            conn.execute(
+                """INSERT INTO sessions (id, session_key, source, platform, chat_id, user_id, title,
+                   system_prompt, tools_json, provider, model, memory_scope, created_at, updated_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    new.id,
+                    new.session_key,
+                    new.source,
+                    new.platform,
+                    new.chat_id,
+                    new.user_id,
+                    new.title,
+                    new.system_prompt.to_json(),
+                    new.tools_json,
+                    new.provider,
+                    new.model,
+                    new.memory_scope,
+                    now,
+                    now,
+                ),
+            )
 
-        await self._run(insert)
+        await self.db.write(insert)
         record = await self.get_session(new.id)
         assert record is not None
         return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        def select() -> SessionRecord | None:
-            row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        def select(conn: sqlite3.Connection) -> SessionRecord | None:
+            row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
             return _session_from_row(row) if row else None
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def latest_session(self, session_key: str | None = None) -> SessionRecord | None:
         """The most recently used session, optionally of one session key."""
 
-        def select() -> SessionRecord | None:
+        def select(conn: sqlite3.Connection) -> SessionRecord | None:
             if session_key is None:
-                row = self._db.execute("SELECT * FROM sessions ORDER BY updated_at DESC LIMIT 1").fetchone()
+                row = conn.execute("SELECT * FROM sessions ORDER BY updated_at DESC LIMIT 1").fetchone()
             else:
-                row = self._db.execute(
+                row = conn.execute(
                     "SELECT * FROM sessions WHERE session_key = ? ORDER BY updated_at DESC LIMIT 1",
                     (session_key,),
                 ).fetchone()
             return _session_from_row(row) if row else None
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
-        def select() -> list[SessionRecord]:
-            rows = self._db.execute(
+        def select(conn: sqlite3.Connection) -> list[SessionRecord]:
+            rows = conn.execute(
                 "SELECT * FROM sessions ORDER BY updated_at DESC LIMIT ?", (limit,)
             ).fetchall()
             return [_session_from_row(row) for row in rows]
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def set_title(self, session_id: str, title: str) -> None:
-        def update() -> None:
-            with self._db:
-                self._db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
-
-        await self._run(update)
+        await self.db.write(
+            lambda conn: conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+        )
 
     async def get_todos(self, session_id: str) -> list[dict[str, Any]]:
-        def select() -> list[dict[str, Any]]:
-            row = self._db.execute("SELECT todos_json FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            row = conn.execute("SELECT todos_json FROM sessions WHERE id = ?", (session_id,)).fetchone()
             value: list[dict[str, Any]] = json.loads(row[0]) if row else []
             return value
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def set_todos(self, session_id: str, todos: list[dict[str, Any]]) -> None:
-        def update() -> None:
-            with self._db:
-                self._db.execute(
-                    "UPDATE sessions SET todos_json = ? WHERE id = ?",
-                    (json.dumps(todos, ensure_ascii=False), session_id),
-                )
+        text = json.dumps(todos, ensure_ascii=False)
+        await self.db.write(
+            lambda conn: conn.execute("UPDATE sessions SET todos_json = ? WHERE id = ?", (text, session_id))
+        )
 
-        await self._run(update)
+    async def set_compression_state(self, session_id: str, *, failures: int, retry_at: float | None) -> None:
+        """The compressor's failure count and cooldown, kept with the session across restarts."""
+        await self.db.write(
+            lambda conn: conn.execute(
+                "UPDATE sessions SET compress_failures = ?, compress_retry_at = ? WHERE id = ?",
+                (failures, retry_at, session_id),
+            )
+        )
 
     # -- messages -----------------------------------------------------------------------------
 
     async def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
         """Append ``messages`` after the session's last one, in one transaction: all or none."""
 
-        def insert() -> list[Message]:
+        def insert(conn: sqlite3.Connection) -> list[Message]:
             now = time.time()
-            with self._db:
-                row = self._db.execute(
-                    "SELECT COALESCE(MAX(position), 0) FROM messages WHERE session_id = ?", (session_id,)
-                ).fetchone()
-                last = float(row[0])
-                stored = [
-                    self._insert(session_id, message, last + offset, now)
-                    for offset, message in enumerate(messages, start=1)
-                ]
-                self._count(session_id, len(messages), now)
+            row = conn.execute(
+                "SELECT COALESCE(MAX(position), 0) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            last = float(row[0])
+            stored = [
+                _insert(conn, session_id, message, last + offset, now)
+                for offset, message in enumerate(messages, start=1)
+            ]
+            _count(conn, session_id, len(messages), now)
             return stored
 
-        return await self._run(insert)
+        return await self.db.write(insert)
 
     async def rewrite_history(
         self, session_id: str, deactivate: Sequence[int], insert: Sequence[Message], reason: str
@@ -237,69 +212,28 @@ class SessionStore:
         """Compression's one sanctioned rewrite, atomically: take ``deactivate`` out of the conversation
         (kept, marked inactive with ``reason``) and add ``insert`` at their own ``position``."""
 
-        def rewrite() -> list[Message]:
+        def rewrite(conn: sqlite3.Connection) -> list[Message]:
             now = time.time()
-            with self._db:
-                self._deactivate(deactivate, reason)
-                stored = [self._insert(session_id, m, m.position, now) for m in insert]
-                self._count(session_id, len(insert), now)
+            _deactivate(conn, deactivate, reason)
+            stored = [_insert(conn, session_id, m, m.position, now) for m in insert]
+            _count(conn, session_id, len(insert), now)
             return stored
 
-        return await self._run(rewrite)
-
-    def _insert(self, session_id: str, message: Message, position: float, now: float) -> Message:
-        cursor = self._db.execute(
-            """INSERT INTO messages (session_id, position, role, content, tool_calls, tool_call_id,
-               tool_name, is_error, payload, payload_api, active, meta, created_at)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-            (
-                session_id,
-                position,
-                message.role,
-                message.content,
-                _tool_calls_json(message.tool_calls),
-                message.tool_call_id,
-                message.tool_name,
-                int(message.is_error),
-                _json_or_none(message.payload),
-                message.payload_api,
-                int(message.active),
-                json.dumps(message.meta, ensure_ascii=False),
-                now,
-            ),
-        )
-        return replace(message, id=int(cursor.lastrowid or 0), position=position, created_at=now)
-
-    def _count(self, session_id: str, added: int, now: float) -> None:
-        self._db.execute(
-            "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
-            (added, now, session_id),
-        )
+        return await self.db.write(rewrite)
 
     async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
-        def select() -> list[Message]:
+        def select(conn: sqlite3.Connection) -> list[Message]:
             query = "SELECT * FROM messages WHERE session_id = ?"
             if not include_inactive:
                 query += " AND active = 1"
-            rows = self._db.execute(query + " ORDER BY position, id", (session_id,)).fetchall()
+            rows = conn.execute(query + " ORDER BY position, id", (session_id,)).fetchall()
             return [_message_from_row(row) for row in rows]
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def deactivate_messages(self, message_ids: Sequence[int], reason: str) -> None:
         """Take messages out of the conversation while keeping them for search and audit."""
-
-        def update() -> None:
-            with self._db:
-                self._deactivate(message_ids, reason)
-
-        await self._run(update)
-
-    def _deactivate(self, message_ids: Sequence[int], reason: str) -> None:
-        self._db.executemany(
-            "UPDATE messages SET active = 0, meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?",
-            [(reason, message_id) for message_id in message_ids],
-        )
+        await self.db.write(lambda conn: _deactivate(conn, message_ids, reason))
 
     # -- usage --------------------------------------------------------------------------------
 
@@ -308,73 +242,70 @@ class SessionStore:
     ) -> None:
         """Store one provider request's usage and add it to the session's totals."""
 
-        def insert() -> None:
+        def insert(conn: sqlite3.Connection) -> None:
             now = time.time() if at is None else at
             u = request.usage
-            with self._db:
-                self._db.execute(
-                    """INSERT INTO requests (session_id, purpose, provider, model, input_tokens,
-                       output_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-                       estimated_cost, uncached_cost, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
-                    (
-                        session_id,
-                        request.purpose,
-                        request.provider,
-                        request.model,
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cache_read_tokens,
-                        u.cache_write_5m_tokens,
-                        u.cache_write_1h_tokens,
-                        request.cost,
-                        request.uncached_cost,
-                        now,
-                    ),
-                )
-                track_prompt = request.purpose == "turn"
-                self._db.execute(
-                    """UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-                       cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
-                       estimated_cost = estimated_cost + ?, uncached_cost = uncached_cost + ?,
-                       last_prompt_tokens = CASE WHEN ? THEN ? ELSE last_prompt_tokens END,
-                       updated_at = ? WHERE id = ?""",
-                    (
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cache_read_tokens,
-                        u.cache_write_tokens,
-                        request.cost,
-                        request.uncached_cost,
-                        track_prompt,
-                        u.prompt_tokens,
-                        now,
-                        session_id,
-                    ),
-                )
+            conn.execute(
+                """INSERT INTO requests (session_id, purpose, provider, model, input_tokens,
+                   output_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+                   estimated_cost, uncached_cost, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    session_id,
+                    request.purpose,
+                    request.provider,
+                    request.model,
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_5m_tokens,
+                    u.cache_write_1h_tokens,
+                    request.cost,
+                    request.uncached_cost,
+                    now,
+                ),
+            )
+            track_prompt = request.purpose == "turn"
+            conn.execute(
+                """UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                   cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
+                   estimated_cost = estimated_cost + ?, uncached_cost = uncached_cost + ?,
+                   last_prompt_tokens = CASE WHEN ? THEN ? ELSE last_prompt_tokens END,
+                   updated_at = ? WHERE id = ?""",
+                (
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                    request.cost,
+                    request.uncached_cost,
+                    track_prompt,
+                    u.prompt_tokens,
+                    now,
+                    session_id,
+                ),
+            )
 
-        await self._run(insert)
+        await self.db.write(insert)
 
     async def request_times(self, session_id: str, since: float) -> list[float]:
         """Timestamps of the session's turn requests since ``since``, oldest first (for TTL pacing)."""
 
-        def select() -> list[float]:
-            rows = self._db.execute(
+        def select(conn: sqlite3.Connection) -> list[float]:
+            rows = conn.execute(
                 """SELECT created_at FROM requests WHERE session_id = ? AND purpose = 'turn'
                    AND created_at >= ? ORDER BY id""",
                 (session_id, since),
             ).fetchall()
             return [float(row[0]) for row in rows]
 
-        return await self._run(select)
+        return await self.db.run(select)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
-        def update() -> None:
-            with self._db:
-                self._db.execute(
-                    "UPDATE sessions SET last_prompt_tokens = ? WHERE id = ?", (tokens, session_id)
-                )
-
-        await self._run(update)
+        await self.db.write(
+            lambda conn: conn.execute(
+                "UPDATE sessions SET last_prompt_tokens = ? WHERE id = ?", (tokens, session_id)
+            )
+        )
 
     # -- search -------------------------------------------------------------------------------
 
@@ -392,8 +323,8 @@ class SessionStore:
         ``current_session``'s active messages are left out: they are in the model's context already.
         """
 
-        def select() -> list[SearchHit]:
-            rows = self._db.execute(
+        def select(conn: sqlite3.Connection) -> list[SearchHit]:
+            rows = conn.execute(
                 """SELECT m.session_id, s.title, m.created_at, m.role, m.active,
                           snippet(messages_fts, 0, '[', ']', '…', 24) AS snippet
                    FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
@@ -415,7 +346,54 @@ class SessionStore:
                 for row in rows
             ]
 
-        return await self._run(select)
+        return await self.db.run(select)
+
+
+@asynccontextmanager
+async def open_session_store(path: Path) -> AsyncIterator[SessionStore]:
+    """``state.db`` at ``path`` with the agent's tables, closed on exit (tools and tests)."""
+    async with await Database.open(path) as db:
+        yield await SessionStore.create(db)
+
+
+def _insert(
+    conn: sqlite3.Connection, session_id: str, message: Message, position: float, now: float
+) -> Message:
+    cursor = conn.execute(
+        """INSERT INTO messages (session_id, position, role, content, tool_calls, tool_call_id,
+           tool_name, is_error, payload, payload_api, active, meta, created_at)
+           VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+        (
+            session_id,
+            position,
+            message.role,
+            message.content,
+            _tool_calls_json(message.tool_calls),
+            message.tool_call_id,
+            message.tool_name,
+            int(message.is_error),
+            _json_or_none(message.payload),
+            message.payload_api,
+            int(message.active),
+            json.dumps(message.meta, ensure_ascii=False),
+            now,
+        ),
+    )
+    return replace(message, id=int(cursor.lastrowid or 0), position=position, created_at=now)
+
+
+def _count(conn: sqlite3.Connection, session_id: str, added: int, now: float) -> None:
+    conn.execute(
+        "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
+        (added, now, session_id),
+    )
+
+
+def _deactivate(conn: sqlite3.Connection, message_ids: Sequence[int], reason: str) -> None:
+    conn.executemany(
+        "UPDATE messages SET active = 0, meta = json_set(meta, '$.inactive_reason', ?) WHERE id = ?",
+        [(reason, message_id) for message_id in message_ids],
+    )
 
 
 def fts_query(text: str) -> str:
@@ -481,4 +459,7 @@ def _session_from_row(row: sqlite3.Row) -> SessionRecord:
         estimated_cost=row["estimated_cost"],
         uncached_cost=row["uncached_cost"],
         last_prompt_tokens=row["last_prompt_tokens"],
+        memory_scope=row["memory_scope"],
+        compress_failures=row["compress_failures"],
+        compress_retry_at=row["compress_retry_at"],
     )

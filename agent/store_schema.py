@@ -1,12 +1,15 @@
-"""SQLite schema of ``state.db`` and its migrations.
+"""The agent's tables in ``state.db`` and their migrations.
 
-Each migration is a list of statements applied in one transaction; ``PRAGMA user_version`` records
-the version reached. Add a migration to change the schema; never edit a released one.
+Each migration is a list of statements applied in one transaction (``agent.db.migrate``); the
+``schema_versions`` row of the "agent" component records the version reached. Add a migration to
+change the schema; never edit a released one.
 """
 
 from __future__ import annotations
 
 import sqlite3
+
+from agent.db import SCHEMA_VERSIONS_TABLE, immediate
 
 MIGRATIONS: list[list[str]] = [
     [
@@ -93,22 +96,35 @@ MIGRATIONS: list[list[str]] = [
         END
         """,
     ],
+    [
+        # The memory a session reads and writes: "owner", "user:<platform>:<id>" or "chat:<platform>:<id>".
+        "ALTER TABLE sessions ADD COLUMN memory_scope TEXT NOT NULL DEFAULT 'owner'",
+        # The compressor's state, here so a restart or a second process sees it.
+        "ALTER TABLE sessions ADD COLUMN compress_failures INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN compress_retry_at REAL",
+        # Per-session locks that hold across processes (agent.locks.SqliteSessionLocks).
+        """
+        CREATE TABLE leases (
+            key TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ],
 ]
 
+COMPONENT = "agent"
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring ``conn`` to ``SCHEMA_VERSION``; returns the version found before migrating."""
-    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if found > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"state.db has schema version {found}, newer than this Herald ({SCHEMA_VERSION}). "
-            "Upgrade Herald or point HERALD_HOME at another directory."
+def adopt_legacy_version(conn: sqlite3.Connection) -> None:
+    """Databases from before ``schema_versions`` recorded the agent's version in ``user_version``."""
+    legacy = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if legacy == 0:
+        return
+    with immediate(conn):
+        conn.execute(SCHEMA_VERSIONS_TABLE)
+        conn.execute(
+            "INSERT OR IGNORE INTO schema_versions (component, version) VALUES (?, ?)", (COMPONENT, legacy)
         )
-    for version in range(found, SCHEMA_VERSION):
-        with conn:
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
-    return found
+        conn.execute("PRAGMA user_version = 0")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
 from agent.session import SessionSpec
 from agent.usage import Usage, cost, uncached_cost
@@ -27,7 +28,7 @@ from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
-from tests.helpers import ChatResponder, is_summary_request
+from tests.helpers import ChatResponder, is_summary_request, run_turn
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -98,6 +99,7 @@ class Bench:
                     "context_length": context_length,
                     "max_tokens": 2000,
                 },
+                "agent": {"context_dir": str(Path.cwd())},
                 "prompt_caching": {"policy": self.variant.policy, "cache_ttl": self.variant.ttl},
             }
         )
@@ -118,7 +120,7 @@ class Bench:
             self.emulator.script(Reply(text_tokens=250))
         session = await runtime.store.get_session(session_id)
         assert session is not None
-        result = await runtime.agent.run_turn(session, f"Turn {number}: {USER_TEXT}")
+        result = await run_turn(runtime, session, f"Turn {number}: {USER_TEXT}")
         if result.error:
             raise RuntimeError(result.error)
         self.emulator.clock.advance(20)  # a person reading and typing
@@ -127,7 +129,11 @@ class Bench:
 def spec(chat: int = 0) -> SessionSpec:
     # Per-chat context lives in the volatile layer, as the gateway will put a chat's title there.
     return SessionSpec(
-        session_key=f"bench:{chat}", source="bench", platform="terminal", chat_context=f"Chat {chat}"
+        session_key=f"bench:{chat}",
+        source="bench",
+        platform="terminal",
+        memory_scope=OWNER_SCOPE,
+        chat_context=f"Chat {chat}",
     )
 
 
@@ -182,7 +188,7 @@ async def compressing(bench: Bench, turns: int) -> None:
         for number in range(max(turns, 45)):
             current = await runtime.store.get_session(session.id)
             assert current is not None
-            result = await runtime.agent.run_turn(current, f"Turn {number}: FACT-{number} {USER_TEXT}")
+            result = await run_turn(runtime, current, f"Turn {number}: FACT-{number} {USER_TEXT}")
             if result.error:
                 raise RuntimeError(result.error)
             bench.emulator.clock.advance(20)

@@ -8,8 +8,9 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from agent.store import SessionStore
+from agent.store import open_session_store
 from gateway import insights
 from gateway.config import ConfigError, get_value, load_config, set_value
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
@@ -67,18 +68,25 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
     from gateway.terminal import ask_once, interactive
 
     config = load_config(home.config_path)
-    async with open_runtime(config, home, provider=args.provider, model=args.model) as runtime:
+    requested = args.provider is not None or args.model is not None
+    async with open_runtime(
+        config, home, provider=args.provider, model=args.model, context_dir=Path.cwd()
+    ) as runtime:
         if args.query is not None:
-            return await ask_once(runtime, args.query, resume=args.resume, out=sys.stdout, err=sys.stderr)
-        return await interactive(runtime, resume=args.resume)
+            return await ask_once(
+                runtime,
+                args.query,
+                resume=args.resume,
+                out=sys.stdout,
+                err=sys.stderr,
+                model_requested=requested,
+            )
+        return await interactive(runtime, resume=args.resume, model_requested=requested)
 
 
 async def _insights(home: HeraldHome) -> int:
-    store = await SessionStore.open(home.db_path)
-    try:
+    async with open_session_store(home.db_path) as store:
         print(insights.render(await store.list_sessions(limit=100_000)))
-    finally:
-        await store.close()
     return 0
 
 

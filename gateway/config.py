@@ -11,91 +11,51 @@ import io
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from agent.models import ModelInfo, lookup_model, with_context_length
+from agent.settings import (
+    AgentSection,
+    AuxiliarySettings,
+    CompressionSettings,
+    ContextSettings,
+    MemorySettings,
+    ModelOverride,
+    ModelSettings,
+    PromptCachingSettings,
+    Section,
+)
 
 
 class ConfigError(Exception):
     """Configuration that cannot be used; the message says what to fix."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class GatewaySettings(Section):
+    """Who may use the bot and how the gateway runs."""
+
+    admins: list[str] = Field(
+        default_factory=list,
+        description="Owners of the bot as platform:user_id (e.g. telegram:12345): they share the "
+        "owner's memory files and may approve pairings.",
+    )
+
+    @field_validator("admins")
+    @classmethod
+    def _platform_and_user(cls, value: list[str]) -> list[str]:
+        for item in value:
+            platform, _, user = item.partition(":")
+            if not platform or not user or not platform.isalpha():
+                raise ValueError(f"'{item}' is not platform:user_id (e.g. telegram:12345)")
+        return value
 
 
-class ModelSettings(_Section):
-    provider: Literal["anthropic", "openai"] = "anthropic"
-    name: str = Field("claude-sonnet-4-6", min_length=1)
-    base_url: str | None = None
-    api_key_env: str | None = None
-    context_length: int | None = Field(None, gt=1000)
-    max_tokens: int = Field(4096, ge=1, le=200_000)
-    timeout: float = Field(120.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    retry_base_delay: float = Field(1.0, ge=0)
-
-
-class PromptCachingSettings(_Section):
-    cache_ttl: Literal["5m", "1h", "auto"] = "auto"
-    policy: Literal["layered", "system_and_3"] = "layered"
-
-
-class CompressionSettings(_Section):
-    enabled: bool = True
-    threshold: float = Field(0.50, gt=0, lt=1)
-    target_ratio: float = Field(0.20, gt=0, lt=1)
-    protect_last_n: int = Field(20, ge=1)
-    hygiene_threshold: float = Field(0.85, gt=0, le=1)
-
-
-class AuxiliaryModelSettings(_Section):
-    provider: Literal["anthropic", "openai"] | None = None
-    model: str | None = None
-    base_url: str | None = None
-
-
-class AuxiliarySettings(_Section):
-    compression: AuxiliaryModelSettings = AuxiliaryModelSettings()
-
-
-class ContextSettings(_Section):
-    engine: Literal["compressor"] = "compressor"
-
-
-class MemorySettings(_Section):
-    memory_char_limit: int = Field(2200, ge=100)
-    user_char_limit: int = Field(1375, ge=100)
-
-
-class AgentSection(_Section):
-    system_message: str = ""
-    max_iterations: int = Field(30, ge=1, le=500)
-    toolsets: list[Literal["memory", "session_search", "skills", "todo"]] = [
-        "memory",
-        "session_search",
-        "skills",
-        "todo",
-    ]
-    project_context: bool = True
-
-
-class ModelOverride(_Section):
-    context_length: int | None = Field(None, gt=1000)
-    min_cache_tokens: int | None = Field(None, ge=0)
-    input: float | None = Field(None, ge=0)
-    output: float | None = Field(None, ge=0)
-    cache_write_5m: float | None = Field(None, ge=0)
-    cache_write_1h: float | None = Field(None, ge=0)
-    cache_read: float | None = Field(None, ge=0)
-
-
-class HeraldConfig(_Section):
+class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     prompt_caching: PromptCachingSettings = PromptCachingSettings()
     compression: CompressionSettings = CompressionSettings()
@@ -103,7 +63,12 @@ class HeraldConfig(_Section):
     context: ContextSettings = ContextSettings()
     memory: MemorySettings = MemorySettings()
     agent: AgentSection = AgentSection()
-    models: dict[str, ModelOverride] = {}
+    gateway: GatewaySettings = GatewaySettings()
+    models: dict[str, ModelOverride] = Field(
+        default_factory=dict,
+        description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "
+        "my-local-model: {context_length: 32768, min_cache_tokens: 1024, input: 0, output: 0}",
+    )
 
     def model_info(self, name: str | None = None) -> ModelInfo:
         """Table entry for ``name`` (default: the configured model) with config overrides applied."""
@@ -113,7 +78,8 @@ class HeraldConfig(_Section):
         if override is not None:
             values = {k: v for k, v in override.model_dump().items() if v is not None}
             base = ModelInfo(**{**base.__dict__, **values})
-        return with_context_length(base, self.model.context_length)
+        # model.context_length describes the configured model, not sessions built for other models.
+        return with_context_length(base, self.model.context_length if name == self.model.name else None)
 
 
 def format_validation_error(error: ValidationError, source: str) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from dotenv import load_dotenv
 
+from gateway.config_doc import render_config_yaml
+
 ENV_TEMPLATE = """\
 # Secrets for Herald. Values already set in the environment win over this file.
 # ANTHROPIC_API_KEY=
@@ -66,7 +68,7 @@ def ensure_home(home: HeraldHome) -> list[Path]:
             directory.mkdir(parents=True)
             created.append(directory)
     files = {
-        home.config_path: default_text("gateway", "config.yaml"),
+        home.config_path: render_config_yaml(),
         home.soul_path: default_text("agent", "SOUL.md"),
         home.env_path: ENV_TEMPLATE,
         home.memories_dir / "MEMORY.md": "",

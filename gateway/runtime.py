@@ -1,18 +1,27 @@
-"""Composition: config + home → store, provider, tools and agent, ready to run turns."""
+"""Composition: config + home → database, store, locks, providers, tools and agent, ready to run turns.
+
+Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure half-way through start-up
+closes what was already opened, and shutdown closes in reverse order (locks before the database they
+live in, provider clients last of all).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.compression.engine import CompressionSettings, ContextCompressor, ContextEngine
-from agent.compression.summary import Summarizer, SummaryModel
+from agent.compression.engine import ContextCompressor, ContextEngine
+from agent.compression.summary import Summarizer
+from agent.db import Database
+from agent.limits import LocalRequestLimiter, RequestLimiter
+from agent.locks import SessionLocks, SqliteSessionLocks
 from agent.loop import Agent, AgentSettings
-from agent.memory import MemoryStore
-from agent.providers.base import Provider
+from agent.memory import MemoryBank
+from agent.providers.base import Provider, ProviderError
+from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.store import SessionStore
@@ -24,107 +33,128 @@ from gateway.home import HeraldHome
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-def make_provider(
-    config: HeraldConfig,
-    *,
-    provider: str | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-) -> Provider:
-    """Build the provider client; a missing API key is a configuration error that says where to put it.
+def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
+    """Build one provider client; a missing API key is a configuration error that says where to put it.
 
     ``model.base_url`` and ``model.api_key_env`` describe the configured provider: another provider
-    (``--provider``, an auxiliary model) gets its SDK defaults (``OPENAI_BASE_URL`` ...) instead.
+    (``--provider``, an auxiliary model, an older session) gets its SDK defaults (``OPENAI_BASE_URL``
+    ...) unless the key names an endpoint of its own.
     """
-    kind = provider or config.model.provider
-    name = model or config.model.name
-    configured = kind == config.model.provider
-    key_variable = (config.model.api_key_env if configured else None) or KEY_VARIABLES[kind]
+    configured = key.provider == config.model.provider
+    key_variable = (config.model.api_key_env if configured else None) or KEY_VARIABLES[key.provider]
     api_key = os.environ.get(key_variable)
     if not api_key:
         raise ConfigError(
-            f"No API key for {kind}: set {key_variable} in the environment or in .env in your Herald home "
-            "(see `herald setup`)."
+            f"No API key for {key.provider}: set {key_variable} in the environment or in .env in your "
+            "Herald home (see `herald setup`)."
         )
-    url = base_url if base_url is not None else (config.model.base_url if configured else None)
+    url = key.base_url if key.base_url is not None else (config.model.base_url if configured else None)
     # Imported here: each SDK takes about a second to import, and only the chosen one is needed.
-    if kind == "anthropic":
+    if key.provider == "anthropic":
         from agent.providers.anthropic_provider import AnthropicProvider
 
-        return AnthropicProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
+        return AnthropicProvider(model=key.model, api_key=api_key, base_url=url, timeout=config.model.timeout)
     from agent.providers.openai_provider import OpenAIProvider
 
-    return OpenAIProvider(model=name, api_key=api_key, base_url=url, timeout=config.model.timeout)
+    return OpenAIProvider(model=key.model, api_key=api_key, base_url=url, timeout=config.model.timeout)
+
+
+def provider_factory(config: HeraldConfig) -> ProviderFactory:
+    """The pool's factory: configuration problems become a failed turn with one sentence, not a crash."""
+
+    def factory(key: ProviderKey) -> Provider:
+        if key.provider not in KEY_VARIABLES:
+            raise ProviderError(f"unknown provider '{key.provider}'", retryable=False, kind="configuration")
+        try:
+            return make_provider(config, key)
+        except ConfigError as error:
+            raise ProviderError(str(error), retryable=False, kind="configuration") from None
+
+    return factory
+
+
+def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
+    """The summary model from ``auxiliary.compression``; None = each session's own model."""
+    aux = config.auxiliary.compression
+    if aux.provider is None and aux.model is None and aux.base_url is None:
+        return None
+    provider = aux.provider or config.model.provider
+    return ProviderKey(provider, aux.model or config.model.name, aux.base_url)
 
 
 @dataclass
 class Runtime:
+    """The agent and what it runs on. ``provider`` / ``model`` are what *new* sessions are built for."""
+
     config: HeraldConfig
     home: HeraldHome
+    db: Database
     store: SessionStore
+    locks: SessionLocks
+    limiter: RequestLimiter
+    pool: ProviderPool
     registry: ToolRegistry
-    memory: MemoryStore
-    provider: Provider
+    memory: MemoryBank
     agent: Agent
-    cwd: Path
+    context_dir: Path | None
+    provider: str
+    model: str
 
     def prompt_sources(self) -> PromptSources:
         return PromptSources(
             soul_path=self.home.soul_path,
             skills_dir=self.home.skills_dir,
             memory=self.memory,
-            cwd=self.cwd,
+            context_dir=self.context_dir,
             system_message=self.config.agent.system_message,
             toolsets=tuple(self.config.agent.toolsets),
             project_context=self.config.agent.project_context,
         )
 
-    async def new_session(self, spec: SessionSpec) -> StartedSession:
+    async def new_session(
+        self, spec: SessionSpec, *, provider: str | None = None, model: str | None = None
+    ) -> StartedSession:
+        """Build and store a new session's prompt, for ``provider``/``model`` or the runtime's default."""
         return await start_session(
             self.store,
             self.registry,
             self.prompt_sources(),
             spec,
-            provider=self.provider.name,
-            model=self.provider.model,
+            provider=provider or self.provider,
+            model=model or self.model,
         )
 
 
-def make_auxiliary_provider(config: HeraldConfig, main: Provider) -> Provider | None:
-    """The summary model from ``auxiliary.compression``; None when it is the main model."""
-    aux = config.auxiliary.compression
-    provider = aux.provider or config.model.provider
-    model = aux.model or main.model
-    if provider == config.model.provider and model == main.model and aux.base_url is None:
-        return None
-    return make_provider(config, provider=provider, model=model, base_url=aux.base_url)
-
-
 def make_context_engine(
-    config: HeraldConfig, store: SessionStore, main: Provider, auxiliary: Provider | None
+    config: HeraldConfig, store: SessionStore, pool: ProviderPool, limiter: RequestLimiter
 ) -> ContextEngine:
     """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
     summarizer = Summarizer(
         store=store,
-        main=SummaryModel(main, config.model_info(main.model)),
-        auxiliary=SummaryModel(auxiliary, config.model_info(auxiliary.model)) if auxiliary else None,
+        pool=pool,
+        model_info=config.model_info,
+        auxiliary=auxiliary_key(config),
+        limiter=limiter,
         timeout=config.model.timeout,
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
     )
-    section = config.compression
     return ContextCompressor(
         store=store,
         summarizer=summarizer,
-        settings=CompressionSettings(
-            enabled=section.enabled,
-            threshold=section.threshold,
-            target_ratio=section.target_ratio,
-            protect_last_n=section.protect_last_n,
-            hygiene_threshold=section.hygiene_threshold,
-        ),
-        context_length=config.model_info(main.model).context_length,
+        settings=config.compression,
+        model_info=config.model_info,
         max_output_tokens=config.model.max_tokens,
+    )
+
+
+def agent_settings(config: HeraldConfig) -> AgentSettings:
+    return AgentSettings(
+        max_tokens=config.model.max_tokens,
+        max_iterations=config.agent.max_iterations,
+        cache_policy=config.prompt_caching.policy,
+        cache_ttl=config.prompt_caching.cache_ttl,
+        retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
     )
 
 
@@ -135,33 +165,51 @@ async def open_runtime(
     *,
     provider: str | None = None,
     model: str | None = None,
-    cwd: Path | None = None,
+    context_dir: Path | None = None,
 ) -> AsyncIterator[Runtime]:
-    chosen = make_provider(config, provider=provider, model=model)
-    auxiliary = make_auxiliary_provider(config, chosen)
-    store = await SessionStore.open(home.db_path)
-    memory = MemoryStore(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
-    registry = builtin_registry()
-    agent = Agent(
-        store=store,
-        provider=chosen,
-        registry=registry,
-        memory=memory,
-        skills_dir=home.skills_dir,
-        model_info=config.model_info(chosen.model),
-        settings=AgentSettings(
-            max_tokens=config.model.max_tokens,
-            max_iterations=config.agent.max_iterations,
-            cache_policy=config.prompt_caching.policy,
-            cache_ttl=config.prompt_caching.cache_ttl,
-            retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
-        ),
-        context_engine=make_context_engine(config, store, chosen, auxiliary),
-    )
-    try:
-        yield Runtime(config, home, store, registry, memory, chosen, agent, cwd or Path.cwd())
-    finally:
-        await chosen.close()
-        if auxiliary is not None:
-            await auxiliary.close()
-        await store.close()
+    """Open everything; ``provider``/``model`` override the configured model for new sessions.
+
+    ``context_dir`` is where the project context file is looked up when ``agent.context_dir`` is not
+    configured (the terminal passes its working directory; a daemon passes nothing).
+    """
+    kind = provider or config.model.provider
+    name = model or config.model.name
+    async with AsyncExitStack() as stack:
+        db = await stack.enter_async_context(await Database.open(home.db_path))
+        store = await SessionStore.create(db)
+        locks = SqliteSessionLocks(db)
+        stack.push_async_callback(locks.aclose)
+        pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
+        try:
+            pool.get(ProviderKey(kind, name))  # fail at start-up, not at the first message
+        except ProviderError as error:
+            raise ConfigError(str(error)) from None
+        limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
+        memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
+        registry = builtin_registry()
+        agent = Agent(
+            store=store,
+            pool=pool,
+            registry=registry,
+            memory=memory,
+            skills_dir=home.skills_dir,
+            model_info=config.model_info,
+            settings=agent_settings(config),
+            limiter=limiter,
+            context_engine=make_context_engine(config, store, pool, limiter),
+        )
+        yield Runtime(
+            config=config,
+            home=home,
+            db=db,
+            store=store,
+            locks=locks,
+            limiter=limiter,
+            pool=pool,
+            registry=registry,
+            memory=memory,
+            agent=agent,
+            context_dir=config.agent.context_dir or context_dir,
+            provider=kind,
+            model=name,
+        )

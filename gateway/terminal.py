@@ -1,7 +1,8 @@
 """``herald chat``: the interactive terminal chat and the one-shot ``-q`` mode.
 
-The terminal talks to the agent directly (one local user, one session at a time); chat platforms go
-through adapters and the router instead.
+The terminal talks to the agent directly (one local user, the owner); chat platforms go through
+adapters and the router instead. Every turn and command holds the terminal session's lock, so several
+``herald`` processes on one home take turns instead of interleaving their messages.
 """
 
 from __future__ import annotations
@@ -9,21 +10,27 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
 
 from agent.compression.engine import CompressionOutcome
-from agent.loop import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent, TurnResult
+from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.locks import Lease
+from agent.loop import TurnResult
+from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway import insights
 from gateway.runtime import Runtime
 
 CLI_SESSION_KEY = "cli:local"
-CLI_SPEC = SessionSpec(session_key=CLI_SESSION_KEY, source="cli", platform="terminal")
+CLI_SPEC = SessionSpec(
+    session_key=CLI_SESSION_KEY, source="cli", platform="terminal", memory_scope=OWNER_SCOPE
+)
 
 HELP = """Commands:
   /new       start a new session (new prompt snapshot: memory edits show up)
@@ -86,33 +93,61 @@ def describe(outcome: CompressionOutcome) -> str:
     return outcome.notice or outcome.line()
 
 
-async def run_hygiene(runtime: Runtime, session: SessionRecord, out: TextIO) -> None:
+@asynccontextmanager
+async def terminal_lane(runtime: Runtime, err: TextIO) -> AsyncIterator[Lease]:
+    """Hold the terminal session's lock, saying so once if another process has it."""
+
+    def waiting(holder: str) -> None:
+        err.write("Waiting for another herald process that is using this chat…\n")
+        err.flush()
+
+    async with runtime.locks.hold(CLI_SESSION_KEY, on_wait=waiting) as lease:
+        yield lease
+
+
+async def run_hygiene(runtime: Runtime, lease: Lease, session: SessionRecord, out: TextIO) -> None:
     """Session hygiene before a turn, as the gateway does: compress a session that grew too large."""
-    outcome = await runtime.agent.hygiene(session)
+    outcome = await runtime.agent.hygiene(lease, session)
     if outcome is not None:
         out.write(f"[{describe(outcome)}]\n")
 
 
-async def resolve_session(runtime: Runtime, resume: bool, err: TextIO) -> SessionRecord:
+async def resolve_session(
+    runtime: Runtime, resume: bool, err: TextIO, *, model_requested: bool = False
+) -> SessionRecord:
+    """The session to talk in: the latest one when resuming, else a new one.
+
+    A session keeps the provider and model it was built for. Resuming with an explicit ``--model`` or
+    ``--provider`` that differs starts a new session instead, and says so.
+    """
     if resume:
         latest = await runtime.store.latest_session(CLI_SESSION_KEY)
-        if latest is not None:
+        if latest is None:
+            err.write("No earlier terminal session to continue; starting a new one.\n")
+        elif model_requested and (latest.provider, latest.model) != (runtime.provider, runtime.model):
+            err.write(
+                f"The last session runs on {latest.provider}/{latest.model}; started a new session for "
+                f"{runtime.provider}/{runtime.model} (a session keeps its model, so its cache stays valid).\n"
+            )
+        else:
             return latest
-        err.write("No earlier terminal session to continue; starting a new one.\n")
     started = await runtime.new_session(CLI_SPEC)
     for warning in started.warnings:
         err.write(f"warning: {warning}\n")
     return started.record
 
 
-async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO) -> int:
+async def ask_once(
+    runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO, model_requested: bool = False
+) -> int:
     """``herald chat -q``: print the answer to ``out`` once it is complete; errors go to ``err``."""
     if not text.strip():
         err.write("Nothing to send: give `herald chat -q` a non-empty message.\n")
         return 2
-    session = await resolve_session(runtime, resume, err)
-    await run_hygiene(runtime, session, err)
-    result = await runtime.agent.run_turn(session, text, TerminalPrinter(err, stream_text=False))
+    async with terminal_lane(runtime, err) as lease:
+        session = await resolve_session(runtime, resume, err, model_requested=model_requested)
+        await run_hygiene(runtime, lease, session, err)
+        result = await runtime.agent.run_turn(lease, session, text, TerminalPrinter(err, stream_text=False))
     if result.error:
         err.write(result.error + "\n")
         return 1
@@ -122,8 +157,13 @@ async def ask_once(runtime: Runtime, text: str, *, resume: bool, out: TextIO, er
 
 async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
     """Run a turn; Ctrl-C cancels only the turn (the agent closes it cleanly), not the chat."""
-    await run_hygiene(runtime, session, out)
-    task = asyncio.ensure_future(runtime.agent.run_turn(session, text, TerminalPrinter(out)))
+
+    async def turn() -> TurnResult:
+        async with terminal_lane(runtime, out) as lease:
+            await run_hygiene(runtime, lease, session, out)
+            return await runtime.agent.run_turn(lease, session, text, TerminalPrinter(out))
+
+    task = asyncio.ensure_future(turn())
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGINT, task.cancel)
@@ -148,11 +188,17 @@ async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text
 
 
 async def interactive(
-    runtime: Runtime, *, resume: bool, out: TextIO = sys.stdout, read: InputFn | None = None
+    runtime: Runtime,
+    *,
+    resume: bool,
+    out: TextIO = sys.stdout,
+    read: InputFn | None = None,
+    model_requested: bool = False,
 ) -> int:
     read = read or TerminalInput()
-    session = await resolve_session(runtime, resume, out)
-    out.write(f"Herald · {runtime.provider.model} · session {session.id} · /help for commands\n")
+    async with terminal_lane(runtime, out):
+        session = await resolve_session(runtime, resume, out, model_requested=model_requested)
+    out.write(f"Herald · {session.model} · session {session.id} · /help for commands\n")
     while True:
         try:
             line = (await read("\n› ")).strip()
@@ -168,10 +214,12 @@ async def interactive(
             if command == "/help":
                 out.write(HELP + "\n")
             elif command == "/new":
-                session = await resolve_session(runtime, False, out)
+                async with terminal_lane(runtime, out):
+                    session = await resolve_session(runtime, False, out)
                 out.write(f"New session {session.id}.\n")
             elif command == "/compress":
-                outcome = await runtime.agent.compress(session)
+                async with terminal_lane(runtime, out) as lease:
+                    outcome = await runtime.agent.compress(lease, session)
                 out.write(
                     (describe(outcome) if outcome else "Nothing to compress yet: the conversation is short.")
                     + "\n"

@@ -41,7 +41,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeraldHome
 
 
 def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str, Any]) -> HeraldConfig:
-    """A config pointed at the emulator with fast retries; ``sections`` override config sections."""
+    """A config pointed at the emulator with fast retries; ``sections`` override config sections.
+
+    Project context files are looked up in the working directory (the test's own, see ``home``), as
+    ``herald chat`` does.
+    """
     model: dict[str, Any] = {
         "provider": provider,
         "name": "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5",
@@ -50,4 +54,5 @@ def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str
         "max_retries": 3,
     }
     model.update(sections.pop("model", {}))
-    return HeraldConfig.model_validate({"model": model, **sections})
+    agent = {"context_dir": str(Path.cwd()), **sections.pop("agent", {})}
+    return HeraldConfig.model_validate({"model": model, "agent": agent, **sections})

@@ -8,7 +8,10 @@ import json
 import re
 from pathlib import Path
 
-from agent.loop import TurnEvent
+from agent.compression.engine import CompressionOutcome
+from agent.events import EventCallback, TurnEvent
+from agent.loop import TurnResult
+from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.runtime import Runtime
@@ -27,7 +30,7 @@ def write_project_notes() -> None:
     Path("AGENTS.md").write_text(PROJECT_NOTES)
 
 
-SPEC = SessionSpec(session_key="test:chat", source="test", platform="terminal")
+SPEC = SessionSpec(session_key="test:chat", source="test", platform="terminal", memory_scope=OWNER_SCOPE)
 
 
 def sha(text: str) -> str:
@@ -47,6 +50,24 @@ def token_hit_ratio(requests: list[RecordedRequest]) -> float:
 
 async def new_session(runtime: Runtime) -> SessionRecord:
     return (await runtime.new_session(SPEC)).record
+
+
+async def run_turn(
+    runtime: Runtime, session: SessionRecord, text: str, on_event: EventCallback | None = None
+) -> TurnResult:
+    """One turn under the session's lock, as the terminal and the gateway run it."""
+    async with runtime.locks.hold(session.session_key) as lease:
+        return await runtime.agent.run_turn(lease, session, text, on_event)
+
+
+async def compress(runtime: Runtime, session: SessionRecord) -> CompressionOutcome | None:
+    async with runtime.locks.hold(session.session_key) as lease:
+        return await runtime.agent.compress(lease, session)
+
+
+async def hygiene(runtime: Runtime, session: SessionRecord) -> CompressionOutcome | None:
+    async with runtime.locks.hold(session.session_key) as lease:
+        return await runtime.agent.hygiene(lease, session)
 
 
 class EventLog:

@@ -7,12 +7,20 @@ import json
 
 import pytest
 
-from agent.loop import Retrying, TextDelta
+from agent.events import Retrying, TextDelta
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
-from tests.helpers import SPEC, EventLog, new_session, prompt_hashes, token_hit_ratio, write_project_notes
+from tests.helpers import (
+    SPEC,
+    EventLog,
+    new_session,
+    prompt_hashes,
+    run_turn,
+    token_hit_ratio,
+    write_project_notes,
+)
 
 
 def ask(turn: int) -> str:
@@ -41,7 +49,7 @@ async def test_twenty_turns_send_identical_prompt_bytes_and_read_the_cache(
                 emulator.script(todo_call(turn), Reply(text_tokens=150))
             else:
                 emulator.script(Reply(text_tokens=200))
-            result = await runtime.agent.run_turn(session, ask(turn))
+            result = await run_turn(runtime, session, ask(turn))
             assert result.error is None
             session = await runtime.store.get_session(session.id) or session
     ok = [r for r in emulator.requests if r.ok]
@@ -59,14 +67,14 @@ async def test_restart_restores_the_session_and_resends_the_same_bytes(
         session = await new_session(runtime)
         for turn in range(6):
             emulator.script(Reply(text_tokens=250))
-            await runtime.agent.run_turn(session, ask(turn))
+            await run_turn(runtime, session, ask(turn))
     before = [r for r in emulator.requests if r.ok]
 
     (home.root / "SOUL.md").write_text("A completely different identity written after the session started.")
     async with open_runtime(config, home) as runtime:  # a new store connection and a new SDK client
         restored = await runtime.store.latest_session(SPEC.session_key)
         assert restored is not None and restored.id == session.id
-        await runtime.agent.run_turn(restored, "message after restart")
+        await run_turn(runtime, restored, "message after restart")
     after = emulator.requests[-1]
 
     assert prompt_hashes([*before, after]) == prompt_hashes(before)
@@ -100,15 +108,15 @@ async def test_memory_write_keeps_the_running_prompt_and_reaches_the_next_sessio
             Reply(text="Noted."),
             Reply(text="Sure."),
         )
-        await runtime.agent.run_turn(session, "Remember that I prefer tea.")
-        await runtime.agent.run_turn(session, "Thanks.")
+        await run_turn(runtime, session, "Remember that I prefer tea.")
+        await run_turn(runtime, session, "Thanks.")
         first_session = [r for r in emulator.requests if r.ok]
         assert len(prompt_hashes(first_session)) == 1
         assert "Prefers tea." not in first_session[-1].system_json
         assert "Prefers tea." in (home.memories_dir / "USER.md").read_text()
 
         fresh = await new_session(runtime)
-        await runtime.agent.run_turn(fresh, "Hello again.")
+        await run_turn(runtime, fresh, "Hello again.")
     assert "Prefers tea." in emulator.requests[-1].system_json
 
 
@@ -122,7 +130,7 @@ async def test_never_more_than_four_breakpoints_in_long_tool_loops(
         for turn in range(3):
             calls = [ToolUse("todo", {}) for _ in range(6)]  # 6 parallel reads per step, 4 steps
             emulator.script(*[Reply(tool_calls=calls)] * 4, Reply(text="done"))
-            result = await runtime.agent.run_turn(session, f"go {turn}")
+            result = await run_turn(runtime, session, f"go {turn}")
             assert result.error is None
     ok = [r for r in emulator.requests if r.ok]
     assert len(ok) == 15 and max(r.breakpoints for r in ok) <= 4
@@ -136,7 +144,7 @@ async def test_layered_policy_reads_across_tool_loops_longer_than_the_lookback(
         session = await new_session(runtime)
         calls = [ToolUse("todo", {}) for _ in range(12)]  # 12 tool_use + 12 tool_result blocks per step
         emulator.script(Reply(tool_calls=calls), Reply(tool_calls=calls), Reply(text="done"))
-        await runtime.agent.run_turn(session, "work")
+        await run_turn(runtime, session, "work")
     loop_requests = [r for r in emulator.requests if r.ok][1:]
     assert all(r.cache_read == r.oracle_tokens for r in loop_requests)
 
@@ -150,7 +158,7 @@ async def test_provider_faults_are_retried_honouring_retry_after(
         emulator.fail_next(529, count=1)
         emulator.script(Reply(text="Finally."))
         events = EventLog()
-        result = await runtime.agent.run_turn(session, "hello", events)
+        result = await run_turn(runtime, session, "hello", events)
     assert result.error is None and result.text == "Finally."
     retries = [e for e in events.events if isinstance(e, Retrying)]
     assert len(retries) == 2 and retries[0].delay == pytest.approx(0.05)
@@ -165,7 +173,7 @@ async def test_a_failure_mid_stream_is_retried_and_the_partial_text_discarded(
         emulator.fail_midstream("overloaded_error", after_text="Half an ans")
         emulator.script(Reply(text="The whole answer."))
         events = EventLog()
-        result = await runtime.agent.run_turn(session, "hello", events)
+        result = await run_turn(runtime, session, "hello", events)
         stored = await runtime.store.load_messages(session.id)
     assert result.text == "The whole answer."
     kinds = [type(e).__name__ for e in events.events]
@@ -182,7 +190,7 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
     async with open_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.script(Reply(text="First answer."))
-        await runtime.agent.run_turn(session, "first")
+        await run_turn(runtime, session, "first")
         # the model calls a tool; while the tool runs the provider goes down for every retry
         original = runtime.store.get_todos
 
@@ -192,7 +200,7 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
 
         runtime.store.get_todos = todos_then_outage  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
-        failed = await runtime.agent.run_turn(session, "second")
+        failed = await run_turn(runtime, session, "second")
         runtime.store.get_todos = original  # type: ignore[method-assign]
         assert failed.error == (
             "No answer: the model provider is overloaded (4 attempts). Please try again in a minute."
@@ -205,7 +213,7 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
 
         emulator.requests.clear()
         emulator.script(Reply(text="Back."))
-        ok = await runtime.agent.run_turn(session, "second, again")
+        ok = await run_turn(runtime, session, "second, again")
     assert ok.text == "Back."
     resent = emulator.requests[-1].json["messages"]
     assert [m["role"] for m in resent] == ["user", "assistant", "user"]
@@ -218,7 +226,7 @@ async def test_a_bad_request_is_not_retried(
     async with open_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.fail_next(400, count=1)
-        result = await runtime.agent.run_turn(session, "hello")
+        result = await run_turn(runtime, session, "hello")
     assert result.error is not None and result.error.startswith("The model provider rejected the request")
     assert len(emulator.requests) == 1
 
@@ -238,7 +246,7 @@ async def test_parallel_tool_calls_run_concurrently_and_keep_their_order(
             ),
             Reply(text="ok"),
         )
-        await runtime.agent.run_turn(session, "go")
+        await run_turn(runtime, session, "go")
         messages = await runtime.store.load_messages(session.id)
     roles = [m.role for m in messages]
     assert roles == ["user", "assistant", "tool", "tool", "tool", "assistant"]
@@ -257,7 +265,7 @@ async def test_iteration_limit_stops_with_a_note(
     async with open_runtime(config, home) as runtime:
         session = await new_session(runtime)
         emulator.script(*[Reply(tool_calls=[ToolUse("todo", {})])] * 3)
-        result = await runtime.agent.run_turn(session, "loop forever")
+        result = await run_turn(runtime, session, "loop forever")
         messages = await runtime.store.load_messages(session.id)
     assert "stopped after 3 tool steps" in result.text
     assert messages[-1].role == "assistant" and len(emulator.requests) == 3
@@ -278,7 +286,7 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
 
         runtime.store.get_todos = slow_todos  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
-        task = asyncio.create_task(runtime.agent.run_turn(session, "start something long"))
+        task = asyncio.create_task(run_turn(runtime, session, "start something long"))
         await asyncio.wait_for(started.wait(), 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -288,7 +296,7 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
         assert messages[-1].content == "(The user cancelled this turn.)" and not messages[-1].tool_calls
         runtime.store.get_todos = original  # type: ignore[method-assign]
         emulator.script(Reply(text="ok"))
-        assert (await runtime.agent.run_turn(session, "next")).text == "ok"
+        assert (await run_turn(runtime, session, "next")).text == "ok"
 
 
 async def test_activating_a_skill_appends_its_text_and_keeps_the_prompt(
@@ -305,7 +313,7 @@ async def test_activating_a_skill_appends_its_text_and_keeps_the_prompt(
         emulator.script(
             Reply(tool_calls=[ToolUse("skill_view", {"name": "deploy"})]), Reply(text="Deploying.")
         )
-        await runtime.agent.run_turn(session, "deploy please")
+        await run_turn(runtime, session, "deploy please")
     first, second = emulator.requests
     assert "Run make release." in json.dumps(second.json["messages"][-1])
     assert "Run make release." not in second.system_json
@@ -317,12 +325,12 @@ async def test_session_search_finds_earlier_sessions(
 ) -> None:
     async with open_runtime(make_config(emulator_url), home) as runtime:
         old = await new_session(runtime)
-        await runtime.agent.run_turn(old, "My boat is called Sea Otter.")
+        await run_turn(runtime, old, "My boat is called Sea Otter.")
         current = await new_session(runtime)
         emulator.script(
             Reply(tool_calls=[ToolUse("session_search", {"query": "boat"})]), Reply(text="Found it.")
         )
-        await runtime.agent.run_turn(current, "What is my boat called?")
+        await run_turn(runtime, current, "What is my boat called?")
         messages = await runtime.store.load_messages(current.id)
     result = next(m for m in messages if m.role == "tool")
     assert "Sea Otter" in result.content and "My boat is called" in result.content
@@ -331,14 +339,19 @@ async def test_session_search_finds_earlier_sessions(
 async def test_session_search_never_crosses_into_another_chat(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
+    from agent.memory import user_scope
     from agent.session import SessionSpec
 
     async with open_runtime(make_config(emulator_url), home) as runtime:
-        other_chat = (await runtime.new_session(SessionSpec("telegram:42", "telegram", "telegram"))).record
-        await runtime.agent.run_turn(other_chat, "My PIN is 4711, keep it secret.")
+        other_chat = (
+            await runtime.new_session(
+                SessionSpec("telegram:42", "telegram", "telegram", memory_scope=user_scope("telegram", "42"))
+            )
+        ).record
+        await run_turn(runtime, other_chat, "My PIN is 4711, keep it secret.")
         mine = await new_session(runtime)
         emulator.script(Reply(tool_calls=[ToolUse("session_search", {"query": "PIN"})]), Reply(text="None."))
-        await runtime.agent.run_turn(mine, "What is the PIN?")
+        await run_turn(runtime, mine, "What is the PIN?")
         messages = await runtime.store.load_messages(mine.id)
     result = next(m for m in messages if m.role == "tool")
     assert "4711" not in result.content and "No past messages match" in result.content
@@ -351,7 +364,7 @@ async def test_usage_is_recorded_per_request(
     async with open_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         for turn in range(3):
-            await runtime.agent.run_turn(session, f"hi {turn}")
+            await run_turn(runtime, session, f"hi {turn}")
         record = await runtime.store.get_session(session.id)
     assert record is not None
     sent = [r for r in emulator.requests if r.ok]
@@ -374,7 +387,7 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
                 first_text.set()
 
         emulator.script(Reply(text_tokens=400))
-        task = asyncio.create_task(runtime.agent.run_turn(session, "tell me a long story", on_event))
+        task = asyncio.create_task(run_turn(runtime, session, "tell me a long story", on_event))
         await asyncio.wait_for(first_text.wait(), 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

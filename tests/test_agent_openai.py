@@ -6,7 +6,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
-from tests.helpers import new_session, prompt_hashes, token_hit_ratio, write_project_notes
+from tests.helpers import new_session, prompt_hashes, run_turn, token_hit_ratio, write_project_notes
 
 
 def ask(turn: int) -> str:
@@ -20,7 +20,7 @@ async def run_chat(runtime, emulator: ProviderEmulator, turns: int) -> str:
             emulator.script(Reply(tool_calls=[ToolUse("todo", {})]), Reply(text_tokens=150))
         else:
             emulator.script(Reply(text_tokens=200))
-        result = await runtime.agent.run_turn(session, ask(turn))
+        result = await run_turn(runtime, session, ask(turn))
         assert result.error is None
     return session.id
 
@@ -76,6 +76,6 @@ async def test_openai_faults_are_retried(
         emulator.fail_next(429, count=1, retry_after=0.01)
         emulator.fail_midstream("server_error", after_text="par")
         emulator.script(Reply(text="Recovered."))
-        result = await runtime.agent.run_turn(session, "hello")
+        result = await run_turn(runtime, session, "hello")
     assert result.text == "Recovered."
     assert len(emulator.requests) == 3

@@ -15,9 +15,12 @@ from tests.emulator import ProviderEmulator
 from tests.helpers import (
     ChatResponder,
     assert_well_formed,
+    compress,
+    hygiene,
     is_summary_request,
     new_session,
     prompt_hashes,
+    run_turn,
 )
 
 WINDOW = 20_000  # a small window so a few turns cross the 50% threshold (10,000 tokens)
@@ -37,7 +40,7 @@ async def chat(runtime: Runtime, session_id: str, turns: range) -> None:
     for turn in turns:
         session = await runtime.store.get_session(session_id)
         assert session is not None
-        result = await runtime.agent.run_turn(session, ask(turn))
+        result = await run_turn(runtime, session, ask(turn))
         assert result.error is None
 
 
@@ -90,7 +93,8 @@ async def test_compressed_messages_are_still_found_by_session_search(
         session = await new_session(runtime)
         await chat(runtime, session.id, range(14))
         active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
-        context = ToolContext(session.id, session.session_key, runtime.store, runtime.memory, home.skills_dir)
+        memory = runtime.memory.store(session.memory_scope)
+        context = ToolContext(session.id, session.session_key, runtime.store, memory, home.skills_dir)
         found = await SESSION_SEARCH_TOOL.handler({"query": "FACT-3"}, context)
     assert "Turn 3: remember" not in active_text  # compressed away...
     assert "(this session) · user (compressed away): …remember [FACT-3]" in found  # ...but findable
@@ -108,31 +112,33 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
 
         # `session` is the record from before the chat: hygiene judges by what is stored now
         await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85) - 1)
-        assert await runtime.agent.hygiene(session) is None
+        assert await hygiene(runtime, session) is None
         assert len(emulator.requests) == sent
 
         await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85))
-        outcome = await runtime.agent.hygiene(session)
+        outcome = await hygiene(runtime, session)
         assert outcome is not None and outcome.method in ("summary", "pruned")
         assert outcome.messages_after < outcome.messages_before
         after = await runtime.store.get_session(session.id)
         assert after is not None and after.last_prompt_tokens is not None
         assert after.last_prompt_tokens < WINDOW * 0.85  # no second hygiene run before the next turn
-        assert await runtime.agent.hygiene(after) is None
+        assert await hygiene(runtime, after) is None
 
 
 async def test_hygiene_fires_past_400_messages(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
+    from agent.loop import with_payload
     from agent.messages import Message
 
     emulator.responder = ChatResponder(reply_tokens=10)
     async with open_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         pairs = [Message(role=r, content=f"{r} {i}") for i in range(201) for r in ("user", "assistant")]
-        await runtime.store.append_messages(session.id, [runtime.agent.with_payload(m) for m in pairs])
+        provider = runtime.agent.provider_for(session)
+        await runtime.store.append_messages(session.id, [with_payload(provider, m) for m in pairs])
         await runtime.store.set_last_prompt_tokens(session.id, 100)
-        outcome = await runtime.agent.hygiene(session)
+        outcome = await hygiene(runtime, session)
     assert outcome is not None and outcome.messages_before == 402 and outcome.messages_after <= 104
 
 
@@ -145,16 +151,26 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         await chat(runtime, session.id, range(10))
         before = await runtime.store.load_messages(session.id)
         emulator.fail_next(529, count=2)  # the summary and its one retry
-        outcome = await runtime.agent.compress(session)
+        outcome = await compress(runtime, session)
         assert outcome is not None and outcome.method == "failed"
         assert "the conversation is unchanged" in outcome.line()
         assert [m.id for m in await runtime.store.load_messages(session.id)] == [m.id for m in before]
+        stored = await runtime.store.get_session(session.id)
+        assert stored is not None and stored.compress_failures == 1 and stored.compress_retry_at is not None
+
+    # The cooldown is stored with the session: a restarted process (a new runtime) still honours it.
+    async with open_runtime(config_for(emulator_url), home) as runtime:
         engine = runtime.agent.context_engine
         assert engine is not None
-        engine.on_usage(session.id, Usage(input_tokens=WINDOW // 2))
-        assert not engine.should_compress(session.id)  # over the threshold, but cooling down
-        engine.on_usage(session.id, Usage(input_tokens=WINDOW))
-        assert engine.should_compress(session.id)  # ...unless the next request cannot fit
+        sent = len(emulator.requests)
+        over_threshold = Usage(input_tokens=WINDOW // 2)
+        assert await engine.after_response(session, before, over_threshold) is None  # cooling down
+        assert len(emulator.requests) == sent
+        cannot_fit = Usage(input_tokens=WINDOW)
+        outcome = await engine.after_response(session, before, cannot_fit)  # ...unless it cannot fit
+        assert outcome is not None and outcome.method == "summary"
+        reset = await runtime.store.get_session(session.id)
+        assert reset is not None and reset.compress_failures == 0 and reset.compress_retry_at is None
 
 
 async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_with_a_notice(
@@ -166,7 +182,7 @@ async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_w
         await chat(runtime, session.id, range(10))
         await runtime.store.set_last_prompt_tokens(session.id, WINDOW - 100)  # no room for an answer
         emulator.fail_next(529, count=2)
-        outcome = await runtime.agent.compress(session)
+        outcome = await compress(runtime, session)
         assert outcome is not None and outcome.method == "dropped"
         assert outcome.notice is not None and "oldest messages" in outcome.notice
         hits = await runtime.store.search("FACT-2")
@@ -187,7 +203,7 @@ async def test_auxiliary_summary_model_and_its_fallback_to_the_main_model(
         await chat(runtime, session.id, range(10))
         if auxiliary_fails:
             emulator.fail_next(500, count=1)
-        outcome = await runtime.agent.compress(session)
+        outcome = await compress(runtime, session)
     assert outcome is not None and outcome.method == "summary"
     summary_requests = [r for r in emulator.requests if is_summary_request(r)]
     models = [r.model for r in summary_requests]

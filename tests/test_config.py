@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ConfigError, HeraldConfig, get_value, load_config, set_value
+from gateway.config_doc import REPO_ROOT, render_config_yaml, render_settings_table, settings
 from gateway.home import HeraldHome, ensure_home
 
 
@@ -46,7 +47,7 @@ def test_set_keeps_comments_and_validates(tmp_path: Path) -> None:
     set_value(home.config_path, "compression.threshold", "0.6")
     set_value(home.config_path, "model.context_length", "64000")
     text = home.config_path.read_text()
-    assert "# Compress the conversation" in text
+    assert "# In-loop compression when the prompt reaches this share of the window." in text
     config = load_config(home.config_path)
     assert config.compression.threshold == 0.6 and config.model.context_length == 64000
     assert get_value(config, "compression.threshold") == 0.6
@@ -82,3 +83,29 @@ def test_setup_never_overwrites_user_files(tmp_path: Path) -> None:
     assert home.soul_path.read_text() == "I am custom."
     assert home.config_path in created and home.soul_path not in created
     assert ensure_home(home) == []
+
+
+def test_example_config_and_readme_table_are_generated_from_the_schema() -> None:
+    """config/config.yaml and the README's settings table are exactly what the schema renders.
+
+    After changing a setting, run `python -m gateway.config_doc` to regenerate both.
+    """
+    assert (REPO_ROOT / "config" / "config.yaml").read_text() == render_config_yaml()
+    assert render_settings_table() in (REPO_ROOT / "README.md").read_text()
+
+
+def test_every_setting_is_documented_and_the_example_file_loads_as_the_defaults(tmp_path: Path) -> None:
+    missing = [setting.key for setting in settings() if not setting.description]
+    assert missing == []
+    path = tmp_path / "config.yaml"
+    path.write_text(render_config_yaml())
+    assert load_config(path) == HeraldConfig()
+    assert {s.key for s in settings()} >= {"compression.hygiene_min_messages", "agent.context_dir"}
+
+
+def test_numbers_are_not_booleans(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  max_tokens: true\n  timeout: yes\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "model.max_tokens = True" in str(info.value) and "model.timeout = True" in str(info.value)

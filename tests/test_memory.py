@@ -26,7 +26,7 @@ def memories(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def store(memories: Path) -> MemoryStore:
-    return MemoryStore(memories)
+    return MemoryStore(memories, 2200, 1375)
 
 
 def test_targets_match_the_literal() -> None:
@@ -84,7 +84,7 @@ def test_content_with_separator_line_rejected(store: MemoryStore) -> None:
 
 
 def test_over_limit_add_leaves_file_unchanged(memories: Path) -> None:
-    store = MemoryStore(memories, memory_char_limit=30)
+    store = MemoryStore(memories, memory_char_limit=30, user_char_limit=1375)
     store.add("memory", "a" * 10)
     store.add("memory", "b" * 10)
     before = (memories / "MEMORY.md").read_bytes()
@@ -98,7 +98,7 @@ def test_over_limit_add_leaves_file_unchanged(memories: Path) -> None:
 
 
 def test_limit_applies_to_whole_file_length(memories: Path) -> None:
-    store = MemoryStore(memories, user_char_limit=23)
+    store = MemoryStore(memories, memory_char_limit=2200, user_char_limit=23)
     store.add("user", "a" * 10)
     store.add("user", "b" * 10)  # 10 + len("\n§\n") + 10 == 23: exactly at the limit
     assert store.snapshot() == "## USER.md [100% — 23/23 chars]\n" + "a" * 10 + "\n§\n" + "b" * 10
@@ -148,7 +148,7 @@ def test_replace_with_empty_content_points_to_remove(store: MemoryStore) -> None
 
 
 def test_replace_over_limit_leaves_file_unchanged(memories: Path) -> None:
-    store = MemoryStore(memories, memory_char_limit=20)
+    store = MemoryStore(memories, memory_char_limit=20, user_char_limit=1375)
     store.add("memory", "short")
     with pytest.raises(MemoryLimitError, match=r"MEMORY\.md would be 25/20 chars"):
         store.replace("memory", "short", "x" * 25)
@@ -182,7 +182,7 @@ def test_atomic_write_leaves_no_temp_files(store: MemoryStore, memories: Path) -
     store.replace("memory", "fact 0", "fact zero")
     store.remove("memory", "fact 1")
     store.add("user", "Name: Ada")
-    assert sorted(path.name for path in memories.iterdir()) == ["MEMORY.md", "USER.md"]
+    assert sorted(path.name for path in memories.iterdir()) == [".lock", "MEMORY.md", "USER.md"]
 
 
 def test_failed_write_keeps_old_file_and_cleans_up(
@@ -198,11 +198,11 @@ def test_failed_write_keeps_old_file_and_cleans_up(
         store.add("memory", "new")
     monkeypatch.undo()
     assert store.entries("memory") == ["old"]
-    assert [path.name for path in memories.iterdir()] == ["MEMORY.md"]
+    assert sorted(path.name for path in memories.iterdir()) == [".lock", "MEMORY.md"]
 
 
 def test_snapshot_both_files(memories: Path) -> None:
-    store = MemoryStore(memories)
+    store = MemoryStore(memories, 2200, 1375)
     assert store.snapshot() == ""
     store.add("user", "Name: Ada")
     store.add("memory", "Project uses uv")
@@ -216,9 +216,9 @@ def test_snapshot_both_files(memories: Path) -> None:
 def test_snapshot_is_deterministic_for_hand_edited_files(memories: Path) -> None:
     memories.mkdir()
     (memories / "MEMORY.md").write_text("\n\nProject uses uv  \r\n§\nTests: pytest -q\n\n", encoding="utf-8")
-    hand_edited = MemoryStore(memories).snapshot()
+    hand_edited = MemoryStore(memories, 2200, 1375).snapshot()
     other = memories.parent / "other"
-    clean = MemoryStore(other)
+    clean = MemoryStore(other, 2200, 1375)
     clean.add("memory", "Project uses uv")
     clean.add("memory", "Tests: pytest -q")
     assert hand_edited == clean.snapshot()
@@ -228,9 +228,9 @@ def test_non_utf8_file_gives_actionable_error(memories: Path) -> None:
     memories.mkdir()
     (memories / "USER.md").write_bytes(b"caf\xe9")
     with pytest.raises(MemoryToolError, match="Fix or delete the file"):
-        MemoryStore(memories).entries("user")
+        MemoryStore(memories, 2200, 1375).entries("user")
 
 
 def test_limits_must_be_positive(memories: Path) -> None:
     with pytest.raises(ValueError, match="user_char_limit"):
-        MemoryStore(memories, user_char_limit=0)
+        MemoryStore(memories, memory_char_limit=2200, user_char_limit=0)

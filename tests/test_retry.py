@@ -6,16 +6,17 @@ import random
 
 import pytest
 
+from agent.limits import LocalRequestLimiter
 from agent.providers.base import ProviderError
 from agent.providers.retry import RetryPolicy, backoff_delay, user_facing_error
 
 
 def test_retry_after_wins_over_backoff() -> None:
-    assert backoff_delay(3, RetryPolicy(base_delay=1.0), 7.5, random.Random(0)) == 7.5
+    assert backoff_delay(3, RetryPolicy(max_retries=3, base_delay=1.0), 7.5, random.Random(0)) == 7.5
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    policy = RetryPolicy(base_delay=1.0, max_delay=10.0)
+    policy = RetryPolicy(max_retries=3, base_delay=1.0, max_delay=10.0)
     rng = random.Random(1)
     first = [backoff_delay(1, policy, None, rng) for _ in range(50)]
     third = [backoff_delay(3, policy, None, rng) for _ in range(50)]
@@ -54,9 +55,13 @@ async def test_the_error_reports_how_many_calls_were_made() -> None:
     overloaded = [ProviderError("busy", retryable=True, status=529) for _ in range(2)]
     rejected = ProviderError("bad", retryable=False, status=400)
     with pytest.raises(ProviderError) as info:
-        await complete_with_retries(Flaky([*overloaded, rejected]), request, policy=policy)
+        await complete_with_retries(
+            Flaky([*overloaded, rejected]), request, policy=policy, limiter=LocalRequestLimiter(1)
+        )
     assert info.value is rejected and info.value.attempts == 3
     long_wait = ProviderError("later", retryable=True, status=429, retry_after=3600)
     with pytest.raises(ProviderError) as info:
-        await complete_with_retries(Flaky([long_wait]), request, policy=policy)
+        await complete_with_retries(
+            Flaky([long_wait]), request, policy=policy, limiter=LocalRequestLimiter(1)
+        )
     assert info.value.attempts == 1 and "(1 attempt)" in user_facing_error(info.value, info.value.attempts)

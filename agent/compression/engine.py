@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -28,12 +27,13 @@ from agent.compression.boundaries import (
 )
 from agent.compression.summary import Summarizer, SummaryFailed, summary_instruction, wrap_summary
 from agent.messages import Message
+from agent.models import ModelInfo
+from agent.settings import CompressionSettings
 from agent.store import SessionRecord, SessionStore
 from agent.usage import Usage
 
 log = logging.getLogger(__name__)
 
-TRACKED_SESSIONS = 1024
 PRUNE_ONLY_SHARE = 0.6  # phase 1 alone is enough when it brings the prompt under 60% of the threshold
 FIRST_COOLDOWN = 60.0
 MAX_COOLDOWN = 3600.0
@@ -43,17 +43,6 @@ DROPPED_NOTE = (
 )
 
 Method = Literal["summary", "pruned", "dropped", "failed"]
-
-
-@dataclass(frozen=True)
-class CompressionSettings:
-    enabled: bool = True
-    threshold: float = 0.50
-    target_ratio: float = 0.20
-    protect_last_n: int = 20
-    hygiene_threshold: float = 0.85
-    hygiene_min_messages: int = 4
-    hygiene_max_messages: int = 400
 
 
 @dataclass(frozen=True)
@@ -75,19 +64,19 @@ class CompressionOutcome:
 
 
 class ContextEngine(ABC):
-    """Keeps a session's context inside the model's window.
+    """Keeps a session's context inside its model's window.
 
-    The agent loop calls ``on_usage`` after every provider response and then ``should_compress``;
-    the gateway calls ``hygiene`` before a turn.
+    The agent loop calls ``after_response`` after every provider response; the gateway (and the
+    terminal) call ``hygiene`` before a turn; ``/compress`` calls ``compress(force=True)``. Every call
+    is made while the caller holds the session's lock, so an engine never races itself on one session.
+    State that must survive a restart (failures, cooldown, the last prompt size) lives in the store.
     """
 
     @abstractmethod
-    def on_usage(self, session_id: str, usage: Usage) -> None:
-        """Receive the provider-reported usage of a session's latest request."""
-
-    @abstractmethod
-    def should_compress(self, session_id: str) -> bool:
-        """Is the session due for compression, judging by its latest reported prompt size?"""
+    async def after_response(
+        self, session: SessionRecord, messages: Sequence[Message], usage: Usage
+    ) -> CompressionOutcome | None:
+        """Compress when the reported prompt size says so; None when nothing was done."""
 
     @abstractmethod
     def needs_hygiene(self, session: SessionRecord, messages: Sequence[Message]) -> bool:
@@ -118,42 +107,41 @@ class ContextCompressor(ContextEngine):
         store: SessionStore,
         summarizer: Summarizer,
         settings: CompressionSettings,
-        context_length: int,
+        model_info: Callable[[str], ModelInfo],
         max_output_tokens: int,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
         self.settings = settings
-        self.context_length = context_length
+        self.model_info = model_info
         self.max_output_tokens = max_output_tokens
-        self.clock = clock
-        self._failures: dict[str, tuple[int, float]] = {}  # session id -> (failures, cooldown until)
-        self._last_prompt: OrderedDict[str, int] = OrderedDict()  # session id -> reported prompt tokens
+        self.clock = clock  # wall clock: cooldowns are stored and read by other processes
 
-    @property
-    def threshold_tokens(self) -> int:
-        return int(self.context_length * self.settings.threshold)
+    def context_length(self, session: SessionRecord) -> int:
+        return self.model_info(session.model).context_length
 
-    def fits(self, prompt_tokens: int) -> bool:
+    def threshold_tokens(self, session: SessionRecord) -> int:
+        return int(self.context_length(session) * self.settings.threshold)
+
+    def fits(self, session: SessionRecord, prompt_tokens: int) -> bool:
         """Whether a request of this size still leaves room for an answer."""
-        return prompt_tokens + self.max_output_tokens <= self.context_length
+        return prompt_tokens + self.max_output_tokens <= self.context_length(session)
 
-    def in_cooldown(self, session_id: str) -> bool:
-        failures = self._failures.get(session_id)
-        return failures is not None and self.clock() < failures[1]
+    def in_cooldown(self, session: SessionRecord) -> bool:
+        return session.compress_retry_at is not None and self.clock() < session.compress_retry_at
 
-    def on_usage(self, session_id: str, usage: Usage) -> None:
-        self._last_prompt[session_id] = usage.prompt_tokens
-        self._last_prompt.move_to_end(session_id)
-        while len(self._last_prompt) > TRACKED_SESSIONS:  # bounded: a gateway serves many sessions
-            self._last_prompt.popitem(last=False)
-
-    def should_compress(self, session_id: str) -> bool:
-        prompt_tokens = self._last_prompt.get(session_id, 0)
-        if not self.settings.enabled or prompt_tokens < self.threshold_tokens:
-            return False
-        return not self.in_cooldown(session_id) or not self.fits(prompt_tokens)
+    async def after_response(
+        self, session: SessionRecord, messages: Sequence[Message], usage: Usage
+    ) -> CompressionOutcome | None:
+        # A compatible server that reports no usage: estimate instead.
+        prompt_tokens = usage.prompt_tokens or estimate_total(messages)
+        if not self.settings.enabled or prompt_tokens < self.threshold_tokens(session):
+            return None
+        current = await self.store.get_session(session.id) or session  # the stored failure state
+        if self.in_cooldown(current) and self.fits(current, prompt_tokens):
+            return None
+        return await self.compress(current, messages, prompt_tokens=prompt_tokens)
 
     def needs_hygiene(self, session: SessionRecord, messages: Sequence[Message]) -> bool:
         if not self.settings.enabled or len(messages) < self.settings.hygiene_min_messages:
@@ -161,7 +149,7 @@ class ContextCompressor(ContextEngine):
         if len(messages) > self.settings.hygiene_max_messages:
             return True
         tokens = session.last_prompt_tokens or estimate_total(messages)
-        return tokens >= self.context_length * self.settings.hygiene_threshold
+        return tokens >= self.context_length(session) * self.settings.hygiene_threshold
 
     async def compress(
         self,
@@ -174,21 +162,22 @@ class ContextCompressor(ContextEngine):
         estimate = max(1, estimate_total(messages))
         tokens_before = prompt_tokens or estimate
         scale = tokens_before / estimate  # provider tokens per estimated token
+        threshold = self.threshold_tokens(session)
         # Forced (/compress): the user wants it smaller now, so the tail is just the protected messages.
-        tail_budget = 0 if force else int(self.threshold_tokens * self.settings.target_ratio / scale)
+        tail_budget = 0 if force else int(threshold * self.settings.target_ratio / scale)
         bounds = choose_boundaries(messages, tail_budget, self.settings.protect_last_n)
         if bounds is None:
             return None
 
         pruned = prune_tool_outputs(messages, before=bounds.tail_start)
         pruned_tokens = estimate_total(pruned) * scale
-        if pruned != list(messages) and pruned_tokens <= self.threshold_tokens * PRUNE_ONLY_SHARE:
+        if pruned != list(messages) and pruned_tokens <= threshold * PRUNE_ONLY_SHARE:
             return await self._persist(session, messages, pruned, "pruned", tokens_before, scale)
-        if self.in_cooldown(session.id) and not force and self.fits(tokens_before):
+        if self.in_cooldown(session) and not force and self.fits(session, tokens_before):
             return None
 
         middle = messages[bounds.head_end : bounds.tail_start]
-        budget = summary_budget(int(estimate_total(middle) * scale), self.context_length)
+        budget = summary_budget(int(estimate_total(middle) * scale), self.context_length(session))
         instruction = summary_instruction(
             kept_tail=len(messages) - bounds.tail_start,
             updates_previous=any(m.meta.get("summary") for m in middle),
@@ -200,8 +189,8 @@ class ContextCompressor(ContextEngine):
             return await self._after_failure(
                 session, messages, pruned, bounds, tokens_before, scale, str(exc)
             )
-        self._failures.pop(session.id, None)
-        self._last_prompt.pop(session.id, None)
+        if session.compress_failures or session.compress_retry_at is not None:
+            await self.store.set_compression_state(session.id, failures=0, retry_at=None)
         summary = Message(role="user", content=wrap_summary(text), meta={"summary": True})
         kept = [*messages[: bounds.head_end], summary, *messages[bounds.tail_start :]]
         return await self._persist(session, messages, kept, "summary", tokens_before, scale)
@@ -216,18 +205,16 @@ class ContextCompressor(ContextEngine):
         scale: float,
         reason: str,
     ) -> CompressionOutcome:
-        count = self._failures.get(session.id, (0, 0.0))[0] + 1
+        count = session.compress_failures + 1
         cooldown = min(MAX_COOLDOWN, FIRST_COOLDOWN * 2 ** (count - 1))
-        self._failures[session.id] = (count, self.clock() + cooldown)
-        if len(self._failures) > TRACKED_SESSIONS:  # bounded: drop the longest-known failure
-            self._failures.pop(next(iter(self._failures)))
+        await self.store.set_compression_state(session.id, failures=count, retry_at=self.clock() + cooldown)
         log.warning("session %s: summary failed (%s); next try in %.0fs", session.id, reason, cooldown)
-        if self.fits(tokens_before):
+        if self.fits(session, tokens_before):
             return CompressionOutcome(
                 "failed", len(messages), len(messages), tokens_before, tokens_before,
                 notice=f"Compression failed ({reason}); the conversation is unchanged.",
             )  # fmt: skip
-        kept = drop_oldest_middle(pruned, bounds, int(self.threshold_tokens / scale))
+        kept = drop_oldest_middle(pruned, bounds, int(self.threshold_tokens(session) / scale))
         dropped = len(messages) - len(kept) + 1
         outcome = await self._persist(session, messages, kept, "dropped", tokens_before, scale)
         notice = (
@@ -298,7 +285,6 @@ def assign_positions(messages: list[Message]) -> list[Message]:
 
 __all__ = [
     "CompressionOutcome",
-    "CompressionSettings",
     "ContextCompressor",
     "ContextEngine",
     "assign_positions",

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
 from agent.compression.boundaries import PRUNE_MIN_CHARS, PRUNED_TOOL_OUTPUT
+from agent.limits import RequestLimiter
 from agent.messages import Message
 from agent.models import ModelInfo
 from agent.prompt import SystemPrompt
 from agent.providers.base import Provider, ProviderError, ProviderRequest
+from agent.providers.pool import ProviderKey, ProviderPool
 from agent.store import SessionRecord, SessionStore
 from agent.usage import priced
 
@@ -46,6 +48,7 @@ class SummaryFailed(Exception):
 class SummaryModel:
     provider: Provider
     info: ModelInfo
+    reads_session_cache: bool  # the session's own model: send the session's request plus the task
 
 
 def summary_instruction(kept_tail: int, updates_previous: bool, budget_tokens: int) -> str:
@@ -86,33 +89,49 @@ def render_transcript(messages: Sequence[Message]) -> str:
 
 
 class Summarizer:
-    """Makes the summary call: the auxiliary model first when configured, then the main model."""
+    """Makes the summary call: the auxiliary model first when configured, then the session's own.
+
+    The session's own model is the one it was built for (from the provider pool); only that model can
+    read the session's cache, so only it gets the session's own request plus the task.
+    """
 
     def __init__(
         self,
         *,
         store: SessionStore,
-        main: SummaryModel,
-        auxiliary: SummaryModel | None,
+        pool: ProviderPool,
+        model_info: Callable[[str], ModelInfo],
+        auxiliary: ProviderKey | None,
+        limiter: RequestLimiter,
         timeout: float,
         cache_policy: Policy,
         cache_ttl: TtlSetting,
     ) -> None:
         self.store = store
-        self.main = main
+        self.pool = pool
+        self.model_info = model_info
         self.auxiliary = auxiliary
+        self.limiter = limiter
         self.timeout = timeout
         self.cache_policy = cache_policy
         self.cache_ttl = cache_ttl
 
+    def _models(self, session: SessionRecord) -> list[SummaryModel]:
+        own = ProviderKey(session.provider, session.model)
+        main = SummaryModel(self.pool.get(own), self.model_info(session.model), reads_session_cache=True)
+        if self.auxiliary is None or self.auxiliary == own:
+            return [main, main]
+        auxiliary = SummaryModel(
+            self.pool.get(self.auxiliary), self.model_info(self.auxiliary.model), reads_session_cache=False
+        )
+        return [auxiliary, main]
+
     async def summarize(
         self, session: SessionRecord, history: Sequence[Message], instruction: str, max_tokens: int
     ) -> str:
-        """Return the summary text; on an error or timeout retry once (on the main model)."""
-        attempts = [self.auxiliary, self.main] if self.auxiliary else [self.main, self.main]
+        """Return the summary text; on an error or timeout retry once (on the session's own model)."""
         failure: Exception | None = None
-        for model in attempts:
-            assert model is not None
+        for model in self._models(session):
             try:
                 return await asyncio.wait_for(
                     self._attempt(model, session, history, instruction, max_tokens), self.timeout
@@ -131,7 +150,7 @@ class Summarizer:
         max_tokens: int,
     ) -> str:
         task = Message(role="user", content=instruction)
-        if model is self.main:
+        if model.reads_session_cache:
             prefix_ttl, tail_ttl = choose_ttls(self.cache_ttl, (), 0.0)
             request = ProviderRequest(
                 session_id=session.id,
@@ -152,7 +171,8 @@ class Summarizer:
                 messages=[transcript],
                 max_tokens=max_tokens,
             )
-        response = await model.provider.complete(request)
+        async with self.limiter.slot():
+            response = await model.provider.complete(request)
         record = priced("summary", model.provider.name, model.provider.model, model.info, response.usage)
         await self.store.record_request(session.id, record)
         if not response.text.strip():

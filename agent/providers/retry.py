@@ -8,6 +8,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agent.limits import RequestLimiter
 from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse, TextCallback
 
 log = logging.getLogger(__name__)
@@ -19,8 +20,10 @@ MAX_RETRY_AFTER = 120.0  # a longer wait is reported to the user instead of sile
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 3
-    base_delay: float = 1.0
+    """From ``model.max_retries`` / ``model.retry_base_delay``; ``max_delay`` caps the backoff."""
+
+    max_retries: int
+    base_delay: float
     max_delay: float = 30.0
 
 
@@ -38,6 +41,8 @@ def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, 
 
 def user_facing_error(error: ProviderError, attempts: int) -> str:
     """One clear sentence for the person waiting for an answer."""
+    if error.kind == "configuration":  # e.g. no API key for the session's provider: say what to set
+        return f"No answer: {error}"
     reasons = {
         429: "the model provider is rate-limiting requests",
         529: "the model provider is overloaded",
@@ -64,16 +69,21 @@ async def complete_with_retries(
     request: ProviderRequest,
     *,
     policy: RetryPolicy,
+    limiter: RequestLimiter,
     on_text: TextCallback | None = None,
     on_retry: RetryCallback | None = None,
     rng: random.Random | None = None,
 ) -> ProviderResponse:
-    """Call ``provider`` until it answers, a non-retryable error occurs, or retries run out."""
+    """Call ``provider`` until it answers, a non-retryable error occurs, or retries run out.
+
+    Each attempt holds a ``limiter`` slot; the backoff sleeps between attempts do not.
+    """
     rng = rng or random.Random()
     attempt = 0
     while True:
         try:
-            return await provider.complete(request, on_text)
+            async with limiter.slot():
+                return await provider.complete(request, on_text)
         except ProviderError as error:
             attempt += 1
             error.attempts = attempt

@@ -8,8 +8,6 @@ from agent.tools.session_search import SESSION_SEARCH_TOOL
 from agent.tools.skills_tools import SKILL_VIEW_TOOL, SKILLS_LIST_TOOL
 from agent.tools.todo import TODO_TOOL
 
-DEFAULT_TOOLSETS = ("memory", "session_search", "skills", "todo")
-
 
 def builtin_registry() -> ToolRegistry:
     return ToolRegistry([MEMORY_TOOL, SESSION_SEARCH_TOOL, SKILLS_LIST_TOOL, SKILL_VIEW_TOOL, TODO_TOOL])

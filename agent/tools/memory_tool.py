@@ -1,11 +1,14 @@
-"""The ``memory`` tool: curated notes in MEMORY.md and USER.md.
+"""The ``memory`` tool: curated notes in MEMORY.md and USER.md of the session's memory scope.
 
 Writes land on disk at once, but the running session's prompt keeps its frozen snapshot (changing it
-would invalidate the session's cache); the next session sees the new text.
+would invalidate the session's cache); the next session sees the new text. The tool only ever reaches
+the files of its session's scope (``ToolContext.memory``): in a group chat, the group's own files.
+File work (and the cross-process lock it takes) runs in a thread, off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agent.memory import MemoryToolError
@@ -18,7 +21,8 @@ SCHEMA: dict[str, Any] = {
         "target": {
             "type": "string",
             "enum": ["memory", "user"],
-            "description": "memory = your own notes (MEMORY.md); user = facts about the user (USER.md)",
+            "description": "memory = your own notes (MEMORY.md); user = facts about the person (in a group: "
+            "the people) you talk with (USER.md)",
         },
         "content": {"type": "string", "description": "The entry to add, or the replacement entry."},
         "old_text": {"type": "string", "description": "For replace/remove: text identifying one entry."},
@@ -38,18 +42,18 @@ async def handle(args: dict[str, Any], context: ToolContext) -> str:
     action, target = args.get("action"), args.get("target")
     if target not in ("memory", "user"):
         raise ToolError("'target' must be 'memory' or 'user'.")
+    memory = context.memory
     try:
         if action == "read":
-            return (
-                context.memory.read(target)
-                or f"({'MEMORY.md' if target == 'memory' else 'USER.md'} is empty)"
-            )
+            text = await asyncio.to_thread(memory.read, target)
+            return text or f"({'MEMORY.md' if target == 'memory' else 'USER.md'} is empty)"
         if action == "add":
-            return context.memory.add(target, _required(args, "content"))
+            return await asyncio.to_thread(memory.add, target, _required(args, "content"))
         if action == "replace":
-            return context.memory.replace(target, _required(args, "old_text"), _required(args, "content"))
+            old, new = _required(args, "old_text"), _required(args, "content")
+            return await asyncio.to_thread(memory.replace, target, old, new)
         if action == "remove":
-            return context.memory.remove(target, _required(args, "old_text"))
+            return await asyncio.to_thread(memory.remove, target, _required(args, "old_text"))
     except MemoryToolError as exc:
         raise ToolError(str(exc)) from exc
     raise ToolError("'action' must be one of add, replace, remove, read.")

@@ -1,0 +1,240 @@
+"""One turn at a time per session, everywhere: the per-session lock.
+
+Everything that changes a session's conversation (a turn, session hygiene, ``/compress``, ``/new``, a
+cron run) holds the lock of the session's *key* (the chat) while it works. Two turns on one session at
+once would interleave their messages (user, user, assistant, assistant) and break the history the cache
+holds. :class:`agent.loop.Agent` refuses to work without a :class:`Lease` for the session's key.
+
+Implementations:
+
+- :class:`LocalSessionLocks`: asyncio locks, one process.
+- :class:`SqliteSessionLocks`: the same, plus a lease row in ``state.db`` so several processes on one
+  machine (``herald chat -q --continue`` started five times at once, a gateway and a CLI) take turns.
+  A lease expires unless renewed, and a lease whose owner process has died is taken over at once.
+- A Redis implementation for several machines implements the same :class:`SessionLocks` interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import sqlite3
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from agent.db import Database
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 30.0  # how long a lease lives without renewal (a crashed holder on another host)
+RENEW_EVERY = LEASE_SECONDS / 3
+POLL_FIRST = 0.02  # seconds between tries for a lease held by another process, growing to POLL_MAX
+POLL_MAX = 0.25
+
+WaitNotice = Callable[[str], None]
+
+
+class LockTimeout(Exception):
+    """The session stayed busy for longer than the caller was willing to wait."""
+
+
+class LockNotHeld(RuntimeError):
+    """A session operation was called without holding that session's lock (a programming error)."""
+
+
+@dataclass
+class Lease:
+    """Proof of holding the lock of ``key``; valid inside the ``hold`` block that produced it."""
+
+    key: str
+    held: bool = field(default=True)
+
+    def check(self, key: str) -> None:
+        """Raise :class:`LockNotHeld` unless this lease holds ``key`` now."""
+        if not self.held or self.key != key:
+            raise LockNotHeld(f"the lock of session key {key!r} is not held (lease for {self.key!r})")
+
+
+class SessionLocks(ABC):
+    """Per-session-key mutual exclusion.
+
+    Contract for callers:
+
+    - ``async with locks.hold(key) as lease:`` — inside the block no other holder of ``key`` is inside
+      its own block, in this process or (for cross-process implementations) any other.
+    - Within one process, waiters for a key are served in arrival order.
+    - ``max_wait`` bounds the wait in seconds (``LockTimeout``); ``None`` waits as long as it takes.
+    - Not re-entrant: a task that holds ``key`` must not ask for it again (it would wait forever).
+    - A task cancelled while waiting holds nothing; a holder cancelled inside the block releases on exit.
+    - Memory: nothing is kept for a key once nobody holds or waits for it.
+    """
+
+    @abstractmethod
+    def hold(
+        self, key: str, *, max_wait: float | None = None, on_wait: WaitNotice | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Lease]:
+        """Wait for and hold the lock of ``key``; ``on_wait`` is told once if another process has it."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what this instance still holds (leases of a process that is shutting down)."""
+
+
+@dataclass
+class _Entry:
+    lock: asyncio.Lock
+    users: int = 0  # holders + waiters; the entry is dropped at zero
+
+
+class LocalSessionLocks(SessionLocks):
+    """Process-local locks: an ``asyncio.Lock`` per key, alive only while someone uses it."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    @property
+    def active_keys(self) -> int:
+        """Keys held or waited for now (an idle gateway holds none)."""
+        return len(self._entries)
+
+    @asynccontextmanager
+    async def hold(
+        self, key: str, *, max_wait: float | None = None, on_wait: WaitNotice | None = None
+    ) -> AsyncIterator[Lease]:
+        entry = self._entries.setdefault(key, _Entry(asyncio.Lock()))
+        entry.users += 1
+        deadline = None if max_wait is None else time.monotonic() + max_wait
+        try:
+            try:
+                async with asyncio.timeout(max_wait):
+                    await entry.lock.acquire()
+            except TimeoutError:
+                raise LockTimeout(f"session {key!r} stayed busy for more than {max_wait:.0f}s") from None
+            lease = Lease(key)
+            try:
+                await self._acquire_shared(key, deadline, on_wait)
+                try:
+                    yield lease
+                finally:
+                    lease.held = False
+                    await asyncio.shield(self._release_shared(key))
+            finally:
+                entry.lock.release()
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._entries[key]
+
+    async def _acquire_shared(self, key: str, deadline: float | None, on_wait: WaitNotice | None) -> None:
+        """Hook for cross-process implementations: called with the local lock held."""
+
+    async def _release_shared(self, key: str) -> None:
+        """Hook for cross-process implementations: called before the local lock is released."""
+
+
+class SqliteSessionLocks(LocalSessionLocks):
+    """Local locks plus a lease row per key in ``state.db``: one holder per key on this machine.
+
+    A holder renews its lease every ``RENEW_EVERY`` seconds. Another process takes a lease over when it
+    has expired or when its owner (same host) is no longer running, so a crashed process blocks nobody.
+    """
+
+    def __init__(self, db: Database, *, lease_seconds: float = LEASE_SECONDS) -> None:
+        super().__init__()
+        self._db = db
+        self._lease_seconds = lease_seconds
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._renewals: dict[str, asyncio.Task[None]] = {}
+
+    async def _acquire_shared(self, key: str, deadline: float | None, on_wait: WaitNotice | None) -> None:
+        delay = POLL_FIRST
+        told = False
+        while True:
+            holder = await self._db.write(lambda conn: self._try_take(conn, key))
+            if holder is None:
+                break
+            if not told:
+                told = True
+                log.info("session %s is busy in another process (%s); waiting", key, holder)
+                if on_wait is not None:
+                    on_wait(holder)
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
+            await asyncio.sleep(delay)
+            delay = min(POLL_MAX, delay * 1.5)
+        self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key))
+
+    def _try_take(self, conn: sqlite3.Connection, key: str) -> str | None:
+        """Take the lease if it is free, expired or orphaned; otherwise return its holder."""
+        now = time.time()
+        row = conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
+        if row is not None and row["owner"] != self.owner:
+            if row["expires_at"] > now and owner_alive(row["owner"]):
+                return str(row["owner"])
+            log.warning("taking over the lease of session %s from %s (expired or gone)", key, row["owner"])
+        conn.execute(
+            "INSERT INTO leases (key, owner, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+            (key, self.owner, now + self._lease_seconds),
+        )
+        return None
+
+    async def _renew(self, key: str) -> None:
+        while True:
+            await asyncio.sleep(min(RENEW_EVERY, self._lease_seconds / 3))
+            renewed = await self._db.write(lambda conn: self._extend(conn, key))
+            if not renewed:
+                log.error("the lease of session %s was taken over by another process while held", key)
+                return
+
+    def _extend(self, conn: sqlite3.Connection, key: str) -> int:
+        expires = time.time() + self._lease_seconds
+        cursor = conn.execute(
+            "UPDATE leases SET expires_at = ? WHERE key = ? AND owner = ?", (expires, key, self.owner)
+        )
+        return cursor.rowcount
+
+    async def _release_shared(self, key: str) -> None:
+        renewal = self._renewals.pop(key, None)
+        if renewal is not None:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+        if self._db.closed:
+            return
+        await self._db.write(
+            lambda conn: conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self.owner))
+        )
+
+    async def aclose(self) -> None:
+        for key in list(self._renewals):
+            await self._release_shared(key)
+
+
+def owner_alive(owner: str, *, hostname: str | None = None) -> bool:
+    """Whether the process named by a lease owner (``host:pid:token``) may still be running.
+
+    Only a process on this host can be checked; one elsewhere is assumed alive until its lease expires.
+    """
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3:
+        return True
+    host, pid_text, _ = parts
+    if host != (hostname or socket.gethostname()) or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True  # another instance in this very process (tests open several runtimes)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by another user
+    return True
