@@ -91,6 +91,17 @@ async def _insights(home: HeraldHome) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
+    """Run one ``herald`` command and return its exit code (errors are reported, never raised)."""
+    try:
+        return _dispatch(argv)
+    except ConfigError as error:
+        print(f"herald: configuration error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
     home = resolve_home()
@@ -114,11 +125,4 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    try:
-        code = run(argv)
-    except ConfigError as error:
-        print(f"herald: configuration error: {error}", file=sys.stderr)
-        code = 2
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    sys.exit(run(argv))

@@ -35,6 +35,8 @@ class ProviderEmulator(EmulatorState):
     """
 
     stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
+    in_flight: int = 0  # model requests being answered now (streams included)
+    max_in_flight: int = 0  # the most answered at once since start
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -46,14 +48,19 @@ class ProviderEmulator(EmulatorState):
 
     def _route(self, handler: Handler, api: str) -> Callable[[web.Request], Any]:
         async def handle(request: web.Request) -> web.StreamResponse:
-            raw = await request.read()
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                body = json.loads(raw)
-                if not isinstance(body, dict):
-                    raise ValueError("the body must be a JSON object")
-            except ValueError as exc:
-                return await _send(request, self._bad_json(api, request.path, raw, str(exc)), 0.0)
-            return await _send(request, handler(self, request.path, raw, body), self.stream_delay)
+                raw = await request.read()
+                try:
+                    body = json.loads(raw)
+                    if not isinstance(body, dict):
+                        raise ValueError("the body must be a JSON object")
+                except ValueError as exc:
+                    return await _send(request, self._bad_json(api, request.path, raw, str(exc)), 0.0)
+                return await _send(request, handler(self, request.path, raw, body), self.stream_delay)
+            finally:
+                self.in_flight -= 1
 
         return handle
 
