@@ -6,15 +6,19 @@ recorded, so these tests also pin down the cache model the benchmarks rely on.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anthropic
+import httpx2
 import openai
 import pytest
 from anthropic import AsyncAnthropic
@@ -418,6 +422,150 @@ async def test_fail_midstream_in_both_sdks(env: Env) -> None:
 
     # the scripted reply was not consumed by the failed streams
     assert (await ask(env)).content[0].text == "the real answer"
+
+
+# --- transport faults, as a raw HTTP client sees them ---------------------------------------------
+
+
+@dataclass
+class RawResult:
+    status: int | None
+    data: bytes
+    error: BaseException | None
+    seconds: float
+
+
+async def raw_post(
+    url: str, *, stream: bool, path: str = "/v1/messages", read_timeout: float = 5.0, **extra: Any
+) -> RawResult:
+    """POST a minimal request with aiohttp and read the whole body, keeping whatever arrived."""
+    body = (
+        {"model": SONNET, "max_tokens": 50, "messages": [user("hi")], "stream": stream}
+        if path == "/v1/messages"
+        else {"model": "gpt-4o", "messages": chat("hi"), "stream": stream}
+    )
+    status, data, error = None, b"", None
+    start = time.monotonic()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as session:
+        try:
+            async with session.post(url + path, json={**body, **extra}) as response:
+                status = response.status
+                async for piece in response.content.iter_any():
+                    data += piece
+        except aiohttp.ClientError as exc:
+            error = exc
+    return RawResult(status, data, error, time.monotonic() - start)
+
+
+def sse_data(data: bytes) -> list[str]:
+    return [line[6:] for line in data.decode().splitlines() if line.startswith("data: ")]
+
+
+async def test_drop_midstream_cuts_the_chunked_body(env: Env) -> None:
+    env.emu.script(Reply(text="the real answer"))
+    env.emu.drop_midstream(after_text="Half an ans")
+    got = await raw_post(env.url, stream=True)
+    assert got.status == 200
+    assert isinstance(got.error, aiohttp.ClientPayloadError)  # "Response payload is not completed"
+    events = [json.loads(d) for d in sse_data(got.data)]
+    assert [e["type"] for e in events] == ["message_start", "content_block_start", "content_block_delta"]
+    assert events[-1]["delta"]["text"] == "Half an ans"
+    rec = env.emu.requests[-1]
+    assert rec.status == 200 and rec.error == "dropped: connection closed mid-stream (body unfinished)"
+    assert not rec.ok and rec.reply_text == "Half an ans"
+
+    # the SDKs' transport (httpx2) reports the unfinished chunked body as a protocol error
+    env.emu.drop_midstream(api="openai")
+    async with httpx2.AsyncClient() as client:
+        received = b""
+        with pytest.raises(httpx2.RemoteProtocolError, match="incomplete chunked read"):
+            body = {"model": "gpt-4o", "messages": chat("x"), "stream": True}
+            async with client.stream("POST", env.url + "/v1/chat/completions", json=body) as response:
+                async for piece in response.aiter_bytes():
+                    received += piece
+    assert b'"content":"partial "' in received and b"[DONE]" not in received
+
+    # the scripted reply was not consumed; a non-streaming request passes over a stream-only fault
+    env.emu.drop_midstream()
+    plain = await raw_post(env.url, stream=False)
+    assert plain.error is None and json.loads(plain.data)["content"][0]["text"] == "the real answer"
+    assert env.emu.faults.pending and (await raw_post(env.url, stream=True)).error is not None
+
+
+async def test_drop_midstream_close_delimited_looks_like_a_normal_end(env: Env) -> None:
+    env.emu.drop_midstream(close_delimited=True)
+    got = await raw_post(env.url, stream=True)
+    assert got.status == 200 and got.error is None  # no framing: the closed connection ends the body
+    types = [json.loads(d)["type"] for d in sse_data(got.data)]
+    assert types == ["message_start", "content_block_start", "content_block_delta"]  # no message_stop
+    assert "close-delimited" in (env.emu.requests[-1].error or "")
+
+    stream = await env.anthropic.messages.create(
+        model=SONNET, max_tokens=50, messages=[user("hi")], stream=True
+    )
+    assert [e.type async for e in stream][-1] == "message_stop"  # the connection after it is fine
+
+
+async def test_truncate_next_cuts_json_in_half_over_a_healthy_connection(env: Env) -> None:
+    env.emu.script(Reply(text="kept for later"))
+    env.emu.truncate_next(count=2)
+    streamed = await raw_post(env.url, stream=True)
+    assert streamed.status == 200 and streamed.error is None  # the stream itself ends properly
+    lines = sse_data(streamed.data)
+    assert [json.loads(d)["type"] for d in lines[:-1]] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+    ]
+    assert json.loads(lines[-2])["delta"]["text"] == "partial "
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(lines[-1])
+    assert lines[-1].startswith('{"type":"content_block_delta"')
+
+    whole = await raw_post(env.url, stream=False)
+    assert whole.status == 200 and whole.error is None
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(whole.data)
+    assert whole.data.startswith(b'{"id":"msg_emu_')
+    assert [r.error for r in env.emu.requests] == ["truncated: JSON cut in half"] * 2
+
+    after = await raw_post(env.url, stream=True, path="/v1/chat/completions")
+    chunks = [json.loads(d) for d in sse_data(after.data)[:-1]]
+    assert sse_data(after.data)[-1] == "[DONE]"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "kept for later"
+
+
+async def test_stall_next_holds_the_request_then_answers_504(env: Env) -> None:
+    env.emu.script(Reply(text="after the stall"))
+    env.emu.stall_next(5.0)
+    impatient = await raw_post(env.url, stream=True, read_timeout=0.2)
+    assert isinstance(impatient.error, asyncio.TimeoutError) and impatient.status is None
+    assert impatient.seconds < 2
+    rec = env.emu.requests[-1]
+    assert rec.error == "stalled: held 5s, then 504" and rec.status == 504 and rec.reply_text == ""
+
+    env.emu.stall_next(0.3, api="openai")
+    patient = await raw_post(env.url, stream=True, path="/v1/chat/completions")
+    assert patient.status == 504 and patient.seconds >= 0.3
+    assert json.loads(patient.data)["error"]["message"].startswith("Gateway timeout")
+    assert (await ask(env)).content[0].text == "after the stall"  # no reply was consumed
+
+
+async def test_faults_are_taken_in_queue_order_by_matching_requests(env: Env) -> None:
+    env.emu.truncate_next()
+    env.emu.fail_next(529)
+    env.emu.drop_midstream()
+    with pytest.raises(anthropic.BadRequestError):  # rejected: only a status fault could come first
+        await ask(env, messages=[user([{"type": "text", "text": "", "cache_control": EPHEMERAL}])])
+    assert [type(f).__name__ for f in env.emu.faults.pending] == ["TruncateFault", "HttpFault", "DropFault"]
+    errors = []
+    for _ in range(4):
+        await raw_post(env.url, stream=True)
+        errors.append(env.emu.requests[-1].error)
+    assert errors[0] == "truncated: JSON cut in half"
+    assert errors[1] is not None and errors[1].startswith("overloaded_error")
+    assert errors[2] is not None and errors[2].startswith("dropped")
+    assert errors[3] is None and not env.emu.faults.pending
 
 
 def test_serve_in_thread_with_sync_clients() -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx2
 import openai
+import pytest
 from openai.types import CompletionUsage
 
 from agent.messages import Message, ToolCall
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.providers.anthropic_provider import normalize_usage as anthropic_usage
-from agent.providers.errors import from_sdk_exception
+from agent.providers.base import ProviderError
+from agent.providers.errors import from_sdk_exception, incomplete_stream, provider_failures
 from agent.providers.openai_provider import OpenAIProvider
 from agent.providers.openai_provider import normalize_usage as openai_usage
 from agent.usage import Usage
@@ -100,3 +104,36 @@ def test_parallel_tool_results_become_one_user_message_in_call_order() -> None:
     assert [m["role"] for m in wire] == ["user", "assistant", "user"]
     assert [b["tool_use_id"] for b in wire[2]["content"]] == ["a", "b"]
     assert wire[2]["content"][1]["is_error"] is True
+
+
+def test_transport_and_parser_failures_are_classified_without_the_sdk_wrapping_them() -> None:
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/messages")
+    refused = anthropic.APIConnectionError(request=request)
+    refused.__cause__ = httpx2.ConnectError("All connection attempts failed")
+    cases: list[tuple[Exception, str]] = [
+        (refused, "unreachable"),
+        (anthropic.APITimeoutError(request=request), "timeout"),
+        (httpx2.RemoteProtocolError("incomplete chunked read"), "connection"),  # leaks from anthropic
+        (httpx2.ReadTimeout("read timed out"), "timeout"),  # leaks from the anthropic stream iterator
+        (httpx2.ReadError("connection reset"), "connection"),
+        (ConnectionResetError("reset by peer"), "connection"),
+        (json.JSONDecodeError("Unterminated string", '{"a": "b', 6), "malformed"),  # leaks from both
+        (anthropic.APIResponseValidationError(_response(200), body=None), "malformed"),
+    ]
+    for exc, kind in cases:
+        error = from_sdk_exception(exc, anthropic)
+        assert (error.kind, error.retryable) == (kind, True), exc
+
+    bug = from_sdk_exception(KeyError("usage"), openai)
+    assert bug.kind == "internal" and not bug.retryable and "KeyError" in str(bug)
+    assert from_sdk_exception(incomplete_stream("message_stop"), anthropic).kind == "connection"
+
+
+def test_provider_failures_lets_only_provider_errors_out_and_masks_the_key() -> None:
+    with pytest.raises(ProviderError) as info, provider_failures(openai, "p", ["sk-secret-key"]):
+        raise RuntimeError("boom with sk-secret-key inside")
+    assert info.value.kind == "internal" and isinstance(info.value.__cause__, RuntimeError)
+    assert "sk-secret-key" not in str(info.value) and "[REDACTED]" in str(info.value)
+    with pytest.raises(ProviderError) as info, provider_failures(openai, "p"):
+        raise incomplete_stream("a finish_reason")
+    assert info.value.retryable and info.value.kind == "connection"

@@ -8,7 +8,7 @@ import pytest
 
 from agent.limits import LocalRequestLimiter
 from agent.providers.base import ProviderError
-from agent.providers.retry import RetryPolicy, backoff_delay, user_facing_error
+from agent.providers.retry import INTERNAL_ERROR, RetryPolicy, backoff_delay, user_facing_error
 
 
 def test_retry_after_wins_over_backoff() -> None:
@@ -32,6 +32,17 @@ def test_user_facing_errors_are_one_sentence() -> None:
     )
     bad = ProviderError("prompt is too long: 300000 tokens > 200000 maximum", retryable=False, status=400)
     assert "prompt is too long" in user_facing_error(bad, 1)
+    causes = {
+        "timeout": "the model provider did not answer in time",
+        "unreachable": "the model provider could not be reached",
+        "connection": "the connection to the model provider dropped",
+        "malformed": "the model provider sent a malformed response",
+    }
+    for kind, cause in causes.items():
+        sentence = user_facing_error(ProviderError("detail for the log", retryable=True, kind=kind), 2)
+        assert sentence == f"No answer: {cause} (2 attempts). Please try again in a minute."
+    internal = ProviderError("unexpected KeyError: 'usage'", retryable=False, kind="internal")
+    assert user_facing_error(internal, 1) == INTERNAL_ERROR and "KeyError" not in INTERNAL_ERROR
 
 
 async def test_the_error_reports_how_many_calls_were_made() -> None:

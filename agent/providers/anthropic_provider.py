@@ -10,7 +10,7 @@ import anthropic
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.messages import Message
 from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
-from agent.providers.errors import from_sdk_exception
+from agent.providers.errors import incomplete_stream, provider_failures
 from agent.usage import Usage
 
 
@@ -84,30 +84,36 @@ class AnthropicProvider(Provider):
     async def complete(
         self, request: ProviderRequest, on_text: TextCallback | None = None
     ) -> ProviderResponse:
+        with provider_failures(anthropic, self.name, [self._client.api_key]):
+            return await self._stream(request, on_text)
+
+    async def _stream(self, request: ProviderRequest, on_text: TextCallback | None) -> ProviderResponse:
         body = self.build_body(request)
         reply = StreamedReply()
         usage: dict[str, Any] = {}
         stop_reason = "end_turn"
-        try:
-            stream = await self._client.messages.create(stream=True, **body)
-            async for event in stream:
-                if event.type == "message_start":
-                    usage = event.message.usage.model_dump()
-                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                    call = reply.call(event.index)
-                    call["id"], call["name"] = event.content_block.id, event.content_block.name
-                elif event.type == "content_block_delta":
-                    if event.delta.type == "text_delta":
-                        reply.text_parts.append(event.delta.text)
-                        if on_text is not None:
-                            await on_text(event.delta.text)
-                    elif event.delta.type == "input_json_delta" and event.index in reply.calls:
-                        reply.call(event.index)["json"] += event.delta.partial_json
-                elif event.type == "message_delta":
-                    stop_reason = event.delta.stop_reason or stop_reason
-                    usage["output_tokens"] = event.usage.output_tokens
-        except (anthropic.APIError, anthropic.APIConnectionError) as exc:
-            raise from_sdk_exception(exc, anthropic) from exc
+        stopped = False  # message_stop seen: without it the answer was cut off, however it ended
+        stream = await self._client.messages.create(stream=True, **body)
+        async for event in stream:
+            if event.type == "message_start":
+                usage = event.message.usage.model_dump()
+            elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                call = reply.call(event.index)
+                call["id"], call["name"] = event.content_block.id, event.content_block.name
+            elif event.type == "content_block_delta":
+                if event.delta.type == "text_delta":
+                    reply.text_parts.append(event.delta.text)
+                    if on_text is not None:
+                        await on_text(event.delta.text)
+                elif event.delta.type == "input_json_delta" and event.index in reply.calls:
+                    reply.call(event.index)["json"] += event.delta.partial_json
+            elif event.type == "message_delta":
+                stop_reason = event.delta.stop_reason or stop_reason
+                usage["output_tokens"] = event.usage.output_tokens
+            elif event.type == "message_stop":
+                stopped = True
+        if not stopped:
+            raise incomplete_stream("message_stop")
         return reply.response(stop_reason, normalize_usage(usage))
 
 

@@ -61,7 +61,11 @@ class StreamedReply:
 
 
 class ProviderError(Exception):
-    """A failed model call. ``retryable`` errors are retried by ``complete_with_retries``."""
+    """A failed model call. ``retryable`` errors are retried by ``complete_with_retries``.
+
+    The only exception ``Provider.complete`` raises (besides cancellation); ``kind`` names the
+    cause for the user-facing sentence (see ``agent/providers/errors.py`` for the kinds).
+    """
 
     def __init__(
         self,
@@ -91,7 +95,7 @@ class Provider(ABC):
     async def complete(
         self, request: ProviderRequest, on_text: TextCallback | None = None
     ) -> ProviderResponse:
-        """Make one attempt (streaming), raising ``ProviderError`` on failure."""
+        """Make one attempt (streaming); any failure is raised as a ``ProviderError``, nothing else."""
 
     @abstractmethod
     def wire_message(self, message: Message) -> dict[str, Any]:

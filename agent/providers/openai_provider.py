@@ -15,7 +15,7 @@ import openai
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.messages import Message
 from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
-from agent.providers.errors import from_sdk_exception
+from agent.providers.errors import incomplete_stream, provider_failures
 from agent.usage import Usage
 
 _COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
@@ -114,31 +114,36 @@ class OpenAIProvider(Provider):
     async def complete(
         self, request: ProviderRequest, on_text: TextCallback | None = None
     ) -> ProviderResponse:
+        with provider_failures(openai, self.name, [self._client.api_key]):
+            return await self._stream(request, on_text)
+
+    async def _stream(self, request: ProviderRequest, on_text: TextCallback | None) -> ProviderResponse:
         body = self.build_body(request)
         reply = StreamedReply()
         usage: Any = None
-        finish_reason = "stop"
-        try:
-            stream = await self._client.chat.completions.create(**body)
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta.content:
-                        reply.text_parts.append(delta.content)
-                        if on_text is not None:
-                            await on_text(delta.content)
-                    for piece in delta.tool_calls or []:
-                        call = reply.call(piece.index)
-                        call["id"] = piece.id or call["id"]
-                        if piece.function is not None:
-                            call["name"] += piece.function.name or ""
-                            call["json"] += piece.function.arguments or ""
-                    if choice.finish_reason:
-                        finish_reason = choice.finish_reason
-        except (openai.APIError, openai.APIConnectionError) as exc:
-            raise from_sdk_exception(exc, openai) from exc
+        # The SDK swallows [DONE] and ends quietly at any end of body, so the finish_reason is the
+        # terminal event we can see: a stream without one was cut off, however it ended.
+        finish_reason: str | None = None
+        stream = await self._client.chat.completions.create(**body)
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    reply.text_parts.append(delta.content)
+                    if on_text is not None:
+                        await on_text(delta.content)
+                for piece in delta.tool_calls or []:
+                    call = reply.call(piece.index)
+                    call["id"] = piece.id or call["id"]
+                    if piece.function is not None:
+                        call["name"] += piece.function.name or ""
+                        call["json"] += piece.function.arguments or ""
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
+        if finish_reason is None:
+            raise incomplete_stream("a finish_reason")
         return reply.response(finish_reason, normalize_usage(usage))
 
 

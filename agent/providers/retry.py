@@ -39,25 +39,36 @@ def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, 
     return float(delay * rng.uniform(0.75, 1.25))
 
 
+STATUS_REASONS = {
+    429: "the model provider is rate-limiting requests",
+    529: "the model provider is overloaded",
+    408: "the model provider timed out",
+}
+KIND_REASONS = {  # ProviderError kinds, see agent/providers/errors.py
+    "timeout": "the model provider did not answer in time",
+    "unreachable": "the model provider could not be reached",
+    "connection": "the connection to the model provider dropped",
+    "malformed": "the model provider sent a malformed response",
+    "overloaded": "the model provider is overloaded",
+}
+INTERNAL_ERROR = (
+    "No answer: something went wrong on our side while calling the model provider (the details are "
+    "in the log). Please try again."
+)
+
+
 def user_facing_error(error: ProviderError, attempts: int) -> str:
-    """One clear sentence for the person waiting for an answer."""
+    """One clear sentence for the person waiting for an answer, naming the cause."""
+    if error.kind == "internal":
+        return INTERNAL_ERROR
     if error.kind == "configuration":  # e.g. no API key for the session's provider: say what to set
         return f"No answer: {error}"
-    reasons = {
-        429: "the model provider is rate-limiting requests",
-        529: "the model provider is overloaded",
-        408: "the model provider timed out",
-    }
-    if error.status in reasons:
-        reason = reasons[error.status]
-    elif error.kind == "timeout":
-        reason = "the model provider did not answer in time"
-    elif error.kind == "connection":
-        reason = "the model provider could not be reached"
+    if error.status in STATUS_REASONS:
+        reason = STATUS_REASONS[error.status]
+    elif error.kind in KIND_REASONS:
+        reason = KIND_REASONS[error.kind]
     elif error.status is not None and error.status >= 500:
         reason = f"the model provider had an internal error (HTTP {error.status})"
-    elif error.kind == "overloaded":
-        reason = "the model provider is overloaded"
     else:
         return f"The model provider rejected the request: {error}"
     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
@@ -93,10 +104,11 @@ async def complete_with_retries(
             if delay > MAX_RETRY_AFTER:
                 raise
             log.warning(
-                "provider %s failed (%s, status=%s); retry %d/%d in %.1fs",
+                "provider %s failed (%s, status=%s: %s); retry %d/%d in %.1fs",
                 provider.name,
                 error.kind,
                 error.status,
+                error,
                 attempt,
                 policy.max_retries,
                 delay,

@@ -12,7 +12,17 @@ from typing import Any
 from .blocks import RequestInvalid, anthropic_layout
 from .cache import AnthropicUsage, layout_prefixes
 from .records import RecordedRequest, anthropic_system_json, tools_json
-from .script import Reply, StreamFault, ToolUse, anthropic_stop_reason, fit_reply, output_tokens
+from .script import (
+    AnswerFault,
+    HttpFault,
+    Reply,
+    StallFault,
+    ToolUse,
+    anthropic_stop_reason,
+    broken_answer,
+    fit_reply,
+    output_tokens,
+)
 from .state import EmulatorState
 from .tokens import count_markers_in, is_marker
 from .wire import Outcome, chunks, dumps, retry_after_header, sse
@@ -106,9 +116,13 @@ def messages(state: EmulatorState, path: str, raw: bytes, body: dict[str, Any]) 
     """``POST /v1/messages``: faults, validation, cache accounting, reply, response shape."""
     with state.lock:
         rec = _begin(path, raw, body)
-        fault = state.faults.take_http(API)
-        if fault is not None:
-            return _fail(state, rec, error_outcome(state, fault.status, retry_after=fault.retry_after))
+        early = state.faults.take(API, rec.stream, early=True)
+        if isinstance(early, HttpFault):
+            return _fail(state, rec, error_outcome(state, early.status, retry_after=early.retry_after))
+        if isinstance(early, StallFault):
+            out = _fail(state, rec, error_outcome(state, 504))
+            rec.error, out.hold = early.describe(), early.seconds
+            return out
         try:
             _validate(body)
             layout = anthropic_layout(body)
@@ -128,9 +142,9 @@ def messages(state: EmulatorState, path: str, raw: bytes, body: dict[str, Any]) 
         rec.input_tokens = usage.uncached
 
         max_tokens = int(body["max_tokens"])
-        stream_fault = state.faults.take_stream(API) if rec.stream else None
-        if stream_fault is not None:
-            reply = Reply(text=stream_fault.after_text)
+        fault = state.faults.take(API, rec.stream, early=False)
+        if isinstance(fault, AnswerFault):
+            reply = Reply(text=fault.after_text)
         elif max_tokens <= 0:
             reply = Reply()  # a cache pre-warm: nothing generated, no scripted reply consumed
         else:
@@ -150,10 +164,10 @@ def messages(state: EmulatorState, path: str, raw: bytes, body: dict[str, Any]) 
             "stop_sequence": None,
             "usage": usage_json(usage, rec.output_tokens),
         }
-        if stream_fault is not None:
-            rec.error = f"{stream_fault.error_type}: mid-stream"
+        if isinstance(fault, AnswerFault):
+            rec.error = fault.describe()
             state.record(rec)
-            return Outcome(200, events=_fault_events(message, stream_fault))
+            return _faulty_answer(message, fault, rec.stream)
         state.record(rec)
         if rec.stream:
             return Outcome(200, events=stream_events(message))
@@ -233,11 +247,26 @@ def stream_events(message: dict[str, Any]) -> list[bytes]:
     return events
 
 
-def _fault_events(message: dict[str, Any], fault: StreamFault) -> list[bytes]:
-    """message_start, a little text, then ``event: error`` and the stream ends."""
+def _partial_events(message: dict[str, Any], text: str) -> list[bytes]:
+    """message_start and ``text`` in an unfinished first block: an answer broken off early."""
     events = [_start_event(message)]
-    if fault.after_text:
-        events.extend(_block_events(0, {"type": "text", "text": fault.after_text})[:-1])
-    error = {"type": fault.error_type, "message": ERROR_MESSAGES.get(fault.error_type, fault.error_type)}
-    events.append(_event({"type": "error", "error": error}))
+    if text:
+        events.extend(_block_events(0, {"type": "text", "text": text})[:-1])
     return events
+
+
+def _faulty_answer(message: dict[str, Any], fault: AnswerFault, stream: bool) -> Outcome:
+    """The answer ``message`` (whose text is the fault's ``after_text``) as ``fault`` breaks it."""
+
+    def error_event(kind: str) -> bytes:
+        return _event({"type": "error", "error": {"type": kind, "message": ERROR_MESSAGES.get(kind, kind)}})
+
+    more = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "more"}}
+    return broken_answer(
+        fault,
+        stream,
+        document=message,
+        partial=_partial_events(message, fault.after_text),
+        error_event=error_event,
+        next_event=(more, "content_block_delta"),
+    )

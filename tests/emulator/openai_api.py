@@ -12,7 +12,17 @@ from typing import Any
 from .blocks import RequestInvalid, openai_claude_layout, openai_layout
 from .cache import layout_prefixes
 from .records import RecordedRequest, openai_system_json, tools_json
-from .script import Reply, StreamFault, ToolUse, fit_reply, openai_finish_reason, output_tokens
+from .script import (
+    AnswerFault,
+    HttpFault,
+    Reply,
+    StallFault,
+    ToolUse,
+    broken_answer,
+    fit_reply,
+    openai_finish_reason,
+    output_tokens,
+)
 from .state import EmulatorState
 from .tokens import count_markers_in
 from .wire import Outcome, chunks, dumps, retry_after_header, sse
@@ -128,9 +138,13 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
             breakpoints=count_markers_in(body.get("tools"), body.get("messages")),
             prompt_cache_key=key if isinstance(key, str) else None,
         )
-        fault = state.faults.take_http(API)
-        if fault is not None:
-            return _fail(state, rec, error_outcome(fault.status, retry_after=fault.retry_after))
+        early = state.faults.take(API, rec.stream, early=True)
+        if isinstance(early, HttpFault):
+            return _fail(state, rec, error_outcome(early.status, retry_after=early.retry_after))
+        if isinstance(early, StallFault):
+            out = _fail(state, rec, error_outcome(504, "Gateway timeout: the upstream did not answer"))
+            rec.error, out.hold = early.describe(), early.seconds
+            return out
         claude = model.startswith("anthropic/")
         try:
             if not model:
@@ -143,8 +157,9 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
 
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         max_tokens = limit if isinstance(limit, int) else None
-        stream_fault = state.faults.take_stream(API) if rec.stream else None
-        reply = Reply(text=stream_fault.after_text) if stream_fault else state.next_reply(body, API)
+        fault = state.faults.take(API, rec.stream, early=False)
+        answer_fault = fault if isinstance(fault, AnswerFault) else None
+        reply = Reply(text=answer_fault.after_text) if answer_fault else state.next_reply(body, API)
         text, calls, cut = fit_reply(reply, max_tokens)
         rec.output_tokens = output_tokens(text, calls)
         rec.reply_text = text
@@ -158,10 +173,11 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
             "service_tier": "default",
         }
         tool_calls = [_tool_call(state, call) for call in calls]
-        if stream_fault is not None:
-            rec.error = f"{stream_fault.error_type}: mid-stream"
+        completion = _completion(head, text, tool_calls, finish, usage)
+        if answer_fault is not None:
+            rec.error = answer_fault.describe()
             state.record(rec)
-            return Outcome(200, events=_fault_events(head, stream_fault))
+            return _faulty_answer(head, completion, answer_fault, rec.stream)
         state.record(rec)
         if rec.stream:
             options = body.get("stream_options")
@@ -169,16 +185,23 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
             return Outcome(
                 200, events=stream_chunks(head, text, tool_calls, finish, usage if include_usage else None)
             )
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": text or None,
-            "refusal": None,
-            "annotations": [],
-        }
-        if tool_calls:
-            message["tool_calls"] = tool_calls
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        return Outcome(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+        return Outcome(200, completion)
+
+
+def _completion(
+    head: dict[str, Any], text: str, tool_calls: list[dict[str, Any]], finish: str, usage: dict[str, Any]
+) -> dict[str, Any]:
+    """The non-streaming ``chat.completion`` object."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "refusal": None,
+        "annotations": [],
+    }
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+    return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
 
 
 def _finish_reason(reply: Reply, calls: list[ToolUse]) -> str:
@@ -232,10 +255,28 @@ def stream_chunks(
     return events
 
 
-def _fault_events(head: dict[str, Any], fault: StreamFault) -> list[bytes]:
-    """A little text, then ``data: {"error": {...}}`` (what the SDK raises APIError on); no [DONE]."""
+def _partial_chunks(head: dict[str, Any], text: str) -> list[bytes]:
+    """The role chunk and ``text``, with no finish_reason: an answer broken off early."""
     events = [_chunk(head, {"role": "assistant", "content": ""}, None, False)]
-    events.extend(_chunk(head, {"content": piece}, None, False) for piece in chunks(fault.after_text))
-    message = "Overloaded" if fault.error_type == "overloaded_error" else f"Emulated {fault.error_type}"
-    events.append(sse({"error": {"message": message, "type": fault.error_type, "param": None, "code": None}}))
+    events.extend(_chunk(head, {"content": piece}, None, False) for piece in chunks(text))
     return events
+
+
+def _faulty_answer(
+    head: dict[str, Any], completion: dict[str, Any], fault: AnswerFault, stream: bool
+) -> Outcome:
+    """The answer (whose text is the fault's ``after_text``) as ``fault`` breaks it; never a [DONE]."""
+
+    def error_event(kind: str) -> bytes:  # data: {"error": {...}}, which the SDK raises APIError on
+        message = "Overloaded" if kind == "overloaded_error" else f"Emulated {kind}"
+        return sse({"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+    choice = {"index": 0, "delta": {"content": "more"}, "logprobs": None, "finish_reason": None}
+    return broken_answer(
+        fault,
+        stream,
+        document=completion,
+        partial=_partial_chunks(head, fault.after_text),
+        error_event=error_event,
+        next_event=({**head, "object": "chat.completion.chunk", "choices": [choice]}, None),
+    )

@@ -1,16 +1,19 @@
 """What the emulated model says, and which requests fail.
 
-Tests script replies (FIFO) and faults (HTTP errors, mid-stream errors) ahead of time; everything
-else gets a deterministic default reply so runs are reproducible.
+Tests script replies (FIFO) and faults (HTTP errors, mid-stream errors, dropped connections,
+truncated bodies, stalls) ahead of time; everything else gets a deterministic default reply so runs
+are reproducible. A faulted request never consumes a scripted reply.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .tokens import CHARS_PER_TOKEN, canonical_json, estimate_tokens, text_tokens
+from .wire import Outcome, cut_in_half, sse_cut
 
 _FILLER = [
     "alpha",
@@ -136,47 +139,147 @@ def default_reply(number: int, messages: list[Any], tokens: int) -> Reply:
 
 
 @dataclass
-class HttpFault:
-    status: int
+class Fault:
+    """A queued failure for the next ``remaining`` matching requests (of ``api``, or of either API).
+
+    ``EARLY`` faults hit before the request is processed (the provider never began: no cache write,
+    no reply); the others hit a request that was accounted and began to answer. ``STREAM_ONLY``
+    faults pass over non-streaming requests, which keep looking further down the queue.
+    """
+
     remaining: int
-    retry_after: float | None
     api: str | None
+
+    EARLY: ClassVar[bool] = False
+    STREAM_ONLY: ClassVar[bool] = False
+
+    def matches(self, api: str, stream: bool) -> bool:
+        return self.api in (None, api) and (stream or not self.STREAM_ONLY)
 
 
 @dataclass
-class StreamFault:
-    error_type: str
-    remaining: int
+class HttpFault(Fault):
+    """An HTTP error status instead of an answer."""
+
+    status: int
+    retry_after: float | None
+
+    EARLY: ClassVar[bool] = True
+
+
+@dataclass
+class StallFault(Fault):
+    """Hold the request ``seconds`` before answering; a gateway's 504 is all that ever comes."""
+
+    seconds: float
+
+    EARLY: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        return f"stalled: held {self.seconds:g}s, then 504"
+
+
+@dataclass
+class AnswerFault(Fault, ABC):
+    """A fault in an answer that began: ``after_text`` is streamed (or sent) before it breaks."""
+
     after_text: str
-    api: str | None
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The ``error`` recorded for the request."""
+
+
+@dataclass
+class StreamFault(AnswerFault):
+    """``after_text``, then the API's own error event (``error_type``) ends the stream."""
+
+    error_type: str
+
+    STREAM_ONLY: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        return f"{self.error_type}: mid-stream"
+
+
+@dataclass
+class DropFault(AnswerFault):
+    """``after_text``, then the TCP connection closes in the middle of the body.
+
+    ``close_delimited`` sends the stream without chunked framing (ended by closing the connection,
+    HTTP/1.0 style), so the client reads a normal end of body: only the missing terminal event
+    shows the answer was cut short.
+    """
+
+    close_delimited: bool = False
+
+    STREAM_ONLY: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        framing = "close-delimited " if self.close_delimited else ""
+        return f"dropped: connection closed mid-stream ({framing}body unfinished)"
+
+
+@dataclass
+class TruncateFault(AnswerFault):
+    """A JSON document cut in half: the body, or one SSE ``data:`` line after ``after_text``."""
+
+    def describe(self) -> str:
+        return "truncated: JSON cut in half"
+
+
+def broken_answer(
+    fault: AnswerFault,
+    stream: bool,
+    *,
+    document: dict[str, Any],
+    partial: list[bytes],
+    error_event: Callable[[str], bytes],
+    next_event: tuple[dict[str, Any], str | None],
+) -> Outcome:
+    """How ``fault`` breaks an answer, from the API's own pieces.
+
+    ``document`` is the whole non-streamed answer; ``partial`` the stream's first events, up to and
+    including ``after_text``; ``error_event`` the API's error event for an error type; ``next_event``
+    the payload and SSE name of the event that would come next (the one a truncation cuts).
+    """
+    if isinstance(fault, TruncateFault) and not stream:
+        return Outcome(200, raw=cut_in_half(document), headers={"Content-Type": "application/json"})
+    if isinstance(fault, StreamFault):
+        return Outcome(200, events=[*partial, error_event(fault.error_type)])
+    if isinstance(fault, TruncateFault):
+        return Outcome(200, events=[*partial, sse_cut(*next_event)])
+    close_delimited = isinstance(fault, DropFault) and fault.close_delimited
+    return Outcome(200, events=partial, drop=True, chunked=not close_delimited)
 
 
 class FaultQueue:
-    """Pending failures, consumed in the order they were queued by matching requests."""
+    """Pending failures, consumed in the order they were queued by matching requests.
+
+    A request takes the first fault that matches it, in two steps: :meth:`take` with ``early=True``
+    on arrival and with ``early=False`` once it is validated and accounted, so a request the API
+    rejects (400) leaves a late fault for the next one.
+    """
 
     def __init__(self) -> None:
-        self.http: list[HttpFault] = []
-        self.stream: list[StreamFault] = []
+        self.pending: list[Fault] = []
+
+    def add(self, fault: Fault) -> None:
+        if fault.remaining > 0:
+            self.pending.append(fault)
 
     def clear(self) -> None:
-        self.http.clear()
-        self.stream.clear()
+        self.pending.clear()
 
-    def take_http(self, api: str) -> HttpFault | None:
-        for fault in self.http:
-            if fault.api in (None, api):
+    def take(self, api: str, stream: bool, *, early: bool) -> Fault | None:
+        """The first fault matching the request, consumed once, if it belongs to this step."""
+        for fault in self.pending:
+            if fault.matches(api, stream):
+                if early != fault.EARLY:
+                    return None
                 fault.remaining -= 1
                 if fault.remaining <= 0:
-                    self.http.remove(fault)
-                return fault
-        return None
-
-    def take_stream(self, api: str) -> StreamFault | None:
-        for fault in self.stream:
-            if fault.api in (None, api):
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self.stream.remove(fault)
+                    self.pending.remove(fault)
                 return fault
         return None
 

@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -30,8 +31,9 @@ class ProviderEmulator(EmulatorState):
     """An offline Anthropic + OpenAI endpoint with a faithful prompt-cache model.
 
     ``async with emu.serve() as base_url`` on the running loop, or ``with emu.serve_in_thread()``
-    for synchronous callers and subprocess tests. Controls: :meth:`script`, ``responder``,
-    :meth:`fail_next`, :meth:`fail_midstream`, :meth:`reset_cache`, ``clock``; log: ``requests``.
+    for synchronous callers and subprocess tests. Controls: :meth:`script`, ``responder``, faults
+    (:meth:`fail_next`, :meth:`fail_midstream`, :meth:`drop_midstream`, :meth:`truncate_next`,
+    :meth:`stall_next`), :meth:`reset_cache`, ``clock``; log: ``requests``.
     """
 
     stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
@@ -85,7 +87,11 @@ class ProviderEmulator(EmulatorState):
     @asynccontextmanager
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
         """Serve on the current event loop; yields the base URL (``http://127.0.0.1:PORT``)."""
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        # handler_cancellation: a client that hangs up ends its handler at once, so a stalled or
+        # slowed-down answer never outlives its client nor holds up shutdown.
+        runner = web.AppRunner(
+            self._app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handler_cancellation=True
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)
@@ -137,23 +143,56 @@ class ProviderEmulator(EmulatorState):
 
 
 async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamResponse:
+    """Write ``out``; ``delay`` is the pause between streamed events."""
+    if out.hold:
+        await asyncio.sleep(out.hold)  # cancelled when the client hangs up (handler_cancellation)
+    if out.raw is not None:
+        return web.Response(status=out.status, body=out.raw, headers=out.headers)
     if out.events is None:
         return web.json_response(out.body, status=out.status, headers=out.headers, dumps=dumps)
-    response = web.StreamResponse(
-        status=out.status,
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            **out.headers,
-        },
-    )
+    headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", **out.headers}
+    if not out.chunked:
+        return await _send_close_delimited(request, out, headers, delay)
+    response = web.StreamResponse(status=out.status, headers=headers)
     try:
         await response.prepare(request)
         for event in out.events:
             await response.write(event)
             if delay:
                 await asyncio.sleep(delay)
-        await response.write_eof()
+        if out.drop:
+            _hang_up(request)
+        else:
+            await response.write_eof()
     except ConnectionError:
         pass  # the client went away mid-stream; nothing left to do
     return response
+
+
+async def _send_close_delimited(
+    request: web.Request, out: Outcome, headers: dict[str, str], delay: float
+) -> web.StreamResponse:
+    """Stream ``out.events`` with no chunked framing, then close: the end of the connection ends the body.
+
+    aiohttp always frames a streamed HTTP/1.1 body, so the head and events go to the transport
+    directly, as an HTTP/1.0-style hop (an old proxy, a hand-rolled server) would send them.
+    """
+    transport = request.transport
+    if transport is None:
+        return web.StreamResponse(status=out.status)
+    status = f"HTTP/1.1 {out.status} {HTTPStatus(out.status).phrase}"
+    lines = [status, *(f"{k}: {v}" for k, v in headers.items()), "Connection: close"]
+    transport.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+    for event in out.events or []:
+        transport.write(event)
+        if delay:
+            await asyncio.sleep(delay)
+    _hang_up(request)
+    return web.StreamResponse(status=out.status)  # never sent: the connection is closed
+
+
+def _hang_up(request: web.Request) -> None:
+    """Close the TCP connection after flushing what was written, leaving the chunked body unfinished."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()

@@ -23,7 +23,19 @@ from .cache import (
     lookup_by_prefix,
 )
 from .records import RecordedRequest
-from .script import FaultQueue, HttpFault, Reply, Responder, StreamFault, default_reply
+from .script import (
+    DropFault,
+    FaultQueue,
+    HttpFault,
+    Reply,
+    Responder,
+    StallFault,
+    StreamFault,
+    TruncateFault,
+    default_reply,
+)
+
+PARTIAL_TEXT = "partial "  # what a faulted stream says before it breaks
 
 
 class EmulatorState:
@@ -61,18 +73,54 @@ class EmulatorState:
     ) -> None:
         """Answer the next ``count`` model requests (of ``api``, or any) with an HTTP error."""
         with self.lock:
-            self.faults.http.append(HttpFault(status, count, retry_after, api))
+            self.faults.add(HttpFault(count, api, status=status, retry_after=retry_after))
 
     def fail_midstream(
         self,
         error_type: str = "overloaded_error",
         count: int = 1,
-        after_text: str = "partial ",
+        after_text: str = PARTIAL_TEXT,
         api: str | None = None,
     ) -> None:
         """Make the next ``count`` streaming requests send ``after_text`` and then an error event."""
         with self.lock:
-            self.faults.stream.append(StreamFault(error_type, count, after_text, api))
+            self.faults.add(StreamFault(count, api, error_type=error_type, after_text=after_text))
+
+    def drop_midstream(
+        self,
+        count: int = 1,
+        after_text: str = PARTIAL_TEXT,
+        api: str | None = None,
+        *,
+        close_delimited: bool = False,
+    ) -> None:
+        """Make the next ``count`` streaming requests send ``after_text``, then close the connection.
+
+        The chunked body is left unfinished, as when a proxy or a restarting provider cuts the TCP
+        connection: clients see an incomplete read, not an error event. With ``close_delimited`` the
+        stream has no chunked framing (an HTTP/1.0-style hop), so the cut reads as a normal end of
+        body and only the missing terminal event (``message_stop``, ``[DONE]``) gives it away.
+        """
+        with self.lock:
+            self.faults.add(DropFault(count, api, after_text=after_text, close_delimited=close_delimited))
+
+    def truncate_next(self, count: int = 1, api: str | None = None) -> None:
+        """Send the next ``count`` model requests a JSON document cut in half, over a healthy connection.
+
+        Streaming: well-formed first events with a little text, one ``data:`` line whose JSON is cut
+        in half, then the stream ends normally. Otherwise: HTTP 200 with half of the JSON body.
+        """
+        with self.lock:
+            self.faults.add(TruncateFault(count, api, after_text=PARTIAL_TEXT))
+
+    def stall_next(self, seconds: float, count: int = 1, api: str | None = None) -> None:
+        """Hold the next ``count`` model requests ``seconds`` before answering, to trip client timeouts.
+
+        The held request is never processed (no cache write, no reply consumed); a client that
+        waits that long gets a 504 timeout, as from a gateway in front of a hung provider.
+        """
+        with self.lock:
+            self.faults.add(StallFault(count, api, seconds=seconds))
 
     def reset_cache(self) -> None:
         """Drop every cache entry, as a provider eviction would (the oracle keeps its memory)."""

@@ -13,12 +13,22 @@ from typing import Any
 
 @dataclass
 class Outcome:
-    """A JSON body, or a list of server-sent-event chunks to stream."""
+    """A JSON body, or a list of server-sent-event chunks to stream, and how to deliver it.
+
+    ``raw`` replaces the encoded ``body`` byte for byte (a truncated document); ``hold`` delays the
+    answer (a stalled provider); ``drop`` closes the connection after ``events`` instead of ending
+    the body (a connection cut mid-stream); ``chunked=False`` sends ``events`` without chunked
+    framing, the end of the body being the end of the connection.
+    """
 
     status: int = 200
     body: Any = None
     events: list[bytes] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+    hold: float = 0.0
+    drop: bool = False
+    chunked: bool = True
 
 
 def dumps(value: Any) -> str:
@@ -30,6 +40,18 @@ def sse(data: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else dumps(data)
     return f"{head}data: {payload}\n\n".encode()
+
+
+def cut_in_half(data: Any) -> bytes:
+    """The first half of ``data``'s JSON encoding: what a truncated upstream buffer delivers."""
+    encoded = dumps(data).encode()
+    return encoded[: len(encoded) // 2]
+
+
+def sse_cut(data: Any, event: str | None = None) -> bytes:
+    """An SSE event, properly terminated, whose ``data:`` JSON is cut in half."""
+    head = f"event: {event}\n" if event else ""
+    return head.encode() + b"data: " + cut_in_half(data) + b"\n\n"
 
 
 def chunks(text: str, size: int = 24) -> list[str]:
