@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,6 +96,7 @@ class AnthropicProvider(Provider):
         stopped = False  # message_stop seen: without it the answer was cut off, however it ended
         stream = await self._client.messages.create(stream=True, **body)
         async for event in stream:
+            await asyncio.sleep(0)  # one event per turn of the loop: a buffered stream never hogs it
             if event.type == "message_start":
                 usage = event.message.usage.model_dump()
             elif event.type == "content_block_start" and event.content_block.type == "tool_use":

@@ -8,6 +8,7 @@ same policy as the Anthropic provider.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import openai
@@ -126,6 +127,7 @@ class OpenAIProvider(Provider):
         finish_reason: str | None = None
         stream = await self._client.chat.completions.create(**body)
         async for chunk in stream:
+            await asyncio.sleep(0)  # one chunk per turn of the loop: a buffered stream never hogs it
             if chunk.usage is not None:
                 usage = chunk.usage
             for choice in chunk.choices:

@@ -24,7 +24,7 @@ def describe(rec: RecordedRequest) -> str:
     )
 
 
-async def run(host: str, port: int, min_cache_tokens: int | None, stream_delay: float) -> None:
+async def run(host: str, port: int, min_cache_tokens: int | None, stream_delay: float, quiet: bool) -> None:
     overrides = {"": min_cache_tokens} if min_cache_tokens is not None else None
     emu = ProviderEmulator(min_cache_tokens=overrides)
     emu.stream_delay = stream_delay
@@ -37,7 +37,7 @@ async def run(host: str, port: int, min_cache_tokens: int | None, stream_delay: 
             emu.clock.advance(0.2)
             with emu.lock:
                 new = emu.requests[shown:]
-            for rec in new:
+            for rec in new if not quiet else ():
                 print(describe(rec), flush=True)
             shown += len(new)
 
@@ -48,9 +48,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--min-cache-tokens", type=int, default=None, help="one minimum for every model")
     parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between streamed events")
+    parser.add_argument("--quiet", action="store_true", help="print only the start-up line")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args.host, args.port, args.min_cache_tokens, args.stream_delay))
+        asyncio.run(run(args.host, args.port, args.min_cache_tokens, args.stream_delay, args.quiet))
 
 
 if __name__ == "__main__":

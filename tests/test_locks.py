@@ -1,0 +1,175 @@
+"""One turn at a time per session, everywhere: in a process, across processes, after a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.db import Database
+from agent.locks import LocalSessionLocks, LockNotHeld, LockTimeout, SqliteSessionLocks, owner_alive
+from agent.store import SessionStore
+from gateway.home import HeraldHome
+from gateway.runtime import open_runtime
+from tests.conftest import make_config
+from tests.emulator import ProviderEmulator, Reply
+from tests.helpers import new_session, run_turn
+
+
+async def test_two_turns_on_one_session_run_one_after_the_other(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.stream_delay = 0.01  # long enough for the two turns to overlap if nothing stopped them
+    emulator.script(Reply(text_tokens=120), Reply(text_tokens=120))
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        first, second = await asyncio.gather(
+            run_turn(runtime, session, "first question"), run_turn(runtime, session, "second question")
+        )
+        history = await runtime.store.load_messages(session.id)
+    assert first.error is None and second.error is None
+    assert [(m.role, m.content[:15]) for m in history] == [
+        ("user", "first question"),
+        ("assistant", first.text[:15]),
+        ("user", "second question"),
+        ("assistant", second.text[:15]),
+    ]
+    assert emulator.max_in_flight == 1
+
+
+async def test_the_agent_refuses_to_work_without_the_sessions_lease(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold("some other chat") as lease:
+            with pytest.raises(LockNotHeld):
+                await runtime.agent.run_turn(lease, session, "hello")
+        with pytest.raises(LockNotHeld):  # a lease is only valid inside its block
+            await runtime.agent.compress(lease, session)
+    assert emulator.requests == []
+
+
+async def test_local_locks_serve_waiters_in_order_and_forget_idle_keys() -> None:
+    locks = LocalSessionLocks()
+    order: list[int] = []
+
+    async def worker(number: int) -> None:
+        async with locks.hold("chat"):
+            order.append(number)
+            await asyncio.sleep(0)
+
+    async with locks.hold("chat"):
+        tasks = [asyncio.create_task(worker(n)) for n in range(5)]
+        await asyncio.sleep(0.01)
+        assert locks.active_keys == 1
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4] and locks.active_keys == 0
+    async with locks.hold("chat"):
+        with pytest.raises(LockTimeout):
+            async with locks.hold("chat", max_wait=0.05):
+                pass
+
+
+async def _open(path: Path) -> tuple[Database, SqliteSessionLocks]:
+    db = await Database.open(path)
+    await SessionStore.create(db)  # the leases table
+    return db, SqliteSessionLocks(db)
+
+
+async def test_a_lease_holds_across_database_connections_and_is_released(tmp_path: Path) -> None:
+    """Two connections to one file behave like two processes."""
+    db_a, locks_a = await _open(tmp_path / "state.db")
+    db_b, locks_b = await _open(tmp_path / "state.db")
+    told: list[str] = []
+    try:
+        async with locks_a.hold("cli:local"):
+            with pytest.raises(LockTimeout, match="busy in another process"):
+                async with locks_b.hold("cli:local", max_wait=0.3, on_wait=told.append):
+                    pass
+            assert told == [locks_a.owner]
+        async with locks_b.hold("cli:local", max_wait=1.0):  # free again
+            pass
+    finally:
+        await locks_a.aclose()
+        await locks_b.aclose()
+        await db_a.close()
+        await db_b.close()
+
+
+def exited_pid() -> int:
+    """The pid of a process that has run and exited."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(child.stdout)
+
+
+async def test_a_dead_owners_lease_is_taken_over_at_once(tmp_path: Path) -> None:
+    pid = exited_pid()
+    db, locks = await _open(tmp_path / "state.db")
+    try:
+        await db.write(
+            lambda conn: conn.execute(
+                "INSERT INTO leases VALUES (?, ?, ?)",
+                ("cli:local", f"{socket.gethostname()}:{pid}:dead", time.time() + 3600),
+            )
+        )
+        async with locks.hold("cli:local", max_wait=0.5):
+            pass
+        await db.write(  # another host's lease: trusted until it expires
+            lambda conn: conn.execute(
+                "INSERT INTO leases VALUES (?, ?, ?)", ("other", "elsewhere:1:x", time.time() + 0.3)
+            )
+        )
+        started = time.monotonic()
+        async with locks.hold("other", max_wait=5.0):
+            assert time.monotonic() - started >= 0.2
+    finally:
+        await locks.aclose()
+        await db.close()
+
+
+def test_owner_alive_reads_host_and_pid() -> None:
+    host = socket.gethostname()
+    assert owner_alive(f"{host}:{os.getpid()}:me")
+    assert owner_alive("another-host:1:x")
+    assert owner_alive("garbage")
+    assert not owner_alive(f"{host}:{exited_pid()}:gone")
+
+
+def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulator, home: HeraldHome) -> None:
+    """Five `herald chat -q --continue` at once: each answered, one after another, history in order."""
+    from gateway.config import set_value
+
+    emulator.stream_delay = 0.02  # each answer streams for about half a second
+    with emulator.serve_in_thread() as url:
+        set_value(home.config_path, "model.base_url", url)
+        env = {**os.environ, "HERALD_HOME": str(home.root)}
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "gateway", "chat", "-q", f"message {n}", "--continue"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(5)
+        ]
+        outputs = [process.communicate(timeout=90) for process in processes]
+    assert [p.returncode for p in processes] == [0] * 5, [err for _, err in outputs]
+    assert all(out.startswith("Emulated reply") for out, _ in outputs)
+    assert emulator.max_in_flight == 1  # never two turns of the chat at once
+    last = emulator.requests[-1].json["messages"]
+    roles = [m["role"] for m in last]
+    assert roles == ["user", "assistant"] * 4 + ["user"]
+    users = [m["content"][0]["text"] for m in last if m["role"] == "user"]
+    assert sorted(users) == [f"message {n}" for n in range(5)]
+    answers = [m["content"][0]["text"] for m in last if m["role"] == "assistant"]
+    assert [a.split(": ", 1)[1][:9] for a in answers] == users[:4]  # each answer follows its question
