@@ -1,47 +1,203 @@
-"""The adapter seam: platform SDK in, neutral events out (implemented by the gateway issue).
+"""The adapter seam: a platform SDK on one side, neutral messages and operations on the other.
 
-An adapter knows nothing about LLMs, sessions or prompts. It turns platform updates into
-``InboundMessage`` and executes neutral outbound operations.
+An adapter knows nothing about LLMs, sessions, prompts or authorization. It turns platform updates
+into :class:`InboundMessage` and hands each to the gateway's :data:`InboundSink`; it executes neutral
+outbound operations (send, edit, delete, typing) and reports failures as :class:`DeliveryError`.
+
+Contracts an adapter keeps:
+
+- **Store before confirm.** The sink returns only once the message is durably recorded (or
+  deliberately dropped). An adapter confirms a message to its platform (advances a polling offset,
+  answers a webhook with 200) only after the sink returned; if the sink raises, the message is not
+  confirmed and the platform delivers it again.
+- **Ordering.** Messages of one chat are handed to the sink in the platform's order, one at a time.
+- **Neutral outbound.** ``send``/``edit`` get text that was already rendered and split for this
+  adapter's :class:`Capabilities`; an adapter converts it to its SDK's types and never re-splits.
+- **"Not modified" is success.** Editing a message to the text it already shows does not raise.
+- **Failures are typed.** Every platform error leaves as :class:`DeliveryError` saying whether a retry
+  can help, how long to wait, and whether the formatting was what the platform rejected.
+
+An adapter may be called from several tasks at once (different chats); ``start`` and ``stop`` are
+called once each, by the gateway's lifecycle.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ChatType(StrEnum):
+    DIRECT = "direct"  # a one-to-one chat with the bot
+    GROUP = "group"  # a group, supergroup or server channel shared by several people
+    CHANNEL = "channel"  # a broadcast channel: the bot may post but people don't talk to it
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What arrived with a message (its content is fetched only when needed)."""
+
+    kind: str  # "document", "photo", "audio", "voice", "video", "sticker", ...
+    file_id: str
+    name: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)
 class InboundMessage:
-    platform: str  # "telegram", "discord", "terminal"
+    """One message a person sent, in the platform's words but no platform types.
+
+    ``addressed`` is true when the message mentions the bot, replies to one of its messages, or is a
+    command aimed at it (in a direct chat every message is addressed). ``message_id`` is unique within
+    ``(platform, chat_id)`` and is what deduplicates a platform's redelivery.
+    """
+
+    platform: str
     chat_id: str
+    chat_type: ChatType
     user_id: str
-    message_id: str  # the platform's id, used for deduplication
+    user_name: str
+    message_id: str
     text: str
+    timestamp: float
+    thread_id: str | None = None  # a forum topic or a thread: part of where the reply goes
+    reply_to_id: str | None = None
+    addressed: bool = False
+    chat_title: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatAddress:
+    """Where a reply goes: a chat, and a topic or thread within it."""
+
+    platform: str
+    chat_id: str
     thread_id: str | None = None
-    is_direct: bool = False
-    mentions_bot: bool = False
 
 
-InboundHandler = Callable[[InboundMessage], Awaitable[None]]
+@dataclass(frozen=True)
+class TextEntity:
+    """One formatting span of an ``OutboundText``, in Telegram's vocabulary.
+
+    ``type`` is a Telegram entity type (bold, italic, underline, strikethrough, spoiler, code, pre,
+    text_link, blockquote, expandable_blockquote, custom_emoji...). ``offset`` and ``length`` count
+    UTF-16 code units, as Telegram does, so the Telegram adapter hands them over unchanged.
+    ``url`` belongs to text_link, ``language`` to pre, ``custom_emoji_id`` to custom_emoji.
+    """
+
+    type: str
+    offset: int
+    length: int
+    url: str | None = None
+    language: str | None = None
+    custom_emoji_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboundText:
+    """Plain text plus formatting entities: one message, already within the platform's limit.
+
+    Neutral on purpose: adapters convert it to their SDK's types, so the gateway never imports one.
+    """
+
+    text: str
+    entities: tuple[TextEntity, ...] = ()
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the gateway must know to render, split and stream for a platform."""
+
+    max_message_length: int  # per message, in ``length_unit``
+    length_unit: str  # "utf16" (Telegram) or "chars"
+    formatting: str  # "telegram_entities": text + entities; "markdown": pass through; "plain"
+    can_edit: bool  # streaming by edit is possible
+    has_threads: bool
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A slash command as a platform's menu shows it."""
+
+    name: str  # without the slash
+    description: str
+
+
+class DeliveryError(Exception):
+    """A platform refused or failed an outbound operation.
+
+    ``retryable``: the same operation may succeed later (a 429, a 5xx, a dropped connection);
+    ``retry_after``: seconds the platform asked to wait; ``formatting``: the platform rejected the
+    entities or markup (resend as plain text); ``permanent``: the chat is gone or the bot was removed
+    (stop trying).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        formatting: bool = False,
+        permanent: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.formatting = formatting
+        self.permanent = permanent
+
+
+InboundSink = Callable[[InboundMessage], Awaitable[None]]
+"""The gateway's entry point: returns once the message is durably handled (see the module docstring)."""
+
+
+@dataclass
+class AdapterStatus:
+    """For ``/readyz``: whether the adapter is connected, and the last problem it saw."""
+
+    connected: bool = False
+    detail: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 class Adapter(ABC):
+    """One platform. Implementations: ``adapters.telegram``, ``adapters.discord``, ``adapters.console``."""
+
     platform: str
+    capabilities: Capabilities
 
     @abstractmethod
-    async def start(self, on_message: InboundHandler) -> None:
-        """Connect and deliver inbound messages to ``on_message`` until ``stop``."""
+    async def start(self, sink: InboundSink) -> None:
+        """Connect and begin handing inbound messages to ``sink`` (returns once started)."""
 
     @abstractmethod
-    async def stop(self) -> None: ...
+    async def stop(self) -> None:
+        """Stop taking messages; confirm nothing that ``sink`` has not stored. Idempotent."""
 
     @abstractmethod
-    async def send(self, chat_id: str, text: str, *, thread_id: str | None = None) -> str:
-        """Send ``text`` (already formatted and split to the platform's limits); returns the message id."""
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        """Send one message; returns its platform id. Raises :class:`DeliveryError`."""
 
     @abstractmethod
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None: ...
+    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+        """Replace a sent message's text. Raises :class:`DeliveryError`."""
 
     @abstractmethod
-    async def typing(self, chat_id: str) -> None: ...
+    async def delete(self, address: ChatAddress, message_id: str) -> None:
+        """Delete a sent message (missing already counts as deleted). Raises :class:`DeliveryError`."""
+
+    @abstractmethod
+    async def typing(self, address: ChatAddress) -> None:
+        """Show "typing…" for a few seconds. Best effort: never raises."""
+
+    async def set_commands(self, commands: list[CommandSpec]) -> None:  # noqa: B027 - optional
+        """Publish the command menu (only called when the list changed since the last publish)."""
+
+    def status(self) -> AdapterStatus:
+        """Connection state for the readiness probe."""
+        return AdapterStatus()
