@@ -26,6 +26,35 @@ class InboundMessage:
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class TextEntity:
+    """One formatting span of an ``OutboundText``, in Telegram's vocabulary.
+
+    ``type`` is a Telegram entity type (bold, italic, underline, strikethrough, spoiler, code, pre,
+    text_link, blockquote, expandable_blockquote, custom_emoji...). ``offset`` and ``length`` count
+    UTF-16 code units, as Telegram does, so the Telegram adapter hands them over unchanged.
+    ``url`` belongs to text_link, ``language`` to pre, ``custom_emoji_id`` to custom_emoji.
+    """
+
+    type: str
+    offset: int
+    length: int
+    url: str | None = None
+    language: str | None = None
+    custom_emoji_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboundText:
+    """Plain text plus formatting entities: one message, already within the platform's limit.
+
+    Neutral on purpose: adapters convert it to their SDK's types, so the gateway never imports one.
+    """
+
+    text: str
+    entities: tuple[TextEntity, ...] = ()
+
+
 class Adapter(ABC):
     platform: str
 
