@@ -112,8 +112,8 @@ class Outbox:
     async def mark_sent(self, item_id: int, platform_message_id: str) -> None:
         await self.db.write(
             lambda conn: conn.execute(
-                "UPDATE outbox SET state = 'sent', platform_message_id = ?, sent_at = ?, attempts = attempts + 1"
-                " WHERE id = ?",
+                "UPDATE outbox SET state = 'sent', platform_message_id = ?, sent_at = ?, "
+                "attempts = attempts + 1 WHERE id = ?",
                 (platform_message_id, time.time(), item_id),
             )
         )
@@ -135,7 +135,7 @@ class Outbox:
         )
 
     async def replace(self, item_id: int, outgoing: Outgoing) -> None:
-        """Change what a pending item will do (plain text after a formatting refusal, send for a lost edit)."""
+        """Change what a pending item does (plain text after a formatting refusal; a send for a lost edit)."""
 
         def update(conn: sqlite3.Connection) -> None:
             conn.execute(

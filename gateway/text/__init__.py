@@ -1,0 +1,20 @@
+"""Pure text functions of delivery: render a model answer for a platform and split it to its limit.
+
+No I/O and no platform SDK: the results are strings (Discord, terminal) or neutral
+``adapters.base.OutboundText`` values (Telegram) that adapters convert.
+"""
+
+from gateway.text.discord import DISCORD_LIMIT, render_discord
+from gateway.text.split import split_markdown
+from gateway.text.telegram import TELEGRAM_LIMIT, plain_fallback, render_telegram
+from gateway.text.units import utf16_len
+
+__all__ = [
+    "DISCORD_LIMIT",
+    "TELEGRAM_LIMIT",
+    "plain_fallback",
+    "render_discord",
+    "render_telegram",
+    "split_markdown",
+    "utf16_len",
+]
