@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from agent.cache_policy import ONE_HOUR, Policy, TtlSetting, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
@@ -107,9 +108,18 @@ class Agent:
         return self.pool.for_session(session.provider, session.model)
 
     async def run_turn(
-        self, lease: Lease, session: SessionRecord, text: str, on_event: EventCallback | None = None
+        self,
+        lease: Lease,
+        session: SessionRecord,
+        text: str,
+        on_event: EventCallback | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> TurnResult:
-        """Answer ``text`` in ``session``. Cancel the task running this to stop the turn."""
+        """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
+
+        ``meta`` is stored with the user message (the gateway records which inbox row it answers).
+        """
         lease.check(session.session_key)
         pump = EventPump(on_event)
         turn_ids: list[int] = []
@@ -122,7 +132,8 @@ class Agent:
             if not history and not session.title:
                 await self.store.set_title(session.id, _title_from(text))
             [user_message] = await self.store.append_messages(
-                session.id, [with_payload(provider, Message(role="user", content=text))]
+                session.id,
+                [with_payload(provider, Message(role="user", content=text, meta=dict(meta or {})))],
             )
             messages = [*history, user_message]
             turn_ids.append(_id(user_message))

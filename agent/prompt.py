@@ -87,6 +87,24 @@ def format_start_date(day: dt.date) -> str:
     return f"Conversation started: {day:%A}, {day:%B} {day.day}, {day.year}"
 
 
+MEMORY_HEADER = (
+    "# Memory (a snapshot taken when this conversation started; edits made with the memory "
+    "tool apply from the next conversation)"
+)
+
+
+def frozen_memory(prompt: SystemPrompt) -> str:
+    """The memory snapshot a session's prompt carries ("" when it has none)."""
+    start = prompt.volatile.find(MEMORY_HEADER)
+    if start < 0:
+        return ""
+    body = prompt.volatile[start + len(MEMORY_HEADER) :]
+    end = body.find("\n\n# ")
+    date = body.find("\n\nConversation started:")
+    cuts = [index for index in (end, date) if index >= 0]
+    return (body[: min(cuts)] if cuts else body).strip()
+
+
 def build_system_prompt(inputs: PromptInputs) -> SystemPrompt:
     stable_parts = [inputs.identity.strip() or DEFAULT_IDENTITY]
     if inputs.tool_guidance:
@@ -101,10 +119,7 @@ def build_system_prompt(inputs: PromptInputs) -> SystemPrompt:
 
     volatile_parts = []
     if inputs.memory_snapshot.strip():
-        volatile_parts.append(
-            "# Memory (a snapshot taken when this conversation started; edits made with the memory "
-            "tool apply from the next conversation)\n\n" + inputs.memory_snapshot.strip()
-        )
+        volatile_parts.append(MEMORY_HEADER + "\n\n" + inputs.memory_snapshot.strip())
     if inputs.chat_context.strip():
         volatile_parts.append("# This chat\n\n" + inputs.chat_context.strip())
     volatile_parts.append(

@@ -158,6 +158,18 @@ class SessionStore:
 
         return await self.db.run(select)
 
+    async def sessions_for(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:
+        """The sessions of one chat, most recently used first."""
+
+        def select(conn: sqlite3.Connection) -> list[SessionRecord]:
+            rows = conn.execute(
+                "SELECT * FROM sessions WHERE session_key = ? ORDER BY updated_at DESC LIMIT ?",
+                (session_key, limit),
+            ).fetchall()
+            return [_session_from_row(row) for row in rows]
+
+        return await self.db.run(select)
+
     async def set_title(self, session_id: str, title: str) -> None:
         await self.db.write(
             lambda conn: conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))

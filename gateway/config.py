@@ -11,10 +11,18 @@ import io
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
@@ -36,14 +44,43 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message says what to fix."""
 
 
+def _user_ids(value: list[object]) -> list[object]:
+    """Platform user ids as text: YAML reads ``[12345]`` as numbers."""
+    return [str(item) if isinstance(item, int) and not isinstance(item, bool) else item for item in value]
+
+
 class GatewaySettings(Section):
-    """Who may use the bot and how the gateway runs."""
+    """Who may use the bot and how `herald gateway run` behaves."""
 
     admins: list[str] = Field(
         default_factory=list,
         description="Owners of the bot as platform:user_id (e.g. telegram:12345): they share the "
         "owner's memory files and may approve pairings.",
     )
+    allow_all: StrictBool = Field(
+        False, description="Let everyone use the bot, no allowlist or pairing (logged as a warning at start)."
+    )
+    max_concurrent_turns: StrictInt = Field(
+        32, ge=1, le=10_000, description="Agent turns running at once over all chats (one per chat)."
+    )
+    busy_policy: Literal["queue", "interrupt"] = Field(
+        "queue",
+        description="A message that arrives while its chat's turn runs: queue (answered in order after "
+        "it) or interrupt (cancel the running turn, answer the new message).",
+    )
+    stream_edit_interval: StrictFloat = Field(
+        1.0,
+        ge=0,
+        description="Seconds between edits of an answer that streams into one message; 0 = no streaming "
+        "(one message at the end).",
+    )
+    drain_timeout: StrictFloat = Field(
+        30.0,
+        ge=0,
+        description="On SIGTERM: seconds running turns get to finish before they are checkpointed.",
+    )
+    http_host: str = Field("127.0.0.1", description="Address of the health, metrics and webhook server.")
+    http_port: StrictInt = Field(8787, ge=0, le=65535, description="Port of that server (0 = any free port).")
 
     @field_validator("admins")
     @classmethod
@@ -55,6 +92,41 @@ class GatewaySettings(Section):
         return value
 
 
+class TelegramSettings(Section):
+    """The Telegram bot: enabled when TELEGRAM_BOT_TOKEN is set (environment or .env, never here)."""
+
+    mode: Literal["polling", "webhook"] = Field(
+        "polling", description="polling (long polling, works anywhere) or webhook (needs webhook_url)."
+    )
+    webhook_url: str | None = Field(
+        None,
+        description="Public HTTPS URL that reaches the gateway's server at /telegram/webhook (webhook mode).",
+    )
+    base_url: str | None = Field(
+        None, description="Bot API base URL; null = Telegram's own (tests point it at a fake server)."
+    )
+    allowed_users: list[str] = Field(
+        default_factory=list,
+        description="Telegram user ids allowed to use the bot (besides admins and pairings).",
+    )
+    require_mention: StrictBool = Field(
+        True, description="In groups, answer only when mentioned, replied to or commanded."
+    )
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: object) -> object:
+        return _user_ids(value) if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> TelegramSettings:
+        if self.mode == "webhook" and not self.webhook_url:
+            raise ValueError(
+                "mode is webhook but webhook_url is not set (the public URL Telegram should call)"
+            )
+        return self
+
+
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     prompt_caching: PromptCachingSettings = PromptCachingSettings()
@@ -64,6 +136,7 @@ class HeraldConfig(Section):
     memory: MemorySettings = MemorySettings()
     agent: AgentSection = AgentSection()
     gateway: GatewaySettings = GatewaySettings()
+    telegram: TelegramSettings = TelegramSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "

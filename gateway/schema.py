@@ -58,6 +58,7 @@ MIGRATIONS: list[list[str]] = [
             platform TEXT NOT NULL,
             user_id TEXT NOT NULL,
             user_name TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
             created_at REAL NOT NULL,
             expires_at REAL NOT NULL
         )
@@ -67,6 +68,7 @@ MIGRATIONS: list[list[str]] = [
             platform TEXT NOT NULL,
             user_id TEXT NOT NULL,
             user_name TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
             approved_at REAL NOT NULL,
             approved_by TEXT NOT NULL,
             PRIMARY KEY (platform, user_id)

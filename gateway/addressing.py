@@ -1,0 +1,86 @@
+"""Pure rules that map an inbound message to its session, memory and prompt text.
+
+- Session key: a direct chat is one session per platform and chat; a group is one session per chat
+  (per topic in forums), shared by its members. The terminal keeps ``cli:local``.
+- Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
+  ``memories/``; every other person has their own; a group has the group's (ARCHITECTURE.md,
+  reliability invariant 5).
+- Speaker: in a group the speaker's display name is prefixed to the *user message*, never put in the
+  system prompt, so every chat of the bot still shares the cached prompt prefix (cache invariant 2).
+"""
+
+from __future__ import annotations
+
+from adapters.base import ChatAddress, ChatType, InboundMessage
+from agent.memory import OWNER_SCOPE, chat_scope, user_scope
+from agent.session import SessionSpec
+
+MAX_NAME_CHARS = 64
+
+
+def session_key(message: InboundMessage) -> str:
+    if message.chat_type is ChatType.DIRECT:
+        return f"{message.platform}:dm:{message.chat_id}"
+    key = f"{message.platform}:group:{message.chat_id}"
+    return f"{key}:topic:{message.thread_id}" if message.thread_id else key
+
+
+def admin_id(platform: str, user_id: str) -> str:
+    """How ``gateway.admins`` names a person: ``platform:user_id``."""
+    return f"{platform}:{user_id}"
+
+
+def memory_scope(message: InboundMessage, *, is_admin: bool) -> str:
+    if message.chat_type is not ChatType.DIRECT:
+        return chat_scope(message.platform, message.chat_id)
+    if is_admin:
+        return OWNER_SCOPE
+    return user_scope(message.platform, message.user_id)
+
+
+def display_name(name: str) -> str:
+    """A speaker name safe to put in front of a message: one line, no brackets games, bounded."""
+    clean = " ".join(name.replace("\u0000", "").split())[:MAX_NAME_CHARS]
+    return clean or "someone"
+
+
+def user_text(message: InboundMessage) -> str:
+    """What the model reads as the user's message: in groups, who said it."""
+    text = message.text
+    if message.attachments:
+        described = ", ".join(describe_attachment(a.kind, a.name) for a in message.attachments)
+        text = f"{text}\n[attached: {described}]" if text else f"[attached: {described}]"
+    if message.chat_type is ChatType.DIRECT:
+        return text
+    return f"{display_name(message.user_name)}: {text}"
+
+
+def describe_attachment(kind: str, name: str | None) -> str:
+    return f"{kind} {name}" if name else kind
+
+
+def chat_context(message: InboundMessage) -> str:
+    """Per-chat facts for the volatile prompt layer of a new session."""
+    if message.chat_type is ChatType.DIRECT:
+        return ""
+    title = display_name(message.chat_title or "") if message.chat_title else "a group chat"
+    return (
+        f'This is the group chat "{title}" with several people. Each user message starts with the '
+        "speaker's name and a colon. Answer the person who addressed you."
+    )
+
+
+def session_spec(message: InboundMessage, *, is_admin: bool) -> SessionSpec:
+    return SessionSpec(
+        session_key=session_key(message),
+        source=message.platform,
+        platform=message.platform,
+        memory_scope=memory_scope(message, is_admin=is_admin),
+        chat_id=message.chat_id,
+        user_id=message.user_id if message.chat_type is ChatType.DIRECT else None,
+        chat_context=chat_context(message),
+    )
+
+
+def reply_address(message: InboundMessage) -> ChatAddress:
+    return ChatAddress(message.platform, message.chat_id, message.thread_id)

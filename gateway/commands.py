@@ -1,0 +1,227 @@
+"""Slash commands: one table for every platform (Telegram's menu, Discord's slash commands, the terminal).
+
+A command is recognised by its first word (``/name`` with letters, digits and underscores); anything
+else that starts with "/" ("/etc/hosts is broken") is an ordinary message for the model. An unknown
+command gets a one-line hint and never reaches the model. Commands that change the conversation
+(``/new``, ``/reset``, ``/compress``) run in the chat's lane, after its current turn, holding the
+session's lock; the others answer at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from adapters.base import CommandSpec
+from agent.prompt import frozen_memory
+from gateway import insights
+from gateway.addressing import admin_id, session_key
+from gateway.chat_settings import ModelChoice
+from gateway.inbox import InboxRow
+from gateway.services import Services
+from gateway.turns import start_session
+
+COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)
+MODEL_NAME = re.compile(r"^(?:(anthropic|openai):)?([A-Za-z0-9][A-Za-z0-9._/:-]{0,99})$")
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    services: Services
+    row: InboxRow
+    args: str
+
+    @property
+    def key(self) -> str:
+        return self.row.session_key
+
+    @property
+    def is_admin(self) -> bool:
+        message = self.row.message
+        return self.services.authorizer.is_admin(message.platform, message.user_id)
+
+
+Handler = Callable[[CommandContext], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    handler: Handler
+    admin_only: bool = False
+    in_lane: bool = False  # ordered with the chat's turns and holding the session's lock
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("name", "args")`` when ``text`` is a command, else None (it is a message for the model)."""
+    match = COMMAND.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1).lower(), (match.group(2) or "").strip()
+
+
+async def _help(context: CommandContext) -> str:
+    lines = [
+        f"/{command.name} — {command.description}"
+        for command in COMMANDS
+        if context.is_admin or not command.admin_only
+    ]
+    return "Commands:\n" + "\n".join(lines)
+
+
+async def _new(context: CommandContext) -> str:
+    record = await _fresh_session(context)
+    return f"New session started on {record.model}. Memory edits and settings apply from here."
+
+
+async def _reset(context: CommandContext) -> str:
+    record = await _fresh_session(context)
+    return (
+        f"Conversation reset: I start fresh on {record.model}. Earlier messages are kept and "
+        "session_search still finds them."
+    )
+
+
+async def _fresh_session(context: CommandContext) -> object:
+    runtime = context.services.runtime
+    async with runtime.locks.hold(context.key) as lease:
+        return await start_session(context.services, lease, context.row)
+
+
+async def _stop(context: CommandContext) -> str:
+    if context.services.lanes.cancel_running(context.key):
+        return "Stopped."
+    return "Nothing is running."
+
+
+async def _compress(context: CommandContext) -> str:
+    runtime = context.services.runtime
+    async with runtime.locks.hold(context.key) as lease:
+        session = await runtime.store.latest_session(context.key)
+        if session is None:
+            return "Nothing to compress yet: this chat has no conversation."
+        outcome = await runtime.agent.compress(lease, session)
+    if outcome is None:
+        return "Nothing to compress yet: the conversation is short."
+    return outcome.notice or outcome.line()
+
+
+async def _insights(context: CommandContext) -> str:
+    sessions = await context.services.runtime.store.sessions_for(context.key)
+    return insights.render(sessions, shown=5)
+
+
+async def _model(context: CommandContext) -> str:
+    services = context.services
+    runtime = services.runtime
+    current = await runtime.store.latest_session(context.key)
+    chosen = await services.chat_settings.model_for(context.key)
+    upcoming = chosen or ModelChoice(runtime.provider, runtime.model)
+    if not context.args:
+        running = f"This chat's session runs on {current.provider}/{current.model}. " if current else ""
+        return f"{running}New sessions use {upcoming.provider}/{upcoming.model}. Change with /model NAME."
+    match = MODEL_NAME.match(context.args)
+    if match is None:
+        return f"'{context.args}' is not a model name. Example: /model claude-haiku-4-5 or /model openai:gpt-5"
+    choice = ModelChoice(match.group(1) or upcoming.provider, match.group(2))
+    await services.chat_settings.set_model(context.key, choice)
+    keep = f" The current session stays on {current.model} so its cache stays valid." if current else ""
+    return f"This chat uses {choice.provider}/{choice.model} from its next session: send /new to start one.{keep}"
+
+
+async def _memory(context: CommandContext) -> str:
+    session = await context.services.runtime.store.latest_session(context.key)
+    if session is None:
+        return "No conversation yet, so no memory snapshot."
+    snapshot = frozen_memory(session.system_prompt)
+    if not snapshot:
+        return "This session's memory snapshot is empty."
+    return f"Memory as this session saw it when it started (edits apply from the next session):\n\n{snapshot}"
+
+
+async def _status(context: CommandContext) -> str:
+    services = context.services
+    runtime = services.runtime
+    session = await runtime.store.latest_session(context.key)
+    state = "answering now" if services.lanes.busy(context.key) else "idle"
+    uptime = int(time.time() - services.started_at)
+    lines = [f"Gateway up {uptime // 3600}h {uptime % 3600 // 60}m; this chat is {state}."]
+    if session is None:
+        lines.append("No session yet.")
+    else:
+        window = runtime.config.model_info(session.model).context_length
+        used = session.last_prompt_tokens or 0
+        lines.append(
+            f"Session {session.id} on {session.provider}/{session.model}: {session.message_count} messages, "
+            f"last prompt {used:,} of {window:,} tokens ({used / window:.0%})."
+        )
+    return "\n".join(lines)
+
+
+async def _approve(context: CommandContext) -> str:
+    words = context.args.split()
+    if not words:
+        return "Usage: /approve CODE (the code the person got), or /approve PLATFORM CODE."
+    platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
+    message = context.row.message
+    user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
+    if user is None:
+        return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
+    return f"Approved {user.user_name} ({user.platform}:{user.user_id})."
+
+
+async def _pairing(context: CommandContext) -> str:
+    pairing = context.services.pairing
+    pending = await pairing.pending()
+    approved = await pairing.approved()
+    lines = ["Pending codes:"] + [f"  {p.code} {p.platform}:{p.user_id} {p.user_name}" for p in pending]
+    if not pending:
+        lines.append("  (none)")
+    lines.append("Approved:")
+    lines += [f"  {a.platform}:{a.user_id} {a.user_name}" for a in approved] or ["  (none)"]
+    return "\n".join(lines)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("new", "start a new session (a fresh prompt: memory edits show up)", _new, in_lane=True),
+    Command("reset", "forget the conversation and start over", _reset, in_lane=True),
+    Command("stop", "stop the answer being written", _stop),
+    Command("compress", "compress the conversation now", _compress, in_lane=True),
+    Command("insights", "tokens, cache use and cost of this chat", _insights),
+    Command("model", "show or choose the model for the next session", _model),
+    Command("memory", "show the memory this session started with", _memory),
+    Command("status", "session, model and context use", _status),
+    Command("help", "this list", _help),
+    Command("approve", "approve a pairing code (admins)", _approve, admin_only=True),
+    Command("pairing", "list pairing codes and approved people (admins)", _pairing, admin_only=True),
+)
+BY_NAME = {command.name: command for command in COMMANDS}
+
+
+def menu() -> list[CommandSpec]:
+    """The commands a platform menu shows (everyone's; admins know theirs from /help)."""
+    return [CommandSpec(c.name, c.description) for c in COMMANDS if not c.admin_only]
+
+
+def menu_hash(commands: list[CommandSpec]) -> str:
+    """Identifies a menu, so it is published only when it changed (not at every start)."""
+    data = json.dumps([[c.name, c.description] for c in commands], separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+async def run_command(context: CommandContext, name: str) -> str:
+    """The reply to ``/name`` (unknown and forbidden commands get a one-line hint)."""
+    command = BY_NAME.get(name)
+    if command is None:
+        return f"Unknown command /{name}. Type /help for the list."
+    if command.admin_only and not context.is_admin:
+        return f"Only an admin can use /{name}."
+    return await command.handler(context)
+
+
+__all__ = ["BY_NAME", "COMMANDS", "Command", "CommandContext", "menu", "parse_command", "run_command", "session_key"]

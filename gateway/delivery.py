@@ -1,0 +1,163 @@
+"""Getting an answer onto a platform: render, split, stream by edit, then queue the final text.
+
+While a turn runs, :class:`ReplyStream` shows a typing indicator and, where the platform can edit,
+one message edited as text arrives (at most one edit per ``gateway.stream_edit_interval`` per chat;
+a new message when the text outgrows the limit). Streaming is best effort: a failed edit never fails
+the turn, it only stops the live view. The answer itself always goes through the outbox: the final
+text, rendered and split for the platform, becomes edits of the streamed messages (and sends for the
+rest), queued in the same transaction that marks the inbox row answered.
+
+Rendering is chosen by the adapter's :class:`Capabilities`, never by a platform's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
+from agent.events import Retrying, TextDelta, TurnEvent
+from gateway.budget import SendBudget
+from gateway.inbox import Inbox
+from gateway.outbox import Operation, Outgoing
+from gateway.text.split import split_markdown
+from gateway.text.telegram import render_telegram
+from gateway.text.units import utf16_len
+
+log = logging.getLogger(__name__)
+
+TYPING_EVERY = 4.0  # Telegram shows "typing…" for about 5 seconds per call
+EMPTY_ANSWER = "(no answer)"
+
+
+def render(text: str, capabilities: Capabilities) -> list[OutboundText]:
+    """``text`` (the model's Markdown) as messages that each fit the platform; never empty."""
+    if capabilities.formatting == "telegram_entities":
+        parts = render_telegram(text, capabilities.max_message_length)
+    else:
+        measure = utf16_len if capabilities.length_unit == "utf16" else len
+        parts = [
+            OutboundText(part) for part in split_markdown(text, capabilities.max_message_length, measure)
+        ]
+    return parts or [OutboundText(EMPTY_ANSWER)]
+
+
+def answer_operations(
+    capabilities: Capabilities, address: ChatAddress, text: str, *, streamed: list[str], reply_to: str | None
+) -> list[Outgoing]:
+    """What delivers ``text`` as the answer: edit the streamed messages in order, send the rest,
+    delete streamed messages the final text no longer needs."""
+    parts = render(text, capabilities)
+    operations: list[Outgoing] = []
+    for index, part in enumerate(parts):
+        if index < len(streamed):
+            operations.append(Outgoing(address, Operation.EDIT, part, target_message_id=streamed[index]))
+        else:
+            first = index == 0
+            operations.append(Outgoing(address, Operation.SEND, part, reply_to=reply_to if first else None))
+    for message_id in streamed[len(parts) :]:
+        operations.append(Outgoing(address, Operation.DELETE, OutboundText(""), target_message_id=message_id))
+    return operations
+
+
+class ReplyStream:
+    """The live view of one turn's answer. Use ``async with``; feed ``on_event`` to the agent."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        address: ChatAddress,
+        *,
+        reply_to: str | None,
+        budget: SendBudget,
+        interval: float,
+        inbox: Inbox,
+        inbox_id: int,
+        streamed: list[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.adapter = adapter
+        self.address = address
+        self.reply_to = reply_to
+        self.budget = budget
+        self.interval = interval
+        self.inbox = inbox
+        self.inbox_id = inbox_id
+        self.clock = clock
+        self.messages: list[str] = list(streamed or [])  # platform ids of the streamed messages
+        self._shown: list[str] = []  # the text each streamed message shows now
+        self._text = ""
+        self._last_edit = 0.0
+        self._live = interval > 0 and adapter.capabilities.can_edit
+        self._typing: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> ReplyStream:
+        self._typing = asyncio.create_task(self._keep_typing())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_typing()
+
+    async def stop_typing(self) -> None:
+        if self._typing is not None:
+            self._typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._typing
+            self._typing = None
+
+    async def _keep_typing(self) -> None:
+        while True:
+            await self.adapter.typing(self.address)
+            await asyncio.sleep(TYPING_EVERY)
+
+    async def on_event(self, event: TurnEvent) -> None:
+        """The agent's event consumer: never raises (a platform hiccup must not fail the turn)."""
+        if isinstance(event, Retrying) and event.discard_partial:
+            self._text = ""
+            return
+        if not isinstance(event, TextDelta) or not self._live:
+            return
+        self._text += event.text
+        if self.clock() - self._last_edit >= self.interval:
+            await self._show()
+
+    async def _show(self) -> None:
+        self._last_edit = self.clock()
+        parts = render(self._text, self.adapter.capabilities)
+        try:
+            for index, part in enumerate(parts):
+                if index < len(self._shown) and self._shown[index] == part.text:
+                    continue
+                await self.budget.wait(self.address)
+                if index < len(self.messages):
+                    await self.adapter.edit(self.address, self.messages[index], part)
+                else:
+                    reply_to = self.reply_to if not self.messages else None
+                    message_id = await self.adapter.send(self.address, part, reply_to=reply_to)
+                    self.messages.append(message_id)
+                    if index == 0:
+                        await self.inbox.set_stream_message(self.inbox_id, message_id)
+                if index < len(self._shown):
+                    self._shown[index] = part.text
+                else:
+                    self._shown.append(part.text)
+        except DeliveryError as error:
+            if error.retry_after is not None:
+                self.budget.penalize(self.address, error.retry_after)
+            log.warning(
+                "streaming to %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
+            )
+            self._live = False  # the final answer still goes through the outbox
+
+    def shown_text(self) -> str:
+        """The answer as far as it was streamed."""
+        return self._text
+
+    def final(self, text: str) -> list[Outgoing]:
+        """The outbox operations that deliver ``text`` as the answer, reusing the streamed messages."""
+        return answer_operations(
+            self.adapter.capabilities, self.address, text, streamed=self.messages, reply_to=self.reply_to
+        )

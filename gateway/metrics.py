@@ -1,0 +1,64 @@
+"""Prometheus metrics of one gateway process, served at ``/metrics``.
+
+One registry per gateway (no global state): tests can run several gateways in one process. Names
+follow Prometheus conventions; labels are low-cardinality (platform, outcome, token kind), never a
+chat or a user.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from agent.usage import Usage
+
+TURN_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+
+
+class GatewayMetrics:
+    """The counters, gauges and histograms the gateway updates as it works."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.messages_in = Counter(
+            "gateway_messages_in", "Inbound messages accepted (stored in the inbox)", ["platform"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.messages_ignored = Counter(
+            "gateway_messages_ignored", "Inbound messages dropped (unauthorized, not addressed, duplicate)",
+            ["platform", "reason"], registry=self.registry,
+        )  # fmt: skip
+        self.messages_out = Counter(
+            "gateway_messages_out", "Outbound operations the platform accepted", ["platform", "operation"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.turns = Counter("gateway_turns", "Agent turns by outcome", ["outcome"], registry=self.registry)
+        self.turn_seconds = Histogram(
+            "gateway_turn_seconds", "Time from a message's arrival to its answer being queued",
+            buckets=TURN_SECONDS_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            "gateway_queue_depth", "Messages waiting for or in a turn", registry=self.registry
+        )
+        self.outbox_pending = Gauge(
+            "gateway_outbox_pending", "Replies recorded but not yet sent", registry=self.registry
+        )
+        self.provider_tokens = Counter(
+            "gateway_provider_tokens", "Model tokens by kind", ["kind"], registry=self.registry
+        )
+        self.delivery_failures = Counter(
+            "gateway_delivery_failures", "Replies given up on or turns that failed for good", ["platform"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.rate_limited = Counter(
+            "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry
+        )
+
+    def count_usage(self, usage: Usage) -> None:
+        self.provider_tokens.labels("input").inc(usage.input_tokens)
+        self.provider_tokens.labels("output").inc(usage.output_tokens)
+        self.provider_tokens.labels("cache_read").inc(usage.cache_read_tokens)
+        self.provider_tokens.labels("cache_write").inc(usage.cache_write_tokens)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

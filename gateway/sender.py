@@ -1,0 +1,174 @@
+"""The outbox sender: sends what the outbox holds until the platform accepted it.
+
+Replies of one chat go out in the order they were queued (only the oldest pending item of a chat is
+tried), different chats concurrently. A platform failure is never silent: a retryable one (429,
+network, 5xx) is retried with backoff that honours ``retry_after``; a formatting refusal is resent as
+plain text; an edit of a message that is gone becomes a new message; a chat that is gone, or an item
+that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from adapters.base import Adapter, DeliveryError, OutboundText
+from gateway.budget import SendBudget
+from gateway.metrics import GatewayMetrics
+from gateway.outbox import Operation, Outbox, OutboxItem
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 12  # about an hour of backoff: then the reply is given up on and counted as failed
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 600.0
+CONCURRENT_CHATS = 32
+IDLE_WAIT = 60.0  # the longest sleep when nothing is due (new items wake the sender at once)
+
+
+def backoff(attempts: int, retry_after: float | None, rng: random.Random) -> float:
+    """Seconds before the next attempt: the platform's ``retry_after`` wins, else jittered doubling."""
+    if retry_after is not None and retry_after > 0:
+        return retry_after
+    delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, attempts - 1))
+    return float(delay * rng.uniform(0.8, 1.2))
+
+
+class OutboxSender:
+    """Runs as one task for the gateway's lifetime (``run``); ``notify`` wakes it for new items."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        adapters: Mapping[str, Adapter],
+        budget: SendBudget,
+        metrics: GatewayMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.outbox = outbox
+        self.adapters = adapters
+        self.budget = budget
+        self.metrics = metrics
+        self.clock = clock
+        self._wake = asyncio.Event()
+        self._rng = random.Random()
+        self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            await self.send_due()
+            next_at = await self.outbox.next_attempt_at()
+            wait = IDLE_WAIT if next_at is None else min(IDLE_WAIT, max(0.0, next_at - self.clock()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait if wait > 0 else 0.01)
+
+    async def send_due(self) -> int:
+        """Send everything due now, chat by chat in order; returns how many items were handled."""
+        handled = 0
+        while True:
+            heads = await self.outbox.due_heads(self.clock())
+            if not heads:
+                break
+            results = await asyncio.gather(*(self._attempt(item) for item in heads))
+            handled += len(heads)
+            if not any(results):
+                break  # everything left is waiting for a retry time
+        self.metrics.outbox_pending.set(await self.outbox.pending_count())
+        return handled
+
+    async def flush(self, seconds: float) -> bool:
+        """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty."""
+        deadline = self.clock() + seconds
+        while self.clock() < deadline:
+            await self.send_due()
+            if await self.outbox.pending_count() == 0:
+                return True
+            next_at = await self.outbox.next_attempt_at()
+            if next_at is None or next_at > deadline:
+                return False
+            await asyncio.sleep(max(0.0, min(next_at, deadline) - self.clock()))
+        return await self.outbox.pending_count() == 0
+
+    async def _attempt(self, item: OutboxItem) -> bool:
+        """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
+        outgoing = item.outgoing
+        adapter = self.adapters.get(outgoing.address.platform)
+        if adapter is None:
+            await self._give_up(item, f"the {outgoing.address.platform} adapter is not running")
+            return True
+        async with self._slots:
+            await self.budget.wait(outgoing.address)
+            try:
+                message_id = await self._perform(adapter, item)
+            except DeliveryError as error:
+                return await self._failed(item, error)
+            except Exception as error:  # an adapter bug must not stop every other chat's replies
+                log.exception("outbox item %d: unexpected error from the adapter", item.id)
+                return await self._failed(
+                    item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True)
+                )
+        await self.outbox.mark_sent(item.id, message_id)
+        self.metrics.messages_out.labels(outgoing.address.platform, outgoing.operation.value).inc()
+        return True
+
+    async def _perform(self, adapter: Adapter, item: OutboxItem) -> str:
+        outgoing = item.outgoing
+        if outgoing.operation is Operation.SEND:
+            return await adapter.send(outgoing.address, outgoing.text, reply_to=outgoing.reply_to)
+        target = outgoing.target_message_id or ""
+        if outgoing.operation is Operation.EDIT:
+            await adapter.edit(outgoing.address, target, outgoing.text)
+        else:
+            await adapter.delete(outgoing.address, target)
+        return target
+
+    async def _failed(self, item: OutboxItem, error: DeliveryError) -> bool:
+        outgoing = item.outgoing
+        platform = outgoing.address.platform
+        if error.formatting and outgoing.text.entities:
+            log.warning(
+                "outbox item %d: %s rejected the formatting; resending as plain text", item.id, platform
+            )
+            await self.outbox.replace(item.id, replace(outgoing, text=OutboundText(outgoing.text.text)))
+            return False
+        if error.permanent and outgoing.operation is Operation.EDIT:
+            log.info("outbox item %d: the streamed message is gone; sending the answer as a new one", item.id)
+            await self.outbox.replace(
+                item.id, replace(outgoing, operation=Operation.SEND, target_message_id=None)
+            )
+            return False
+        if error.permanent and outgoing.operation is Operation.DELETE:
+            await self.outbox.mark_sent(item.id, outgoing.target_message_id or "")
+            return True
+        if error.retry_after is not None:
+            self.metrics.rate_limited.labels(platform).inc()
+            self.budget.penalize(outgoing.address, error.retry_after)
+        if not error.retryable or error.permanent or item.attempts + 1 >= MAX_ATTEMPTS:
+            await self._give_up(item, str(error))
+            return True
+        delay = backoff(item.attempts + 1, error.retry_after, self._rng)
+        log.warning(
+            "outbox item %d to %s chat %s failed (%s); retry %d in %.1fs",
+            item.id, platform, outgoing.address.chat_id, error, item.attempts + 1, delay,
+        )  # fmt: skip
+        await self.outbox.reschedule(item.id, str(error), self.clock() + delay)
+        return False
+
+    async def _give_up(self, item: OutboxItem, reason: str) -> None:
+        platform = item.outgoing.address.platform
+        log.error(
+            "outbox item %d to %s chat %s given up after %d attempt(s): %s",
+            item.id, platform, item.outgoing.address.chat_id, item.attempts + 1, reason,
+        )  # fmt: skip
+        await self.outbox.mark_failed(item.id, reason)
+        self.metrics.delivery_failures.labels(platform).inc()

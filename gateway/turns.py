@@ -1,0 +1,180 @@
+"""Answering one stored message: session, hygiene, the agent's turn, the answer queued for delivery.
+
+Everything here happens while holding the session's lock (one turn at a time per session, across
+processes). The turn's user message carries the inbox row's id, so a restart can tell what a crash
+left behind: a turn that finished but was not queued is delivered as it is; a turn cut off half-way is
+closed the way a failed turn is (its messages leave the conversation, so the history stays valid and
+the prefix stays cached) and answered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from adapters.base import OutboundText
+from agent.compression.engine import CompressionOutcome
+from agent.locks import Lease
+from agent.loop import CANCELLED_NOTE, TurnResult
+from agent.messages import Message
+from agent.store import SessionRecord
+from gateway.addressing import reply_address, session_spec, user_text
+from gateway.delivery import ReplyStream, answer_operations
+from gateway.inbox import InboxRow, InboxState
+from gateway.lanes import INTERRUPTED
+from gateway.outbox import Operation, Outgoing
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+INBOX_META = "inbox"
+STOPPED_SUFFIX = "\n\n(stopped)"
+
+
+async def current_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
+    """The chat's latest session, or a new one built for the chat's chosen model."""
+    store = services.runtime.store
+    latest = await store.latest_session(row.session_key)
+    if latest is not None:
+        return latest
+    return await start_session(services, lease, row)
+
+
+async def start_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
+    """A new session for the chat of ``row`` (also what ``/new`` does)."""
+    lease.check(row.session_key)
+    message = row.message
+    is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+    choice = await services.chat_settings.model_for(row.session_key)
+    started = await services.runtime.new_session(
+        session_spec(message, is_admin=is_admin),
+        provider=choice.provider if choice else None,
+        model=choice.model if choice else None,
+    )
+    for warning in started.warnings:
+        log.warning("session %s: %s", started.record.id, warning)
+    return started.record
+
+
+def _turn_of(history: list[Message], inbox_id: int) -> list[Message] | None:
+    """The messages of the turn that answered ``inbox_id`` (from its user message on), if any."""
+    for index, message in enumerate(history):
+        if message.role == "user" and message.meta.get(INBOX_META) == inbox_id:
+            return history[index:]
+    return None
+
+
+async def recover(services: Services, session: SessionRecord, row: InboxRow) -> str | None:
+    """What an earlier attempt at ``row`` left: its finished answer (to deliver), or None.
+
+    A half-done attempt (no final answer, or one cut off by a shutdown) is taken out of the
+    conversation so the new attempt starts from a valid history.
+    """
+    store = services.runtime.store
+    turn = _turn_of(await store.load_messages(session.id), row.id)
+    if turn is None:
+        return None
+    last = turn[-1]
+    finished = len(turn) > 1 and last.role == "assistant" and not last.tool_calls
+    if finished and last.content != CANCELLED_NOTE:
+        log.info("inbox %d: the turn finished before a restart; delivering its answer", row.id)
+        return last.content
+    ids = [m.id for m in turn if m.id is not None]
+    await store.deactivate_messages(ids, "interrupted_by_restart")
+    log.info("inbox %d: closed an interrupted turn (%d messages) before answering again", row.id, len(ids))
+    return None
+
+
+async def answer(services: Services, row: InboxRow) -> None:
+    """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line."""
+    runtime = services.runtime
+    message = row.message
+    address = reply_address(message)
+    adapter = services.adapters[message.platform]
+    async with runtime.locks.hold(row.session_key) as lease:
+        session = await current_session(services, lease, row)
+        streamed = [row.stream_message_id] if row.stream_message_id else []
+        recovered = await recover(services, session, row)
+        if recovered is not None:
+            operations = answer_operations(
+                adapter.capabilities, address, recovered, streamed=streamed, reply_to=message.message_id
+            )
+            await queue_answer(services, row, operations)
+            return
+        outcome = await runtime.agent.hygiene(lease, session)
+        if outcome is not None:
+            await notify(services, row, outcome)
+        stream = ReplyStream(
+            adapter,
+            address,
+            reply_to=message.message_id,
+            budget=services.budget,
+            interval=services.stream_interval,
+            inbox=services.inbox,
+            inbox_id=row.id,
+            streamed=streamed,
+        )
+        async with stream:
+            try:
+                result = await runtime.agent.run_turn(
+                    lease, session, user_text(message), stream.on_event, meta={INBOX_META: row.id}
+                )
+            except asyncio.CancelledError as cancel:
+                await asyncio.shield(_cancelled(services, row, stream, cancel))
+                raise
+        await _finish(services, row, stream, result, session)
+
+
+async def _finish(
+    services: Services, row: InboxRow, stream: ReplyStream, result: TurnResult, session: SessionRecord
+) -> None:
+    metrics = services.metrics
+    metrics.count_usage(result.usage)
+    if result.error:
+        await queue_answer(services, row, stream.final(f"⚠️ {result.error}"), state=InboxState.FAILED)
+        metrics.turns.labels("failed").inc()
+        metrics.delivery_failures.labels(row.message.platform).inc()
+    else:
+        await queue_answer(services, row, stream.final(result.text))
+        metrics.turns.labels("answered").inc()
+    elapsed = time.time() - row.received_at
+    metrics.turn_seconds.observe(elapsed)
+    usage = result.usage
+    log.info(
+        "%s chat %s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
+        row.message.platform, row.message.chat_id, session.id, "failed" if result.error else "answered",
+        elapsed, usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+    )  # fmt: skip
+
+
+async def queue_answer(
+    services: Services,
+    row: InboxRow,
+    operations: list[Outgoing],
+    *,
+    state: InboxState = InboxState.ANSWERED,
+) -> None:
+    """Queue the answer to ``row`` and close the row, in one transaction."""
+    await services.outbox.enqueue(operations, inbox_id=row.id, finish=state)
+    services.sender.notify()
+
+
+async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:
+    """One line before the answer: session hygiene compressed the conversation."""
+    line = outcome.notice or outcome.line()
+    address = reply_address(row.message)
+    await services.outbox.enqueue([Outgoing(address, Operation.SEND, OutboundText(f"ℹ️ {line}"))])
+    services.sender.notify()
+
+
+async def _cancelled(
+    services: Services, row: InboxRow, stream: ReplyStream, cancel: asyncio.CancelledError
+) -> None:
+    """A stopped turn: ``/stop`` or a newer message closes the row; a shutdown leaves it for the restart."""
+    if not (cancel.args and cancel.args[0] == INTERRUPTED):
+        return
+    services.metrics.turns.labels("cancelled").inc()
+    operations = stream.final(stream.shown_text() + STOPPED_SUFFIX) if stream.messages else []
+    await services.outbox.enqueue(operations, inbox_id=row.id, finish=InboxState.CANCELLED)
+    services.sender.notify()
