@@ -1,0 +1,394 @@
+"""Serving: :class:`FakeDiscord` over aiohttp, on the caller's loop or in a thread.
+
+One port serves the REST API under ``/api/v10``, the gateway websocket at ``/gateway`` (and
+``/resume``, READY's ``resume_gateway_url``) and attachment downloads under ``/attachments``. The
+HTTP layer parses the body (JSON, or multipart with ``payload_json`` + ``files[n]``), records the
+call, applies scripted faults and writes what the route handlers decided; state changes happen in
+the handlers under the state lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, NamedTuple, TypeVar
+
+from aiohttp import web
+
+from . import interactions, rest
+from .gateway import Gateway
+from .inject import Inject
+from .messages import Upload
+from .records import Fault, RecordedCall
+from .rest import RestRequest, Route
+from .wire import DEFAULT_FAULT_CODES, ApiError, json_response, rate_limit_headers
+
+T = TypeVar("T")
+START_TIMEOUT = 10.0
+SHUTDOWN_TIMEOUT = 2.0
+WAIT_INTERVAL = 0.01
+ROUTES: list[tuple[Route, re.Pattern[str]]] = [(r, r.regex) for r in rest.ROUTES + interactions.ROUTES]
+SUCCESS_LIMIT = 50  # X-RateLimit-Limit on ordinary answers (never exhausted: no pre-emptive waits)
+
+
+class WaitTimeout(AssertionError, TimeoutError):
+    """:meth:`FakeDiscord.wait_for` gave up; the message says what the fake saw."""
+
+
+class DiscordUrls(NamedTuple):
+    rest: str  # http://127.0.0.1:PORT/api/v10, for discord.http.Route.BASE
+    gateway: str  # ws://127.0.0.1:PORT/gateway, for DiscordWebSocket.DEFAULT_GATEWAY
+
+
+class FakeDiscord(Inject):
+    """An offline Discord (REST + gateway) for one bot application, driven by the real discord.py.
+
+    ``async with fake.serve() as urls`` on the running loop (or ``with fake.serve_in_thread()``),
+    then ``with fake.patch_discord():`` to point discord.py at it. The world: ``bot_id``,
+    ``application_id``, ``token``, a guild ``guild_id`` with text channel ``channel_id``;
+    :meth:`add_guild`, :meth:`add_text_channel`, :meth:`add_thread`, :meth:`add_user`.
+    Inject: :meth:`dm_message`, :meth:`guild_message`, :meth:`interaction`, :meth:`replay`,
+    :meth:`edit_user_message`, :meth:`delete_user_message`, :meth:`dispatch`. Gateway faults:
+    :meth:`force_reconnect`, :meth:`invalidate_sessions`, ``enabled_privileged_intents``,
+    ``ack_heartbeats``. REST faults: :meth:`fail_next`, :meth:`fail_network_next`,
+    :meth:`forbid_channel`. Observe: ``calls``, :meth:`messages`, ``deleted``, :meth:`typing`,
+    ``command_syncs``, :meth:`interaction_responses`, ``identify_payloads``, ``connections``,
+    :meth:`wait_for`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gateway = Gateway(self)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- serving -----------------------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/gateway", self._gateway.handle)
+        app.router.add_get("/resume", self._gateway.handle)
+        app.router.add_route("*", r"/api/v{version:\d+}/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._download)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        return app
+
+    @asynccontextmanager
+    async def serve(self, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[DiscordUrls]:
+        """Serve on the current event loop; yields :class:`DiscordUrls` (REST base, gateway URL)."""
+        if self._loop is not None:
+            raise RuntimeError("this FakeDiscord is already serving")
+        runner = web.AppRunner(
+            self._app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handler_cancellation=True
+        )
+        await runner.setup()
+        self._loop = asyncio.get_running_loop()
+        self._gateway.accepting = True
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+            root = f"{host}:{runner.addresses[0][1]}"
+            with self.lock:
+                self.base_url = f"http://{root}"
+                self.rest_url = f"http://{root}/api/v10"
+                self.gateway_url = f"ws://{root}/gateway"
+                self._gateway.resume_url = f"ws://{root}/resume"
+            yield DiscordUrls(self.rest_url, self.gateway_url)
+        finally:
+            # Stop listening first, so a client reconnecting after the close finds nobody there.
+            self._gateway.accepting = False
+            with contextlib.suppress(RuntimeError):  # the site never started
+                await site.stop()
+            await self._gateway.close_all()
+            await runner.cleanup()
+            self._loop = None
+
+    @contextmanager
+    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[DiscordUrls]:
+        """Serve from a daemon thread with its own loop; yields :class:`DiscordUrls`."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        stop = asyncio.Event()
+        urls: list[DiscordUrls] = []
+        errors: list[BaseException] = []
+
+        async def main() -> None:
+            try:
+                async with self.serve(host, port) as served:
+                    urls.append(served)
+                    ready.set()
+                    await stop.wait()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+            finally:
+                ready.set()
+
+        def run() -> None:
+            try:
+                loop.run_until_complete(main())
+            except BaseException:  # reported to the caller through `errors`
+                pass
+            finally:
+                loop.close()
+
+        thread = threading.Thread(target=run, name="fake-discord", daemon=True)
+        thread.start()
+        if not ready.wait(START_TIMEOUT) or not urls:
+            raise RuntimeError("the fake Discord server did not start") from (errors[0] if errors else None)
+        try:
+            yield urls[0]
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stop.set)
+            thread.join(START_TIMEOUT)
+
+    @contextmanager
+    def patch_discord(self) -> Iterator[DiscordUrls]:
+        """Point discord.py at this fake (``Route.BASE``, ``DiscordWebSocket.DEFAULT_GATEWAY``)
+        and restore both on exit. Serve first: the URLs carry the bound port."""
+        import discord.gateway
+        import discord.http
+        import yarl
+
+        if not self.rest_url:
+            raise RuntimeError("serve the fake before patching discord.py")
+        route, socket = discord.http.Route, discord.gateway.DiscordWebSocket
+        old_base, old_gateway = route.BASE, socket.DEFAULT_GATEWAY
+        route.BASE = self.rest_url
+        socket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
+        try:
+            yield DiscordUrls(self.rest_url, self.gateway_url)
+        finally:
+            route.BASE, socket.DEFAULT_GATEWAY = old_base, old_gateway
+
+    # --- gateway controls --------------------------------------------------------------------------
+
+    def force_reconnect(self, resume: bool = True, *, code: int | None = None) -> int:
+        """Make every connected client reconnect; returns how many connections were affected.
+
+        ``resume=True``: op 7 RECONNECT (or, with ``code``, a close with that code, e.g. 4000);
+        the session stays resumable, events dispatched meanwhile are replayed after RESUME.
+        ``resume=False``: the session is invalidated and op 9 INVALID_SESSION (or the close
+        ``code``) is sent; discord.py identifies again (a new READY: ``on_ready`` fires again)
+        and events dispatched in between are lost, as on Discord.
+        """
+        return self._gateway.force_reconnect(resume=resume, code=code)
+
+    def invalidate_sessions(self) -> None:
+        """Every session becomes unresumable: a RESUME now gets op 9 (then a fresh IDENTIFY)."""
+        self._gateway.invalidate_sessions()
+
+    @property
+    def ack_heartbeats(self) -> bool:
+        return self._gateway.ack_heartbeats
+
+    @ack_heartbeats.setter
+    def ack_heartbeats(self, value: bool) -> None:
+        self._gateway.ack_heartbeats = value
+
+    # --- HTTP --------------------------------------------------------------------------------------
+
+    async def _rest(self, request: web.Request) -> web.StreamResponse:
+        path, method = "/" + request.match_info["tail"], request.method
+        parse_error: str | None = None
+        body: Any = None
+        uploads: list[Upload] = []
+        try:
+            body, uploads = await _read_body(request)
+        except ValueError as exc:
+            parse_error = str(exc)
+        route, params, allowed = _match(method, path)
+        call = RecordedCall(
+            method,
+            path,
+            route.template if route else None,
+            copy.deepcopy(body),
+            dict(request.query),
+            time.monotonic(),
+            files={u.filename: u.data for u in uploads},
+        )
+        self.record_call(call)
+        fault = self.take_fault(method, path) if route is not None else None
+        if fault is not None and fault.network:
+            with self.lock:
+                call.status = 0
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)  # never reaches the client
+        with self.lock:
+            status, out, headers = self._answer(
+                request, route, params, allowed, body, uploads, parse_error, fault
+            )
+            call.status, call.response = status, copy.deepcopy(out)
+        return json_response(status, out, headers)
+
+    def _answer(
+        self,
+        request: web.Request,
+        route: Route | None,
+        params: dict[str, str],
+        allowed: list[str],
+        body: Any,
+        uploads: list[Upload],
+        parse_error: str | None,
+        fault: Fault | None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """Status, JSON body and headers for one REST request (lock held)."""
+        if route is None:
+            if allowed:
+                return 405, ApiError(405, 0).body(), {"Allow": ", ".join(allowed)}
+            return 404, ApiError(404, 0).body(), {}
+        if route.auth and request.headers.get("Authorization") != f"Bot {self.token}":
+            return 401, ApiError(401, 0).body(), {}
+        bucket = hashlib.sha1(f"{route.method} {route.template}".encode()).hexdigest()[:32]
+        if fault is not None:
+            return _fault_answer(fault, bucket)
+        if parse_error is not None:
+            return 400, ApiError(400, 50109, "The request body contains invalid JSON.").body(), {}
+        req = RestRequest(
+            request.method, "/" + request.match_info["tail"], params, dict(request.query), body, uploads
+        )
+        try:
+            status, out = route.handler(self, req)
+        except ApiError as exc:
+            status, out = exc.status, exc.body()
+        headers = rate_limit_headers(
+            bucket, limit=SUCCESS_LIMIT, remaining=SUCCESS_LIMIT - 1, reset_after=1.0, scope="user"
+        )
+        return status, out, headers
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """Attachment bytes (discord.py's ``Attachment.read()`` GETs the ``url``)."""
+        with self.lock:
+            wanted = request.match_info["attachment_id"]
+            for msg in self.messages_by_id.values():
+                for attachment_id, file in msg.attachments:
+                    if str(attachment_id) == wanted and file.filename == request.match_info["filename"]:
+                        return web.Response(body=file.data, headers={"Content-Type": file.content_type})
+        return json_response(404, ApiError(404, 0).body())
+
+    async def _not_found(self, request: web.Request) -> web.StreamResponse:
+        return json_response(404, ApiError(404, 0).body())
+
+    # --- waiting -----------------------------------------------------------------------------------
+
+    async def wait_for(
+        self,
+        predicate: Callable[[], T],
+        timeout: float = 5.0,  # noqa: ASYNC109 - a bounded wait is the point of this helper
+        *,
+        what: str | None = None,
+    ) -> T:
+        """Poll ``predicate`` (under the lock) until it returns something truthy; return that.
+
+        A predicate raising LookupError/AssertionError counts as "not yet". On timeout raises
+        :class:`WaitTimeout` (an AssertionError and a TimeoutError) describing recent activity.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            value, error = self._try(predicate)
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise self._timeout(predicate, timeout, what, value, error)
+            await asyncio.sleep(WAIT_INTERVAL)
+
+    def wait_for_sync(
+        self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
+    ) -> T:
+        """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value, error = self._try(predicate)
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise self._timeout(predicate, timeout, what, value, error)
+            time.sleep(WAIT_INTERVAL)
+
+    async def wait_for_session(self, timeout: float = 5.0) -> str:  # noqa: ASYNC109
+        """Wait until a client has identified (or resumed) and is connected; its session id."""
+        live = await self.wait_for(self.live_sessions, timeout, what="a connected gateway session")
+        return live[0]
+
+    def _try(self, predicate: Callable[[], T]) -> tuple[T | None, BaseException | None]:
+        try:
+            with self.lock:
+                return predicate(), None
+        except (LookupError, AssertionError) as exc:
+            return None, exc
+
+    def _timeout(
+        self,
+        predicate: Callable[..., Any],
+        timeout: float,
+        what: str | None,
+        value: Any,
+        error: BaseException | None,
+    ) -> WaitTimeout:
+        label = what or getattr(predicate, "__qualname__", repr(predicate))
+        last = f"raised {error!r}" if error is not None else f"returned {value!r}"
+        return WaitTimeout(
+            f"timed out after {timeout}s waiting for {label}; it last {last}\n{self.describe()}"
+        )
+
+
+def _match(method: str, path: str) -> tuple[Route | None, dict[str, str], list[str]]:
+    """The route for ``method path`` with its parameters, or None and the methods the path allows."""
+    allowed = []
+    for route, regex in ROUTES:
+        found = regex.fullmatch(path)
+        if found is None:
+            continue
+        if route.method == method:
+            return route, found.groupdict(), []
+        allowed.append(route.method)
+    return None, {}, allowed
+
+
+def _fault_answer(fault: Fault, bucket: str) -> tuple[int, Any, dict[str, str]]:
+    if fault.status == 429:
+        body: dict[str, Any] = {
+            "message": fault.message or "You are being rate limited.",
+            "retry_after": fault.retry_after,
+            "global": fault.global_,
+        }
+        scope = "global" if fault.global_ else "user"
+        headers = {
+            "Via": "1.1 google",
+            "Retry-After": str(max(1, math.ceil(fault.retry_after))),
+            **rate_limit_headers(bucket, limit=5, remaining=0, reset_after=fault.retry_after, scope=scope),
+        }
+        if fault.global_:
+            body["code"] = 0
+            headers["X-RateLimit-Global"] = "true"
+        return 429, body, headers
+    code = fault.code if fault.code is not None else DEFAULT_FAULT_CODES.get(fault.status, 0)
+    return fault.status, ApiError(fault.status, code, fault.message).body(), {}
+
+
+async def _read_body(request: web.Request) -> tuple[Any, list[Upload]]:
+    """The JSON body, or a multipart body's ``payload_json`` and its ``files[n]`` parts."""
+    if request.content_type.startswith("multipart/"):
+        form = await request.post()
+        payload: Any = None
+        uploads = []
+        for key, value in form.items():
+            if isinstance(value, web.FileField):
+                uploads.append(Upload(key, value.filename, value.content_type, value.file.read()))
+            elif key == "payload_json":
+                payload = json.loads(str(value))
+        return payload, uploads
+    raw = await request.read()
+    if not raw.strip():
+        return None, []
+    return json.loads(raw), []
