@@ -24,7 +24,7 @@ called once each, by the gateway's lifecycle.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -170,14 +170,22 @@ class Adapter(ABC):
 
     platform: str
     capabilities: Capabilities
+    webhook_path: str | None = None  # when set, the gateway's HTTP server routes POSTs here
 
     @abstractmethod
     async def start(self, sink: InboundSink) -> None:
         """Connect and begin handing inbound messages to ``sink`` (returns once started)."""
 
+    async def stop_receiving(self) -> None:  # noqa: B027 - optional
+        """Take no new messages but keep sending (a graceful shutdown delivers queued replies first)."""
+
     @abstractmethod
     async def stop(self) -> None:
-        """Stop taking messages; confirm nothing that ``sink`` has not stored. Idempotent."""
+        """Stop everything; confirm nothing that ``sink`` has not stored. Idempotent."""
+
+    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> int:
+        """A POST to ``webhook_path``: hand the update to the sink; returns the HTTP status to answer."""
+        return 404
 
     @abstractmethod
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:

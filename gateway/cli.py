@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.store import open_session_store
-from gateway import insights
+from gateway import cli_gateway, insights
 from gateway.config import ConfigError, get_value, load_config, set_value
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
 
@@ -40,14 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     setter.add_argument("value")
 
     commands.add_parser("insights", help="tokens, cache hit ratio and cost per session")
+    cli_gateway.add_commands(commands)
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
-    """Warnings by default; ``-v`` shows Herald's own debug logs (never the SDKs' request dumps)."""
+def configure_logging(verbose: bool, *, level: int = logging.WARNING) -> None:
+    """``level`` for Herald's own logs (``-v``: debug); other libraries stay at warnings, so the SDKs'
+    request dumps (which contain URLs with tokens) never reach the log."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for package in ("agent", "gateway", "adapters"):
-        logging.getLogger(package).setLevel(logging.DEBUG if verbose else logging.WARNING)
+        logging.getLogger(package).setLevel(logging.DEBUG if verbose else level)
 
 
 def _setup(home: HeraldHome) -> int:
@@ -121,6 +123,12 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return asyncio.run(_chat(home, args))
     if args.command == "insights":
         return asyncio.run(_insights(home))
+    if args.command == "gateway":
+        if args.gateway_command == "run":
+            configure_logging(args.verbose, level=logging.INFO)  # an operator reads one line per message
+        return cli_gateway.run_gateway_command(home, args)
+    if args.command == "pairing":
+        return cli_gateway.run_pairing_command(home, args)
     return 2
 
 

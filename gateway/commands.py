@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 from adapters.base import CommandSpec
 from agent.prompt import frozen_memory
+from agent.store import SessionRecord
 from gateway import insights
-from gateway.addressing import admin_id, session_key
+from gateway.addressing import admin_id
 from gateway.chat_settings import ModelChoice
 from gateway.inbox import InboxRow
+from gateway.pairing import welcome
 from gateway.services import Services
 from gateway.turns import start_session
 
@@ -87,7 +89,7 @@ async def _reset(context: CommandContext) -> str:
     )
 
 
-async def _fresh_session(context: CommandContext) -> object:
+async def _fresh_session(context: CommandContext) -> SessionRecord:
     runtime = context.services.runtime
     async with runtime.locks.hold(context.key) as lease:
         return await start_session(context.services, lease, context.row)
@@ -127,11 +129,16 @@ async def _model(context: CommandContext) -> str:
         return f"{running}New sessions use {upcoming.provider}/{upcoming.model}. Change with /model NAME."
     match = MODEL_NAME.match(context.args)
     if match is None:
-        return f"'{context.args}' is not a model name. Example: /model claude-haiku-4-5 or /model openai:gpt-5"
+        return (
+            f"'{context.args}' is not a model name. Example: /model claude-haiku-4-5 or /model openai:gpt-5"
+        )
     choice = ModelChoice(match.group(1) or upcoming.provider, match.group(2))
     await services.chat_settings.set_model(context.key, choice)
     keep = f" The current session stays on {current.model} so its cache stays valid." if current else ""
-    return f"This chat uses {choice.provider}/{choice.model} from its next session: send /new to start one.{keep}"
+    return (
+        f"This chat uses {choice.provider}/{choice.model} from its next session: send /new to start one."
+        f"{keep}"
+    )
 
 
 async def _memory(context: CommandContext) -> str:
@@ -172,7 +179,9 @@ async def _approve(context: CommandContext) -> str:
     user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
-    return f"Approved {user.user_name} ({user.platform}:{user.user_id})."
+    await context.services.outbox.enqueue([welcome(user)])
+    context.services.sender.notify()
+    return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
 
 
 async def _pairing(context: CommandContext) -> str:
@@ -222,6 +231,3 @@ async def run_command(context: CommandContext, name: str) -> str:
     if command.admin_only and not context.is_admin:
         return f"Only an admin can use /{name}."
     return await command.handler(context)
-
-
-__all__ = ["BY_NAME", "COMMANDS", "Command", "CommandContext", "menu", "parse_command", "run_command", "session_key"]

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from adapters.base import ChatAddress, OutboundText
 from agent.db import Database
+from gateway.outbox import Operation, Outgoing
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
@@ -56,6 +58,14 @@ class ApprovedUser:
 class PairingRequest:
     outcome: RequestOutcome
     code: PairingCode | None = None
+
+
+WELCOME = "You're in: the owner approved your access. Say hello whenever you like."
+
+
+def welcome(user: ApprovedUser) -> Outgoing:
+    """The message that tells an approved person (queued in the outbox by whoever approved them)."""
+    return Outgoing(ChatAddress(user.platform, user.chat_id), Operation.SEND, OutboundText(WELCOME))
 
 
 def new_code(choose: Callable[[str], str] = secrets.choice) -> str:

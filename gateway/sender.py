@@ -28,7 +28,7 @@ MAX_ATTEMPTS = 12  # about an hour of backoff: then the reply is given up on and
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 600.0
 CONCURRENT_CHATS = 32
-IDLE_WAIT = 60.0  # the longest sleep when nothing is due (new items wake the sender at once)
+IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
 
 
 def backoff(attempts: int, retry_after: float | None, rng: random.Random) -> float:

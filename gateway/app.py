@@ -1,0 +1,214 @@
+"""``herald gateway run``: every enabled adapter, the router and the HTTP server in one process.
+
+Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime, the
+gateway's tables, the outbox sender, recovery of what a previous run left unanswered, the adapters,
+the command menus (published only when they changed), the HTTP server.
+
+Shutdown (SIGTERM or SIGINT) drains instead of dropping: stop taking messages, let running turns
+finish within ``gateway.drain_timeout`` (then cancel them: their messages stay pending and are
+answered after the restart), send what the outbox holds, then close everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sqlite3
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+
+from adapters.base import Adapter, DeliveryError
+from gateway import schema
+from gateway.auth import AccessPolicy, Authorizer
+from gateway.budget import SendBudget
+from gateway.chat_settings import ChatSettings
+from gateway.commands import menu, menu_hash
+from gateway.config import ConfigError, HeraldConfig
+from gateway.home import HeraldHome
+from gateway.http import HttpServer
+from gateway.inbox import Inbox
+from gateway.lanes import Lanes
+from gateway.metrics import GatewayMetrics
+from gateway.outbox import Outbox
+from gateway.pairing import Pairing
+from gateway.router import Router
+from gateway.runtime import open_runtime
+from gateway.sender import OutboxSender
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+TELEGRAM_TOKEN = "TELEGRAM_BOT_TOKEN"
+TELEGRAM_WEBHOOK_PATH = "/telegram/webhook"
+FLUSH_TIMEOUT = 10.0
+
+
+def build_adapters(config: HeraldConfig, environ: Mapping[str, str]) -> list[Adapter]:
+    """The adapters whose credentials are present (a platform is enabled by its token)."""
+    adapters: list[Adapter] = []
+    token = environ.get(TELEGRAM_TOKEN, "").strip()
+    if token:
+        from adapters.telegram import TelegramAdapter  # imports python-telegram-bot: only when enabled
+
+        settings = config.telegram
+        adapters.append(
+            TelegramAdapter(
+                token,
+                base_url=settings.base_url,
+                mode=settings.mode,
+                webhook_url=settings.webhook_url,
+            )
+        )
+    return adapters
+
+
+@dataclass
+class Gateway:
+    services: Services
+    router: Router
+    http: HttpServer
+    adapters: Sequence[Adapter]
+
+    async def drain(self) -> None:
+        """Stop taking messages, finish or checkpoint running turns, send what is queued."""
+        services = self.services
+        await self.router.close()
+        for adapter in self.adapters:
+            await adapter.stop_receiving()
+        finished = await services.lanes.drain(services.settings.drain_timeout)
+        if not finished:
+            log.warning("turns still running after %.0fs; they will be answered after the restart",
+                        services.settings.drain_timeout)  # fmt: skip
+            await services.lanes.shutdown()
+        if not await services.sender.flush(FLUSH_TIMEOUT):
+            log.warning("some replies could not be sent before shutdown; they go out after the restart")
+
+
+async def publish_menus(adapters: Sequence[Adapter], services: Services) -> None:
+    """Publish the command menu on each platform, only when it changed since the last publish."""
+    commands = menu()
+    digest = menu_hash(commands)
+    db = services.runtime.db
+    for adapter in adapters:
+        key = f"menu:{adapter.platform}"
+
+        if await db.run(partial(_recall, key=key)) == digest:
+            continue
+        try:
+            await adapter.set_commands(commands)
+        except DeliveryError as error:
+            log.warning("could not publish the %s command menu: %s", adapter.platform, error)
+            continue
+        await db.write(partial(_remember, key=key, value=digest))
+
+
+def _recall(conn: sqlite3.Connection, *, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM gateway_state WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _remember(conn: sqlite3.Connection, *, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO gateway_state (key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def access_policy(config: HeraldConfig) -> AccessPolicy:
+    return AccessPolicy(
+        admins=frozenset(config.gateway.admins),
+        allow_all=config.gateway.allow_all,
+        allowed_users={"telegram": frozenset(config.telegram.allowed_users)},
+    )
+
+
+@asynccontextmanager
+async def open_gateway(
+    config: HeraldConfig,
+    home: HeraldHome,
+    *,
+    adapters: Sequence[Adapter] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AsyncIterator[Gateway]:
+    """Start the gateway; on exit drain it and close everything."""
+    chosen = list(adapters) if adapters is not None else build_adapters(config, environ or os.environ)
+    if not chosen:
+        raise ConfigError(
+            f"No chat platform is enabled: set {TELEGRAM_TOKEN} in the environment or in {home.env_path}."
+        )
+    if config.gateway.allow_all:
+        log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
+    async with AsyncExitStack() as stack:
+        runtime = await stack.enter_async_context(open_runtime(config, home))
+        await runtime.db.migrate(schema.COMPONENT, schema.MIGRATIONS)
+        metrics = GatewayMetrics()
+        outbox = Outbox(runtime.db)
+        by_platform = {adapter.platform: adapter for adapter in chosen}
+        budget = SendBudget()
+        sender = OutboxSender(outbox, by_platform, budget, metrics)
+        pairing = Pairing(runtime.db)
+        services = Services(
+            runtime=runtime,
+            settings=config.gateway,
+            inbox=Inbox(runtime.db),
+            outbox=outbox,
+            sender=sender,
+            adapters=by_platform,
+            budget=budget,
+            authorizer=Authorizer(access_policy(config), pairing),
+            pairing=pairing,
+            chat_settings=ChatSettings(runtime.db),
+            lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
+            metrics=metrics,
+        )
+        router = Router(services, require_mention={"telegram": config.telegram.require_mention})
+        sending = asyncio.create_task(sender.run(), name="outbox sender")
+        stack.push_async_callback(_cancel, sending)
+        for adapter in chosen:
+            await adapter.start(router.handle)
+            stack.push_async_callback(adapter.stop)
+        await router.recover()  # before any new message is handled (the router waits for it)
+        await publish_menus(chosen, services)
+        http = HttpServer(
+            config.gateway.http_host,
+            config.gateway.http_port,
+            adapters=chosen,
+            db=runtime.db,
+            metrics=metrics,
+        )
+        await http.start()
+        stack.push_async_callback(http.stop)
+        gateway = Gateway(services, router, http, chosen)
+        log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
+        try:
+            yield gateway
+        finally:
+            await gateway.drain()
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def run_gateway(config: HeraldConfig, home: HeraldHome) -> int:
+    """Run until SIGTERM or SIGINT, then drain and exit 0."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with open_gateway(config, home):
+            await stop.wait()
+            log.info("stopping: draining running turns (up to %.0fs)", config.gateway.drain_timeout)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return 0

@@ -1,0 +1,100 @@
+"""The gateway's HTTP server: ``/healthz``, ``/readyz``, ``/metrics`` and platform webhooks.
+
+``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
+connected and the database takes a write, else 503 with what is wrong (for a load balancer or
+systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
+``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiohttp import web
+
+from adapters.base import Adapter
+from agent.db import Database
+from gateway.metrics import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+MAX_WEBHOOK_BODY = 4 * 1024 * 1024
+SHUTDOWN_TIMEOUT = 5.0
+
+
+class HttpServer:
+    """Serves on ``host:port`` from ``start`` until ``stop``; ``port`` 0 picks a free one (see ``url``)."""
+
+    def __init__(
+        self, host: str, port: int, *, adapters: Sequence[Adapter], db: Database, metrics: GatewayMetrics
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.adapters = adapters
+        self.db = db
+        self.metrics = metrics
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_WEBHOOK_BODY)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        for adapter in self.adapters:
+            if adapter.webhook_path:
+                app.router.add_post(adapter.webhook_path, self._webhook(adapter))
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.url = f"http://{self.host}:{bound}"
+        log.info("HTTP server at %s (/healthz, /readyz, /metrics)", self.url)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readiness(self) -> dict[str, object]:
+        problems: list[str] = []
+        for adapter in self.adapters:
+            status = adapter.status()
+            if not status.connected:
+                problems.append(
+                    f"{adapter.platform}: not connected{': ' + status.detail if status.detail else ''}"
+                )
+        try:
+            await self.db.write(
+                lambda conn: conn.execute(
+                    "INSERT INTO gateway_state (key, value) VALUES ('ready_probe', datetime('now')) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+                )
+            )
+        except Exception as error:  # any failure means "not ready"; say which
+            problems.append(f"database: {type(error).__name__}: {error}")
+        return {"ready": not problems, "problems": problems}
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        report = await self.readiness()
+        return web.json_response(report, status=200 if report["ready"] else 503, dumps=json.dumps)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+
+    def _webhook(self, adapter: Adapter) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            body = await request.read()
+            status = await adapter.receive_webhook(body, request.headers)
+            return web.Response(status=status)
+
+        return handle

@@ -1,0 +1,163 @@
+"""The router: what happens to each inbound message, from every adapter, in one code path.
+
+1. While shutting down, refuse (the adapter then does not confirm, and the platform redelivers later).
+2. In groups, ignore what is not addressed to the bot (unless the platform's ``require_mention`` is off).
+3. Authorize: unknown people in a direct chat get a pairing code; in groups they are ignored silently.
+   Nothing of theirs is stored and nothing reaches a provider.
+4. Store in the inbox (deduplicating a platform's redelivery); only then does the sink return.
+5. Commands run from the command table; everything else becomes a turn in the chat's lane, where the
+   busy policy decides what a message arriving mid-turn does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+
+from adapters.base import ChatType, InboundMessage
+from gateway.addressing import reply_address, session_key
+from gateway.commands import BY_NAME, CommandContext, parse_command, run_command
+from gateway.delivery import answer_operations
+from gateway.inbox import InboxRow, InboxState
+from gateway.pairing import RequestOutcome
+from gateway.services import Services
+from gateway.text.sanitize import repair_surrogates
+from gateway.turns import answer
+
+log = logging.getLogger(__name__)
+
+FULL_REPLY_EVERY = 600.0
+TRACKED_REFUSALS = 4096
+
+
+class GatewayStopping(Exception):
+    """The gateway is shutting down; the adapter must not confirm the message."""
+
+
+class Router:
+    def __init__(self, services: Services, *, require_mention: Mapping[str, bool]) -> None:
+        self.services = services
+        self.require_mention = require_mention
+        self.accepting = True
+        self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
+        self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
+        self._commands: set[asyncio.Task[None]] = set()
+
+    async def handle(self, message: InboundMessage) -> None:
+        """The adapters' sink (see adapters/base.py for the contract)."""
+        if not self.accepting:
+            raise GatewayStopping("the gateway is shutting down; the message will be delivered again")
+        await self._recovered.wait()
+        services = self.services
+        metrics = services.metrics
+        message = replace(message, text=repair_surrogates(message.text))
+        if message.chat_type is ChatType.CHANNEL:
+            metrics.messages_ignored.labels(message.platform, "channel").inc()
+            return
+        direct = message.chat_type is ChatType.DIRECT
+        if not direct and not message.addressed and self.require_mention.get(message.platform, True):
+            metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
+            return
+        if not await services.authorizer.is_allowed(message.platform, message.user_id):
+            metrics.messages_ignored.labels(message.platform, "unauthorized").inc()
+            if direct:
+                await self._pairing(message)
+            return
+        row = await services.inbox.record(message, session_key(message))
+        if row is None:
+            metrics.messages_ignored.labels(message.platform, "duplicate").inc()
+            where = f"{message.platform} chat {message.chat_id}"
+            log.info("%s: message %s already received", where, message.message_id)
+            return
+        metrics.messages_in.labels(message.platform).inc()
+        self.dispatch(row)
+
+    def dispatch(self, row: InboxRow) -> None:
+        """Start handling a stored message: a command, or a turn in the chat's lane."""
+        services = self.services
+        parsed = parse_command(row.message.text)
+        if parsed is not None:
+            name, args = parsed
+            command = BY_NAME.get(name)
+            job = partial(self._command, row, name, args)
+            if command is not None and command.in_lane:
+                services.lanes.submit(row.session_key, job)
+            else:
+                task = asyncio.create_task(job())
+                self._commands.add(task)
+                task.add_done_callback(self._commands.discard)
+            return
+        if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
+            log.info("session key %s: a new message interrupted the running turn", row.session_key)
+        services.lanes.submit(row.session_key, partial(answer, services, row))
+
+    async def recover(self) -> int:
+        """Answer what a previous run stored but never answered; returns how many."""
+        pending = await self.services.inbox.pending()
+        for row in pending:
+            self.dispatch(row)
+        if pending:
+            log.info("resuming %d message(s) left unanswered by the previous run", len(pending))
+        self._recovered.set()
+        return len(pending)
+
+    async def _command(self, row: InboxRow, name: str, args: str) -> None:
+        services = self.services
+        try:
+            reply = await run_command(CommandContext(services, row, args), name)
+        except Exception:
+            log.exception("command /%s failed", name)
+            reply = f"/{name} failed unexpectedly; the details are in the gateway's log."
+        message = row.message
+        adapter = services.adapters[message.platform]
+        operations = answer_operations(
+            adapter.capabilities, reply_address(message), reply, streamed=[], reply_to=message.message_id
+        )
+        await services.outbox.enqueue(operations, inbox_id=row.id, finish=InboxState.ANSWERED)
+        services.sender.notify()
+
+    async def _pairing(self, message: InboundMessage) -> None:
+        """An unknown person in a direct chat: a pairing code, a "try later", or silence."""
+        services = self.services
+        request = await services.pairing.request(
+            message.platform, message.user_id, message.user_name, message.chat_id
+        )
+        if request.outcome is RequestOutcome.NEW_CODE and request.code is not None:
+            code = request.code.code
+            text = (
+                "Hi! I only talk to people the owner approved. To ask for access, give the owner this "
+                f"code (valid for an hour): {code}\nThey approve it with `herald pairing approve "
+                f"{message.platform} {code}` or by sending /approve {code} to me."
+            )
+            log.info("%s user %s asked for access: pairing code issued", message.platform, message.user_id)
+        elif request.outcome is RequestOutcome.FULL and self._may_refuse(message):
+            text = "I can't take new access requests right now. Please try again in an hour."
+        else:
+            return
+        adapter = services.adapters[message.platform]
+        address = reply_address(message)
+        await services.outbox.enqueue(
+            answer_operations(adapter.capabilities, address, text, streamed=[], reply_to=None)
+        )
+        services.sender.notify()
+
+    def _may_refuse(self, message: InboundMessage) -> bool:
+        """At most one "try later" per person per ``FULL_REPLY_EVERY``, with bounded memory."""
+        now = time.monotonic()
+        key = (message.platform, message.user_id)
+        if now - self._refused_at.get(key, -FULL_REPLY_EVERY) < FULL_REPLY_EVERY:
+            return False
+        if len(self._refused_at) >= TRACKED_REFUSALS:
+            self._refused_at = {k: t for k, t in self._refused_at.items() if now - t < FULL_REPLY_EVERY}
+        self._refused_at[key] = now
+        return True
+
+    async def close(self) -> None:
+        """Stop accepting, and let the immediate commands already started finish."""
+        self.accepting = False
+        if self._commands:
+            await asyncio.wait(self._commands, timeout=5.0)

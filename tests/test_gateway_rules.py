@@ -1,0 +1,223 @@
+"""The gateway's pure rules and small stores: session keys, memory scopes, commands, pairing, lanes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
+from agent.db import Database
+from agent.memory import OWNER_SCOPE
+from gateway import schema
+from gateway.addressing import memory_scope, session_key, user_text
+from gateway.budget import SendBudget
+from gateway.commands import COMMANDS, menu, menu_hash, parse_command
+from gateway.delivery import answer_operations, render
+from gateway.lanes import INTERRUPTED, Lanes
+from gateway.outbox import Operation
+from gateway.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcome
+
+
+def message(chat_type: ChatType = ChatType.DIRECT, **fields: object) -> InboundMessage:
+    values: dict[str, object] = {
+        "platform": "telegram",
+        "chat_id": "42",
+        "chat_type": chat_type,
+        "user_id": "7",
+        "user_name": "Ada Lovelace",
+        "message_id": "1",
+        "text": "hello",
+        "timestamp": 0.0,
+    }
+    values.update(fields)
+    return InboundMessage(**values)  # type: ignore[arg-type]
+
+
+def test_session_keys_separate_chats_and_forum_topics_but_not_group_members() -> None:
+    assert session_key(message()) == "telegram:dm:42"
+    group = message(ChatType.GROUP, chat_id="-100")
+    assert session_key(group) == session_key(message(ChatType.GROUP, chat_id="-100", user_id="8"))
+    assert (
+        session_key(message(ChatType.GROUP, chat_id="-100", thread_id="5")) == "telegram:group:-100:topic:5"
+    )
+    assert session_key(group) != session_key(message(ChatType.GROUP, chat_id="-200"))
+
+
+def test_memory_scopes_keep_people_and_groups_apart() -> None:
+    assert memory_scope(message(), is_admin=True) == OWNER_SCOPE
+    assert memory_scope(message(), is_admin=False) == "user:telegram:7"
+    assert memory_scope(message(ChatType.GROUP, chat_id="-100"), is_admin=True) == "chat:telegram:-100"
+
+
+def test_the_speaker_is_named_in_group_messages_only() -> None:
+    assert user_text(message(text="hi")) == "hi"
+    assert user_text(message(ChatType.GROUP, text="hi", user_name="Ada\n  Lovelace")) == "Ada Lovelace: hi"
+
+
+def test_commands_are_recognised_by_their_first_word() -> None:
+    assert parse_command("/help") == ("help", "")
+    assert parse_command("/MODEL  claude-haiku-4-5 ") == ("model", "claude-haiku-4-5")
+    assert parse_command("/etc/hosts is broken") is None
+    assert parse_command("hello /help") is None
+    assert parse_command("/") is None
+    names = [command.name for command in COMMANDS]
+    assert {"new", "reset", "stop", "compress", "insights", "model", "memory", "status", "help", "approve",
+            "pairing"} == set(names)  # fmt: skip
+    assert "approve" not in [spec.name for spec in menu()]
+    assert menu_hash(menu()) == menu_hash(menu()) and len(menu_hash(menu())) == 64
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    async with await Database.open(tmp_path / "state.db") as database:
+        await database.migrate(schema.COMPONENT, schema.MIGRATIONS)
+        yield database
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_pairing_codes_follow_the_rules(db: Database) -> None:
+    clock = Clock()
+    pairing = Pairing(db, clock=clock)
+    first = await pairing.request("telegram", "1", "Ann", "1")
+    assert first.outcome is RequestOutcome.NEW_CODE and first.code is not None
+    code = first.code.code
+    assert len(code) == CODE_LENGTH and set(code) <= set(ALPHABET)
+    assert (await pairing.request("telegram", "1", "Ann", "1")).outcome is RequestOutcome.WAITING
+    clock.now += 601  # ten minutes later a new code replaces the old one
+    second = await pairing.request("telegram", "1", "Ann", "1")
+    assert second.outcome is RequestOutcome.NEW_CODE and second.code is not None and second.code.code != code
+    assert await pairing.approve("telegram", code, "telegram:99") is None  # the replaced code is dead
+    for user in ("2", "3"):
+        assert (await pairing.request("telegram", user, "X", user)).outcome is RequestOutcome.NEW_CODE
+    assert (await pairing.request("telegram", "4", "Y", "4")).outcome is RequestOutcome.FULL  # 3 waiting
+    assert (
+        await pairing.request("discord", "4", "Y", "4")
+    ).outcome is RequestOutcome.NEW_CODE  # per platform
+    clock.now += 3601  # everything expired
+    assert await pairing.pending() == []
+    assert (await pairing.request("telegram", "4", "Y", "4")).outcome is RequestOutcome.NEW_CODE
+
+
+async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    async with await Database.open(path) as database:
+        await database.migrate(schema.COMPONENT, schema.MIGRATIONS)
+        pairing = Pairing(database)
+        request = await pairing.request("telegram", "5", "Bo", "5")
+        assert request.code is not None
+        typed = request.code.code.lower()[:4] + "-" + request.code.code.lower()[4:]
+        approved = await pairing.approve("telegram", typed, "cli")
+        assert approved is not None and approved.user_id == "5" and approved.chat_id == "5"
+        assert await pairing.approve("telegram", request.code.code, "cli") is None
+    async with await Database.open(path) as database:
+        assert await Pairing(database).is_approved("telegram", "5")
+        assert not await Pairing(database).is_approved("discord", "5")
+
+
+async def test_lanes_run_one_job_per_key_in_order_and_leave_nothing_behind() -> None:
+    lanes = Lanes(limit=2)
+    log: list[str] = []
+    release = asyncio.Event()
+
+    def job(name: str, wait: bool = False):
+        async def run() -> None:
+            log.append(f"start {name}")
+            if wait:
+                await release.wait()
+            log.append(f"end {name}")
+
+        return run
+
+    lanes.submit("a", job("a1", wait=True))
+    lanes.submit("a", job("a2"))
+    lanes.submit("b", job("b1"))
+    await asyncio.sleep(0.01)
+    assert log == ["start a1", "start b1", "end b1"]  # b is not blocked by a
+    assert lanes.busy("a") and lanes.depth == 2
+    release.set()
+    assert await lanes.drain(1.0)
+    assert log[3:] == ["end a1", "start a2", "end a2"]
+    assert lanes.active == 0 and lanes.depth == 0
+
+
+async def test_cancel_running_interrupts_only_the_running_job() -> None:
+    lanes = Lanes(limit=4)
+    reasons: list[str] = []
+    ran: list[str] = []
+
+    async def long_job() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as cancel:
+            reasons.append(str(cancel.args[0]))
+            raise
+
+    async def next_job() -> None:
+        ran.append("next")
+
+    lanes.submit("a", long_job)
+    lanes.submit("a", next_job)
+    await asyncio.sleep(0.01)
+    assert lanes.cancel_running("a")
+    assert await lanes.drain(1.0)
+    assert reasons == [INTERRUPTED] and ran == ["next"]
+    assert not lanes.cancel_running("a")
+
+
+async def test_the_global_cap_bounds_jobs_over_all_keys() -> None:
+    lanes = Lanes(limit=2)
+    running = 0
+    most = 0
+
+    async def job() -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    for key in range(6):
+        lanes.submit(str(key), job)
+    assert await lanes.drain(2.0)
+    assert most == 2
+
+
+async def test_a_429_pauses_the_chat_for_every_sender() -> None:
+    budget = SendBudget()
+    chat = ChatAddress("telegram", "1")
+    budget.penalize(chat, 0.2)
+    started = time.monotonic()
+    await asyncio.gather(budget.wait(chat), budget.wait(chat))
+    assert time.monotonic() - started >= 0.19
+    assert budget.paused_for(ChatAddress("telegram", "2")) == 0.0  # other chats go on
+
+
+TELEGRAM = Capabilities(4096, "utf16", "telegram_entities", True, True)
+PLAIN = Capabilities(50, "chars", "markdown", False, False)
+
+
+def test_the_final_answer_edits_streamed_messages_sends_the_rest_and_deletes_leftovers() -> None:
+    chat = ChatAddress("telegram", "1")
+    long_text = "\n\n".join(f"paragraph {n} " + "word " * 8 for n in range(6))
+    parts = render(long_text, PLAIN)
+    assert len(parts) > 2 and all(len(p.text) <= 50 for p in parts)
+    operations = answer_operations(PLAIN, chat, long_text, streamed=["m1"], reply_to="u1")
+    assert [op.operation for op in operations] == [Operation.EDIT] + [Operation.SEND] * (len(parts) - 1)
+    assert operations[0].target_message_id == "m1" and all(op.reply_to is None for op in operations)
+    shorter = answer_operations(TELEGRAM, chat, "**Done.**", streamed=["m1", "m2"], reply_to="u1")
+    assert [op.operation for op in shorter] == [Operation.EDIT, Operation.DELETE]
+    assert shorter[0].text.entities and shorter[0].text.entities[0].type == "bold"
+    fresh = answer_operations(TELEGRAM, chat, "hi", streamed=[], reply_to="u1")
+    assert fresh[0].operation is Operation.SEND and fresh[0].reply_to == "u1"
+    assert render("   ", TELEGRAM) == [OutboundText("(no answer)")]

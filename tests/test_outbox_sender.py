@@ -1,0 +1,173 @@
+"""The outbox sender against an adapter that fails on cue: retries, fallbacks, order, and no silence."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.base import (
+    Adapter,
+    Capabilities,
+    ChatAddress,
+    DeliveryError,
+    InboundSink,
+    OutboundText,
+    TextEntity,
+)
+from agent.db import Database
+from gateway import schema
+from gateway.budget import SendBudget
+from gateway.metrics import GatewayMetrics
+from gateway.outbox import Operation, Outbox, OutboxState, Outgoing
+from gateway.sender import OutboxSender
+
+
+class ScriptedAdapter(Adapter):
+    """Records operations; raises the queued errors first."""
+
+    platform = "test"
+    capabilities = Capabilities(100, "chars", "markdown", True, False)
+
+    def __init__(self) -> None:
+        self.errors: list[DeliveryError] = []
+        self.sent: list[tuple[str, str, OutboundText]] = []  # (operation, chat, text)
+        self.counter = 0
+
+    async def start(self, sink: InboundSink) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def _maybe_fail(self) -> None:
+        if self.errors:
+            raise self.errors.pop(0)
+
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        self._maybe_fail()
+        self.counter += 1
+        self.sent.append(("send", address.chat_id, text))
+        return f"m{self.counter}"
+
+    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+        self._maybe_fail()
+        self.sent.append(("edit", address.chat_id, text))
+
+    async def delete(self, address: ChatAddress, message_id: str) -> None:
+        self._maybe_fail()
+        self.sent.append(("delete", address.chat_id, OutboundText(message_id)))
+
+    async def typing(self, address: ChatAddress) -> None:
+        pass
+
+
+@pytest.fixture
+async def outbox(tmp_path: Path) -> AsyncIterator[Outbox]:
+    async with await Database.open(tmp_path / "state.db") as db:
+        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
+        yield Outbox(db)
+
+
+def send(chat: str, text: str, entities: tuple[TextEntity, ...] = ()) -> Outgoing:
+    return Outgoing(ChatAddress("test", chat), Operation.SEND, OutboundText(text, entities))
+
+
+def make_sender(outbox: Outbox, adapter: ScriptedAdapter) -> tuple[OutboxSender, GatewayMetrics, SendBudget]:
+    metrics, budget = GatewayMetrics(), SendBudget()
+    return OutboxSender(outbox, {"test": adapter}, budget, metrics), metrics, budget
+
+
+async def test_replies_of_a_chat_go_out_in_order_and_are_marked_sent(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    sender, metrics, _ = make_sender(outbox, adapter)
+    await outbox.enqueue([send("a", "one"), send("b", "other chat"), send("a", "two")])
+    await sender.send_due()
+    assert [t.text for op, chat, t in adapter.sent if chat == "a"] == ["one", "two"]
+    assert await outbox.pending_count() == 0
+    assert b"gateway_messages_out_total" in metrics.render()
+
+
+async def test_a_rejected_format_is_resent_as_plain_text(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    adapter.errors.append(DeliveryError("can't parse entities", formatting=True))
+    sender, _, _ = make_sender(outbox, adapter)
+    [item_id] = await outbox.enqueue([send("a", "bold", (TextEntity("bold", 0, 4),))])
+    await sender.send_due()
+    await sender.send_due()
+    assert adapter.sent == [("send", "a", OutboundText("bold"))]
+    assert await outbox.pending_count() == 0 and item_id
+
+
+async def test_a_429_waits_the_platforms_time_and_holds_back_the_chats_later_replies(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    adapter.errors.append(DeliveryError("Too Many Requests", retryable=True, retry_after=0.3))
+    sender, metrics, budget = make_sender(outbox, adapter)
+    await outbox.enqueue([send("a", "first"), send("a", "second")])
+    await sender.send_due()
+    assert adapter.sent == [] and budget.paused_for(ChatAddress("test", "a")) > 0.2
+    assert await sender.flush(5.0)
+    assert [t.text for _, _, t in adapter.sent] == ["first", "second"]
+    assert b'gateway_rate_limited_total{platform="test"} 1.0' in metrics.render()
+
+
+async def test_a_chat_that_is_gone_fails_loudly_and_others_go_on(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    adapter.errors.append(DeliveryError("Forbidden: bot was blocked by the user", permanent=True))
+    sender, metrics, _ = make_sender(outbox, adapter)
+    await outbox.enqueue([send("blocked", "hello"), send("fine", "hello")])
+    await sender.send_due()
+    assert [chat for _, chat, _ in adapter.sent] == ["fine"]
+    assert b'gateway_delivery_failures_total{platform="test"} 1.0' in metrics.render()
+    assert await outbox.pending_count() == 0
+
+
+async def test_an_edit_of_a_vanished_message_becomes_a_new_message(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    adapter.errors.append(DeliveryError("message to edit not found", permanent=True))
+    sender, _, _ = make_sender(outbox, adapter)
+    edit = Outgoing(ChatAddress("test", "a"), Operation.EDIT, OutboundText("final"), target_message_id="m9")
+    await outbox.enqueue([edit])
+    await sender.flush(2.0)
+    assert adapter.sent == [("send", "a", OutboundText("final"))]
+
+
+async def test_an_adapter_bug_is_retried_not_fatal(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    sender, _, _ = make_sender(outbox, adapter)
+    original = adapter.send
+    calls = 0
+
+    async def flaky(address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("adapter bug")
+        return await original(address, text, reply_to=reply_to)
+
+    adapter.send = flaky  # type: ignore[method-assign]
+    await outbox.enqueue([send("a", "x")])
+    task = asyncio.create_task(sender.run())
+    try:
+        for _ in range(100):
+            if adapter.sent:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+    assert adapter.sent and calls == 2
+
+
+async def test_a_reply_the_platform_refuses_is_given_up_and_counted(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    adapter.errors.extend(DeliveryError("bad request: message is too long") for _ in range(3))
+    sender, metrics, _ = make_sender(outbox, adapter)
+    [item_id] = await outbox.enqueue([send("a", "x")])
+    await sender.send_due()
+    row = await outbox.db.run(
+        lambda conn: conn.execute("SELECT * FROM outbox WHERE id = ?", (item_id,)).fetchone()
+    )
+    assert row["state"] == OutboxState.FAILED and "too long" in row["error"]
+    assert b'gateway_delivery_failures_total{platform="test"} 1.0' in metrics.render()
