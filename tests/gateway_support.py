@@ -1,0 +1,73 @@
+"""A whole gateway for tests: the provider emulator, the fake Telegram Bot API, and ``open_gateway``.
+
+Everything runs through the real python-telegram-bot and the real anthropic SDK on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.app import Gateway, open_gateway
+from gateway.home import HeraldHome
+from tests.conftest import make_config
+from tests.emulator import ProviderEmulator
+from tests.fakes import FakeTelegram
+from tests.fakes.telegram import SentMessage
+
+ADMIN = 1
+FRIEND = 2
+STRANGER = 3
+SETTLE_TIMEOUT = 15.0
+
+
+@dataclass
+class Harness:
+    gateway: Gateway
+    fake: FakeTelegram
+    emulator: ProviderEmulator
+
+    async def settled(self, timeout: float = SETTLE_TIMEOUT) -> None:  # noqa: ASYNC109 - bounded wait
+        """Wait until every update is confirmed, every message answered and every reply sent."""
+        services = self.gateway.services
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (
+                not self.fake.pending_updates()
+                and services.lanes.depth == 0
+                and not await services.inbox.pending()
+                and await services.outbox.pending_count() == 0
+            ):
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the gateway did not settle in {timeout}s:\n{self.fake.describe()}")
+
+    def texts(self, chat_id: int, thread_id: int | None = None) -> list[str]:
+        """What the bot's visible (not deleted) messages in a chat say now."""
+        return [m.text for m in self.fake.messages(chat_id, thread_id) if not m.deleted]
+
+    def visible(self, chat_id: int, thread_id: int | None = None) -> list[SentMessage]:
+        return [m for m in self.fake.messages(chat_id, thread_id) if not m.deleted]
+
+
+def gateway_config(url: str, base_url: str, **sections: Any) -> Any:
+    gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0.05}
+    gateway.update(sections.pop("gateway", {}))
+    telegram = {"base_url": base_url, "allowed_users": [FRIEND]}
+    telegram.update(sections.pop("telegram", {}))
+    return make_config(url, gateway=gateway, telegram=telegram, **sections)
+
+
+@asynccontextmanager
+async def telegram_gateway(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, **sections: Any
+) -> AsyncIterator[Harness]:
+    fake = FakeTelegram()
+    async with fake.serve() as base_url:
+        config = gateway_config(emulator_url, base_url, **sections)
+        async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
+            yield Harness(gateway, fake, emulator)
