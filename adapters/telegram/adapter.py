@@ -1,0 +1,321 @@
+"""``TelegramAdapter``: lifecycle, the inbound path (polling or webhook) and outbound operations.
+
+Conversion is in ``inbound``/``outbound``, error typing in ``errors``, the offset discipline in
+``polling``, pacing in ``ratelimit``; this module wires them to one ``ExtBot``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from telegram import BotCommand, Update
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+from telegram.ext import ExtBot
+from telegram.request import HTTPXRequest
+
+from adapters.base import (
+    Adapter,
+    AdapterStatus,
+    Capabilities,
+    ChatAddress,
+    CommandSpec,
+    DeliveryError,
+    InboundSink,
+    OutboundText,
+)
+
+from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
+from .inbound import PLATFORM, BotIdentity, to_inbound
+from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_parameters, thread_id
+from .polling import ALLOWED_UPDATES, Poller
+from .ratelimit import BoundedRateLimiter
+from .redaction import TokenFilter, describe, redact
+from .webhook import parse_update, secret_matches, webhook_secret
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["polling", "webhook"]
+TELEGRAM_API = "https://api.telegram.org/bot"
+TELEGRAM_FILES = "https://api.telegram.org/file/bot"
+# Every Bot API request is bounded; getUpdates waits its long-poll timeout on top of READ_TIMEOUT.
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 10.0
+WRITE_TIMEOUT = 10.0
+POOL_TIMEOUT = 5.0
+
+
+class TelegramAdapter(Adapter):
+    """Telegram through python-telegram-bot's ``ExtBot``, without its ``Application``/``Updater``.
+
+    ``mode="polling"``: a ``getUpdates`` loop that confirms only what the sink stored (one process
+    per token). ``mode="webhook"``: Telegram POSTs to ``webhook_url``; the gateway's HTTP server
+    passes each request to :meth:`handle_webhook`. ``flood_retries``/``max_flood_wait``: how often
+    and how long a send waits out a 429 itself before reporting it. ``retry_base``/``retry_cap``:
+    the polling loop's backoff in seconds.
+    """
+
+    platform = PLATFORM
+    capabilities = Capabilities(
+        max_message_length=4096,
+        length_unit="utf16",
+        formatting="telegram_entities",
+        can_edit=True,
+        has_threads=True,
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        base_file_url: str | None = None,
+        mode: Mode = "polling",
+        webhook_url: str | None = None,
+        poll_timeout: float = 30.0,
+        flood_retries: int = 2,
+        max_flood_wait: float = 30.0,
+        retry_base: float = 1.0,
+        retry_cap: float = 30.0,
+    ) -> None:
+        if mode not in ("polling", "webhook"):
+            raise ValueError(f"mode must be 'polling' or 'webhook', not {mode!r}")
+        if mode == "webhook" and not webhook_url:
+            raise ValueError("webhook mode needs webhook_url (the public URL Telegram posts to)")
+        if poll_timeout < 0 or retry_base <= 0 or retry_cap < retry_base:
+            raise ValueError("poll_timeout must be >= 0 and 0 < retry_base <= retry_cap")
+        self._token = token
+        self._base_url = base_url or TELEGRAM_API
+        self._base_file_url = base_file_url or TELEGRAM_FILES
+        self.mode: Mode = mode
+        self._webhook_url = webhook_url
+        self._poll_timeout = poll_timeout
+        self._flood_retries = flood_retries
+        self._max_flood_wait = max_flood_wait
+        self._retry_base = retry_base
+        self._retry_cap = retry_cap
+        self._bot: ExtBot[int] | None = None
+        self._me: BotIdentity | None = None
+        self._sink: InboundSink | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
+        self._status = AdapterStatus()
+        self._log_filter = TokenFilter(token)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def webhook_secret(self) -> str:
+        """The ``secret_token`` given to ``setWebhook``, derived from the token (stable across restarts)."""
+        return webhook_secret(self._token)
+
+    @property
+    def identity(self) -> BotIdentity | None:
+        """The bot's id and username once started."""
+        return self._me
+
+    async def start(self, sink: InboundSink) -> None:
+        """``getMe``, then ``deleteWebhook`` + the polling task, or ``setWebhook``.
+
+        Raises :class:`DeliveryError` when Telegram refuses (``retryable`` when it could not be
+        reached; a bad token is not retryable).
+        """
+        if self._bot is not None:
+            raise RuntimeError("TelegramAdapter.start called twice")
+        self._log_filter.attach()  # before the bot exists: its constructor logs its URL
+        bot = self._build_bot()
+        try:
+            await bot.initialize()  # getMe
+            if self.mode == "polling":
+                await bot.delete_webhook()  # getUpdates is refused while a webhook is set
+            else:
+                assert self._webhook_url is not None  # checked in __init__
+                await bot.set_webhook(
+                    self._webhook_url, secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES
+                )
+        except BaseException as exc:  # cancelled too: never leave the HTTP clients open
+            await _quietly_shut_down(bot, self._token)
+            self._log_filter.detach()
+            if isinstance(exc, TelegramError):
+                raise delivery_error(exc, "start", self._token) from exc
+            raise
+        self._bot, self._sink = bot, sink
+        self._me = BotIdentity(bot.id, bot.username)
+        self._status = AdapterStatus(connected=True, extra={"bot": f"@{bot.username}", "mode": self.mode})
+        if self.mode == "polling":
+            poller = Poller(
+                bot,
+                self._accept,
+                self._status,
+                token=self._token,
+                poll_timeout=self._poll_timeout,
+                retry_base=self._retry_base,
+                retry_cap=self._retry_cap,
+            )
+            self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
+            log.info("Telegram adapter started as @%s, polling", bot.username)
+        else:
+            url = redact(self._webhook_url or "", self._token)
+            log.info("Telegram adapter started as @%s, webhook %s", bot.username, url)
+
+    async def stop(self) -> None:
+        """Cancel polling wherever it is (a sink call included): nothing unstored is confirmed.
+
+        No final ``getUpdates`` (PTB's Updater makes one to mark everything fetched as read). A
+        webhook stays set: Telegram keeps what arrives meanwhile and redelivers it after a restart.
+        """
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            await asyncio.wait({poller})
+        bot, self._bot, self._sink = self._bot, None, None
+        self._status.connected = False
+        if bot is not None:
+            await _quietly_shut_down(bot, self._token)
+        self._log_filter.detach()
+
+    def status(self) -> AdapterStatus:
+        current = self._status
+        connected = current.connected and self._bot is not None
+        return AdapterStatus(connected=connected, detail=current.detail, extra=dict(current.extra))
+
+    # --- inbound --------------------------------------------------------------------------------
+
+    async def handle_webhook(self, body: bytes | dict[str, Any], secret_header: str | None) -> int:
+        """Judge one webhook POST; returns the HTTP status to answer Telegram with.
+
+        403: the secret header is wrong or missing (the sink is not touched). 400: not an update.
+        503: not started in webhook mode. 500: the sink raised, so Telegram delivers it again.
+        200: stored, or nothing for the bot in it.
+        """
+        if not secret_matches(self.webhook_secret, secret_header):
+            return 403
+        bot = self._bot
+        if bot is None or self.mode != "webhook":
+            return 503
+        try:
+            update = parse_update(body, bot)
+        except ValueError as exc:
+            log.warning("Rejected a Telegram webhook body: %s", exc)
+            return 400
+        async with self._webhook_turn:
+            try:
+                await self._accept(update)
+            except Exception:
+                log.error("Storing Telegram update %d failed; answering 500", update.update_id, exc_info=True)
+                return 500
+        return 200
+
+    async def _accept(self, update: Update) -> None:
+        """Convert and hand to the sink; returns when stored or when there was nothing to store.
+
+        Only the sink's failure propagates (the update stays unconfirmed). A message we cannot
+        convert would fail the same way on every redelivery, so it is logged and confirmed.
+        """
+        sink, me = self._sink, self._me
+        if update.message is None or sink is None or me is None:
+            return
+        try:
+            inbound = to_inbound(update.message, me)
+        except Exception:
+            log.exception("Skipping Telegram update %d: its message could not be converted", update.update_id)
+            return
+        if inbound is not None:
+            await sink(inbound)
+
+    # --- outbound -------------------------------------------------------------------------------
+
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        bot = self._started()
+        with self._typed_errors("sendMessage"):
+            sent = await bot.send_message(
+                chat_id(address),
+                text.text,
+                entities=message_entities(text.entities) or None,
+                message_thread_id=thread_id(address),
+                reply_parameters=reply_parameters(reply_to),
+                link_preview_options=NO_LINK_PREVIEW,
+            )
+        return str(sent.message_id)
+
+    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+        bot = self._started()
+        with self._typed_errors("editMessageText", success_if=NOT_MODIFIED):
+            await bot.edit_message_text(
+                text.text,
+                chat_id=chat_id(address),
+                message_id=int(message_id),
+                entities=message_entities(text.entities) or None,
+                link_preview_options=NO_LINK_PREVIEW,
+            )
+
+    async def delete(self, address: ChatAddress, message_id: str) -> None:
+        bot = self._started()
+        with self._typed_errors("deleteMessage", success_if=DELETE_NOT_FOUND):
+            await bot.delete_message(chat_id(address), int(message_id))
+
+    async def typing(self, address: ChatAddress) -> None:
+        bot = self._bot
+        if bot is None:
+            return
+        try:
+            await bot.send_chat_action(
+                chat_id(address), ChatAction.TYPING, message_thread_id=thread_id(address)
+            )
+        except Exception as exc:  # best effort by contract
+            text = describe(exc, self._token)
+            log.info("Telegram typing indicator for chat %s failed: %s", address.chat_id, text)
+
+    async def set_commands(self, commands: list[CommandSpec]) -> None:
+        bot = self._started()
+        with self._typed_errors("setMyCommands"):
+            await bot.set_my_commands([BotCommand(c.name, c.description) for c in commands])
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _started(self) -> ExtBot[int]:
+        if self._bot is None:
+            raise DeliveryError("the Telegram adapter is not running", retryable=True)
+        return self._bot
+
+    @contextmanager
+    def _typed_errors(self, operation: str, *, success_if: str | None = None) -> Iterator[None]:
+        """PTB errors leave as DeliveryError; a BadRequest containing ``success_if`` is success."""
+        try:
+            yield
+        except TelegramError as exc:
+            if success_if is not None and is_bad_request(exc, success_if):
+                return
+            raise delivery_error(exc, operation, self._token) from exc
+
+    def _build_bot(self) -> ExtBot[int]:
+        return ExtBot(
+            self._token,
+            base_url=self._base_url,
+            base_file_url=self._base_file_url,
+            request=_request(pool_size=64),
+            get_updates_request=_request(pool_size=1),
+            rate_limiter=BoundedRateLimiter(max_retries=self._flood_retries, max_wait=self._max_flood_wait),
+        )
+
+
+def _request(pool_size: int) -> HTTPXRequest:
+    return HTTPXRequest(
+        connection_pool_size=pool_size,
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
+        write_timeout=WRITE_TIMEOUT,
+        pool_timeout=POOL_TIMEOUT,
+    )
+
+
+async def _quietly_shut_down(bot: ExtBot[int], token: str) -> None:
+    """Close the HTTP clients; a failure here must not mask what the caller is doing."""
+    try:
+        await bot.shutdown()
+    except Exception as exc:
+        log.warning("Shutting down the Telegram bot client failed: %s", describe(exc, token))

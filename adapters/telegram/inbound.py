@@ -1,0 +1,216 @@
+"""Telegram messages to neutral :class:`InboundMessage`: pure functions, no I/O, no bot object.
+
+Everything here works on a parsed ``telegram.Message`` plus the bot's identity, so it is unit-tested
+from ``Message.de_json(...)`` dicts. The one judgement call is ``addressed`` (is the message meant
+for the bot?), which the gateway uses for ``require_mention`` in groups; the rules follow how
+Telegram itself routes commands, mentions and replies under group privacy mode.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from telegram import Chat, Message, MessageEntity, Sticker, User
+from telegram.constants import MessageEntityType
+
+from adapters.base import Attachment, ChatType, InboundMessage
+
+PLATFORM = "telegram"
+MAX_NAME_LENGTH = 64
+
+_CHAT_TYPES = {
+    Chat.PRIVATE: ChatType.DIRECT,
+    Chat.GROUP: ChatType.GROUP,
+    Chat.SUPERGROUP: ChatType.GROUP,
+    Chat.CHANNEL: ChatType.CHANNEL,
+}
+_WHITESPACE = re.compile(r"\s+")
+_ZERO_WIDTH_JOINER = "\u200d"  # part of composed emoji: keep it
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    """Who "the bot" is, from ``getMe``: needed to tell mentions, replies and commands aimed at it."""
+
+    id: int
+    username: str
+
+
+@dataclass(frozen=True)
+class _Command:
+    """A leading ``/command[@bot]`` entity."""
+
+    length: int  # UTF-16 units of the whole ``/cmd@bot`` token
+    name: str  # without the slash and the @bot part
+    target: str | None  # the @bot part, without "@"
+
+
+def to_inbound(message: Message, me: BotIdentity) -> InboundMessage | None:
+    """The neutral form of ``message``, or None when it carries nothing for the bot.
+
+    None for: messages from bots (the bot itself included; an anonymous group admin, who writes
+    through Telegram's GroupAnonymousBot on behalf of the group, is a person), service messages
+    (members joining, pins, topic changes...) and content we do not model (locations, polls...).
+    """
+    sender = _sender(message, me)
+    if sender is None:
+        return None
+    attachments = _attachments(message)
+    raw_text = message.text if message.text is not None else (message.caption or "")
+    if not raw_text and not attachments:
+        return None
+    user_id, user_name = sender
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=str(message.chat.id),
+        chat_type=_CHAT_TYPES.get(message.chat.type, ChatType.GROUP),
+        user_id=user_id,
+        user_name=user_name,
+        message_id=str(message.message_id),
+        text=_without_own_username(raw_text, _leading_command(message), me),
+        timestamp=message.date.timestamp(),
+        thread_id=str(message.message_thread_id)
+        if message.is_topic_message and message.message_thread_id is not None
+        else None,
+        reply_to_id=str(reply.message_id) if (reply := _real_reply(message)) is not None else None,
+        addressed=is_addressed(message, me),
+        chat_title=message.chat.title,
+        attachments=attachments,
+    )
+
+
+def display_name(who: User | Chat) -> str:
+    """A readable one-line name: a chat's title, else first + last name, else @username, else the id.
+
+    Names are user-controlled and end up in prompts and logs, so control and formatting characters
+    (bidi overrides, zero-width tricks) are dropped, whitespace collapsed and the length capped.
+    """
+    title = who.title if isinstance(who, Chat) else None
+    name = _clean(title or " ".join(part for part in (who.first_name, who.last_name) if part))
+    if not name and who.username:
+        name = _clean(f"@{who.username}")
+    return name or str(who.id)
+
+
+def is_addressed(message: Message, me: BotIdentity) -> bool:
+    """Whether a message is meant for the bot: always in a direct chat; in groups, see below.
+
+    True for a ``@bot`` mention, a text_mention of the bot's account, a reply to one of its
+    messages, a leading command not aimed at another bot, or ``/cmd@bot`` anywhere. A message
+    starting with a command aimed at another bot (``/help@other_bot``) is not for us, whatever
+    else it contains.
+    """
+    if message.chat.type == Chat.PRIVATE:
+        return True
+    command = _leading_command(message)
+    if command is not None:
+        return command.target is None or command.target.lower() == me.username.lower()
+    reply = _real_reply(message)
+    if reply is not None and reply.from_user is not None and reply.from_user.id == me.id:
+        return True
+    handle = f"@{me.username}".lower()
+    for entity, text in _entities(message).items():
+        if entity.type == MessageEntityType.MENTION and text.lower() == handle:
+            return True
+        if entity.type == MessageEntityType.TEXT_MENTION and entity.user and entity.user.id == me.id:
+            return True
+        if entity.type == MessageEntityType.BOT_COMMAND and text.lower().endswith(handle):
+            return True
+    return False
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _sender(message: Message, me: BotIdentity) -> tuple[str, str] | None:
+    """(user_id, user_name) of whoever wrote, or None for bots.
+
+    A message sent on behalf of a chat (an anonymous admin, a channel, a linked channel's post) is
+    attributed to that chat, so it can never pass as one of the chat's members.
+    """
+    if message.sender_chat is not None:
+        chat = message.sender_chat
+        return str(chat.id), display_name(chat)
+    user = message.from_user
+    if user is None or user.is_bot or user.id == me.id:
+        return None
+    return str(user.id), display_name(user)
+
+
+def _without_own_username(text: str, command: _Command | None, me: BotIdentity) -> str:
+    """``/cmd@this_bot args`` → ``/cmd args``, so the gateway's command table sees one spelling.
+
+    Any other text, commands aimed at other bots included, is returned unchanged.
+    """
+    if command is None or command.target is None or command.target.lower() != me.username.lower():
+        return text
+    return f"/{command.name}{_utf16_slice(text, command.length)}"
+
+
+def _real_reply(message: Message) -> Message | None:
+    """The message replied to, unless it is a forum topic's root.
+
+    In a forum topic every message without an explicit reply "replies" to the topic-created
+    service message; that is where the message lives, not what it answers.
+    """
+    reply = message.reply_to_message
+    if reply is None or reply.forum_topic_created is not None:
+        return None
+    return reply
+
+
+def _entities(message: Message) -> dict[MessageEntity, str]:
+    return message.parse_entities() if message.text is not None else message.parse_caption_entities()
+
+
+def _leading_command(message: Message) -> _Command | None:
+    entities = message.entities if message.text is not None else message.caption_entities
+    for entity in entities:
+        if entity.type == MessageEntityType.BOT_COMMAND and entity.offset == 0:
+            token = _entities(message)[entity]
+            name, _, target = token[1:].partition("@")
+            return _Command(entity.length, name, target or None)
+    return None
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    found: list[Attachment] = []
+    if message.document is not None:
+        doc = message.document
+        found.append(Attachment("document", doc.file_id, doc.file_name, doc.mime_type, doc.file_size))
+    if message.photo:
+        largest = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
+        found.append(Attachment("photo", largest.file_id, None, "image/jpeg", largest.file_size))
+    if message.audio is not None:
+        audio = message.audio
+        found.append(Attachment("audio", audio.file_id, audio.file_name, audio.mime_type, audio.file_size))
+    if message.voice is not None:
+        voice = message.voice
+        found.append(Attachment("voice", voice.file_id, None, voice.mime_type, voice.file_size))
+    if message.video is not None:
+        video = message.video
+        found.append(Attachment("video", video.file_id, video.file_name, video.mime_type, video.file_size))
+    if message.sticker is not None:
+        sticker = message.sticker
+        found.append(Attachment("sticker", sticker.file_id, None, _sticker_mime(sticker), sticker.file_size))
+    return tuple(found)
+
+
+def _sticker_mime(sticker: Sticker) -> str:
+    if sticker.is_video:
+        return "video/webm"
+    return "application/x-tgsticker" if sticker.is_animated else "image/webp"
+
+
+def _clean(text: str) -> str:
+    kept = "".join(
+        ch for ch in text if ch == _ZERO_WIDTH_JOINER or unicodedata.category(ch) not in ("Cc", "Cf")
+    )
+    return _WHITESPACE.sub(" ", kept).strip()[:MAX_NAME_LENGTH].rstrip()
+
+
+def _utf16_slice(text: str, start: int) -> str:
+    """``text`` from UTF-16 offset ``start`` (entities count UTF-16 units, Python code points)."""
+    return text.encode("utf-16-le")[2 * start :].decode("utf-16-le")

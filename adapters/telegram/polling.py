@@ -1,0 +1,152 @@
+"""Long polling that confirms an update only after the gateway stored it.
+
+PTB's ``Updater`` advances the ``getUpdates`` offset as soon as updates are fetched and, on stop,
+polls once more to mark everything read, so a crash or a stop loses whatever was still queued
+(see shared/notes/platforms.md). This loop is the replacement: the offset sent to Telegram moves
+past an update only after the handler returned for it. A handler failure stops the batch (later
+updates must not overtake it), waits, and fetches again from the same offset, so Telegram hands
+the same update back. Cancelling the task confirms nothing further.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dtm
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from telegram import Bot, Update
+from telegram.error import Conflict
+
+from adapters.base import AdapterStatus
+
+from .redaction import describe
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ("message",)
+UpdateHandler = Callable[[Update], Awaitable[None]]
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff with jitter: ``base * 2**(n-1)``, at most ``cap``, times 0.5–1.0.
+
+    The jitter keeps several Herald processes (or a restart storm) from retrying in lockstep.
+    """
+
+    base: float
+    cap: float
+    rng: random.Random = field(default_factory=random.Random)
+    failures: int = 0
+
+    def next_delay(self, *, slow: bool = False) -> float:
+        """Count a failure and return the wait before the next try (``slow``: wait the cap)."""
+        self.failures += 1
+        raw = self.cap if slow else min(self.cap, self.base * 2 ** min(self.failures - 1, 32))
+        return raw * self.rng.uniform(0.5, 1.0)
+
+    def reset(self) -> int:
+        """Forget the streak; returns how many failures it had."""
+        failures, self.failures = self.failures, 0
+        return failures
+
+
+class Poller:
+    """Fetches updates with ``getUpdates`` and hands them to ``handle`` one at a time, in order.
+
+    Failures never end the loop: network trouble and unexpected errors back off with jitter, a
+    ``Conflict`` (another process polling this token, or a webhook set) retries slowly. Each streak
+    is logged once when it starts and once when it ends; ``status`` follows along for ``/readyz``.
+    """
+
+    def __init__(
+        self,
+        bot: Bot,
+        handle: UpdateHandler,
+        status: AdapterStatus,
+        *,
+        token: str,
+        poll_timeout: float,
+        retry_base: float,
+        retry_cap: float,
+    ) -> None:
+        self._bot = bot
+        self._handle = handle
+        self._status = status
+        self._token = token
+        self._timeout = dtm.timedelta(seconds=poll_timeout)  # PTB sends whole seconds as an int
+        self._fetch_backoff = Backoff(retry_base, retry_cap)
+        self._handle_backoff = Backoff(retry_base, retry_cap)
+        self._streak: str | None = None  # the kind of fetch failure being retried, if any
+
+    async def run(self) -> None:
+        offset: int | None = None  # None: from the oldest update Telegram still holds for us
+        while True:
+            updates = await self._fetch(offset)
+            for update in updates:
+                if not await self._hand_over(update):
+                    break
+                offset = update.update_id + 1
+
+    async def _fetch(self, offset: int | None) -> Sequence[Update]:
+        """One ``getUpdates``; on failure, log, wait and return nothing."""
+        try:
+            updates = await self._bot.get_updates(
+                offset=offset, timeout=self._timeout, allowed_updates=ALLOWED_UPDATES
+            )
+        except Conflict as exc:
+            self._failed(
+                "conflict",
+                logging.ERROR,
+                "Telegram refused getUpdates (%s): only one process may poll per bot token, and not "
+                "while a webhook is set. Stop the other instance or use webhook mode; retrying slowly.",
+                exc,
+            )
+            await asyncio.sleep(self._fetch_backoff.next_delay(slow=True))
+            return ()
+        except Exception as exc:  # network, 5xx, a bad token, a PTB parsing bug: never end the loop
+            self._failed("error", logging.WARNING, "Telegram getUpdates failed (%s); backing off", exc)
+            await asyncio.sleep(self._fetch_backoff.next_delay())
+            return ()
+        failures = self._fetch_backoff.reset()
+        if failures:
+            log.info("Telegram polling recovered after %d failed attempt(s)", failures)
+        self._streak = None
+        self._status.connected = True
+        return updates
+
+    def _failed(self, kind: str, level: int, message: str, exc: Exception) -> None:
+        text = describe(exc, self._token)
+        self._status.connected = False
+        self._status.detail = text
+        if self._streak != kind:  # once per streak, not once per retry
+            log.log(level, message, text)
+            self._streak = kind
+        else:
+            log.debug("Telegram getUpdates still failing: %s", text)
+
+    async def _hand_over(self, update: Update) -> bool:
+        """True once ``handle`` returned; False (after a backoff) if it raised: not confirmed."""
+        try:
+            await self._handle(update)
+        except Exception as exc:
+            delay = self._handle_backoff.next_delay()
+            text = describe(exc, self._token)
+            self._status.detail = f"update {update.update_id} not stored yet: {text}"
+            if self._handle_backoff.failures == 1:
+                log.error(
+                    "Storing Telegram update %d failed; it stays unconfirmed and is retried",
+                    update.update_id,
+                    exc_info=True,
+                )
+            else:
+                log.debug("Storing Telegram update %d failed again: %s", update.update_id, text)
+            await asyncio.sleep(delay)
+            return False
+        failures = self._handle_backoff.reset()
+        if failures:
+            log.info("Telegram update %d stored after %d failed attempt(s)", update.update_id, failures)
+        return True
