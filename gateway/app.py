@@ -44,7 +44,6 @@ from gateway.services import Services
 log = logging.getLogger(__name__)
 
 TELEGRAM_TOKEN = "TELEGRAM_BOT_TOKEN"
-TELEGRAM_WEBHOOK_PATH = "/telegram/webhook"
 FLUSH_TIMEOUT = 10.0
 
 

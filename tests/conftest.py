@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,16 @@ import pytest
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator
+
+
+@pytest.fixture(autouse=True)
+def _restore_log_levels() -> Iterator[None]:
+    """In-process `herald` runs configure Herald's loggers; give the next test the levels it had."""
+    names = ("agent", "gateway", "adapters")
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ def test_a_reply_queued_before_the_crash_is_sent_once_after_the_restart(
         configure(home, provider, telegram)
         set_value(home.config_path, "gateway.stream_edit_interval", "0")
         with gateway_process(home, fake) as first:
-            fake.fail_next("sendMessage", 429, retry_after=60)  # the reply waits in the outbox
+            fake.fail_next("sendMessage", 429, retry_after=20)  # the adapter waits it out: kill it then
             fake.private_message(CHAT, "question")
             fake.wait_for_sync(lambda: fake.calls_to("sendMessage"), timeout=30, what="a send attempt")
             first.send_signal(signal.SIGKILL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_paramete
 from .polling import ALLOWED_UPDATES, Poller
 from .ratelimit import BoundedRateLimiter
 from .redaction import TokenFilter, describe, redact
-from .webhook import parse_update, secret_matches, webhook_secret
+from .webhook import SECRET_HEADER, WEBHOOK_PATH, parse_update, secret_matches, webhook_secret
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class TelegramAdapter(Adapter):
     """
 
     platform = PLATFORM
+    webhook_path = WEBHOOK_PATH
     capabilities = Capabilities(
         max_message_length=4096,
         length_unit="utf16",
@@ -162,6 +163,13 @@ class TelegramAdapter(Adapter):
             url = redact(self._webhook_url or "", self._token)
             log.info("Telegram adapter started as @%s, webhook %s", bot.username, url)
 
+    async def stop_receiving(self) -> None:
+        """Stop polling (nothing unstored is confirmed) but keep the bot for sending queued replies."""
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            await asyncio.wait({poller})
+
     async def stop(self) -> None:
         """Cancel polling wherever it is (a sink call included): nothing unstored is confirmed.
 
@@ -184,6 +192,10 @@ class TelegramAdapter(Adapter):
         return AdapterStatus(connected=connected, detail=current.detail, extra=dict(current.extra))
 
     # --- inbound --------------------------------------------------------------------------------
+
+    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> int:
+        """The gateway's HTTP server hands POSTs to ``webhook_path`` here."""
+        return await self.handle_webhook(body, headers.get(SECRET_HEADER))
 
     async def handle_webhook(self, body: bytes | dict[str, Any], secret_header: str | None) -> int:
         """Judge one webhook POST; returns the HTTP status to answer Telegram with.
