@@ -1,0 +1,189 @@
+"""Gateway behaviour a user or an operator notices: busy policies, /stop, hygiene, health, webhooks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from adapters.telegram import SECRET_HEADER, webhook_secret
+from agent.memory import OWNER_SCOPE
+from gateway.app import open_gateway
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply
+from tests.fakes import FakeTelegram
+from tests.gateway_support import ADMIN, FRIEND, gateway_config, telegram_gateway
+from tests.helpers import ChatResponder
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def last_user_text(request_json: dict) -> str:
+    return str(request_json["messages"][-1]["content"][0]["text"])
+
+
+async def wait_for_requests(emulator: ProviderEmulator, count: int) -> None:
+    async with asyncio.timeout(10):
+        while len(emulator.requests) < count:  # noqa: ASYNC110 - the emulator has no event to wait on
+            await asyncio.sleep(0.01)
+
+
+async def test_queue_policy_answers_messages_of_a_chat_in_order(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.stream_delay = 0.01
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        for n in range(3):
+            harness.fake.private_message(FRIEND, f"message {n}")
+        await harness.settled()
+        answers = harness.texts(FRIEND)
+    assert [last_user_text(r.json) for r in emulator.requests] == ["message 0", "message 1", "message 2"]
+    assert [a.split("to: ")[1][:9] for a in answers] == ["message 0", "message 1", "message 2"]
+    assert emulator.max_in_flight == 1
+
+
+async def test_interrupt_policy_cancels_the_running_turn_for_the_newest_message(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.stream_delay = 0.05
+    emulator.script(Reply(text_tokens=400), Reply(text="Answer to the second."))
+    async with telegram_gateway(
+        home, emulator, emulator_url, gateway={"busy_policy": "interrupt"}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "a long question")
+        await wait_for_requests(emulator, 1)
+        await asyncio.sleep(0.2)
+        harness.fake.private_message(FRIEND, "never mind, this instead")
+        await harness.settled()
+        answers = harness.texts(FRIEND)
+        store = harness.gateway.services.runtime.store
+        [session] = await store.list_sessions()
+        history = await store.load_messages(session.id)
+    assert answers[-1] == "Answer to the second."
+    assert all(a.endswith("(stopped)") for a in answers[:-1])
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[1].content == "(The user cancelled this turn.)"
+
+
+async def test_stop_cancels_the_running_answer(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.stream_delay = 0.05
+    emulator.script(Reply(text_tokens=400))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "tell me everything")
+        await wait_for_requests(emulator, 1)
+        await asyncio.sleep(0.2)
+        harness.fake.private_message(FRIEND, "/stop")
+        await harness.settled()
+        texts = harness.texts(FRIEND)
+        harness.fake.private_message(FRIEND, "/stop")
+        await harness.settled()
+        again = harness.texts(FRIEND)[-1]
+    assert "Stopped." in texts and any(t.endswith("(stopped)") for t in texts)
+    assert again == "Nothing is running."
+
+
+async def test_session_hygiene_runs_before_the_turn_and_says_so_in_one_line(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.responder = ChatResponder(reply_tokens=1200)
+    sections = {
+        "model": {"context_length": 20_000, "max_tokens": 2000},
+        "compression": {"threshold": 0.95, "protect_last_n": 2},
+        "gateway": {"stream_edit_interval": 0},
+    }
+    async with telegram_gateway(home, emulator, emulator_url, **sections) as harness:
+        for turn in range(16):
+            harness.fake.private_message(FRIEND, f"FACT-{turn} " + "tell me more " * 20)
+            await harness.settled()
+            if any(t.startswith("ℹ️ Compressed") for t in harness.texts(FRIEND)):
+                break
+        notices = [t for t in harness.texts(FRIEND) if t.startswith("ℹ️")]
+    assert len(notices) == 1 and "Compressed (summary)" in notices[0]
+
+
+async def test_health_readiness_and_metrics(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "hello")
+        await harness.settled()
+        url = harness.gateway.http.url
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as client:
+            async with client.get(f"{url}/healthz") as response:
+                assert response.status == 200
+            async with client.get(f"{url}/readyz") as response:
+                ready = await response.json()
+                assert response.status == 200 and ready == {"ready": True, "problems": []}
+            async with client.get(f"{url}/metrics") as response:
+                metrics = await response.text()
+            await harness.gateway.adapters[0].stop_receiving()
+            await harness.gateway.adapters[0].stop()
+            async with client.get(f"{url}/readyz") as response:
+                assert response.status == 503 and "telegram: not connected" in json.dumps(
+                    await response.json()
+                )
+    assert 'gateway_messages_in_total{platform="telegram"} 1.0' in metrics
+    assert 'gateway_turns_total{outcome="answered"} 1.0' in metrics
+    assert (
+        "gateway_turn_seconds_bucket" in metrics and 'gateway_provider_tokens_total{kind="output"}' in metrics
+    )
+
+
+async def test_the_command_menu_is_published_only_when_it_changed(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeTelegram()
+    async with fake.serve() as base_url:
+        config = gateway_config(emulator_url, base_url)
+        for _ in range(2):  # two starts of the gateway on one home
+            async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}):
+                pass
+    assert len(fake.calls_to("setMyCommands")) == 1
+    assert "help" in [command["command"] for command in fake.commands()]
+
+
+async def test_an_admins_direct_chat_uses_the_owners_memory(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(ADMIN, "hi, it's me")
+        harness.fake.private_message(FRIEND, "hi, it's Ada")
+        await harness.settled()
+        sessions = await harness.gateway.services.runtime.store.list_sessions()
+        locks = harness.gateway.services.runtime.locks
+        lanes = harness.gateway.services.lanes
+        idle = (lanes.active, getattr(locks, "active_keys", 0))
+    scopes = {s.session_key: s.memory_scope for s in sessions}
+    assert scopes == {f"telegram:dm:{ADMIN}": OWNER_SCOPE, f"telegram:dm:{FRIEND}": f"user:telegram:{FRIEND}"}
+    assert idle == (0, 0)  # nothing per chat is held once its turn ended
+
+
+async def test_webhook_mode_receives_updates_through_the_gateways_server(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeTelegram()
+    async with fake.serve() as base_url:
+        config = gateway_config(
+            emulator_url,
+            base_url,
+            telegram={"mode": "webhook", "webhook_url": "https://bot.example.org/telegram/webhook"},
+        )
+        async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
+            assert fake.webhook_secret == webhook_secret(fake.token)
+            update = fake.private_message(FRIEND, "via webhook")
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client:
+                target = f"{gateway.http.url}/telegram/webhook"
+                headers = {SECRET_HEADER: "wrong"}
+                async with client.post(target, json=update, headers=headers) as response:
+                    assert response.status == 403
+                headers = {SECRET_HEADER: webhook_secret(fake.token)}
+                async with client.post(target, json=update, headers=headers) as response:
+                    assert response.status == 200
+                async with client.post(target, json=update, headers=headers) as response:
+                    assert response.status == 200  # a redelivery: stored once, answered once
+            await fake.wait_for(lambda: [m for m in fake.messages(FRIEND) if m.text.startswith("Emulated")])
+    assert len(emulator.requests) == 1
