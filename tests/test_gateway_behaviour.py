@@ -8,10 +8,18 @@ import json
 import aiohttp
 import pytest
 
+from adapters.base import ChatType, InboundMessage
 from adapters.telegram import SECRET_HEADER, webhook_secret
+from agent.loop import with_payload
 from agent.memory import OWNER_SCOPE
+from agent.messages import Message, ToolCall
+from gateway import schema
+from gateway.addressing import session_key, session_spec
 from gateway.app import open_gateway
+from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
+from gateway.inbox import Inbox
+from gateway.runtime import open_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND, gateway_config, telegram_gateway
@@ -187,3 +195,68 @@ async def test_webhook_mode_receives_updates_through_the_gateways_server(
                     assert response.status == 200  # a redelivery: stored once, answered once
             await fake.wait_for(lambda: [m for m in fake.messages(FRIEND) if m.text.startswith("Emulated")])
     assert len(emulator.requests) == 1
+
+
+def inbound(text: str, message_id: str = "500") -> InboundMessage:
+    return InboundMessage(
+        platform="telegram",
+        chat_id=str(FRIEND),
+        chat_type=ChatType.DIRECT,
+        user_id=str(FRIEND),
+        user_name="Ada",
+        message_id=message_id,
+        text=text,
+        timestamp=0.0,
+        addressed=True,
+    )
+
+
+async def leave_a_crashed_turn(home: HeraldHome, config: HeraldConfig, *, finished: bool) -> None:
+    """What a process killed during a turn leaves: the inbox row, and the turn (finished or not)."""
+    message = inbound("what is two plus two?")
+    async with open_runtime(config, home) as runtime:
+        await runtime.db.migrate(schema.COMPONENT, schema.MIGRATIONS)
+        row = await Inbox(runtime.db).record(message, session_key(message))
+        assert row is not None
+        session = (await runtime.new_session(session_spec(message, is_admin=False))).record
+        async with runtime.locks.hold(session.session_key) as lease:
+            if finished:
+                await runtime.agent.run_turn(lease, session, message.text, meta={"inbox": row.id})
+                return
+            provider = runtime.agent.provider_for(session)
+            user = with_payload(provider, Message(role="user", content=message.text, meta={"inbox": row.id}))
+            call = ToolCall("t1", "todo", "{}")
+            await runtime.store.append_messages(
+                session.id, [user, with_payload(provider, Message(role="assistant", tool_calls=(call,)))]
+            )
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["finished", "cut-off"])
+async def test_a_restart_delivers_a_finished_turn_and_redoes_a_cut_off_one(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, finished: bool
+) -> None:
+    fake = FakeTelegram()
+    async with fake.serve() as base_url:
+        config = gateway_config(emulator_url, base_url)
+        fake.register_chat(FRIEND)
+        if finished:
+            emulator.script(Reply(text="Four."))
+        await leave_a_crashed_turn(home, config, finished=finished)
+        asked = len(emulator.requests)
+        emulator.script(Reply(text="Four, again."))
+        async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
+            await fake.wait_for(lambda: fake.messages(FRIEND), what="the answer after the restart")
+            await asyncio.sleep(0.3)
+            store = gateway.services.runtime.store
+            [session] = await store.list_sessions()
+            history = await store.load_messages(session.id)
+    texts = [m.text for m in fake.messages(FRIEND)]
+    if finished:
+        assert texts == ["Four."] and len(emulator.requests) == asked  # delivered, not asked again
+        assert [m.role for m in history] == ["user", "assistant"]
+    else:
+        assert texts == ["Four, again."] and len(emulator.requests) == asked + 1
+        assert [(m.role, m.content) for m in history] == [
+            ("user", "what is two plus two?"),
+            ("assistant", "Four, again."),
+        ]  # the cut-off attempt left the conversation; the history stays valid

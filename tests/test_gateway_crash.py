@@ -108,6 +108,24 @@ def test_sigkill_mid_turn_then_restart_answers_every_message_exactly_once(
     assert [m["role"] for m in last] == ["user", "assistant"] * 2 + ["user"]
 
 
+def test_sigkill_while_waiting_for_the_model_then_restart_answers_once(
+    emulator: ProviderEmulator, home: HeraldHome
+) -> None:
+    fake = FakeTelegram()
+    emulator.responder = answer_each
+    emulator.stall_next(30)  # the first request hangs: the message is stored, nothing is answered yet
+    with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram:
+        configure(home, provider, telegram)
+        with gateway_process(home, fake) as first:
+            fake.private_message(CHAT, "question 0")
+            fake.wait_for_sync(lambda: emulator.requests, timeout=30, what="the stalled model request")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        with gateway_process(home, fake):
+            final = settle(fake, 1)
+    assert len(final) == 1 and final[0].startswith("Answer to question 0:")
+
+
 def test_a_reply_queued_before_the_crash_is_sent_once_after_the_restart(
     emulator: ProviderEmulator, home: HeraldHome
 ) -> None:
