@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
@@ -79,33 +79,50 @@ class Outbox:
 
         return await self.db.write(insert)
 
-    async def due_heads(self, now: float) -> list[OutboxItem]:
-        """The oldest pending item of each chat, if it is due: replies of one chat go out in order."""
+    async def due_heads(self, now: float, platforms: Collection[str]) -> list[OutboxItem]:
+        """The oldest pending item of each chat on ``platforms``, if it is due (a chat's replies go out in
+        order). Only this process's platforms: another process may serve the others."""
 
         def select(conn: sqlite3.Connection) -> list[OutboxItem]:
             rows = conn.execute(
-                """SELECT o.* FROM outbox o JOIN (
-                       SELECT MIN(id) AS id FROM outbox WHERE state = 'pending' GROUP BY platform, chat_id
+                f"""SELECT o.* FROM outbox o JOIN (
+                       SELECT MIN(id) AS id FROM outbox
+                       WHERE state = 'pending' AND platform IN ({_marks(platforms)})
+                       GROUP BY platform, chat_id
                    ) head ON o.id = head.id
                    WHERE o.next_attempt_at <= ? ORDER BY o.id""",
-                (now,),
+                (*platforms, now),
             ).fetchall()
             return [_item(row) for row in rows]
 
         return await self.db.run(select)
 
-    async def next_attempt_at(self) -> float | None:
-        """When the earliest pending item becomes due (None when nothing is pending)."""
+    async def next_attempt_at(self, platforms: Collection[str]) -> float | None:
+        """When the earliest pending item of ``platforms`` becomes due (None when nothing is pending)."""
 
         def select(conn: sqlite3.Connection) -> float | None:
-            row = conn.execute("SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending'").fetchone()
+            row = conn.execute(
+                "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending' "
+                f"AND platform IN ({_marks(platforms)})",
+                tuple(platforms),
+            ).fetchone()
             return None if row[0] is None else float(row[0])
 
         return await self.db.run(select)
 
-    async def pending_count(self) -> int:
+    async def pending_count(self, platforms: Collection[str] | None = None) -> int:
+        """Pending items (of ``platforms``, or all)."""
+
         def select(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()[0])
+            if platforms is None:
+                row = conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM outbox WHERE state = 'pending' "
+                    f"AND platform IN ({_marks(platforms)})",
+                    tuple(platforms),
+                ).fetchone()
+            return int(row[0])
 
         return await self.db.run(select)
 
@@ -158,6 +175,11 @@ class Outbox:
             return [_item(row) for row in rows]
 
         return await self.db.run(select)
+
+
+def _marks(values: Collection[str]) -> str:
+    """``?, ?, ?`` for an ``IN`` list (never empty: an empty list matches nothing)."""
+    return ", ".join("?" for _ in values) or "NULL"
 
 
 def _entities_json(entities: Sequence[TextEntity]) -> str:

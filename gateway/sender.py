@@ -67,7 +67,7 @@ class OutboxSender:
         while True:
             self._wake.clear()
             await self.send_due()
-            next_at = await self.outbox.next_attempt_at()
+            next_at = await self.outbox.next_attempt_at(self.adapters.keys())
             wait = IDLE_WAIT if next_at is None else min(IDLE_WAIT, max(0.0, next_at - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait if wait > 0 else 0.01)
@@ -76,14 +76,14 @@ class OutboxSender:
         """Send everything due now, chat by chat in order; returns how many items were handled."""
         handled = 0
         while True:
-            heads = await self.outbox.due_heads(self.clock())
+            heads = await self.outbox.due_heads(self.clock(), self.adapters.keys())
             if not heads:
                 break
             results = await asyncio.gather(*(self._attempt(item) for item in heads))
             handled += len(heads)
             if not any(results):
                 break  # everything left is waiting for a retry time
-        self.metrics.outbox_pending.set(await self.outbox.pending_count())
+        self.metrics.outbox_pending.set(await self.outbox.pending_count(self.adapters.keys()))
         return handled
 
     async def flush(self, seconds: float) -> bool:
@@ -91,21 +91,18 @@ class OutboxSender:
         deadline = self.clock() + seconds
         while self.clock() < deadline:
             await self.send_due()
-            if await self.outbox.pending_count() == 0:
+            if await self.outbox.pending_count(self.adapters.keys()) == 0:
                 return True
-            next_at = await self.outbox.next_attempt_at()
+            next_at = await self.outbox.next_attempt_at(self.adapters.keys())
             if next_at is None or next_at > deadline:
                 return False
             await asyncio.sleep(max(0.0, min(next_at, deadline) - self.clock()))
-        return await self.outbox.pending_count() == 0
+        return await self.outbox.pending_count(self.adapters.keys()) == 0
 
     async def _attempt(self, item: OutboxItem) -> bool:
         """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
         outgoing = item.outgoing
-        adapter = self.adapters.get(outgoing.address.platform)
-        if adapter is None:
-            await self._give_up(item, f"the {outgoing.address.platform} adapter is not running")
-            return True
+        adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our platforms
         async with self._slots:
             await self.budget.wait(outgoing.address)
             try:

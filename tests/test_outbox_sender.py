@@ -171,3 +171,13 @@ async def test_a_reply_the_platform_refuses_is_given_up_and_counted(outbox: Outb
     )
     assert row["state"] == OutboxState.FAILED and "too long" in row["error"]
     assert b'gateway_delivery_failures_total{platform="test"} 1.0' in metrics.render()
+
+
+async def test_a_sender_leaves_other_platforms_replies_to_the_process_that_serves_them(outbox: Outbox) -> None:
+    adapter = ScriptedAdapter()
+    sender, _, _ = make_sender(outbox, adapter)
+    elsewhere = Outgoing(ChatAddress("discord", "9"), Operation.SEND, OutboundText("for discord"))
+    await outbox.enqueue([elsewhere, send("a", "for us")])
+    await sender.send_due()
+    assert [t.text for _, _, t in adapter.sent] == ["for us"]
+    assert await outbox.pending_count() == 1 and await outbox.pending_count(["test"]) == 0
