@@ -173,7 +173,7 @@ async def test_a_reply_the_platform_refuses_is_given_up_and_counted(outbox: Outb
     assert b'gateway_delivery_failures_total{platform="test"} 1.0' in metrics.render()
 
 
-async def test_a_sender_leaves_other_platforms_replies_to_the_process_that_serves_them(outbox: Outbox) -> None:
+async def test_a_sender_leaves_other_platforms_replies_to_their_own_process(outbox: Outbox) -> None:
     adapter = ScriptedAdapter()
     sender, _, _ = make_sender(outbox, adapter)
     elsewhere = Outgoing(ChatAddress("discord", "9"), Operation.SEND, OutboundText("for discord"))

@@ -1,0 +1,59 @@
+"""Imports point one way: the agent knows no platform, an adapter knows no agent or gateway."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved to their package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                found.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module:
+                found.add(node.module)
+    return found
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def offending(package: str, forbidden: tuple[str, ...]) -> dict[str, set[str]]:
+    bad: dict[str, set[str]] = {}
+    for path in modules(package):
+        hits = {name for name in imports(path) if name.split(".")[0] in forbidden}
+        if hits:
+            bad[str(path.relative_to(ROOT))] = hits
+    return bad
+
+
+def test_the_agent_imports_no_gateway_and_no_platform() -> None:
+    assert offending("agent", ("gateway", "adapters", "telegram", "discord")) == {}
+
+
+def test_adapters_import_neither_the_agent_nor_the_gateway() -> None:
+    assert offending("adapters", ("agent", "gateway")) == {}
+
+
+def test_only_the_composition_root_constructs_platform_adapters() -> None:
+    users = {
+        str(path.relative_to(ROOT))
+        for path in modules("gateway")
+        if any(name.startswith(("adapters.telegram", "adapters.discord")) for name in imports(path))
+    }
+    assert users <= {"gateway/app.py"}
+
+
+def test_the_gateway_never_imports_a_platform_sdk() -> None:
+    assert offending("gateway", ("telegram", "discord")) == {}
