@@ -68,6 +68,7 @@ class InboundMessage:
     addressed: bool = False
     chat_title: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    server_id: str | None = None  # the server (Discord guild) a shared chat belongs to
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from functools import partial
 
 from adapters.base import Adapter, DeliveryError
 from gateway import schema
-from gateway.auth import AccessPolicy, Authorizer
+from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
 from gateway.commands import menu, menu_hash
@@ -36,7 +36,7 @@ from gateway.lanes import Lanes
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
-from gateway.router import Router
+from gateway.router import MentionPolicy, Router
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
@@ -120,11 +120,28 @@ def _remember(conn: sqlite3.Connection, *, key: str, value: str) -> None:
 
 
 def access_policy(config: HeraldConfig) -> AccessPolicy:
+    discord = config.discord
     return AccessPolicy(
         admins=frozenset(config.gateway.admins),
         allow_all=config.gateway.allow_all,
-        allowed_users={"telegram": frozenset(config.telegram.allowed_users)},
+        platforms={
+            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
+            "discord": PlatformAccess(
+                users=frozenset(discord.allowed_users),
+                chats=frozenset(discord.allowed_channels),
+                servers=frozenset(discord.allowed_guilds),
+            ),
+        },
     )
+
+
+def mention_policies(config: HeraldConfig) -> dict[str, MentionPolicy]:
+    return {
+        "telegram": MentionPolicy(config.telegram.require_mention),
+        "discord": MentionPolicy(
+            config.discord.require_mention, frozenset(config.discord.free_response_channels)
+        ),
+    }
 
 
 @asynccontextmanager
@@ -166,7 +183,7 @@ async def open_gateway(
             lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
             metrics=metrics,
         )
-        router = Router(services, require_mention={"telegram": config.telegram.require_mention})
+        router = Router(services, mentions=mention_policies(config))
         sending = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(_cancel, sending)
         for adapter in chosen:

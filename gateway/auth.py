@@ -9,17 +9,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from adapters.base import ChatType, InboundMessage
 from gateway.addressing import admin_id
 from gateway.pairing import Pairing
 
 
 @dataclass(frozen=True)
+class PlatformAccess:
+    """One platform's allowlists: people, and chats or servers where everyone may talk to the bot."""
+
+    users: frozenset[str] = frozenset()
+    chats: frozenset[str] = frozenset()  # e.g. Discord channels (shared chats only, never DMs)
+    servers: frozenset[str] = frozenset()  # e.g. Discord guilds (shared chats only)
+
+
+@dataclass(frozen=True)
 class AccessPolicy:
-    """The configured part: ``gateway.admins``, ``gateway.allow_all``, ``<platform>.allowed_users``."""
+    """The configured part: ``gateway.admins``, ``gateway.allow_all``, each platform's allowlists."""
 
     admins: frozenset[str] = frozenset()  # "platform:user_id"
     allow_all: bool = False
-    allowed_users: Mapping[str, frozenset[str]] = field(default_factory=dict)  # platform -> user ids
+    platforms: Mapping[str, PlatformAccess] = field(default_factory=dict)
 
 
 class Authorizer:
@@ -30,9 +40,16 @@ class Authorizer:
     def is_admin(self, platform: str, user_id: str) -> bool:
         return admin_id(platform, user_id) in self.policy.admins
 
-    async def is_allowed(self, platform: str, user_id: str) -> bool:
-        if self.policy.allow_all or self.is_admin(platform, user_id):
+    async def is_allowed(self, message: InboundMessage) -> bool:
+        """Whether ``message``'s author may use the bot where they wrote it."""
+        if self.policy.allow_all or self.is_admin(message.platform, message.user_id):
             return True
-        if user_id in self.policy.allowed_users.get(platform, frozenset()):
+        access = self.policy.platforms.get(message.platform, PlatformAccess())
+        if message.user_id in access.users:
             return True
-        return await self.pairing.is_approved(platform, user_id)
+        if message.chat_type is not ChatType.DIRECT and (
+            message.chat_id in access.chats
+            or (message.server_id is not None and message.server_id in access.servers)
+        ):
+            return True
+        return await self.pairing.is_approved(message.platform, message.user_id)

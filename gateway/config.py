@@ -127,6 +127,41 @@ class TelegramSettings(Section):
         return self
 
 
+class DiscordSettings(Section):
+    """The Discord bot: enabled when DISCORD_BOT_TOKEN is set (environment or .env, never here)."""
+
+    allowed_users: list[str] = Field(
+        default_factory=list,
+        description="Discord user ids allowed to use the bot (besides admins and pairings).",
+    )
+    allowed_guilds: list[str] = Field(
+        default_factory=list, description="Server (guild) ids whose members may all use the bot there."
+    )
+    allowed_channels: list[str] = Field(
+        default_factory=list, description="Channel ids where everyone may use the bot."
+    )
+    require_mention: StrictBool = Field(
+        True,
+        description="In servers, answer only when mentioned or replied to (or in a free-response channel).",
+    )
+    free_response_channels: list[str] = Field(
+        default_factory=list, description="Channel ids where the bot answers every message, mention or not."
+    )
+    api_base: str | None = Field(
+        None, description="REST API base URL; null = Discord's own (tests point it at a fake server)."
+    )
+    gateway_url: str | None = Field(
+        None, description="Websocket gateway URL; null = Discord's own (tests point it at a fake server)."
+    )
+
+    @field_validator(
+        "allowed_users", "allowed_guilds", "allowed_channels", "free_response_channels", mode="before"
+    )
+    @classmethod
+    def _ids_as_text(cls, value: object) -> object:
+        return _user_ids(value) if isinstance(value, list) else value
+
+
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     prompt_caching: PromptCachingSettings = PromptCachingSettings()
@@ -137,6 +172,7 @@ class HeraldConfig(Section):
     agent: AgentSection = AgentSection()
     gateway: GatewaySettings = GatewaySettings()
     telegram: TelegramSettings = TelegramSettings()
+    discord: DiscordSettings = DiscordSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from adapters.base import ChatType, InboundMessage
@@ -34,14 +34,22 @@ FULL_REPLY_EVERY = 600.0
 TRACKED_REFUSALS = 4096
 
 
+@dataclass(frozen=True)
+class MentionPolicy:
+    """When the bot answers in shared chats: only when addressed, except in ``free_chats``."""
+
+    require_mention: bool = True
+    free_chats: frozenset[str] = frozenset()
+
+
 class GatewayStopping(Exception):
     """The gateway is shutting down; the adapter must not confirm the message."""
 
 
 class Router:
-    def __init__(self, services: Services, *, require_mention: Mapping[str, bool]) -> None:
+    def __init__(self, services: Services, *, mentions: Mapping[str, MentionPolicy]) -> None:
         self.services = services
-        self.require_mention = require_mention
+        self.mentions = mentions
         self.accepting = True
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
@@ -59,10 +67,10 @@ class Router:
             metrics.messages_ignored.labels(message.platform, "channel").inc()
             return
         direct = message.chat_type is ChatType.DIRECT
-        if not direct and not message.addressed and self.require_mention.get(message.platform, True):
+        if not direct and not message.addressed and self._needs_mention(message):
             metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
             return
-        if not await services.authorizer.is_allowed(message.platform, message.user_id):
+        if not await services.authorizer.is_allowed(message):
             metrics.messages_ignored.labels(message.platform, "unauthorized").inc()
             if direct:
                 await self._pairing(message)
@@ -75,6 +83,10 @@ class Router:
             return
         metrics.messages_in.labels(message.platform).inc()
         self.dispatch(row)
+
+    def _needs_mention(self, message: InboundMessage) -> bool:
+        policy = self.mentions.get(message.platform, MentionPolicy())
+        return policy.require_mention and message.chat_id not in policy.free_chats
 
     def dispatch(self, row: InboxRow) -> None:
         """Start handling a stored message: a command, or a turn in the chat's lane."""
