@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -115,10 +115,12 @@ class Agent:
         on_event: EventCallback | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
+        refuse: Collection[str] = (),
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
 
         ``meta`` is stored with the user message (the gateway records which inbox row it answers).
+        ``refuse`` names tools this turn may not use although the session advertises them.
         """
         lease.check(session.session_key)
         pump = EventPump(on_event)
@@ -165,7 +167,7 @@ class Agent:
                     await self._maybe_compress(session, [*messages, *stored], response, pump)
                     await pump.flush()
                     return TurnResult(text=response.text, usage=total, iterations=iteration)
-                results = await self._run_tools(provider, session, response.tool_calls, pump)
+                results = await self._run_tools(provider, session, response.tool_calls, pump, refuse)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(_id(m) for m in stored)
@@ -280,7 +282,12 @@ class Agent:
         await self.store.record_request(session.id, record, at=self.clock())
 
     async def _run_tools(
-        self, provider: Provider, session: SessionRecord, calls: tuple[ToolCall, ...], pump: EventPump
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        calls: tuple[ToolCall, ...],
+        pump: EventPump,
+        refuse: Collection[str],
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
         context = ToolContext(
@@ -294,7 +301,7 @@ class Agent:
 
         async def run(call: ToolCall) -> Message:
             pump.emit(ToolStarted(call.name, call.arguments_json))
-            result = await run_tool(self.registry, call, context, allowed)
+            result = await run_tool(self.registry, call, context, allowed, refuse)
             pump.emit(ToolFinished(call.name, result.is_error))
             return with_payload(provider, result)
 

@@ -397,3 +397,19 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
         ("user", "tell me a long story"),
         ("assistant", "(The user cancelled this turn.)"),
     ]
+
+
+async def test_a_refused_tool_stays_in_the_schema_but_does_not_run(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        emulator.script(todo_call(1), Reply(text="I could not use it."))
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "plan it", refuse={"todo"})
+        messages = await runtime.store.load_messages(session.id)
+        todos = await runtime.store.get_todos(session.id)
+    result = next(m for m in messages if m.role == "tool")
+    assert result.is_error and "not available in this context" in result.content
+    assert todos == []  # the tool did not run
+    assert len(prompt_hashes([r for r in emulator.requests if r.ok])) == 1  # same tool list bytes

@@ -77,18 +77,26 @@ def tool_guidance(tools: Iterable[Tool]) -> tuple[str, ...]:
 
 
 async def run_tool(
-    registry: ToolRegistry, call: ToolCall, context: ToolContext, allowed: set[str]
+    registry: ToolRegistry,
+    call: ToolCall,
+    context: ToolContext,
+    allowed: set[str],
+    refused: Collection[str] = (),
 ) -> Message:
     """Run one tool call and turn any outcome, including a crash, into a tool result message.
 
     ``allowed`` is the set of tool names in the session's stored schema list: a session never runs a
-    tool it did not advertise, even if the registry gained it since.
+    tool it did not advertise, even if the registry gained it since. ``refused`` are advertised tools
+    this particular run may not use (a cron run may not create jobs): they stay in the schema, because
+    removing them would change the prompt bytes the cache holds, and are refused here instead.
     """
     tool = registry.get(call.name)
     if tool is None or call.name not in allowed:
         return tool_result(
             call, f"Unknown tool '{call.name}'. Available: {', '.join(sorted(allowed))}.", is_error=True
         )
+    if call.name in refused:
+        return tool_result(call, f"The tool '{call.name}' is not available in this context.", is_error=True)
     try:
         json.loads(call.arguments_json or "{}")
     except json.JSONDecodeError as exc:
