@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,10 @@ from agent.models import ModelInfo
 from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.providers.pool import ProviderPool
 from agent.providers.retry import RetryPolicy, complete_with_retries, user_facing_error
+from agent.settings import DelegateSettings
 from agent.store import SessionRecord, SessionStore
-from agent.tools.registry import ToolContext, ToolRegistry, run_tool
+from agent.tool_runs import run_tool_calls, with_payload
+from agent.tools.registry import ToolContext, ToolRegistry
 from agent.usage import Usage, priced
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class AgentSettings:
     cache_policy: Policy
     cache_ttl: TtlSetting
     retry: RetryPolicy
+    delegate: DelegateSettings
 
 
 class Agent:
@@ -290,27 +293,31 @@ class Agent:
         refuse: Collection[str],
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
-        context = ToolContext(
+        context = self.tool_context(session, depth=0)
+
+        def notify(call: ToolCall, result: Message | None) -> None:
+            if result is None:
+                pump.emit(ToolStarted(call.name, call.arguments_json))
+            else:
+                pump.emit(ToolFinished(call.name, result.is_error))
+
+        advertised = {tool["name"] for tool in session.tools}
+        return await run_tool_calls(
+            self.registry, provider, calls, context, advertised=advertised, refused=refuse, notify=notify
+        )
+
+    def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext:
+        """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is."""
+        from agent.side import delegate_for  # side tasks build on this module
+
+        return ToolContext(
             session_id=session.id,
             session_key=session.session_key,
             store=self.store,
             memory=self.memory.store(session.memory_scope),
             skills_dir=self.skills_dir,
+            delegate=delegate_for(self, session, depth),
         )
-        allowed = {tool["name"] for tool in session.tools}
-
-        async def run(call: ToolCall) -> Message:
-            pump.emit(ToolStarted(call.name, call.arguments_json))
-            result = await run_tool(self.registry, call, context, allowed, refuse)
-            pump.emit(ToolFinished(call.name, result.is_error))
-            return with_payload(provider, result)
-
-        return list(await asyncio.gather(*(run(call) for call in calls)))
-
-
-def with_payload(provider: Provider, message: Message) -> Message:
-    """Attach the wire fragment ``message`` is sent as, so it is stored exactly as sent."""
-    return replace(message, payload=provider.wire_message(message), payload_api=provider.api)
 
 
 def _id(message: Message) -> int:

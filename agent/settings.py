@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 ProviderKind = Literal["anthropic", "openai"]
-Toolset = Literal["memory", "session_search", "skills", "todo"]
-ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo")
+Toolset = Literal["memory", "session_search", "skills", "todo", "delegate"]
+ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "delegate")
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.
@@ -136,7 +136,7 @@ class AgentSection(Section):
     )
     toolsets: list[Toolset] = Field(
         default_factory=lambda: list(ALL_TOOLSETS),
-        description="Enabled tool sets: memory, session_search, skills, todo.",
+        description="Enabled tool sets: memory, session_search, skills, todo, delegate.",
     )
     project_context: StrictBool = Field(
         True,
@@ -151,6 +151,36 @@ class AgentSection(Section):
     max_concurrent_requests: StrictInt = Field(
         32, ge=1, le=10_000, description="Model requests in flight at once, over all sessions."
     )
+
+
+class DelegateSettings(Section):
+    """Sub-agents started by the delegate tool: they reuse the session's prompt, so they read its cache."""
+
+    max_children: StrictInt = Field(4, ge=1, le=16, description="Tasks one delegate call may start.")
+    max_concurrency: StrictInt = Field(3, ge=1, le=16, description="Sub-agents running at once per call.")
+    max_depth: StrictInt = Field(
+        1, ge=1, le=3, description="How deep delegation may nest (1: sub-agents may not delegate again)."
+    )
+    max_iterations: StrictInt = Field(10, ge=1, le=100, description="Model calls per sub-agent.")
+    max_output_tokens: StrictInt = Field(
+        8000, ge=100, le=200_000, description="Output tokens one sub-agent may spend in all."
+    )
+    timeout: StrictFloat = Field(300.0, gt=0, description="Seconds a sub-agent may run before it is stopped.")
+
+
+class ReviewSettings(Section):
+    """Background review: the agent looks back over a conversation and saves what is worth keeping."""
+
+    enabled: StrictBool = Field(True, description="Run background reviews (in `herald gateway run`).")
+    every_turns: StrictInt = Field(
+        10, ge=1, le=1000, description="Review a session after this many user turns since its last review."
+    )
+    idle_after: StrictFloat = Field(
+        1800.0,
+        ge=0,
+        description="Also review a session idle this many seconds with turns not yet reviewed; 0 = never.",
+    )
+    max_iterations: StrictInt = Field(6, ge=1, le=50, description="Model calls one review may make.")
 
 
 class ModelOverride(Section):

@@ -32,10 +32,12 @@ from agent.settings import (
     AuxiliarySettings,
     CompressionSettings,
     ContextSettings,
+    DelegateSettings,
     MemorySettings,
     ModelOverride,
     ModelSettings,
     PromptCachingSettings,
+    ReviewSettings,
     Section,
 )
 
@@ -170,6 +172,8 @@ class HeraldConfig(Section):
     context: ContextSettings = ContextSettings()
     memory: MemorySettings = MemorySettings()
     agent: AgentSection = AgentSection()
+    delegate: DelegateSettings = DelegateSettings()
+    review: ReviewSettings = ReviewSettings()
     gateway: GatewaySettings = GatewaySettings()
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

@@ -155,6 +155,7 @@ def agent_settings(config: HeraldConfig) -> AgentSettings:
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
         retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
+        delegate=config.delegate,
     )
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from adapters.base import ChatType, InboundMessage
 from adapters.telegram import SECRET_HEADER, webhook_secret
-from agent.loop import with_payload
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
+from agent.tool_runs import with_payload
 from gateway import schema
 from gateway.addressing import session_key, session_spec
 from gateway.app import open_gateway

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,15 +28,34 @@ class ToolError(Exception):
     """A tool failed in a way the model can act on; the message is returned as an error result."""
 
 
+Delegate = Callable[[Sequence[str]], Awaitable[list["SideOutcome"]]]
+
+
+@dataclass(frozen=True)
+class SideOutcome:
+    """What one sub-agent achieved, for the delegate tool's answer."""
+
+    text: str
+    error: str | None
+    input_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What a handler may touch. Nothing platform-specific lives here."""
+    """What a handler may touch. Nothing platform-specific lives here.
+
+    ``delegate`` runs sub-agents on the session's own prompt (None where delegation is not allowed:
+    inside a sub-agent at the maximum depth, or when the delegate tool set is off).
+    """
 
     session_id: str
     session_key: str  # the chat the session belongs to: scopes what its tools may read
     store: SessionStore
     memory: MemoryStore
     skills_dir: Path
+    delegate: Delegate | None = None
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
