@@ -102,14 +102,6 @@ async def test_three_children_and_a_review_read_the_parents_prompt_from_cache(
     assert "The user prefers short answers." in later.system_prompt.volatile
 
 
-def session_spec_of(session: Any) -> Any:
-    from agent.session import SessionSpec
-
-    return SessionSpec(
-        session.session_key, session.source, session.platform, memory_scope=session.memory_scope
-    )
-
-
 async def test_children_are_refused_tools_they_may_not_use_and_cannot_delegate_again(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
