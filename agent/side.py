@@ -191,8 +191,12 @@ async def review(agent: Agent, session: SessionRecord, *, max_iterations: int) -
     """A background review of ``session``: its transcript as sent, then the review task.
 
     It may read skills and past sessions and write memory (the session's own scope); nothing else.
+    A completed review marks the session reviewed up to its last message (stored, so the schedule
+    survives restarts).
     """
     history = await agent.store.load_messages(session.id)
+    if not history:
+        return SideResult("", Usage(), 0, "nothing to review")
     task = SideTask(
         purpose=REVIEW,
         task=REVIEW_TASK,
@@ -203,4 +207,7 @@ async def review(agent: Agent, session: SessionRecord, *, max_iterations: int) -
         timeout=agent.settings.delegate.timeout,
         depth=agent.settings.delegate.max_depth,  # a review never delegates
     )
-    return await run_side_task(agent, session, task)
+    result = await run_side_task(agent, session, task)
+    if result.error is None and history[-1].id is not None:
+        await agent.store.mark_reviewed(session.id, history[-1].id)
+    return result

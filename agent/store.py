@@ -22,6 +22,11 @@ from agent.prompt import SystemPrompt
 from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
 from agent.usage import RequestUsage
 
+# A user message (not a compression summary) after the last one a review covered; ``m`` and ``s``.
+_UNREVIEWED_TURN = (
+    "m.role = 'user' AND m.id > s.reviewed_through AND json_extract(m.meta, '$.summary') IS NULL"
+)
+
 
 @dataclass(frozen=True)
 class SessionRecord:
@@ -311,6 +316,42 @@ class SessionStore:
             return [float(row[0]) for row in rows]
 
         return await self.db.run(select)
+
+    async def turns_since_review(self, session_id: str) -> int:
+        """User turns of the session that no background review has covered yet."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                f"""SELECT COUNT(*) FROM messages m JOIN sessions s ON s.id = m.session_id
+                    WHERE m.session_id = ? AND {_UNREVIEWED_TURN}""",
+                (session_id,),
+            ).fetchone()
+            return int(row[0])
+
+        return await self.db.run(count)
+
+    async def idle_unreviewed(self, idle_since: float, active_after: float) -> list[SessionRecord]:
+        """Sessions last used between ``active_after`` and ``idle_since`` with turns not yet reviewed."""
+
+        def select(conn: sqlite3.Connection) -> list[SessionRecord]:
+            rows = conn.execute(
+                f"""SELECT s.* FROM sessions s WHERE s.updated_at < ? AND s.updated_at > ?
+                    AND EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id AND {_UNREVIEWED_TURN})
+                    ORDER BY s.updated_at""",
+                (idle_since, active_after),
+            ).fetchall()
+            return [_session_from_row(row) for row in rows]
+
+        return await self.db.run(select)
+
+    async def mark_reviewed(self, session_id: str, through_message_id: int) -> None:
+        """A review covered the session up to ``through_message_id``."""
+        await self.db.write(
+            lambda conn: conn.execute(
+                "UPDATE sessions SET reviewed_through = MAX(reviewed_through, ?) WHERE id = ?",
+                (through_message_id, session_id),
+            )
+        )
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         await self.db.write(

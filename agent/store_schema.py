@@ -111,6 +111,10 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    [
+        # Background review: the id of the last message a review of the session has covered.
+        "ALTER TABLE sessions ADD COLUMN reviewed_through INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 COMPONENT = "agent"

@@ -36,6 +36,7 @@ from gateway.lanes import Lanes
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
+from gateway.reviews import Reviews
 from gateway.router import MentionPolicy, Router
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
@@ -181,11 +182,15 @@ async def open_gateway(
             pairing=pairing,
             chat_settings=ChatSettings(runtime.db),
             lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
+            reviews=Reviews(runtime, config.review, metrics),
             metrics=metrics,
         )
+        stack.push_async_callback(services.reviews.aclose)
         router = Router(services, mentions=mention_policies(config))
         sending = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(_cancel, sending)
+        sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
+        stack.push_async_callback(_cancel, sweeping)
         for adapter in chosen:
             await adapter.start(router.handle)
             stack.push_async_callback(adapter.stop)

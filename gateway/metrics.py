@@ -49,6 +49,10 @@ class GatewayMetrics:
             "gateway_delivery_failures", "Replies given up on or turns that failed for good", ["platform"],
             registry=self.registry,
         )  # fmt: skip
+        self.reviews = Counter(
+            "gateway_reviews", "Background reviews by outcome (done, failed, cancelled)", ["outcome"],
+            registry=self.registry,
+        )  # fmt: skip
         self.rate_limited = Counter(
             "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry
         )

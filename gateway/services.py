@@ -20,6 +20,7 @@ from gateway.lanes import Lanes
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
+from gateway.reviews import Reviews
 from gateway.runtime import Runtime
 from gateway.sender import OutboxSender
 
@@ -37,6 +38,7 @@ class Services:
     pairing: Pairing
     chat_settings: ChatSettings
     lanes: Lanes
+    reviews: Reviews
     metrics: GatewayMetrics
     started_at: float = field(default_factory=time.time)
 

@@ -92,6 +92,7 @@ async def answer(services: Services, row: InboxRow) -> None:
     message = row.message
     address = reply_address(message)
     adapter = services.adapters[message.platform]
+    services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
     async with runtime.locks.hold(row.session_key) as lease:
         session = await current_session(services, lease, row)
         streamed = [row.stream_message_id] if row.stream_message_id else []
@@ -124,6 +125,8 @@ async def answer(services: Services, row: InboxRow) -> None:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
         await _finish(services, row, stream, result, session)
+    if not result.error:
+        await services.reviews.after_turn(session)
 
 
 async def _finish(
