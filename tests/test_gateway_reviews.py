@@ -97,7 +97,7 @@ async def test_the_review_schedule_survives_a_restart_and_idle_chats_are_reviewe
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.responder = ReviewingModel()
-    sections = {"review": {"every_turns": 3, "idle_after": 600}}
+    sections: dict[str, Any] = {"review": {"every_turns": 3, "idle_after": 600}}
     telegram = FakeTelegram()  # one Telegram across the restart: message ids go on
     async with telegram_gateway(home, emulator, emulator_url, fake=telegram, **sections) as harness:
         for text in ("one", "two"):
