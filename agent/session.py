@@ -18,6 +18,7 @@ from agent.memory import MemoryBank, MemorySnapshot
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
 from agent.skills import format_skills_index, load_skills_index
 from agent.store import NewSession, SessionRecord, SessionStore
+from agent.text import read_text
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,10 @@ def new_session_id(now: dt.datetime) -> str:
 
 
 def load_identity(path: Path) -> str:
-    """SOUL.md's text; the built-in identity when the file is missing, empty or unreadable."""
+    """SOUL.md's text (bad UTF-8 replaced); the built-in identity when it is missing, empty or unreadable."""
     try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text(path).strip()
+    except OSError as exc:
         if path.exists():
             log.warning("cannot read %s (%s); using the built-in identity", path, exc)
         return DEFAULT_IDENTITY

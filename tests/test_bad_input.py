@@ -74,9 +74,11 @@ def test_files_that_are_not_utf8_are_read_and_the_chat_goes_on(
         f"model:\n  base_url: {served}\nagent:\n  system_message: 'Caf".encode() + b"\xe9 rules.'\n"
     )
     (home.memories_dir / "USER.md").write_bytes(b"Name: Ren\xe9e")
+    home.soul_path.write_bytes(b"You are Zo\xeb, a patient helper.")
     emulator.script(Reply(text="Bonjour."))
     result = herald("chat", "-q", "hi")
     assert (result.returncode, result.stdout) == (0, "Bonjour.\n"), result.stderr
     system = " ".join(block["text"] for block in emulator.requests[-1].json["system"])
     assert f"Caf{REPLACEMENT} rules." in system and f"Name: Ren{REPLACEMENT}e" in system
+    assert f"You are Zo{REPLACEMENT}, a patient helper." in system  # not the built-in identity
     assert "USER.md is not valid UTF-8" in caplog.text  # the user learns which file to fix
