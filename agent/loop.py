@@ -5,8 +5,14 @@ message that calls tools is stored together with all its results in one transact
 history never has a dangling tool call. A turn that could not be answered — the provider failed for
 good, the response was unusable, the consumer of the turn's events failed — is taken out of the
 conversation (kept in the database, marked inactive), so the next request's prefix is exactly what the
-cache already holds and the user can simply send the message again. No exception other than
-cancellation leaves :meth:`Agent.run_turn`.
+cache already holds and the user can simply send the message again. A turn that a killed process left
+without its answer is closed the same way before anything else touches the session
+(:meth:`Agent.close_interrupted_turn`). No exception other than cancellation (and a database that
+cannot be used, ``agent.db``) leaves :meth:`Agent.run_turn`; a cancelled turn still records what its
+stopped model call cost.
+
+An answer cut off by ``max_tokens`` is never passed off as complete: by ``agent.on_max_tokens`` the
+model is asked once to continue, and an answer still cut off comes with a one-line notice.
 
 Every operation on a session needs a :class:`agent.locks.Lease` on the session's key: one turn at a
 time per session, everywhere.
@@ -34,16 +40,24 @@ from agent.events import (
     ToolFinished,
     ToolStarted,
 )
+from agent.history import CONTINUATION_MARK, unanswered_turn
 from agent.limits import RequestLimiter
 from agent.locks import Lease
 from agent.memory import MemoryBank
 from agent.messages import Message, ToolCall
 from agent.models import ModelInfo
-from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
+from agent.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    ProviderResponse,
+    StreamProgress,
+)
 from agent.providers.pool import ProviderPool
 from agent.providers.retry import RetryPolicy, complete_with_retries, user_facing_error
-from agent.settings import DelegateSettings
+from agent.settings import DelegateSettings, MaxTokensPolicy
 from agent.store import SessionRecord, SessionStore
+from agent.text import valid_text
 from agent.tool_runs import run_tool_calls, with_payload
 from agent.tools.registry import ToolContext, ToolRegistry
 from agent.usage import Usage, priced
@@ -52,6 +66,14 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 CANCELLED_NOTE = "(The user cancelled this turn.)"
+CONTINUE_PROMPT = (
+    "[Herald: your answer was cut off by the output token limit. Continue exactly where it stopped, "
+    "without repeating anything.]"
+)
+CUT_OFF_NOTICE = (
+    "The answer was cut off at the model.max_tokens limit of {limit:,} tokens; for longer answers "
+    "raise it in config.yaml (herald config set model.max_tokens {more})."
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,7 @@ class TurnResult:
     usage: Usage
     iterations: int
     error: str | None = None  # one sentence for the user when no answer could be produced
+    notice: str | None = None  # one line for the user about an answer that came (e.g. it was cut off)
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,7 @@ class AgentSettings:
     cache_policy: Policy
     cache_ttl: TtlSetting
     retry: RetryPolicy
+    on_max_tokens: MaxTokensPolicy
     delegate: DelegateSettings
 
 
@@ -126,14 +150,17 @@ class Agent:
         ``refuse`` names tools this turn may not use although the session advertises them.
         """
         lease.check(session.session_key)
+        text = valid_text(text)  # from a terminal, a platform: stored and sent, so it must encode
         pump = EventPump(on_event)
         turn_ids: list[int] = []
         total = Usage()
         iteration = 0
         answered = False  # the turn's final assistant message is stored: nothing left to close
+        continued = False  # an answer cut off by max_tokens was continued (once per turn)
+        parts: list[str] = []  # the text of a continued answer so far
         try:
             provider = self.provider_for(session)
-            history = await self.store.load_messages(session.id)
+            history = await self._settled_history(session)
             if not history and not session.title:
                 await self.store.set_title(session.id, _title_from(text))
             [user_message] = await self.store.append_messages(
@@ -160,21 +187,38 @@ class Agent:
                 response = await self._complete(provider, session, request, pump)
                 total += response.usage
                 pump.check()
-                assistant = with_payload(
-                    provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
-                )
-                if not response.tool_calls:
-                    stored = await self.store.append_messages(session.id, [assistant])
+                if response.cut_off and self.settings.on_max_tokens == "continue" and not continued:
+                    continued = True
+                    parts.append(response.text)
+                    stored = await self.store.append_messages(
+                        session.id, [with_payload(provider, m) for m in continuation(response.text)]
+                    )
+                    messages.extend(stored)
+                    turn_ids.extend(_id(m) for m in stored)
+                    continue
+                if response.cut_off or not response.tool_calls:  # a cut-off call may be incomplete
+                    final = Message(role="assistant", content=response.text)
+                    stored = await self.store.append_messages(session.id, [with_payload(provider, final)])
                     turn_ids.extend(_id(m) for m in stored)
                     answered = True
                     await self._maybe_compress(session, [*messages, *stored], response, pump)
                     await pump.flush()
-                    return TurnResult(text=response.text, usage=total, iterations=iteration)
+                    return TurnResult(
+                        text="".join([*parts, response.text]),
+                        usage=total,
+                        iterations=iteration,
+                        notice=self._cut_off_notice() if response.cut_off else None,
+                    )
+                parts = []
+                assistant = with_payload(
+                    provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+                )
                 results = await self._run_tools(provider, session, response.tool_calls, pump, refuse)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(_id(m) for m in stored)
-                messages = await self._maybe_compress(session, messages, response, pump)
+                if not continued:  # a continued turn keeps its start in view (agent.history)
+                    messages = await self._maybe_compress(session, messages, response, pump)
                 pump.check()
             note = (
                 f"(I stopped after {self.settings.max_iterations} tool steps without a final answer. "
@@ -201,6 +245,33 @@ class Agent:
                 marker = with_payload(self.provider_for(session), closing)
                 await asyncio.shield(self.store.append_messages(session.id, [marker]))
             raise
+
+    def _cut_off_notice(self) -> str:
+        return CUT_OFF_NOTICE.format(limit=self.settings.max_tokens, more=self.settings.max_tokens * 2)
+
+    async def close_interrupted_turn(self, lease: Lease, session: SessionRecord) -> int:
+        """Close the session's last turn if it was never answered; returns how many messages it had.
+
+        A process killed mid-turn leaves the user's message (and maybe tool steps) without an answer;
+        the next turn would send two user messages in a row. The turn is closed the way a failed turn
+        is: its messages leave the conversation, kept in the database. :meth:`run_turn`,
+        :meth:`compress` and :meth:`hygiene` do this themselves; call it to tell the user at start-up.
+        """
+        lease.check(session.session_key)
+        messages = await self.store.load_messages(session.id)
+        return len(messages) - len(await self._settle(session, messages))
+
+    async def _settled_history(self, session: SessionRecord) -> list[Message]:
+        return await self._settle(session, await self.store.load_messages(session.id))
+
+    async def _settle(self, session: SessionRecord, messages: list[Message]) -> list[Message]:
+        """``messages`` with an interrupted turn closed (see :meth:`close_interrupted_turn`)."""
+        dangling = unanswered_turn(messages)
+        if not dangling:
+            return messages
+        await self.store.deactivate_messages([_id(m) for m in dangling], "turn_interrupted")
+        log.info("session %s: closed a turn interrupted before its answer", session.id)
+        return messages[: len(messages) - len(dangling)]
 
     async def _fail(
         self,
@@ -248,9 +319,10 @@ class Agent:
         return await self.context_engine.hygiene(current, messages)
 
     async def _current(self, session: SessionRecord) -> tuple[SessionRecord, list[Message]]:
-        """The session's stored state now: a caller's record may predate the last turn's usage."""
+        """The session's stored state now (a caller's record may predate the last turn's usage), with
+        an interrupted turn closed."""
         current = await self.store.get_session(session.id) or session
-        return current, await self.store.load_messages(session.id)
+        return current, await self._settled_history(session)
 
     async def _complete(
         self, provider: Provider, session: SessionRecord, request: ProviderRequest, pump: EventPump
@@ -267,14 +339,22 @@ class Agent:
             pump.emit(Retrying(attempt, delay, str(error), discard_partial=streamed))
             streamed = False
 
-        response = await complete_with_retries(
-            provider,
-            request,
-            policy=self.settings.retry,
-            limiter=self.limiter,
-            on_text=on_text,
-            on_retry=on_retry,
-        )
+        progress = StreamProgress()
+        try:
+            response = await complete_with_retries(
+                provider,
+                request,
+                policy=self.settings.retry,
+                limiter=self.limiter,
+                on_text=on_text,
+                on_retry=on_retry,
+                progress=progress,
+            )
+        except asyncio.CancelledError:  # a stopped answer was still paid for: count it
+            partial = progress.usage(request)
+            if partial is not None:
+                await asyncio.shield(self.record_usage(provider, session, "turn", partial))
+            raise
         await self.record_usage(provider, session, "turn", response.usage)
         return response
 
@@ -318,6 +398,14 @@ class Agent:
             skills_dir=self.skills_dir,
             delegate=delegate_for(self, session, depth),
         )
+
+
+def continuation(cut_off_text: str) -> list[Message]:
+    """The answer cut off by ``max_tokens`` and the request to go on, stored as part of the turn."""
+    return [
+        Message(role="assistant", content=cut_off_text),
+        Message(role="user", content=CONTINUE_PROMPT, meta={CONTINUATION_MARK: True}),
+    ]
 
 
 def _id(message: Message) -> int:

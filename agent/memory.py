@@ -23,9 +23,14 @@ import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
+
+from agent.injection import scan_for_injection
+from agent.private import make_private_dirs
+from agent.text import read_text
 
 MemoryTarget = Literal["memory", "user"]
 
@@ -119,7 +124,7 @@ def numbered_entries(entries: list[str]) -> str:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` in one step: a crash leaves the old file or the new one, never half of either."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
@@ -150,7 +155,7 @@ def _fsync_directory(directory: Path) -> None:
 @contextlib.contextmanager
 def directory_lock(directory: Path) -> Iterator[None]:
     """An exclusive lock on ``directory`` shared by every process on this machine (blocks until free)."""
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(directory)
     fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -226,19 +231,45 @@ class MemoryStore:
             self._write(target, entries, [*entries[:index], *entries[index + 1 :]])
             return f"Removed an entry from {FILE_NAMES[target]} {self.usage(target)}"
 
-    def snapshot(self) -> str:
-        """The frozen memory text for the volatile layer; "" when both files are empty.
+    def snapshot(self) -> MemorySnapshot:
+        """The frozen memory text for the volatile layer ("" when both files are empty), and warnings.
 
         Rebuilt from parsed entries, so stray blank lines in a hand-edited file do not change the bytes.
+        The files may have been edited by hand or grown by a bug, and the model itself writes them, so
+        they are read like any untrusted text that goes into a prompt: bad UTF-8 is replaced, an entry
+        that looks like a prompt injection is left out, and a file over its limit is cut to the limit.
+        Each of these gives the user one line; the files are left as they are.
         """
         sections: list[str] = []
+        warnings: list[str] = []
         for target in TARGETS:
-            entries = self.entries(target)
-            if entries:
-                text = join_entries(entries)
-                usage = format_usage(len(text), self.limit(target))
-                sections.append(f"## {FILE_NAMES[target]} {usage}\n{text}")
-        return "\n\n".join(sections)
+            path, limit = self.path(target), self.limit(target)
+            try:
+                entries = parse_entries(read_text(path))
+            except FileNotFoundError:
+                continue
+            kept = []
+            for entry in entries:
+                findings = scan_for_injection(entry)
+                if findings:
+                    warnings.append(
+                        f"An entry of {path} was left out of the prompt: it looks like a prompt injection "
+                        f"({findings[0]}). Remove or reword it."
+                    )
+                else:
+                    kept.append(entry)
+            if not kept:
+                continue
+            text = join_entries(kept)
+            usage = format_usage(len(text), limit)
+            if len(text) > limit:
+                warnings.append(
+                    f"{path} is {len(text):,} characters, over its limit of {limit:,}: only the first "
+                    f"{limit:,} are in this session's prompt. Shorten the file (the file was not changed)."
+                )
+                text = f"{text[:limit]}\n[... cut at the {limit:,}-character limit]"
+            sections.append(f"## {FILE_NAMES[target]} {usage}\n{text}")
+        return MemorySnapshot("\n\n".join(sections), tuple(warnings))
 
     def _match(self, target: MemoryTarget, entries: list[str], old_text: str) -> int:
         """Index of the single entry containing ``old_text``; an exact whole-entry match breaks ties."""
@@ -279,6 +310,14 @@ class MemoryStore:
         atomic_write_text(self.path(target), text)
 
 
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """What a new session's prompt gets of a scope's memory, and one line per problem found."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
 class MemoryBank:
     """Every scope's memory under one root (``HERALD_HOME/memories``), with the configured limits."""
 
@@ -313,5 +352,11 @@ def _checked_content(content: str, target: MemoryTarget, empty_hint: str = "") -
         raise MemoryEditError(
             f"The content contains a line with only '{SEPARATOR}', which separates entries in {name}. "
             "Save each entry separately."
+        )
+    findings = scan_for_injection(entry)
+    if findings:
+        raise MemoryEditError(
+            f"Not saved: the entry looks like a prompt injection ({findings[0]}), and {name} goes into "
+            "every future prompt. Save facts, not instructions to a model."
         )
     return entry

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.context_files import load_project_context
-from agent.memory import MemoryBank
+from agent.memory import MemoryBank, MemorySnapshot
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
 from agent.skills import format_skills_index, load_skills_index
 from agent.store import NewSession, SessionRecord, SessionStore
+from agent.text import read_text
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
 
 log = logging.getLogger(__name__)
@@ -70,28 +71,32 @@ def new_session_id(now: dt.datetime) -> str:
 
 
 def load_identity(path: Path) -> str:
-    """SOUL.md's text; the built-in identity when the file is missing, empty or unreadable."""
+    """SOUL.md's text (bad UTF-8 replaced); the built-in identity when it is missing, empty or unreadable."""
     try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text(path).strip()
+    except OSError as exc:
         if path.exists():
             log.warning("cannot read %s (%s); using the built-in identity", path, exc)
         return DEFAULT_IDENTITY
     return text or DEFAULT_IDENTITY
 
 
-def _gather(sources: PromptSources, scope: str) -> tuple[str, str, str, str, str | None]:
-    """Blocking file reads, run in a thread: identity, skills index, project context, memory."""
+def _gather(sources: PromptSources, scope: str) -> tuple[str, str, str, str, tuple[str, ...]]:
+    """Blocking file reads, run in a thread: identity, skills index, project context, memory, and
+    the warnings for the user about what was left out or cut."""
     identity = load_identity(sources.soul_path)
     skills = (
         format_skills_index(load_skills_index(sources.skills_dir)) if "skills" in sources.toolsets else ""
     )
-    context_text, warning = "", None
+    context_text, warnings = "", []
     if sources.project_context and sources.context_dir is not None:
         project = load_project_context(sources.context_dir)
-        context_text, warning = project.text, project.warning
-    snapshot = sources.memory.store(scope).snapshot() if "memory" in sources.toolsets else ""
-    return identity, skills, context_text, snapshot, warning
+        context_text = project.text
+        warnings.extend([project.warning] if project.warning else [])
+    snapshot = MemorySnapshot("")
+    if "memory" in sources.toolsets:
+        snapshot = sources.memory.store(scope).snapshot()
+    return identity, skills, context_text, snapshot.text, (*warnings, *snapshot.warnings)
 
 
 async def start_session(
@@ -105,7 +110,7 @@ async def start_session(
     now: dt.datetime | None = None,
 ) -> StartedSession:
     now = now or dt.datetime.now().astimezone()
-    identity, skills, project_text, snapshot, warning = await asyncio.to_thread(
+    identity, skills, project_text, snapshot, warnings = await asyncio.to_thread(
         _gather, sources, spec.memory_scope
     )
     tools = registry.enabled(sources.toolsets)
@@ -140,4 +145,4 @@ async def start_session(
         )
     )
     log.info("session %s started (%s, %s/%s)", record.id, spec.session_key, provider, model)
-    return StartedSession(record=record, warnings=(warning,) if warning else ())
+    return StartedSession(record=record, warnings=warnings)

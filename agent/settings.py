@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 ProviderKind = Literal["anthropic", "openai"]
+MaxTokensPolicy = Literal["continue", "notify"]
 Toolset = Literal["memory", "session_search", "skills", "todo", "delegate"]
 ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "delegate")
 
@@ -133,6 +134,12 @@ class AgentSection(Section):
     system_message: str = Field("", description="Extra instructions added to every new session's prompt.")
     max_iterations: StrictInt = Field(
         30, ge=1, le=500, description="Model calls per user message before the agent stops and asks."
+    )
+    on_max_tokens: MaxTokensPolicy = Field(
+        "continue",
+        description="An answer cut off by model.max_tokens: continue (ask the model once to go on where "
+        "it stopped; both parts make one answer) | notify (keep it as it is). Either way, an answer "
+        "still cut off comes with one line saying so and how to raise the limit.",
     )
     toolsets: list[Toolset] = Field(
         default_factory=lambda: list(ALL_TOOLSETS),

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from agent.injection import scan_for_injection
+
 logger = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
@@ -111,9 +113,14 @@ def _parse_skill(skills_dir: Path, skill_file: Path) -> SkillInfo:
     name = _text_field(fields, "name")
     if not name:
         raise ValueError("the front matter has no 'name'")
+    description = _text_field(fields, "description")
+    # The index goes into every chat's system prompt, and skills are installed from anywhere.
+    findings = scan_for_injection(f"{name}\n{description}")
+    if findings:
+        raise ValueError(f"its name or description looks like a prompt injection ({findings[0]})")
     return SkillInfo(
         name=name,
-        description=_text_field(fields, "description"),
+        description=description,
         category=_text_field(fields, "category") or default_category(relative_dir),
         directory=skill_file.parent,
     )

@@ -22,9 +22,11 @@ from agent.prompt import SystemPrompt
 from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
 from agent.usage import RequestUsage
 
-# A user message (not a compression summary) after the last one a review covered; ``m`` and ``s``.
+# A person's message (not a compression summary, not a continuation request) after the last one a
+# review covered; ``m`` and ``s`` are the messages and sessions tables.
 _UNREVIEWED_TURN = (
-    "m.role = 'user' AND m.id > s.reviewed_through AND json_extract(m.meta, '$.summary') IS NULL"
+    "m.role = 'user' AND m.id > s.reviewed_through AND json_extract(m.meta, '$.summary') IS NULL "
+    "AND json_extract(m.meta, '$.continuation') IS NULL"
 )
 
 

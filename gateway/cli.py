@@ -1,46 +1,82 @@
-"""The ``herald`` command line: setup, chat, config get/set, insights."""
+"""The ``herald`` command line: setup, chat, config get/set, insights, doctor.
+
+Whatever goes wrong, a command ends with one sentence on stderr and an exit code, never a traceback:
+:func:`run` hands every failure to :func:`gateway.failures.explain`, the one place that puts
+failures into words. Arguments and stdin are made valid text where they enter (``agent.text``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from agent.store import open_session_store
+from agent.text import valid_text
 from gateway import cli_gateway, insights
-from gateway.config import ConfigError, get_value, load_config, set_value
+from gateway.config import format_value, get_value, load_config, set_value
+from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
 
 
+def non_empty(value: str) -> str:
+    """An argparse type: a value that is not blank (``--model ""`` would make an unusable session)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def version() -> str:
+    try:
+        return metadata.version("herald")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="herald", description="Herald: a chat gateway for LLM agents.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
+    # -v works before or after the command: every parser knows it; SUPPRESS keeps a subcommand's
+    # parser from resetting what the main parser already read.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log debug details to stderr"
+    )
+    parser = argparse.ArgumentParser(
+        prog="herald", description="Herald: a chat gateway for LLM agents.", parents=[common]
+    )
+    parser.add_argument("--version", action="version", version=f"herald {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("setup", help="create HERALD_HOME with defaults (never overwrites)")
+    commands.add_parser("setup", parents=[common], help="create HERALD_HOME with defaults (never overwrites)")
 
-    chat = commands.add_parser("chat", help="chat in the terminal")
-    chat.add_argument("-q", "--query", help="answer this once, print the answer to stdout and exit")
+    chat = commands.add_parser("chat", parents=[common], help="chat in the terminal")
+    chat.add_argument(
+        "-q", "--query", help="answer once, print the answer to stdout and exit ('-' reads it from stdin)"
+    )
     chat.add_argument(
         "-c", "--continue", dest="resume", action="store_true", help="resume the latest session"
     )
     chat.add_argument("--provider", choices=["anthropic", "openai"], help="override model.provider")
-    chat.add_argument("--model", help="override model.name")
+    chat.add_argument("--model", type=non_empty, help="override model.name")
 
-    config = commands.add_parser("config", help="read or change config.yaml")
+    config = commands.add_parser("config", parents=[common], help="read or change config.yaml")
     config_commands = config.add_subparsers(dest="config_command", required=True)
-    getter = config_commands.add_parser("get", help="print the effective value of a dotted key")
+    getter = config_commands.add_parser("get", parents=[common], help="print the effective value of a key")
     getter.add_argument("key")
-    setter = config_commands.add_parser("set", help="set a dotted key (validated before writing)")
+    setter = config_commands.add_parser("set", parents=[common], help="set a dotted key (validated first)")
     setter.add_argument("key")
     setter.add_argument("value")
 
-    commands.add_parser("insights", help="tokens, cache hit ratio and cost per session")
-    cli_gateway.add_commands(commands)
+    commands.add_parser("insights", parents=[common], help="tokens, cache hit ratio and cost per session")
+    doctor = commands.add_parser(
+        "doctor", parents=[common], help="check the home, config, keys and provider; say what to fix"
+    )
+    doctor.add_argument("--offline", action="store_true", help="skip the provider reachability check")
+    cli_gateway.add_commands(commands, common)
     return parser
 
 
@@ -50,6 +86,20 @@ def configure_logging(verbose: bool, *, level: int = logging.WARNING) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for package in ("agent", "gateway", "adapters"):
         logging.getLogger(package).setLevel(logging.DEBUG if verbose else level)
+
+
+def configure_streams() -> None:
+    """Reading stdin never fails on bytes that are not UTF-8 (they are replaced later, see
+    ``agent.text``), and printing never fails on a terminal that cannot show a character."""
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "replace"), (sys.stderr, "replace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=errors)
+
+
+def read_stdin() -> str:
+    """All of stdin as valid text (``herald chat -q -``)."""
+    return valid_text(sys.stdin.read())
 
 
 def _setup(home: HeraldHome) -> int:
@@ -65,19 +115,30 @@ def _setup(home: HeraldHome) -> int:
     return 0
 
 
+def _config(home: HeraldHome, args: argparse.Namespace) -> int:
+    if args.config_command == "get":
+        print(format_value(get_value(load_config(home.config_path), args.key)))
+        return 0
+    ensure_home(home)  # a first `set` starts from the commented default file, as `setup` writes it
+    config = set_value(home.config_path, args.key, args.value)
+    print(f"{args.key} = {format_value(get_value(config, args.key))}")
+    return 0
+
+
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
     from gateway.runtime import open_runtime  # imports a provider SDK: only for commands that chat
     from gateway.terminal import ask_once, interactive
 
     config = load_config(home.config_path)
+    query = read_stdin() if args.query == "-" else args.query
     requested = args.provider is not None or args.model is not None
     async with open_runtime(
         config, home, provider=args.provider, model=args.model, context_dir=Path.cwd()
     ) as runtime:
-        if args.query is not None:
+        if query is not None:
             return await ask_once(
                 runtime,
-                args.query,
+                query,
                 resume=args.resume,
                 out=sys.stdout,
                 err=sys.stderr,
@@ -94,29 +155,34 @@ async def _insights(home: HeraldHome) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one ``herald`` command and return its exit code (errors are reported, never raised)."""
+    arguments = [valid_text(argument) for argument in (sys.argv[1:] if argv is None else argv)]
     try:
-        return _dispatch(argv)
-    except ConfigError as error:
-        print(f"herald: configuration error: {error}", file=sys.stderr)
-        return 2
+        return _dispatch(arguments)
+    except SystemExit as exit_:  # argparse: --help, --version, a usage error (it printed why)
+        if exit_.code is None:
+            return 0
+        return exit_.code if isinstance(exit_.code, int) else EXIT_UNUSABLE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        failure = explain(error)
+        if failure.message:
+            print(f"herald: {failure.message}", file=sys.stderr)
+        return failure.code
 
 
-def _dispatch(argv: Sequence[str] | None) -> int:
+def _dispatch(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
+    configure_logging(getattr(args, "verbose", False))
     home = resolve_home()
     if args.command == "setup":
         return _setup(home)
     if args.command == "config":
-        if args.config_command == "get":
-            value = get_value(load_config(home.config_path), args.key)
-            print(json.dumps(value) if isinstance(value, dict | list) or value is None else value)
-            return 0
-        set_value(home.config_path, args.key, args.value)
-        print(f"{args.key} = {get_value(load_config(home.config_path), args.key)}")
-        return 0
+        return _config(home, args)
+    if args.command == "doctor":
+        from gateway.doctor import run_doctor
+
+        return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout))
     ensure_home(home)
     load_env(home)
     if args.command == "chat":
@@ -125,12 +191,19 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return asyncio.run(_insights(home))
     if args.command == "gateway":
         if args.gateway_command == "run":
-            configure_logging(args.verbose, level=logging.INFO)  # an operator reads one line per message
+            configure_logging(getattr(args, "verbose", False), level=logging.INFO)  # one line per message
         return cli_gateway.run_gateway_command(home, args)
     if args.command == "pairing":
         return cli_gateway.run_pairing_command(home, args)
-    return 2
+    return EXIT_UNUSABLE
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run(argv))
+    configure_streams()
+    code = run(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: say nothing more (Python would, at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = code or EXIT_FAILED
+    sys.exit(code)

@@ -18,20 +18,29 @@ from gateway.pairing import Pairing, welcome
 from gateway.service import install_user_unit, user_unit_path
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    gateway = commands.add_parser("gateway", help="run the chat gateway, or install it as a service")
+def add_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add the gateway's subcommands; ``common`` carries the options every command takes (``-v``)."""
+    gateway = commands.add_parser(
+        "gateway", parents=[common], help="run the chat gateway, or install it as a service"
+    )
     gateway_commands = gateway.add_subparsers(dest="gateway_command", required=True)
-    gateway_commands.add_parser("run", help="serve every enabled platform until SIGTERM/Ctrl-C")
-    install = gateway_commands.add_parser("install", help="write a systemd unit for `herald gateway run`")
+    gateway_commands.add_parser("run", parents=[common], help="serve every enabled platform until SIGTERM")
+    install = gateway_commands.add_parser(
+        "install", parents=[common], help="write a systemd unit for `herald gateway run`"
+    )
     install.add_argument("--user", action="store_true", required=True, help="a user unit (no root needed)")
 
-    pairing = commands.add_parser("pairing", help="approve people who asked for access in a direct chat")
+    pairing = commands.add_parser(
+        "pairing", parents=[common], help="approve people who asked for access in a direct chat"
+    )
     pairing_commands = pairing.add_subparsers(dest="pairing_command", required=True)
-    pairing_commands.add_parser("list", help="pending codes and approved people")
-    approve = pairing_commands.add_parser("approve", help="approve the person who got CODE")
+    pairing_commands.add_parser("list", parents=[common], help="pending codes and approved people")
+    approve = pairing_commands.add_parser("approve", parents=[common], help="approve the person who got CODE")
     approve.add_argument("platform")
     approve.add_argument("code")
-    revoke = pairing_commands.add_parser("revoke", help="withdraw a person's approval")
+    revoke = pairing_commands.add_parser("revoke", parents=[common], help="withdraw a person's approval")
     revoke.add_argument("platform")
     revoke.add_argument("user_id")
 

@@ -2,19 +2,24 @@
 
 Validation errors name the key, the value found and what is allowed, so an operator can fix the file
 without reading code. ``set_value`` edits the YAML in place (comments survive) and refuses to write a
-value that would make the file invalid.
+value that would make the file invalid. A value given on the command line is read by the key's type in
+the schema (:func:`parse_value`), and ``get`` and ``set`` print values the same way
+(:func:`format_value`).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import tempfile
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
+    BaseModel,
     Field,
     StrictBool,
     StrictFloat,
@@ -25,8 +30,10 @@ from pydantic import (
 )
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
 from agent.models import ModelInfo, lookup_model, with_context_length
+from agent.private import make_private_dirs
 from agent.settings import (
     AgentSection,
     AuxiliarySettings,
@@ -40,6 +47,7 @@ from agent.settings import (
     ReviewSettings,
     Section,
 )
+from agent.text import read_text
 
 
 class ConfigError(Exception):
@@ -217,17 +225,30 @@ def validate(data: object, source: str) -> HeraldConfig:
         raise ConfigError(format_validation_error(error, source)) from None
 
 
+def _read(path: Path) -> str:
+    try:
+        return read_text(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _not_yaml(path: Path, error: Exception) -> ConfigError:
+    return ConfigError(f"{path} is not valid YAML: {error}")
+
+
+def _parse_file(path: Path) -> Any:
+    """The plain data of ``path`` (``get`` and ``set`` report a broken file the same way)."""
+    try:
+        return yaml.safe_load(_read(path))
+    except yaml.YAMLError as exc:
+        raise _not_yaml(path, exc) from None
+
+
 def load_config(path: Path) -> HeraldConfig:
     """Read and validate ``path``; a missing file means all defaults."""
     if not path.exists():
         return HeraldConfig()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    return validate(data, str(path))
+    return validate(_parse_file(path), str(path))
 
 
 def get_value(config: HeraldConfig, key: str) -> Any:
@@ -240,6 +261,60 @@ def get_value(config: HeraldConfig, key: str) -> Any:
     return value
 
 
+def format_value(value: Any) -> str:
+    """A value as ``get`` and ``set`` print it: text as is, anything else as JSON (null, true, [..])."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def field_type(key: str) -> Any | None:
+    """The schema's type of a dotted key (``models.NAME.input`` included); None for unknown keys."""
+    annotation: Any = HeraldConfig
+    for part in key.split("."):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(part)
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+        else:
+            return None
+    return annotation
+
+
+def _options(annotation: Any) -> tuple[Any, ...]:
+    """The alternatives of a type: ``str | None`` → (str, NoneType); Annotated is unwrapped."""
+    if get_origin(annotation) is Annotated:
+        return _options(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(option for arg in get_args(annotation) for option in _options(arg))
+    return (annotation,)
+
+
+def _is_text(option: Any) -> bool:
+    if get_origin(option) is Literal:
+        return all(isinstance(choice, str) for choice in get_args(option))
+    return option in (str, Path)
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """The value ``raw`` (as typed on the command line) stands for at ``key``, by the key's schema type.
+
+    A text key takes the text exactly as given ("Answer in French: always.", "yes", "# x"); ``null``
+    clears one that may be empty. Numbers and booleans are read as YAML scalars (the schema then
+    refuses ``true`` for a number), lists and mappings as YAML or JSON. Unknown keys are read as YAML
+    and refused by validation with the usual message.
+    """
+    options = _options(field_type(key))
+    if any(_is_text(option) for option in options):
+        return None if raw == "null" and type(None) in options else raw
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        raise ConfigError(f"cannot set '{key}': {raw!r} is not valid YAML or JSON ({problem})") from None
+
+
 def _round_trip() -> YAML:
     handler = YAML()
     handler.preserve_quotes = True
@@ -248,18 +323,24 @@ def _round_trip() -> YAML:
 
 
 def set_value(path: Path, key: str, raw: str) -> HeraldConfig:
-    """Set ``key`` to ``raw`` (parsed as a YAML scalar) in ``path``; comments and order survive.
+    """Set ``key`` to ``raw`` (see :func:`parse_value`) in ``path``; comments and order survive.
 
-    The whole file is validated with the new value before anything is written.
+    The whole file is validated with the new value before anything is written. A file that is not
+    valid YAML is reported as ``load_config`` reports it (it cannot be edited without losing it).
     """
     handler = _round_trip()
-    document = handler.load(path.read_text(encoding="utf-8")) if path.exists() else None
+    document: Any = None
+    if path.exists():
+        _parse_file(path)
+        try:
+            document = handler.load(_read(path))
+        except RoundTripYAMLError as exc:
+            raise _not_yaml(path, exc) from None
     if document is None:
         document = CommentedMap()
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path} must be a mapping of settings, found {type(document).__name__}.")
+    value = parse_value(key, raw)
     parts = key.split(".")
     node = document
     for part in parts[:-1]:
@@ -284,7 +365,7 @@ def _dump(handler: YAML, document: Any) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -1,15 +1,22 @@
-"""HERALD_HOME: where configuration, secrets, identity, memory, skills and the database live."""
+"""HERALD_HOME: where configuration, secrets, identity, memory, skills and the database live.
+
+The home is private (``agent.private``): created 0700, its files 0600, since it holds chat history,
+memory about people and API keys.
+"""
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dotenv import load_dotenv
+from dotenv import dotenv_values
 
+from agent.private import PRIVATE_FILE, create_private_file, make_private_dirs
+from agent.text import read_text
 from gateway.config_doc import render_config_yaml
 
 ENV_TEMPLATE = """\
@@ -61,12 +68,11 @@ def default_text(package: str, name: str) -> str:
 
 
 def ensure_home(home: HeraldHome) -> list[Path]:
-    """Create whatever is missing, with defaults. Never overwrites a file; returns what it created."""
+    """Create whatever is missing, with defaults, privately. Never overwrites a file; returns what it
+    created."""
     created: list[Path] = []
     for directory in (home.root, home.memories_dir, home.skills_dir):
-        if not directory.exists():
-            directory.mkdir(parents=True)
-            created.append(directory)
+        created.extend(make_private_dirs(directory))
     files = {
         home.config_path: render_config_yaml(),
         home.soul_path: default_text("agent", "SOUL.md"),
@@ -74,18 +80,21 @@ def ensure_home(home: HeraldHome) -> list[Path]:
         home.memories_dir / "MEMORY.md": "",
         home.memories_dir / "USER.md": "",
     }
-    for path, text in files.items():
-        try:
-            with path.open("x", encoding="utf-8") as handle:  # "x": fails if it exists, no race
-                handle.write(text)
-        except FileExistsError:
-            continue
-        created.append(path)
-    home.env_path.chmod(0o600)
+    created.extend(path for path, text in files.items() if create_private_file(path, text))
+    if home.env_path.is_file():  # secrets: tightened even in an older home
+        home.env_path.chmod(PRIVATE_FILE)
     return created
 
 
-def load_env(home: HeraldHome) -> None:
-    """Load ``.env`` into the environment without overriding variables already set."""
-    if home.env_path.exists():
-        load_dotenv(home.env_path, override=False)
+def load_env(home: HeraldHome, environ: MutableMapping[str, str] | None = None) -> None:
+    """Load ``.env`` into the environment; a variable set in the environment wins.
+
+    A variable set to the empty string counts as unset: ``ANTHROPIC_API_KEY=`` left in a shell
+    profile must not hide the key in ``.env``. The file is read as UTF-8, bad bytes replaced.
+    """
+    environ = os.environ if environ is None else environ
+    if not home.env_path.exists():
+        return
+    for key, value in dotenv_values(stream=io.StringIO(read_text(home.env_path))).items():
+        if value and not environ.get(key):
+            environ[key] = value

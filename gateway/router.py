@@ -19,13 +19,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from adapters.base import ChatType, InboundMessage
+from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
 from gateway.commands import BY_NAME, CommandContext, parse_command, run_command
 from gateway.delivery import answer_operations
 from gateway.inbox import InboxRow, InboxState
 from gateway.pairing import RequestOutcome
 from gateway.services import Services
-from gateway.text.sanitize import repair_surrogates
 from gateway.turns import answer
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,20 @@ class MentionPolicy:
 
     require_mention: bool = True
     free_chats: frozenset[str] = frozenset()
+
+
+def valid_message(message: InboundMessage) -> InboundMessage:
+    """``message`` with every text a person controls made valid (it is stored, and sent to a model)."""
+    title = message.chat_title
+    return replace(
+        message,
+        text=valid_text(message.text),
+        user_name=valid_text(message.user_name),
+        chat_title=valid_text(title) if title is not None else None,
+        attachments=tuple(
+            replace(a, name=valid_text(a.name) if a.name is not None else None) for a in message.attachments
+        ),
+    )
 
 
 class GatewayStopping(Exception):
@@ -62,7 +76,7 @@ class Router:
         await self._recovered.wait()
         services = self.services
         metrics = services.metrics
-        message = replace(message, text=repair_surrogates(message.text))
+        message = valid_message(message)
         if message.chat_type is ChatType.CHANNEL:
             metrics.messages_ignored.labels(message.platform, "channel").inc()
             return

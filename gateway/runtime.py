@@ -33,22 +33,38 @@ from gateway.home import HeraldHome
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
-    """Build one provider client; a missing API key is a configuration error that says where to put it.
+def key_variable(config: HeraldConfig, provider: str) -> str:
+    """The environment variable holding ``provider``'s API key.
 
     ``model.base_url`` and ``model.api_key_env`` describe the configured provider: another provider
     (``--provider``, an auxiliary model, an older session) gets its SDK defaults (``OPENAI_BASE_URL``
     ...) unless the key names an endpoint of its own.
     """
-    configured = key.provider == config.model.provider
-    key_variable = (config.model.api_key_env if configured else None) or KEY_VARIABLES[key.provider]
-    api_key = os.environ.get(key_variable)
+    configured = provider == config.model.provider
+    return (config.model.api_key_env if configured else None) or KEY_VARIABLES[provider]
+
+
+def configured_base_url(config: HeraldConfig, key: ProviderKey) -> str | None:
+    """The endpoint of ``key``; None = the SDK default (which honours ANTHROPIC_BASE_URL ...)."""
+    if key.base_url is not None:
+        return key.base_url
+    return config.model.base_url if key.provider == config.model.provider else None
+
+
+def missing_key_error(provider: str, variable: str) -> ConfigError:
+    return ConfigError(
+        f"No API key for {provider}: set {variable} in the environment or in .env in your "
+        "Herald home (see `herald setup`)."
+    )
+
+
+def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
+    """Build one provider client; a missing API key is a configuration error that says where to put it."""
+    variable = key_variable(config, key.provider)
+    api_key = os.environ.get(variable)
     if not api_key:
-        raise ConfigError(
-            f"No API key for {key.provider}: set {key_variable} in the environment or in .env in your "
-            "Herald home (see `herald setup`)."
-        )
-    url = key.base_url if key.base_url is not None else (config.model.base_url if configured else None)
+        raise missing_key_error(key.provider, variable)
+    url = configured_base_url(config, key)
     # Imported here: each SDK takes about a second to import, and only the chosen one is needed.
     if key.provider == "anthropic":
         from agent.providers.anthropic_provider import AnthropicProvider
@@ -155,6 +171,7 @@ def agent_settings(config: HeraldConfig) -> AgentSettings:
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
         retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
+        on_max_tokens=config.agent.on_max_tokens,
         delegate=config.delegate,
     )
 

@@ -8,6 +8,7 @@ adapters and the router instead. Every turn and command holds the terminal sessi
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +25,7 @@ from agent.loop import TurnResult
 from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
 from agent.store import SessionRecord
+from agent.text import valid_text
 from gateway import insights
 from gateway.runtime import Runtime
 
@@ -40,6 +42,18 @@ HELP = """Commands:
   /quit      leave (Ctrl-D works too; Ctrl-C stops a running answer)"""
 
 InputFn = Callable[[str], Awaitable[str]]
+COMMAND = re.compile(r"/[A-Za-z][\w-]*")
+NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
+INTERRUPTED = (
+    "The last turn of this session was interrupted before it was answered; it was taken out of the "
+    "conversation, so send it again if you still want an answer."
+)
+
+
+def command_of(line: str) -> str | None:
+    """The slash command ``line`` starts with, or None: "/etc/hosts is broken" is text for the model."""
+    first = line.split(maxsplit=1)[0] if line.strip() else ""
+    return first.lower() if COMMAND.fullmatch(first) else None
 
 
 class TerminalInput:
@@ -58,19 +72,23 @@ class TerminalInput:
     async def __call__(self, prompt: str) -> str:
         if self._session is not None:
             answer: str = await self._session.prompt_async(prompt)
-            return answer
+            return valid_text(answer)
         line: str = await asyncio.to_thread(sys.stdin.readline)
         if not line:
             raise EOFError
-        return line.rstrip("\n")
+        return valid_text(line.rstrip("\n"))
 
 
 @dataclass
 class TerminalPrinter:
-    """Renders turn events as they stream."""
+    """Renders turn events as they stream: the answer to ``out``, notices (retries) to ``notices``.
+
+    Notices go to their own stream (stderr), so a transcript on stdout holds only the conversation.
+    """
 
     out: TextIO
     stream_text: bool = True
+    notices: TextIO | None = None
 
     async def __call__(self, event: TurnEvent) -> None:
         if isinstance(event, TextDelta) and self.stream_text:
@@ -83,9 +101,14 @@ class TerminalPrinter:
             self.out.write(f"\n[{describe(event.outcome)}]\n")
         elif isinstance(event, Retrying):
             note = " (discarding the partial answer)" if event.discard_partial and self.stream_text else ""
-            self.out.write(
+            self.out.flush()
+            notices = self.notices or self.out
+            notices.write(
                 f"\n[provider error: {event.reason}; retry {event.attempt} in {event.delay:.1f}s{note}]\n"
             )
+            notices.flush()
+            if event.discard_partial and self.stream_text:
+                self.out.write("\n")  # the answer starts over on a line of its own
         self.out.flush()
 
 
@@ -113,12 +136,13 @@ async def run_hygiene(runtime: Runtime, lease: Lease, session: SessionRecord, ou
 
 
 async def resolve_session(
-    runtime: Runtime, resume: bool, err: TextIO, *, model_requested: bool = False
+    runtime: Runtime, lease: Lease, resume: bool, err: TextIO, *, model_requested: bool = False
 ) -> SessionRecord:
     """The session to talk in: the latest one when resuming, else a new one.
 
     A session keeps the provider and model it was built for. Resuming with an explicit ``--model`` or
-    ``--provider`` that differs starts a new session instead, and says so.
+    ``--provider`` that differs starts a new session instead, and says so. A resumed session whose last
+    turn was cut short by a killed process gets that turn closed, and the user is told.
     """
     if resume:
         latest = await runtime.store.latest_session(CLI_SESSION_KEY)
@@ -130,6 +154,8 @@ async def resolve_session(
                 f"{runtime.provider}/{runtime.model} (a session keeps its model, so its cache stays valid).\n"
             )
         else:
+            if await runtime.agent.close_interrupted_turn(lease, latest):
+                err.write(INTERRUPTED + "\n")
             return latest
     started = await runtime.new_session(CLI_SPEC)
     for warning in started.warnings:
@@ -145,23 +171,27 @@ async def ask_once(
         err.write("Nothing to send: give `herald chat -q` a non-empty message.\n")
         return 2
     async with terminal_lane(runtime, err) as lease:
-        session = await resolve_session(runtime, resume, err, model_requested=model_requested)
+        session = await resolve_session(runtime, lease, resume, err, model_requested=model_requested)
         await run_hygiene(runtime, lease, session, err)
         result = await runtime.agent.run_turn(lease, session, text, TerminalPrinter(err, stream_text=False))
     if result.error:
         err.write(result.error + "\n")
         return 1
     out.write(result.text.rstrip("\n") + "\n")
+    if result.notice:
+        err.write(result.notice + "\n")
     return 0
 
 
-async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text: str, out: TextIO) -> None:
+async def _run_turn_interruptibly(
+    runtime: Runtime, session: SessionRecord, text: str, out: TextIO, err: TextIO
+) -> None:
     """Run a turn; Ctrl-C cancels only the turn (the agent closes it cleanly), not the chat."""
 
     async def turn() -> TurnResult:
         async with terminal_lane(runtime, out) as lease:
             await run_hygiene(runtime, lease, session, out)
-            return await runtime.agent.run_turn(lease, session, text, TerminalPrinter(out))
+            return await runtime.agent.run_turn(lease, session, text, TerminalPrinter(out, notices=err))
 
     task = asyncio.ensure_future(turn())
     loop = asyncio.get_running_loop()
@@ -185,6 +215,8 @@ async def _run_turn_interruptibly(runtime: Runtime, session: SessionRecord, text
         out.write(f"\n{result.error}\n")
     else:
         out.write("\n")
+    if result.notice:
+        out.write(f"[{result.notice}]\n")
 
 
 async def interactive(
@@ -192,12 +224,14 @@ async def interactive(
     *,
     resume: bool,
     out: TextIO = sys.stdout,
+    err: TextIO | None = None,
     read: InputFn | None = None,
     model_requested: bool = False,
 ) -> int:
     read = read or TerminalInput()
-    async with terminal_lane(runtime, out):
-        session = await resolve_session(runtime, resume, out, model_requested=model_requested)
+    err = err or sys.stderr
+    async with terminal_lane(runtime, out) as lease:
+        session = await resolve_session(runtime, lease, resume, out, model_requested=model_requested)
     out.write(f"Herald · {session.model} · session {session.id} · /help for commands\n")
     while True:
         try:
@@ -207,27 +241,24 @@ async def interactive(
             return 0
         if not line:
             continue
-        if line.startswith("/"):
-            command = line.split()[0].lower()
+        command = command_of(line)
+        if command is not None:
             if command in ("/quit", "/exit"):
                 return 0
             if command == "/help":
                 out.write(HELP + "\n")
             elif command == "/new":
-                async with terminal_lane(runtime, out):
-                    session = await resolve_session(runtime, False, out)
+                async with terminal_lane(runtime, out) as lease:
+                    session = await resolve_session(runtime, lease, False, out)
                 out.write(f"New session {session.id}.\n")
             elif command == "/compress":
                 async with terminal_lane(runtime, out) as lease:
                     outcome = await runtime.agent.compress(lease, session)
-                out.write(
-                    (describe(outcome) if outcome else "Nothing to compress yet: the conversation is short.")
-                    + "\n"
-                )
+                out.write((describe(outcome) if outcome else NOTHING_TO_COMPRESS) + "\n")
             elif command == "/insights":
                 latest = await runtime.store.get_session(session.id)
                 out.write(insights.render([latest] if latest else []) + "\n")
             else:
                 out.write(f"Unknown command {command}. Type /help for the list.\n")
             continue
-        await _run_turn_interruptibly(runtime, session, line, out)
+        await _run_turn_interruptibly(runtime, session, line, out, err)

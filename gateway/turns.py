@@ -139,7 +139,8 @@ async def _finish(
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
     else:
-        await queue_answer(services, row, stream.final(result.text))
+        text = f"{result.text}\n\nℹ️ {result.notice}" if result.notice else result.text  # e.g. cut off
+        await queue_answer(services, row, stream.final(text))
         metrics.turns.labels("answered").inc()
     elapsed = time.time() - row.received_at
     metrics.turn_seconds.observe(elapsed)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.cli import run
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator
+from tests.helpers import Ran
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +38,13 @@ async def emulator_url(emulator: ProviderEmulator) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+def served(emulator: ProviderEmulator) -> Iterator[str]:
+    """The emulator in a thread of its own: for in-process CLI runs (which start their own loop)."""
+    with emulator.serve_in_thread() as url:
+        yield url
+
+
+@pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeraldHome]:
     """A fresh home, API keys for the SDKs, and an empty working directory (no project context)."""
     herald_home = HeraldHome(tmp_path / "home")
@@ -49,6 +58,20 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeraldHome
     for variable in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(variable, raising=False)
     yield herald_home
+
+
+@pytest.fixture
+def herald(capsys: pytest.CaptureFixture[str], home: HeraldHome) -> Callable[..., Ran]:
+    """``herald ARGS`` in this process (``gateway.cli.run``: the same parsing, home, runtime and exit
+    codes as the binary), with its exit code and what it printed."""
+
+    def invoke(*args: str) -> Ran:
+        capsys.readouterr()
+        code = run(list(args))
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err)
+
+    return invoke
 
 
 def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str, Any]) -> HeraldConfig:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.compression.engine import CompressionOutcome
@@ -14,6 +18,7 @@ from agent.loop import TurnResult
 from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
 from agent.store import SessionRecord
+from gateway.home import HeraldHome
 from gateway.runtime import Runtime
 from tests.emulator import RecordedRequest, Reply, ToolUse
 
@@ -68,6 +73,17 @@ async def compress(runtime: Runtime, session: SessionRecord) -> CompressionOutco
 async def hygiene(runtime: Runtime, session: SessionRecord) -> CompressionOutcome | None:
     async with runtime.locks.hold(session.session_key) as lease:
         return await runtime.agent.hygiene(lease, session)
+
+
+def without_markers(wire: dict) -> dict:
+    """A wire message as stored: the request adds ``cache_control`` markers to copies of its blocks."""
+    content = wire.get("content")
+    if not isinstance(content, list):
+        return wire
+    blocks = [
+        {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in content
+    ]
+    return {**wire, "content": blocks}
 
 
 class EventLog:
@@ -127,3 +143,34 @@ def assert_well_formed(request: RecordedRequest) -> None:
             wanted = {b["id"] for b in previous if isinstance(b, dict) and b.get("type") == "tool_use"}
             got = {b["tool_use_id"] for b in message["content"] if b.get("type") == "tool_result"}
             assert got <= wanted, (got, wanted)
+
+
+HERALD = [sys.executable, "-m", "gateway"]
+
+
+@dataclass
+class Ran:
+    """A finished ``herald`` command: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def herald_process(
+    home: HeraldHome, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+) -> Ran:
+    """``herald ARGS`` in a new process (about 3 s: the SDK import): only where a process boundary matters."""
+    environment = {**os.environ, "HERALD_HOME": str(home.root), **(env or {})}
+    done = subprocess.run(
+        [*HERALD, *args], env=environment, capture_output=True, timeout=60, cwd=Path.cwd(), input=stdin
+    )
+    return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+
+
+def point_at(home: HeraldHome, url: str) -> None:
+    """Point the home's config at the emulator, with fast retries."""
+    from gateway.config import set_value
+
+    set_value(home.config_path, "model.base_url", url)
+    set_value(home.config_path, "model.retry_base_delay", "0.01")

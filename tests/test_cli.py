@@ -8,67 +8,23 @@ processes at once).
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from gateway.cli import run
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from gateway.terminal import interactive
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import ChatResponder, is_summary_request, prompt_hashes, write_project_notes
-
-HERALD = [sys.executable, "-m", "gateway"]
-
-
-@pytest.fixture
-def served(emulator: ProviderEmulator) -> Iterator[str]:
-    with emulator.serve_in_thread() as url:
-        yield url
-
-
-def herald_process(
-    home: HeraldHome, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``herald ARGS`` in a new process (about 3 s: the SDK import): only where a process boundary matters."""
-    environment = {**os.environ, "HERALD_HOME": str(home.root), **(env or {})}
-    return subprocess.run(
-        [*HERALD, *args], env=environment, capture_output=True, text=True, timeout=60, cwd=Path.cwd()
-    )
-
-
-@dataclass
-class Ran:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def herald(capsys: pytest.CaptureFixture[str], home: HeraldHome):
-    """``herald ARGS`` in this process, with its exit code and what it printed."""
-
-    def invoke(*args: str) -> Ran:
-        capsys.readouterr()
-        code = run(list(args))
-        captured = capsys.readouterr()
-        return Ran(code, captured.out, captured.err)
-
-    return invoke
-
-
-def point_at(home: HeraldHome, url: str) -> None:
-    from gateway.config import set_value
-
-    set_value(home.config_path, "model.base_url", url)
-    set_value(home.config_path, "model.retry_base_delay", "0.01")
+from tests.helpers import (
+    ChatResponder,
+    herald_process,
+    is_summary_request,
+    point_at,
+    prompt_hashes,
+    write_project_notes,
+)
 
 
 def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
@@ -195,7 +151,7 @@ async def test_compress_command_in_the_chat(
         [session] = await runtime.store.list_sessions()
         active = await runtime.store.load_messages(session.id)
     text = out.getvalue()
-    assert "Nothing to compress yet: the conversation is short." in text
+    assert "Nothing to compress: the conversation is as short as it gets." in text
     assert "Compressed (summary): 16 messages" in text
     # first exchange + summary + the 4 protected messages, widened by one to start at an assistant message
     assert [m.role for m in active] == [

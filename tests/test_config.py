@@ -109,3 +109,47 @@ def test_numbers_are_not_booleans(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert "model.max_tokens = True" in str(info.value) and "model.timeout = True" in str(info.value)
+
+
+def test_set_takes_text_as_is_for_a_text_key(home: HeraldHome, herald) -> None:
+    """A value is read by the key's type: YAML made "a: b" a mapping, yes a boolean and "# x" null."""
+    for text in ("Answer in French: always.", "yes", "# x", "[not a list]"):
+        result = herald("config", "set", "agent.system_message", text)
+        assert (result.returncode, result.stdout) == (0, f"agent.system_message = {text}\n"), result.stderr
+        assert herald("config", "get", "agent.system_message").stdout == f"{text}\n"
+        assert load_config(home.config_path).agent.system_message == text
+    assert herald("config", "set", "model.base_url", "null").stdout == "model.base_url = null\n"
+
+
+def test_set_reads_numbers_booleans_and_lists_by_type(home: HeraldHome, herald) -> None:
+    assert herald("config", "set", "compression.enabled", "false").stdout == "compression.enabled = false\n"
+    assert herald("config", "get", "compression.enabled").stdout == "false\n"  # printed alike
+    assert herald("config", "set", "agent.toolsets", '["memory", "todo"]').returncode == 0
+    assert herald("config", "set", "agent.toolsets", "[memory, skills]").stdout == (
+        'agent.toolsets = ["memory", "skills"]\n'
+    )
+    refused = herald("config", "set", "model.max_tokens", "true")
+    assert (
+        refused.returncode == 2
+        and "model.max_tokens = True: Input should be a valid integer" in refused.stderr
+    )
+    broken = herald("config", "set", "agent.toolsets", "[memory")
+    assert broken.returncode == 2 and "is not valid YAML or JSON" in broken.stderr
+
+
+def test_set_on_a_broken_file_reports_it_like_get(home: HeraldHome, herald) -> None:
+    home.config_path.write_text("model: [unclosed\n")
+    got = herald("config", "get", "model.name")
+    put = herald("config", "set", "model.name", "x")
+    assert got.returncode == put.returncode == 2
+    assert "is not valid YAML" in put.stderr and put.stderr == got.stderr
+    assert home.config_path.read_text() == "model: [unclosed\n"
+
+
+def test_set_before_setup_installs_the_commented_default_file(tmp_path: Path, herald, monkeypatch) -> None:
+    fresh = HeraldHome(tmp_path / "fresh")
+    monkeypatch.setenv("HERALD_HOME", str(fresh.root))
+    assert herald("config", "set", "model.name", "claude-opus-4-1").returncode == 0
+    text = fresh.config_path.read_text()
+    assert text.startswith("# Herald configuration.") and "name: claude-opus-4-1" in text
+    assert "# Maximum tokens per answer." in text

@@ -261,3 +261,13 @@ async def test_a_restart_delivers_a_finished_turn_and_redoes_a_cut_off_one(
             ("user", "what is two plus two?"),
             ("assistant", "Four, again."),
         ]  # the cut-off attempt left the conversation; the history stays valid
+
+
+def test_gateway_run_without_any_platform_says_which_token_to_set(
+    home: HeraldHome, herald: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    result = herald("gateway", "run", "-v")
+    assert result.returncode == 2
+    assert "No chat platform is enabled: set TELEGRAM_BOT_TOKEN" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -190,3 +190,14 @@ async def test_commands_answer_without_reaching_the_model(
         "New session started on claude-haiku-4-5"
     )
     assert menus == 1
+
+
+async def test_an_answer_cut_off_at_the_token_limit_says_so_in_the_chat(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="word " * 200), Reply(text="more " * 200))
+    async with telegram_gateway(home, emulator, emulator_url, model={"max_tokens": 50}) as harness:
+        harness.fake.private_message(FRIEND, "tell me everything")
+        await harness.settled()
+        [answer] = harness.texts(FRIEND)
+    assert "cut off at the model.max_tokens limit of 50 tokens" in answer

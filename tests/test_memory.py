@@ -101,7 +101,7 @@ def test_limit_applies_to_whole_file_length(memories: Path) -> None:
     store = MemoryStore(memories, memory_char_limit=2200, user_char_limit=23)
     store.add("user", "a" * 10)
     store.add("user", "b" * 10)  # 10 + len("\n§\n") + 10 == 23: exactly at the limit
-    assert store.snapshot() == "## USER.md [100% — 23/23 chars]\n" + "a" * 10 + "\n§\n" + "b" * 10
+    assert store.snapshot().text == "## USER.md [100% — 23/23 chars]\n" + "a" * 10 + "\n§\n" + "b" * 10
 
 
 def test_limit_errors_are_memory_tool_errors() -> None:
@@ -203,11 +203,11 @@ def test_failed_write_keeps_old_file_and_cleans_up(
 
 def test_snapshot_both_files(memories: Path) -> None:
     store = MemoryStore(memories, 2200, 1375)
-    assert store.snapshot() == ""
+    assert store.snapshot().text == ""
     store.add("user", "Name: Ada")
     store.add("memory", "Project uses uv")
     store.add("memory", "Tests: pytest -q")
-    assert store.snapshot() == (
+    assert store.snapshot().text == (
         "## MEMORY.md [1% — 34/2,200 chars]\nProject uses uv\n§\nTests: pytest -q\n\n"
         "## USER.md [0% — 9/1,375 chars]\nName: Ada"
     )
@@ -216,12 +216,12 @@ def test_snapshot_both_files(memories: Path) -> None:
 def test_snapshot_is_deterministic_for_hand_edited_files(memories: Path) -> None:
     memories.mkdir()
     (memories / "MEMORY.md").write_text("\n\nProject uses uv  \r\n§\nTests: pytest -q\n\n", encoding="utf-8")
-    hand_edited = MemoryStore(memories, 2200, 1375).snapshot()
+    hand_edited = MemoryStore(memories, 2200, 1375).snapshot().text
     other = memories.parent / "other"
     clean = MemoryStore(other, 2200, 1375)
     clean.add("memory", "Project uses uv")
     clean.add("memory", "Tests: pytest -q")
-    assert hand_edited == clean.snapshot()
+    assert hand_edited == clean.snapshot().text
 
 
 def test_non_utf8_file_gives_actionable_error(memories: Path) -> None:

@@ -55,7 +55,7 @@ async def test_the_error_reports_how_many_calls_were_made() -> None:
         def __init__(self, errors: list[ProviderError]) -> None:
             self.errors = errors
 
-        async def complete(self, request, on_text=None):
+        async def complete(self, request, on_text=None, progress=None):
             raise self.errors.pop(0)
 
         def wire_message(self, message):

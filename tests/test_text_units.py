@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from gateway.text.sanitize import mask_controls, repair_surrogates, sanitize_text
+from agent.text import valid_text
+from gateway.text.sanitize import mask_controls, sanitize_text
 from gateway.text.units import from_utf16_offset, to_utf16_offset, utf16_len, utf16_offsets
 from tests.text_support import any_text
 
@@ -46,8 +47,8 @@ def test_code_point_index_out_of_range_is_refused() -> None:
 
 
 def test_surrogate_pairs_are_joined_and_lone_surrogates_replaced() -> None:
-    assert repair_surrogates("\ud83d\ude00") == "😀"
-    assert repair_surrogates("a\ud800b\udc00") == "a\ufffdb\ufffd"
+    assert valid_text("\ud83d\ude00") == "😀"
+    assert valid_text("a\ud800b\udc00") == "a\ufffdb\ufffd"
 
 
 def test_sanitize_normalizes_line_endings_and_drops_controls() -> None:

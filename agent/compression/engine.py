@@ -26,6 +26,7 @@ from agent.compression.boundaries import (
     summary_budget,
 )
 from agent.compression.summary import Summarizer, SummaryFailed, summary_instruction, wrap_summary
+from agent.history import DROPPED_MARK, SUMMARY_MARK
 from agent.messages import Message
 from agent.models import ModelInfo
 from agent.settings import CompressionSettings
@@ -177,10 +178,14 @@ class ContextCompressor(ContextEngine):
             return None
 
         middle = messages[bounds.head_end : bounds.tail_start]
+        if all(m.meta.get(SUMMARY_MARK) for m in middle):  # nothing new since the last summary
+            if pruned != list(messages):
+                return await self._persist(session, messages, pruned, "pruned", tokens_before, scale)
+            return None
         budget = summary_budget(int(estimate_total(middle) * scale), self.context_length(session))
         instruction = summary_instruction(
             kept_tail=len(messages) - bounds.tail_start,
-            updates_previous=any(m.meta.get("summary") for m in middle),
+            updates_previous=any(m.meta.get(SUMMARY_MARK) for m in middle),
             budget_tokens=budget,
         )
         try:
@@ -191,7 +196,7 @@ class ContextCompressor(ContextEngine):
             )
         if session.compress_failures or session.compress_retry_at is not None:
             await self.store.set_compression_state(session.id, failures=0, retry_at=None)
-        summary = Message(role="user", content=wrap_summary(text), meta={"summary": True})
+        summary = Message(role="user", content=wrap_summary(text), meta={SUMMARY_MARK: True})
         kept = [*messages[: bounds.head_end], summary, *messages[bounds.tail_start :]]
         return await self._persist(session, messages, kept, "summary", tokens_before, scale)
 
@@ -255,7 +260,7 @@ def drop_oldest_middle(messages: Sequence[Message], bounds: Boundaries, budget_t
     head = list(messages[: bounds.head_end])
     middle = list(messages[bounds.head_end : bounds.tail_start])
     tail = list(messages[bounds.tail_start :])
-    note = Message(role="user", content=DROPPED_NOTE, meta={"dropped_note": True})
+    note = Message(role="user", content=DROPPED_NOTE, meta={DROPPED_MARK: True})
     while middle and (
         middle[0].role != "assistant" or estimate_total([*head, note, *middle, *tail]) > budget_tokens
     ):

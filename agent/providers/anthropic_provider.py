@@ -10,7 +10,14 @@ import anthropic
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.messages import Message
-from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
+from agent.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    StreamedReply,
+    StreamProgress,
+    TextCallback,
+)
 from agent.providers.errors import incomplete_stream, provider_failures
 from agent.usage import Usage
 
@@ -83,30 +90,39 @@ class AnthropicProvider(Provider):
         return body
 
     async def complete(
-        self, request: ProviderRequest, on_text: TextCallback | None = None
+        self,
+        request: ProviderRequest,
+        on_text: TextCallback | None = None,
+        progress: StreamProgress | None = None,
     ) -> ProviderResponse:
         with provider_failures(anthropic, self.name, [self._client.api_key]):
-            return await self._stream(request, on_text)
+            return await self._stream(request, on_text, progress)
 
-    async def _stream(self, request: ProviderRequest, on_text: TextCallback | None) -> ProviderResponse:
+    async def _stream(
+        self, request: ProviderRequest, on_text: TextCallback | None, progress: StreamProgress | None
+    ) -> ProviderResponse:
         body = self.build_body(request)
-        reply = StreamedReply()
+        reply = StreamedReply(progress)
         usage: dict[str, Any] = {}
         stop_reason = "end_turn"
         stopped = False  # message_stop seen: without it the answer was cut off, however it ended
+        if progress is not None:
+            progress.begin()
         stream = await self._client.messages.create(stream=True, **body)
         async for event in stream:
             await asyncio.sleep(0)  # one event per turn of the loop: a buffered stream never hogs it
             if event.type == "message_start":
                 usage = event.message.usage.model_dump()
+                if progress is not None:  # what the request costs is known now, before any output
+                    progress.reported = normalize_usage(usage)
             elif event.type == "content_block_start" and event.content_block.type == "tool_use":
                 call = reply.call(event.index)
                 call["id"], call["name"] = event.content_block.id, event.content_block.name
             elif event.type == "content_block_delta":
                 if event.delta.type == "text_delta":
-                    reply.text_parts.append(event.delta.text)
+                    text = reply.add_text(event.delta.text)
                     if on_text is not None:
-                        await on_text(event.delta.text)
+                        await on_text(text)
                 elif event.delta.type == "input_json_delta" and event.index in reply.calls:
                     reply.call(event.index)["json"] += event.delta.partial_json
             elif event.type == "message_delta":

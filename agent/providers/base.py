@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.cache_policy import Policy, Ttl
+from agent.compression.boundaries import CHARS_PER_TOKEN, estimate_total
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
+from agent.text import valid_text
 from agent.usage import Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
@@ -33,6 +36,15 @@ class ProviderRequest:
     tail_ttl: Ttl = "5m"
 
 
+def estimate_input_tokens(request: ProviderRequest) -> int:
+    """A rough size of what ``request`` sends (~4 characters per token), for when nothing was reported."""
+    fixed = len(request.system.text()) + len(json.dumps(list(request.tools), ensure_ascii=False))
+    return fixed // CHARS_PER_TOKEN + estimate_total(request.messages)
+
+
+CUT_OFF_REASONS = frozenset({"max_tokens", "length"})  # Anthropic's and OpenAI's words for it
+
+
 @dataclass(frozen=True)
 class ProviderResponse:
     text: str
@@ -40,13 +52,58 @@ class ProviderResponse:
     stop_reason: str
     usage: Usage
 
+    @property
+    def cut_off(self) -> bool:
+        """The answer hit the ``max_tokens`` limit: it is incomplete, and so may be its tool calls."""
+        return self.stop_reason in CUT_OFF_REASONS
 
-class StreamedReply:
-    """Collects a streamed answer (text deltas, tool calls by index) into a ``ProviderResponse``."""
+
+class StreamProgress:
+    """What the current attempt of a model call has cost so far, for a call cancelled mid-way.
+
+    The provider calls :meth:`begin` right before it sends a request, sets ``reported`` when the
+    stream reports usage early (Anthropic's ``message_start``), and counts streamed characters. A
+    cancelled turn records :meth:`usage`: the provider's early report, or an estimate from the
+    request's size, with the output streamed so far: what was paid, not nothing.
+    """
 
     def __init__(self) -> None:
+        self.sent = False
+        self.reported: Usage | None = None
+        self.output_chars = 0
+
+    def begin(self) -> None:
+        self.sent, self.reported, self.output_chars = True, None, 0
+
+    def usage(self, request: ProviderRequest) -> Usage | None:
+        """The usage to record for the attempt in flight; None when no request was sent."""
+        if not self.sent:
+            return None
+        output = self.output_chars // CHARS_PER_TOKEN
+        if self.reported is not None:
+            return replace(self.reported, output_tokens=max(self.reported.output_tokens, output))
+        return Usage(input_tokens=estimate_input_tokens(request), output_tokens=output)
+
+
+class StreamedReply:
+    """Collects a streamed answer (text deltas, tool calls by index) into a ``ProviderResponse``.
+
+    Text from the provider is made valid here (:func:`agent.text.valid_text`): a JSON string may
+    escape a lone surrogate, which could be neither printed nor stored.
+    """
+
+    def __init__(self, progress: StreamProgress | None = None) -> None:
         self.text_parts: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
+        self._progress = progress
+
+    def add_text(self, delta: str) -> str:
+        """Append a text delta; returns it as it was kept (valid text)."""
+        delta = valid_text(delta)
+        self.text_parts.append(delta)
+        if self._progress is not None:
+            self._progress.output_chars += len(delta)
+        return delta
 
     def call(self, index: int) -> dict[str, str]:
         """The tool call at ``index`` (created empty on first sight): ``id``, ``name``, ``json``."""
@@ -54,7 +111,11 @@ class StreamedReply:
 
     def response(self, stop_reason: str, usage: Usage) -> ProviderResponse:
         tool_calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments_json=c["json"] or "{}")
+            ToolCall(
+                id=valid_text(c["id"]),
+                name=valid_text(c["name"]),
+                arguments_json=valid_text(c["json"]) or "{}",
+            )
             for _, c in sorted(self.calls.items())
         )
         return ProviderResponse("".join(self.text_parts), tool_calls, stop_reason, usage)
@@ -93,9 +154,15 @@ class Provider(ABC):
 
     @abstractmethod
     async def complete(
-        self, request: ProviderRequest, on_text: TextCallback | None = None
+        self,
+        request: ProviderRequest,
+        on_text: TextCallback | None = None,
+        progress: StreamProgress | None = None,
     ) -> ProviderResponse:
-        """Make one attempt (streaming); any failure is raised as a ``ProviderError``, nothing else."""
+        """Make one attempt (streaming); any failure is raised as a ``ProviderError``, nothing else.
+
+        ``progress`` (optional) is kept up to date with what the attempt has cost so far.
+        """
 
     @abstractmethod
     def wire_message(self, message: Message) -> dict[str, Any]:

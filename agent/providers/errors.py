@@ -19,12 +19,14 @@ status errors the provider's error type (``overloaded_error`` ...) or ``status``
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 from agent.providers.base import ProviderError
 
@@ -166,6 +168,22 @@ def incomplete_stream(missing: str) -> ProviderError:
     SDK sees a normal end of stream; returning what arrived would store a truncated answer as final.
     """
     return ProviderError(f"the stream ended without {missing}", retryable=True, kind="connection")
+
+
+def missing_v1_hint(base_url: str) -> str | None:
+    """A hint when an OpenAI-compatible endpoint answered 404 and its URL has no version in its path.
+
+    ``OPENAI_BASE_URL=http://localhost:8000`` is a common slip: compatible servers serve the API under
+    ``/v1``, so every request is a 404 that says nothing about why.
+    """
+    url = base_url.rstrip("/")
+    path = urlsplit(url).path
+    if re.search(r"/v\d", path):
+        return None
+    return (
+        f"the endpoint {url} has no /v1 in its path; OpenAI-compatible servers usually serve the API "
+        f"under /v1, so try OPENAI_BASE_URL={url}/v1 (or model.base_url)"
+    )
 
 
 def redact(text: str, secrets: Sequence[str | None]) -> str:

@@ -15,8 +15,16 @@ import openai
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.messages import Message
-from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamedReply, TextCallback
-from agent.providers.errors import incomplete_stream, provider_failures
+from agent.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    ProviderResponse,
+    StreamedReply,
+    StreamProgress,
+    TextCallback,
+)
+from agent.providers.errors import incomplete_stream, missing_v1_hint, provider_failures
 from agent.usage import Usage
 
 _COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
@@ -113,18 +121,31 @@ class OpenAIProvider(Provider):
         return body
 
     async def complete(
-        self, request: ProviderRequest, on_text: TextCallback | None = None
+        self,
+        request: ProviderRequest,
+        on_text: TextCallback | None = None,
+        progress: StreamProgress | None = None,
     ) -> ProviderResponse:
-        with provider_failures(openai, self.name, [self._client.api_key]):
-            return await self._stream(request, on_text)
+        try:
+            with provider_failures(openai, self.name, [self._client.api_key]):
+                return await self._stream(request, on_text, progress)
+        except ProviderError as error:
+            hint = missing_v1_hint(str(self._client.base_url)) if error.status == 404 else None
+            if hint is not None:
+                error.args = (f"{error} ({hint})",)
+            raise
 
-    async def _stream(self, request: ProviderRequest, on_text: TextCallback | None) -> ProviderResponse:
+    async def _stream(
+        self, request: ProviderRequest, on_text: TextCallback | None, progress: StreamProgress | None
+    ) -> ProviderResponse:
         body = self.build_body(request)
-        reply = StreamedReply()
+        reply = StreamedReply(progress)
         usage: Any = None
         # The SDK swallows [DONE] and ends quietly at any end of body, so the finish_reason is the
         # terminal event we can see: a stream without one was cut off, however it ended.
         finish_reason: str | None = None
+        if progress is not None:
+            progress.begin()
         stream = await self._client.chat.completions.create(**body)
         async for chunk in stream:
             await asyncio.sleep(0)  # one chunk per turn of the loop: a buffered stream never hogs it
@@ -133,9 +154,9 @@ class OpenAIProvider(Provider):
             for choice in chunk.choices:
                 delta = choice.delta
                 if delta.content:
-                    reply.text_parts.append(delta.content)
+                    text = reply.add_text(delta.content)
                     if on_text is not None:
-                        await on_text(delta.content)
+                        await on_text(text)
                 for piece in delta.tool_calls or []:
                     call = reply.call(piece.index)
                     call["id"] = piece.id or call["id"]

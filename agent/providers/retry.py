@@ -9,7 +9,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.limits import RequestLimiter
-from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse, TextCallback
+from agent.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    ProviderResponse,
+    StreamProgress,
+    TextCallback,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +91,19 @@ async def complete_with_retries(
     on_text: TextCallback | None = None,
     on_retry: RetryCallback | None = None,
     rng: random.Random | None = None,
+    progress: StreamProgress | None = None,
 ) -> ProviderResponse:
     """Call ``provider`` until it answers, a non-retryable error occurs, or retries run out.
 
-    Each attempt holds a ``limiter`` slot; the backoff sleeps between attempts do not.
+    Each attempt holds a ``limiter`` slot; the backoff sleeps between attempts do not. ``progress``
+    follows the attempt in flight (see :class:`StreamProgress`).
     """
     rng = rng or random.Random()
     attempt = 0
     while True:
         try:
             async with limiter.slot():
-                return await provider.complete(request, on_text)
+                return await provider.complete(request, on_text, progress)
         except ProviderError as error:
             attempt += 1
             error.attempts = attempt
@@ -103,7 +112,8 @@ async def complete_with_retries(
             delay = backoff_delay(attempt, policy, error.retry_after, rng)
             if delay > MAX_RETRY_AFTER:
                 raise
-            log.warning(
+            # info, not warning: the user hears of it through on_retry, the log must not say it twice
+            log.info(
                 "provider %s failed (%s, status=%s: %s); retry %d/%d in %.1fs",
                 provider.name,
                 error.kind,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from agent.text import valid_text
+
 _REPLACEMENT = "\N{REPLACEMENT CHARACTER}"
 
 # Every control character (category Cc: C0, DEL and C1) except tab and newline.
@@ -20,17 +22,6 @@ _DROP_CONTROLS: dict[int, None] = dict.fromkeys(_CONTROLS)
 _MASK_CONTROLS: dict[int, str] = dict.fromkeys(_CONTROLS, _REPLACEMENT)
 
 
-def repair_surrogates(text: str) -> str:
-    """Join surrogate pairs into the astral character they encode; replace lone ones with U+FFFD.
-
-    A high surrogate directly followed by a low one is what decoding UTF-16 with ``surrogatepass``
-    (or a JSON ``"\\ud83d\\ude00"`` escape) leaves behind, so it is read as the character it spells.
-    """
-    if text.isascii():
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
 def sanitize_text(text: str) -> str:
     """``text`` with surrogates repaired, line endings made ``\\n`` and control characters removed.
 
@@ -39,7 +30,7 @@ def sanitize_text(text: str) -> str:
     Everything else, format characters such as the zero-width joiner of emoji sequences included,
     passes through unchanged.
     """
-    text = repair_surrogates(text)
+    text = valid_text(text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text.translate(_DROP_CONTROLS)
 

@@ -1,0 +1,244 @@
+"""``herald doctor``: check a home and say, for each problem, what is wrong and how to fix it.
+
+Doctor changes nothing: it creates, repairs and re-modes nothing, so it is safe to run on a damaged
+home, and it is the first thing to run when something is off. Each check is an async function from
+a :class:`DoctorContext` to findings; :func:`default_checks` is the list ``herald doctor`` runs, in
+order, and a check may use what an earlier one found (the config, the environment with ``.env``).
+The gateway adds its own checks (platform tokens) by passing a longer list to :func:`run_doctor`.
+A check that raises is reported as failed with its error: one broken check never hides the others.
+
+Exit code 0 when every check passed or was skipped, 1 when any warned or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from agent.db import is_damage
+from agent.private import loose_permissions
+from agent.providers.errors import missing_v1_hint
+from agent.providers.pool import ProviderKey
+from gateway.config import ConfigError, HeraldConfig, load_config
+from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
+from gateway.home import HeraldHome, load_env
+from gateway.runtime import configured_base_url, key_variable, missing_key_error
+
+Status = Literal["ok", "warn", "fail", "skip"]
+MARKS: dict[Status, str] = {"ok": "[ok]  ", "warn": "[warn]", "fail": "[FAIL]", "skip": "[skip]"}
+PROBLEMS: tuple[Status, ...] = ("warn", "fail")
+PROBE_TIMEOUT = 5.0  # seconds for the reachability request
+BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result line: how it went, what it is about, and what is wrong and how to fix it."""
+
+    status: Status
+    subject: str
+    text: str
+
+
+@dataclass
+class DoctorContext:
+    """What the checks look at, and what they found that later checks use."""
+
+    home: HeraldHome
+    environ: dict[str, str]
+    offline: bool
+    config: HeraldConfig | None = None  # set by check_config when config.yaml is valid
+    timeout: float = PROBE_TIMEOUT
+
+
+Check = Callable[[DoctorContext], Awaitable[list[Finding]]]
+
+
+def private_paths(home: HeraldHome) -> list[Path]:
+    """Everything that must not be open to other users: the home, secrets, history, memory."""
+    database = [home.db_path, *(home.db_path.with_name(home.db_path.name + s) for s in ("-wal", "-shm"))]
+    paths = [home.root, home.env_path, *database, home.memories_dir]
+    if home.memories_dir.is_dir():
+        paths += sorted(p for p in home.memories_dir.rglob("*") if p.is_dir() or p.suffix == ".md")
+    return paths
+
+
+async def check_home(ctx: DoctorContext) -> list[Finding]:
+    root = ctx.home.root
+    if not root.exists():
+        blocker = next((parent for parent in root.parents if parent.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            text = f"{root} cannot be created: {blocker} is not a directory; point HERALD_HOME elsewhere."
+            return [Finding("fail", "home", text)]
+        return [Finding("fail", "home", f"{root} does not exist; create it with `herald setup`.")]
+    if not root.is_dir():
+        return [Finding("fail", "home", f"{root} is not a directory; point HERALD_HOME at a directory.")]
+    if not os.access(root, os.W_OK | os.X_OK):
+        return [
+            Finding(
+                "fail",
+                "home",
+                f"{root} is not writable for you; fix: chmod u+rwx {root}, or point HERALD_HOME elsewhere.",
+            )
+        ]
+    loose = [problem for path in private_paths(ctx.home) if (problem := loose_permissions(path))]
+    if loose:
+        return [Finding("warn", "permissions", problem) for problem in loose]
+    return [Finding("ok", "home", f"{root} is private and writable.")]
+
+
+async def check_config(ctx: DoctorContext) -> list[Finding]:
+    path = ctx.home.config_path
+    try:
+        ctx.config = load_config(path)
+    except ConfigError as error:
+        return [
+            Finding(
+                "fail", "config", f"{error}\n  Fix the file, or set a value: herald config set KEY VALUE."
+            )
+        ]
+    if not path.exists():
+        return [Finding("ok", "config", f"{path} does not exist: every setting has its default.")]
+    return [Finding("ok", "config", f"{path} is valid.")]
+
+
+def inspect_database(path: Path) -> Finding:
+    """SQLite's own integrity check of ``path`` (blocking: run it in a thread)."""
+    fresh = f"to start fresh: cp {path} {path}.bak && rm {path} {path}-wal {path}-shm"
+    if not path.exists():
+        return Finding("ok", "database", f"{path} does not exist yet; the first chat creates it.")
+    try:
+        conn = sqlite3.connect(path, timeout=5)
+        try:
+            rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        if is_damage(error):
+            return Finding("fail", "database", f"{path} is damaged ({error}); {fresh}.")
+        return Finding("fail", "database", f"cannot read {path} ({error}); check its permissions.")
+    problems = [row for row in rows if row != "ok"]
+    if problems:
+        return Finding("fail", "database", f"{path} is damaged ({'; '.join(problems[:3])}); {fresh}.")
+    if not os.access(path, os.W_OK):
+        return Finding("fail", "database", f"{path} is read-only; fix: chmod u+w {path}.")
+    return Finding("ok", "database", f"{path} passed SQLite's integrity check.")
+
+
+async def check_database(ctx: DoctorContext) -> list[Finding]:
+    return [await asyncio.to_thread(inspect_database, ctx.home.db_path)]
+
+
+def _providers(config: HeraldConfig) -> list[str]:
+    """The providers the configuration uses: the model's, and the summary model's if different."""
+    auxiliary = config.auxiliary.compression.provider
+    return list(dict.fromkeys([config.model.provider, *([auxiliary] if auxiliary else [])]))
+
+
+async def check_keys(ctx: DoctorContext) -> list[Finding]:
+    """API keys for the configured providers, in the environment or in ``.env`` (loaded here)."""
+    try:
+        load_env(ctx.home, ctx.environ)
+    except OSError as error:
+        return [Finding("fail", "keys", f"cannot read {ctx.home.env_path}: {describe_os_error(error)}")]
+    if ctx.config is None:
+        return [Finding("skip", "keys", "not checked: config.yaml is invalid (see above).")]
+    findings = []
+    for provider in _providers(ctx.config):
+        variable = key_variable(ctx.config, provider)
+        if ctx.environ.get(variable):
+            findings.append(Finding("ok", "keys", f"{variable} is set for {provider}."))
+        else:
+            findings.append(Finding("fail", "keys", str(missing_key_error(provider, variable))))
+    return findings
+
+
+async def check_provider(ctx: DoctorContext) -> list[Finding]:
+    """One cheap request (the model list) with a short timeout: is the endpoint there, is the key good."""
+    if ctx.offline:
+        return [Finding("skip", "provider", "not checked (--offline).")]
+    if ctx.config is None:
+        return [Finding("skip", "provider", "not checked: config.yaml is invalid (see above).")]
+    provider = ctx.config.model.provider
+    api_key = ctx.environ.get(key_variable(ctx.config, provider))
+    if not api_key:
+        return [Finding("skip", "provider", f"not checked: no API key for {provider}.")]
+    base_url = configured_base_url(ctx.config, ProviderKey(provider, ctx.config.model.name))
+    base_url = base_url or ctx.environ.get(BASE_URL_VARIABLES[provider]) or None
+    return [await probe(provider, api_key, base_url, ctx.timeout)]
+
+
+async def probe(provider: str, api_key: str, base_url: str | None, seconds: float) -> Finding:
+    """One model-list request to the endpoint, given up after ``seconds``."""
+    sdk: Any
+    if provider == "anthropic":
+        import anthropic as sdk  # imported here: an SDK takes about a second to import
+
+        client: Any = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
+    else:
+        import openai as sdk
+
+        client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
+    url = str(client.base_url).rstrip("/")
+    try:
+        async with client:
+            await client.models.list()
+    except sdk.APIStatusError as error:
+        return status_finding(provider, url, error.status_code)
+    except sdk.APIError as error:  # no connection, a timeout
+        variable = BASE_URL_VARIABLES[provider]
+        return Finding(
+            "fail",
+            "provider",
+            f"cannot reach {url} ({error}); check the network and the endpoint (model.base_url or "
+            f"{variable}), or run `herald doctor --offline` where no network is expected.",
+        )
+    return Finding("ok", "provider", f"{url} answered.")
+
+
+def status_finding(provider: str, url: str, status: int) -> Finding:
+    """What an HTTP error status from the model list means for the user."""
+    if status in (401, 403):
+        return Finding("fail", "provider", f"{url} refused the API key (HTTP {status}); check the key.")
+    hint = missing_v1_hint(url) if provider == "openai" and status == 404 else None
+    if hint is not None:
+        return Finding("fail", "provider", f"{url} answered HTTP 404: {hint}.")
+    if status == 429 or status >= 500:
+        return Finding("warn", "provider", f"{url} is reachable but answered HTTP {status}: it may be busy.")
+    return Finding("ok", "provider", f"{url} is reachable (HTTP {status} for the model list).")
+
+
+def default_checks() -> list[Check]:
+    return [check_home, check_config, check_database, check_keys, check_provider]
+
+
+async def run_doctor(
+    home: HeraldHome,
+    *,
+    offline: bool,
+    out: TextIO,
+    checks: Sequence[Check] | None = None,
+    environ: dict[str, str] | None = None,
+) -> int:
+    """Run ``checks`` (default: :func:`default_checks`), print one line per finding; the exit code."""
+    ctx = DoctorContext(home=home, environ=dict(os.environ if environ is None else environ), offline=offline)
+    problems = 0
+    for check in default_checks() if checks is None else checks:
+        try:
+            findings = await check(ctx)
+        except Exception as error:  # a broken check must not hide the others
+            name = check.__name__.removeprefix("check_")
+            findings = [Finding("fail", name, f"the check failed: {type(error).__name__}: {error}")]
+        for finding in findings:
+            out.write(f"{MARKS[finding.status]} {finding.subject}: {finding.text}\n")
+            problems += finding.status in PROBLEMS
+    out.write(
+        "All checks passed.\n" if not problems else f"{problems} problem(s): see above for how to fix each.\n"
+    )
+    out.flush()
+    return EXIT_OK if not problems else EXIT_FAILED

@@ -1,0 +1,68 @@
+"""What a user reads when a command cannot go on: one sentence and an exit code, never a traceback.
+
+Every kind of failure that can reach the command line is put into words here, in one place, so no
+command needs its own ``try``: bad configuration, a damaged or unwritable database, a home that
+cannot be created or read, and, last, anything unforeseen (a bug: its traceback is logged and shown
+with ``-v``).
+
+Exit codes (the README lists them too):
+
+- 0: done.
+- 1: the command ran but did not succeed: no answer from the model, or ``doctor`` found problems.
+- 2: the command could not run: bad input, bad configuration, a damaged or unwritable home.
+- 70: a bug in Herald.
+- 130: interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agent.db import DatabaseError, SchemaTooNew
+from gateway.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_UNUSABLE = 2
+EXIT_BUG = 70
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One sentence for stderr (without the ``herald:`` prefix; empty: nothing to say) and the exit
+    code."""
+
+    message: str
+    code: int
+
+
+def explain(error: Exception) -> Failure:
+    """The sentence and exit code for ``error``; never raises."""
+    if isinstance(error, ConfigError):
+        return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
+    if isinstance(error, DatabaseError | SchemaTooNew):
+        return Failure(str(error), EXIT_UNUSABLE)
+    if isinstance(error, BrokenPipeError):  # `herald insights | head -1`: the reader has had enough
+        return Failure("", EXIT_FAILED)
+    if isinstance(error, OSError):
+        return Failure(describe_os_error(error), EXIT_UNUSABLE)
+    log.debug("unexpected failure", exc_info=error)
+    return Failure(
+        f"unexpected error ({type(error).__name__}: {error}). This is a bug in Herald: run the command "
+        "again with -v to see where it happened, and please report it.",
+        EXIT_BUG,
+    )
+
+
+def describe_os_error(error: OSError) -> str:
+    """A file-system failure (a home that cannot be created, written or read) and what to do."""
+    what = error.strerror or type(error).__name__
+    where = f"{error.filename}: " if error.filename else ""
+    return (
+        f"{where}{what}. Check that HERALD_HOME and the files in it exist, belong to you and are "
+        "writable, or point HERALD_HOME at another directory."
+    )

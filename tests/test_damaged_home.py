@@ -1,0 +1,193 @@
+"""A damaged or unwritable home: one sentence naming the file and what to do, exit code 2, never a
+traceback; a damaged database is copied before anything else touches it.
+
+Every command runs against every kind of damage. Tests run as root in some environments, where file
+modes do not stop anyone: a read-only database is then simulated by opening it read-only, and an
+unwritable home is one below a regular file (which stops root too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.store import open_session_store
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply
+from tests.helpers import Ran, herald_process, point_at
+
+COMMANDS: list[tuple[str, ...]] = [
+    ("setup",),
+    ("chat", "-q", "hi"),
+    ("chat",),
+    ("chat", "-q", "hi", "--continue"),
+    ("config", "get", "model.name"),
+    ("config", "set", "model.max_retries", "0"),
+    ("insights",),
+    ("doctor", "--offline"),
+    ("--version",),
+]
+
+
+def make_database(home: HeraldHome) -> None:
+    async def create() -> None:
+        async with open_session_store(home.db_path):
+            pass
+
+    asyncio.run(create())
+
+
+def garbage(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.db_path.write_bytes(os.urandom(5000))
+
+
+def truncated(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_database(home)
+    data = home.db_path.read_bytes()
+    home.db_path.write_bytes(data[: len(data) // 2])
+
+
+def read_only(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_database(home)
+    home.db_path.chmod(0o444)
+    connect = sqlite3.connect
+
+    def read_only_connect(database: str | Path, *args: Any, **kwargs: Any) -> Any:
+        if Path(database) == home.db_path:  # what chmod does for anyone but root
+            return connect(f"file:{database}?mode=ro", *args, uri=True, **kwargs)
+        return connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", read_only_connect)
+
+
+def below_a_file(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = home.root.parent / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("HERALD_HOME", str(blocker / "home"))
+
+
+def home_is_a_file(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = home.root.parent / "home-file"
+    path.write_text("")
+    monkeypatch.setenv("HERALD_HOME", str(path))
+
+
+def broken_config(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.config_path.write_text("model: [unclosed\n  - {\n")
+
+
+def unreadable_env(home: HeraldHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.env_path.unlink()
+    home.env_path.mkdir()  # reading it fails for anyone
+
+
+DAMAGE: dict[str, Callable[[HeraldHome, pytest.MonkeyPatch], None]] = {
+    "garbage database": garbage,
+    "truncated database": truncated,
+    "read-only database": read_only,
+    "home below a file": below_a_file,
+    "home is a file": home_is_a_file,
+    "broken config": broken_config,
+    "unreadable .env": unreadable_env,
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_every_command_on_a_damaged_home_ends_in_a_sentence_not_a_traceback(
+    damage: str,
+    emulator: ProviderEmulator,
+    served: str,
+    home: HeraldHome,
+    herald: Callable[..., Ran],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    point_at(home, served)
+    DAMAGE[damage](home, monkeypatch)
+    emulator.script(*[Reply(text="Fine.")] * 5)
+    for command in COMMANDS:
+        monkeypatch.setattr(sys, "stdin", io.StringIO("hello\n"))
+        result = herald(*command)  # an exception would fail the test right here
+        assert "Traceback" not in result.stderr, (command, result.stderr)
+        assert result.returncode in (0, 1, 2), (command, result)
+        if result.returncode == 2:
+            [line] = [line for line in result.stderr.splitlines() if line.startswith("herald: ")]
+            assert len(line) < 600, line
+        assert "unexpected error" not in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("damage", ["garbage database", "truncated database"])
+def test_a_damaged_database_is_copied_first_and_the_user_told_how_to_start_fresh(
+    damage: str, home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    DAMAGE[damage](home, monkeypatch)
+    damaged = home.db_path.read_bytes()
+    result = herald("chat", "-q", "hi")
+    [backup] = home.root.glob("state.db.corrupt-*")
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"herald: the database {home.db_path} is damaged" in result.stderr
+    assert f"a copy was saved as {backup}" in result.stderr
+    assert f"rm {home.db_path} {home.db_path}-wal {home.db_path}-shm" in result.stderr
+    assert backup.read_bytes() == damaged
+    assert oct(backup.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_a_read_only_database_says_what_to_do(
+    home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_only(home, monkeypatch)
+    result = herald("chat", "-q", "hi")
+    assert result.returncode == 2
+    assert f"herald: cannot use the database {home.db_path} (attempt to write a readonly database)" in (
+        result.stderr
+    )
+    assert f"chmod u+w {home.db_path}" in result.stderr
+
+
+def test_an_unwritable_home_says_what_to_do(
+    home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    below_a_file(home, monkeypatch)
+    result = herald("chat", "-q", "hi")
+    assert result.returncode == 2
+    assert "not-a-directory/home: Not a directory. Check that HERALD_HOME" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="file modes do not stop root")
+def test_a_home_without_write_permission_says_what_to_do(
+    home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locked = home.root.parent / "locked"
+    locked.mkdir(mode=0o500)
+    monkeypatch.setenv("HERALD_HOME", str(locked / "home"))
+    result = herald("chat", "-q", "hi")
+    assert result.returncode == 2 and "Permission denied" in result.stderr
+
+
+def test_the_binary_exits_2_without_a_traceback_on_a_garbage_database(home: HeraldHome) -> None:
+    """A real process: its exit code and stderr are the point."""
+    home.db_path.write_bytes(b"this is not a database" * 100)
+    result = herald_process(home, "insights")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(
+        f"herald: the database {home.db_path} is damaged (file is not a database)"
+    )
+
+
+def test_a_bug_is_one_sentence_and_exit_code_70(
+    home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> str:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr("gateway.insights.render", broken)
+    result = herald("insights")
+    assert result.returncode == 70 and "Traceback" not in result.stderr
+    assert "herald: unexpected error (ZeroDivisionError: division by zero). This is a bug" in result.stderr

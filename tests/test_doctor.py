@@ -1,0 +1,107 @@
+"""`herald doctor`: each problem of a home with what is wrong and how to fix it; exit 0 only when all
+is fine. It changes nothing, so it is safe on a damaged home."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from gateway.doctor import DoctorContext, Finding, check_home, default_checks, run_doctor, status_finding
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator
+from tests.helpers import point_at
+
+
+def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: HeraldHome, herald) -> None:
+    point_at(home, served)
+    herald("chat", "-q", "hi")  # a real database to check
+    result = herald("doctor")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.endswith("All checks passed.\n")
+    for subject in ("home", "config", "database", "keys", "provider"):
+        assert f"[ok]   {subject}: " in result.stdout
+    assert f"{served} is reachable" in result.stdout
+
+
+def test_problems_are_listed_with_what_to_do(
+    home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    home.db_path.write_bytes(b"garbage" * 1000)
+    home.db_path.chmod(0o600)
+    before = sorted(p.name for p in home.root.iterdir())
+    result = herald("doctor", "--offline")
+    assert result.returncode == 1
+    assert (
+        f"[FAIL] database: {home.db_path} is damaged (file is not a database); to start fresh:"
+        in result.stdout
+    )
+    assert "[FAIL] keys: No API key for anthropic: set ANTHROPIC_API_KEY" in result.stdout
+    assert "[skip] provider: not checked (--offline)." in result.stdout
+    assert result.stdout.endswith("2 problem(s): see above for how to fix each.\n")
+    assert sorted(p.name for p in home.root.iterdir()) == before  # doctor changed nothing
+
+
+def test_an_invalid_config_is_reported_and_what_depends_on_it_skipped(home: HeraldHome, herald) -> None:
+    home.config_path.write_text("model:\n  provider: antropic\n")
+    result = herald("doctor")
+    assert result.returncode == 1
+    assert "[FAIL] config: " in result.stdout and "model.provider = 'antropic'" in result.stdout
+    assert "[skip] keys: not checked: config.yaml is invalid" in result.stdout
+    assert "[skip] provider: not checked: config.yaml is invalid" in result.stdout
+
+
+def test_an_unreachable_provider_fails_with_what_to_check(home: HeraldHome, herald) -> None:
+    point_at(home, "http://127.0.0.1:9")  # nothing listens on the discard port
+    result = herald("doctor")
+    assert result.returncode == 1
+    assert "[FAIL] provider: cannot reach http://127.0.0.1:9" in result.stdout
+    assert "`herald doctor --offline`" in result.stdout
+
+
+def test_an_openai_endpoint_without_v1_gets_a_hint(
+    served: str, home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    herald("config", "set", "model.provider", "openai")
+    herald("config", "set", "model.name", "gpt-5")
+    monkeypatch.setenv("OPENAI_BASE_URL", served)
+    result = herald("doctor")
+    assert result.returncode == 1
+    assert f"try OPENAI_BASE_URL={served}/v1" in result.stdout
+
+
+def test_status_answers_are_explained() -> None:
+    assert (
+        status_finding("anthropic", "https://x", 401).text
+        == "https://x refused the API key (HTTP 401); check the key."
+    )
+    assert status_finding("anthropic", "https://x", 529).status == "warn"
+    assert status_finding("openai", "https://x/v1", 404).status == "ok"
+
+
+async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: HeraldHome) -> None:
+    """The seam the gateway uses for its platform-token checks."""
+
+    async def check_tokens(ctx: DoctorContext) -> list[Finding]:
+        return [Finding("fail", "telegram", "the bot token was refused; get a new one from @BotFather.")]
+
+    async def check_broken(ctx: DoctorContext) -> list[Finding]:
+        raise RuntimeError("boom")
+
+    out = io.StringIO()
+    code = await run_doctor(home, offline=True, out=out, checks=[check_home, check_broken, check_tokens])
+    assert code == 1
+    assert out.getvalue().splitlines() == [
+        f"[ok]   home: {home.root} is private and writable.",
+        "[FAIL] broken: the check failed: RuntimeError: boom",
+        "[FAIL] telegram: the bot token was refused; get a new one from @BotFather.",
+        "2 problem(s): see above for how to fix each.",
+    ]
+    assert [check.__name__ for check in default_checks()] == [
+        "check_home",
+        "check_config",
+        "check_database",
+        "check_keys",
+        "check_provider",
+    ]
