@@ -8,17 +8,15 @@ Telegram itself routes commands, mentions and replies under group privacy mode.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 
 from telegram import Chat, Message, MessageEntity, Sticker, User
 from telegram.constants import MessageEntityType
 
 from adapters.base import Attachment, ChatType, InboundMessage
+from adapters.names import clean_name
 
 PLATFORM = "telegram"
-MAX_NAME_LENGTH = 64
 
 _CHAT_TYPES = {
     Chat.PRIVATE: ChatType.DIRECT,
@@ -26,8 +24,6 @@ _CHAT_TYPES = {
     Chat.SUPERGROUP: ChatType.GROUP,
     Chat.CHANNEL: ChatType.CHANNEL,
 }
-_WHITESPACE = re.compile(r"\s+")
-_ZERO_WIDTH_JOINER = "\u200d"  # part of composed emoji: keep it
 
 
 @dataclass(frozen=True)
@@ -88,9 +84,9 @@ def display_name(who: User | Chat) -> str:
     (bidi overrides, zero-width tricks) are dropped, whitespace collapsed and the length capped.
     """
     title = who.title if isinstance(who, Chat) else None
-    name = _clean(title or " ".join(part for part in (who.first_name, who.last_name) if part))
+    name = clean_name(title or " ".join(part for part in (who.first_name, who.last_name) if part))
     if not name and who.username:
-        name = _clean(f"@{who.username}")
+        name = clean_name(f"@{who.username}")
     return name or str(who.id)
 
 
@@ -202,13 +198,6 @@ def _sticker_mime(sticker: Sticker) -> str:
     if sticker.is_video:
         return "video/webm"
     return "application/x-tgsticker" if sticker.is_animated else "image/webp"
-
-
-def _clean(text: str) -> str:
-    kept = "".join(
-        ch for ch in text if ch == _ZERO_WIDTH_JOINER or unicodedata.category(ch) not in ("Cc", "Cf")
-    )
-    return _WHITESPACE.sub(" ", kept).strip()[:MAX_NAME_LENGTH].rstrip()
 
 
 def _utf16_slice(text: str, start: int) -> str:

@@ -9,7 +9,8 @@ tracebacks, and other loggers are not covered).
 
 from __future__ import annotations
 
-import logging
+from adapters.redaction import PLACEHOLDER, describe, redact
+from adapters.redaction import TokenFilter as _TokenFilter
 
 URL_LOGGERS = (
     "httpx",
@@ -18,44 +19,12 @@ URL_LOGGERS = (
     "telegram.request.BaseRequest",
     "telegram.request.HTTPXRequest",
 )
-PLACEHOLDER = "<token>"
+
+__all__ = ["PLACEHOLDER", "URL_LOGGERS", "TokenFilter", "describe", "redact"]
 
 
-def redact(text: str, token: str) -> str:
-    return text.replace(token, PLACEHOLDER) if token else text
-
-
-def describe(exc: BaseException, token: str) -> str:
-    """``Type: message`` for logs and error texts, never containing the token.
-
-    PTB's own messages carry no URLs, but wrapped httpx errors may.
-    """
-    return redact(f"{type(exc).__name__}: {exc}", token)
-
-
-class TokenFilter(logging.Filter):
-    """Replaces the token in any record of the loggers it is attached to (see :data:`URL_LOGGERS`)."""
+class TokenFilter(_TokenFilter):
+    """The shared filter on the loggers that print Bot API URLs (:data:`URL_LOGGERS`)."""
 
     def __init__(self, token: str) -> None:
-        super().__init__()
-        self._token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Always keeps the record; never raises (it runs inside the library's logging call)."""
-        if not self._token:
-            return True
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record: the handler reports it, not the request path
-            return True
-        if self._token in message:
-            record.msg, record.args = message.replace(self._token, PLACEHOLDER), ()
-        return True
-
-    def attach(self) -> None:
-        for name in URL_LOGGERS:
-            logging.getLogger(name).addFilter(self)
-
-    def detach(self) -> None:
-        for name in URL_LOGGERS:
-            logging.getLogger(name).removeFilter(self)
+        super().__init__(token, URL_LOGGERS)

@@ -1,0 +1,461 @@
+"""``DiscordAdapter``: lifecycle, the inbound path (gateway events) and outbound operations.
+
+Conversion is in ``inbound``/``outbound``/``commands``, error typing in ``errors``, per-chat order
+in ``ordering``, answering slash commands in ``interactions``, the discord.py client and its
+process-wide settings in ``client``; this module wires them to one ``HeraldClient``.
+
+Store before confirm, on Discord: nothing is confirmed to Discord, and a message is never delivered
+again except when a RESUME replays it (same message id: the gateway's inbox deduplicates). So the
+adapter hands each message to the sink in order, per chat, retrying a failing sink a few times
+before giving up on that message (logged as an error: it is lost), and never lets a failure reach
+discord.py's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+
+from adapters.base import (
+    Adapter,
+    AdapterStatus,
+    Capabilities,
+    ChatAddress,
+    CommandSpec,
+    DeliveryError,
+    InboundMessage,
+    InboundSink,
+    OutboundText,
+)
+from adapters.redaction import describe
+
+from . import interactions
+from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
+from .commands import command_name, command_payload
+from .errors import NETWORK_ERRORS, delivery_error
+from .inbound import PLATFORM, BotIdentity, interaction_to_inbound, to_inbound
+from .interactions import PendingInteraction, PendingInteractions
+from .ordering import ChatQueues
+from .outbound import NO_MENTIONS, REPLY_MENTIONS, channel_id, reply_reference
+from .outbound import message_id as parse_message_id
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 30.0  # login + connect + READY
+REQUEST_TIMEOUT = 60.0  # one outbound operation, discord.py's own 429 waits included
+CLOSE_TIMEOUT = 5.0
+DEFER_TIMEOUT = 2.5  # Discord wants the first answer to an interaction within 3 s
+TYPING_TIMEOUT = 5.0
+MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's minimum setting)
+SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
+NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
+INTENT_HELP = (
+    "Discord refused the connection: Herald asks for the Message Content intent, which this bot "
+    'does not have. Enable "Message Content Intent" (Bot → Privileged Gateway Intents) for this '
+    "application in the Discord developer portal (https://discord.com/developers/applications), "
+    "then start again."
+)
+
+
+@dataclass(frozen=True)
+class _Inbound:
+    """A queued hand-over: the message and, for a slash command, its interaction and the deferral
+    already under way (started on arrival: Discord's 3 s do not wait for the chat's queue)."""
+
+    message: InboundMessage
+    interaction: discord.Interaction[Any] | None = None
+    deferral: asyncio.Task[bool] | None = None
+
+
+class DiscordAdapter(Adapter):
+    """Discord through discord.py 2.x: DMs, guild text channels and threads, and slash commands.
+
+    ``api_base``/``gateway_url``: Discord's REST base (``…/api/v10``) and gateway websocket; None
+    means Discord's own (see ``client.Endpoints``: these are process-wide). ``application_id``: the
+    application whose commands ``set_commands`` overwrites (default: the one the token belongs to).
+    ``free_response_channels``: channel ids where every message is addressed (threads follow their
+    parent). ``ephemeral_commands``: command names whose answers only the invoker sees.
+    ``start_timeout``, ``request_timeout``: bounds in seconds on starting and on one operation.
+    ``identify_delay``, ``guild_ready_timeout``: discord.py's waits before a re-IDENTIFY and for
+    the last GUILD_CREATE (tests shorten them).
+    """
+
+    platform = PLATFORM
+    capabilities = Capabilities(
+        max_message_length=2000,
+        length_unit="chars",
+        formatting="markdown",
+        can_edit=True,
+        has_threads=True,
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        api_base: str | None = None,
+        gateway_url: str | None = None,
+        application_id: str | None = None,
+        free_response_channels: Collection[str] = (),
+        ephemeral_commands: Collection[str] = (),
+        start_timeout: float = START_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+        identify_delay: float = 5.0,
+        guild_ready_timeout: float = 2.0,
+    ) -> None:
+        if not token.strip():
+            raise ValueError("the Discord bot token is empty")
+        if start_timeout <= 0 or request_timeout <= 0:
+            raise ValueError("start_timeout and request_timeout must be positive")
+        self._token = token.strip()
+        self._endpoints = Endpoints(api_base, gateway_url)
+        self._application_id = int(application_id) if application_id else None
+        self._free_response = frozenset(str(c) for c in free_response_channels)
+        self._ephemeral = frozenset(ephemeral_commands)
+        self._start_timeout = start_timeout
+        self._request_timeout = request_timeout
+        self._identify_delay = identify_delay
+        self._guild_ready_timeout = guild_ready_timeout
+        self._client: HeraldClient | None = None
+        self._connect: asyncio.Task[None] | None = None
+        self._me: BotIdentity | None = None
+        self._sink: InboundSink | None = None
+        self._receiving = False  # handing messages to the sink
+        self._up = False  # start() returned: later gateway failures are logged, not raised
+        self._queues: ChatQueues[_Inbound] = ChatQueues(self._hand_over)
+        self._pending = PendingInteractions()
+        self._deferrals: set[asyncio.Task[bool]] = set()  # referenced until done
+        self._status = AdapterStatus()
+        self._logs = QuietLogs(self._token)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> BotIdentity | None:
+        """The bot's user id and name once started."""
+        return self._me
+
+    async def start(self, sink: InboundSink) -> None:
+        """Log in, connect, and return once READY (and the guilds) arrived.
+
+        Raises :class:`DeliveryError`: a refused token or a missing Message Content intent are not
+        retryable (the message says what to fix); network trouble or no READY in time are.
+        """
+        if self._client is not None:
+            raise RuntimeError("DiscordAdapter.start called twice")
+        self._logs.attach()
+        self._endpoints.apply()
+        client = HeraldClient(
+            ClientEvents(self._on_message, self._on_interaction, self._on_connection),
+            identify_delay=self._identify_delay,
+            guild_ready_timeout=self._guild_ready_timeout,
+            max_ratelimit_timeout=MAX_RATELIMIT_WAIT,
+        )
+        self._client, self._sink = client, sink
+        try:
+            async with asyncio.timeout(self._start_timeout):
+                user = await self._log_in(client)
+                # Messages may arrive between READY and on_ready (which waits for the guilds).
+                self._me, self._receiving = BotIdentity(user.id, user.name), True
+                self._connect = asyncio.create_task(self._run(client), name="discord-gateway")
+                await self._until_ready(client, self._connect)
+        except BaseException as exc:  # cancelled too: never leave the client or the task behind
+            await self._shut_down()
+            if isinstance(exc, TimeoutError):
+                raise DeliveryError(
+                    f"Discord did not get ready within {self._start_timeout:g}s", retryable=True
+                ) from exc
+            raise
+        self._up = True
+        guilds = ", ".join(sorted(g.name for g in client.guilds)[:10]) or "none yet"
+        self._status.extra.update(bot=str(user), guilds=str(len(client.guilds)))
+        log.info(
+            "Discord adapter started as %s (%d) in %d guild(s): %s", user, user.id, len(client.guilds), guilds
+        )
+
+    async def stop_receiving(self) -> None:
+        """Hand nothing more to the sink (queued messages are dropped); keep the client for sends."""
+        self._receiving = False
+        dropped = await self._queues.close(CLOSE_TIMEOUT)
+        if dropped:
+            log.warning("Stopped receiving with %d Discord message(s) not handed over", dropped)
+
+    async def stop(self) -> None:
+        """Stop receiving, close the client (bounded) and restore discord.py's endpoints. Idempotent."""
+        await self.stop_receiving()
+        await self._shut_down()
+
+    def status(self) -> AdapterStatus:
+        client = self._client
+        ws = client.ws if client is not None else None
+        connected = (
+            client is not None and not client.is_closed() and client.is_ready() and ws is not None and ws.open
+        )
+        return AdapterStatus(connected=connected, detail=self._status.detail, extra=dict(self._status.extra))
+
+    async def _log_in(self, client: HeraldClient) -> discord.ClientUser:
+        """``GET /users/@me`` and the application: returns the bot's user."""
+        try:
+            await client.login(self._token)
+        except discord.LoginFailure as exc:
+            raise DeliveryError(
+                "Discord refused the bot token (401): check DISCORD_BOT_TOKEN; reset it in the "
+                "developer portal if it was revoked"
+            ) from exc
+        except (discord.HTTPException, *NETWORK_ERRORS) as exc:
+            raise delivery_error(exc, "login", self._token) from exc
+        if client.user is None:  # login sets it; a bug otherwise
+            raise DeliveryError("Discord login returned no bot user")
+        return client.user
+
+    async def _until_ready(self, client: HeraldClient, connect: asyncio.Task[None]) -> None:
+        """Wait for READY, or for ``connect()`` to fail first (then say why)."""
+        ready = asyncio.create_task(client.wait_until_ready(), name="discord-ready")
+        try:
+            await asyncio.wait({connect, ready}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if not connect.done():
+            return
+        exc = None if connect.cancelled() else connect.exception()
+        if isinstance(exc, discord.PrivilegedIntentsRequired):
+            raise DeliveryError(INTENT_HELP) from exc
+        if isinstance(exc, discord.ConnectionClosed) and exc.code == 4004:
+            raise DeliveryError(
+                "Discord's gateway refused the bot token (4004): check DISCORD_BOT_TOKEN"
+            ) from exc
+        if exc is not None and client.ws is None:
+            # No websocket ever opened. discord.py 2.7 then fails its reconnect with AttributeError
+            # ('NoneType' object has no attribute 'sequence'); the real error is its context.
+            cause = exc.__context__ if isinstance(exc, AttributeError) and exc.__context__ else exc
+            text = describe(cause, self._token)
+            raise DeliveryError(f"could not connect to Discord's gateway: {text}", retryable=True) from exc
+        if exc is not None:
+            raise delivery_error(exc, "gateway connect", self._token) from exc
+        raise DeliveryError("the Discord gateway connection ended before READY", retryable=True)
+
+    async def _run(self, client: HeraldClient) -> None:
+        """``client.connect()``: reconnects and RESUMEs are discord.py's; a fatal close is logged."""
+        try:
+            await client.connect(reconnect=True)
+        except asyncio.CancelledError:
+            raise
+        except discord.PrivilegedIntentsRequired:
+            self._status.detail = INTENT_HELP
+            if self._up:
+                log.error("%s", INTENT_HELP)
+            raise
+        except Exception as exc:
+            self._status.detail = f"gateway stopped: {describe(exc, self._token)}"
+            if self._up:
+                log.error("The Discord gateway connection stopped for good: %s", self._status.detail)
+            raise
+
+    async def _shut_down(self) -> None:
+        self._receiving = self._up = False
+        client, self._client = self._client, None
+        connect, self._connect = self._connect, None
+        self._sink = None
+        if client is not None:
+            try:
+                await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+            except Exception as exc:
+                log.warning("Closing the Discord client failed: %s", describe(exc, self._token))
+        if connect is not None:
+            connect.cancel()
+            await asyncio.wait({connect}, timeout=CLOSE_TIMEOUT)
+            if connect.done() and not connect.cancelled():
+                connect.exception()  # retrieved: start() or _run() reported it
+        for deferral in list(self._deferrals):
+            deferral.cancel()
+        self._pending.clear()
+        self._endpoints.restore()
+        self._logs.detach()
+
+    # --- inbound --------------------------------------------------------------------------------
+
+    def _on_connection(self, connected: bool, what: str) -> None:
+        if connected:
+            if what == "ready" and self._up:
+                log.info("Discord gateway identified again (a new session)")
+        else:
+            self._status.detail = what
+
+    def _on_message(self, message: discord.Message) -> None:
+        """Convert and queue, synchronously (order); the hand-over runs in the chat's worker."""
+        me = self._me
+        if not self._receiving or me is None:
+            return
+        try:
+            inbound = to_inbound(message, me, free_response=self._free_response)
+        except Exception:
+            log.exception("Skipping Discord message %s: it could not be converted", message.id)
+            return
+        if inbound is not None:
+            self._queues.submit(inbound.chat_id, _Inbound(inbound))
+
+    def _on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """Start deferring at once (Discord's 3 s), and queue ``/name args`` behind the chat."""
+        if not self._receiving:
+            return
+        try:
+            inbound = interaction_to_inbound(interaction)
+        except Exception:
+            log.exception("Skipping Discord interaction %s: it could not be converted", interaction.id)
+            return
+        if inbound is None:
+            return
+        deferral = asyncio.create_task(
+            self._defer(interaction, inbound), name=f"discord-defer-{interaction.id}"
+        )
+        self._deferrals.add(deferral)
+        deferral.add_done_callback(self._deferrals.discard)
+        self._queues.submit(inbound.chat_id, _Inbound(inbound, interaction, deferral))
+
+    async def _defer(self, interaction: discord.Interaction[Any], inbound: InboundMessage) -> bool:
+        """ "Herald is thinking…": True when Discord took it (never raises)."""
+        name = command_name(inbound.text)
+        try:
+            defer = interaction.response.defer(thinking=True, ephemeral=name in self._ephemeral)
+            await asyncio.wait_for(defer, DEFER_TIMEOUT)
+        except Exception as exc:  # too late or refused: the reply becomes a channel message
+            text = describe(exc, self._token)
+            log.warning("Could not defer Discord interaction %s (/%s): %s", interaction.id, name, text)
+            return False
+        return True
+
+    async def _hand_over(self, item: _Inbound) -> None:
+        """Await the sink; on failure retry a little, then log the loss (and tell the invoker)."""
+        message = item.message
+        pending: PendingInteraction | None = None
+        if item.interaction is not None and item.deferral is not None and await item.deferral:
+            name = command_name(message.text)
+            pending = self._pending.add(item.interaction, ephemeral=name in self._ephemeral)
+        for attempt, delay in enumerate((*SINK_RETRY_DELAYS, None)):
+            sink = self._sink
+            if sink is None or not self._receiving:
+                return
+            try:
+                await sink(message)
+                return
+            except Exception as exc:
+                text = describe(exc, self._token)
+                self._status.detail = f"message {message.message_id} not stored: {text}"
+                if delay is None:
+                    log.error(
+                        "Storing Discord message %s of chat %s failed %d times; it is lost",
+                        message.message_id,
+                        message.chat_id,
+                        attempt + 1,
+                        exc_info=True,
+                    )
+                    break
+                log.warning("Storing Discord message %s failed (%s); retrying", message.message_id, text)
+                await asyncio.sleep(delay)
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    interactions.answer(pending, self._pending, NOT_HANDLED), self._request_timeout
+                )
+
+    # --- outbound -------------------------------------------------------------------------------
+
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        client = self._started()
+        if reply_to is not None and (pending := self._pending.get(reply_to)) is not None:
+            sent = await self._answer_interaction(pending, text.text)
+            if sent is not None:
+                return sent
+        channel = channel_id(address)
+        reference = reply_reference(reply_to, channel)
+        target = client.get_partial_messageable(channel)
+        async with self._typed_errors("send message"):
+            if reference is None:
+                message = await target.send(text.text, allowed_mentions=NO_MENTIONS)
+            else:  # a reply may notify the person replied to, and nobody else
+                message = await target.send(text.text, reference=reference, allowed_mentions=REPLY_MENTIONS)
+        return str(message.id)
+
+    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+        client = self._started()
+        pending = self._pending.owner_of(message_id)
+        async with self._typed_errors("edit message"):
+            if pending is not None:
+                await interactions.edit(pending, message_id, text.text)
+                return
+            partial = client.get_partial_messageable(channel_id(address)).get_partial_message(
+                parse_message_id(message_id)
+            )
+            await partial.edit(content=text.text, allowed_mentions=NO_MENTIONS)
+
+    async def delete(self, address: ChatAddress, message_id: str) -> None:
+        client = self._started()
+        pending = self._pending.owner_of(message_id)
+        async with self._typed_errors("delete message"):
+            with contextlib.suppress(discord.NotFound):  # already gone counts as deleted
+                if pending is not None:
+                    await interactions.delete(pending, message_id)
+                    return
+                partial = client.get_partial_messageable(channel_id(address)).get_partial_message(
+                    parse_message_id(message_id)
+                )
+                await partial.delete()
+
+    async def typing(self, address: ChatAddress) -> None:
+        client = self._client
+        if client is None:
+            return
+        try:
+            await asyncio.wait_for(client.http.send_typing(channel_id(address)), TYPING_TIMEOUT)
+        except Exception as exc:  # best effort by contract
+            log.info(
+                "Discord typing indicator for chat %s failed: %s", address.chat_id, describe(exc, self._token)
+            )
+
+    async def set_commands(self, commands: list[CommandSpec]) -> None:
+        """Overwrite the bot's global slash commands with ``commands``: one PUT."""
+        client = self._started()
+        application_id = self._application_id or client.application_id
+        if application_id is None:
+            raise DeliveryError("the Discord application id is unknown (not logged in?)", retryable=True)
+        payload = command_payload(commands)
+        async with self._typed_errors("sync slash commands"):
+            await client.http.bulk_upsert_global_commands(application_id, payload)
+        log.info("Discord slash commands synced: %s", ", ".join(f"/{c['name']}" for c in payload) or "none")
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    async def _answer_interaction(self, pending: PendingInteraction, content: str) -> str | None:
+        """The reply through the interaction; None when Discord no longer knows it (send normally)."""
+        async with self._typed_errors("answer interaction"):
+            try:
+                return await interactions.answer(pending, self._pending, content)
+            except discord.NotFound:
+                pass
+        log.info("Discord interaction %s expired or vanished; replying in the channel", pending.id)
+        self._pending.discard(pending.id)
+        return None
+
+    def _started(self) -> HeraldClient:
+        client = self._client
+        if client is None or client.is_closed():
+            raise DeliveryError("the Discord adapter is not running", retryable=True)
+        return client
+
+    @asynccontextmanager
+    async def _typed_errors(self, operation: str) -> AsyncIterator[None]:
+        """Bounded by ``request_timeout``; discord.py and network errors leave as DeliveryError."""
+        try:
+            async with asyncio.timeout(self._request_timeout):
+                yield
+        except DeliveryError:
+            raise
+        except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+            raise delivery_error(exc, operation, self._token) from exc
