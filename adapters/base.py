@@ -69,6 +69,7 @@ class InboundMessage:
     chat_title: str | None = None
     attachments: tuple[Attachment, ...] = ()
     server_id: str | None = None  # the server (Discord guild) a shared chat belongs to
+    parent_chat_id: str | None = None  # the channel a thread belongs to (a thread is a chat of its own)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from gateway import schema
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
-from gateway.commands import menu, menu_hash
+from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.home import HeraldHome
 from gateway.http import HttpServer
@@ -37,7 +37,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
 from gateway.reviews import Reviews
-from gateway.router import MentionPolicy, Router
+from gateway.router import Router
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
@@ -45,6 +45,7 @@ from gateway.services import Services
 log = logging.getLogger(__name__)
 
 TELEGRAM_TOKEN = "TELEGRAM_BOT_TOKEN"
+DISCORD_TOKEN = "DISCORD_BOT_TOKEN"
 FLUSH_TIMEOUT = 10.0
 
 
@@ -62,6 +63,20 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str]) -> list[Ada
                 base_url=settings.base_url,
                 mode=settings.mode,
                 webhook_url=settings.webhook_url,
+            )
+        )
+    token = environ.get(DISCORD_TOKEN, "").strip()
+    if token:
+        from adapters.discord import DiscordAdapter  # imports discord.py: only when enabled
+
+        discord = config.discord
+        adapters.append(
+            DiscordAdapter(
+                token,
+                api_base=discord.api_base,
+                gateway_url=discord.gateway_url,
+                free_response_channels=discord.free_response_channels,
+                ephemeral_commands=private_commands(),
             )
         )
     return adapters
@@ -136,13 +151,8 @@ def access_policy(config: HeraldConfig) -> AccessPolicy:
     )
 
 
-def mention_policies(config: HeraldConfig) -> dict[str, MentionPolicy]:
-    return {
-        "telegram": MentionPolicy(config.telegram.require_mention),
-        "discord": MentionPolicy(
-            config.discord.require_mention, frozenset(config.discord.free_response_channels)
-        ),
-    }
+def require_mention(config: HeraldConfig) -> dict[str, bool]:
+    return {"telegram": config.telegram.require_mention, "discord": config.discord.require_mention}
 
 
 @asynccontextmanager
@@ -157,7 +167,8 @@ async def open_gateway(
     chosen = list(adapters) if adapters is not None else build_adapters(config, environ or os.environ)
     if not chosen:
         raise ConfigError(
-            f"No chat platform is enabled: set {TELEGRAM_TOKEN} in the environment or in {home.env_path}."
+            f"No chat platform is enabled: set {TELEGRAM_TOKEN} or {DISCORD_TOKEN} in the environment or in "
+            f"{home.env_path}."
         )
     if config.gateway.allow_all:
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
@@ -186,7 +197,7 @@ async def open_gateway(
             metrics=metrics,
         )
         stack.push_async_callback(services.reviews.aclose)
-        router = Router(services, mentions=mention_policies(config))
+        router = Router(services, require_mention=require_mention(config))
         sending = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(_cancel, sending)
         sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")

@@ -37,6 +37,14 @@ class Authorizer:
         self.policy = policy
         self.pairing = pairing
 
+    @staticmethod
+    def _shared_chat_allowed(message: InboundMessage, access: PlatformAccess) -> bool:
+        """Everyone may talk in an allowed chat (a thread follows its channel) or server."""
+        chats = {message.chat_id, message.parent_chat_id} - {None}
+        return bool(chats & access.chats) or (
+            message.server_id is not None and message.server_id in access.servers
+        )
+
     def is_admin(self, platform: str, user_id: str) -> bool:
         return admin_id(platform, user_id) in self.policy.admins
 

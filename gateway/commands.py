@@ -57,6 +57,7 @@ class Command:
     handler: Handler
     admin_only: bool = False
     in_lane: bool = False  # ordered with the chat's turns and holding the session's lock
+    private: bool = False  # only the asker needs to see the reply (Discord answers it ephemerally)
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -201,15 +202,22 @@ COMMANDS: tuple[Command, ...] = (
     Command("reset", "forget the conversation and start over", _reset, in_lane=True),
     Command("stop", "stop the answer being written", _stop),
     Command("compress", "compress the conversation now", _compress, in_lane=True),
-    Command("insights", "tokens, cache use and cost of this chat", _insights),
+    Command("insights", "tokens, cache use and cost of this chat", _insights, private=True),
     Command("model", "show or choose the model for the next session", _model),
-    Command("memory", "show the memory this session started with", _memory),
-    Command("status", "session, model and context use", _status),
-    Command("help", "this list", _help),
-    Command("approve", "approve a pairing code (admins)", _approve, admin_only=True),
-    Command("pairing", "list pairing codes and approved people (admins)", _pairing, admin_only=True),
+    Command("memory", "show the memory this session started with", _memory, private=True),
+    Command("status", "session, model and context use", _status, private=True),
+    Command("help", "this list", _help, private=True),
+    Command("approve", "approve a pairing code (admins)", _approve, admin_only=True, private=True),
+    Command(
+        "pairing", "list pairing codes and approved people (admins)", _pairing, admin_only=True, private=True
+    ),
 )
 BY_NAME = {command.name: command for command in COMMANDS}
+
+
+def private_commands() -> frozenset[str]:
+    """Commands whose replies only the asker needs to see."""
+    return frozenset(command.name for command in COMMANDS if command.private)
 
 
 def menu() -> list[CommandSpec]:

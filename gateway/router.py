@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 from adapters.base import ChatType, InboundMessage
@@ -32,14 +32,6 @@ log = logging.getLogger(__name__)
 
 FULL_REPLY_EVERY = 600.0
 TRACKED_REFUSALS = 4096
-
-
-@dataclass(frozen=True)
-class MentionPolicy:
-    """When the bot answers in shared chats: only when addressed, except in ``free_chats``."""
-
-    require_mention: bool = True
-    free_chats: frozenset[str] = frozenset()
 
 
 def valid_message(message: InboundMessage) -> InboundMessage:
@@ -61,9 +53,11 @@ class GatewayStopping(Exception):
 
 
 class Router:
-    def __init__(self, services: Services, *, mentions: Mapping[str, MentionPolicy]) -> None:
+    def __init__(self, services: Services, *, require_mention: Mapping[str, bool]) -> None:
+        """``require_mention``: per platform, whether shared chats need the bot addressed (an adapter
+        marks messages in its free-response chats as addressed)."""
         self.services = services
-        self.mentions = mentions
+        self.require_mention = require_mention
         self.accepting = True
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
@@ -81,7 +75,7 @@ class Router:
             metrics.messages_ignored.labels(message.platform, "channel").inc()
             return
         direct = message.chat_type is ChatType.DIRECT
-        if not direct and not message.addressed and self._needs_mention(message):
+        if not direct and not message.addressed and self.require_mention.get(message.platform, True):
             metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
             return
         if not await services.authorizer.is_allowed(message):
@@ -97,10 +91,6 @@ class Router:
             return
         metrics.messages_in.labels(message.platform).inc()
         self.dispatch(row)
-
-    def _needs_mention(self, message: InboundMessage) -> bool:
-        policy = self.mentions.get(message.platform, MentionPolicy())
-        return policy.require_mention and message.chat_id not in policy.free_chats
 
     def dispatch(self, row: InboxRow) -> None:
         """Start handling a stored message: a command, or a turn in the chat's lane."""
@@ -140,9 +130,12 @@ class Router:
             reply = f"/{name} failed unexpectedly; the details are in the gateway's log."
         message = row.message
         adapter = services.adapters[message.platform]
-        operations = answer_operations(
-            adapter.capabilities, reply_address(message), reply, streamed=[], reply_to=message.message_id
-        )
+        operations = [  # every part answers the command (a Discord slash command keeps them together)
+            replace(operation, reply_to=message.message_id)
+            for operation in answer_operations(
+                adapter.capabilities, reply_address(message), reply, streamed=[], reply_to=message.message_id
+            )
+        ]
         await services.outbox.enqueue(operations, inbox_id=row.id, finish=InboxState.ANSWERED)
         services.sender.notify()
 

@@ -77,6 +77,8 @@ def to_inbound(
         addressed=direct or is_addressed(message, me) or _free_response(channel, free_response),
         chat_title=chat_title(channel),
         attachments=attachments,
+        server_id=_server_id(message.guild.id if message.guild else getattr(channel, "guild_id", None)),
+        parent_chat_id=_parent_id(channel),
     )
 
 
@@ -104,7 +106,20 @@ def interaction_to_inbound(interaction: discord.Interaction[Any]) -> InboundMess
         timestamp=interaction.created_at.timestamp(),
         addressed=True,
         chat_title=chat_title(channel) if channel is not None else None,
+        server_id=_server_id(interaction.guild_id),
+        parent_chat_id=_parent_id(channel),
     )
+
+
+def _server_id(guild_id: int | None) -> str | None:
+    return str(guild_id) if guild_id is not None else None
+
+
+def _parent_id(channel: object) -> str | None:
+    """A thread's parent channel (a thread is a chat of its own; allowlists name the channel)."""
+    if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+        return str(channel.parent_id)
+    return None
 
 
 def is_addressed(message: discord.Message, me: BotIdentity) -> bool:
