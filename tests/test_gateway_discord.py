@@ -1,0 +1,247 @@
+"""The gateway on Discord, end to end: real discord.py against the fake Discord, real SDK, emulator.
+
+Discord is one more adapter of the same router: the same commands, authorization, delivery and
+cache discipline as Telegram.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from adapters.discord import DiscordAdapter
+from gateway.app import Gateway, open_gateway
+from gateway.home import HeraldHome
+from tests.conftest import make_config
+from tests.emulator import ProviderEmulator, Reply
+from tests.fakes import FakeDiscord, FakeTelegram
+
+pytestmark = pytest.mark.timeout(60)
+
+ADMIN = 1001
+FRIEND = 1002
+STRANGER = 1003
+FAST: dict[str, Any] = {"identify_delay": 0.0, "guild_ready_timeout": 0.05, "start_timeout": 5.0}
+
+CODE_ANSWER = "\n\n".join(
+    f"Step {n}: " + "explain the change carefully. " * 12 + f"\n\n```python\ndef step_{n}():\n"
+    + "    return value * 2\n" * 20 + "```"
+    for n in range(8)
+)  # fmt: skip
+
+
+@dataclass
+class Harness:
+    gateway: Gateway
+    fake: FakeDiscord
+    emulator: ProviderEmulator
+
+    async def settled(self, timeout: float = 15.0) -> None:  # noqa: ASYNC109 - a bounded wait
+        """Quiet for a while: nothing queued, pending or unsent, and no new inbox row (Discord has no
+        delivery receipts like Telegram's offsets, so "quiet" is the only signal)."""
+        services = self.gateway.services
+        deadline = time.monotonic() + timeout
+        quiet, rows = 0, -1
+        while time.monotonic() < deadline:
+            count = await services.inbox.db.run(
+                lambda conn: conn.execute("SELECT COUNT(*) FROM inbox").fetchone()[0]
+            )
+            idle = (
+                services.lanes.depth == 0
+                and not await services.inbox.pending()
+                and await services.outbox.pending_count() == 0
+            )
+            quiet = quiet + 1 if idle and count == rows else 0
+            rows = count
+            if quiet >= 5:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the gateway did not settle:\n{self.fake.describe()}")
+
+    def texts(self, channel_id: int) -> list[str]:
+        return [m.content for m in self.fake.messages(channel_id) if not m.deleted]
+
+
+def config(emulator_url: str, fake: FakeDiscord, **discord: Any) -> Any:
+    return make_config(
+        emulator_url,
+        gateway={"admins": [f"discord:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0.05},
+        discord={
+            "allowed_users": [FRIEND],
+            "api_base": fake.rest_url,
+            "gateway_url": fake.gateway_url,
+            **discord,
+        },
+    )
+
+
+@asynccontextmanager
+async def discord_gateway(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    fake: FakeDiscord | None = None,
+    **discord: Any,
+) -> AsyncIterator[Harness]:
+    fake = fake or FakeDiscord()
+    for user in (ADMIN, FRIEND, STRANGER):
+        fake.add_user(user, f"user{user}")
+        fake.add_member(fake.guild_id, user, f"user{user}")
+    async with fake.serve():
+        settings = config(emulator_url, fake, **discord)
+        adapter = DiscordAdapter(
+            fake.token,
+            api_base=fake.rest_url,
+            gateway_url=fake.gateway_url,
+            free_response_channels=settings.discord.free_response_channels,
+            ephemeral_commands={"help", "status"},
+            **FAST,
+        )
+        async with open_gateway(settings, home, adapters=[adapter]) as gateway:
+            yield Harness(gateway, fake, emulator)
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [
+        block["text"]
+        for message in body["messages"]
+        if message["role"] == "user"
+        for block in message["content"]
+        if block.get("type") == "text"
+    ]
+
+
+async def test_direct_messages_are_answered_and_strangers_get_a_pairing_code(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url) as harness:
+        fake = harness.fake
+        fake.dm_message(FRIEND, "hello from Discord")
+        fake.dm_message(STRANGER, "let me in")
+        await harness.settled()
+        friend_answer = harness.texts(fake.dm_channel(FRIEND))
+        stranger_reply = harness.texts(fake.dm_channel(STRANGER))
+    assert len(friend_answer) == 1 and friend_answer[0].startswith("Emulated reply")
+    assert len(stranger_reply) == 1 and "herald pairing approve discord" in stranger_reply[0]
+    assert len(emulator.requests) == 1 and user_texts(emulator.requests[0].json) == ["hello from Discord"]
+
+
+async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free_channels(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeDiscord()
+    free = fake.add_text_channel(fake.guild_id, "free-chat")
+    async with discord_gateway(home, emulator, emulator_url, fake, free_response_channels=[free]) as harness:
+        general = fake.channel_id
+        fake.guild_message(general, FRIEND, "talking among ourselves", username="ada")
+        fake.guild_message(general, FRIEND, "what is the plan?", mention_bot=True, username="ada")
+        fake.guild_message(general, STRANGER, "me too!", mention_bot=True)
+        fake.guild_message(free, FRIEND, "no mention needed here", username="ada")
+        await harness.settled()
+        thread = fake.add_thread(general, "planning")
+        fake.guild_message(
+            general, FRIEND, "in the thread", mention_bot=True, thread_id=thread, username="ada"
+        )
+        await harness.settled()
+        sessions = await harness.gateway.services.runtime.store.list_sessions()
+        in_general, in_free, in_thread = harness.texts(general), harness.texts(free), harness.texts(thread)
+    assert len(in_general) == 1 and len(in_free) == 1 and len(in_thread) == 1  # the stranger got nothing
+    asked = [user_texts(r.json)[-1] for r in emulator.requests]
+    assert any(text.endswith(": what is the plan?") for text in asked)  # mention stripped, speaker named
+    assert any(text.endswith(": no mention needed here") for text in asked)
+    assert len({s.session_key for s in sessions}) == 3  # the channel, the free channel, the thread
+
+
+async def test_a_long_answer_is_split_at_2000_and_nothing_in_it_pings_anyone(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="@everyone look at this! <@1002> " + CODE_ANSWER))
+    async with discord_gateway(home, emulator, emulator_url) as harness:
+        fake = harness.fake
+        fake.guild_message(fake.channel_id, FRIEND, "explain", mention_bot=True)
+        await harness.settled()
+        messages = [m for m in fake.messages(fake.channel_id) if not m.deleted]
+    assert len(CODE_ANSWER) > 5000 and len(messages) >= 3
+    assert all(len(m.content) <= 2000 for m in messages)
+    assert all(m.content.count("```") % 2 == 0 for m in messages)  # every part's code blocks are closed
+    assert all(not m.mention_everyone and not m.mentions for m in messages)
+    for message in messages:
+        mentions = message.allowed_mentions or {}
+        assert mentions.get("parse") == [] and not mentions.get("users")
+    joined = "".join(m.content for m in messages)
+    assert "def step_0():" in joined and "def step_7():" in joined
+
+
+async def test_slash_commands_come_from_the_same_table_and_are_synced_only_when_it_changed(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeDiscord()
+    async with discord_gateway(home, emulator, emulator_url, fake) as harness:
+        interaction = fake.interaction(
+            "help", user_id=FRIEND, channel_id=fake.channel_id, guild_id=fake.guild_id
+        )
+        await harness.settled()
+        responses = fake.interaction_responses(int(interaction["id"]))
+    async with discord_gateway(home, emulator, emulator_url, fake):
+        pass
+    assert len(fake.command_syncs) == 1
+    synced = {command["name"] for command in fake.command_syncs[0].commands}
+    assert {"new", "reset", "stop", "compress", "insights", "model", "memory", "status", "help"} <= synced
+    assert emulator.requests == []
+    assert responses[0].kind == "callback" and responses[0].type == 5  # deferred at once
+    assert responses[0].data.get("flags") == 64  # /help is answered privately (ephemeral)
+    assert any("Commands:" in json.dumps(r.data) for r in responses[1:])
+
+
+async def test_a_message_replayed_after_a_reconnect_is_answered_once(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url) as harness:
+        fake = harness.fake
+        sent = fake.dm_message(FRIEND, "only once")
+        await harness.settled()
+        fake.force_reconnect(resume=True)
+        await fake.wait_for_session()
+        fake.replay(int(sent["id"]))
+        await asyncio.sleep(0.3)
+        await harness.settled()
+        answers = harness.texts(fake.dm_channel(FRIEND))
+    assert len(answers) == 1 and len(emulator.requests) == 1
+
+
+async def test_one_gateway_serves_telegram_and_discord_at_once(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    discord, telegram = FakeDiscord(), FakeTelegram()
+    discord.add_user(FRIEND, "ada")
+    async with discord.serve(), telegram.serve() as telegram_url:
+        settings = make_config(
+            emulator_url,
+            gateway={"http_port": 0, "stream_edit_interval": 0},
+            telegram={"base_url": telegram_url, "allowed_users": [7]},
+            discord={
+                "allowed_users": [FRIEND],
+                "api_base": discord.rest_url,
+                "gateway_url": discord.gateway_url,
+            },
+        )
+        environ = {"TELEGRAM_BOT_TOKEN": telegram.token, "DISCORD_BOT_TOKEN": discord.token}
+        async with open_gateway(settings, home, environ=environ) as gateway:
+            assert sorted(a.platform for a in gateway.adapters) == ["discord", "telegram"]
+            telegram.private_message(7, "from Telegram")
+            discord.dm_message(FRIEND, "from Discord")
+            await telegram.wait_for(lambda: telegram.messages(7), 15.0)
+            await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)), 15.0)
+            sessions = await gateway.services.runtime.store.list_sessions()
+    assert sorted(s.session_key for s in sessions) == [
+        f"discord:dm:{discord.dm_channel(FRIEND)}",
+        "telegram:dm:7",
+    ]
+    assert {tuple(user_texts(r.json)) for r in emulator.requests} == {("from Telegram",), ("from Discord",)}
