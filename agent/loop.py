@@ -116,11 +116,14 @@ class Agent:
         *,
         meta: Mapping[str, Any] | None = None,
         refuse: Collection[str] = (),
+        purpose: str = "turn",
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
 
         ``meta`` is stored with the user message (the gateway records which inbox row it answers).
         ``refuse`` names tools this turn may not use although the session advertises them.
+        ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
+        by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
         """
         lease.check(session.session_key)
         pump = EventPump(on_event)
@@ -154,7 +157,7 @@ class Agent:
                     prefix_ttl=prefix_ttl,
                     tail_ttl=tail_ttl,
                 )
-                response = await self._complete(provider, session, request, pump)
+                response = await self._complete(provider, session, request, pump, purpose)
                 total += response.usage
                 pump.check()
                 assistant = with_payload(
@@ -250,7 +253,12 @@ class Agent:
         return current, await self.store.load_messages(session.id)
 
     async def _complete(
-        self, provider: Provider, session: SessionRecord, request: ProviderRequest, pump: EventPump
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        request: ProviderRequest,
+        pump: EventPump,
+        purpose: str,
     ) -> ProviderResponse:
         streamed = False
 
@@ -272,7 +280,7 @@ class Agent:
             on_text=on_text,
             on_retry=on_retry,
         )
-        await self.record_usage(provider, session, "turn", response.usage)
+        await self.record_usage(provider, session, purpose, response.usage)
         return response
 
     async def record_usage(

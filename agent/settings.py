@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 ProviderKind = Literal["anthropic", "openai"]
-Toolset = Literal["memory", "session_search", "skills", "todo"]
-ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo")
+Toolset = Literal["memory", "session_search", "skills", "todo", "cron"]
+ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "cron")
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.
@@ -136,7 +136,8 @@ class AgentSection(Section):
     )
     toolsets: list[Toolset] = Field(
         default_factory=lambda: list(ALL_TOOLSETS),
-        description="Enabled tool sets: memory, session_search, skills, todo.",
+        description="Enabled tool sets: memory, session_search, skills, todo, cron (scheduled jobs; "
+        "the gateway runs them).",
     )
     project_context: StrictBool = Field(
         True,

@@ -1,4 +1,5 @@
-"""The ``herald`` command line: setup, chat, config get/set, insights."""
+"""The ``herald`` command line: setup, chat, config get/set, insights (gateway, pairing and cron commands
+live in modules of their own)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.store import open_session_store
-from gateway import cli_gateway, insights
+from gateway import cli_cron, cli_gateway, insights
 from gateway.config import ConfigError, get_value, load_config, set_value
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
 
@@ -39,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     setter.add_argument("key")
     setter.add_argument("value")
 
-    commands.add_parser("insights", help="tokens, cache hit ratio and cost per session")
+    commands.add_parser("insights", help="tokens, cache hit ratio and cost per session and purpose")
     cli_gateway.add_commands(commands)
+    cli_cron.add_commands(commands)
     return parser
 
 
@@ -88,7 +90,8 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _insights(home: HeraldHome) -> int:
     async with open_session_store(home.db_path) as store:
-        print(insights.render(await store.list_sessions(limit=100_000)))
+        sessions = await store.list_sessions(limit=100_000)
+        print(insights.render(sessions, purposes=await store.usage_by_purpose()))
     return 0
 
 
@@ -129,6 +132,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return cli_gateway.run_gateway_command(home, args)
     if args.command == "pairing":
         return cli_gateway.run_pairing_command(home, args)
+    if args.command == "cron":
+        return cli_cron.run_cron_command(home, args)
     return 2
 
 

@@ -64,9 +64,16 @@ def gateway_config(url: str, base_url: str, **sections: Any) -> Any:
 
 @asynccontextmanager
 async def telegram_gateway(
-    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, **sections: Any
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    *,
+    fake: FakeTelegram | None = None,
+    **sections: Any,
 ) -> AsyncIterator[Harness]:
-    fake = FakeTelegram()
+    """A running gateway; pass ``fake`` to keep one fake Telegram (its chats, its messages) across
+    restarts, or to prepare it before the gateway starts."""
+    fake = fake or FakeTelegram()
     async with fake.serve() as base_url:
         config = gateway_config(emulator_url, base_url, **sections)
         async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import aiohttp
 import pytest
@@ -98,7 +99,7 @@ async def test_session_hygiene_runs_before_the_turn_and_says_so_in_one_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=1200)
-    sections = {
+    sections: dict[str, Any] = {
         "model": {"context_length": 20_000, "max_tokens": 2000},
         "compression": {"threshold": 0.95, "protect_last_n": 2},
         "gateway": {"stream_edit_interval": 0},
