@@ -149,9 +149,17 @@ async def test_a_failed_delivery_is_retried_and_a_refused_one_is_listed_as_faile
         await harness.settled()
         listing = await herald_cli("cron", "list")
         metrics = harness.gateway.services.metrics.render()
+
+        emulator.fail_next(400)  # the model request is refused for good: the run fails
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.FAILED
+        await harness.settled()
+        failed_run = await herald_cli("cron", "list")
     assert "Water them again." not in harness.texts(ADMIN)
     assert "delivery FAILED: " in listing and "blocked by the user" in listing
     assert "delivery sent" not in listing
+    warning = harness.texts(ADMIN)[-1]
+    assert warning.startswith(f'⚠️ Scheduled job "remind me to water the plants" ({job.id}) failed: ')
+    assert "failed: " in failed_run and "error message delivery sent" in failed_run
     assert b'gateway_delivery_failures_total{platform="telegram"} 1.0' in metrics
     assert len(fake.calls_to("sendMessage")) >= 4  # /cron reply, a failed try and its retry, the refusal
 
