@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_MISSED
@@ -60,7 +61,7 @@ class CronScheduler:
         self._bookkeeping: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._syncing: asyncio.Task[None] | None = None
-        self._unsubscribe: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class CronScheduler:
         if job.next_run_at is not None:  # APScheduler reads an explicit None as "paused"
             options["next_run_time"] = dt.datetime.fromtimestamp(job.next_run_at, self.timezone)
         self._aps.add_job(
-            self._fire,
+            self.fire,
             trigger=schedule.trigger(self.timezone),
             args=[job.id],
             id=job.id,
@@ -158,13 +159,14 @@ class CronScheduler:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    async def _fire(self, job_id: str) -> None:
-        """What APScheduler runs: by now it has moved the job to its following time."""
+    async def fire(self, job_id: str) -> RunStatus | None:
+        """What APScheduler runs when a job is due (by now it has moved the job to its following time);
+        returns how the run ended (None: not run, e.g. not due or already running)."""
         task = asyncio.current_task()
         if task is not None:
             self._runs.add(task)
         try:
-            await self.runner.run(job_id, next_run_at=self.scheduled_next(job_id))
+            return await self.runner.run(job_id, next_run_at=self.scheduled_next(job_id))
         finally:
             if task is not None:
                 self._runs.discard(task)
