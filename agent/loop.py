@@ -143,11 +143,14 @@ class Agent:
         *,
         meta: Mapping[str, Any] | None = None,
         refuse: Collection[str] = (),
+        purpose: str = "turn",
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
 
         ``meta`` is stored with the user message (the gateway records which inbox row it answers).
         ``refuse`` names tools this turn may not use although the session advertises them.
+        ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
+        by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
         """
         lease.check(session.session_key)
         text = valid_text(text)  # from a terminal, a platform: stored and sent, so it must encode
@@ -184,7 +187,7 @@ class Agent:
                     prefix_ttl=prefix_ttl,
                     tail_ttl=tail_ttl,
                 )
-                response = await self._complete(provider, session, request, pump)
+                response = await self._complete(provider, session, request, pump, purpose)
                 total += response.usage
                 pump.check()
                 if response.cut_off and self.settings.on_max_tokens == "continue" and not continued:
@@ -325,7 +328,12 @@ class Agent:
         return current, await self._settled_history(session)
 
     async def _complete(
-        self, provider: Provider, session: SessionRecord, request: ProviderRequest, pump: EventPump
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        request: ProviderRequest,
+        pump: EventPump,
+        purpose: str,
     ) -> ProviderResponse:
         streamed = False
 
@@ -353,9 +361,9 @@ class Agent:
         except asyncio.CancelledError:  # a stopped answer was still paid for: count it
             partial = progress.usage(request)
             if partial is not None:
-                await asyncio.shield(self.record_usage(provider, session, "turn", partial))
+                await asyncio.shield(self.record_usage(provider, session, purpose, partial))
             raise
-        await self.record_usage(provider, session, "turn", response.usage)
+        await self.record_usage(provider, session, purpose, response.usage)
         return response
 
     async def record_usage(

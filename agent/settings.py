@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 ProviderKind = Literal["anthropic", "openai"]
 MaxTokensPolicy = Literal["continue", "notify"]
-Toolset = Literal["memory", "session_search", "skills", "todo", "delegate"]
-ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "delegate")
+Toolset = Literal["memory", "session_search", "skills", "todo", "delegate", "cron"]
+ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "delegate", "cron")
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.
@@ -143,7 +143,8 @@ class AgentSection(Section):
     )
     toolsets: list[Toolset] = Field(
         default_factory=lambda: list(ALL_TOOLSETS),
-        description="Enabled tool sets: memory, session_search, skills, todo, delegate.",
+        description="Enabled tool sets: memory, session_search, skills, todo, delegate (sub-agents), cron "
+        "(scheduled jobs; the gateway runs them).",
     )
     project_context: StrictBool = Field(
         True,

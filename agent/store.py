@@ -20,7 +20,7 @@ from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
-from agent.usage import RequestUsage
+from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
 
 # A person's message (not a compression summary, not a continuation request) after the last one a
 # review covered; ``m`` and ``s`` are the messages and sessions tables.
@@ -77,6 +77,17 @@ class NewSession:
     user_id: str | None = None
     title: str | None = None
     memory_scope: str = OWNER_SCOPE
+
+
+@dataclass(frozen=True)
+class PurposeUsage:
+    """The requests of one purpose ("turn", "summary", "cron", ...) added up."""
+
+    purpose: str
+    requests: int
+    usage: Usage
+    cost: float
+    uncached_cost: float
 
 
 @dataclass(frozen=True)
@@ -283,7 +294,7 @@ class SessionStore:
                     now,
                 ),
             )
-            track_prompt = request.purpose == "turn"
+            track_prompt = request.purpose in CONVERSATION_PURPOSES
             conn.execute(
                 """UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
                    cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,
@@ -307,13 +318,14 @@ class SessionStore:
         await self.db.write(insert)
 
     async def request_times(self, session_id: str, since: float) -> list[float]:
-        """Timestamps of the session's turn requests since ``since``, oldest first (for TTL pacing)."""
+        """Timestamps of the session's conversation requests since ``since``, oldest first (TTL pacing)."""
 
         def select(conn: sqlite3.Connection) -> list[float]:
             rows = conn.execute(
-                """SELECT created_at FROM requests WHERE session_id = ? AND purpose = 'turn'
+                f"""SELECT created_at FROM requests WHERE session_id = ?
+                   AND purpose IN ({", ".join("?" for _ in CONVERSATION_PURPOSES)})
                    AND created_at >= ? ORDER BY id""",
-                (session_id, since),
+                (session_id, *CONVERSATION_PURPOSES, since),
             ).fetchall()
             return [float(row[0]) for row in rows]
 
@@ -354,6 +366,39 @@ class SessionStore:
                 (through_message_id, session_id),
             )
         )
+
+    async def usage_by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
+        """Requests summed per purpose (of one chat's sessions, or all), the most expensive first."""
+
+        def select(conn: sqlite3.Connection) -> list[PurposeUsage]:
+            rows = conn.execute(
+                """SELECT r.purpose, COUNT(*) AS requests, SUM(r.input_tokens) AS input_tokens,
+                          SUM(r.output_tokens) AS output_tokens, SUM(r.cache_read_tokens) AS cache_read,
+                          SUM(r.cache_write_5m_tokens) AS write_5m, SUM(r.cache_write_1h_tokens) AS write_1h,
+                          SUM(r.estimated_cost) AS cost, SUM(r.uncached_cost) AS uncached_cost
+                   FROM requests r JOIN sessions s ON s.id = r.session_id
+                   WHERE ? IS NULL OR s.session_key = ?
+                   GROUP BY r.purpose ORDER BY cost DESC, r.purpose""",
+                (session_key, session_key),
+            ).fetchall()
+            return [
+                PurposeUsage(
+                    purpose=row["purpose"],
+                    requests=row["requests"],
+                    usage=Usage(
+                        input_tokens=row["input_tokens"],
+                        output_tokens=row["output_tokens"],
+                        cache_read_tokens=row["cache_read"],
+                        cache_write_5m_tokens=row["write_5m"],
+                        cache_write_1h_tokens=row["write_1h"],
+                    ),
+                    cost=row["cost"],
+                    uncached_cost=row["uncached_cost"],
+                )
+                for row in rows
+            ]
+
+        return await self.db.run(select)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         await self.db.write(

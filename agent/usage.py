@@ -60,11 +60,17 @@ def uncached_cost(usage: Usage, model: ModelInfo) -> float:
     return (usage.prompt_tokens * model.input + usage.output_tokens * model.output) / 1_000_000
 
 
+# Requests that carry a session's own conversation (a chat's turn, a scheduled job's run): their
+# prompt size is the session's size, and their timing is the session's pace (cache TTL choice).
+# Side requests (summaries, ...) are neither.
+CONVERSATION_PURPOSES = ("turn", "cron")
+
+
 @dataclass(frozen=True)
 class RequestUsage:
     """One provider request as the store records it."""
 
-    purpose: str  # "turn", "summary", ...
+    purpose: str  # "turn", "summary", "cron", ...
     provider: str
     model: str
     usage: Usage

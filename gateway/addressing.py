@@ -1,7 +1,8 @@
 """Pure rules that map an inbound message to its session, memory and prompt text.
 
 - Session key: a direct chat is one session per platform and chat; a group is one session per chat
-  (per topic in forums), shared by its members. The terminal keeps ``cli:local``.
+  (per topic in forums), shared by its members. The terminal keeps ``cli:local``; a scheduled job's
+  runs have ``cron:<job id>``.
 - Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
   ``memories/``; every other person has their own; a group has the group's (ARCHITECTURE.md,
   reliability invariant 5).
@@ -23,6 +24,17 @@ def session_key(message: InboundMessage) -> str:
         return f"{message.platform}:dm:{message.chat_id}"
     key = f"{message.platform}:group:{message.chat_id}"
     return f"{key}:topic:{message.thread_id}" if message.thread_id else key
+
+
+def chat_of_session_key(key: str) -> ChatAddress | None:
+    """The chat a session key belongs to (the inverse of ``session_key``); None for keys of no chat
+    (the terminal's ``cli:local``, a scheduled job's ``cron:ID``)."""
+    parts = key.split(":")
+    if len(parts) == 3 and parts[1] in ("dm", "group"):
+        return ChatAddress(parts[0], parts[2])
+    if len(parts) == 5 and parts[1] == "group" and parts[3] == "topic":
+        return ChatAddress(parts[0], parts[2], parts[4])
+    return None
 
 
 def admin_id(platform: str, user_id: str) -> str:

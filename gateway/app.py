@@ -1,12 +1,14 @@
 """``herald gateway run``: every enabled adapter, the router and the HTTP server in one process.
 
-Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime, the
-gateway's tables, the outbox sender, recovery of what a previous run left unanswered, the adapters,
-the command menus (published only when they changed), the HTTP server.
+Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime (with the
+gateway's tables), the outbox sender, the adapters, recovery of what a previous run left unanswered,
+the command menus (published only when they changed), the scheduler of cron jobs (runs missed while
+the gateway was down happen now), the HTTP server.
 
-Shutdown (SIGTERM or SIGINT) drains instead of dropping: stop taking messages, let running turns
-finish within ``gateway.drain_timeout`` (then cancel them: their messages stay pending and are
-answered after the restart), send what the outbox holds, then close everything.
+Shutdown (SIGTERM or SIGINT) drains instead of dropping: stop taking messages and starting scheduled
+runs, let running turns and runs finish within ``gateway.drain_timeout`` (then cancel them: their
+messages stay pending and are answered after the restart; a cut-off run is recorded as interrupted),
+send what the outbox holds, then close everything.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from adapters.base import Adapter, DeliveryError
-from gateway import schema
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
+from gateway.cron.runner import CronRunner
+from gateway.cron.scheduler import CronScheduler
 from gateway.home import HeraldHome
 from gateway.http import HttpServer
 from gateway.inbox import Inbox
@@ -88,14 +91,18 @@ class Gateway:
     router: Router
     http: HttpServer
     adapters: Sequence[Adapter]
+    scheduler: CronScheduler
 
     async def drain(self) -> None:
-        """Stop taking messages, finish or checkpoint running turns, send what is queued."""
+        """Stop taking messages and starting runs, finish or checkpoint running turns and runs, send
+        what is queued."""
         services = self.services
+        self.scheduler.pause()
         await self.router.close()
         for adapter in self.adapters:
             await adapter.stop_receiving()
-        finished = await services.lanes.drain(services.settings.drain_timeout)
+        timeout = services.settings.drain_timeout
+        finished, _ = await asyncio.gather(services.lanes.drain(timeout), self.scheduler.drain(timeout))
         if not finished:
             log.warning("turns still running after %.0fs; they will be answered after the restart",
                         services.settings.drain_timeout)  # fmt: skip
@@ -174,7 +181,6 @@ async def open_gateway(
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     async with AsyncExitStack() as stack:
         runtime = await stack.enter_async_context(open_runtime(config, home))
-        await runtime.db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         metrics = GatewayMetrics()
         outbox = Outbox(runtime.db)
         by_platform = {adapter.platform: adapter for adapter in chosen}
@@ -207,6 +213,10 @@ async def open_gateway(
             stack.push_async_callback(adapter.stop)
         await router.recover()  # before any new message is handled (the router waits for it)
         await publish_menus(chosen, services)
+        jobs = runtime.cron.jobs
+        scheduler = CronScheduler(jobs, CronRunner(services, jobs), config.scheduler, runtime.cron.timezone)
+        stack.push_async_callback(scheduler.close)
+        await scheduler.start()
         http = HttpServer(
             config.gateway.http_host,
             config.gateway.http_port,
@@ -216,7 +226,7 @@ async def open_gateway(
         )
         await http.start()
         stack.push_async_callback(http.stop)
-        gateway = Gateway(services, router, http, chosen)
+        gateway = Gateway(services, router, http, chosen, scheduler)
         log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
         try:
             yield gateway

@@ -1,4 +1,5 @@
-"""The ``herald`` command line: setup, chat, config get/set, insights, doctor.
+"""The ``herald`` command line: setup, chat, config get/set, insights, doctor (the gateway, pairing
+and cron commands live in modules of their own).
 
 Whatever goes wrong, a command ends with one sentence on stderr and an exit code, never a traceback:
 :func:`run` hands every failure to :func:`gateway.failures.explain`, the one place that puts
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from agent.store import open_session_store
 from agent.text import valid_text
-from gateway import cli_gateway, insights
+from gateway import cli_cron, cli_gateway, insights
 from gateway.config import format_value, get_value, load_config, set_value
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
@@ -71,12 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     setter.add_argument("key")
     setter.add_argument("value")
 
-    commands.add_parser("insights", parents=[common], help="tokens, cache hit ratio and cost per session")
+    commands.add_parser(
+        "insights", parents=[common], help="tokens, cache hit ratio and cost per session and purpose"
+    )
     doctor = commands.add_parser(
         "doctor", parents=[common], help="check the home, config, keys and provider; say what to fix"
     )
     doctor.add_argument("--offline", action="store_true", help="skip the provider reachability check")
     cli_gateway.add_commands(commands, common)
+    cli_cron.add_commands(commands, common)
     return parser
 
 
@@ -149,7 +153,8 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _insights(home: HeraldHome) -> int:
     async with open_session_store(home.db_path) as store:
-        print(insights.render(await store.list_sessions(limit=100_000)))
+        sessions = await store.list_sessions(limit=100_000)
+        print(insights.render(sessions, purposes=await store.usage_by_purpose()))
     return 0
 
 
@@ -195,6 +200,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_gateway.run_gateway_command(home, args)
     if args.command == "pairing":
         return cli_gateway.run_pairing_command(home, args)
+    if args.command == "cron":
+        return cli_cron.run_cron_command(home, args)
     return EXIT_UNUSABLE
 
 

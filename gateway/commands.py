@@ -20,8 +20,10 @@ from adapters.base import CommandSpec
 from agent.prompt import frozen_memory
 from agent.store import SessionRecord
 from gateway import insights
-from gateway.addressing import admin_id
+from gateway.addressing import admin_id, memory_scope, reply_address
 from gateway.chat_settings import ModelChoice
+from gateway.cron.chat import cron_command
+from gateway.cron.manage import Caller
 from gateway.inbox import InboxRow
 from gateway.pairing import welcome
 from gateway.services import Services
@@ -115,8 +117,16 @@ async def _compress(context: CommandContext) -> str:
 
 
 async def _insights(context: CommandContext) -> str:
-    sessions = await context.services.runtime.store.sessions_for(context.key)
-    return insights.render(sessions, shown=5)
+    store = context.services.runtime.store
+    sessions = await store.sessions_for(context.key)
+    return insights.render(sessions, shown=5, purposes=await store.usage_by_purpose(context.key))
+
+
+async def _cron(context: CommandContext) -> str:
+    message = context.row.message
+    scope = memory_scope(message, is_admin=context.is_admin)
+    caller = Caller(context.key, scope, reply_address(message))
+    return await cron_command(context.services.runtime.cron, caller, context.args)
 
 
 async def _model(context: CommandContext) -> str:
@@ -203,6 +213,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("stop", "stop the answer being written", _stop),
     Command("compress", "compress the conversation now", _compress, in_lane=True),
     Command("insights", "tokens, cache use and cost of this chat", _insights, private=True),
+    Command("cron", "scheduled jobs of this chat: list, add, pause, resume, run, remove", _cron),
     Command("model", "show or choose the model for the next session", _model),
     Command("memory", "show the memory this session started with", _memory, private=True),
     Command("status", "session, model and context use", _status, private=True),

@@ -48,6 +48,7 @@ from agent.settings import (
     Section,
 )
 from agent.text import read_text
+from gateway.cron.schedule import resolve_timezone
 
 
 class ConfigError(Exception):
@@ -172,6 +173,37 @@ class DiscordSettings(Section):
         return _user_ids(value) if isinstance(value, list) else value
 
 
+class SchedulerSettings(Section):
+    """Scheduled tasks (cron jobs), run by `herald gateway run`."""
+
+    timezone: str | None = Field(
+        None,
+        description="Time zone of cron fields and of ISO times without an offset, as an IANA name "
+        "(e.g. Europe/Berlin); null = the system's.",
+    )
+    misfire_grace: StrictInt = Field(
+        3600,
+        ge=1,
+        description="Seconds a run may be late (e.g. missed while the gateway was down) and still run "
+        "once at start-up; several missed runs collapse into one; later than this, the job waits for "
+        "its next time.",
+    )
+    poll_interval: StrictFloat = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="Seconds between reads of the job table, to pick up jobs added or changed by "
+        "`herald cron` in another process.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            resolve_timezone(value)  # raises ValueError naming the problem
+        return value
+
+
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     prompt_caching: PromptCachingSettings = PromptCachingSettings()
@@ -185,6 +217,7 @@ class HeraldConfig(Section):
     gateway: GatewaySettings = GatewaySettings()
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "

@@ -1,11 +1,15 @@
-"""``herald insights``: tokens, cache use and cost per session and overall."""
+"""``herald insights``: tokens, cache use and cost per session, per purpose and overall.
+
+The purpose breakdown is generic: every purpose the ``requests`` table holds gets a row (main turns,
+summaries, cron runs, and whatever later side requests record), labelled readably when known.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, replace
 
-from agent.store import SessionRecord
+from agent.store import PurposeUsage, SessionRecord
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,29 @@ def row_for_session(session: SessionRecord) -> UsageRow:
     )
 
 
+PURPOSE_LABELS = {
+    "turn": "main turns",
+    "summary": "summaries",
+    "cron": "cron runs",
+    "subagent": "sub-agents",
+    "review": "reviews",
+}
+
+
+def row_for_purpose(totals: PurposeUsage) -> UsageRow:
+    usage = totals.usage
+    label = PURPOSE_LABELS.get(totals.purpose, totals.purpose)
+    return UsageRow(
+        label=f"{label} ({totals.requests:,} requests)",
+        input_tokens=usage.input_tokens,
+        cache_read=usage.cache_read_tokens,
+        cache_write=usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+        cost=totals.cost,
+        uncached_cost=totals.uncached_cost,
+    )
+
+
 def total_row(rows: list[UsageRow]) -> UsageRow:
     return UsageRow(
         label="all sessions",
@@ -57,9 +84,9 @@ def total_row(rows: list[UsageRow]) -> UsageRow:
     )
 
 
-def format_table(rows: list[UsageRow]) -> str:
+def format_table(rows: list[UsageRow], first: str = "session") -> str:
     header = (
-        f"{'session':<40} {'input':>10} {'cache read':>11} {'cache write':>11} {'uncached':>10} "
+        f"{first:<40} {'input':>10} {'cache read':>11} {'cache write':>11} {'uncached':>10} "
         f"{'hit':>6} {'cost $':>9} {'saved $':>9}"
     )
     lines = [header, "-" * len(header)]
@@ -71,8 +98,9 @@ def format_table(rows: list[UsageRow]) -> str:
     return "\n".join(lines)
 
 
-def render(sessions: list[SessionRecord], shown: int = 20) -> str:
-    """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``."""
+def render(sessions: list[SessionRecord], shown: int = 20, purposes: list[PurposeUsage] | None = None) -> str:
+    """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``; then, when
+    given, the same requests by purpose."""
     if not sessions:
         return "No sessions yet."
     rows = [row_for_session(s) for s in sessions]
@@ -80,6 +108,9 @@ def render(sessions: list[SessionRecord], shown: int = 20) -> str:
     if len(rows) > shown:
         total = replace(total, label=f"all {len(rows)} sessions")
     lines = [format_table([*rows[:shown], total])]
+    if purposes:
+        lines.append("")
+        lines.append(format_table([row_for_purpose(p) for p in purposes], first="by purpose"))
     lines.append(
         f"\nInput column = every prompt token; uncached = neither read from nor written to the cache. "
         f"Caching saved ${total.saving:.4f} of ${total.uncached_cost:.4f}."

@@ -1,5 +1,8 @@
 """Composition: config + home → database, store, locks, providers, tools and agent, ready to run turns.
 
+The gateway's tables are migrated here too (not only by ``herald gateway run``): the ``cron`` tool
+works in the terminal as well, writing jobs the gateway's scheduler picks up.
+
 Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure half-way through start-up
 closes what was already opened, and shutdown closes in reverse order (locks before the database they
 live in, provider clients last of all).
@@ -27,7 +30,12 @@ from agent.session import PromptSources, SessionSpec, StartedSession, start_sess
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
+from gateway import schema
 from gateway.config import ConfigError, HeraldConfig
+from gateway.cron.jobs import CronJobs
+from gateway.cron.manage import CronManager
+from gateway.cron.schedule import resolve_timezone
+from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -115,6 +123,7 @@ class Runtime:
     context_dir: Path | None
     provider: str
     model: str
+    cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
 
     def prompt_sources(self) -> PromptSources:
         return PromptSources(
@@ -195,6 +204,7 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         db = await stack.enter_async_context(await Database.open(home.db_path))
         store = await SessionStore.create(db)
+        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)  # the cron tool works from the terminal too
         locks = SqliteSessionLocks(db)
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
@@ -204,7 +214,8 @@ async def open_runtime(
             raise ConfigError(str(error)) from None
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
         memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
-        registry = builtin_registry()
+        cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
+        registry = builtin_registry().with_tools(cron_tool(cron))
         agent = Agent(
             store=store,
             pool=pool,
@@ -230,4 +241,5 @@ async def open_runtime(
             context_dir=config.agent.context_dir or context_dir,
             provider=kind,
             model=name,
+            cron=cron,
         )

@@ -85,4 +85,36 @@ MIGRATIONS: list[list[str]] = [
         # Small facts the gateway remembers between runs (e.g. the hash of the published command menu).
         "CREATE TABLE gateway_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    [
+        # Scheduled tasks (gateway.cron). The table is the truth: the scheduler follows it, and
+        # `herald cron` changes it from another process. `version` changes with every change made by
+        # someone (create, pause, resume, run now), never with the bookkeeping of a run, so the
+        # scheduler re-reads exactly the jobs someone changed.
+        """
+        CREATE TABLE cron_jobs (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            schedule TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            origin_key TEXT NOT NULL,
+            memory_scope TEXT NOT NULL,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            repeat INTEGER,
+            next_run_at REAL,
+            last_run_at REAL,
+            last_status TEXT,
+            last_output TEXT,
+            last_error TEXT,
+            last_delivery TEXT NOT NULL DEFAULT '[]',
+            session_id TEXT,
+            version INTEGER NOT NULL DEFAULT 1,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX cron_jobs_by_target ON cron_jobs(platform, chat_id)",
+    ],
 ]

@@ -71,7 +71,8 @@ async def telegram_gateway(
     fake: FakeTelegram | None = None,
     **sections: Any,
 ) -> AsyncIterator[Harness]:
-    """A running gateway; pass the same ``fake`` to a second one to restart against one Telegram."""
+    """A running gateway; pass ``fake`` to keep one fake Telegram (its chats, its messages) across
+    restarts, or to prepare it before the gateway starts."""
     fake = fake or FakeTelegram()
     async with fake.serve() as base_url:
         config = gateway_config(emulator_url, base_url, **sections)

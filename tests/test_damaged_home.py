@@ -184,7 +184,7 @@ def test_the_binary_exits_2_without_a_traceback_on_a_garbage_database(home: Hera
 def test_a_bug_is_one_sentence_and_exit_code_70(
     home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(*args: object) -> str:
+    def broken(*args: object, **kwargs: object) -> str:
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr("gateway.insights.render", broken)

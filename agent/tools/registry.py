@@ -85,6 +85,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def with_tools(self, *tools: Tool) -> ToolRegistry:
+        """This registry plus ``tools`` (the composition root adds tools that live outside the core)."""
+        return ToolRegistry([*self._tools.values(), *tools])
+
 
 def tools_json(tools: Iterable[Tool]) -> str:
     """The exact schema bytes a session stores and re-sends."""

@@ -1,0 +1,48 @@
+"""``/cron`` in a chat: list this chat's jobs, add one, pause, resume, run or remove one by id.
+
+    /cron                                   this chat's jobs
+    /cron add every 2h | summarise my feeds  a job that posts here
+    /cron pause|resume|run|remove ID
+
+The same rules as the ``cron`` tool (``manage``): a job added here posts here and uses this chat's
+memory; only the owner may touch jobs that post elsewhere.
+"""
+
+from __future__ import annotations
+
+from gateway.cron.describe import created, describe, describe_all
+from gateway.cron.manage import Caller, CronError, CronManager
+
+USAGE = (
+    "Usage: /cron (this chat's jobs) · /cron add SCHEDULE | PROMPT · /cron pause|resume|run|remove ID. "
+    "Schedules: '0 8 * * 1-5' (cron), 'every 2h', 'in 30m', '2026-12-01T08:00'."
+)
+
+
+async def cron_command(manager: CronManager, caller: Caller, args: str) -> str:
+    """The reply to ``/cron ARGS``."""
+    tz = manager.timezone
+    verb, _, rest = args.strip().partition(" ")
+    verb = verb.lower()
+    rest = rest.strip()
+    try:
+        if verb in ("", "list"):
+            jobs = await manager.jobs.for_chat(caller.chat) if caller.chat else []
+            return describe_all(jobs, tz, empty="No scheduled jobs post into this chat. " + USAGE)
+        if verb == "add":
+            schedule, bar, prompt = rest.partition("|")
+            if not bar or not prompt.strip():
+                return "Write /cron add SCHEDULE | PROMPT, e.g. /cron add 0 8 * * 1-5 | summarise my feeds."
+            job = await manager.create(caller, prompt=prompt, schedule=schedule)
+            return created(job, tz)
+        if verb in ("pause", "resume", "run", "remove") and rest:
+            if verb == "remove":
+                removed = await manager.remove(caller, rest)
+                return f'Removed job {removed.id} "{removed.name}".'
+            change = {"pause": manager.pause, "resume": manager.resume, "run": manager.run_now}[verb]
+            job = await change(caller, rest)
+            done = {"pause": "Paused", "resume": "Resumed", "run": "Running now"}[verb]
+            return f"{done}:\n{describe(job, tz)}"
+    except CronError as error:
+        return str(error)
+    return USAGE

@@ -1,0 +1,171 @@
+"""Creating and changing jobs, and who may: the rules the ``cron`` tool, ``/cron`` and ``herald cron`` share.
+
+- The owner (a session whose memory scope is the owner's: the terminal, the command line, an admin's
+  direct chat) may post into any chat and manage every job.
+- Anyone else works in their own chat only: a job they create posts into the chat it was created in,
+  and they see and change only the jobs that post there.
+- A job's runs use its creator's memory scope: a job made in a group reads and writes the group's memory.
+- The terminal and the command line have no chat to post into: a target must be given there.
+
+Every refusal is a :class:`CronError` with one sentence for the person (or the model) that asked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from adapters.base import ChatAddress
+from agent.memory import OWNER_SCOPE
+from gateway.cron.jobs import CronJob, CronJobs, NewJob, format_target, parse_target
+from gateway.cron.schedule import Schedule, ScheduleError, check_future, parse_schedule
+
+MAX_NAME_CHARS = 60
+MAX_PROMPT_CHARS = 8000
+
+
+class CronError(Exception):
+    """A request about jobs that cannot be done; the message is one sentence saying why."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks: their chat's session key, memory scope, and chat (None: terminal or command line)."""
+
+    session_key: str
+    memory_scope: str
+    chat: ChatAddress | None
+
+    @property
+    def owner(self) -> bool:
+        return self.memory_scope == OWNER_SCOPE
+
+
+COMMAND_LINE = Caller(session_key="cli:local", memory_scope=OWNER_SCOPE, chat=None)
+
+
+def default_name(prompt: str) -> str:
+    line = " ".join(prompt.split())
+    return line if len(line) <= MAX_NAME_CHARS else line[: MAX_NAME_CHARS - 1].rstrip() + "…"
+
+
+class CronManager:
+    """Job management on top of the table, in the scheduler's time zone."""
+
+    def __init__(
+        self, jobs: CronJobs, timezone: dt.tzinfo, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.jobs = jobs
+        self.timezone = timezone
+        self.clock = clock
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.clock(), self.timezone)
+
+    def parse(self, text: str) -> Schedule:
+        """A stored or typed schedule; raises CronError with the allowed forms."""
+        try:
+            return parse_schedule(text, self.timezone, self.now())
+        except ScheduleError as error:
+            raise CronError(str(error)) from None
+
+    async def create(
+        self,
+        caller: Caller,
+        *,
+        prompt: str,
+        schedule: str,
+        name: str | None = None,
+        target: str | None = None,
+        repeat: int | None = None,
+    ) -> CronJob:
+        prompt = prompt.strip()
+        if not prompt:
+            raise CronError("A job needs a prompt: what should be done when it runs.")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise CronError(
+                f"The prompt is too long ({len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,})."
+            )
+        parsed = self.parse(schedule)
+        now = self.now()
+        try:
+            check_future(parsed, now)
+        except ScheduleError as error:
+            raise CronError(str(error)) from None
+        if repeat is not None and repeat < 1:
+            raise CronError("repeat is the number of runs: 1 or more (leave it out to repeat until removed).")
+        first = parsed.first_run(self.timezone, now)
+        return await self.jobs.add(
+            NewJob(
+                name=(name or "").strip()[:MAX_NAME_CHARS] or default_name(prompt),
+                prompt=prompt,
+                schedule=parsed.text,
+                target=self._target(caller, target),
+                origin_key=caller.session_key,
+                memory_scope=caller.memory_scope,
+                repeat=repeat if parsed.repeats else 1,
+                next_run_at=first.timestamp() if first else None,
+            )
+        )
+
+    def _target(self, caller: Caller, text: str | None) -> ChatAddress:
+        if text is None or not text.strip():
+            if caller.chat is None:
+                raise CronError("There is no chat here to post into: give a target such as telegram:12345.")
+            return caller.chat
+        try:
+            target = parse_target(text)
+        except ValueError as error:
+            raise CronError(str(error) + ".") from None
+        if not caller.owner and target != caller.chat:
+            raise CronError("A job can only post into this chat (only the owner may choose another chat).")
+        return target
+
+    async def visible(self, caller: Caller) -> list[CronJob]:
+        """The owner sees every job; anyone else the jobs that post into their chat."""
+        if caller.owner:
+            return await self.jobs.all()
+        return await self.jobs.for_chat(caller.chat) if caller.chat else []
+
+    async def find(self, caller: Caller, job_id: str) -> CronJob:
+        job = await self.jobs.get(job_id.strip())
+        if job is None or not (caller.owner or job.target == caller.chat):
+            where = "" if caller.owner else " in this chat"
+            raise CronError(f"There is no job '{job_id.strip()}'{where}; list the jobs to see their ids.")
+        return job
+
+    async def pause(self, caller: Caller, job_id: str) -> CronJob:
+        job = await self.find(caller, job_id)
+        await self.jobs.set_enabled(job.id, False, job.next_run_at)
+        return await self._reloaded(job)
+
+    async def resume(self, caller: Caller, job_id: str) -> CronJob:
+        """Runs missed while paused are not made up for: the next run is the next time from now."""
+        job = await self.find(caller, job_id)
+        if job.enabled:
+            return job
+        if job.repeat == 0:
+            raise CronError(f"Job {job.id} has used up its runs; create a new one.")
+        first = self.parse(job.schedule).first_run(self.timezone, self.now())
+        await self.jobs.set_enabled(job.id, True, first.timestamp() if first else None)
+        return await self._reloaded(job)
+
+    async def run_now(self, caller: Caller, job_id: str) -> CronJob:
+        job = await self.find(caller, job_id)
+        if not job.enabled:
+            raise CronError(f"Job {job.id} is paused or finished; resume it first.")
+        await self.jobs.mark_due(job.id)
+        return await self._reloaded(job)
+
+    async def remove(self, caller: Caller, job_id: str) -> CronJob:
+        job = await self.find(caller, job_id)
+        await self.jobs.remove(job.id)
+        return job
+
+    async def _reloaded(self, job: CronJob) -> CronJob:
+        return await self.jobs.get(job.id) or job
+
+
+__all__ = ["COMMAND_LINE", "Caller", "CronError", "CronManager", "format_target"]

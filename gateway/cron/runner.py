@@ -1,0 +1,178 @@
+"""One run of a job: an agent turn in the job's own session, its answer queued in the outbox.
+
+- The run holds the lock of ``cron:<job id>`` (one run of a job at a time, across processes) and
+  claims the job in the table before it starts (only an enabled, due job runs; see ``jobs``).
+- The job's session is built once — the creator's memory scope, the target platform's prompt hint —
+  and reused by every run, so from the second run on the prompt is read from the provider's cache.
+  Hygiene compresses it when it grows, as it does for chats.
+- The prompt is the user message; the ``cron`` tool is refused inside the run (no job makes jobs).
+  Usage is recorded with purpose ``cron``.
+- The answer takes the normal delivery path: rendered and split for the target's capabilities and
+  queued in the outbox, whose sender retries; which outbox items carry it is recorded with the job, so
+  ``herald cron list`` shows whether it was sent, is pending or failed. An answer that is exactly
+  ``[SILENT]`` is not delivered. A run that produced no answer is recorded as failed, and one line
+  saying so is delivered to the target chat: a job that silently stops working is worse than a
+  message about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from adapters.base import ChatAddress
+from agent.locks import Lease
+from agent.messages import Message
+from agent.session import SessionSpec
+from agent.store import SessionRecord, SessionStore
+from gateway.addressing import display_name
+from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
+from gateway.delivery import answer_operations
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+SILENT = "[SILENT]"
+PURPOSE = "cron"
+REFUSED = frozenset({"cron"})
+RUN_META = "cron_job"
+UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
+CONTEXT = (
+    'This conversation is the scheduled job "{name}". Each user message is the job\'s prompt, sent by '
+    "the scheduler when the job runs; your answer is posted to a chat whose people do not see the "
+    f"prompt. When a run has nothing worth posting, answer exactly {SILENT}."
+)
+
+
+class DeliveryUnavailable(Exception):
+    """The target's platform is not served by this gateway process."""
+
+
+def unfinished_turn(history: list[Message]) -> list[Message]:
+    """The messages of a run that never got its final answer (the process died mid-run), else []."""
+    if not history or (history[-1].role == "assistant" and not history[-1].tool_calls):
+        return []
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "user":
+            return history[index:]
+    return []
+
+
+async def close_unfinished_turn(store: SessionStore, session: SessionRecord) -> None:
+    """Take a cut-off run out of the conversation, so the next one starts from a valid history."""
+    turn = unfinished_turn(await store.load_messages(session.id))
+    ids = [m.id for m in turn if m.id is not None]
+    if ids:
+        await store.deactivate_messages(ids, "interrupted_by_restart")
+        log.info("session %s: closed a run cut off by a restart (%d messages)", session.id, len(ids))
+
+
+class CronRunner:
+    def __init__(self, services: Services, jobs: CronJobs) -> None:
+        self.services = services
+        self.jobs = jobs
+        self._active: set[str] = set()  # jobs running in this process
+
+    async def run(self, job_id: str, *, next_run_at: float | None, due_only: bool = True) -> RunStatus | None:
+        """Run ``job_id`` once if it may run now; returns how the run ended (None: not run).
+
+        ``next_run_at`` is the job's following run time (from the scheduler). ``due_only`` False runs
+        an enabled job whatever its next run time says (an operator's or a test's direct run).
+        """
+        if job_id in self._active:
+            log.info("cron job %s is already running; this occurrence is skipped", job_id)
+            return None
+        self._active.add(job_id)
+        try:
+            async with self.services.runtime.locks.hold(job_session_key(job_id)) as lease:
+                job = await self.jobs.claim(job_id, next_run_at, due_only=due_only)
+                if job is None:
+                    return None
+                try:
+                    return await self._run(lease, job)
+                except asyncio.CancelledError:
+                    stopped = self.jobs.finish(
+                        job.id, RunStatus.INTERRUPTED, error="the gateway stopped during the run"
+                    )
+                    await asyncio.shield(stopped)
+                    raise
+                except Exception:
+                    log.exception("cron job %s: the run failed unexpectedly", job.id)
+                    return await self._failed(job, UNEXPECTED)
+        finally:
+            self._active.discard(job_id)
+
+    async def _run(self, lease: Lease, job: CronJob) -> RunStatus:
+        runtime = self.services.runtime
+        session = await self._session(lease, job)
+        await close_unfinished_turn(runtime.store, session)
+        outcome = await runtime.agent.hygiene(lease, session)
+        if outcome is not None:
+            log.info("cron job %s: %s", job.id, outcome.line())
+        result = await runtime.agent.run_turn(
+            lease, session, job.prompt, meta={RUN_META: job.id}, refuse=REFUSED, purpose=PURPOSE
+        )
+        self.services.metrics.count_usage(result.usage)
+        usage = result.usage
+        log.info(
+            "cron job %s session %s: %s (tokens in %d, cache read %d, cache write %d, out %d)",
+            job.id, session.id, "failed" if result.error else "answered", usage.prompt_tokens,
+            usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+        )  # fmt: skip
+        if result.error:
+            return await self._failed(job, result.error)
+        if result.text.strip() == SILENT:
+            await self.jobs.finish(job.id, RunStatus.SILENT, output=result.text)
+            return RunStatus.SILENT
+        try:
+            delivery = await self._deliver(job.target, result.text)
+        except DeliveryUnavailable as error:
+            await self.jobs.finish(job.id, RunStatus.FAILED, output=result.text, error=str(error))
+            return RunStatus.FAILED
+        await self.jobs.finish(job.id, RunStatus.OK, output=result.text, delivery=delivery)
+        return RunStatus.OK
+
+    async def _session(self, lease: Lease, job: CronJob) -> SessionRecord:
+        """The job's session: built on its first run, then the same one (and the same prompt bytes)."""
+        lease.check(job.session_key)
+        store = self.services.runtime.store
+        existing = await store.get_session(job.session_id) if job.session_id else None
+        if existing is None:
+            existing = await store.latest_session(job.session_key)
+        if existing is not None:
+            return existing
+        target = job.target
+        started = await self.services.runtime.new_session(
+            SessionSpec(
+                session_key=job.session_key,
+                source="cron",
+                platform=target.platform,
+                memory_scope=job.memory_scope,
+                chat_id=target.chat_id,
+                chat_context=CONTEXT.format(name=display_name(job.name)),
+            )
+        )
+        for warning in started.warnings:
+            log.warning("cron job %s session %s: %s", job.id, started.record.id, warning)
+        await self.jobs.set_session(job.id, started.record.id)
+        return started.record
+
+    async def _deliver(self, target: ChatAddress, text: str) -> list[int]:
+        """Queue ``text`` for ``target``; returns the outbox ids that carry it."""
+        adapter = self.services.adapters.get(target.platform)
+        if adapter is None:
+            raise DeliveryUnavailable(f"{target.platform} is not connected to this gateway")
+        operations = answer_operations(adapter.capabilities, target, text, streamed=[], reply_to=None)
+        ids = await self.services.outbox.enqueue(operations)
+        self.services.sender.notify()
+        return ids
+
+    async def _failed(self, job: CronJob, sentence: str) -> RunStatus:
+        """Record the failure and tell the target chat in one line."""
+        line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {sentence}'
+        try:
+            delivery = await self._deliver(job.target, line)
+        except DeliveryUnavailable as error:
+            sentence, delivery = f"{sentence} (and {error})", []
+        await self.jobs.finish(job.id, RunStatus.FAILED, error=sentence, delivery=delivery)
+        return RunStatus.FAILED

@@ -1,0 +1,119 @@
+"""The agent's ``cron`` tool: create, list, pause, resume, run now and remove scheduled jobs.
+
+Its description and guidance are fixed text: the tool list is part of the prompt prefix every chat of
+the bot shares (ARCHITECTURE.md, cache invariant 2), so nothing about the calling chat appears in it.
+Who the caller is — their chat and whether they are the owner — comes from the calling session at call
+time. Inside a job's own run the tool is refused by the loop (no job creates jobs), not removed: the
+run's tool list stays the bytes the cache holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.tools.registry import Tool, ToolContext, ToolError
+from gateway.addressing import chat_of_session_key
+from gateway.cron.describe import created, describe, describe_all
+from gateway.cron.manage import Caller, CronError, CronManager
+
+NAME = "cron"
+ACTIONS = ("create", "list", "pause", "resume", "run_now", "remove")
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": list(ACTIONS)},
+        "schedule": {
+            "type": "string",
+            "description": "create: 5 cron fields ('0 8 * * 1-5'), 'every 2h', 'in 30m' (once) or an ISO "
+            "time ('2026-12-01T08:00', once).",
+        },
+        "prompt": {
+            "type": "string",
+            "description": "create: the instruction each run answers, written to stand on its own.",
+        },
+        "name": {"type": "string", "description": "create: a short name (default: from the prompt)."},
+        "target": {
+            "type": "string",
+            "description": "create: chat to post into as platform:chat_id[:thread_id]; default: this chat.",
+        },
+        "repeat": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "create: number of runs, then the job stops (default: until removed).",
+        },
+        "job_id": {"type": "string", "description": "pause, resume, run_now, remove: the job's id."},
+    },
+    "required": ["action"],
+}
+
+
+async def caller_of(context: ToolContext) -> Caller:
+    session = await context.store.get_session(context.session_id)
+    if session is None:
+        raise ToolError("This session is gone; scheduled jobs cannot be managed from it.")
+    return Caller(session.session_key, session.memory_scope, chat_of_session_key(session.session_key))
+
+
+def _text(args: dict[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"'{name}' must be a string.")
+    return value
+
+
+def cron_tool(manager: CronManager) -> Tool:
+    """The tool, bound to the job manager of this process."""
+    tz = manager.timezone
+
+    async def handle(args: dict[str, Any], context: ToolContext) -> str:
+        action = args.get("action")
+        if action not in ACTIONS:
+            raise ToolError(f"'action' must be one of {', '.join(ACTIONS)}.")
+        caller = await caller_of(context)
+        try:
+            if action == "create":
+                repeat = args.get("repeat")
+                if repeat is not None and (not isinstance(repeat, int) or isinstance(repeat, bool)):
+                    raise ToolError("'repeat' must be a whole number of runs.")
+                job = await manager.create(
+                    caller,
+                    prompt=_text(args, "prompt") or "",
+                    schedule=_text(args, "schedule") or "",
+                    name=_text(args, "name"),
+                    target=_text(args, "target"),
+                    repeat=repeat,
+                )
+                return created(job, tz)
+            if action == "list":
+                jobs = await manager.visible(caller)
+                return describe_all(jobs, tz, empty="No scheduled jobs.")
+            job_id = _text(args, "job_id")
+            if not job_id:
+                raise ToolError(f"'{action}' needs 'job_id' (list the jobs to see their ids).")
+            if action == "remove":
+                removed = await manager.remove(caller, job_id)
+                return f'Removed job {removed.id} "{removed.name}".'
+            change = {"pause": manager.pause, "resume": manager.resume, "run_now": manager.run_now}[action]
+            job = await change(caller, job_id)
+            done = {"pause": "Paused", "resume": "Resumed", "run_now": "Running now"}[action]
+            return f"{done}:\n{describe(job, tz)}"
+        except CronError as error:
+            raise ToolError(str(error)) from None
+
+    return Tool(
+        name=NAME,
+        description=(
+            "Scheduled jobs: each run is a separate agent turn that answers the job's prompt and posts "
+            "the answer to a chat. Actions: create, list, pause, resume, run_now, remove."
+        ),
+        input_schema=SCHEMA,
+        handler=handle,
+        guidance=(
+            "cron: for reminders and recurring work, create a job whose prompt says what to do at run "
+            "time; a run that has nothing worth posting answers exactly [SILENT]."
+        ),
+        toolset="cron",
+    )
