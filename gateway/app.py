@@ -32,6 +32,7 @@ from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
+from gateway.failures import PlatformStartFailed
 from gateway.home import HeraldHome
 from gateway.http import HttpServer
 from gateway.inbox import Inbox
@@ -209,7 +210,10 @@ async def open_gateway(
         sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
         stack.push_async_callback(_cancel, sweeping)
         for adapter in chosen:
-            await adapter.start(router.handle)
+            try:
+                await adapter.start(router.handle)
+            except DeliveryError as error:
+                raise PlatformStartFailed(f"{adapter.platform} could not start: {error}") from error
             stack.push_async_callback(adapter.stop)
         await router.recover()  # before any new message is handled (the router waits for it)
         await publish_menus(chosen, services)

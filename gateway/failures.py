@@ -31,6 +31,11 @@ EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 
 
+class PlatformStartFailed(Exception):
+    """A chat platform refused the gateway at start-up (bad token, a setting missing in its developer
+    portal, unreachable); the message says why and what to do."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """One sentence for stderr (without the ``herald:`` prefix; empty: nothing to say) and the exit
@@ -45,6 +50,8 @@ def explain(error: Exception) -> Failure:
     if isinstance(error, ConfigError):
         return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
     if isinstance(error, DatabaseError | SchemaTooNew):
+        return Failure(str(error), EXIT_UNUSABLE)
+    if isinstance(error, PlatformStartFailed):
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, BrokenPipeError):  # `herald insights | head -1`: the reader has had enough
         return Failure("", EXIT_FAILED)

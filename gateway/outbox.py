@@ -143,6 +143,12 @@ class Outbox:
             )
         )
 
+    async def postpone(self, item_id: int, at: float) -> None:
+        """Try ``item_id`` again at ``at`` without counting an attempt (its chat is paused)."""
+        await self.db.write(
+            lambda conn: conn.execute("UPDATE outbox SET next_attempt_at = ? WHERE id = ?", (at, item_id))
+        )
+
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.db.write(
             lambda conn: conn.execute(

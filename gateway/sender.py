@@ -28,6 +28,7 @@ MAX_ATTEMPTS = 12  # about an hour of backoff: then the reply is given up on and
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 600.0
 CONCURRENT_CHATS = 32
+MAX_BUDGET_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
 IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
 
 
@@ -59,6 +60,7 @@ class OutboxSender:
         self._wake = asyncio.Event()
         self._rng = random.Random()
         self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
+        self._pass = asyncio.Lock()  # one pass at a time: an item must never be attempted twice at once
 
     def notify(self) -> None:
         self._wake.set()
@@ -74,6 +76,10 @@ class OutboxSender:
 
     async def send_due(self) -> int:
         """Send everything due now, chat by chat in order; returns how many items were handled."""
+        async with self._pass:
+            return await self._send_due()
+
+    async def _send_due(self) -> int:
         handled = 0
         while True:
             heads = await self.outbox.due_heads(self.clock(), self.adapters.keys())
@@ -90,7 +96,11 @@ class OutboxSender:
         """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty."""
         deadline = self.clock() + seconds
         while self.clock() < deadline:
-            await self.send_due()
+            try:
+                async with asyncio.timeout(max(0.0, deadline - self.clock())):
+                    await self.send_due()
+            except TimeoutError:
+                break
             if await self.outbox.pending_count(self.adapters.keys()) == 0:
                 return True
             next_at = await self.outbox.next_attempt_at(self.adapters.keys())
@@ -103,6 +113,10 @@ class OutboxSender:
         """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
         outgoing = item.outgoing
         adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our platforms
+        paused = self.budget.paused_for(outgoing.address)
+        if paused > MAX_BUDGET_WAIT:  # the chat is rate-limited for a while: come back then, don't block
+            await self.outbox.postpone(item.id, self.clock() + paused)
+            return False
         async with self._slots:
             await self.budget.wait(outgoing.address)
             try:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.discord import DiscordAdapter
+from agent.db import Database
 from gateway.app import Gateway, open_gateway
 from gateway.home import HeraldHome
 from tests.conftest import make_config
@@ -69,10 +70,14 @@ class Harness:
         return [m.content for m in self.fake.messages(channel_id) if not m.deleted]
 
 
-def config(emulator_url: str, fake: FakeDiscord, **discord: Any) -> Any:
+def config(emulator_url: str, fake: FakeDiscord, *, stream: bool = True, **discord: Any) -> Any:
     return make_config(
         emulator_url,
-        gateway={"admins": [f"discord:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0.05},
+        gateway={
+            "admins": [f"discord:{ADMIN}"],
+            "http_port": 0,
+            "stream_edit_interval": 0.05 if stream else 0,
+        },
         discord={
             "allowed_users": [FRIEND],
             "api_base": fake.rest_url,
@@ -88,6 +93,8 @@ async def discord_gateway(
     emulator: ProviderEmulator,
     emulator_url: str,
     fake: FakeDiscord | None = None,
+    *,
+    stream: bool = True,
     **discord: Any,
 ) -> AsyncIterator[Harness]:
     fake = fake or FakeDiscord()
@@ -95,7 +102,7 @@ async def discord_gateway(
         fake.add_user(user, f"user{user}")
         fake.add_member(fake.guild_id, user, f"user{user}")
     async with fake.serve():
-        settings = config(emulator_url, fake, **discord)
+        settings = config(emulator_url, fake, stream=stream, **discord)
         adapter = DiscordAdapter(
             fake.token,
             api_base=fake.rest_url,
@@ -245,3 +252,38 @@ async def test_one_gateway_serves_telegram_and_discord_at_once(
         "telegram:dm:7",
     ]
     assert {tuple(user_texts(r.json)) for r in emulator.requests} == {("from Telegram",), ("from Discord",)}
+
+
+def test_a_missing_message_content_intent_stops_the_start_with_what_to_enable(
+    home: HeraldHome, herald: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.config import set_value
+
+    fake = FakeDiscord(enabled_privileged_intents=())
+    with fake.serve_in_thread() as urls:
+        set_value(home.config_path, "discord.api_base", urls.rest)
+        set_value(home.config_path, "discord.gateway_url", urls.gateway)
+        set_value(home.config_path, "gateway.http_port", "0")
+        monkeypatch.setenv("DISCORD_BOT_TOKEN", fake.token)
+        result = herald("gateway", "run")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "discord could not start" in result.stderr and "Message Content Intent" in result.stderr
+
+
+async def test_a_reply_still_in_the_outbox_at_shutdown_is_sent_once_after_the_restart(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Worth the wait."))
+    fake = FakeDiscord()
+    async with discord_gateway(home, emulator, emulator_url, fake, stream=False) as harness:
+        fake.fail_next("POST /channels/*/messages", 429, retry_after=120)  # longer than a send may wait
+        fake.dm_message(FRIEND, "hello?")
+        await fake.wait_for(lambda: fake.calls_to("POST /channels/{channel_id}/messages"), 10.0)
+        await asyncio.sleep(0.3)
+        assert await harness.gateway.services.outbox.pending_count() == 1
+    async with await Database.open(home.db_path) as db:  # two minutes pass
+        await db.write(lambda conn: conn.execute("UPDATE outbox SET next_attempt_at = 0"))
+    async with discord_gateway(home, emulator, emulator_url, fake) as harness:
+        await harness.settled()
+        answers = harness.texts(fake.dm_channel(FRIEND))
+    assert answers == ["Worth the wait."] and len(emulator.requests) == 1

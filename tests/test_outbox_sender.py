@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -181,3 +182,20 @@ async def test_a_sender_leaves_other_platforms_replies_to_their_own_process(outb
     await sender.send_due()
     assert [t.text for _, _, t in adapter.sent] == ["for us"]
     assert await outbox.pending_count() == 1 and await outbox.pending_count(["test"]) == 0
+
+
+async def test_a_long_pause_postpones_the_chat_instead_of_blocking_the_sender_or_a_shutdown(
+    outbox: Outbox,
+) -> None:
+    adapter = ScriptedAdapter()
+    sender, _, budget = make_sender(outbox, adapter)
+    budget.penalize(ChatAddress("test", "a"), 120.0)
+    item_id, _ = await outbox.enqueue([send("a", "later"), send("b", "now")])
+    started = time.time()
+    assert not await asyncio.wait_for(sender.flush(1.0), 5.0)  # returns at its deadline, not in 120 s
+    assert time.time() - started < 3.0
+    assert [chat for _, chat, _ in adapter.sent] == ["b"]
+    row = await outbox.db.run(
+        lambda conn: conn.execute("SELECT * FROM outbox WHERE id = ?", (item_id,)).fetchone()
+    )
+    assert row["state"] == "pending" and row["attempts"] == 0 and row["next_attempt_at"] > started + 100
