@@ -185,9 +185,11 @@ def _dispatch(argv: Sequence[str]) -> int:
     if args.command == "config":
         return _config(home, args)
     if args.command == "doctor":
-        from gateway.doctor import run_doctor
+        from gateway.doctor import default_checks, run_doctor
+        from gateway.doctor_platforms import check_platforms
 
-        return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout))
+        checks = [*default_checks(), check_platforms]
+        return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout, checks=checks))
     ensure_home(home)
     load_env(home)
     if args.command == "chat":

@@ -271,3 +271,25 @@ def test_gateway_run_without_any_platform_says_which_token_to_set(
     assert result.returncode == 2
     assert "No chat platform is enabled: set TELEGRAM_BOT_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_doctor_checks_each_platform_token_without_printing_it(
+    home: HeraldHome, herald: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.config import set_value
+    from tests.fakes import FakeDiscord
+
+    telegram, discord = FakeTelegram(), FakeDiscord()
+    with telegram.serve_in_thread() as telegram_url, discord.serve_in_thread() as discord_urls:
+        set_value(home.config_path, "telegram.base_url", telegram_url)
+        set_value(home.config_path, "discord.api_base", discord_urls.rest)
+        monkeypatch.setenv("TELEGRAM_BOT_TOKEN", telegram.token)
+        monkeypatch.setenv("DISCORD_BOT_TOKEN", "wrong.token")
+        result = herald("doctor", "--offline")
+        offline = result.stdout
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+        report = herald("doctor").stdout
+    assert "[skip] telegram: token present; not checked (--offline)." in offline
+    assert "[ok]   telegram: token accepted (bot @herald_bot)." in report
+    assert "[FAIL] discord: refused DISCORD_BOT_TOKEN (HTTP 401)" in report
+    assert telegram.token not in report and "wrong.token" not in report
