@@ -119,6 +119,7 @@ class Capabilities:
     formatting: str  # "telegram_entities": text + entities; "markdown": pass through; "plain"
     can_edit: bool  # streaming by edit is possible
     has_threads: bool
+    appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,12 @@ class Adapter(ABC):
     platform: str
     capabilities: Capabilities
     webhook_path: str | None = None  # when set, the gateway's HTTP server routes POSTs here
+    only_chat: str | None = None  # set when this instance delivers to one chat of its platform only
+
+    def serves(self, chat_id: str) -> bool:
+        """Whether this instance answers ``chat_id``: every chat of its platform, unless ``only_chat``
+        says otherwise (each terminal process is its own chat, so none shows another's answers)."""
+        return self.only_chat is None or self.only_chat == chat_id
 
     @abstractmethod
     async def start(self, sink: InboundSink) -> None:
@@ -207,6 +214,12 @@ class Adapter(ABC):
 
     async def set_commands(self, commands: list[CommandSpec]) -> None:  # noqa: B027 - optional
         """Publish the command menu (only called when the list changed since the last publish)."""
+
+    async def append(self, address: ChatAddress, text: str) -> None:  # noqa: B027 - optional
+        """Show more of the answer being written (only for ``capabilities.appends``). Never raises."""
+
+    async def notice(self, address: ChatAddress, text: str) -> None:  # noqa: B027 - optional
+        """A remark about the work, not part of the answer (a retry). Best effort: never raises."""
 
     def status(self) -> AdapterStatus:
         """Connection state for the readiness probe."""

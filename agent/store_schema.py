@@ -115,6 +115,10 @@ MIGRATIONS: list[list[str]] = [
         # Background review: the id of the last message a review of the session has covered.
         "ALTER TABLE sessions ADD COLUMN reviewed_through INTEGER NOT NULL DEFAULT 0",
     ],
+    [
+        # The terminal became a chat of the gateway's router, keyed like every chat: platform:dm:chat.
+        "UPDATE sessions SET session_key = 'cli:dm:local' WHERE session_key = 'cli:local'",
+    ],
 ]
 
 COMPONENT = "agent"

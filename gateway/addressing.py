@@ -1,8 +1,8 @@
 """Pure rules that map an inbound message to its session, memory and prompt text.
 
 - Session key: a direct chat is one session per platform and chat; a group is one session per chat
-  (per topic in forums), shared by its members. The terminal keeps ``cli:local``; a scheduled job's
-  runs have ``cron:<job id>``.
+  (per topic in forums), shared by its members. The terminal is one conversation, ``cli:dm:local``,
+  whichever process the lines come from; a scheduled job's runs have ``cron:<job id>``.
 - Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
   ``memories/``; every other person has their own; a group has the group's (ARCHITECTURE.md,
   reliability invariant 5).
@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from adapters import console
 from adapters.base import ChatAddress, ChatType, InboundMessage
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.session import SessionSpec
@@ -20,6 +21,8 @@ MAX_NAME_CHARS = 64
 
 
 def session_key(message: InboundMessage) -> str:
+    if message.platform == console.PLATFORM:  # one conversation, whichever terminal process typed it
+        return f"{console.PLATFORM}:dm:{console.CHAT}"
     if message.chat_type is ChatType.DIRECT:
         return f"{message.platform}:dm:{message.chat_id}"
     key = f"{message.platform}:group:{message.chat_id}"
@@ -28,8 +31,10 @@ def session_key(message: InboundMessage) -> str:
 
 def chat_of_session_key(key: str) -> ChatAddress | None:
     """The chat a session key belongs to (the inverse of ``session_key``); None for keys of no chat
-    (the terminal's ``cli:local``, a scheduled job's ``cron:ID``)."""
+    (the terminal's ``cli:dm:local``, a scheduled job's ``cron:ID``)."""
     parts = key.split(":")
+    if parts[0] == console.PLATFORM:  # the terminal cannot receive what is posted later
+        return None
     if len(parts) == 3 and parts[1] in ("dm", "group"):
         return ChatAddress(parts[0], parts[2])
     if len(parts) == 5 and parts[1] == "group" and parts[3] == "topic":

@@ -14,7 +14,6 @@ send what the outbox holds, then close everything.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -25,25 +24,15 @@ from dataclasses import dataclass
 from functools import partial
 
 from adapters.base import Adapter, DeliveryError
-from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
-from gateway.budget import SendBudget
-from gateway.chat_settings import ChatSettings
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
+from gateway.core import cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
 from gateway.failures import PlatformStartFailed
 from gateway.home import HeraldHome
 from gateway.http import HttpServer
-from gateway.inbox import Inbox
-from gateway.lanes import Lanes
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Outbox
-from gateway.pairing import Pairing
-from gateway.reviews import Reviews
 from gateway.router import Router
-from gateway.runtime import open_runtime
-from gateway.sender import OutboxSender
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -143,26 +132,6 @@ def _remember(conn: sqlite3.Connection, *, key: str, value: str) -> None:
     )
 
 
-def access_policy(config: HeraldConfig) -> AccessPolicy:
-    discord = config.discord
-    return AccessPolicy(
-        admins=frozenset(config.gateway.admins),
-        allow_all=config.gateway.allow_all,
-        platforms={
-            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
-            "discord": PlatformAccess(
-                users=frozenset(discord.allowed_users),
-                chats=frozenset(discord.allowed_channels),
-                servers=frozenset(discord.allowed_guilds),
-            ),
-        },
-    )
-
-
-def require_mention(config: HeraldConfig) -> dict[str, bool]:
-    return {"telegram": config.telegram.require_mention, "discord": config.discord.require_mention}
-
-
 @asynccontextmanager
 async def open_gateway(
     config: HeraldConfig,
@@ -181,34 +150,11 @@ async def open_gateway(
     if config.gateway.allow_all:
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     async with AsyncExitStack() as stack:
-        runtime = await stack.enter_async_context(open_runtime(config, home))
-        metrics = GatewayMetrics()
-        outbox = Outbox(runtime.db)
-        by_platform = {adapter.platform: adapter for adapter in chosen}
-        budget = SendBudget()
-        sender = OutboxSender(outbox, by_platform, budget, metrics)
-        pairing = Pairing(runtime.db)
-        services = Services(
-            runtime=runtime,
-            settings=config.gateway,
-            inbox=Inbox(runtime.db),
-            outbox=outbox,
-            sender=sender,
-            adapters=by_platform,
-            budget=budget,
-            authorizer=Authorizer(access_policy(config), pairing),
-            pairing=pairing,
-            chat_settings=ChatSettings(runtime.db),
-            lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
-            reviews=Reviews(runtime, config.review, metrics),
-            metrics=metrics,
-        )
-        stack.push_async_callback(services.reviews.aclose)
-        router = Router(services, require_mention=require_mention(config))
-        sending = asyncio.create_task(sender.run(), name="outbox sender")
-        stack.push_async_callback(_cancel, sending)
+        core = await stack.enter_async_context(open_core(config, home, chosen))
+        services, router = core.services, core.router
+        runtime = services.runtime
         sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
-        stack.push_async_callback(_cancel, sweeping)
+        stack.push_async_callback(cancel, sweeping)
         for adapter in chosen:
             try:
                 await adapter.start(router.handle)
@@ -226,7 +172,7 @@ async def open_gateway(
             config.gateway.http_port,
             adapters=chosen,
             db=runtime.db,
-            metrics=metrics,
+            metrics=services.metrics,
         )
         await http.start()
         stack.push_async_callback(http.stop)
@@ -236,12 +182,6 @@ async def open_gateway(
             yield gateway
         finally:
             await gateway.drain()
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 async def run_gateway(config: HeraldConfig, home: HeraldHome) -> int:

@@ -130,25 +130,29 @@ def _config(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
-    from gateway.runtime import open_runtime  # imports a provider SDK: only for commands that chat
-    from gateway.terminal import ask_once, interactive
+    from gateway.terminal import TerminalInput, ask_once, chat_header, interactive, open_terminal
 
     config = load_config(home.config_path)
     query = read_stdin() if args.query == "-" else args.query
+    if query is not None and not query.strip():
+        print("Nothing to send: give `herald chat -q` a non-empty message.", file=sys.stderr)
+        return EXIT_UNUSABLE
     requested = args.provider is not None or args.model is not None
-    async with open_runtime(
-        config, home, provider=args.provider, model=args.model, context_dir=Path.cwd()
-    ) as runtime:
+    async with open_terminal(
+        config,
+        home,
+        out=sys.stdout,
+        err=sys.stderr,
+        live=query is None,
+        provider=args.provider,
+        model=args.model,
+        context_dir=Path.cwd(),
+    ) as terminal:
+        session = await terminal.begin(resume=args.resume, model_requested=requested)
         if query is not None:
-            return await ask_once(
-                runtime,
-                query,
-                resume=args.resume,
-                out=sys.stdout,
-                err=sys.stderr,
-                model_requested=requested,
-            )
-        return await interactive(runtime, resume=args.resume, model_requested=requested)
+            return await ask_once(terminal, query, out=sys.stdout, err=sys.stderr)
+        sys.stdout.write(chat_header(session))
+        return await interactive(terminal, out=sys.stdout, read=TerminalInput())
 
 
 async def _insights(home: HeraldHome) -> int:

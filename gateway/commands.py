@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from adapters.base import CommandSpec
 from agent.prompt import frozen_memory
-from agent.store import SessionRecord
+from agent.session import StartedSession
 from gateway import insights
 from gateway.addressing import admin_id, memory_scope, reply_address
 from gateway.chat_settings import ModelChoice
@@ -29,6 +29,7 @@ from gateway.pairing import welcome
 from gateway.services import Services
 from gateway.turns import start_session
 
+NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
 COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)
 MODEL_NAME = re.compile(r"^(?:(anthropic|openai):)?([A-Za-z0-9][A-Za-z0-9._/:-]{0,99})$")
 
@@ -80,22 +81,29 @@ async def _help(context: CommandContext) -> str:
 
 
 async def _new(context: CommandContext) -> str:
-    record = await _fresh_session(context)
-    return f"New session started on {record.model}. Memory edits and settings apply from here."
-
-
-async def _reset(context: CommandContext) -> str:
-    record = await _fresh_session(context)
-    return (
-        f"Conversation reset: I start fresh on {record.model}. Earlier messages are kept and "
-        "session_search still finds them."
+    started = await _fresh_session(context)
+    return _with_warnings(
+        f"New session started on {started.record.model}. Memory edits and settings apply from here.", started
     )
 
 
-async def _fresh_session(context: CommandContext) -> SessionRecord:
+async def _reset(context: CommandContext) -> str:
+    started = await _fresh_session(context)
+    text = (
+        f"Conversation reset: I start fresh on {started.record.model}. Earlier messages are kept and "
+        "session_search still finds them."
+    )
+    return _with_warnings(text, started)
+
+
+async def _fresh_session(context: CommandContext) -> StartedSession:
     runtime = context.services.runtime
     async with runtime.locks.hold(context.key) as lease:
-        return await start_session(context.services, lease, context.row)
+        return await start_session(context.services, lease, context.row.message)
+
+
+def _with_warnings(text: str, started: StartedSession) -> str:
+    return "\n".join([text, *(f"Warning: {warning}" for warning in started.warnings)])
 
 
 async def _stop(context: CommandContext) -> str:
@@ -109,10 +117,10 @@ async def _compress(context: CommandContext) -> str:
     async with runtime.locks.hold(context.key) as lease:
         session = await runtime.store.latest_session(context.key)
         if session is None:
-            return "Nothing to compress yet: this chat has no conversation."
+            return NOTHING_TO_COMPRESS
         outcome = await runtime.agent.compress(lease, session)
     if outcome is None:
-        return "Nothing to compress yet: the conversation is short."
+        return NOTHING_TO_COMPRESS
     return outcome.notice or outcome.line()
 
 

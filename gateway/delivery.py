@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
-from agent.events import Retrying, TextDelta, TurnEvent
+from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from gateway.budget import SendBudget
 from gateway.inbox import Inbox
 from gateway.outbox import Operation, Outgoing
@@ -115,6 +115,9 @@ class ReplyStream:
 
     async def on_event(self, event: TurnEvent) -> None:
         """The agent's event consumer: never raises (a platform hiccup must not fail the turn)."""
+        if self.adapter.capabilities.appends:
+            await self._append(event)
+            return
         if isinstance(event, Retrying) and event.discard_partial:
             self._text = ""
             return
@@ -123,6 +126,28 @@ class ReplyStream:
         self._text += event.text
         if self.clock() - self._last_edit >= self.interval:
             await self._show()
+
+    async def _append(self, event: TurnEvent) -> None:
+        """A platform that appends (a terminal): the answer as it comes, tools and retries as they go."""
+        adapter, address = self.adapter, self.address
+        if isinstance(event, TextDelta):
+            self._text += event.text
+            await adapter.append(address, event.text)
+        elif isinstance(event, ToolStarted):
+            await adapter.append(address, f"\n  ⚙ {event.name} …")
+        elif isinstance(event, ToolFinished):
+            await adapter.append(address, " failed\n" if event.is_error else " done\n")
+        elif isinstance(event, Retrying):
+            again = " (discarding the partial answer)" if event.discard_partial and self._text else ""
+            await adapter.notice(
+                address,
+                f"[provider error: {event.reason}; retry {event.attempt} in {event.delay:.1f}s{again}]",
+            )
+            if event.discard_partial and self._text:
+                self._text = ""
+                await adapter.append(address, "\n")  # the answer starts over on a line of its own
+        elif isinstance(event, Compressed):
+            await adapter.append(address, f"\n[{event.outcome.notice or event.outcome.line()}]\n")
 
     async def _show(self) -> None:
         self._last_edit = self.clock()
@@ -157,7 +182,15 @@ class ReplyStream:
         return self._text
 
     def final(self, text: str) -> list[Outgoing]:
-        """The outbox operations that deliver ``text`` as the answer, reusing the streamed messages."""
+        """The outbox operations that deliver ``text`` as the answer, reusing the streamed messages.
+
+        On a platform that appends, what was already shown is not sent again, only what follows it.
+        """
+        if self.adapter.capabilities.appends and self._text and text.startswith(self._text):
+            rest = text[len(self._text) :]
+            if not rest.strip():
+                return []
+            return [Outgoing(self.address, Operation.SEND, OutboundText(rest.strip("\n")))]
         return answer_operations(
             self.adapter.capabilities, self.address, text, streamed=self.messages, reply_to=self.reply_to
         )

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sqlite3
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -87,6 +88,18 @@ class Inbox:
 
         return await self.db.run(select)
 
+    async def find(self, platform: str, chat_id: str, message_id: str) -> InboxRow | None:
+        """The row of one platform message, if it was stored."""
+
+        def select(conn: sqlite3.Connection) -> InboxRow | None:
+            row = conn.execute(
+                "SELECT * FROM inbox WHERE platform = ? AND chat_id = ? AND message_id = ?",
+                (platform, chat_id, message_id),
+            ).fetchone()
+            return _row(row) if row else None
+
+        return await self.db.run(select)
+
     async def get(self, inbox_id: int) -> InboxRow | None:
         def select(conn: sqlite3.Connection) -> InboxRow | None:
             row = conn.execute("SELECT * FROM inbox WHERE id = ?", (inbox_id,)).fetchone()
@@ -101,6 +114,21 @@ class Inbox:
                 "UPDATE inbox SET stream_message_id = ? WHERE id = ?", (message_id, inbox_id)
             )
         )
+
+    async def cancel_pending(self, platform: str, chat_ids: Collection[str]) -> int:
+        """Close the pending rows of these chats without answering them (the lines of a terminal that
+        has exited are not answered by the next one); returns how many."""
+
+        def update(conn: sqlite3.Connection) -> int:
+            marks = ", ".join("?" for _ in chat_ids)
+            cursor = conn.execute(
+                "UPDATE inbox SET state = 'cancelled', finished_at = ? "
+                f"WHERE state = 'pending' AND platform = ? AND chat_id IN ({marks})",
+                (time.time(), platform, *chat_ids),
+            )
+            return cursor.rowcount
+
+        return await self.db.write(update) if chat_ids else 0
 
     async def finish(self, inbox_id: int, state: InboxState) -> None:
         """Close a row without an outbox entry (a cancelled turn, a silent command)."""

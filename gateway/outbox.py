@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from adapters.base import ChatAddress, OutboundText, TextEntity
 from agent.db import Database
 from gateway.inbox import InboxState, finish_row
+
+# What a process delivers: platform -> its only chat, or None for every chat of the platform.
+Served = Mapping[str, str | None]
 
 
 class Operation(StrEnum):
@@ -79,48 +82,47 @@ class Outbox:
 
         return await self.db.write(insert)
 
-    async def due_heads(self, now: float, platforms: Collection[str]) -> list[OutboxItem]:
-        """The oldest pending item of each chat on ``platforms``, if it is due (a chat's replies go out in
-        order). Only this process's platforms: another process may serve the others."""
+    async def due_heads(self, now: float, served: Served) -> list[OutboxItem]:
+        """The oldest pending item of each chat ``served``, if it is due (a chat's replies go out in
+        order). Only this process's chats: another process may serve the others."""
 
         def select(conn: sqlite3.Connection) -> list[OutboxItem]:
+            where, params = _served_sql(served)
             rows = conn.execute(
                 f"""SELECT o.* FROM outbox o JOIN (
                        SELECT MIN(id) AS id FROM outbox
-                       WHERE state = 'pending' AND platform IN ({_marks(platforms)})
+                       WHERE state = 'pending' AND ({where})
                        GROUP BY platform, chat_id
                    ) head ON o.id = head.id
                    WHERE o.next_attempt_at <= ? ORDER BY o.id""",
-                (*platforms, now),
+                (*params, now),
             ).fetchall()
             return [_item(row) for row in rows]
 
         return await self.db.run(select)
 
-    async def next_attempt_at(self, platforms: Collection[str]) -> float | None:
-        """When the earliest pending item of ``platforms`` becomes due (None when nothing is pending)."""
+    async def next_attempt_at(self, served: Served) -> float | None:
+        """When the earliest pending item of the chats ``served`` becomes due (None: nothing pending)."""
 
         def select(conn: sqlite3.Connection) -> float | None:
+            where, params = _served_sql(served)
             row = conn.execute(
-                "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending' "
-                f"AND platform IN ({_marks(platforms)})",
-                tuple(platforms),
+                f"SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending' AND ({where})", params
             ).fetchone()
             return None if row[0] is None else float(row[0])
 
         return await self.db.run(select)
 
-    async def pending_count(self, platforms: Collection[str] | None = None) -> int:
-        """Pending items (of ``platforms``, or all)."""
+    async def pending_count(self, served: Served | None = None) -> int:
+        """Pending items (of the chats ``served``, or all)."""
 
         def select(conn: sqlite3.Connection) -> int:
-            if platforms is None:
+            if served is None:
                 row = conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()
             else:
+                where, params = _served_sql(served)
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM outbox WHERE state = 'pending' "
-                    f"AND platform IN ({_marks(platforms)})",
-                    tuple(platforms),
+                    f"SELECT COUNT(*) FROM outbox WHERE state = 'pending' AND ({where})", params
                 ).fetchone()
             return int(row[0])
 
@@ -183,9 +185,18 @@ class Outbox:
         return await self.db.run(select)
 
 
-def _marks(values: Collection[str]) -> str:
-    """``?, ?, ?`` for an ``IN`` list (never empty: an empty list matches nothing)."""
-    return ", ".join("?" for _ in values) or "NULL"
+def _served_sql(served: Served) -> tuple[str, tuple[str, ...]]:
+    """A ``WHERE`` clause matching the chats ``served`` (nothing when empty), with its parameters."""
+    clauses: list[str] = []
+    params: list[str] = []
+    for platform, chat_id in sorted(served.items()):
+        if chat_id is None:
+            clauses.append("platform = ?")
+            params.append(platform)
+        else:
+            clauses.append("(platform = ? AND chat_id = ?)")
+            params.extend((platform, chat_id))
+    return " OR ".join(clauses) or "0", tuple(params)
 
 
 def _entities_json(entities: Sequence[TextEntity]) -> str:

@@ -113,7 +113,13 @@ class Router:
 
     async def recover(self) -> int:
         """Answer what a previous run stored but never answered; returns how many."""
-        pending = await self.services.inbox.pending()
+        adapters = self.services.adapters  # another process answers the other platforms' messages
+        pending = [
+            row
+            for row in await self.services.inbox.pending()
+            if (adapter := adapters.get(row.message.platform)) is not None
+            and adapter.serves(row.message.chat_id)
+        ]
         for row in pending:
             self.dispatch(row)
         if pending:

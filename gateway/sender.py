@@ -62,6 +62,9 @@ class OutboxSender:
         self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
         self._pass = asyncio.Lock()  # one pass at a time: an item must never be attempted twice at once
 
+    def _served(self) -> dict[str, str | None]:
+        return {platform: adapter.only_chat for platform, adapter in self.adapters.items()}
+
     def notify(self) -> None:
         self._wake.set()
 
@@ -69,7 +72,7 @@ class OutboxSender:
         while True:
             self._wake.clear()
             await self.send_due()
-            next_at = await self.outbox.next_attempt_at(self.adapters.keys())
+            next_at = await self.outbox.next_attempt_at(self._served())
             wait = IDLE_WAIT if next_at is None else min(IDLE_WAIT, max(0.0, next_at - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait if wait > 0 else 0.01)
@@ -82,14 +85,14 @@ class OutboxSender:
     async def _send_due(self) -> int:
         handled = 0
         while True:
-            heads = await self.outbox.due_heads(self.clock(), self.adapters.keys())
+            heads = await self.outbox.due_heads(self.clock(), self._served())
             if not heads:
                 break
             results = await asyncio.gather(*(self._attempt(item) for item in heads))
             handled += len(heads)
             if not any(results):
                 break  # everything left is waiting for a retry time
-        self.metrics.outbox_pending.set(await self.outbox.pending_count(self.adapters.keys()))
+        self.metrics.outbox_pending.set(await self.outbox.pending_count(self._served()))
         return handled
 
     async def flush(self, seconds: float) -> bool:
@@ -101,18 +104,18 @@ class OutboxSender:
                     await self.send_due()
             except TimeoutError:
                 break
-            if await self.outbox.pending_count(self.adapters.keys()) == 0:
+            if await self.outbox.pending_count(self._served()) == 0:
                 return True
-            next_at = await self.outbox.next_attempt_at(self.adapters.keys())
+            next_at = await self.outbox.next_attempt_at(self._served())
             if next_at is None or next_at > deadline:
                 return False
             await asyncio.sleep(max(0.0, min(next_at, deadline) - self.clock()))
-        return await self.outbox.pending_count(self.adapters.keys()) == 0
+        return await self.outbox.pending_count(self._served()) == 0
 
     async def _attempt(self, item: OutboxItem) -> bool:
         """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
         outgoing = item.outgoing
-        adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our platforms
+        adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our chats
         paused = self.budget.paused_for(outgoing.address)
         if paused > MAX_BUDGET_WAIT:  # the chat is rate-limited for a while: come back then, don't block
             await self.outbox.postpone(item.id, self.clock() + paused)

@@ -1,59 +1,66 @@
-"""``herald chat``: the interactive terminal chat and the one-shot ``-q`` mode.
+"""``herald chat``: the terminal as one more chat of the router, and the one-shot ``-q`` mode.
 
-The terminal talks to the agent directly (one local user, the owner); chat platforms go through
-adapters and the router instead. Every turn and command holds the terminal session's lock, so several
-``herald`` processes on one home take turns instead of interleaving their messages.
+The terminal is a platform adapter like Telegram's (``adapters.console``): each line goes through the
+same router, command table, turn runner and outbox as a chat message, on the shared core
+(``gateway.core``). Its person is the owner (the files under ``memories/``). The terminal adds only
+what a terminal needs: the read loop, Ctrl-C (stops the running answer; at the prompt it leaves),
+``/quit``, which session to start in (a new one unless ``--continue``), and, for ``-q``, printing the
+finished answer to stdout (notices and errors to stderr) with an exit code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import logging
 import signal
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
 
-from agent.compression.engine import CompressionOutcome
-from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from adapters import console
+from adapters.base import ChatType, InboundMessage
+from adapters.console import ConsoleAdapter
 from agent.locks import Lease
-from agent.loop import TurnResult
-from agent.memory import OWNER_SCOPE
-from agent.session import SessionSpec
 from agent.store import SessionRecord
 from agent.text import valid_text
-from gateway import insights
+from gateway.addressing import admin_id, session_key
+from gateway.config import HeraldConfig
+from gateway.core import Core, open_core
+from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
+from gateway.home import HeraldHome
+from gateway.inbox import InboxRow, InboxState
 from gateway.runtime import Runtime
+from gateway.turns import start_session
 
-CLI_SESSION_KEY = "cli:local"
-CLI_SPEC = SessionSpec(
-    session_key=CLI_SESSION_KEY, source="cli", platform="terminal", memory_scope=OWNER_SCOPE
-)
-
-HELP = """Commands:
-  /new       start a new session (new prompt snapshot: memory edits show up)
-  /compress  compress the conversation now (summary of older turns; the prompt stays cached)
-  /insights  tokens, cache use and cost of this session
-  /help      this list
-  /quit      leave (Ctrl-D works too; Ctrl-C stops a running answer)"""
-
+log = logging.getLogger(__name__)
 InputFn = Callable[[str], Awaitable[str]]
-COMMAND = re.compile(r"/[A-Za-z][\w-]*")
-NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
+QUIT = ("/quit", "/exit")
+SETTLE_POLL = 0.02
+DRAIN_SECONDS = 5.0
 INTERRUPTED = (
     "The last turn of this session was interrupted before it was answered; it was taken out of the "
     "conversation, so send it again if you still want an answer."
 )
 
-
-def command_of(line: str) -> str | None:
-    """The slash command ``line`` starts with, or None: "/etc/hosts is broken" is text for the model."""
-    first = line.split(maxsplit=1)[0] if line.strip() else ""
-    return first.lower() if COMMAND.fullmatch(first) else None
+# The terminal's one chat, as the router names it.
+TERMINAL_CHAT = InboundMessage(
+    platform=console.PLATFORM,
+    chat_id=console.CHAT,
+    chat_type=ChatType.DIRECT,
+    user_id=console.OWNER,
+    user_name="you",
+    message_id="",
+    text="",
+    timestamp=0.0,
+)
+TERMINAL_KEY = session_key(TERMINAL_CHAT)
+OWNER = admin_id(console.PLATFORM, console.OWNER)
 
 
 class TerminalInput:
@@ -80,72 +87,66 @@ class TerminalInput:
 
 
 @dataclass
-class TerminalPrinter:
-    """Renders turn events as they stream: the answer to ``out``, notices (retries) to ``notices``.
+class Terminal:
+    """The shared core with the console adapter started: what both modes of ``herald chat`` use."""
 
-    Notices go to their own stream (stderr), so a transcript on stdout holds only the conversation.
+    core: Core
+    console: ConsoleAdapter
+    err: TextIO
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.core.services.runtime
+
+    @asynccontextmanager
+    async def lane(self) -> AsyncIterator[Lease]:
+        """The terminal chat's lock, saying so once when another process holds it."""
+
+        def waiting(holder: str) -> None:
+            self.err.write("Waiting for another herald process that is using this chat…\n")
+            self.err.flush()
+
+        async with self.runtime.locks.hold(TERMINAL_KEY, on_wait=waiting) as lease:
+            yield lease
+
+    async def begin(self, *, resume: bool, model_requested: bool) -> SessionRecord:
+        """The session to talk in: the latest one when resuming, else a new one (see ``resolve``)."""
+        async with self.lane() as lease:
+            return await resolve(self, lease, resume=resume, model_requested=model_requested)
+
+    async def say(self, text: str) -> InboxRow | None:
+        """Hand ``text`` to the router and wait until it is answered and the answer shown."""
+        message = await self.console.submit(text)
+        return await self.settled(message.message_id)
+
+    async def settled(self, message_id: str) -> InboxRow | None:
+        """Wait until the message is finished and every reply to it was sent (None: not stored)."""
+        services = self.core.services
+        while True:
+            row = await services.inbox.find(console.PLATFORM, self.console.chat_id, message_id)
+            if row is None:
+                return None
+            if row.state is not InboxState.PENDING:
+                items = await services.outbox.items_for(row.id)
+                if all(item.state.value != "pending" for item in items):
+                    return row
+            await asyncio.sleep(SETTLE_POLL)
+
+    def stop_answer(self) -> bool:
+        """Ctrl-C during an answer: stop it (the turn is closed cleanly; the chat goes on)."""
+        return self.core.services.lanes.cancel_running(TERMINAL_KEY)
+
+
+async def resolve(terminal: Terminal, lease: Lease, *, resume: bool, model_requested: bool) -> SessionRecord:
+    """The latest terminal session when resuming, else a new one; says why when it starts a new one.
+
+    A session keeps the provider and model it was built for: resuming with an explicit ``--model`` or
+    ``--provider`` that differs starts a new session. A resumed session whose last turn was cut short
+    by a killed process gets that turn closed, and the user is told.
     """
-
-    out: TextIO
-    stream_text: bool = True
-    notices: TextIO | None = None
-
-    async def __call__(self, event: TurnEvent) -> None:
-        if isinstance(event, TextDelta) and self.stream_text:
-            self.out.write(event.text)
-        elif isinstance(event, ToolStarted):
-            self.out.write(f"\n  ⚙ {event.name} …")
-        elif isinstance(event, ToolFinished):
-            self.out.write(" failed\n" if event.is_error else " done\n")
-        elif isinstance(event, Compressed):
-            self.out.write(f"\n[{describe(event.outcome)}]\n")
-        elif isinstance(event, Retrying):
-            note = " (discarding the partial answer)" if event.discard_partial and self.stream_text else ""
-            self.out.flush()
-            notices = self.notices or self.out
-            notices.write(
-                f"\n[provider error: {event.reason}; retry {event.attempt} in {event.delay:.1f}s{note}]\n"
-            )
-            notices.flush()
-            if event.discard_partial and self.stream_text:
-                self.out.write("\n")  # the answer starts over on a line of its own
-        self.out.flush()
-
-
-def describe(outcome: CompressionOutcome) -> str:
-    return outcome.notice or outcome.line()
-
-
-@asynccontextmanager
-async def terminal_lane(runtime: Runtime, err: TextIO) -> AsyncIterator[Lease]:
-    """Hold the terminal session's lock, saying so once if another process has it."""
-
-    def waiting(holder: str) -> None:
-        err.write("Waiting for another herald process that is using this chat…\n")
-        err.flush()
-
-    async with runtime.locks.hold(CLI_SESSION_KEY, on_wait=waiting) as lease:
-        yield lease
-
-
-async def run_hygiene(runtime: Runtime, lease: Lease, session: SessionRecord, out: TextIO) -> None:
-    """Session hygiene before a turn, as the gateway does: compress a session that grew too large."""
-    outcome = await runtime.agent.hygiene(lease, session)
-    if outcome is not None:
-        out.write(f"[{describe(outcome)}]\n")
-
-
-async def resolve_session(
-    runtime: Runtime, lease: Lease, resume: bool, err: TextIO, *, model_requested: bool = False
-) -> SessionRecord:
-    """The session to talk in: the latest one when resuming, else a new one.
-
-    A session keeps the provider and model it was built for. Resuming with an explicit ``--model`` or
-    ``--provider`` that differs starts a new session instead, and says so. A resumed session whose last
-    turn was cut short by a killed process gets that turn closed, and the user is told.
-    """
+    runtime, err = terminal.runtime, terminal.err
     if resume:
-        latest = await runtime.store.latest_session(CLI_SESSION_KEY)
+        latest = await runtime.store.latest_session(TERMINAL_KEY)
         if latest is None:
             err.write("No earlier terminal session to continue; starting a new one.\n")
         elif model_requested and (latest.provider, latest.model) != (runtime.provider, runtime.model):
@@ -157,108 +158,117 @@ async def resolve_session(
             if await runtime.agent.close_interrupted_turn(lease, latest):
                 err.write(INTERRUPTED + "\n")
             return latest
-    started = await runtime.new_session(CLI_SPEC)
+    started = await start_session(terminal.core.services, lease, TERMINAL_CHAT)
     for warning in started.warnings:
         err.write(f"warning: {warning}\n")
-    return started.record
+    record: SessionRecord = started.record
+    return record
 
 
-async def ask_once(
-    runtime: Runtime, text: str, *, resume: bool, out: TextIO, err: TextIO, model_requested: bool = False
-) -> int:
-    """``herald chat -q``: print the answer to ``out`` once it is complete; errors go to ``err``."""
+@asynccontextmanager
+async def open_terminal(
+    config: HeraldConfig,
+    home: HeraldHome,
+    *,
+    out: TextIO,
+    err: TextIO,
+    live: bool,
+    provider: str | None = None,
+    model: str | None = None,
+    context_dir: Path | None = None,
+) -> AsyncIterator[Terminal]:
+    """The core with the console started; on exit let what runs finish briefly, then close."""
+    adapter = ConsoleAdapter(out, err, live=live)
+    async with open_core(
+        config,
+        home,
+        [adapter],
+        owners=[OWNER],
+        provider=provider,
+        model=model,
+        context_dir=context_dir,
+    ) as core:
+        await adapter.start(core.router.handle)
+        await close_exited_terminals(core)
+        await core.router.recover()
+        terminal = Terminal(core, adapter, err)
+        try:
+            yield terminal
+        finally:
+            await core.router.close()
+            if not await core.services.lanes.drain(DRAIN_SECONDS):
+                await core.services.lanes.shutdown()
+            await core.services.sender.flush(DRAIN_SECONDS)
+            await adapter.stop()
+
+
+async def close_exited_terminals(core: Core) -> None:
+    """Cancel what terminals that have exited left unanswered: yesterday's question is not answered
+    now, and another terminal still running keeps its own lines."""
+    pending = await core.services.inbox.pending()
+    gone = {row.message.chat_id for row in pending if row.message.platform == console.PLATFORM}
+    gone = {chat_id for chat_id in gone if console.process_gone(chat_id)}
+    if await core.services.inbox.cancel_pending(console.PLATFORM, gone):
+        log.info("cancelled the unanswered lines of %d terminal(s) that exited", len(gone))
+
+
+async def ask_once(terminal: Terminal, text: str, *, out: TextIO, err: TextIO) -> int:
+    """``herald chat -q``: the answer on ``out`` once complete; notices and errors on ``err``."""
     if not text.strip():
         err.write("Nothing to send: give `herald chat -q` a non-empty message.\n")
-        return 2
-    async with terminal_lane(runtime, err) as lease:
-        session = await resolve_session(runtime, lease, resume, err, model_requested=model_requested)
-        await run_hygiene(runtime, lease, session, err)
-        result = await runtime.agent.run_turn(lease, session, text, TerminalPrinter(err, stream_text=False))
-    if result.error:
-        err.write(result.error + "\n")
-        return 1
-    out.write(result.text.rstrip("\n") + "\n")
-    if result.notice:
-        err.write(result.notice + "\n")
-    return 0
+        return EXIT_UNUSABLE
+    row = await terminal.say(text)
+    if row is None:
+        err.write("The message was not taken (it looked like nothing to answer).\n")
+        return EXIT_FAILED
+    answer = [item.outgoing.text.text for item in await terminal.core.services.outbox.items_for(row.id)]
+    leftover = Counter(answer)
+    for sent in terminal.console.sent:  # everything else (a hygiene notice) is a remark: stderr
+        if leftover[sent.text]:
+            leftover[sent.text] -= 1
+        else:
+            err.write(sent.text + "\n")
+    text_out = "\n".join(answer).strip("\n")
+    if row.state is InboxState.FAILED:
+        err.write(text_out.removeprefix("⚠️ ") + "\n")
+        return EXIT_FAILED
+    if row.state is InboxState.CANCELLED:
+        return EXIT_INTERRUPTED
+    body, _, notice = text_out.partition("\n\nℹ️ ")
+    out.write(body + "\n")
+    if notice:
+        err.write(notice + "\n")
+    return EXIT_OK
 
 
-async def _run_turn_interruptibly(
-    runtime: Runtime, session: SessionRecord, text: str, out: TextIO, err: TextIO
-) -> None:
-    """Run a turn; Ctrl-C cancels only the turn (the agent closes it cleanly), not the chat."""
+def chat_header(session: SessionRecord) -> str:
+    return f"Herald · {session.model} · session {session.id} · /help for commands, /quit to leave\n"
 
-    async def turn() -> TurnResult:
-        async with terminal_lane(runtime, out) as lease:
-            await run_hygiene(runtime, lease, session, out)
-            return await runtime.agent.run_turn(lease, session, text, TerminalPrinter(out, notices=err))
 
-    task = asyncio.ensure_future(turn())
+async def interactive(terminal: Terminal, *, out: TextIO, read: InputFn) -> int:
+    """The read loop: each line to the router; Ctrl-C stops a running answer, at the prompt it leaves."""
     loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-        handled = True
-    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows, a thread)
-        handled = False
-    try:
-        result: TurnResult = await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise  # the chat itself is being cancelled, not just this turn
-        out.write("\n[stopped]\n")
-        return
-    finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGINT)
-    if result.error:
-        out.write(f"\n{result.error}\n")
-    else:
-        out.write("\n")
-    if result.notice:
-        out.write(f"[{result.notice}]\n")
-
-
-async def interactive(
-    runtime: Runtime,
-    *,
-    resume: bool,
-    out: TextIO = sys.stdout,
-    err: TextIO | None = None,
-    read: InputFn | None = None,
-    model_requested: bool = False,
-) -> int:
-    read = read or TerminalInput()
-    err = err or sys.stderr
-    async with terminal_lane(runtime, out) as lease:
-        session = await resolve_session(runtime, lease, resume, out, model_requested=model_requested)
-    out.write(f"Herald · {session.model} · session {session.id} · /help for commands\n")
     while True:
         try:
             line = (await read("\n› ")).strip()
         except (EOFError, KeyboardInterrupt):
             out.write("\n")
-            return 0
+            return EXIT_OK
         if not line:
             continue
-        command = command_of(line)
-        if command is not None:
-            if command in ("/quit", "/exit"):
-                return 0
-            if command == "/help":
-                out.write(HELP + "\n")
-            elif command == "/new":
-                async with terminal_lane(runtime, out) as lease:
-                    session = await resolve_session(runtime, lease, False, out)
-                out.write(f"New session {session.id}.\n")
-            elif command == "/compress":
-                async with terminal_lane(runtime, out) as lease:
-                    outcome = await runtime.agent.compress(lease, session)
-                out.write((describe(outcome) if outcome else NOTHING_TO_COMPRESS) + "\n")
-            elif command == "/insights":
-                latest = await runtime.store.get_session(session.id)
-                out.write(insights.render([latest] if latest else []) + "\n")
-            else:
-                out.write(f"Unknown command {command}. Type /help for the list.\n")
-            continue
-        await _run_turn_interruptibly(runtime, session, line, out, err)
+        if line.split()[0].lower() in QUIT:
+            return EXIT_OK
+        try:
+            loop.add_signal_handler(signal.SIGINT, terminal.stop_answer)
+            handled = True
+        except (NotImplementedError, RuntimeError, ValueError):  # no signals here (a thread, Windows)
+            handled = False
+        try:
+            row = await terminal.say(line)
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+        terminal.console.end_line()
+        if row is not None and row.state is InboxState.CANCELLED:
+            out.write("[stopped]\n")
+        out.flush()

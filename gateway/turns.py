@@ -13,11 +13,12 @@ import asyncio
 import logging
 import time
 
-from adapters.base import OutboundText
+from adapters.base import InboundMessage, OutboundText
 from agent.compression.engine import CompressionOutcome
 from agent.locks import Lease
 from agent.loop import CANCELLED_NOTE, TurnResult
 from agent.messages import Message
+from agent.session import StartedSession
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
 from gateway.delivery import ReplyStream, answer_operations
@@ -38,23 +39,23 @@ async def current_session(services: Services, lease: Lease, row: InboxRow) -> Se
     latest = await store.latest_session(row.session_key)
     if latest is not None:
         return latest
-    return await start_session(services, lease, row)
+    return (await start_session(services, lease, row.message)).record
 
 
-async def start_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
-    """A new session for the chat of ``row`` (also what ``/new`` does)."""
-    lease.check(row.session_key)
-    message = row.message
-    is_admin = services.authorizer.is_admin(message.platform, message.user_id)
-    choice = await services.chat_settings.model_for(row.session_key)
+async def start_session(services: Services, lease: Lease, message: InboundMessage) -> StartedSession:
+    """A new session for the chat of ``message`` (also what ``/new`` does), with warnings to show
+    (a project context file that was not loaded)."""
+    spec = session_spec(message, is_admin=services.authorizer.is_admin(message.platform, message.user_id))
+    lease.check(spec.session_key)
+    choice = await services.chat_settings.model_for(spec.session_key)
     started = await services.runtime.new_session(
-        session_spec(message, is_admin=is_admin),
+        spec,
         provider=choice.provider if choice else None,
         model=choice.model if choice else None,
     )
     for warning in started.warnings:
         log.warning("session %s: %s", started.record.id, warning)
-    return started.record
+    return started
 
 
 def _turn_of(history: list[Message], inbox_id: int) -> list[Message] | None:
@@ -168,6 +169,10 @@ async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome)
     """One line before the answer: session hygiene compressed the conversation."""
     line = outcome.notice or outcome.line()
     address = reply_address(row.message)
+    adapter = services.adapters[address.platform]
+    if adapter.capabilities.appends:  # a terminal shows it at once, before the answer streams
+        await adapter.notice(address, f"[{line}]")
+        return
     await services.outbox.enqueue([Outgoing(address, Operation.SEND, OutboundText(f"ℹ️ {line}"))])
     services.sender.notify()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -18,6 +19,7 @@ from agent.loop import TurnResult
 from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
 from agent.store import SessionRecord
+from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
 from tests.emulator import RecordedRequest, Reply, ToolUse
@@ -174,3 +176,31 @@ def point_at(home: HeraldHome, url: str) -> None:
 
     set_value(home.config_path, "model.base_url", url)
     set_value(home.config_path, "model.retry_base_delay", "0.01")
+
+
+@dataclass
+class TerminalChat:
+    """What ``herald chat`` printed for a scripted session, and its exit code."""
+
+    code: int
+    out: str
+    err: str
+
+
+async def chat_in_terminal(
+    config: HeraldConfig, home: HeraldHome, *lines: str, resume: bool = False
+) -> TerminalChat:
+    """Run the interactive terminal in this process on ``lines`` (end with "/quit")."""
+    from gateway.terminal import chat_header, interactive, open_terminal
+
+    queue = iter(lines)
+
+    async def read(prompt: str) -> str:
+        return next(queue)
+
+    out, err = io.StringIO(), io.StringIO()
+    async with open_terminal(config, home, out=out, err=err, live=True, context_dir=Path.cwd()) as terminal:
+        session = await terminal.begin(resume=resume, model_requested=False)
+        out.write(chat_header(session))
+        code = await interactive(terminal, out=out, read=read)
+    return TerminalChat(code, out.getvalue(), err.getvalue())

@@ -7,18 +7,17 @@ processes at once).
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 
+from agent.store import open_session_store
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
-from gateway.terminal import interactive
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import (
     ChatResponder,
+    chat_in_terminal,
     herald_process,
     is_summary_request,
     point_at,
@@ -115,19 +114,14 @@ def test_config_get_and_set(home: HeraldHome, herald) -> None:
 async def test_interactive_chat_commands(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    lines = iter(["/help", "/bogus", "Hello there", "/insights", "/new", "Second session", "/quit"])
-
-    async def read(prompt: str) -> str:
-        return next(lines)
-
-    out = io.StringIO()
+    lines = ["/help", "/bogus", "Hello there", "/insights", "/new", "Second session", "/quit"]
     emulator.script(Reply(text="Hi! How can I help?"), Reply(text="Fresh start."))
-    async with open_runtime(make_config(emulator_url), home) as runtime:
-        code = await interactive(runtime, resume=False, out=out, read=read)
-        sessions = await runtime.store.list_sessions()
-    text = out.getvalue()
-    assert code == 0
-    assert "/insights  tokens, cache use and cost of this session" in text
+    chat = await chat_in_terminal(make_config(emulator_url), home, *lines)
+    async with open_session_store(home.db_path) as store:
+        sessions = await store.list_sessions()
+    text = chat.out
+    assert chat.code == 0
+    assert "/insights — tokens, cache use and cost of this chat" in text  # the shared command table
     assert "Unknown command /bogus. Type /help for the list." in text
     assert "Hi! How can I help?" in text and "Fresh start." in text
     assert "Hello there" in text  # the session title in the insights table
@@ -139,18 +133,12 @@ async def test_compress_command_in_the_chat(
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=300)
     turns = [f"Question {i}: FACT-{i} " + "tell me more. " * 10 for i in range(8)]
-    lines = iter(["/compress", *turns, "/compress", "/quit"])
-
-    async def read(prompt: str) -> str:
-        return next(lines)
-
-    out = io.StringIO()
     config = make_config(emulator_url, compression={"protect_last_n": 4})
-    async with open_runtime(config, home) as runtime:
-        await interactive(runtime, resume=False, out=out, read=read)
-        [session] = await runtime.store.list_sessions()
-        active = await runtime.store.load_messages(session.id)
-    text = out.getvalue()
+    chat = await chat_in_terminal(config, home, "/compress", *turns, "/compress", "/quit")
+    async with open_session_store(home.db_path) as store:
+        [session] = await store.list_sessions()
+        active = await store.load_messages(session.id)
+    text = chat.out
     assert "Nothing to compress: the conversation is as short as it gets." in text
     assert "Compressed (summary): 16 messages" in text
     # first exchange + summary + the 4 protected messages, widened by one to start at an assistant message

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import io
 import logging
 import sys
 
 import pytest
 
+from adapters import console
+from adapters.base import ChatType, InboundMessage
+from gateway.addressing import session_key
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
-from gateway.terminal import interactive
+from gateway.inbox import InboxState
+from gateway.terminal import open_terminal
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import ChatResponder, is_summary_request, point_at
+from tests.helpers import ChatResponder, chat_in_terminal, is_summary_request, point_at
 
 
 def lines_of(*lines: str):
@@ -28,13 +33,10 @@ def lines_of(*lines: str):
 async def test_text_that_starts_with_a_slash_but_is_no_command_goes_to_the_model(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    out = io.StringIO()
     emulator.script(Reply(text="Check its permissions."))
-    async with open_runtime(make_config(emulator_url), home) as runtime:
-        read = lines_of("/etc/hosts is broken", "/bogus", "/quit")
-        await interactive(runtime, resume=False, out=out, err=io.StringIO(), read=read)
-    assert "Check its permissions." in out.getvalue()
-    assert "Unknown command /bogus." in out.getvalue()
+    chat = await chat_in_terminal(make_config(emulator_url), home, "/etc/hosts is broken", "/bogus", "/quit")
+    assert "Check its permissions." in chat.out
+    assert "Unknown command /bogus." in chat.out
     [request] = emulator.requests
     assert request.json["messages"][-1]["content"][0]["text"] == "/etc/hosts is broken"
 
@@ -80,14 +82,12 @@ def test_an_openai_base_url_without_v1_gets_a_hint(
 async def test_retry_notices_stay_out_of_the_conversation(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
 ) -> None:
-    out, err = io.StringIO(), io.StringIO()
     emulator.fail_next(529)
     emulator.script(Reply(text="The answer."))
     with caplog.at_level(logging.WARNING):
-        async with open_runtime(make_config(emulator_url), home) as runtime:
-            await interactive(runtime, resume=False, out=out, err=err, read=lines_of("hello", "/quit"))
-    assert "provider error" not in out.getvalue() and out.getvalue().count("The answer.") == 1
-    assert err.getvalue().count("[provider error: ") == 1 and "retry 1 in" in err.getvalue()
+        chat = await chat_in_terminal(make_config(emulator_url), home, "hello", "/quit")
+    assert "provider error" not in chat.out and chat.out.count("The answer.") == 1
+    assert chat.err.count("[provider error: ") == 1 and "retry 1 in" in chat.err
     assert "retry 1/3" not in caplog.text  # said once, to the user, not again by the log
 
 
@@ -96,11 +96,59 @@ async def test_a_second_compress_with_nothing_new_makes_no_model_call(
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=300)
     turns = [f"Question {i}: FACT-{i} " + "tell me more. " * 10 for i in range(8)]
-    out = io.StringIO()
     config = make_config(emulator_url, compression={"protect_last_n": 4})
-    async with open_runtime(config, home) as runtime:
-        read = lines_of(*turns, "/compress", "/compress", "/quit")
-        await interactive(runtime, resume=False, out=out, err=io.StringIO(), read=read)
-    assert "Compressed (summary)" in out.getvalue()
-    assert out.getvalue().rstrip().endswith("Nothing to compress: the conversation is as short as it gets.")
+    chat = await chat_in_terminal(config, home, *turns, "/compress", "/compress", "/quit")
+    assert "Compressed (summary)" in chat.out
+    assert chat.out.rstrip().endswith("Nothing to compress: the conversation is as short as it gets.")
     assert len([r for r in emulator.requests if is_summary_request(r)]) == 1
+
+
+async def test_two_terminals_on_one_conversation_each_show_only_their_own_answers(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    def echo(body: dict, api: str) -> Reply:
+        return Reply(text="Answer to " + body["messages"][-1]["content"][0]["text"])
+
+    emulator.responder = echo
+    config = make_config(emulator_url)
+    outs = [io.StringIO(), io.StringIO()]
+    async with (
+        open_terminal(config, home, out=outs[0], err=io.StringIO(), live=True) as first,
+        open_terminal(config, home, out=outs[1], err=io.StringIO(), live=True) as second,
+    ):
+        session = await first.begin(resume=False, model_requested=False)
+        assert (await second.begin(resume=True, model_requested=False)).id == session.id
+        await asyncio.gather(first.say("alpha"), second.say("beta"))
+    assert "Answer to alpha" in outs[0].getvalue() and "beta" not in outs[0].getvalue()
+    assert "Answer to beta" in outs[1].getvalue() and "alpha" not in outs[1].getvalue()
+    assert len(emulator.requests) == 2  # one conversation, each line answered once
+
+
+async def test_a_new_terminal_drops_the_lines_of_one_that_exited_but_not_of_one_still_running(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    config = make_config(emulator_url)
+    emulator.responder = lambda body, api: Reply(text="late")
+    async with open_terminal(config, home, out=io.StringIO(), err=io.StringIO(), live=True) as running:
+        services = running.core.services
+        exited = InboundMessage(
+            platform=console.PLATFORM,
+            chat_id=console.process_chat(2**22 + 1),  # above Linux's pid_max default: no such process
+            chat_type=ChatType.DIRECT,
+            user_id=console.OWNER,
+            user_name="you",
+            message_id="1",
+            text="asked before a crash",
+            timestamp=0.0,
+        )
+        live = dataclasses.replace(exited, chat_id=running.console.chat_id, message_id="2")
+        for message in (exited, live):
+            await services.inbox.record(message, session_key(message))
+        async with open_terminal(config, home, out=io.StringIO(), err=io.StringIO(), live=True) as later:
+            states = {
+                m.message_id: (await later.core.services.inbox.find(m.platform, m.chat_id, m.message_id))
+                for m in (exited, live)
+            }
+    assert states["1"] is not None and states["1"].state is InboxState.CANCELLED
+    assert states["2"] is not None and states["2"].state is InboxState.PENDING
+    assert emulator.requests == []  # the new terminal answered neither

@@ -1,0 +1,141 @@
+"""The terminal as a chat platform: one chat, one person (the owner), answers printed as they stream.
+
+``herald chat`` runs the same router, command table and turn path as Telegram and Discord, with this
+adapter in place of a platform SDK. Input does not arrive by itself: the terminal's read loop hands
+each line to :meth:`ConsoleAdapter.submit`. Output goes to two streams: the conversation to ``out``,
+remarks about the work (a retry) to ``notices``, so a transcript on stdout holds only the
+conversation. With ``live`` off (``herald chat -q``) nothing is printed here: the command prints the
+finished answer itself, from the outbox, and ``sent`` keeps everything else that was sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from typing import TextIO
+
+from adapters.base import (
+    Adapter,
+    AdapterStatus,
+    Capabilities,
+    ChatAddress,
+    ChatType,
+    DeliveryError,
+    InboundMessage,
+    InboundSink,
+    OutboundText,
+)
+
+PLATFORM = "cli"
+CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
+OWNER = "owner"
+UNLIMITED = 1_000_000  # a terminal shows a message of any length; split only absurd ones
+
+
+class ConsoleAdapter(Adapter):
+    platform = PLATFORM
+
+    def __init__(self, out: TextIO, notices: TextIO, *, live: bool) -> None:
+        self.out = out
+        self.notices = notices
+        self.live = live
+        self.capabilities = Capabilities(
+            max_message_length=UNLIMITED,
+            length_unit="chars",
+            formatting="markdown",
+            can_edit=False,
+            has_threads=False,
+            appends=live,
+        )
+        self.chat_id = process_chat(os.getpid())
+        self.only_chat = self.chat_id
+        self.sent: list[OutboundText] = []  # with ``live`` off: what was sent, for the command to print
+        self._sink: InboundSink | None = None
+        self._ids = itertools.count(1)
+        self._mid_line = False  # the last thing written to ``out`` did not end a line
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+
+    async def stop(self) -> None:
+        self._sink = None
+
+    def status(self) -> AdapterStatus:
+        return AdapterStatus(connected=self._sink is not None)
+
+    async def submit(self, text: str) -> InboundMessage:
+        """One line the person typed, handed to the router; returns it as stored."""
+        if self._sink is None:
+            raise RuntimeError("the console is not started")
+        message = InboundMessage(
+            platform=PLATFORM,
+            chat_id=self.chat_id,
+            chat_type=ChatType.DIRECT,
+            user_id=OWNER,
+            user_name="you",
+            message_id=uuid.uuid4().hex,
+            text=text,
+            timestamp=time.time(),
+            addressed=True,
+        )
+        await self._sink(message)
+        return message
+
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        if self.live:
+            self.end_line()
+            self._write(self.out, text.text + "\n")
+        else:
+            self.sent.append(text)
+        return str(next(self._ids))
+
+    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+        raise DeliveryError("a terminal cannot edit what it printed", permanent=True)
+
+    async def delete(self, address: ChatAddress, message_id: str) -> None:
+        return None
+
+    async def typing(self, address: ChatAddress) -> None:
+        return None
+
+    async def append(self, address: ChatAddress, text: str) -> None:
+        self._write(self.out, text)
+
+    async def notice(self, address: ChatAddress, text: str) -> None:
+        self.end_line()
+        self._write(self.notices, text + "\n")
+
+    def end_line(self) -> None:
+        """Finish a streamed answer's last line, so what follows starts on a line of its own."""
+        if self._mid_line:
+            self._write(self.out, "\n")
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        stream.write(text)
+        stream.flush()
+        if stream is self.out and text:
+            self._mid_line = not text.endswith("\n")
+
+
+def process_chat(pid: int) -> str:
+    """A chat id for one terminal of process ``pid``: its lines and its answers, which no other
+    terminal shows. The conversation is still the one terminal session
+    (``gateway.addressing.session_key``); the chat id only says who delivers the answers."""
+    return f"{CHAT}-{pid}-{uuid.uuid4().hex[:8]}"
+
+
+def process_gone(chat_id: str) -> bool:
+    """Whether the terminal process behind ``chat_id`` has exited (its unanswered lines never will be)."""
+    parts = chat_id.split("-")
+    pid = parts[1] if len(parts) == 3 else ""
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False

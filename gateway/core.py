@@ -1,0 +1,113 @@
+"""The part every way of talking to Herald shares: runtime, stores, router, lanes, outbox sender.
+
+``herald gateway run`` (``gateway.app``) and ``herald chat`` (``gateway.terminal``) both open this
+core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
+terminal's read loop). So a message typed in the terminal takes the same path as one sent on Telegram:
+the router, the command table, the turn runner, the outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.base import Adapter
+from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
+from gateway.budget import SendBudget
+from gateway.chat_settings import ChatSettings
+from gateway.config import HeraldConfig
+from gateway.home import HeraldHome
+from gateway.inbox import Inbox
+from gateway.lanes import Lanes
+from gateway.metrics import GatewayMetrics
+from gateway.outbox import Outbox
+from gateway.pairing import Pairing
+from gateway.reviews import Reviews
+from gateway.router import Router
+from gateway.runtime import open_runtime
+from gateway.sender import OutboxSender
+from gateway.services import Services
+
+
+@dataclass
+class Core:
+    services: Services
+    router: Router
+
+
+def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
+    """Who may talk: the config's admins and allowlists, plus ``owners`` (the terminal's user)."""
+    discord = config.discord
+    return AccessPolicy(
+        admins=frozenset([*config.gateway.admins, *owners]),
+        allow_all=config.gateway.allow_all,
+        platforms={
+            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
+            "discord": PlatformAccess(
+                users=frozenset(discord.allowed_users),
+                chats=frozenset(discord.allowed_channels),
+                servers=frozenset(discord.allowed_guilds),
+            ),
+        },
+    )
+
+
+def require_mention(config: HeraldConfig) -> dict[str, bool]:
+    return {"telegram": config.telegram.require_mention, "discord": config.discord.require_mention}
+
+
+@asynccontextmanager
+async def open_core(
+    config: HeraldConfig,
+    home: HeraldHome,
+    adapters: Sequence[Adapter],
+    *,
+    owners: Sequence[str] = (),
+    provider: str | None = None,
+    model: str | None = None,
+    context_dir: Path | None = None,
+) -> AsyncIterator[Core]:
+    """Open the shared core for ``adapters`` (not started yet: the caller starts them).
+
+    ``provider``/``model`` override the configured model for new sessions and ``context_dir`` is where
+    a project context file is looked up (both for the terminal).
+    """
+    async with AsyncExitStack() as stack:
+        runtime = await stack.enter_async_context(
+            open_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
+        )
+        metrics = GatewayMetrics()
+        outbox = Outbox(runtime.db)
+        by_platform = {adapter.platform: adapter for adapter in adapters}
+        budget = SendBudget()
+        sender = OutboxSender(outbox, by_platform, budget, metrics)
+        pairing = Pairing(runtime.db)
+        services = Services(
+            runtime=runtime,
+            settings=config.gateway,
+            inbox=Inbox(runtime.db),
+            outbox=outbox,
+            sender=sender,
+            adapters=by_platform,
+            budget=budget,
+            authorizer=Authorizer(access_policy(config, owners=owners), pairing),
+            pairing=pairing,
+            chat_settings=ChatSettings(runtime.db),
+            lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
+            reviews=Reviews(runtime, config.review, metrics),
+            metrics=metrics,
+        )
+        stack.push_async_callback(services.reviews.aclose)
+        sending = asyncio.create_task(sender.run(), name="outbox sender")
+        stack.push_async_callback(cancel, sending)
+        yield Core(services, Router(services, require_mention=require_mention(config)))
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
