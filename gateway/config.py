@@ -79,6 +79,12 @@ class GatewaySettings(Section):
         description="A message that arrives while its chat's turn runs: queue (answered in order after "
         "it) or interrupt (cancel the running turn, answer the new message).",
     )
+    max_attachment_mb: StrictFloat = Field(
+        20.0,
+        gt=0,
+        description="A message with a file larger than this (in MB) is refused with a reply saying so; "
+        "nothing of it reaches the model. Telegram lets bots download at most 20 MB.",
+    )
     stream_edit_interval: StrictFloat = Field(
         1.0,
         ge=0,

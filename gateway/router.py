@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from adapters.base import ChatType, InboundMessage
 from agent.text import valid_text
@@ -30,6 +31,7 @@ from gateway.turns import answer
 
 log = logging.getLogger(__name__)
 
+MB = 1_000_000
 FULL_REPLY_EVERY = 600.0
 TRACKED_REFUSALS = 4096
 
@@ -46,6 +48,22 @@ def valid_message(message: InboundMessage) -> InboundMessage:
             replace(a, name=valid_text(a.name) if a.name is not None else None) for a in message.attachments
         ),
     )
+
+
+def oversized_refusal(message: InboundMessage, max_mb: float) -> str | None:
+    """What to answer a message with files over ``max_mb`` megabytes (None: it may go on)."""
+    too_big = [a for a in message.attachments if a.size is not None and a.size > max_mb * MB]
+    if not too_big:
+        return None
+    described = ", ".join(f"{a.name or a.kind} ({_size(a.size)})" for a in too_big if a.size is not None)
+    return (
+        f"That file is too large: {described}; I take files up to {max_mb:g} MB. Nothing of this message "
+        "was sent to the model: send a smaller file, or paste the part that matters."
+    )
+
+
+def _size(size: int) -> str:
+    return f"{size / MB:.1f} MB" if size >= MB else f"{size / 1000:.0f} kB"
 
 
 class GatewayStopping(Exception):
@@ -93,8 +111,12 @@ class Router:
         self.dispatch(row)
 
     def dispatch(self, row: InboxRow) -> None:
-        """Start handling a stored message: a command, or a turn in the chat's lane."""
+        """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""
         services = self.services
+        refusal = oversized_refusal(row.message, services.settings.max_attachment_mb)
+        if refusal is not None:
+            self._in_background(self._reply(row, refusal))
+            return
         parsed = parse_command(row.message.text)
         if parsed is not None:
             name, args = parsed
@@ -103,9 +125,7 @@ class Router:
             if command is not None and command.in_lane:
                 services.lanes.submit(row.session_key, job)
             else:
-                task = asyncio.create_task(job())
-                self._commands.add(task)
-                task.add_done_callback(self._commands.discard)
+                self._in_background(job())
             return
         if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
             log.info("session key %s: a new message interrupted the running turn", row.session_key)
@@ -127,16 +147,25 @@ class Router:
         self._recovered.set()
         return len(pending)
 
+    def _in_background(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(job)
+        self._commands.add(task)
+        task.add_done_callback(self._commands.discard)
+
     async def _command(self, row: InboxRow, name: str, args: str) -> None:
-        services = self.services
         try:
-            reply = await run_command(CommandContext(services, row, args), name)
+            reply = await run_command(CommandContext(self.services, row, args), name)
         except Exception:
             log.exception("command /%s failed", name)
             reply = f"/{name} failed unexpectedly; the details are in the gateway's log."
+        await self._reply(row, reply)
+
+    async def _reply(self, row: InboxRow, reply: str) -> None:
+        """Answer ``row`` with ``reply`` (no turn), closing it in the same transaction."""
+        services = self.services
         message = row.message
         adapter = services.adapters[message.platform]
-        operations = [  # every part answers the command (a Discord slash command keeps them together)
+        operations = [  # every part answers the message (a Discord slash command keeps them together)
             replace(operation, reply_to=message.message_id)
             for operation in answer_operations(
                 adapter.capabilities, reply_address(message), reply, streamed=[], reply_to=message.message_id

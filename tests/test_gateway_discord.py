@@ -70,13 +70,21 @@ class Harness:
         return [m.content for m in self.fake.messages(channel_id) if not m.deleted]
 
 
-def config(emulator_url: str, fake: FakeDiscord, *, stream: bool = True, **discord: Any) -> Any:
+def config(
+    emulator_url: str,
+    fake: FakeDiscord,
+    *,
+    stream: bool = True,
+    max_attachment_mb: float = 20.0,
+    **discord: Any,
+) -> Any:
     return make_config(
         emulator_url,
         gateway={
             "admins": [f"discord:{ADMIN}"],
             "http_port": 0,
             "stream_edit_interval": 0.05 if stream else 0,
+            "max_attachment_mb": max_attachment_mb,
         },
         discord={
             "allowed_users": [FRIEND],
@@ -95,6 +103,7 @@ async def discord_gateway(
     fake: FakeDiscord | None = None,
     *,
     stream: bool = True,
+    max_attachment_mb: float = 20.0,
     **discord: Any,
 ) -> AsyncIterator[Harness]:
     fake = fake or FakeDiscord()
@@ -102,7 +111,7 @@ async def discord_gateway(
         fake.add_user(user, f"user{user}")
         fake.add_member(fake.guild_id, user, f"user{user}")
     async with fake.serve():
-        settings = config(emulator_url, fake, stream=stream, **discord)
+        settings = config(emulator_url, fake, stream=stream, max_attachment_mb=max_attachment_mb, **discord)
         adapter = DiscordAdapter(
             fake.token,
             api_base=fake.rest_url,
@@ -138,6 +147,22 @@ async def test_direct_messages_are_answered_and_strangers_get_a_pairing_code(
     assert len(friend_answer) == 1 and friend_answer[0].startswith("Emulated reply")
     assert len(stranger_reply) == 1 and "herald pairing approve discord" in stranger_reply[0]
     assert len(emulator.requests) == 1 and user_texts(emulator.requests[0].json) == ["hello from Discord"]
+
+
+async def test_a_file_over_the_size_limit_is_refused_with_a_reply_and_never_reaches_the_model(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, max_attachment_mb=0.001) as harness:
+        fake = harness.fake
+        fake.dm_message(FRIEND, "what is in here?", files={"dump.bin": b"x" * 5_000})
+        await harness.settled()
+        fake.dm_message(FRIEND, "and this one?", files={"notes.txt": b"short"})
+        await harness.settled()
+        refusal, answer = harness.texts(fake.dm_channel(FRIEND))
+    assert "dump.bin (5 kB)" in refusal and "up to 0.001 MB" in refusal and "Nothing" in refusal
+    assert answer.startswith("Emulated reply")
+    [request] = emulator.requests
+    assert user_texts(request.json) == ["and this one?\n[attached: document notes.txt]"]
 
 
 async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free_channels(
