@@ -18,11 +18,12 @@ from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.session import SessionSpec
 
 MAX_NAME_CHARS = 64
+TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"
 
 
 def session_key(message: InboundMessage) -> str:
     if message.platform == console.PLATFORM:  # one conversation, whichever terminal process typed it
-        return f"{console.PLATFORM}:dm:{console.CHAT}"
+        return TERMINAL_SESSION_KEY
     if message.chat_type is ChatType.DIRECT:
         return f"{message.platform}:dm:{message.chat_id}"
     key = f"{message.platform}:group:{message.chat_id}"

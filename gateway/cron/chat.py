@@ -10,8 +10,8 @@ memory; only the owner may touch jobs that post elsewhere.
 
 from __future__ import annotations
 
-from gateway.cron.describe import created, describe, describe_all
-from gateway.cron.manage import Caller, CronError, CronManager
+from gateway.cron.describe import created, describe_all
+from gateway.cron.manage import CHANGES, Caller, CronError, CronManager, change_job
 
 USAGE = (
     "Usage: /cron (this chat's jobs) · /cron add SCHEDULE | PROMPT · /cron pause|resume|run|remove ID. "
@@ -35,14 +35,9 @@ async def cron_command(manager: CronManager, caller: Caller, args: str) -> str:
                 return "Write /cron add SCHEDULE | PROMPT, e.g. /cron add 0 8 * * 1-5 | summarise my feeds."
             job = await manager.create(caller, prompt=prompt, schedule=schedule)
             return created(job, tz)
-        if verb in ("pause", "resume", "run", "remove") and rest:
-            if verb == "remove":
-                removed = await manager.remove(caller, rest)
-                return f'Removed job {removed.id} "{removed.name}".'
-            change = {"pause": manager.pause, "resume": manager.resume, "run": manager.run_now}[verb]
-            job = await change(caller, rest)
-            done = {"pause": "Paused", "resume": "Resumed", "run": "Running now"}[verb]
-            return f"{done}:\n{describe(job, tz)}"
+        for change in CHANGES:
+            if verb == change and rest:
+                return await change_job(manager, caller, change, rest)
     except CronError as error:
         return str(error)
     return USAGE

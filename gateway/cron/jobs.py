@@ -76,7 +76,7 @@ class NewJob:
     prompt: str
     schedule: str  # canonical text (gateway.cron.schedule)
     target: ChatAddress
-    origin_key: str  # the session key of the chat it was created in ("cli:local" for the command line)
+    origin_key: str  # the session key of the chat it was created in ("cli:dm:local" for the command line)
     memory_scope: str  # whose memory its runs read and write: the creator's
     repeat: int | None  # runs left; None = until removed
     next_run_at: float | None

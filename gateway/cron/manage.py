@@ -16,9 +16,12 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from adapters.base import ChatAddress
 from agent.memory import OWNER_SCOPE
+from gateway.addressing import TERMINAL_SESSION_KEY
+from gateway.cron.describe import describe
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, format_target, parse_target
 from gateway.cron.schedule import Schedule, ScheduleError, check_future, parse_schedule
 
@@ -43,7 +46,7 @@ class Caller:
         return self.memory_scope == OWNER_SCOPE
 
 
-COMMAND_LINE = Caller(session_key="cli:local", memory_scope=OWNER_SCOPE, chat=None)
+COMMAND_LINE = Caller(session_key=TERMINAL_SESSION_KEY, memory_scope=OWNER_SCOPE, chat=None)
 
 
 def default_name(prompt: str) -> str:
@@ -169,3 +172,18 @@ class CronManager:
 
 
 __all__ = ["COMMAND_LINE", "Caller", "CronError", "CronManager", "format_target"]
+
+
+Change = Literal["pause", "resume", "run", "remove"]
+CHANGES: tuple[Change, ...] = ("pause", "resume", "run", "remove")
+
+
+async def change_job(manager: CronManager, caller: Caller, change: Change, job_id: str) -> str:
+    """Pause, resume, run now or remove one job; returns what to tell the caller. Raises CronError."""
+    if change == "remove":
+        removed = await manager.remove(caller, job_id)
+        return f'Removed job {removed.id} "{removed.name}".'
+    act = {"pause": manager.pause, "resume": manager.resume, "run": manager.run_now}[change]
+    job = await act(caller, job_id)
+    done = {"pause": "Paused", "resume": "Resumed", "run": "Running now"}[change]
+    return f"{done}:\n{describe(job, manager.timezone)}"

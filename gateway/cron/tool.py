@@ -13,8 +13,8 @@ from typing import Any
 
 from agent.tools.registry import Tool, ToolContext, ToolError
 from gateway.addressing import chat_of_session_key
-from gateway.cron.describe import created, describe, describe_all
-from gateway.cron.manage import Caller, CronError, CronManager
+from gateway.cron.describe import created, describe_all
+from gateway.cron.manage import Caller, Change, CronError, CronManager, change_job
 
 NAME = "cron"
 ACTIONS = ("create", "list", "pause", "resume", "run_now", "remove")
@@ -93,13 +93,8 @@ def cron_tool(manager: CronManager) -> Tool:
             job_id = _text(args, "job_id")
             if not job_id:
                 raise ToolError(f"'{action}' needs 'job_id' (list the jobs to see their ids).")
-            if action == "remove":
-                removed = await manager.remove(caller, job_id)
-                return f'Removed job {removed.id} "{removed.name}".'
-            change = {"pause": manager.pause, "resume": manager.resume, "run_now": manager.run_now}[action]
-            job = await change(caller, job_id)
-            done = {"pause": "Paused", "resume": "Resumed", "run_now": "Running now"}[action]
-            return f"{done}:\n{describe(job, tz)}"
+            change: Change = "run" if action == "run_now" else action
+            return await change_job(manager, caller, change, job_id)
         except CronError as error:
             raise ToolError(str(error)) from None
 

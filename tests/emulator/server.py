@@ -7,15 +7,15 @@ happen inside them under the state lock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
+
+from tests.threaded import serve_in_thread
 
 from . import anthropic_api, openai_api
 from .records import RecordedRequest
@@ -23,7 +23,6 @@ from .state import EmulatorState
 from .wire import Outcome, dumps
 
 Handler = Callable[[EmulatorState, str, bytes, dict[str, Any]], Outcome]
-START_TIMEOUT = 10.0
 SHUTDOWN_TIMEOUT = 2.0
 
 
@@ -101,45 +100,9 @@ class ProviderEmulator(EmulatorState):
         finally:
             await runner.cleanup()
 
-    @contextmanager
-    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> AbstractContextManager[str]:
         """Serve from a daemon thread with its own loop; yields the base URL."""
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        stop = asyncio.Event()
-        urls: list[str] = []
-        errors: list[BaseException] = []
-
-        async def main() -> None:
-            try:
-                async with self.serve(host, port) as url:
-                    urls.append(url)
-                    ready.set()
-                    await stop.wait()
-            except BaseException as exc:
-                errors.append(exc)
-                raise
-            finally:
-                ready.set()
-
-        def run() -> None:
-            try:
-                loop.run_until_complete(main())
-            except BaseException:  # reported to the caller through `errors`
-                pass
-            finally:
-                loop.close()
-
-        thread = threading.Thread(target=run, name="provider-emulator", daemon=True)
-        thread.start()
-        if not ready.wait(START_TIMEOUT) or not urls:
-            raise RuntimeError("the provider emulator did not start") from (errors[0] if errors else None)
-        try:
-            yield urls[0]
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
-            thread.join(START_TIMEOUT)
+        return serve_in_thread(lambda: self.serve(host, port), "provider emulator")
 
 
 async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamResponse:

@@ -24,6 +24,7 @@ fires ``on_ready`` ``guild_ready_timeout`` (2 s) after the last GUILD_CREATE: ov
 tests that reconnect or start often.
 """
 
+from ..waiting import WaitTimeout
 from .records import (
     Attachment,
     CommandSync,
@@ -34,7 +35,7 @@ from .records import (
     SentMessage,
     TypingEvent,
 )
-from .server import DiscordUrls, FakeDiscord, WaitTimeout
+from .server import DiscordUrls, FakeDiscord
 from .sessions import DIRECT_MESSAGES, GUILD_MEMBERS, GUILD_MESSAGES, GUILDS, MESSAGE_CONTENT
 from .state import DEFAULT_TOKEN
 

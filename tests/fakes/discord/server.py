@@ -16,13 +16,15 @@ import hashlib
 import json
 import math
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 from aiohttp import web
+
+from tests.fakes.waiting import Waiter
+from tests.threaded import serve_in_thread
 
 from . import interactions, rest
 from .gateway import Gateway
@@ -33,15 +35,9 @@ from .rest import RestRequest, Route
 from .wire import DEFAULT_FAULT_CODES, ApiError, json_response, rate_limit_headers
 
 T = TypeVar("T")
-START_TIMEOUT = 10.0
 SHUTDOWN_TIMEOUT = 2.0
-WAIT_INTERVAL = 0.01
 ROUTES: list[tuple[Route, re.Pattern[str]]] = [(r, r.regex) for r in rest.ROUTES + interactions.ROUTES]
 SUCCESS_LIMIT = 50  # X-RateLimit-Limit on ordinary answers (never exhausted: no pre-emptive waits)
-
-
-class WaitTimeout(AssertionError, TimeoutError):
-    """:meth:`FakeDiscord.wait_for` gave up; the message says what the fake saw."""
 
 
 class DiscordUrls(NamedTuple):
@@ -67,6 +63,7 @@ class FakeDiscord(Inject):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._waiter = Waiter(self.lock, self.describe)
         self._gateway = Gateway(self)
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -111,45 +108,9 @@ class FakeDiscord(Inject):
             await runner.cleanup()
             self._loop = None
 
-    @contextmanager
-    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[DiscordUrls]:
+    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> AbstractContextManager[DiscordUrls]:
         """Serve from a daemon thread with its own loop; yields :class:`DiscordUrls`."""
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        stop = asyncio.Event()
-        urls: list[DiscordUrls] = []
-        errors: list[BaseException] = []
-
-        async def main() -> None:
-            try:
-                async with self.serve(host, port) as served:
-                    urls.append(served)
-                    ready.set()
-                    await stop.wait()
-            except BaseException as exc:
-                errors.append(exc)
-                raise
-            finally:
-                ready.set()
-
-        def run() -> None:
-            try:
-                loop.run_until_complete(main())
-            except BaseException:  # reported to the caller through `errors`
-                pass
-            finally:
-                loop.close()
-
-        thread = threading.Thread(target=run, name="fake-discord", daemon=True)
-        thread.start()
-        if not ready.wait(START_TIMEOUT) or not urls:
-            raise RuntimeError("the fake Discord server did not start") from (errors[0] if errors else None)
-        try:
-            yield urls[0]
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
-            thread.join(START_TIMEOUT)
+        return serve_in_thread(lambda: self.serve(host, port), "fake Discord server")
 
     @contextmanager
     def patch_discord(self) -> Iterator[DiscordUrls]:
@@ -293,53 +254,18 @@ class FakeDiscord(Inject):
         A predicate raising LookupError/AssertionError counts as "not yet". On timeout raises
         :class:`WaitTimeout` (an AssertionError and a TimeoutError) describing recent activity.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            value, error = self._try(predicate)
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise self._timeout(predicate, timeout, what, value, error)
-            await asyncio.sleep(WAIT_INTERVAL)
+        return await self._waiter.wait_for(predicate, timeout, what)
 
     def wait_for_sync(
         self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
     ) -> T:
         """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value, error = self._try(predicate)
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise self._timeout(predicate, timeout, what, value, error)
-            time.sleep(WAIT_INTERVAL)
+        return self._waiter.wait_for_sync(predicate, timeout, what)
 
     async def wait_for_session(self, timeout: float = 5.0) -> str:  # noqa: ASYNC109
         """Wait until a client has identified (or resumed) and is connected; its session id."""
         live = await self.wait_for(self.live_sessions, timeout, what="a connected gateway session")
         return live[0]
-
-    def _try(self, predicate: Callable[[], T]) -> tuple[T | None, BaseException | None]:
-        try:
-            with self.lock:
-                return predicate(), None
-        except (LookupError, AssertionError) as exc:
-            return None, exc
-
-    def _timeout(
-        self,
-        predicate: Callable[..., Any],
-        timeout: float,
-        what: str | None,
-        value: Any,
-        error: BaseException | None,
-    ) -> WaitTimeout:
-        label = what or getattr(predicate, "__qualname__", repr(predicate))
-        last = f"raised {error!r}" if error is not None else f"returned {value!r}"
-        return WaitTimeout(
-            f"timed out after {timeout}s waiting for {label}; it last {last}\n{self.describe()}"
-        )
 
 
 def _match(method: str, path: str) -> tuple[Route | None, dict[str, str], list[str]]:

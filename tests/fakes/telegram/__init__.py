@@ -6,8 +6,9 @@ like Telegram does (4096 UTF-16 units, entity offsets, HTML tags, "message is no
 See shared/notes/platforms.md for the facts behind it.
 """
 
+from ..waiting import WaitTimeout
 from .records import ChatAction, RecordedCall, SentMessage, WebhookDelivery
-from .server import FakeTelegram, WaitTimeout
+from .server import FakeTelegram
 from .state import DEFAULT_TOKEN
 
 __all__ = [

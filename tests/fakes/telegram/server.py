@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import copy
 import json
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
+
+from tests.fakes.waiting import Waiter
+from tests.threaded import serve_in_thread
 
 from .methods import METHODS, canonical, get_updates_conflict, get_updates_params
 from .records import RecordedCall, WebhookDelivery
@@ -28,14 +30,8 @@ from .state import TelegramState
 from .wire import ApiError, Reply, Upload, bad_request, decode_params, dumps
 
 T = TypeVar("T")
-START_TIMEOUT = 10.0
 SHUTDOWN_TIMEOUT = 2.0
-WAIT_INTERVAL = 0.01
 CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
-
-
-class WaitTimeout(AssertionError, TimeoutError):
-    """:meth:`FakeTelegram.wait_for` gave up; the message says what the fake saw."""
 
 
 @dataclass(eq=False)
@@ -60,6 +56,7 @@ class FakeTelegram(TelegramState):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._waiter = Waiter(self.lock, self.describe)
         self.base_url = ""
         self.base_file_url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,47 +108,9 @@ class FakeTelegram(TelegramState):
             await self._session.close()
             self._loop, self._session, self._deliverer = None, None, None
 
-    @contextmanager
-    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    def serve_in_thread(self, host: str = "127.0.0.1", port: int = 0) -> AbstractContextManager[str]:
         """Serve from a daemon thread with its own loop; yields ``base_url``."""
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        stop = asyncio.Event()
-        urls: list[str] = []
-        errors: list[BaseException] = []
-
-        async def main() -> None:
-            try:
-                async with self.serve(host, port) as url:
-                    urls.append(url)
-                    ready.set()
-                    await stop.wait()
-            except BaseException as exc:
-                errors.append(exc)
-                raise
-            finally:
-                ready.set()
-
-        def run() -> None:
-            try:
-                loop.run_until_complete(main())
-            except BaseException:  # reported to the caller through `errors`
-                pass
-            finally:
-                loop.close()
-
-        thread = threading.Thread(target=run, name="fake-telegram", daemon=True)
-        thread.start()
-        if not ready.wait(START_TIMEOUT) or not urls:
-            raise RuntimeError("the fake Telegram server did not start") from (errors[0] if errors else None)
-        try:
-            yield urls[0]
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
-            thread.join(START_TIMEOUT)
-
-    # --- waking (any thread) -------------------------------------------------------------------
+        return serve_in_thread(lambda: self.serve(host, port), "fake Telegram server")
 
     def _changed(self) -> None:
         loop = self._loop
@@ -413,27 +372,13 @@ class FakeTelegram(TelegramState):
         A predicate raising LookupError/AssertionError counts as "not yet". On timeout raises
         :class:`WaitTimeout` (an AssertionError and a TimeoutError) describing recent activity.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            value, error = self._try(predicate)
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise self._timeout(predicate, timeout, what, value, error)
-            await asyncio.sleep(WAIT_INTERVAL)
+        return await self._waiter.wait_for(predicate, timeout, what)
 
     def wait_for_sync(
         self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
     ) -> T:
         """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value, error = self._try(predicate)
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise self._timeout(predicate, timeout, what, value, error)
-            time.sleep(WAIT_INTERVAL)
+        return self._waiter.wait_for_sync(predicate, timeout, what)
 
     async def wait_idle(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
         """Wait until every update is confirmed and no request or webhook POST is in flight."""
@@ -441,27 +386,6 @@ class FakeTelegram(TelegramState):
             lambda: not self.pending and self.in_flight == 0 and self._delivering == 0,
             timeout,
             what="no pending updates and no request in flight",
-        )
-
-    def _try(self, predicate: Callable[[], T]) -> tuple[T | None, BaseException | None]:
-        try:
-            with self.lock:
-                return predicate(), None
-        except (LookupError, AssertionError) as exc:
-            return None, exc
-
-    def _timeout(
-        self,
-        predicate: Callable[..., Any],
-        timeout: float,
-        what: str | None,
-        value: Any,
-        error: BaseException | None,
-    ) -> WaitTimeout:
-        label = what or getattr(predicate, "__qualname__", repr(predicate))
-        last = f"raised {error!r}" if error is not None else f"returned {value!r}"
-        return WaitTimeout(
-            f"timed out after {timeout}s waiting for {label}; it last {last}\n{self.describe()}"
         )
 
 
