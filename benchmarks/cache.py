@@ -12,17 +12,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import chdir
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
+from agent.prompt import SystemPrompt
 from agent.session import SessionSpec
+from agent.side import (
+    CHILD_PREAMBLE,
+    NEVER_IN_CHILDREN,
+    REVIEW,
+    REVIEW_TASK,
+    REVIEW_TOOLS,
+    SUBAGENT,
+    SideTask,
+    review,
+    run_side_task,
+)
+from agent.store import SessionRecord
 from agent.usage import Usage, cost, uncached_cost
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
@@ -194,13 +209,134 @@ async def compressing(bench: Bench, turns: int) -> None:
             bench.emulator.clock.advance(20)
 
 
+SIDE_TASKS = ["Summarise the plan so far.", "List the open risks.", "Draft the next three steps."]
+HERMES_CHILD_IDENTITY = (
+    "You are a focused subagent working on one delegated task. Complete it with the tools you have and "
+    "answer with a concise summary of what you did and found.\n"
+)
+HERMES_REVIEW_IDENTITY = "You review a conversation and save durable facts about the user to memory.\n"
+
+
+class SideModel:
+    """The emulated model of the side-task scenario: the parent delegates when asked, children answer,
+    a review saves one fact. Works on both wires."""
+
+    def __init__(self, hermes: bool) -> None:
+        self.hermes = hermes
+
+    def __call__(self, body: dict[str, Any], api: str) -> Reply:
+        everything, last = json.dumps(body["messages"]), body["messages"][-1]
+        after_tool = last["role"] == "tool" or "tool_result" in json.dumps(last)
+        if CHILD_PREAMBLE[:30] in everything:
+            return Reply(text_tokens=150)
+        if REVIEW_TASK[:30] in everything:
+            if after_tool:
+                return Reply(text="Saved one preference.")
+            fact = {
+                "action": "add",
+                "target": "user",
+                "content": f"Prefers plans in steps ({len(everything)}).",
+            }
+            return Reply(tool_calls=[ToolUse("memory", fact)])
+        if after_tool:
+            return Reply(text_tokens=180)
+        if "DELEGATE" in json.dumps(last):
+            if self.hermes:  # the benchmark runs Hermes-style children itself, after the turn
+                return Reply(tool_calls=[ToolUse("todo", {"todos": [], "merge": True})])
+            return Reply(tool_calls=[ToolUse("delegate", {"tasks": SIDE_TASKS})])
+        return Reply(text_tokens=250)
+
+
+async def side_tasks(bench: Bench, turns: int, *, hermes: bool = False) -> None:
+    """A chat that delegates 3 tasks every 10th turn and is reviewed every 10 turns.
+
+    Herald's side tasks send the session's own prompt bytes (``agent.side``). With ``hermes`` they
+    build their own, as Hermes Agent's do: a child gets its own system prompt and a tool list without
+    the tools it may not use; the review sends a different system block. Only the side tasks'
+    prompts differ between the two rows; the main chat is the same.
+    """
+    bench.emulator.responder = SideModel(hermes)
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        for number in range(turns):
+            current = await runtime.store.get_session(session.id)
+            assert current is not None
+            delegates = number % 10 == 4
+            text = f"Turn {number}: {USER_TEXT}" + (" DELEGATE" if delegates else "")
+            result = await run_turn(runtime, current, text)
+            if result.error:
+                raise RuntimeError(result.error)
+            if delegates and hermes:
+                await asyncio.gather(*(hermes_child(runtime, current, task) for task in SIDE_TASKS))
+            if number % 10 == 9:
+                reviewed = await runtime.store.get_session(session.id)
+                assert reviewed is not None
+                if hermes:
+                    await hermes_review(runtime, reviewed)
+                else:
+                    await review(runtime.agent, reviewed, max_iterations=3)
+            bench.emulator.clock.advance(20)
+
+
+async def hermes_child(runtime: Runtime, session: SessionRecord, text: str) -> None:
+    """A sub-agent that builds its own prompt: its identity, the project context, its own tools."""
+    tools = [tool for tool in session.tools if tool["name"] not in NEVER_IN_CHILDREN | {"delegate"}]
+    prompt = session.system_prompt
+    own = replace(
+        session,
+        system_prompt=SystemPrompt(HERMES_CHILD_IDENTITY + prompt.stable, prompt.context, ""),
+        tools_json=json.dumps(tools),
+    )
+    limits = runtime.agent.settings.delegate
+    task = SideTask(
+        purpose=SUBAGENT,
+        task=CHILD_PREAMBLE + text,
+        prefix=(),
+        allowed_tools=frozenset(tool["name"] for tool in tools),
+        max_iterations=limits.max_iterations,
+        max_output_tokens=limits.max_output_tokens,
+        timeout=limits.timeout,
+        depth=1,
+    )
+    await run_side_task(runtime.agent, own, task)
+
+
+async def hermes_review(runtime: Runtime, session: SessionRecord) -> None:
+    """A review that sends the transcript under a system block of its own."""
+    history = await runtime.store.load_messages(session.id)
+    own = replace(session, system_prompt=SystemPrompt(HERMES_REVIEW_IDENTITY, "", ""))
+    task = SideTask(
+        purpose=REVIEW,
+        task=REVIEW_TASK,
+        prefix=tuple(history),
+        allowed_tools=REVIEW_TOOLS,
+        max_iterations=3,
+        max_output_tokens=runtime.agent.settings.max_tokens,
+        timeout=runtime.agent.settings.delegate.timeout,
+        depth=1,
+    )
+    await run_side_task(runtime.agent, own, task)
+
+
 SCENARIOS: dict[str, Callable[[Bench, int], Awaitable[None]]] = {
     "30-turn chat, tools every 4th": long_chat,
     "8 chats interleaved": interleaved,
     "12-min pauses every 5 turns": paused,
     "restart halfway": restart,
     "compression twice (24k window)": compressing,
+    "3 sub-agents every 10th turn + reviews every 10": side_tasks,
+    "the same, Hermes-style side prompts": partial(side_tasks, hermes=True),
 }
+SIDE_SCENARIOS = {"3 sub-agents every 10th turn + reviews every 10", "the same, Hermes-style side prompts"}
+
+
+def side_requests(result: Result) -> Result:
+    """The requests of sub-agents and reviews only (the main chat's left out)."""
+    markers = (CHILD_PREAMBLE[:30], REVIEW_TASK[:30])
+    side = [r for r in result.requests if any(m in json.dumps(r.json.get("messages", [])) for m in markers)]
+    return Result(result.scenario, result.variant, side)
+
 
 VARIANTS = [
     Variant("anthropic", "claude-sonnet-4-6", "layered", "auto"),
@@ -280,14 +416,18 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 async def main_async(turns: int, scenarios: list[str]) -> str:
-    rows, compression_rows = [], []
+    rows, compression_rows, side_rows = [], [], []
     for name in scenarios:
         for variant in VARIANTS:
             result = await run_one(name, variant, turns)
             rows.append(result.row())
             if SCENARIOS[name] is compressing:
                 compression_rows.extend(after_compressions(result))
+            if name in SIDE_SCENARIOS:
+                side_rows.append(side_requests(result).row())
     report = format_rows(rows)
+    if side_rows:
+        report += "\n\nSide requests only (sub-agents and reviews):\n\n" + format_rows(side_rows)
     if compression_rows:
         report += "\n\nAfter each compression:\n\n" + format_compression_rows(compression_rows)
     return report
