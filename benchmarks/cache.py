@@ -191,7 +191,7 @@ async def restart(bench: Bench, turns: int) -> None:
             await bench.turn(runtime, session.id, number)
 
 
-COMPRESSION_WINDOW = 24_000  # small, so a long chat crosses the 50% threshold (12,000 tokens) twice
+COMPRESSION_WINDOW = 24_000  # small, so a long chat crosses the 50% threshold (12,000 tokens) repeatedly
 
 
 async def compressing(bench: Bench, turns: int) -> None:
@@ -324,7 +324,7 @@ SCENARIOS: dict[str, Callable[[Bench, int], Awaitable[None]]] = {
     "8 chats interleaved": interleaved,
     "12-min pauses every 5 turns": paused,
     "restart halfway": restart,
-    "compression twice (24k window)": compressing,
+    "45 turns in a 24k window (compresses)": compressing,
     "3 sub-agents every 10th turn + reviews every 10": side_tasks,
     "the same, Hermes-style side prompts": partial(side_tasks, hermes=True),
 }
@@ -367,6 +367,8 @@ def after_compressions(result: Result, turns_after: int = 3) -> list[dict[str, A
     rows = []
     for number, index in enumerate(i for i, r in enumerate(ok) if is_summary_request(r)):
         window = [r for r in ok[index + 1 :] if not is_summary_request(r)][:turns_after]
+        if not window:
+            continue  # the run ended right after it
         prompt = sum(r.prompt_tokens for r in window)
         read = sum(r.cache_read for r in window)
         oracle = sum(r.oracle_tokens for r in window)
