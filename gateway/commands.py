@@ -20,7 +20,7 @@ from adapters.base import CommandSpec
 from agent.prompt import frozen_memory
 from agent.session import StartedSession
 from gateway import insights
-from gateway.addressing import admin_id, memory_scope, reply_address
+from gateway.addressing import admin_id, chat_of_session_key, memory_scope
 from gateway.chat_settings import ModelChoice
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
@@ -133,7 +133,7 @@ async def _insights(context: CommandContext) -> str:
 async def _cron(context: CommandContext) -> str:
     message = context.row.message
     scope = memory_scope(message, is_admin=context.is_admin)
-    caller = Caller(context.key, scope, reply_address(message))
+    caller = Caller(context.key, scope, chat_of_session_key(context.key))  # None in the terminal
     return await cron_command(context.services.runtime.cron, caller, context.args)
 
 
@@ -176,7 +176,7 @@ async def _status(context: CommandContext) -> str:
     session = await runtime.store.latest_session(context.key)
     state = "answering now" if services.lanes.busy(context.key) else "idle"
     uptime = int(time.time() - services.started_at)
-    lines = [f"Gateway up {uptime // 3600}h {uptime % 3600 // 60}m; this chat is {state}."]
+    lines = [f"Up {uptime // 3600}h {uptime % 3600 // 60}m; this chat is {state}."]
     if session is None:
         lines.append("No session yet.")
     else:

@@ -24,10 +24,11 @@ from gateway.cli import run as herald
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, RunStatus, parse_target
 from gateway.cron.runner import CronRunner
 from gateway.home import HeraldHome
+from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
-from tests.helpers import prompt_hashes, write_project_notes
+from tests.helpers import chat_in_terminal, prompt_hashes, write_project_notes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -324,3 +325,19 @@ async def test_a_run_cut_off_by_shutdown_is_recorded_and_the_next_run_starts_fro
     roles = [m["role"] for m in emulator.requests[-1].json["messages"]]
     assert roles == ["user", "assistant", "user"]  # the cut-off run is closed, not left dangling
     assert harness.texts(FRIEND) == ["Back again."]
+
+
+async def test_cron_in_the_terminal_lists_every_job_and_says_how_to_add_one(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    await herald_cli(
+        "cron", "add", "--target", f"telegram:{FRIEND}", "--schedule", "every 2h", "Feeds digest"
+    )
+    chat = await chat_in_terminal(
+        make_config(emulator_url), home, "/cron", "/cron add every 1h | more", "/quit"
+    )
+    assert "Feeds" in chat.out and f"telegram:{FRIEND}" in chat.out  # the owner sees every job
+    assert "herald cron add --target" in chat.out
+    listing = await herald_cli("cron", "list")
+    assert "Feeds" in listing and "more" not in listing  # nothing was created
+    assert emulator.requests == []

@@ -18,6 +18,11 @@ USAGE = (
     "Schedules: '0 8 * * 1-5' (cron), 'every 2h', 'in 30m', '2026-12-01T08:00'."
 )
 
+NO_CHAT_HERE = (
+    "The terminal has no chat to post into: add the job with `herald cron add --target "
+    "telegram:CHAT_ID --schedule SCHEDULE PROMPT`, or ask me to create it with a target."
+)
+
 
 async def cron_command(manager: CronManager, caller: Caller, args: str) -> str:
     """The reply to ``/cron ARGS``."""
@@ -27,8 +32,12 @@ async def cron_command(manager: CronManager, caller: Caller, args: str) -> str:
     rest = rest.strip()
     try:
         if verb in ("", "list"):
-            jobs = await manager.jobs.for_chat(caller.chat) if caller.chat else []
+            if caller.chat is None:  # the terminal: the owner's view, every job
+                return describe_all(await manager.visible(caller), tz, empty="No scheduled jobs. " + USAGE)
+            jobs = await manager.jobs.for_chat(caller.chat)
             return describe_all(jobs, tz, empty="No scheduled jobs post into this chat. " + USAGE)
+        if verb == "add" and caller.chat is None:
+            return NO_CHAT_HERE
         if verb == "add":
             schedule, bar, prompt = rest.partition("|")
             if not bar or not prompt.strip():
