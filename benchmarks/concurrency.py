@@ -36,6 +36,7 @@ from agent.memory import user_scope
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.config import HeraldConfig
+from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
 
@@ -213,6 +214,7 @@ async def run_one(sessions: int, cap: int, stream_delay: float) -> Row:
         limit = await raw_limit(url, sessions)
         with chdir(tmp):
             async with open_runtime(config, home) as runtime:
+                freeze_startup_heap()  # as `herald gateway run` does once it has started
                 chats = [(await runtime.new_session(spec(n))).record for n in range(sessions)]
                 sdk = await sdk_limit(url, sessions, chats[0])
                 meter = StallMeter()

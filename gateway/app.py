@@ -30,6 +30,7 @@ from gateway.core import cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
 from gateway.failures import PlatformStartFailed
+from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
 from gateway.http import HttpServer
 from gateway.router import Router
@@ -192,6 +193,7 @@ async def run_gateway(config: HeraldConfig, home: HeraldHome) -> int:
         loop.add_signal_handler(signum, stop.set)
     try:
         async with open_gateway(config, home):
+            freeze_startup_heap()  # the process's policy, so not in open_gateway (tests open many)
             await stop.wait()
             log.info("stopping: draining running turns (up to %.0fs)", config.gateway.drain_timeout)
     finally:
