@@ -347,7 +347,13 @@ VARIANTS = [
 
 
 async def run_one(name: str, variant: Variant, turns: int) -> Result:
-    scenario = SCENARIOS[name]
+    return await run_scenario(name, SCENARIOS[name], variant, turns)
+
+
+async def run_scenario(
+    name: str, scenario: Callable[[Bench, int], Awaitable[None]], variant: Variant, turns: int
+) -> Result:
+    """``scenario`` against a fresh emulator and HERALD_HOME, with ``AGENTS.md`` in the working directory."""
     emulator = ProviderEmulator()
     with tempfile.TemporaryDirectory() as tmp:
         home = HeraldHome(Path(tmp) / "home")
