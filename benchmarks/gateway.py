@@ -3,7 +3,6 @@
     python -m benchmarks.gateway                 # every measurement (about 6 minutes on 2 cores)
     python -m benchmarks.gateway --quick         # smaller runs (about 2 minutes)
     python -m benchmarks.gateway --only cache    # one measurement (repeatable)
-    python -m benchmarks.gateway --only memory --stock-typing   # reproduces the connection-pool leak
     python -m benchmarks.gateway --quick --only memory --trace-memory   # what grows, by tracemalloc
 
 The gateway runs in this process (``open_gateway``: Telegram adapter, router, lanes, turns, outbox
@@ -23,8 +22,7 @@ cache measurement both run on this loop, so the emulated clock and the scripted 
 - **cache**: scripted conversations through the gateway; efficiency = cache read ÷ what an oracle could
   have read (see ``benchmarks/cache.py``), and what a new chat's first request reads.
 
-"Pacing lifted" is :class:`BenchTelegramAdapter` with python-telegram-bot's flood limiter off; the
-memory run also lets a typing request finish instead of cancelling it (see the class).
+"Pacing lifted" is :class:`UnpacedTelegramAdapter`: python-telegram-bot's flood limiter off.
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ from unittest import mock
 from telegram.ext import AIORateLimiter
 
 import adapters.telegram.adapter as telegram_adapter
-from adapters.base import ChatAddress
 from adapters.telegram import TelegramAdapter
 from adapters.telegram.ratelimit import BoundedRateLimiter
 from agent.prompt import SystemPrompt
@@ -83,31 +80,14 @@ class _UnpacedLimiter(BoundedRateLimiter):
         self.max_wait = max_wait
 
 
-class BenchTelegramAdapter(TelegramAdapter):
-    """The Telegram adapter with two switches.
-
-    ``paced=False`` lifts python-telegram-bot's flood pacing (30 sends/s per bot, 20 per minute per
-    group): what the gateway itself can do, and emulated time between a group's turns that real-time
-    limits do not stretch. ``shield_typing=True`` lets a typing request in flight finish when the turn
-    ends instead of cancelling it: httpcore 1.0.9 leaks a connection-pool slot for some cancelled
-    requests (encode/httpcore#1093), and the 64-slot pool can run dry after thousands of busy messages.
-    """
-
-    def __init__(self, token: str, *, base_url: str | None, paced: bool, shield_typing: bool) -> None:
-        super().__init__(token, base_url=base_url)
-        self._paced, self._shield_typing = paced, shield_typing
+class UnpacedTelegramAdapter(TelegramAdapter):
+    """The Telegram adapter without python-telegram-bot's flood pacing (30 sends/s per bot, 20 per
+    minute per group): what the gateway itself can do, and emulated time between a group's turns that
+    real-time limits do not stretch."""
 
     def _build_bot(self) -> Any:
-        if self._paced:
-            return super()._build_bot()
         with mock.patch.object(telegram_adapter, "BoundedRateLimiter", _UnpacedLimiter):
             return super()._build_bot()
-
-    async def typing(self, address: ChatAddress) -> None:
-        if self._shield_typing:
-            await asyncio.shield(super().typing(address))
-        else:
-            await super().typing(address)
 
 
 def process_config(emulator_url: str, base_url: str, users: list[int], *, interval: float) -> HeraldConfig:
@@ -123,15 +103,13 @@ def process_config(emulator_url: str, base_url: str, users: list[int], *, interv
 
 @asynccontextmanager
 async def running_gateway(
-    config: HeraldConfig, home: HeraldHome, token: str, *, paced: bool = True, shield_typing: bool = False
+    config: HeraldConfig, home: HeraldHome, token: str, *, paced: bool = True
 ) -> AsyncIterator[Gateway]:
-    """``open_gateway`` exactly as ``herald gateway run`` does it, or with :class:`BenchTelegramAdapter`."""
-    if paced and not shield_typing:
+    """``open_gateway`` exactly as ``herald gateway run`` does it, or with :class:`UnpacedTelegramAdapter`."""
+    if paced:
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:
-        adapter = BenchTelegramAdapter(
-            token, base_url=config.telegram.base_url, paced=paced, shield_typing=shield_typing
-        )
+        adapter = UnpacedTelegramAdapter(token, base_url=config.telegram.base_url)
         opened = open_gateway(config, home, adapters=[adapter])
     async with opened as gateway:
         yield gateway
@@ -365,7 +343,7 @@ class MemoryRun:
     traces: str
 
 
-async def memory(chats: int, total: int, wave: int, *, shield_typing: bool, trace: bool) -> MemoryRun:
+async def memory(chats: int, total: int, wave: int, *, trace: bool) -> MemoryRun:
     """``total`` messages, message k to chat k mod ``chats``, ``wave`` at a time; RSS at checkpoints."""
     users = [10_000 + n for n in range(chats)]
     marks = checkpoints(chats, total)
@@ -378,9 +356,7 @@ async def memory(chats: int, total: int, wave: int, *, shield_typing: bool, trac
         config = process_config(url, fake.base_url, users, interval=1.0)
         if trace:
             tracemalloc.start(8)
-        async with running_gateway(
-            config, home, fake.token, paced=False, shield_typing=shield_typing
-        ) as gateway:
+        async with running_gateway(config, home, fake.token, paced=False) as gateway:
             started = time.monotonic()
 
             def measure(done: int) -> None:
@@ -533,7 +509,7 @@ async def bench_gateway(bench: Bench, fake: FakeTelegram) -> AsyncIterator[Gatew
             "telegram": TelegramSettings(base_url=fake.base_url, allowed_users=[str(u) for u in users]),
         }
     )
-    adapter = BenchTelegramAdapter(fake.token, base_url=fake.base_url, paced=False, shield_typing=False)
+    adapter = UnpacedTelegramAdapter(fake.token, base_url=fake.base_url)
     async with open_gateway(config, bench.home, adapters=[adapter]) as gateway:
         bench.sync_clock(gateway.services.runtime)
         yield GatewayBench(bench, fake, gateway)
@@ -654,7 +630,7 @@ def section(title: str) -> Iterator[None]:
     print(f"\n({title}: {time.monotonic() - started:.0f} s)\n", flush=True)
 
 
-async def main_async(size: Size, only: list[str], *, stock_typing: bool, trace: bool) -> None:
+async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
     if "latency" in only:
         with section("Latency, one message at a time"):
             rows = [await latency(size.latency_messages, interval) for interval in (1.0, 0.0)]
@@ -669,14 +645,8 @@ async def main_async(size: Size, only: list[str], *, stock_typing: bool, trace: 
             print("\nWhere the time goes:\n\n" + table(STAGE_COLUMNS, [stage for _, stage in results]))
     if "memory" in only:
         title = f"Memory, {size.memory_messages:,} messages across {size.memory_chats:,} chats"
-        with section(title + (" (stock typing)" if stock_typing else "")):
-            run = await memory(
-                size.memory_chats,
-                size.memory_messages,
-                size.wave,
-                shield_typing=not stock_typing,
-                trace=trace,
-            )
+        with section(title):
+            run = await memory(size.memory_chats, size.memory_messages, size.wave, trace=trace)
             print(table(MEMORY_COLUMNS, run.rows))
             print("\n" + run.summary)
             if run.traces:
@@ -695,11 +665,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run only these measurements")
     parser.add_argument(
-        "--stock-typing",
-        action="store_true",
-        help="memory run with the stock typing indicator (reproduces the connection-pool leak)",
-    )
-    parser.add_argument(
         "--trace-memory", action="store_true", help="tracemalloc during the memory run (slower, more RSS)"
     )
     parser.add_argument("--verbose", action="store_true", help="show the gateway's warnings")
@@ -709,7 +674,7 @@ def main() -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     size = QUICK if args.quick else FULL
     only = args.only or list(SECTIONS)
-    asyncio.run(main_async(size, only, stock_typing=args.stock_typing, trace=args.trace_memory))
+    asyncio.run(main_async(size, only, trace=args.trace_memory))
 
 
 if __name__ == "__main__":

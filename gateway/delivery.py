@@ -93,6 +93,7 @@ class ReplyStream:
         self._last_edit = 0.0
         self._live = interval > 0 and adapter.capabilities.can_edit
         self._typing: asyncio.Task[None] | None = None
+        self._typing_done = asyncio.Event()
 
     async def __aenter__(self) -> ReplyStream:
         self._typing = asyncio.create_task(self._keep_typing())
@@ -102,16 +103,23 @@ class ReplyStream:
         await self.stop_typing()
 
     async def stop_typing(self) -> None:
-        if self._typing is not None:
-            self._typing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._typing
-            self._typing = None
+        """Stop the typing indicator, letting a call in flight finish rather than cancelling it.
+
+        Cancelling an HTTP request mid-flight can lose its pooled connection for good (httpcore,
+        encode/httpcore#1093); under load enough were lost that the Telegram bot could send nothing
+        at all (``benchmarks/gateway.py`` found it). The call is bounded by the adapter's timeouts.
+        """
+        if self._typing is None:
+            return
+        self._typing_done.set()
+        await asyncio.wait({self._typing})
+        self._typing = None
 
     async def _keep_typing(self) -> None:
-        while True:
+        while not self._typing_done.is_set():
             await self.adapter.typing(self.address)
-            await asyncio.sleep(TYPING_EVERY)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._typing_done.wait(), TYPING_EVERY)
 
     async def on_event(self, event: TurnEvent) -> None:
         """The agent's event consumer: never raises (a platform hiccup must not fail the turn)."""

@@ -21,6 +21,8 @@ from adapters.base import (
 from agent.db import Database
 from gateway import schema
 from gateway.budget import SendBudget
+from gateway.delivery import ReplyStream
+from gateway.inbox import Inbox
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Operation, Outbox, OutboxState, Outgoing
 from gateway.sender import OutboxSender
@@ -199,3 +201,38 @@ async def test_a_long_pause_postpones_the_chat_instead_of_blocking_the_sender_or
         lambda conn: conn.execute("SELECT * FROM outbox WHERE id = ?", (item_id,)).fetchone()
     )
     assert row["state"] == "pending" and row["attempts"] == 0 and row["next_attempt_at"] > started + 100
+
+
+class SlowTyping(ScriptedAdapter):
+    """A typing indicator whose request takes a while, counting how each call ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.typing_finished = 0
+        self.typing_cancelled = 0
+
+    async def typing(self, address: ChatAddress) -> None:
+        try:
+            await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            self.typing_cancelled += 1
+            raise
+        self.typing_finished += 1
+
+
+async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish(outbox: Outbox) -> None:
+    """Cancelling an HTTP request mid-flight can lose its pooled connection (encode/httpcore#1093);
+    enough of those and the bot can send nothing, so the typing indicator is never cancelled."""
+    adapter = SlowTyping()
+    stream = ReplyStream(
+        adapter,
+        ChatAddress("test", "c"),
+        reply_to=None,
+        budget=SendBudget(),
+        interval=0,
+        inbox=Inbox(outbox.db),
+        inbox_id=1,
+    )
+    async with stream:
+        await asyncio.sleep(0.05)  # the answer is ready while the first typing call is in flight
+    assert (adapter.typing_finished, adapter.typing_cancelled) == (1, 0)
