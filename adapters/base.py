@@ -169,7 +169,12 @@ class AdapterStatus:
 
 
 class Adapter(ABC):
-    """One platform. Implementations: ``adapters.telegram``, ``adapters.discord``, ``adapters.console``."""
+    """One platform. Implementations: ``adapters.telegram``, ``adapters.discord``, ``adapters.console``.
+
+    Callers may cancel any outbound call (``/stop``, the end of a turn's typing indicator, a
+    shutdown): an implementation must leave its HTTP client usable when they do (the Telegram adapter
+    lets the request run to its end; its caller stops waiting at once).
+    """
 
     platform: str
     capabilities: Capabilities

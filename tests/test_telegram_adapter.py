@@ -617,6 +617,28 @@ async def test_typing_is_recorded_and_never_raises(fake: FakeTelegram) -> None:
     assert [(a.action, a.thread_id) for a in fake.typing_actions(FORUM)] == [("typing", 77)]
 
 
+async def test_a_request_whose_caller_is_cancelled_still_runs_to_its_end(fake: FakeTelegram) -> None:
+    """Cancelling an HTTP request mid-flight can lose its pooled connection for good (httpcore); enough
+    of those and the bot sends nothing. The caller stops waiting; the request is answered."""
+    fake.register_chat(PRIVATE)
+    fake.slow_next("sendChatAction", 0.3)
+    fake.slow_next("sendMessage", 0.3)
+    async with running(fake) as adapter:
+        calls = [adapter.typing(at(PRIVATE)), adapter.send(at(PRIVATE), OutboundText("never waited for"))]
+        tasks = [asyncio.create_task(call) for call in calls]
+        await fake.wait_for(lambda: len(fake.calls_to("sendMessage")) == 1, WAIT)
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        assert all(task.cancelled() for task in tasks)  # the callers stopped at once
+
+        def statuses() -> list[int | None]:
+            return [c.status for c in fake.calls_to("sendChatAction") + fake.calls_to("sendMessage")]
+
+        await fake.wait_for(lambda: all(statuses()), WAIT)
+    assert statuses() == [200, 200]
+
+
 async def test_a_429_is_waited_out_by_the_rate_limiter(fake: FakeTelegram) -> None:
     fake.register_chat(PRIVATE)
     fake.fail_next("sendMessage", 429, retry_after=1)

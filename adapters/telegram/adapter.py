@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from telegram import BotCommand, Update
 from telegram.constants import ChatAction
@@ -47,6 +47,8 @@ CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 10.0
 POOL_TIMEOUT = 5.0
+IN_FLIGHT_GRACE = 5.0  # seconds stop() waits for requests whose callers stopped waiting
+T = TypeVar("T")
 
 
 class TelegramAdapter(Adapter):
@@ -106,6 +108,7 @@ class TelegramAdapter(Adapter):
         self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
         self._status = AdapterStatus()
         self._log_filter = TokenFilter(token)
+        self._in_flight: set[asyncio.Future[Any]] = set()  # requests whose caller stopped waiting
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -180,6 +183,8 @@ class TelegramAdapter(Adapter):
         if poller is not None:
             poller.cancel()
             await asyncio.wait({poller})
+        if self._in_flight:
+            await asyncio.wait(self._in_flight, timeout=IN_FLIGHT_GRACE)
         bot, self._bot, self._sink = self._bot, None, None
         self._status.connected = False
         if bot is not None:
@@ -244,39 +249,45 @@ class TelegramAdapter(Adapter):
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
         bot = self._started()
         with self._typed_errors("sendMessage"):
-            sent = await bot.send_message(
-                chat_id(address),
-                text.text,
-                entities=message_entities(text.entities) or None,
-                message_thread_id=thread_id(address),
-                reply_parameters=reply_parameters(reply_to),
-                link_preview_options=NO_LINK_PREVIEW,
+            sent = await self._to_the_end(
+                bot.send_message(
+                    chat_id(address),
+                    text.text,
+                    entities=message_entities(text.entities) or None,
+                    message_thread_id=thread_id(address),
+                    reply_parameters=reply_parameters(reply_to),
+                    link_preview_options=NO_LINK_PREVIEW,
+                )
             )
         return str(sent.message_id)
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         bot = self._started()
         with self._typed_errors("editMessageText", success_if=NOT_MODIFIED):
-            await bot.edit_message_text(
-                text.text,
-                chat_id=chat_id(address),
-                message_id=int(message_id),
-                entities=message_entities(text.entities) or None,
-                link_preview_options=NO_LINK_PREVIEW,
+            await self._to_the_end(
+                bot.edit_message_text(
+                    text.text,
+                    chat_id=chat_id(address),
+                    message_id=int(message_id),
+                    entities=message_entities(text.entities) or None,
+                    link_preview_options=NO_LINK_PREVIEW,
+                )
             )
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:
         bot = self._started()
         with self._typed_errors("deleteMessage", success_if=DELETE_NOT_FOUND):
-            await bot.delete_message(chat_id(address), int(message_id))
+            await self._to_the_end(bot.delete_message(chat_id(address), int(message_id)))
 
     async def typing(self, address: ChatAddress) -> None:
         bot = self._bot
         if bot is None:
             return
         try:
-            await bot.send_chat_action(
-                chat_id(address), ChatAction.TYPING, message_thread_id=thread_id(address)
+            await self._to_the_end(
+                bot.send_chat_action(
+                    chat_id(address), ChatAction.TYPING, message_thread_id=thread_id(address)
+                )
             )
         except Exception as exc:  # best effort by contract
             text = describe(exc, self._token)
@@ -285,9 +296,21 @@ class TelegramAdapter(Adapter):
     async def set_commands(self, commands: list[CommandSpec]) -> None:
         bot = self._started()
         with self._typed_errors("setMyCommands"):
-            await bot.set_my_commands([BotCommand(c.name, c.description) for c in commands])
+            await self._to_the_end(bot.set_my_commands([BotCommand(c.name, c.description) for c in commands]))
 
     # --- helpers --------------------------------------------------------------------------------
+
+    async def _to_the_end(self, request: Awaitable[T]) -> T:
+        """Run one Bot API request to its end even when the caller is cancelled (it stops waiting at
+        once). httpcore can lose a pooled connection for good when a request is cancelled mid-flight
+        (encode/httpcore#1093); under load the 64-connection pool ran dry and the bot could send
+        nothing until restarted (``benchmarks/gateway.py`` found it). ``stop`` waits for these briefly.
+        """
+        task = asyncio.ensure_future(request)
+        self._in_flight.add(task)
+        task.add_done_callback(_settled)
+        task.add_done_callback(self._in_flight.discard)
+        return await asyncio.shield(task)
 
     def _started(self) -> ExtBot[int]:
         if self._bot is None:
@@ -313,6 +336,12 @@ class TelegramAdapter(Adapter):
             get_updates_request=_request(pool_size=1),
             rate_limiter=BoundedRateLimiter(max_retries=self._flood_retries, max_wait=self._max_flood_wait),
         )
+
+
+def _settled(task: asyncio.Future[Any]) -> None:
+    """Mark a request's failure as seen: when its caller stopped waiting, nobody else reads it."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _request(pool_size: int) -> HTTPXRequest:

@@ -48,7 +48,7 @@ class FakeTelegram(TelegramState):
     or ``with fake.serve_in_thread() as base_url`` for sync callers and subprocess tests.
     Inject: :meth:`private_message`, :meth:`group_message`, :meth:`push_update`,
     :meth:`redeliver`. Faults: :meth:`fail_next`, :meth:`reject_formatting_next`,
-    :meth:`fail_network_next`, :meth:`forbid_chat`. Observe: ``calls``, :meth:`messages`,
+    :meth:`fail_network_next`, :meth:`slow_next`, :meth:`forbid_chat`. Observe: ``calls``, :meth:`messages`,
     :meth:`typing_actions`, :meth:`commands`, :meth:`wait_for`, :meth:`wait_idle`.
     """
 
@@ -166,6 +166,19 @@ class FakeTelegram(TelegramState):
                     request.transport.abort()
                 return web.Response(status=500)  # never reaches the client
             status, body = self._precheck(request, method, parse_error)
+            delay = self.take_delay(method)
+        if delay:
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:  # aiohttp cancels a handler whose client went away
+                closed = True
+            else:
+                closed = request.transport is None or request.transport.is_closing()
+            if closed:
+                with self.lock:
+                    call.status, call.description = 499, "client closed the connection"
+                return web.Response(status=499)
+        with self.lock:
             if status is None and method != "getUpdates":
                 status, body = self._dispatch(method, params, uploads)
         if status is None:

@@ -85,6 +85,7 @@ class TelegramState:
         self.faults: list[Fault] = []
         self.formatting_rejects = 0
         self.network_faults: dict[str, int] = {}
+        self.slow: dict[str, list[float]] = {}  # method -> delays of its next answers
         self.forbidden: dict[int, str] = {}
         self.files: dict[str, StoredFile] = {}
         self.in_flight = 0  # requests being handled, long polls excluded
@@ -241,6 +242,16 @@ class TelegramState:
         """Drop the connection without an answer on the next ``count`` calls of ``method``."""
         with self.lock:
             self.network_faults[method] = self.network_faults.get(method, 0) + count
+
+    def slow_next(self, method: str, seconds: float, count: int = 1) -> None:
+        """Answer the next ``count`` calls of ``method`` after ``seconds``; a client that closes the
+        connection meanwhile gets its call recorded with status 499."""
+        with self.lock:
+            self.slow.setdefault(method, []).extend([seconds] * count)
+
+    def take_delay(self, method: str) -> float:
+        delays = self.slow.get(method)
+        return delays.pop(0) if delays else 0.0
 
     def forbid_chat(self, chat_id: int, description: str = "Forbidden: bot was blocked by the user") -> None:
         """Every later call aimed at ``chat_id`` fails with 403 (the user blocked the bot)."""
