@@ -126,16 +126,7 @@ def process_chat(pid: int) -> str:
     return f"{CHAT}-{pid}-{uuid.uuid4().hex[:8]}"
 
 
-def process_gone(chat_id: str) -> bool:
-    """Whether the terminal process behind ``chat_id`` has exited (its unanswered lines never will be)."""
+def chat_pid(chat_id: str) -> int | None:
+    """The process id in a chat id made by :func:`process_chat` (None for any other chat id)."""
     parts = chat_id.split("-")
-    pid = parts[1] if len(parts) == 3 else ""
-    if not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, someone else's
-        return False
-    return False
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None

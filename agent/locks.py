@@ -228,9 +228,13 @@ def owner_alive(owner: str, *, hostname: str | None = None) -> bool:
     host, pid_text, _ = parts
     if host != (hostname or socket.gethostname()) or not pid_text.isdigit():
         return True
-    pid = int(pid_text)
+    return pid_alive(int(pid_text))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` on this host is running (this process counts as running)."""
     if pid == os.getpid():
-        return True  # another instance in this very process (tests open several runtimes)
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -26,7 +26,7 @@ from prompt_toolkit import PromptSession
 from adapters import console
 from adapters.base import ChatType, InboundMessage
 from adapters.console import ConsoleAdapter
-from agent.locks import Lease
+from agent.locks import Lease, pid_alive
 from agent.store import SessionRecord
 from agent.text import valid_text
 from gateway.addressing import admin_id, session_key
@@ -206,8 +206,8 @@ async def close_exited_terminals(core: Core) -> None:
     """Cancel what terminals that have exited left unanswered: yesterday's question is not answered
     now, and another terminal still running keeps its own lines."""
     pending = await core.services.inbox.pending()
-    gone = {row.message.chat_id for row in pending if row.message.platform == console.PLATFORM}
-    gone = {chat_id for chat_id in gone if console.process_gone(chat_id)}
+    chats = {row.message.chat_id for row in pending if row.message.platform == console.PLATFORM}
+    gone = {chat for chat in chats if (pid := console.chat_pid(chat)) is None or not pid_alive(pid)}
     if await core.services.inbox.cancel_pending(console.PLATFORM, gone):
         log.info("cancelled the unanswered lines of %d terminal(s) that exited", len(gone))
 
