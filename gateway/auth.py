@@ -55,9 +55,6 @@ class Authorizer:
         access = self.policy.platforms.get(message.platform, PlatformAccess())
         if message.user_id in access.users:
             return True
-        if message.chat_type is not ChatType.DIRECT and (
-            message.chat_id in access.chats
-            or (message.server_id is not None and message.server_id in access.servers)
-        ):
+        if message.chat_type is not ChatType.DIRECT and self._shared_chat_allowed(message, access):
             return True
         return await self.pairing.is_approved(message.platform, message.user_id)

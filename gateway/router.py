@@ -79,7 +79,7 @@ class Router:
         self.accepting = True
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
-        self._commands: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()  # commands and refusals answered outside a lane
 
     async def handle(self, message: InboundMessage) -> None:
         """The adapters' sink (see adapters/base.py for the contract)."""
@@ -149,8 +149,8 @@ class Router:
 
     def _in_background(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(job)
-        self._commands.add(task)
-        task.add_done_callback(self._commands.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _command(self, row: InboxRow, name: str, args: str) -> None:
         try:
@@ -213,5 +213,5 @@ class Router:
     async def close(self) -> None:
         """Stop accepting, and let the immediate commands already started finish."""
         self.accepting = False
-        if self._commands:
-            await asyncio.wait(self._commands, timeout=5.0)
+        if self._background:
+            await asyncio.wait(self._background, timeout=5.0)

@@ -191,6 +191,23 @@ async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free
     assert len({s.session_key for s in sessions}) == 3  # the channel, the free channel, the thread
 
 
+async def test_everyone_may_talk_in_an_allowed_channel_and_in_its_threads(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeDiscord()
+    general = fake.channel_id
+    other = fake.add_text_channel(fake.guild_id, "other")
+    async with discord_gateway(home, emulator, emulator_url, fake, allowed_channels=[general]) as harness:
+        thread = fake.add_thread(general, "planning")
+        fake.guild_message(general, STRANGER, "in the channel", mention_bot=True)
+        fake.guild_message(general, STRANGER, "in its thread", mention_bot=True, thread_id=thread)
+        fake.guild_message(other, STRANGER, "elsewhere", mention_bot=True)
+        await harness.settled()
+        answered = (harness.texts(general), harness.texts(thread), harness.texts(other))
+    assert [len(texts) for texts in answered] == [1, 1, 0]  # a thread follows its channel
+    assert len(emulator.requests) == 2
+
+
 async def test_a_long_answer_is_split_at_2000_and_nothing_in_it_pings_anyone(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
