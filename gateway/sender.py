@@ -30,6 +30,7 @@ MAX_BACKOFF = 600.0
 CONCURRENT_CHATS = 32
 MAX_BUDGET_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
 IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
+PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
 
 
 def backoff(attempts: int, retry_after: float | None, rng: random.Random) -> float:
@@ -61,6 +62,7 @@ class OutboxSender:
         self._rng = random.Random()
         self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
         self._pass = asyncio.Lock()  # one pass at a time: an item must never be attempted twice at once
+        self._delivering: set[int] = set()  # items whose attempt outlived a cancelled pass (see _attempt)
 
     def _served(self) -> dict[str, str | None]:
         return {platform: adapter.only_chat for platform, adapter in self.adapters.items()}
@@ -71,8 +73,12 @@ class OutboxSender:
     async def run(self) -> None:
         while True:
             self._wake.clear()
-            await self.send_due()
-            next_at = await self.outbox.next_attempt_at(self._served())
+            try:
+                await self.send_due()
+                next_at = await self.outbox.next_attempt_at(self._served())
+            except Exception:  # a database error must not end every chat's replies for good
+                log.exception("outbox sender: a pass failed; trying again in %.0f s", PASS_RETRY)
+                next_at = self.clock() + PASS_RETRY
             wait = IDLE_WAIT if next_at is None else min(IDLE_WAIT, max(0.0, next_at - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait if wait > 0 else 0.01)
@@ -85,7 +91,11 @@ class OutboxSender:
     async def _send_due(self) -> int:
         handled = 0
         while True:
-            heads = await self.outbox.due_heads(self.clock(), self._served())
+            heads = [
+                item
+                for item in await self.outbox.due_heads(self.clock(), self._served())
+                if item.id not in self._delivering
+            ]
             if not heads:
                 break
             results = await asyncio.gather(*(self._attempt(item) for item in heads))
@@ -122,15 +132,23 @@ class OutboxSender:
             return False
         async with self._slots:
             await self.budget.wait(outgoing.address)
-            try:
-                message_id = await self._perform(adapter, item)
-            except DeliveryError as error:
-                return await self._failed(item, error)
-            except Exception as error:  # an adapter bug must not stop every other chat's replies
-                log.exception("outbox item %d: unexpected error from the adapter", item.id)
-                return await self._failed(
-                    item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True)
-                )
+            # Once the platform has the request, the attempt runs on even if this pass is cancelled (a
+            # shutdown's flush deadline): the request completes anyway (adapters.base), and a send the
+            # platform accepted must be recorded, or the restart would send it again.
+            self._delivering.add(item.id)
+            attempt = asyncio.ensure_future(self._deliver(adapter, item))
+            attempt.add_done_callback(lambda _: self._delivering.discard(item.id))
+            return await asyncio.shield(attempt)
+
+    async def _deliver(self, adapter: Adapter, item: OutboxItem) -> bool:
+        outgoing = item.outgoing
+        try:
+            message_id = await self._perform(adapter, item)
+        except DeliveryError as error:
+            return await self._failed(item, error)
+        except Exception as error:  # an adapter bug must not stop every other chat's replies
+            log.exception("outbox item %d: unexpected error from the adapter", item.id)
+            return await self._failed(item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True))
         await self.outbox.mark_sent(item.id, message_id)
         self.metrics.messages_out.labels(outgoing.address.platform, outgoing.operation.value).inc()
         return True

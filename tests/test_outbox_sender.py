@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,7 @@ from adapters.base import (
 )
 from agent.db import Database
 from gateway import schema
+from gateway import sender as sender_module
 from gateway.budget import SendBudget
 from gateway.delivery import ReplyStream
 from gateway.inbox import Inbox
@@ -236,3 +239,54 @@ async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish
     async with stream:
         await asyncio.sleep(0.05)  # the answer is ready while the first typing call is in flight
     assert (adapter.typing_finished, adapter.typing_cancelled) == (1, 0)
+
+
+class SlowButSure(ScriptedAdapter):
+    """Sends take a while and, as the adapter contract requires, finish even if the caller gives up."""
+
+    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        async def slowly() -> str:
+            await asyncio.sleep(0.3)
+            return await ScriptedAdapter.send(self, address, text, reply_to=reply_to)
+
+        return await asyncio.shield(asyncio.ensure_future(slowly()))
+
+
+async def test_a_send_still_in_flight_at_the_flush_deadline_is_recorded_and_never_sent_again(
+    outbox: Outbox,
+) -> None:
+    adapter = SlowButSure()
+    sender, _, _ = make_sender(outbox, adapter)
+    await outbox.enqueue([send("a", "the answer")])
+    assert not await sender.flush(0.1)  # the shutdown's deadline passes mid-send
+    await asyncio.sleep(0.4)  # the platform accepted it meanwhile
+    assert await outbox.pending_count() == 0  # recorded as sent, so a restart does not send it again
+    assert await sender.send_due() == 0
+    assert [text.text for _, _, text in adapter.sent] == ["the answer"]
+
+
+async def test_a_database_error_in_a_pass_does_not_end_the_sender(
+    outbox: Outbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = ScriptedAdapter()
+    sender, _, _ = make_sender(outbox, adapter)
+    monkeypatch.setattr(sender_module, "PASS_RETRY", 0.05)
+    real_due_heads = outbox.due_heads
+    failures = iter([sqlite3.OperationalError("database is locked")])
+
+    async def flaky_due_heads(*args: Any) -> Any:
+        for failure in failures:
+            raise failure
+        return await real_due_heads(*args)
+
+    monkeypatch.setattr(outbox, "due_heads", flaky_due_heads)
+    await outbox.enqueue([send("a", "still delivered")])
+    running = asyncio.create_task(sender.run())
+    try:
+        for _ in range(100):
+            if adapter.sent:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        running.cancel()
+    assert [text.text for _, _, text in adapter.sent] == ["still delivered"]
