@@ -110,7 +110,7 @@ class Router:
         metrics.messages_in.labels(message.platform).inc()
         self.dispatch(row)
 
-    def dispatch(self, row: InboxRow) -> None:
+    def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
         """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""
         services = self.services
         refusal = oversized_refusal(row.message, services.settings.max_attachment_mb)
@@ -129,7 +129,7 @@ class Router:
             return
         if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
             log.info("session key %s: a new message interrupted the running turn", row.session_key)
-        services.lanes.submit(row.session_key, partial(answer, services, row))
+        services.lanes.submit(row.session_key, partial(answer, services, row, resumed=resumed))
 
     async def recover(self) -> int:
         """Answer what a previous run stored but never answered; returns how many."""
@@ -141,7 +141,7 @@ class Router:
             and adapter.serves(row.message.chat_id)
         ]
         for row in pending:
-            self.dispatch(row)
+            self.dispatch(row, resumed=True)
         if pending:
             log.info("resuming %d message(s) left unanswered by the previous run", len(pending))
         self._recovered.set()

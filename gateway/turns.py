@@ -15,6 +15,7 @@ import time
 
 from adapters.base import InboundMessage, OutboundText
 from agent.compression.engine import CompressionOutcome
+from agent.history import is_final_answer
 from agent.locks import Lease
 from agent.loop import CANCELLED_NOTE, TurnResult
 from agent.messages import Message
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 INBOX_META = "inbox"
 STOPPED_SUFFIX = "\n\n(stopped)"
+UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
 
 
 async def current_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
@@ -77,7 +79,7 @@ async def recover(services: Services, session: SessionRecord, row: InboxRow) -> 
     if turn is None:
         return None
     last = turn[-1]
-    finished = len(turn) > 1 and last.role == "assistant" and not last.tool_calls
+    finished = len(turn) > 1 and is_final_answer(last)
     if finished and last.content != CANCELLED_NOTE:
         log.info("inbox %d: the turn finished before a restart; delivering its answer", row.id)
         return last.content
@@ -87,8 +89,30 @@ async def recover(services: Services, session: SessionRecord, row: InboxRow) -> 
     return None
 
 
-async def answer(services: Services, row: InboxRow) -> None:
-    """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line."""
+async def answer(services: Services, row: InboxRow, *, resumed: bool = False) -> None:
+    """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
+
+    ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
+    did for it is looked for first. Never raises but for cancellation: a bug becomes one line for the
+    person and a traceback in the log, and the row is closed as failed (not retried at every start).
+    """
+    try:
+        await _answer(services, row, resumed=resumed)
+    except Exception:
+        log.exception("inbox %d: answering failed unexpectedly", row.id)
+        message = row.message
+        adapter = services.adapters[message.platform]
+        operations = answer_operations(
+            adapter.capabilities,
+            reply_address(message),
+            f"⚠️ No answer: {UNEXPECTED}.",
+            streamed=[],
+            reply_to=message.message_id,
+        )
+        await queue_answer(services, row, operations, state=InboxState.FAILED)
+
+
+async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     runtime = services.runtime
     message = row.message
     address = reply_address(message)
@@ -97,7 +121,7 @@ async def answer(services: Services, row: InboxRow) -> None:
     async with runtime.locks.hold(row.session_key) as lease:
         session = await current_session(services, lease, row)
         streamed = [row.stream_message_id] if row.stream_message_id else []
-        recovered = await recover(services, session, row)
+        recovered = await recover(services, session, row) if resumed else None
         if recovered is not None:
             operations = answer_operations(
                 adapter.capabilities, address, recovered, streamed=streamed, reply_to=message.message_id

@@ -8,12 +8,12 @@ import pytest
 
 from adapters.base import ChatAddress
 from agent.db import Database
+from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.messages import Message, ToolCall
 from gateway import schema
 from gateway.cron.jobs import CronJobs, RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller, CronError, CronManager
-from gateway.cron.runner import unfinished_turn
 from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 
@@ -92,10 +92,11 @@ async def test_a_run_claims_a_due_job_once_and_repeat_counts_runs_down(manager: 
 
 
 def test_a_run_cut_off_by_a_crash_is_found_for_closing() -> None:
+    """A job's session is settled like any other (``Agent.hygiene`` and ``run_turn``)."""
     call = ToolCall("t1", "todo", "{}")
     done = [Message("user", "run 1"), Message("assistant", "answer 1")]
-    assert unfinished_turn(done) == []
-    assert unfinished_turn([]) == []
+    assert unanswered_turn(done) == []
+    assert unanswered_turn([]) == []
     cut = [Message("user", "run 2"), Message("assistant", "", tool_calls=(call,)), Message("tool", "ok")]
-    assert unfinished_turn([*done, *cut]) == cut
-    assert unfinished_turn([*done, Message("user", "run 2")]) == [Message("user", "run 2")]
+    assert unanswered_turn([*done, *cut]) == cut
+    assert unanswered_turn([*done, Message("user", "run 2")]) == [Message("user", "run 2")]

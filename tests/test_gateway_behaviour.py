@@ -293,3 +293,24 @@ def test_doctor_checks_each_platform_token_without_printing_it(
     assert "[ok]   telegram: token accepted (bot @herald_bot)." in report
     assert "[FAIL] discord: refused DISCORD_BOT_TOKEN (HTTP 401)" in report
     assert telegram.token not in report and "wrong.token" not in report
+
+
+async def test_a_bug_outside_the_agent_turn_gets_one_clear_line_and_is_not_retried(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        agent = harness.gateway.services.runtime.agent
+
+        async def broken_hygiene(*args: Any) -> None:
+            raise RuntimeError("a bug in hygiene")
+
+        agent.hygiene = broken_hygiene  # type: ignore[method-assign,assignment]
+        harness.fake.private_message(FRIEND, "hello?")
+        await harness.settled()
+        answers = harness.texts(FRIEND)
+        still_pending = await harness.gateway.services.inbox.pending()
+    assert answers == [
+        "⚠️ No answer: something went wrong on our side (the details are in the gateway's log)."
+    ]
+    assert still_pending == [] and emulator.requests == []
+    assert "a bug in hygiene" in caplog.text  # the traceback is in the log, for the operator

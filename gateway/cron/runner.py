@@ -22,13 +22,13 @@ import logging
 
 from adapters.base import ChatAddress
 from agent.locks import Lease
-from agent.messages import Message
 from agent.session import SessionSpec
-from agent.store import SessionRecord, SessionStore
+from agent.store import SessionRecord
 from gateway.addressing import display_name
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
 from gateway.delivery import answer_operations
 from gateway.services import Services
+from gateway.turns import UNEXPECTED
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ SILENT = "[SILENT]"
 PURPOSE = "cron"
 REFUSED = frozenset({"cron"})
 RUN_META = "cron_job"
-UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
 CONTEXT = (
     'This conversation is the scheduled job "{name}". Each user message is the job\'s prompt, sent by '
     "the scheduler when the job runs; your answer is posted to a chat whose people do not see the "
@@ -46,25 +45,6 @@ CONTEXT = (
 
 class DeliveryUnavailable(Exception):
     """The target's platform is not served by this gateway process."""
-
-
-def unfinished_turn(history: list[Message]) -> list[Message]:
-    """The messages of a run that never got its final answer (the process died mid-run), else []."""
-    if not history or (history[-1].role == "assistant" and not history[-1].tool_calls):
-        return []
-    for index in range(len(history) - 1, -1, -1):
-        if history[index].role == "user":
-            return history[index:]
-    return []
-
-
-async def close_unfinished_turn(store: SessionStore, session: SessionRecord) -> None:
-    """Take a cut-off run out of the conversation, so the next one starts from a valid history."""
-    turn = unfinished_turn(await store.load_messages(session.id))
-    ids = [m.id for m in turn if m.id is not None]
-    if ids:
-        await store.deactivate_messages(ids, "interrupted_by_restart")
-        log.info("session %s: closed a run cut off by a restart (%d messages)", session.id, len(ids))
 
 
 class CronRunner:
@@ -104,8 +84,7 @@ class CronRunner:
 
     async def _run(self, lease: Lease, job: CronJob) -> RunStatus:
         runtime = self.services.runtime
-        session = await self._session(lease, job)
-        await close_unfinished_turn(runtime.store, session)
+        session = await self._session(lease, job)  # hygiene and run_turn close a run cut off by a crash
         outcome = await runtime.agent.hygiene(lease, session)
         if outcome is not None:
             log.info("cron job %s: %s", job.id, outcome.line())
