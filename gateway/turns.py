@@ -19,7 +19,7 @@ from agent.history import is_final_answer
 from agent.locks import Lease
 from agent.loop import CANCELLED_NOTE, TurnResult
 from agent.messages import Message
-from agent.session import StartedSession
+from agent.session import SessionSpec, StartedSession
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
 from gateway.delivery import ReplyStream, answer_operations
@@ -36,18 +36,29 @@ UNEXPECTED = "something went wrong on our side (the details are in the gateway's
 
 
 async def current_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
-    """The chat's latest session, or a new one built for the chat's chosen model."""
+    """The chat's latest session, or a new one built for the chat's chosen model.
+
+    A new one too when the latest reads another memory than the speaker may now: someone taken off
+    ``gateway.admins`` must not go on reading the owner's memory in their direct chat.
+    """
     store = services.runtime.store
     latest = await store.latest_session(row.session_key)
-    if latest is not None:
+    spec = _spec(services, row.message)
+    if latest is not None and latest.memory_scope == spec.memory_scope:
         return latest
+    if latest is not None:
+        log.info("session key %s: the memory scope changed; starting a new session", row.session_key)
     return (await start_session(services, lease, row.message)).record
+
+
+def _spec(services: Services, message: InboundMessage) -> SessionSpec:
+    return session_spec(message, is_admin=services.authorizer.is_admin(message.platform, message.user_id))
 
 
 async def start_session(services: Services, lease: Lease, message: InboundMessage) -> StartedSession:
     """A new session for the chat of ``message`` (also what ``/new`` does), with warnings to show
     (a project context file that was not loaded)."""
-    spec = session_spec(message, is_admin=services.authorizer.is_admin(message.platform, message.user_id))
+    spec = _spec(services, message)
     lease.check(spec.session_key)
     choice = await services.chat_settings.model_for(spec.session_key)
     started = await services.runtime.new_session(

@@ -314,3 +314,20 @@ async def test_a_bug_outside_the_agent_turn_gets_one_clear_line_and_is_not_retri
     ]
     assert still_pending == [] and emulator.requests == []
     assert "a bug in hygiene" in caplog.text  # the traceback is in the log, for the operator
+
+
+async def test_someone_taken_off_the_admins_no_longer_reads_the_owners_memory(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    (home.memories_dir / "USER.md").write_text("The owner's PIN is OWNER-SECRET-4711.\n")
+    fake = FakeTelegram()
+    as_admin = {"admins": [f"telegram:{FRIEND}"]}
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, gateway=as_admin) as harness:
+        fake.private_message(FRIEND, "hello as an admin")
+        await harness.settled()
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake) as harness:  # FRIEND demoted
+        fake.private_message(FRIEND, "hello again")
+        await harness.settled()
+    admin_request, demoted_request = emulator.requests
+    assert "OWNER-SECRET-4711" in json.dumps(admin_request.json["system"])
+    assert "OWNER-SECRET-4711" not in json.dumps(demoted_request.json)
