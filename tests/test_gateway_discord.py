@@ -249,6 +249,20 @@ async def test_slash_commands_come_from_the_same_table_and_are_synced_only_when_
     assert any("Commands:" in json.dumps(r.data) for r in responses[1:])
 
 
+async def test_a_private_answer_that_discord_refuses_is_never_posted_in_the_channel(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeDiscord()
+    async with discord_gateway(home, emulator, emulator_url, fake) as harness:
+        fake.fail_next("POST /interactions/*/*/callback", 404, code=10062, message="Unknown interaction")
+        fake.interaction("status", user_id=FRIEND, channel_id=fake.channel_id, guild_id=fake.guild_id)
+        await harness.settled()
+        in_channel = harness.texts(fake.channel_id)
+    assert in_channel == [
+        "I could not answer /status privately (Discord refused the reply); please run it again."
+    ]  # not the chat's session and model for everyone to read
+
+
 async def test_a_message_replayed_after_a_reconnect_is_answered_once(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

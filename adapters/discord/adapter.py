@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ TYPING_TIMEOUT = 5.0
 MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's minimum setting)
 SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
 NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
+NOT_PRIVATELY = "I could not answer /{name} privately (Discord refused the reply); please run it again."
+PRIVATE_LIMIT = 1000  # private commands remembered until answered (oldest forgotten first)
 INTENT_HELP = (
     "Discord refused the connection: Herald asks for the Message Content intent, which this bot "
     'does not have. Enable "Message Content Intent" (Bot → Privileged Gateway Intents) for this '
@@ -119,6 +122,9 @@ class DiscordAdapter(Adapter):
         self._application_id = int(application_id) if application_id else None
         self._free_response = frozenset(str(c) for c in free_response_channels)
         self._ephemeral = frozenset(ephemeral_commands)
+        # Private commands by interaction id, with the notice sent instead of the answer once sent: an
+        # answer that cannot go through its interaction must never land in the channel for all to see.
+        self._private: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # (name, notice)
         self._start_timeout = start_timeout
         self._request_timeout = request_timeout
         self._identify_delay = identify_delay
@@ -312,6 +318,10 @@ class DiscordAdapter(Adapter):
             return
         if inbound is None:
             return
+        if (name := command_name(inbound.text)) in self._ephemeral:
+            self._private[inbound.message_id] = (name, None)
+            while len(self._private) > PRIVATE_LIMIT:
+                self._private.popitem(last=False)
         deferral = asyncio.create_task(
             self._defer(interaction, inbound), name=f"discord-defer-{interaction.id}"
         )
@@ -373,6 +383,8 @@ class DiscordAdapter(Adapter):
             sent = await self._answer_interaction(pending, text.text)
             if sent is not None:
                 return sent
+        if reply_to is not None and reply_to in self._private:
+            return await self._not_privately(address, reply_to)
         channel = channel_id(address)
         reference = reply_reference(reply_to, channel)
         target = client.get_partial_messageable(channel)
@@ -442,6 +454,21 @@ class DiscordAdapter(Adapter):
         log.info("Discord interaction %s expired or vanished; replying in the channel", pending.id)
         self._pending.discard(pending.id)
         return None
+
+    async def _not_privately(self, address: ChatAddress, interaction_id: str) -> str:
+        """Say once, in the channel, that a private answer could not be given; every part of that
+        answer then maps to this one notice."""
+        name, told = self._private[interaction_id]
+        if told is not None:
+            return told
+        client = self._started()
+        text = NOT_PRIVATELY.format(name=name)
+        async with self._typed_errors("send message"):
+            message = await client.get_partial_messageable(channel_id(address)).send(
+                text, allowed_mentions=NO_MENTIONS
+            )
+        self._private[interaction_id] = (name, str(message.id))
+        return str(message.id)
 
     def _started(self) -> HeraldClient:
         client = self._client
