@@ -73,6 +73,8 @@ class SessionLocks(ABC):
     - ``max_wait`` bounds the wait in seconds (``LockTimeout``); ``None`` waits as long as it takes.
     - Not re-entrant: a task that holds ``key`` must not ask for it again (it would wait forever).
     - A task cancelled while waiting holds nothing; a holder cancelled inside the block releases on exit.
+    - A cross-process lease that another process took over (this holder stalled past its expiry) gets
+      its holder task cancelled: the block ends rather than overlap the new holder's.
     - Memory: nothing is kept for a key once nobody holds or waits for it.
     """
 
@@ -168,7 +170,9 @@ class SqliteSessionLocks(LocalSessionLocks):
                 raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
             await asyncio.sleep(delay)
             delay = min(POLL_MAX, delay * 1.5)
-        self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key))
+        holding = asyncio.current_task()
+        assert holding is not None, "hold() runs in a task"
+        self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key, holding))
 
     def _try_take(self, conn: sqlite3.Connection, key: str) -> str | None:
         """Take the lease if it is free, expired or orphaned; otherwise return its holder."""
@@ -185,12 +189,19 @@ class SqliteSessionLocks(LocalSessionLocks):
         )
         return None
 
-    async def _renew(self, key: str) -> None:
+    async def _renew(self, key: str, holding: asyncio.Task[object]) -> None:
+        """Keep the lease alive; if another process took it over, stop the holder (two turns of one
+        session must never run at once). A failed renewal (database locked) is tried again."""
         while True:
             await asyncio.sleep(min(RENEW_EVERY, self._lease_seconds / 3))
-            renewed = await self._db.write(lambda conn: self._extend(conn, key))
+            try:
+                renewed = await self._db.write(lambda conn: self._extend(conn, key))
+            except Exception as error:
+                log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
+                continue
             if not renewed:
-                log.error("the lease of session %s was taken over by another process while held", key)
+                log.error("the lease of session %s was taken over by another process; stopping", key)
+                holding.cancel()
                 return
 
     def _extend(self, conn: sqlite3.Connection, key: str) -> int:

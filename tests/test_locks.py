@@ -173,3 +173,34 @@ def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulato
     assert sorted(users) == [f"message {n}" for n in range(5)]
     answers = [m["content"][0]["text"] for m in last if m["role"] == "assistant"]
     assert [a.split(": ", 1)[1][:9] for a in answers] == users[:4]  # each answer follows its question
+
+
+async def test_a_holder_whose_lease_was_taken_over_is_stopped(tmp_path: Path) -> None:
+    """A holder that stalled past its lease while another process took the session over must not
+    go on working beside the new holder."""
+    db = await Database.open(tmp_path / "state.db")
+    await SessionStore.create(db)
+    locks = SqliteSessionLocks(db, lease_seconds=0.3)
+    reached_the_end = False
+
+    async def long_turn() -> None:
+        nonlocal reached_the_end
+        async with locks.hold("cli:local"):
+            await db.write(  # another process takes the lease over (this one stalled past its expiry)
+                lambda conn: conn.execute(
+                    "UPDATE leases SET owner = 'elsewhere:1:x', expires_at = ? WHERE key = 'cli:local'",
+                    (time.time() + 60,),
+                )
+            )
+            await asyncio.sleep(2.0)
+            reached_the_end = True
+
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(long_turn(), 5.0)
+        assert not reached_the_end
+        owner = await db.run(lambda conn: conn.execute("SELECT owner FROM leases").fetchone()[0])
+        assert owner == "elsewhere:1:x"  # the new holder's lease is left alone
+    finally:
+        await locks.aclose()
+        await db.close()
