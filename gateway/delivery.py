@@ -23,7 +23,7 @@ from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStar
 from gateway.budget import SendBudget
 from gateway.inbox import Inbox
 from gateway.outbox import Operation, Outgoing
-from gateway.text.split import split_markdown
+from gateway.text.markdown import render_markdown
 from gateway.text.telegram import render_telegram
 from gateway.text.units import utf16_len
 
@@ -40,7 +40,7 @@ def render(text: str, capabilities: Capabilities) -> list[OutboundText]:
     else:
         measure = utf16_len if capabilities.length_unit == "utf16" else len
         parts = [
-            OutboundText(part) for part in split_markdown(text, capabilities.max_message_length, measure)
+            OutboundText(part) for part in render_markdown(text, capabilities.max_message_length, measure)
         ]
     return parts or [OutboundText(EMPTY_ANSWER)]
 

@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from adapters.base import Adapter, DeliveryError, OutboundText
+from adapters.base import Adapter, DeliveryError
 from gateway.budget import SendBudget
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Operation, Outbox, OutboxItem
+from gateway.text import plain_fallback
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class OutboxSender:
             log.warning(
                 "outbox item %d: %s rejected the formatting; resending as plain text", item.id, platform
             )
-            await self.outbox.replace(item.id, replace(outgoing, text=OutboundText(outgoing.text.text)))
+            await self.outbox.replace(item.id, replace(outgoing, text=plain_fallback(outgoing.text)))
             return False
         if error.permanent and outgoing.operation is Operation.EDIT:
             log.info("outbox item %d: the streamed message is gone; sending the answer as a new one", item.id)

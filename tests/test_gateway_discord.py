@@ -191,6 +191,17 @@ async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free
     assert len({s.session_key for s in sessions}) == 3  # the channel, the free channel, the thread
 
 
+async def test_an_answer_with_control_characters_reaches_discord_clean(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="line one\r\nline\x00 two\x1b[0m"))
+    async with discord_gateway(home, emulator, emulator_url, stream=False) as harness:
+        harness.fake.dm_message(FRIEND, "hello")
+        await harness.settled()
+        answer = harness.texts(harness.fake.dm_channel(FRIEND))
+    assert answer == ["line one\nline two[0m"]  # as on Telegram: CRs and control characters dropped
+
+
 async def test_everyone_may_talk_in_an_allowed_channel_and_in_its_threads(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

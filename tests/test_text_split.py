@@ -1,4 +1,4 @@
-"""split_markdown and render_discord: Markdown split to a limit, code fences repaired, nothing lost."""
+"""split_markdown and render_markdown: Markdown split to a limit, code fences repaired, nothing lost."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.text.discord import DISCORD_LIMIT, render_discord
+from gateway.text.markdown import render_markdown
 from gateway.text.split import split_markdown
 from gateway.text.units import utf16_len
 from tests.text_support import (
@@ -16,6 +16,8 @@ from tests.text_support import (
     markdownish,
     open_fence_at_end,
 )
+
+DISCORD_LIMIT = 2000  # adapters.discord's max_message_length
 
 
 def assert_preserved(text: str, parts: list[str]) -> None:
@@ -180,7 +182,7 @@ def test_discord_answer_of_5000_chars_with_code_splits_balanced() -> None:
     prose = " ".join(f"Sentence {i} explains the next step." for i in range(40))
     text = f"{prose}\n\n{code_block('python', 60)}\n\n{prose}"
     assert len(text) > 5000
-    parts = render_discord(text)
+    parts = render_markdown(text, DISCORD_LIMIT)
     assert len(parts) >= 3
     assert all(len(part) <= DISCORD_LIMIT for part in parts)
     assert all(open_fence_at_end(part) is None for part in parts)
@@ -188,9 +190,9 @@ def test_discord_answer_of_5000_chars_with_code_splits_balanced() -> None:
     assert_preserved(text, parts)
 
 
-def test_render_discord_sanitizes_before_splitting() -> None:
-    assert render_discord("a\ud800b\x00c\r\nd") == ["a\ufffdbc\nd"]
-    assert render_discord("\x00\x07") == []
+def test_render_markdown_sanitizes_before_splitting() -> None:
+    assert render_markdown("a\ud800b\x00c\r\nd", DISCORD_LIMIT) == ["a\ufffdbc\nd"]
+    assert render_markdown("\x00\x07", DISCORD_LIMIT) == []
 
 
 # --- Properties -------------------------------------------------------------------------------
@@ -224,6 +226,6 @@ def test_markdown_parts_have_balanced_fences(text: str, limit: int) -> None:
 @settings(max_examples=15, deadline=None)
 @given(text=st.text(st.sampled_from("ab \n`~😀"), min_size=2500, max_size=5000))
 def test_long_texts_split_within_the_limit(text: str) -> None:
-    parts = render_discord(text)
+    parts = render_markdown(text, DISCORD_LIMIT)
     assert all(0 < len(part) <= DISCORD_LIMIT for part in parts)
     assert_preserved(text, parts)

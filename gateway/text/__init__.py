@@ -4,16 +4,15 @@ No I/O and no platform SDK: the results are strings (Discord, terminal) or neutr
 ``adapters.base.OutboundText`` values (Telegram) that adapters convert.
 """
 
-from gateway.text.discord import DISCORD_LIMIT, render_discord
+from gateway.text.markdown import render_markdown
 from gateway.text.split import split_markdown
 from gateway.text.telegram import TELEGRAM_LIMIT, plain_fallback, render_telegram
 from gateway.text.units import utf16_len
 
 __all__ = [
-    "DISCORD_LIMIT",
     "TELEGRAM_LIMIT",
     "plain_fallback",
-    "render_discord",
+    "render_markdown",
     "render_telegram",
     "split_markdown",
     "utf16_len",
