@@ -18,13 +18,13 @@ from agent.messages import Message
 SUMMARY_MARK = "summary"
 DROPPED_MARK = "dropped_note"
 CONTINUATION_MARK = "continuation"
-_SYNTHETIC = (SUMMARY_MARK, DROPPED_MARK, CONTINUATION_MARK)
+SYNTHETIC_MARKS = (SUMMARY_MARK, DROPPED_MARK, CONTINUATION_MARK)
 _REWRITTEN = (SUMMARY_MARK, DROPPED_MARK)
 
 
 def is_turn_start(message: Message) -> bool:
     """A message the user sent (not one Herald wrote in the user's role)."""
-    return message.role == "user" and not any(message.meta.get(mark) for mark in _SYNTHETIC)
+    return message.role == "user" and not any(message.meta.get(mark) for mark in SYNTHETIC_MARKS)
 
 
 def is_final_answer(message: Message) -> bool:

@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from agent.db import Database
+from agent.history import SYNTHETIC_MARKS
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
 
-# A person's message (not a compression summary, not a continuation request) after the last one a
-# review covered; ``m`` and ``s`` are the messages and sessions tables.
-_UNREVIEWED_TURN = (
-    "m.role = 'user' AND m.id > s.reviewed_through AND json_extract(m.meta, '$.summary') IS NULL "
-    "AND json_extract(m.meta, '$.continuation') IS NULL"
+# A person's message in the conversation (``agent.history.is_turn_start``: not one Herald wrote in the
+# user's role, not taken out by a failed turn) after the last one a review covered; ``m`` and ``s`` are
+# the messages and sessions tables.
+_UNREVIEWED_TURN = "m.role = 'user' AND m.active = 1 AND m.id > s.reviewed_through AND " + " AND ".join(
+    f"json_extract(m.meta, '$.{mark}') IS NULL" for mark in SYNTHETIC_MARKS
 )
 
 

@@ -1,10 +1,10 @@
 """One send budget per gateway: when a platform says "slow down", every sender of that chat listens.
 
-Streaming edits, final answers, command replies and (later) cron deliveries all reach a chat through
-this budget. A 429 with ``retry_after`` pauses the chat for everyone, so a burst of replies never
-turns into a flood ban; ``min_interval`` spaces operations on one chat. Platform SDKs keep their own
-pacing too (python-telegram-bot's ``AIORateLimiter``, discord.py's buckets): this is the shared layer
-above them. Chats that are not paused cost no memory.
+Streaming edits, final answers, command replies and cron deliveries all reach a chat through this
+budget. A 429 with ``retry_after`` pauses the chat for everyone, so a burst of replies never turns
+into a flood ban. Platform SDKs keep their own pacing too (python-telegram-bot's ``AIORateLimiter``,
+discord.py's buckets): this is the shared layer above them. Pauses that ended are swept once more
+than ``PRUNE_AT`` chats were paused, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -22,29 +22,26 @@ PRUNE_AT = 1024  # entries kept before the expired ones are swept
 class SendBudget:
     """Per-chat "not before" times. ``wait`` may be called by many tasks at once."""
 
-    def __init__(self, *, min_interval: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.min_interval = min_interval
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._not_before: dict[ChatKey, float] = {}
 
     async def wait(self, address: ChatAddress) -> None:
-        """Return when ``address``'s chat may receive the next operation, and book that slot."""
+        """Return when ``address``'s chat may receive the next operation."""
         key = (address.platform, address.chat_id)
         while True:
             now = self._clock()
             ready_at = self._not_before.get(key, 0.0)
             if ready_at <= now:
-                if self.min_interval > 0:
-                    self._not_before[key] = now + self.min_interval
-                    self._prune(now)
                 return
             await asyncio.sleep(ready_at - now)
 
     def penalize(self, address: ChatAddress, retry_after: float) -> None:
         """The platform answered 429: nobody sends to this chat for ``retry_after`` seconds."""
         key = (address.platform, address.chat_id)
-        until = self._clock() + max(0.0, retry_after)
-        self._not_before[key] = max(self._not_before.get(key, 0.0), until)
+        now = self._clock()
+        self._not_before[key] = max(self._not_before.get(key, 0.0), now + max(0.0, retry_after))
+        self._prune(now)
 
     def paused_for(self, address: ChatAddress) -> float:
         """Seconds until ``address``'s chat may be sent to (0 when it may now)."""

@@ -14,9 +14,9 @@ import sys
 from agent.db import Database
 from gateway import schema
 from gateway.config import load_config
-from gateway.cron.describe import created, describe, describe_all
+from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
-from gateway.cron.manage import COMMAND_LINE, CronError, CronManager
+from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, change_job
 from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 
@@ -70,13 +70,8 @@ async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
                 print(created(job, tz))
             elif args.cron_command == "list":
                 print(describe_all(await manager.visible(COMMAND_LINE), tz, empty="No scheduled jobs."))
-            elif args.cron_command == "remove":
-                removed = await manager.remove(COMMAND_LINE, args.job_id)
-                print(f'Removed job {removed.id} "{removed.name}".')
             else:
-                change = {"pause": manager.pause, "resume": manager.resume, "run": manager.run_now}
-                job = await change[args.cron_command](COMMAND_LINE, args.job_id)
-                print(describe(job, tz))
+                print(await change_job(manager, COMMAND_LINE, args.cron_command, args.job_id))
         except CronError as error:
             print(f"herald cron: {error}", file=sys.stderr)
             return 1

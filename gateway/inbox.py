@@ -100,13 +100,6 @@ class Inbox:
 
         return await self.db.run(select)
 
-    async def get(self, inbox_id: int) -> InboxRow | None:
-        def select(conn: sqlite3.Connection) -> InboxRow | None:
-            row = conn.execute("SELECT * FROM inbox WHERE id = ?", (inbox_id,)).fetchone()
-            return _row(row) if row else None
-
-        return await self.db.run(select)
-
     async def set_stream_message(self, inbox_id: int, message_id: str) -> None:
         """Remember the message being edited while the answer streams, so a rerun reuses it."""
         await self.db.write(
@@ -129,10 +122,6 @@ class Inbox:
             return cursor.rowcount
 
         return await self.db.write(update) if chat_ids else 0
-
-    async def finish(self, inbox_id: int, state: InboxState) -> None:
-        """Close a row without an outbox entry (a cancelled turn, a silent command)."""
-        await self.db.write(lambda conn: finish_row(conn, inbox_id, state))
 
 
 def finish_row(conn: sqlite3.Connection, inbox_id: int, state: InboxState) -> None:

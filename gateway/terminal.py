@@ -29,7 +29,7 @@ from adapters.console import ConsoleAdapter
 from agent.locks import Lease, pid_alive
 from agent.store import SessionRecord
 from agent.text import valid_text
-from gateway.addressing import admin_id, session_key
+from gateway.addressing import TERMINAL_SESSION_KEY, admin_id
 from gateway.config import HeraldConfig
 from gateway.core import Core, open_core
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
@@ -59,7 +59,6 @@ TERMINAL_CHAT = InboundMessage(
     text="",
     timestamp=0.0,
 )
-TERMINAL_KEY = session_key(TERMINAL_CHAT)
 OWNER = admin_id(console.PLATFORM, console.OWNER)
 
 
@@ -106,7 +105,7 @@ class Terminal:
             self.err.write("Waiting for another herald process that is using this chat…\n")
             self.err.flush()
 
-        async with self.runtime.locks.hold(TERMINAL_KEY, on_wait=waiting) as lease:
+        async with self.runtime.locks.hold(TERMINAL_SESSION_KEY, on_wait=waiting) as lease:
             yield lease
 
     async def begin(self, *, resume: bool, model_requested: bool) -> SessionRecord:
@@ -134,7 +133,7 @@ class Terminal:
 
     def stop_answer(self) -> bool:
         """Ctrl-C during an answer: stop it (the turn is closed cleanly; the chat goes on)."""
-        return self.core.services.lanes.cancel_running(TERMINAL_KEY)
+        return self.core.services.lanes.cancel_running(TERMINAL_SESSION_KEY)
 
 
 async def resolve(terminal: Terminal, lease: Lease, *, resume: bool, model_requested: bool) -> SessionRecord:
@@ -146,7 +145,7 @@ async def resolve(terminal: Terminal, lease: Lease, *, resume: bool, model_reque
     """
     runtime, err = terminal.runtime, terminal.err
     if resume:
-        latest = await runtime.store.latest_session(TERMINAL_KEY)
+        latest = await runtime.store.latest_session(TERMINAL_SESSION_KEY)
         if latest is None:
             err.write("No earlier terminal session to continue; starting a new one.\n")
         elif model_requested and (latest.provider, latest.model) != (runtime.provider, runtime.model):

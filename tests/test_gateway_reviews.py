@@ -114,3 +114,21 @@ async def test_the_review_schedule_survives_a_restart_and_idle_chats_are_reviewe
         reviews.clock = lambda: time.time() + 3600
         assert await reviews.sweep() == 1
         await reviews_done(harness, 2)
+
+
+async def test_a_failed_turn_does_not_count_towards_the_next_review(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.responder = ReviewingModel()
+    async with telegram_gateway(home, emulator, emulator_url, review={"every_turns": 2}) as harness:
+        emulator.fail_next(400)  # not retried: the turn fails and leaves the conversation
+        harness.fake.private_message(FRIEND, "this one fails")
+        await harness.settled()
+        harness.fake.private_message(FRIEND, "this one is answered")
+        await harness.settled()
+        await asyncio.sleep(0.2)  # a review, if one were due, would have started
+        store = harness.gateway.services.runtime.store
+        [session] = await store.list_sessions()
+        unreviewed = await store.turns_since_review(session.id)
+    assert unreviewed == 1
+    assert not [r for r in emulator.requests if is_review(r)]
