@@ -41,6 +41,7 @@ class Lanes:
         self._cap = asyncio.Semaphore(limit)
         self._on_depth = on_depth
         self._depth = 0
+        self._closing = False  # set by shutdown: a job still waiting for the cap never starts
 
     @property
     def depth(self) -> int:
@@ -79,6 +80,8 @@ class Lanes:
                 job = lane.queue.popleft()
                 try:
                     async with self._cap:
+                        if self._closing:
+                            continue  # its row stays pending: the next start answers it
                         lane.running = asyncio.ensure_future(job())
                         await asyncio.wait([lane.running])  # a cancelled job must not cancel the lane
                         _report(key, lane.running)
@@ -98,7 +101,9 @@ class Lanes:
         return not pending and not self._lanes
 
     async def shutdown(self) -> None:
-        """Cancel running jobs (as :data:`SHUTTING_DOWN`) and drop queued ones."""
+        """Cancel running jobs (as :data:`SHUTTING_DOWN`) and drop queued ones, including a job already
+        taken off its queue that waits for the cap (it would otherwise start once the cap frees)."""
+        self._closing = True
         lanes = list(self._lanes.values())
         for lane in lanes:
             self._count(-len(lane.queue))

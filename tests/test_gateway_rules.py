@@ -221,3 +221,20 @@ def test_the_final_answer_edits_streamed_messages_sends_the_rest_and_deletes_lef
     fresh = answer_operations(TELEGRAM, chat, "hi", streamed=[], reply_to="u1")
     assert fresh[0].operation is Operation.SEND and fresh[0].reply_to == "u1"
     assert render("   ", TELEGRAM) == [OutboundText("(no answer)")]
+
+
+async def test_shutdown_starts_no_job_that_was_waiting_for_the_cap() -> None:
+    lanes = Lanes(limit=1)
+    started: list[str] = []
+
+    async def job(name: str) -> None:
+        started.append(name)
+        await asyncio.sleep(2.0)
+
+    lanes.submit("a", lambda: job("a"))
+    lanes.submit("b", lambda: job("b"))  # waits for the cap
+    await asyncio.sleep(0.05)
+    began = time.monotonic()
+    await asyncio.wait_for(lanes.shutdown(), 5.0)
+    assert started == ["a"] and time.monotonic() - began < 1.0
+    assert lanes.depth == 0
