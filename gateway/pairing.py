@@ -85,21 +85,22 @@ class Pairing:
         self.clock = clock
 
     async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> PairingRequest:
-        """An unknown person wrote in a direct chat: issue a code if the rules allow one."""
+        """An unknown person wrote in a direct chat: issue a code if the rules allow one.
 
-        def decide(conn: sqlite3.Connection) -> PairingRequest:
+        Only issuing a code writes: a stranger who keeps writing while their code is fresh (or while
+        the platform's codes are all taken) costs one read, never the write lock turns need.
+        """
+        now = self.clock()
+        known = await self.db.run(lambda conn: _without_new_code(conn, platform, user_id, now))
+        if known is not None:
+            return known
+
+        def issue(conn: sqlite3.Connection) -> PairingRequest:
             now = self.clock()
+            decided = _without_new_code(conn, platform, user_id, now)  # again, inside the transaction
+            if decided is not None:
+                return decided
             conn.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
-            mine = conn.execute(
-                "SELECT * FROM pairing_codes WHERE platform = ? AND user_id = ?", (platform, user_id)
-            ).fetchone()
-            if mine is not None and now - mine["created_at"] < NEW_CODE_EVERY:
-                return PairingRequest(RequestOutcome.WAITING, _code(mine))
-            others = conn.execute(
-                "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND user_id != ?", (platform, user_id)
-            ).fetchone()[0]
-            if others >= MAX_PENDING_PER_PLATFORM:
-                return PairingRequest(RequestOutcome.FULL)
             conn.execute("DELETE FROM pairing_codes WHERE platform = ? AND user_id = ?", (platform, user_id))
             code = PairingCode(new_code(), platform, user_id, user_name, chat_id, now, now + CODE_TTL)
             conn.execute(
@@ -108,7 +109,7 @@ class Pairing:
             )
             return PairingRequest(RequestOutcome.NEW_CODE, code)
 
-        return await self.db.write(decide)
+        return await self.db.write(issue)
 
     async def approve(self, platform: str, typed: str, approved_by: str) -> ApprovedUser | None:
         """Approve the person whose live code matches ``typed``; None when no code matches."""
@@ -183,3 +184,21 @@ class Pairing:
 
 def _code(row: sqlite3.Row) -> PairingCode:
     return PairingCode(*tuple(row))
+
+
+def _without_new_code(
+    conn: sqlite3.Connection, platform: str, user_id: str, now: float
+) -> PairingRequest | None:
+    """WAITING (their live code is younger than ``NEW_CODE_EVERY``) or FULL (the platform's live codes
+    are all taken by others); None when a new code may be issued. Reads only."""
+    mine = conn.execute(
+        "SELECT * FROM pairing_codes WHERE platform = ? AND user_id = ? AND expires_at > ?",
+        (platform, user_id, now),
+    ).fetchone()
+    if mine is not None and now - mine["created_at"] < NEW_CODE_EVERY:
+        return PairingRequest(RequestOutcome.WAITING, _code(mine))
+    others = conn.execute(
+        "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND user_id != ? AND expires_at > ?",
+        (platform, user_id, now),
+    ).fetchone()[0]
+    return PairingRequest(RequestOutcome.FULL) if others >= MAX_PENDING_PER_PLATFORM else None
