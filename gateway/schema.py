@@ -117,4 +117,9 @@ MIGRATIONS: list[list[str]] = [
         """,
         "CREATE INDEX cron_jobs_by_target ON cron_jobs(platform, chat_id)",
     ],
+    [
+        # The replies to one message (a terminal waiting for its answer, a restart's recovery): a
+        # lookup by inbox row, not a scan of every reply ever sent.
+        "CREATE INDEX outbox_by_inbox ON outbox(inbox_id)",
+    ],
 ]
