@@ -43,7 +43,7 @@ from agent.events import (
 from agent.history import CONTINUATION_MARK, unanswered_turn
 from agent.limits import RequestLimiter
 from agent.locks import Lease
-from agent.memory import MemoryBank
+from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.messages import Message, ToolCall
 from agent.models import ModelInfo
 from agent.providers.base import (
@@ -405,6 +405,7 @@ class Agent:
             memory=self.memory.store(session.memory_scope),
             skills_dir=self.skills_dir,
             delegate=delegate_for(self, session, depth),
+            trusted=session.memory_scope == OWNER_SCOPE,
         )
 
 

@@ -18,6 +18,8 @@ class ModelInfo:
     cache_write_5m: float
     cache_write_1h: float
     cache_read: float
+    vision: bool = False  # takes images
+    pdf: bool = False  # takes PDFs as native document blocks (others get the extracted text)
 
 
 def _anthropic(context: int, min_cache: int, input_price: float, output_price: float) -> ModelInfo:
@@ -29,10 +31,14 @@ def _anthropic(context: int, min_cache: int, input_price: float, output_price: f
         cache_write_5m=input_price * 1.25,
         cache_write_1h=input_price * 2.0,
         cache_read=input_price * 0.1,
+        vision=True,
+        pdf=True,
     )
 
 
-def _openai(context: int, input_price: float, output_price: float, cached: float) -> ModelInfo:
+def _openai(
+    context: int, input_price: float, output_price: float, cached: float, *, vision: bool = True
+) -> ModelInfo:
     return ModelInfo(
         context_length=context,
         min_cache_tokens=1024,
@@ -41,6 +47,7 @@ def _openai(context: int, input_price: float, output_price: float, cached: float
         cache_write_5m=input_price,
         cache_write_1h=input_price,
         cache_read=cached,
+        vision=vision,
     )
 
 
@@ -62,8 +69,8 @@ BUILTIN_MODELS: dict[str, ModelInfo] = {
     "gpt-5-mini": _openai(400_000, 0.25, 2.0, 0.025),
     "gpt-4.1": _openai(1_047_576, 2.0, 8.0, 0.5),
     "gpt-4o": _openai(128_000, 2.5, 10.0, 1.25),
-    "deepseek-chat": _openai(128_000, 0.28, 0.42, 0.028),
-    "deepseek-reasoner": _openai(128_000, 0.28, 0.42, 0.028),
+    "deepseek-chat": _openai(128_000, 0.28, 0.42, 0.028, vision=False),
+    "deepseek-reasoner": _openai(128_000, 0.28, 0.42, 0.028, vision=False),
 }
 
 DEFAULT_MODEL = ModelInfo(
@@ -77,6 +84,11 @@ DEFAULT_MODEL = ModelInfo(
 )
 
 
+# A Claude model the table does not know yet (a newer release) sees images and reads PDFs like every
+# Claude model; any other unknown model is assumed to take text only until `models:` says otherwise.
+UNKNOWN_CLAUDE = replace(DEFAULT_MODEL, vision=True, pdf=True)
+
+
 def lookup_model(name: str, overrides: dict[str, ModelInfo] | None = None) -> ModelInfo:
     """Return the table entry for ``name``: exact override, else longest matching built-in prefix."""
     table = {**BUILTIN_MODELS, **(overrides or {})}
@@ -84,7 +96,7 @@ def lookup_model(name: str, overrides: dict[str, ModelInfo] | None = None) -> Mo
         return table[name]
     matches = [key for key in table if name.startswith(key)]
     if not matches:
-        return DEFAULT_MODEL
+        return UNKNOWN_CLAUDE if "claude" in name.lower() else DEFAULT_MODEL
     return table[max(matches, key=len)]
 
 

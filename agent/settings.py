@@ -8,15 +8,37 @@ the ``description`` of each field, so code, example file and documentation canno
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 ProviderKind = Literal["anthropic", "openai"]
 MaxTokensPolicy = Literal["continue", "notify"]
-Toolset = Literal["memory", "session_search", "skills", "todo", "delegate", "cron"]
-ALL_TOOLSETS: tuple[Toolset, ...] = ("memory", "session_search", "skills", "todo", "delegate", "cron")
+Toolset = Literal["memory", "session_search", "skills", "todo", "delegate", "cron", "web", "mcp"]
+ALL_TOOLSETS: tuple[Toolset, ...] = (
+    "memory",
+    "session_search",
+    "skills",
+    "todo",
+    "delegate",
+    "cron",
+    "web",
+    "mcp",
+)
+# What group chats and people other than the owner get by default: everything but MCP servers, which may
+# reach the owner's machine and accounts (gateway.tools_for_guests).
+GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset != "mcp")
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.
@@ -144,7 +166,8 @@ class AgentSection(Section):
     toolsets: list[Toolset] = Field(
         default_factory=lambda: list(ALL_TOOLSETS),
         description="Enabled tool sets: memory, session_search, skills, todo, delegate (sub-agents), cron "
-        "(scheduled jobs; the gateway runs them).",
+        "(scheduled jobs; the gateway runs them), web (web_fetch, and web_search when web.search has a "
+        "provider), mcp (the tools of mcp.servers).",
     )
     project_context: StrictBool = Field(
         True,
@@ -201,3 +224,157 @@ class ModelOverride(Section):
     cache_write_5m: StrictFloat | None = Field(None, ge=0)
     cache_write_1h: StrictFloat | None = Field(None, ge=0)
     cache_read: StrictFloat | None = Field(None, ge=0)
+    vision: StrictBool | None = Field(None)
+    pdf: StrictBool | None = Field(None)
+
+
+class MediaSettings(Section):
+    """Photos and files people send: what reaches the model, and the limits (a file over one is refused
+    with a reply that names the limit)."""
+
+    image_max_edge: StrictInt = Field(
+        1568,
+        ge=200,
+        le=8000,
+        description="Images are scaled down to at most this many pixels on their longer side before they "
+        "are sent (1568 is what Anthropic recommends; larger costs tokens without helping).",
+    )
+    image_max_megapixels: StrictFloat = Field(
+        50.0,
+        gt=0,
+        le=500,
+        description="Images with more pixels than this (in millions) are refused before they are decoded.",
+    )
+    pdf_max_pages: StrictInt = Field(
+        100, ge=1, le=1000, description="PDFs with more pages than this are refused."
+    )
+    document_max_chars: StrictInt = Field(
+        100_000,
+        ge=1000,
+        description="Text read from a file (a text file, or a PDF the model cannot read natively) longer "
+        "than this is refused.",
+    )
+
+
+class SpeechToTextSettings(Section):
+    """Voice notes and audio files: transcribed, and the transcript goes to the model as the person's
+    words. Any server that speaks OpenAI's transcription API works (OpenAI, a local Whisper server)."""
+
+    provider: Literal["openai"] | None = Field(
+        None,
+        description="openai (OpenAI's transcription API, or a compatible server at base_url); null = voice "
+        "notes are not transcribed and the person is told so.",
+    )
+    model: str = Field("whisper-1", min_length=1, description="Transcription model name.")
+    base_url: str | None = Field(
+        None, description="Transcription endpoint; null = OpenAI's (OPENAI_BASE_URL is honoured)."
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", min_length=1, description="Environment variable holding the transcription API key."
+    )
+    language: str | None = Field(
+        None, description="Spoken language as an ISO-639-1 code (e.g. de); null = detected."
+    )
+    timeout: StrictFloat = Field(120.0, gt=0, description="Seconds to wait for one transcription.")
+    reply_with_transcript: StrictBool = Field(
+        False, description="Also post the transcript into the chat, so the person sees what was heard."
+    )
+
+
+class WebSearchSettings(Section):
+    """The web_search tool: offered to new sessions only when a provider is set."""
+
+    provider: Literal["searxng", "brave", "tavily"] | None = Field(
+        None, description="searxng (self-hosted, needs searxng_url) | brave | tavily; null = no web_search."
+    )
+    searxng_url: str | None = Field(None, description="Base URL of your SearXNG instance (JSON format on).")
+    brave_api_key_env: str = Field(
+        "BRAVE_API_KEY", min_length=1, description="Environment variable holding the Brave Search API key."
+    )
+    brave_url: str = Field(
+        "https://api.search.brave.com/res/v1/web/search", description="Brave Search API endpoint."
+    )
+    tavily_api_key_env: str = Field(
+        "TAVILY_API_KEY", min_length=1, description="Environment variable holding the Tavily API key."
+    )
+    tavily_url: str = Field("https://api.tavily.com/search", description="Tavily search API endpoint.")
+    max_results: StrictInt = Field(5, ge=1, le=20, description="Results per search.")
+    timeout: StrictFloat = Field(15.0, gt=0, description="Seconds to wait for one search.")
+
+
+class WebSettings(Section):
+    """The web tools: web_fetch reads a page or feed, web_search searches. What they return is marked as
+    untrusted and scanned for prompt injection before the model sees it."""
+
+    allow_private: StrictBool = Field(
+        False,
+        description="Let web_fetch reach private, loopback and link-local addresses (your LAN, "
+        "127.0.0.1, 169.254.169.254). Never for guests (gateway.tools_for_guests).",
+    )
+    timeout: StrictFloat = Field(20.0, gt=0, le=300, description="Seconds one fetch may take in all.")
+    max_bytes: StrictInt = Field(
+        5_000_000, ge=10_000, description="Largest response body web_fetch reads, in bytes."
+    )
+    max_redirects: StrictInt = Field(5, ge=0, le=20, description="Redirects web_fetch follows.")
+    max_chars: StrictInt = Field(
+        40_000, ge=1000, le=200_000, description="Longest text web_fetch returns to the model."
+    )
+    user_agent: str = Field(
+        "Herald/0.1 (+https://github.com/herald-bot/herald)",
+        min_length=1,
+        description="User-Agent header of web_fetch and web_search.",
+    )
+    search: WebSearchSettings = Field(default_factory=WebSearchSettings, description="The web_search tool.")
+
+
+class McpServer(Section):
+    """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
+
+    command: str | None = Field(None, description="Program to start for a stdio server.")
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment for a stdio server; a value $NAME is read from Herald's environment.",
+    )
+    cwd: Path | None = Field(None, description="Working directory of a stdio server.")
+    url: str | None = Field(None, description="URL of a streamable HTTP server.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers for a URL server; a value $NAME is read from Herald's environment.",
+    )
+    allow: list[str] = Field(
+        default_factory=list, description="Only these tools of the server (empty = all)."
+    )
+    deny: list[str] = Field(default_factory=list, description="Never these tools of the server.")
+    timeout: StrictFloat = Field(60.0, gt=0, description="Seconds one tool call may take.")
+    connect_timeout: StrictFloat = Field(
+        20.0, gt=0, description="Seconds the server gets to start and list its tools."
+    )
+    enabled: StrictBool = Field(True, description="false = keep the entry but do not start the server.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of command (a stdio server) or url (a streamable HTTP server)")
+        return self
+
+
+class McpSettings(Section):
+    """Model Context Protocol servers whose tools the agent may use (tool set mcp). A session's tool list is
+    fixed when it starts: tools a server adds later serve new sessions only."""
+
+    servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="Servers by name; their tools are named NAME__TOOL. E.g. files: {command: npx, args: "
+        "[-y, '@modelcontextprotocol/server-filesystem', /srv/docs]}",
+    )
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, McpServer]) -> dict[str, McpServer]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}", name):
+                raise ValueError(
+                    f"server name '{name}' must be 1-32 letters, digits or dashes (it prefixes tool names)"
+                )
+        return value

@@ -35,17 +35,23 @@ from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 from agent.models import ModelInfo, lookup_model, with_context_length
 from agent.private import make_private_dirs
 from agent.settings import (
+    GUEST_TOOLSETS,
     AgentSection,
     AuxiliarySettings,
     CompressionSettings,
     ContextSettings,
     DelegateSettings,
+    McpSettings,
+    MediaSettings,
     MemorySettings,
     ModelOverride,
     ModelSettings,
     PromptCachingSettings,
     ReviewSettings,
     Section,
+    SpeechToTextSettings,
+    Toolset,
+    WebSettings,
 )
 from agent.text import read_text
 from gateway.cron.schedule import resolve_timezone
@@ -95,6 +101,12 @@ class GatewaySettings(Section):
         30.0,
         ge=0,
         description="On SIGTERM: seconds running turns get to finish before they are checkpointed.",
+    )
+    tools_for_guests: list[Toolset] = Field(
+        default_factory=lambda: list(GUEST_TOOLSETS),
+        description="Tool sets (of agent.toolsets) that sessions of group chats and of people other than "
+        "gateway.admins get; the rest is left out of their tool list. web_fetch never reaches private "
+        "addresses for them, whatever web.allow_private says.",
     )
     http_host: str = Field("127.0.0.1", description="Address of the health, metrics and webhook server.")
     http_port: StrictInt = Field(8787, ge=0, le=65535, description="Port of that server (0 = any free port).")
@@ -220,6 +232,10 @@ class HeraldConfig(Section):
     agent: AgentSection = AgentSection()
     delegate: DelegateSettings = DelegateSettings()
     review: ReviewSettings = ReviewSettings()
+    media: MediaSettings = MediaSettings()
+    stt: SpeechToTextSettings = SpeechToTextSettings()
+    web: WebSettings = WebSettings()
+    mcp: McpSettings = McpSettings()
     gateway: GatewaySettings = GatewaySettings()
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
@@ -227,7 +243,8 @@ class HeraldConfig(Section):
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "
-        "my-local-model: {context_length: 32768, min_cache_tokens: 1024, input: 0, output: 0}",
+        "my-local-model: {context_length: 32768, min_cache_tokens: 1024, input: 0, output: 0, vision: true} "
+        "(vision: takes images; pdf: takes PDFs natively, else their text is sent).",
     )
 
     def model_info(self, name: str | None = None) -> ModelInfo:

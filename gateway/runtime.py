@@ -22,7 +22,7 @@ from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import SessionLocks, SqliteSessionLocks
 from agent.loop import Agent, AgentSettings
-from agent.memory import MemoryBank
+from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
@@ -97,6 +97,20 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
     return factory
 
 
+def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]:
+    """The tool sets a new session gets: all of ``agent.toolsets`` for the owner, only those
+    ``gateway.tools_for_guests`` also names for anyone else (a group, another person, their jobs).
+
+    Guests share one tool list among themselves and owners another, so each family still reads its
+    prompt prefix from the cache (ARCHITECTURE.md, cache invariant 2).
+    """
+    enabled = config.agent.toolsets
+    if memory_scope == OWNER_SCOPE:
+        return tuple(enabled)
+    guests = set(config.gateway.tools_for_guests)
+    return tuple(toolset for toolset in enabled if toolset in guests)
+
+
 def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
     """The summary model from ``auxiliary.compression``; None = each session's own model."""
     aux = config.auxiliary.compression
@@ -125,14 +139,14 @@ class Runtime:
     model: str
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
 
-    def prompt_sources(self) -> PromptSources:
+    def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
             soul_path=self.home.soul_path,
             skills_dir=self.home.skills_dir,
             memory=self.memory,
             context_dir=self.context_dir,
             system_message=self.config.agent.system_message,
-            toolsets=tuple(self.config.agent.toolsets),
+            toolsets=session_toolsets(self.config, spec.memory_scope),
             project_context=self.config.agent.project_context,
         )
 
@@ -143,7 +157,7 @@ class Runtime:
         return await start_session(
             self.store,
             self.registry,
-            self.prompt_sources(),
+            self.prompt_sources(spec),
             spec,
             provider=provider or self.provider,
             model=model or self.model,

@@ -47,7 +47,9 @@ class ToolContext:
     """What a handler may touch. Nothing platform-specific lives here.
 
     ``delegate`` runs sub-agents on the session's own prompt (None where delegation is not allowed:
-    inside a sub-agent at the maximum depth, or when the delegate tool set is off).
+    inside a sub-agent at the maximum depth, or when the delegate tool set is off). ``trusted`` is
+    true only for the owner's sessions (the terminal, ``gateway.admins`` in their direct chats):
+    tools that could reach the owner's network or machine check it (``gateway.tools_for_guests``).
     """
 
     session_id: str
@@ -56,6 +58,7 @@ class ToolContext:
     memory: MemoryStore
     skills_dir: Path
     delegate: Delegate | None = None
+    trusted: bool = False
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
