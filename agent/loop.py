@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from agent.events import (
 from agent.history import CONTINUATION_MARK, unanswered_turn
 from agent.limits import RequestLimiter
 from agent.locks import Lease
+from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.messages import Message, ToolCall
 from agent.models import ModelInfo
@@ -144,9 +145,12 @@ class Agent:
         meta: Mapping[str, Any] | None = None,
         refuse: Collection[str] = (),
         purpose: str = "turn",
+        media: Sequence[Media] = (),
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
 
+        ``media`` are prepared images and documents the user sent with ``text`` (``agent.media``): they
+        are stored once with the user message and re-sent with it on every later request.
         ``meta`` is stored with the user message (the gateway records which inbox row it answers).
         ``refuse`` names tools this turn may not use although the session advertises them.
         ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
@@ -168,7 +172,12 @@ class Agent:
                 await self.store.set_title(session.id, _title_from(text))
             [user_message] = await self.store.append_messages(
                 session.id,
-                [with_payload(provider, Message(role="user", content=text, meta=dict(meta or {})))],
+                [
+                    with_payload(
+                        provider,
+                        Message(role="user", content=text, meta=dict(meta or {}), media=tuple(media)),
+                    )
+                ],
             )
             messages = [*history, user_message]
             turn_ids.append(_id(user_message))

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent.media.types import Media
+
 Role = Literal["user", "assistant", "tool"]
 
 
@@ -41,6 +43,8 @@ class Message:
 
     ``payload``/``payload_api`` hold the provider wire fragment this message was sent as (for a tool
     result on Anthropic: the ``tool_result`` block). ``None`` until the message was first sent.
+    ``media`` are the images and documents a user message carries (stored once each, by content hash;
+    the payload holds placeholders for their bytes: ``agent.media.wire``).
     """
 
     role: Role
@@ -56,6 +60,7 @@ class Message:
     active: bool = True
     created_at: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    media: tuple[Media, ...] = ()
 
 
 def tool_result(call: ToolCall, text: str, *, is_error: bool = False) -> Message:

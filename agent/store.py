@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.db import Database
 from agent.history import SYNTHETIC_MARKS
+from agent.media.types import Media
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
@@ -258,7 +259,8 @@ class SessionStore:
             if not include_inactive:
                 query += " AND active = 1"
             rows = conn.execute(query + " ORDER BY position, id", (session_id,)).fetchall()
-            return [_message_from_row(row) for row in rows]
+            files = _load_media(conn, rows)
+            return [_message_from_row(row, files) for row in rows]
 
         return await self.db.run(select)
 
@@ -460,10 +462,16 @@ async def open_session_store(path: Path) -> AsyncIterator[SessionStore]:
 def _insert(
     conn: sqlite3.Connection, session_id: str, message: Message, position: float, now: float
 ) -> Message:
+    for media in message.media:  # each file once, whichever message carries it again
+        conn.execute(
+            "INSERT OR IGNORE INTO media (sha256, media_type, size, data, created_at) VALUES (?,?,?,?,?)",
+            (media.sha256, media.media_type, len(media.data), media.data, now),
+        )
+    refs = json.dumps([m.ref() for m in message.media], ensure_ascii=False) if message.media else None
     cursor = conn.execute(
         """INSERT INTO messages (session_id, position, role, content, tool_calls, tool_call_id,
-           tool_name, is_error, payload, payload_api, active, meta, created_at)
-           VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+           tool_name, is_error, payload, payload_api, active, meta, created_at, media)
+           VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
         (
             session_id,
             position,
@@ -478,9 +486,20 @@ def _insert(
             int(message.active),
             json.dumps(message.meta, ensure_ascii=False),
             now,
+            refs,
         ),
     )
     return replace(message, id=int(cursor.lastrowid or 0), position=position, created_at=now)
+
+
+def _load_media(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> dict[str, bytes]:
+    """The bytes of every file the message ``rows`` carry, by SHA-256 (one query)."""
+    wanted = {ref["sha256"] for row in rows if row["media"] for ref in json.loads(row["media"])}
+    if not wanted:
+        return {}
+    marks = ", ".join("?" for _ in wanted)
+    found = conn.execute(f"SELECT sha256, data FROM media WHERE sha256 IN ({marks})", tuple(wanted))
+    return {sha: bytes(data) for sha, data in found.fetchall()}
 
 
 def _count(conn: sqlite3.Connection, session_id: str, added: int, now: float) -> None:
@@ -515,7 +534,8 @@ def _tool_calls_json(calls: tuple[ToolCall, ...]) -> str | None:
     )
 
 
-def _message_from_row(row: sqlite3.Row) -> Message:
+def _message_from_row(row: sqlite3.Row, files: dict[str, bytes]) -> Message:
+    refs = json.loads(row["media"]) if row["media"] else []
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments_json=c["arguments"])
         for c in json.loads(row["tool_calls"] or "[]")
@@ -534,6 +554,7 @@ def _message_from_row(row: sqlite3.Row) -> Message:
         active=bool(row["active"]),
         created_at=row["created_at"],
         meta=json.loads(row["meta"] or "{}"),
+        media=tuple(Media.from_ref(ref, files[ref["sha256"]]) for ref in refs if ref["sha256"] in files),
     )
 
 

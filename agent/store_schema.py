@@ -119,6 +119,20 @@ MIGRATIONS: list[list[str]] = [
         # The terminal became a chat of the gateway's router, keyed like every chat: platform:dm:chat.
         "UPDATE sessions SET session_key = 'cli:dm:local' WHERE session_key = 'cli:local'",
     ],
+    [
+        # Images and documents sent with messages: each file once, by content hash (agent.media).
+        """
+        CREATE TABLE media (
+            sha256 TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """,
+        # The files a message carries: a JSON list of agent.media.types.Media.ref(); NULL for none.
+        "ALTER TABLE messages ADD COLUMN media TEXT",
+    ],
 ]
 
 COMPONENT = "agent"

@@ -29,7 +29,8 @@ MESSAGE_OVERHEAD_TOKENS = 4
 def estimate_tokens(message: Message) -> int:
     """Rough size of a message (~4 characters per token): used only to compare and to split."""
     chars = len(message.content) + sum(len(c.name) + len(c.arguments_json) for c in message.tool_calls)
-    return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+    files = sum(media.tokens for media in message.media)  # counted by pixels and pages, not bytes
+    return chars // CHARS_PER_TOKEN + files + MESSAGE_OVERHEAD_TOKENS
 
 
 def estimate_total(messages: Sequence[Message]) -> int:

@@ -63,8 +63,10 @@ def summary_instruction(kept_tail: int, updates_previous: bool, budget_tokens: i
         "[Herald: context compression] Summarize this conversation for your own later use. The first "
         f"exchange and the last {kept_tail} messages stay verbatim; everything between them will be "
         f"replaced by your summary.{previous}\n\nUse exactly these sections:\n{SECTIONS}\n\n"
-        "Be concrete: names, numbers, paths, commands, and decisions with their reasons. Do not call "
-        f"tools. Stay under about {budget_tokens:,} tokens."
+        "Be concrete: names, numbers, paths, commands, and decisions with their reasons. For images and "
+        "documents shared in the part you summarize, say what they showed insofar as it still matters: "
+        "the files themselves leave with that part. Do not call tools. "
+        f"Stay under about {budget_tokens:,} tokens."
     )
 
 
@@ -82,8 +84,10 @@ def render_transcript(messages: Sequence[Message]) -> str:
                 content = PRUNED_TOOL_OUTPUT
             lines.append(f"TOOL RESULT ({message.tool_name}): {content}")
             continue
-        if message.content:
-            lines.append(f"{message.role.upper()}: {message.content}")
+        files = " ".join(media.label() for media in message.media)
+        text = f"{files} {message.content}".strip() if files else message.content
+        if text:
+            lines.append(f"{message.role.upper()}: {text}")
         lines.extend(f"ASSISTANT called {c.name}({c.arguments_json})" for c in message.tool_calls)
     return "\n\n".join(lines)
 

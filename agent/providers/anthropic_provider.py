@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
+from agent.media.wire import anthropic_block
 from agent.messages import Message
 from agent.providers.base import (
     Provider,
@@ -64,7 +65,13 @@ class AnthropicProvider(Provider):
             if not content:
                 content.append({"type": "text", "text": "(no text)"})
             return {"role": "assistant", "content": content}
-        return {"role": "user", "content": [{"type": "text", "text": message.content or "(empty message)"}]}
+        files = [anthropic_block(media) for media in message.media]
+        if files and not message.content:
+            return {"role": "user", "content": files}
+        return {
+            "role": "user",
+            "content": [*files, {"type": "text", "text": message.content or "(empty message)"}],
+        }
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The request body, markers applied. Pure apart from reading stored payloads."""

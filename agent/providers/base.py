@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.cache_policy import Policy, Ttl
 from agent.compression.boundaries import CHARS_PER_TOKEN, estimate_total
+from agent.media.wire import hydrate
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.text import valid_text
@@ -166,13 +167,17 @@ class Provider(ABC):
 
     @abstractmethod
     def wire_message(self, message: Message) -> dict[str, Any]:
-        """The wire fragment ``message`` is sent as; stored with the message as its payload."""
+        """The wire fragment ``message`` is sent as; stored with the message as its payload (files as
+        placeholders, filled in by :meth:`wire_fragment`)."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release network resources."""
 
     def wire_fragment(self, message: Message) -> dict[str, Any]:
-        """The stored payload when it is in this provider's format, else a fresh conversion."""
+        """What goes on the wire for ``message``: the stored payload when it is in this provider's
+        format, else a fresh conversion; with the bytes of its files filled in."""
         if message.payload is not None and message.payload_api == self.api:
-            return message.payload
-        return self.wire_message(message)
+            fragment = message.payload
+        else:
+            fragment = self.wire_message(message)
+        return hydrate(fragment, {m.sha256: m for m in message.media}) if message.media else fragment

@@ -14,6 +14,7 @@ from typing import Any
 import openai
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
+from agent.media.wire import openai_part
 from agent.messages import Message
 from agent.providers.base import (
     Provider,
@@ -72,6 +73,10 @@ class OpenAIProvider(Provider):
                     for call in message.tool_calls
                 ]
             return wire
+        if message.media:  # files need content parts whatever the model
+            parts = [openai_part(media) for media in message.media]
+            text = [{"type": "text", "text": message.content}] if message.content else []
+            return {"role": "user", "content": [*parts, *text]}
         return {"role": "user", "content": self._text(message.content or "(empty message)")}
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agent.limits import RequestLimiter
 from agent.providers.base import (
@@ -19,6 +20,7 @@ from agent.providers.base import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RetryCallback = Callable[[int, float, ProviderError], Awaitable[None]]
 
@@ -98,12 +100,31 @@ async def complete_with_retries(
     Each attempt holds a ``limiter`` slot; the backoff sleeps between attempts do not. ``progress``
     follows the attempt in flight (see :class:`StreamProgress`).
     """
+
+    async def attempt() -> ProviderResponse:
+        async with limiter.slot():
+            return await provider.complete(request, on_text, progress)
+
+    return await call_with_retries(
+        attempt, policy, name=f"provider {provider.name}", on_retry=on_retry, rng=rng
+    )
+
+
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    name: str,
+    on_retry: RetryCallback | None = None,
+    rng: random.Random | None = None,
+) -> T:
+    """Await ``call()`` until it succeeds, raises a non-retryable :class:`ProviderError`, or retries run
+    out (then the last error is raised, with ``attempts`` set). ``name`` is the service, for the log."""
     rng = rng or random.Random()
     attempt = 0
     while True:
         try:
-            async with limiter.slot():
-                return await provider.complete(request, on_text, progress)
+            return await call()
         except ProviderError as error:
             attempt += 1
             error.attempts = attempt
@@ -114,8 +135,8 @@ async def complete_with_retries(
                 raise
             # info, not warning: the user hears of it through on_retry, the log must not say it twice
             log.info(
-                "provider %s failed (%s, status=%s: %s); retry %d/%d in %.1fs",
-                provider.name,
+                "%s failed (%s, status=%s: %s); retry %d/%d in %.1fs",
+                name,
                 error.kind,
                 error.status,
                 error,

@@ -13,17 +13,23 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import RequestInvalid
+from .media import (
+    anthropic_block_tokens,
+    anthropic_image_tokens,
+    image_part_size,
+    is_media_block,
+    openai_serializable,
+)
 from .tokens import CHARS_PER_TOKEN, block_tokens, canonical_json, estimate_tokens, find_markers, is_marker
+
+__all__ = ["Layout", "Position", "PrefixLayout", "RequestInvalid", "anthropic_layout", "openai_layout"]
 
 MAX_BREAKPOINTS = 4
 TTLS = ("5m", "1h")
 OPENAI_MIN_PREFIX = 1024
 OPENAI_STEP = 128
 OPENAI_ROUTING_TOKENS = 256
-
-
-class RequestInvalid(Exception):
-    """A 400 ``invalid_request_error`` with the provider's message."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,16 @@ def _items_openai(body: dict[str, Any]) -> tuple[list[_Item], int]:
     return items, messages_start
 
 
+def _tokens(block: Any, where: str) -> int:
+    """A block's tokens: files by their pixels and pages (validated like the API does), the rest by size."""
+    if not is_media_block(block):
+        return block_tokens(block)
+    if block["type"] == "image_url":  # Claude behind OpenRouter: counted by Anthropic's rule
+        _, width, height = image_part_size(block, where)
+        return anthropic_image_tokens(width, height)
+    return anthropic_block_tokens(block, where)
+
+
 def _marker_ttl(marker: dict[str, Any]) -> str:
     ttl = marker.get("ttl", "5m")
     if ttl not in TTLS:
@@ -153,7 +169,7 @@ def _build(model: str, items: list[_Item], messages_start: int, salt: str, top: 
             h.update(salt.encode() + b"\x1d")
         text = canonical_json(item.block)
         h.update(item.tag.encode() + b"\x1f" + text.encode() + b"\x1e")
-        tokens = block_tokens(item.block)
+        tokens = _tokens(item.block, f"{item.tag} block {i}")
         cum += tokens
         ttl = _marker_ttl(item.markers[-1]) if item.markers else None
         markers += len(item.markers)
@@ -222,7 +238,7 @@ def openai_serialize(body: dict[str, Any]) -> str:
 
 def openai_layout(body: dict[str, Any]) -> PrefixLayout:
     model = str(body.get("model", ""))
-    text = openai_serialize(body)
+    text = openai_serialize(openai_serializable(body))
     total = estimate_tokens(text)
     routing = hashlib.sha256(text[: OPENAI_ROUTING_TOKENS * CHARS_PER_TOKEN].encode()).hexdigest()
     h = hashlib.sha256(model.encode() + b"\x1f")

@@ -11,6 +11,7 @@ from typing import Any
 
 from .blocks import RequestInvalid, openai_claude_layout, openai_layout
 from .cache import layout_prefixes
+from .media import check_vision
 from .records import RecordedRequest, openai_system_json, tools_json
 from .script import (
     AnswerFault,
@@ -151,6 +152,7 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
                 raise RequestInvalid("you must provide a model parameter")
             if not isinstance(body.get("messages"), list) or not body["messages"]:
                 raise RequestInvalid("'messages' must contain at least one message")
+            check_vision(model, body["messages"])
             _account(state, rec, body, claude)
         except RequestInvalid as exc:
             return _fail(state, rec, error_outcome(400, str(exc), getattr(exc, "code", None)))

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from tests.threaded import serve_in_thread
 
-from . import anthropic_api, openai_api
+from . import anthropic_api, audio, openai_api
 from .records import RecordedRequest
 from .state import EmulatorState
 from .wire import Outcome, dumps
@@ -44,6 +44,7 @@ class ProviderEmulator(EmulatorState):
         app.router.add_post("/v1/messages", self._route(anthropic_api.messages, "anthropic"))
         app.router.add_post("/v1/messages/count_tokens", self._route(anthropic_api.count_tokens, "anthropic"))
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
 
@@ -75,6 +76,21 @@ class ProviderEmulator(EmulatorState):
             rec = RecordedRequest(api, path, "", False, raw, {}, status=400, error=f"invalid_json: {message}")
             self.record(rec)
             return out
+
+    async def _transcribe(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return await _send(request, openai_api.error_outcome(400, "file is required"), 0.0)
+        language = form.get("language")
+        outcome = audio.transcribe(
+            self,
+            str(form.get("model") or ""),
+            upload.filename,
+            upload.file.read(),
+            language if isinstance(language, str) else None,
+        )
+        return await _send(request, outcome, 0.0)
 
     async def _not_found(self, request: web.Request) -> web.Response:
         body = {

@@ -59,6 +59,8 @@ class EmulatorState:
         self._min_overrides = dict(min_cache_tokens or {})
         self._context_windows = dict(context_windows or {})
         self._script: deque[Reply] = deque()
+        self._transcripts: deque[str] = deque()
+        self.transcriptions: list[Any] = []  # audio.Transcription records
         self._counters: dict[str, int] = {}
 
     # --- test controls -------------------------------------------------------------------------
@@ -67,6 +69,14 @@ class EmulatorState:
         """Queue replies, consumed one per successful model request (either API)."""
         with self.lock:
             self._script.extend(replies)
+
+    def script_transcript(self, *texts: str) -> None:
+        """Queue transcripts, consumed one per successful transcription request."""
+        with self.lock:
+            self._transcripts.extend(texts)
+
+    def next_transcript(self) -> str | None:
+        return self._transcripts.popleft() if self._transcripts else None
 
     def fail_next(
         self, status: int, count: int = 1, retry_after: float | None = None, api: str | None = None

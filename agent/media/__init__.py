@@ -1,0 +1,1 @@
+"""Images and documents sent with a message: prepared once, stored once, re-sent byte for byte."""
