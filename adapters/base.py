@@ -217,6 +217,15 @@ class Adapter(ABC):
     async def typing(self, address: ChatAddress) -> None:
         """Show "typing…" for a few seconds. Best effort: never raises."""
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The content of a file that arrived with a message (``attachment.file_id`` from this adapter).
+
+        Raises :class:`DeliveryError`: ``permanent`` when the file is gone or larger than ``max_bytes``
+        (nothing is read past it), ``retryable`` for a network failure. May take long for a large file:
+        callers bound it with a timeout.
+        """
+        raise DeliveryError(f"{self.platform} cannot download files", permanent=True)
+
     async def set_commands(self, commands: list[CommandSpec]) -> None:  # noqa: B027 - optional
         """Publish the command menu (only called when the list changed since the last publish)."""
 

@@ -62,19 +62,13 @@ def display_name(name: str) -> str:
     return clean or "someone"
 
 
-def user_text(message: InboundMessage) -> str:
-    """What the model reads as the user's message: in groups, who said it."""
-    text = message.text
-    if message.attachments:
-        described = ", ".join(describe_attachment(a.kind, a.name) for a in message.attachments)
-        text = f"{text}\n[attached: {described}]" if text else f"[attached: {described}]"
+def user_text(message: InboundMessage, text: str | None = None) -> str:
+    """What the model reads as the user's message (``text``: the message as ``gateway.media`` prepared
+    it, files included; default its plain text): in groups, who said it."""
+    text = message.text if text is None else text
     if message.chat_type is ChatType.DIRECT:
         return text
     return f"{display_name(message.user_name)}: {text}"
-
-
-def describe_attachment(kind: str, name: str | None) -> str:
-    return f"{kind} {name}" if name else kind
 
 
 def chat_context(message: InboundMessage) -> str:

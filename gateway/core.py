@@ -23,6 +23,7 @@ from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.inbox import Inbox
 from gateway.lanes import Lanes
+from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
@@ -99,6 +100,7 @@ async def open_core(
             chat_settings=ChatSettings(runtime.db),
             lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
             reviews=Reviews(runtime, config.review, metrics),
+            media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
             metrics=metrics,
         )
         stack.push_async_callback(services.reviews.aclose)

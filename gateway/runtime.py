@@ -22,6 +22,7 @@ from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import SessionLocks, SqliteSessionLocks
 from agent.loop import Agent, AgentSettings
+from agent.media.transcribe import Transcriber
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
@@ -138,6 +139,7 @@ class Runtime:
     provider: str
     model: str
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
+    transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -162,6 +164,30 @@ class Runtime:
             provider=provider or self.provider,
             model=model or self.model,
         )
+
+
+def make_transcriber(config: HeraldConfig) -> Transcriber | None:
+    """Speech to text from ``stt``; None when it is not configured. A missing key is a start-up error."""
+    stt = config.stt
+    if stt.provider is None:
+        return None
+    api_key = os.environ.get(stt.api_key_env)
+    if not api_key:
+        raise ConfigError(
+            f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put the key in the "
+            "environment or in .env in your Herald home (or set stt.provider: null to leave voice notes "
+            "untranscribed)."
+        )
+    from agent.media.transcribe import OpenAITranscriber  # imports the openai SDK: only when configured
+
+    return OpenAITranscriber(
+        model=stt.model,
+        api_key=api_key,
+        base_url=stt.base_url,
+        timeout=stt.timeout,
+        language=stt.language,
+        retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
+    )
 
 
 def make_context_engine(
@@ -226,6 +252,9 @@ async def open_runtime(
             pool.get(ProviderKey(kind, name))  # fail at start-up, not at the first message
         except ProviderError as error:
             raise ConfigError(str(error)) from None
+        transcriber = make_transcriber(config)
+        if transcriber is not None:
+            stack.push_async_callback(transcriber.aclose)
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
         memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
         cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
@@ -256,4 +285,5 @@ async def open_runtime(
             provider=kind,
             model=name,
             cron=cron,
+            transcriber=transcriber,
         )

@@ -17,6 +17,7 @@ from gateway.chat_settings import ChatSettings
 from gateway.config import GatewaySettings
 from gateway.inbox import Inbox
 from gateway.lanes import Lanes
+from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
@@ -39,6 +40,7 @@ class Services:
     chat_settings: ChatSettings
     lanes: Lanes
     reviews: Reviews
+    media: MediaReader
     metrics: GatewayMetrics
     started_at: float = field(default_factory=time.time)
 

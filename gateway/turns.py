@@ -25,6 +25,7 @@ from gateway.addressing import reply_address, session_spec, user_text
 from gateway.delivery import ReplyStream, answer_operations
 from gateway.inbox import InboxRow, InboxState
 from gateway.lanes import INTERRUPTED
+from gateway.media import MessageRefused
 from gateway.outbox import Operation, Outgoing
 from gateway.services import Services
 
@@ -139,6 +140,17 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             )
             await queue_answer(services, row, operations)
             return
+        try:
+            turn_input = await services.media.read(
+                adapter, message, session, runtime.config.model_info(session.model)
+            )
+        except MessageRefused as refusal:
+            operations = answer_operations(
+                adapter.capabilities, address, f"⚠️ {refusal}", streamed=streamed, reply_to=message.message_id
+            )
+            await queue_answer(services, row, operations)
+            return
+        await echo_transcripts(services, row, turn_input.transcripts)
         outcome = await runtime.agent.hygiene(lease, session)
         if outcome is not None:
             await notify(services, row, outcome)
@@ -155,18 +167,28 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         async with stream:
             try:
                 result = await runtime.agent.run_turn(
-                    lease, session, user_text(message), stream.on_event, meta={INBOX_META: row.id}
+                    lease,
+                    session,
+                    user_text(message, turn_input.text),
+                    stream.on_event,
+                    meta={INBOX_META: row.id},
+                    media=turn_input.media,
                 )
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
-        await _finish(services, row, stream, result, session)
+        await _finish(services, row, stream, result, session, turn_input.notices)
     if not result.error:
         await services.reviews.after_turn(session)
 
 
 async def _finish(
-    services: Services, row: InboxRow, stream: ReplyStream, result: TurnResult, session: SessionRecord
+    services: Services,
+    row: InboxRow,
+    stream: ReplyStream,
+    result: TurnResult,
+    session: SessionRecord,
+    notices: tuple[str, ...] = (),
 ) -> None:
     metrics = services.metrics
     metrics.count_usage(result.usage)
@@ -175,7 +197,8 @@ async def _finish(
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
     else:
-        text = f"{result.text}\n\nℹ️ {result.notice}" if result.notice else result.text  # e.g. cut off
+        lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
+        text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
         await queue_answer(services, row, stream.final(text))
         metrics.turns.labels("answered").inc()
     elapsed = time.time() - row.received_at
@@ -197,6 +220,24 @@ async def queue_answer(
 ) -> None:
     """Queue the answer to ``row`` and close the row, in one transaction."""
     await services.outbox.enqueue(operations, inbox_id=row.id, finish=state)
+    services.sender.notify()
+
+
+async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:
+    """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer."""
+    if not transcripts or not services.runtime.config.stt.reply_with_transcript:
+        return
+    message = row.message
+    adapter = services.adapters[message.platform]
+    for transcript in transcripts:
+        operations = answer_operations(
+            adapter.capabilities,
+            reply_address(message),
+            f"🎤 {transcript}",
+            streamed=[],
+            reply_to=message.message_id,
+        )
+        await services.outbox.enqueue(operations)
     services.sender.notify()
 
 

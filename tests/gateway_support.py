@@ -54,12 +54,12 @@ class Harness:
         return [m for m in self.fake.messages(chat_id, thread_id) if not m.deleted]
 
 
-def gateway_config(url: str, base_url: str, **sections: Any) -> Any:
+def gateway_config(url: str, base_url: str, provider: str = "anthropic", **sections: Any) -> Any:
     gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0.05}
     gateway.update(sections.pop("gateway", {}))
     telegram = {"base_url": base_url, "allowed_users": [FRIEND]}
     telegram.update(sections.pop("telegram", {}))
-    return make_config(url, gateway=gateway, telegram=telegram, **sections)
+    return make_config(url, provider, gateway=gateway, telegram=telegram, **sections)
 
 
 @asynccontextmanager
@@ -69,12 +69,13 @@ async def telegram_gateway(
     emulator_url: str,
     *,
     fake: FakeTelegram | None = None,
+    provider: str = "anthropic",
     **sections: Any,
 ) -> AsyncIterator[Harness]:
     """A running gateway; pass ``fake`` to keep one fake Telegram (its chats, its messages) across
     restarts, or to prepare it before the gateway starts."""
     fake = fake or FakeTelegram()
     async with fake.serve() as base_url:
-        config = gateway_config(emulator_url, base_url, **sections)
+        config = gateway_config(emulator_url, base_url, provider, **sections)
         async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
             yield Harness(gateway, fake, emulator)

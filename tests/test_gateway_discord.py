@@ -162,7 +162,10 @@ async def test_a_file_over_the_size_limit_is_refused_with_a_reply_and_never_reac
     assert "dump.bin (5 kB)" in refusal and "up to 0.001 MB" in refusal and "Nothing" in refusal
     assert answer.startswith("Emulated reply")
     [request] = emulator.requests
-    assert user_texts(request.json) == ["and this one?\n[attached: document notes.txt]"]
+    [text] = user_texts(request.json)
+    assert text.startswith('<untrusted source="the file notes.txt">')
+    assert text.endswith("</untrusted>\nand this one?")
+    assert "\nshort\n" in text  # the file's text, read
 
 
 async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free_channels(

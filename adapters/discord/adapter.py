@@ -27,6 +27,7 @@ import discord
 from adapters.base import (
     Adapter,
     AdapterStatus,
+    Attachment,
     Capabilities,
     ChatAddress,
     CommandSpec,
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0  # login + connect + READY
 REQUEST_TIMEOUT = 60.0  # one outbound operation, discord.py's own 429 waits included
+DOWNLOAD_TIMEOUT = 120.0  # one attachment of up to gateway.max_attachment_mb
 CLOSE_TIMEOUT = 5.0
 DEFER_TIMEOUT = 2.5  # Discord wants the first answer to an interaction within 3 s
 TYPING_TIMEOUT = 5.0
@@ -431,6 +433,19 @@ class DiscordAdapter(Adapter):
                 "Discord typing indicator for chat %s failed: %s", address.chat_id, describe(exc, self._token)
             )
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The attachment from Discord's CDN (its ``file_id`` is the CDN URL, which expires after a day)."""
+        if attachment.size is not None and attachment.size > max_bytes:
+            raise DeliveryError(
+                f"the file is {attachment.size:,} bytes, over the {max_bytes:,}-byte limit", permanent=True
+            )
+        client = self._started()
+        async with self._typed_errors("download", seconds=DOWNLOAD_TIMEOUT):
+            data = await client.http.get_from_cdn(attachment.file_id)
+        if len(data) > max_bytes:
+            raise DeliveryError(f"the file is over the {max_bytes:,}-byte limit", permanent=True)
+        return data
+
     async def set_commands(self, commands: list[CommandSpec]) -> None:
         """Overwrite the bot's global slash commands with ``commands``: one PUT."""
         client = self._started()
@@ -477,10 +492,11 @@ class DiscordAdapter(Adapter):
         return client
 
     @asynccontextmanager
-    async def _typed_errors(self, operation: str) -> AsyncIterator[None]:
-        """Bounded by ``request_timeout``; discord.py and network errors leave as DeliveryError."""
+    async def _typed_errors(self, operation: str, *, seconds: float | None = None) -> AsyncIterator[None]:
+        """Bounded by ``seconds`` (default ``request_timeout``); discord.py and network errors leave as
+        DeliveryError."""
         try:
-            async with asyncio.timeout(self._request_timeout):
+            async with asyncio.timeout(seconds or self._request_timeout):
                 yield
         except DeliveryError:
             raise

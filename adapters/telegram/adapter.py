@@ -21,6 +21,7 @@ from telegram.request import HTTPXRequest
 from adapters.base import (
     Adapter,
     AdapterStatus,
+    Attachment,
     Capabilities,
     ChatAddress,
     CommandSpec,
@@ -47,6 +48,7 @@ CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 10.0
 POOL_TIMEOUT = 5.0
+DOWNLOAD_TIMEOUT = 120.0  # a 20 MB file over a slow link
 IN_FLIGHT_GRACE = 5.0  # seconds stop() waits for requests whose callers stopped waiting
 T = TypeVar("T")
 
@@ -93,7 +95,7 @@ class TelegramAdapter(Adapter):
             raise ValueError("poll_timeout must be >= 0 and 0 < retry_base <= retry_cap")
         self._token = token
         self._base_url = base_url or TELEGRAM_API
-        self._base_file_url = base_file_url or TELEGRAM_FILES
+        self._base_file_url = base_file_url or files_url(self._base_url)
         self.mode: Mode = mode
         self._webhook_url = webhook_url
         self._poll_timeout = poll_timeout
@@ -293,6 +295,21 @@ class TelegramAdapter(Adapter):
             text = describe(exc, self._token)
             log.info("Telegram typing indicator for chat %s failed: %s", address.chat_id, text)
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """``getFile``, then the file from Telegram's file server (bots may download up to 20 MB)."""
+        bot = self._started()
+        with self._typed_errors("getFile"):
+            file = await self._to_the_end(bot.get_file(attachment.file_id))
+            size = file.file_size or attachment.size
+            if size is not None and size > max_bytes:
+                raise DeliveryError(
+                    f"the file is {size:,} bytes, over the {max_bytes:,}-byte limit", permanent=True
+                )
+            data = await self._to_the_end(file.download_as_bytearray(read_timeout=DOWNLOAD_TIMEOUT))
+        if len(data) > max_bytes:
+            raise DeliveryError(f"the file is over the {max_bytes:,}-byte limit", permanent=True)
+        return bytes(data)
+
     async def set_commands(self, commands: list[CommandSpec]) -> None:
         bot = self._started()
         with self._typed_errors("setMyCommands"):
@@ -336,6 +353,13 @@ class TelegramAdapter(Adapter):
             get_updates_request=_request(pool_size=1),
             rate_limiter=BoundedRateLimiter(max_retries=self._flood_retries, max_wait=self._max_flood_wait),
         )
+
+
+def files_url(base_url: str) -> str:
+    """Where files are downloaded from: next to the Bot API (``…/bot`` → ``…/file/bot``), as on
+    Telegram's servers and a local Bot API server; Telegram's own when the URL has another shape."""
+    root, bot, rest = base_url.rstrip("/").rpartition("/bot")
+    return f"{root}/file/bot" if bot and not rest else TELEGRAM_FILES
 
 
 def _settled(task: asyncio.Future[Any]) -> None:

@@ -108,10 +108,12 @@ BINARY_SNIFF_BYTES = 8192
 
 @dataclass(frozen=True)
 class PreparedDocument:
-    """What a document adds to its message: a native file (or None) and a text part."""
+    """What a document adds to its message: a native file (or None) and a text part; ``readable`` is
+    false when the text only says the file could not be read."""
 
     media: Media | None
     text: str
+    readable: bool = True
 
 
 def is_pdf(data: bytes, media_type: str | None) -> bool:

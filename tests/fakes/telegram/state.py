@@ -9,9 +9,12 @@ the server overrides it to wake them on its own loop.
 from __future__ import annotations
 
 import copy
+import io
 import threading
 import time
 from typing import Any
+
+from PIL import Image
 
 from .formatting import detect_entities
 from .records import (
@@ -137,14 +140,16 @@ class TelegramState:
         reply_to: int | None = None,
         document: bytes | None = None,
         photo: bytes | None = None,
+        voice: bytes | None = None,
         file_name: str = "document.txt",
         mime_type: str = "text/plain",
     ) -> dict[str, Any]:
-        """A user writes to the bot; ``document``/``photo`` bytes attach a file (``text`` = caption)."""
+        """A user writes to the bot; ``document``/``photo``/``voice`` bytes attach a file (``text`` =
+        caption). A photo's sizes are read from its bytes; a voice note is an Ogg/Opus file."""
         with self.lock:
             sender = self._user(user_id, first_name, username)
             self.register_chat(user_id, type="private", first_name=first_name, username=username)
-            media = self._media(document, photo, file_name, mime_type)
+            media = self._media(document, photo, voice, file_name, mime_type)
             msg = self._user_message(user_id, sender, text, reply_to=reply_to, media=media)
             return self._enqueue({"message": self.message_api(msg)})
 
@@ -459,21 +464,37 @@ class TelegramState:
         msg.text, msg.entities, msg.reply_to, msg.thread_id = text, detect_entities(text), reply_to, thread_id
         msg.versions.append(text)
         if media:
-            msg.kind = "document" if "document" in media else "photo"
+            msg.kind = next(iter(media))
             msg.media = media
         return msg
 
     def _media(
-        self, document: bytes | None, photo: bytes | None, file_name: str, mime: str
+        self, document: bytes | None, photo: bytes | None, voice: bytes | None, file_name: str, mime: str
     ) -> dict[str, Any]:
         if document is not None:
             stored = self.add_file(document, "documents", file_name.rpartition(".")[2] or "bin")
             meta = {"file_name": file_name, "mime_type": mime}
             return {"document": {**stored.api(), **meta}}
         if photo is not None:
-            stored = self.add_file(photo, "photos", "jpg")
-            return {"photo": [{**stored.api(), "width": 800, "height": 600}]}
+            return {"photo": self._photo_sizes(photo)}
+        if voice is not None:
+            stored = self.add_file(voice, "voice", "oga")
+            return {"voice": {**stored.api(), "duration": 3, "mime_type": "audio/ogg"}}
         return {}
+
+    def _photo_sizes(self, photo: bytes) -> list[dict[str, Any]]:
+        """As Telegram sends a photo: a thumbnail and the full size (the full size last)."""
+        try:
+            width, height = Image.open(io.BytesIO(photo)).size
+        except (OSError, ValueError):  # a damaged file still arrives as a photo
+            width, height = 800, 600
+        thumb = self.add_file(photo[:64], "photos", "jpg")
+        full = self.add_file(photo, "photos", "jpg")
+        small = max(1, width * 90 // max(width, height)), max(1, height * 90 // max(width, height))
+        return [
+            {**thumb.api(), "width": small[0], "height": small[1]},
+            {**full.api(), "width": width, "height": height},
+        ]
 
     def _visible_in_privacy_mode(self, msg: StoredMessage) -> bool:
         if msg.reply_to is not None and self.chat_messages[msg.chat_id][msg.reply_to].from_bot:

@@ -1,0 +1,201 @@
+"""Photos, voice notes and files through the whole gateway: real python-telegram-bot and discord.py
+against the fake platforms, the real anthropic/openai SDKs against the emulator."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.discord import FakeDiscord
+from tests.gateway_support import FRIEND, telegram_gateway
+from tests.media_files import corrupt_jpeg, huge_png_header, pdf, photo, voice_note
+from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
+from tests.test_gateway_discord import discord_gateway
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+
+
+def texts(content: list[dict[str, Any]]) -> str:
+    return "\n".join(block["text"] for block in content if block.get("type") == "text")
+
+
+def stt(url: str, **more: Any) -> dict[str, Any]:
+    return {"provider": "openai", "base_url": url + "/v1", **more}
+
+
+async def test_a_photo_reaches_the_model_as_an_image_and_stays_cached_in_later_turns(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="A blue square with white stripes."))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "What is this?", photo=photo(3000, 2000))
+        await harness.settled()
+        for turn in range(3):
+            harness.fake.private_message(FRIEND, f"Tell me more ({turn})")
+            await harness.settled()
+        answers = harness.texts(FRIEND)
+    assert answers[0] == "A blue square with white stripes."
+    first = last_user_content(emulator.requests[0].json)
+    assert [block["type"] for block in first] == ["image", "text"]
+    assert texts(first) == "[photo]\nWhat is this?"
+    sent = base64.b64decode(first[0]["source"]["data"])
+    assert sent.startswith(b"\xff\xd8")  # a JPEG, scaled to the edge, not the 3000-px original
+    image_again = [r.json["messages"][0]["content"][0]["source"]["data"] for r in emulator.requests[1:]]
+    assert image_again == [first[0]["source"]["data"]] * 3  # byte for byte in every later request
+    for later in emulator.requests[2:]:  # the 1st request after the photo wrote it; the rest read it
+        assert later.cache_read == later.oracle_tokens and later.cache_read > 1568 * 1045 // 750
+
+
+async def test_a_model_without_vision_gets_the_text_and_the_person_a_notice(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Happy to help with the text."))
+    model = {"name": "deepseek-chat"}
+    async with telegram_gateway(home, emulator, emulator_url, model=model, provider="openai") as harness:
+        harness.fake.private_message(FRIEND, "Is this ok?", photo=photo(800, 600))
+        harness.fake.private_message(FRIEND, "", photo=photo(800, 600))
+        await harness.settled()
+        answer, refusal = harness.texts(FRIEND)
+    assert answer.startswith("Happy to help with the text.")
+    assert "deepseek-chat cannot see images, so it got only your text" in answer
+    assert "deepseek-chat cannot see images" in refusal and "Emulated" not in refusal
+    [request] = [r for r in emulator.requests if r.ok]  # the photo alone cost nothing
+    assert all(r.status == 200 for r in emulator.requests)  # never an API error
+    assert "not shown, this model cannot see images" in texts(last_user_content(request.json))
+
+
+async def test_a_voice_note_is_transcribed_and_answered_as_text(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Tomorrow at nine works."))
+    async with telegram_gateway(
+        home, emulator, emulator_url, stt=stt(emulator_url, reply_with_transcript=True)
+    ) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("can we meet tomorrow at nine"))
+        await harness.settled()
+        echo, answer = harness.texts(FRIEND)
+    assert echo == "🎤 can we meet tomorrow at nine"
+    assert answer == "Tomorrow at nine works."
+    [heard] = emulator.transcriptions
+    assert heard.model == "whisper-1" and heard.file_name == "voice.ogg"
+    assert texts(last_user_content(emulator.requests[-1].json)) == (
+        "[voice message, transcribed] can we meet tomorrow at nine"
+    )
+
+
+async def test_a_voice_note_without_transcription_gets_one_clear_line(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("hello"))
+        await harness.settled()
+        harness.fake.private_message(FRIEND, "ok, typing then")
+        await harness.settled()
+        refusal, answer = harness.texts(FRIEND)
+    assert refusal.startswith("⚠️ I can't listen to voice messages here: speech-to-text is not set up")
+    assert answer.startswith("Emulated reply")  # the chat goes on
+    [request] = emulator.requests
+    assert "voice" not in texts(last_user_content(request.json))  # nothing of it was stored
+
+
+async def test_a_failed_transcription_is_said_and_nothing_is_stored(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.fail_next(500, count=4, api="audio")
+    async with telegram_gateway(home, emulator, emulator_url, stt=stt(emulator_url)) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("lost words"))
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+        store = harness.gateway.services.runtime.store
+        session = await store.latest_session(f"telegram:dm:{FRIEND}")
+        stored = await store.load_messages(session.id, include_inactive=True) if session else []
+    assert "I could not transcribe voice.ogg" in refusal and "internal error (HTTP 500)" in refusal
+    assert emulator.requests == [] and stored == []
+
+
+async def test_a_pdf_goes_to_claude_as_a_document(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(
+            FRIEND, "Summarize", document=pdf(3), file_name="report.pdf", mime_type="application/pdf"
+        )
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["document", "text"]
+    assert content[0]["title"] == "report.pdf" and base64.b64decode(content[0]["source"]["data"]) == pdf(3)
+    assert texts(content).startswith("[Attached PDF report.pdf (3 pages): content from outside")
+
+
+async def test_a_pdf_goes_to_other_models_as_its_text(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, provider="openai") as harness:
+        harness.fake.private_message(
+            FRIEND, "Summarize", document=pdf(2), file_name="report.pdf", mime_type="application/pdf"
+        )
+        await harness.settled()
+    text = texts(last_user_content(emulator.requests[-1].json))
+    assert 'source="the PDF report.pdf (2 pages, text only)"' in text and "revenue grew 12 percent" in text
+
+
+@pytest.mark.parametrize(
+    ("send", "says"),
+    [
+        (
+            lambda fake: fake.private_message(FRIEND, "look", photo=corrupt_jpeg()),
+            "I could not read the image",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND,
+                "",
+                document=huge_png_header(12_000, 9_000),
+                file_name="map.png",
+                mime_type="image/png",
+            ),
+            "map.png is too large: 12000×9000 pixels (108 megapixels); I take images up to 50 megapixels",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND, "", document=pdf(3000, "x"), file_name="bomb.pdf", mime_type="application/pdf"
+            ),
+            "bomb.pdf has 3,000 pages; I take PDFs up to 100 pages (media.pdf_max_pages)",
+        ),
+    ],
+    ids=["corrupt image", "too many pixels", "pdf bomb"],
+)
+async def test_bad_files_get_a_clear_line_nothing_is_stored_and_the_chat_goes_on(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, send: Any, says: str
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        send(harness.fake)
+        await harness.settled()
+        harness.fake.private_message(FRIEND, "never mind, hello")
+        await harness.settled()
+        refusal, answer = harness.texts(FRIEND)
+    assert refusal.startswith("⚠️") and says in refusal
+    assert answer.startswith("Emulated reply")
+    [request] = emulator.requests
+    assert len(request.json["messages"]) == 1  # the bad file's message never entered the history
+
+
+async def test_a_discord_image_attachment_is_an_image_block(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord()) as harness:
+        fake = harness.fake
+        fake.dm_message(DISCORD_FRIEND, "what colour?", files={"shot.png": photo(640, 480)})
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["image", "text"]
+    assert texts(content) == "[photo: shot.png]\nwhat colour?"
