@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agent.media.images import prepare_image
 from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
 from agent.prompt import SystemPrompt
@@ -44,6 +45,7 @@ from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import ChatResponder, is_summary_request, run_turn
+from tests.media_files import photo
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -191,6 +193,23 @@ async def restart(bench: Bench, turns: int) -> None:
             await bench.turn(runtime, session.id, number)
 
 
+async def photo_in_history(bench: Bench, turns: int) -> None:
+    """A phone photo in the first turn, then five more turns that keep it in the history: each later
+    request sends the image again, byte for byte, and should read it from the cache."""
+    picture = prepare_image(photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50)
+    async with bench.runtime() as runtime:
+        bench.sync_clock(runtime)
+        session = (await runtime.new_session(spec())).record
+        bench.emulator.script(Reply(text_tokens=250))
+        async with runtime.locks.hold(session.session_key) as lease:
+            result = await runtime.agent.run_turn(lease, session, "What is in this photo?", media=[picture])
+        if result.error:
+            raise RuntimeError(result.error)
+        bench.emulator.clock.advance(20)
+        for number in range(1, 6):
+            await bench.turn(runtime, session.id, number)
+
+
 COMPRESSION_WINDOW = 24_000  # small, so a long chat crosses the 50% threshold (12,000 tokens) repeatedly
 
 
@@ -325,6 +344,7 @@ SCENARIOS: dict[str, Callable[[Bench, int], Awaitable[None]]] = {
     "12-min pauses every 5 turns": paused,
     "restart halfway": restart,
     "45 turns in a 24k window (compresses)": compressing,
+    "photo, then 5 turns with it in history": photo_in_history,
     "3 sub-agents every 10th turn + reviews every 10": side_tasks,
     "the same, Hermes-style side prompts": partial(side_tasks, hermes=True),
 }

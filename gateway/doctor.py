@@ -155,6 +155,19 @@ async def check_keys(ctx: DoctorContext) -> list[Finding]:
             findings.append(Finding("ok", "keys", f"{variable} is set for {provider}."))
         else:
             findings.append(Finding("fail", "keys", str(missing_key_error(provider, variable))))
+    stt = ctx.config.stt
+    if stt.provider is not None:
+        if ctx.environ.get(stt.api_key_env):
+            findings.append(
+                Finding("ok", "keys", f"{stt.api_key_env} is set for speech-to-text ({stt.model}).")
+            )
+        else:
+            text = (
+                f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put it in the environment "
+                f"or in {ctx.home.env_path}, or set stt.provider: null (voice notes are then not "
+                "transcribed)."
+            )
+            findings.append(Finding("fail", "keys", text))
     return findings
 
 

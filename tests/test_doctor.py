@@ -105,3 +105,16 @@ async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: Herald
         "check_keys",
         "check_provider",
     ]
+
+
+def test_speech_to_text_without_its_key_is_a_problem_with_the_fix(
+    home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home.config_path.write_text("stt:\n  provider: openai\n  api_key_env: WHISPER_KEY\n")
+    result = herald("doctor", "--offline")
+    assert result.returncode == 1
+    assert "[FAIL] keys: stt.provider is openai but WHISPER_KEY is not set" in result.stdout
+    monkeypatch.setenv("WHISPER_KEY", "secret-value")
+    result = herald("doctor", "--offline")
+    assert "[ok]   keys: WHISPER_KEY is set for speech-to-text (whisper-1)." in result.stdout
+    assert "secret-value" not in result.stdout

@@ -238,3 +238,19 @@ async def test_shutdown_starts_no_job_that_was_waiting_for_the_cap() -> None:
     await asyncio.wait_for(lanes.shutdown(), 5.0)
     assert started == ["a"] and time.monotonic() - began < 1.0
     assert lanes.depth == 0
+
+
+def test_guests_get_the_tool_sets_tools_for_guests_names_and_owners_all() -> None:
+    from agent.memory import chat_scope, user_scope
+    from gateway.config import HeraldConfig
+    from gateway.runtime import session_toolsets
+
+    config = HeraldConfig()
+    assert "mcp" in session_toolsets(config, OWNER_SCOPE)
+    for guest in (user_scope("telegram", "7"), chat_scope("discord", "55")):
+        assert "mcp" not in session_toolsets(config, guest)
+        assert "web" in session_toolsets(config, guest)
+    narrow = HeraldConfig.model_validate({"gateway": {"tools_for_guests": ["memory"]}})
+    assert session_toolsets(narrow, user_scope("telegram", "7")) == ("memory",)
+    off = HeraldConfig.model_validate({"agent": {"toolsets": ["todo"]}})  # never more than agent.toolsets
+    assert session_toolsets(off, chat_scope("telegram", "-1")) == ("todo",)

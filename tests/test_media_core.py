@@ -198,3 +198,29 @@ def test_the_stored_payload_holds_a_placeholder_not_the_bytes() -> None:
     sent = provider.wire_fragment(message)
     assert sent["content"][0]["source"]["data"] == picture.base64
     assert stored["content"][0]["source"]["data"] == f"herald-media:{picture.sha256}"  # unchanged
+
+
+async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_the_middle(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    from tests.helpers import ChatResponder, compress, is_summary_request
+
+    emulator.responder = ChatResponder(reply_tokens=200)
+    picture = image(photo(800, 600))
+    async with open_runtime(make_config(emulator_url, compression={"protect_last_n": 4}), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "FACT-0 first things first")
+            await runtime.agent.run_turn(lease, session, "FACT-1 here is the whiteboard", media=[picture])
+            for turn in range(2, 8):
+                await runtime.agent.run_turn(lease, session, f"FACT-{turn} more")
+        outcome = await compress(runtime, session)
+        assert outcome is not None and outcome.method == "summary"
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "what next?")
+        history = await runtime.store.load_messages(session.id)
+    [summary_request] = [r for r in emulator.requests if is_summary_request(r)]
+    assert _images(summary_request.json) == [picture.base64]  # the summarizer saw the photo
+    assert "what they showed" in json.dumps(summary_request.json["messages"][-1])
+    assert _images(emulator.requests[-1].json) == []  # then it left with the summarized middle
+    assert all(not m.media for m in history)
