@@ -21,7 +21,6 @@ from agent.media.types import Media
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
-from agent.store_schema import COMPONENT, MIGRATIONS, adopt_legacy_version
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
 
 # A person's message in the conversation (``agent.history.is_turn_start``: not one Herald wrote in the
@@ -110,9 +109,7 @@ class SessionStore:
 
     @classmethod
     async def create(cls, db: Database) -> SessionStore:
-        """The store on ``db``, its tables migrated to this version."""
-        await db.run(adopt_legacy_version)
-        await db.migrate(COMPONENT, MIGRATIONS)
+        """The store on ``db`` (migrated when it was opened)."""
         return cls(db)
 
     # -- sessions -----------------------------------------------------------------------------

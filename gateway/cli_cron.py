@@ -12,7 +12,6 @@ import asyncio
 import sys
 
 from agent.db import Database
-from gateway import schema
 from gateway.config import load_config
 from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
@@ -54,7 +53,6 @@ def add_commands(
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
     async with await Database.open(home.db_path) as db:
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         manager = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
         tz = manager.timezone
         try:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agent.db import Database
-from gateway import schema
 from gateway.config import load_config
 from gateway.home import HeraldHome
 from gateway.outbox import Outbox
@@ -60,7 +59,6 @@ def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
 @asynccontextmanager
 async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, Outbox]]:
     async with await Database.open(home.db_path) as db:
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         yield Pairing(db), Outbox(db)
 
 

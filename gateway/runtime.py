@@ -31,7 +31,6 @@ from agent.session import PromptSources, SessionSpec, StartedSession, start_sess
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
-from gateway import schema
 from gateway.config import ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
@@ -244,7 +243,6 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         db = await stack.enter_async_context(await Database.open(home.db_path))
         store = await SessionStore.create(db)
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)  # the cron tool works from the terminal too
         locks = SqliteSessionLocks(db)
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))

@@ -19,7 +19,6 @@ import pytest
 
 from agent.db import Database
 from agent.memory import OWNER_SCOPE, user_scope
-from gateway import schema
 from gateway.cli import run as herald
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, RunStatus, parse_target
 from gateway.cron.runner import CronRunner
@@ -209,7 +208,6 @@ async def test_jobs_survive_a_restart_and_missed_runs_run_once_within_the_grace_
         return NewJob(name, f"Run {name}.", schedule, target, "cli:local", OWNER_SCOPE, repeat, next_run_at)
 
     async with await Database.open(home.db_path) as db:  # written while the gateway is down
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         jobs = CronJobs(db)
         late = await jobs.add(job("late", "every 1h", now - 600))  # 10 minutes late: runs
         backlog = await jobs.add(job("backlog", "every 1h", now - 3.5 * 3600))  # 4 missed: one run

@@ -11,7 +11,6 @@ from agent.db import Database
 from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.messages import Message, ToolCall
-from gateway import schema
 from gateway.cron.jobs import CronJobs, RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller, CronError, CronManager
 from gateway.cron.schedule import resolve_timezone
@@ -25,7 +24,6 @@ OWNER = Caller("telegram:dm:1", OWNER_SCOPE, ChatAddress("telegram", "1"))
 @pytest.fixture
 async def manager(home: HeraldHome) -> AsyncIterator[CronManager]:
     async with await Database.open(home.db_path) as db:
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         yield CronManager(CronJobs(db), resolve_timezone("UTC"))
 
 

@@ -14,7 +14,6 @@ from adapters.telegram import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.tool_runs import with_payload
-from gateway import schema
 from gateway.addressing import session_key, session_spec
 from gateway.app import open_gateway
 from gateway.config import HeraldConfig
@@ -216,7 +215,6 @@ async def leave_a_crashed_turn(home: HeraldHome, config: HeraldConfig, *, finish
     """What a process killed during a turn leaves: the inbox row, and the turn (finished or not)."""
     message = inbound("what is two plus two?")
     async with open_runtime(config, home) as runtime:
-        await runtime.db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         row = await Inbox(runtime.db).record(message, session_key(message))
         assert row is not None
         session = (await runtime.new_session(session_spec(message, is_admin=False))).record

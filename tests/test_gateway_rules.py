@@ -12,7 +12,6 @@ import pytest
 from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
 from agent.db import Database
 from agent.memory import OWNER_SCOPE
-from gateway import schema
 from gateway.addressing import memory_scope, session_key, user_text
 from gateway.budget import SendBudget
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
@@ -74,7 +73,6 @@ def test_commands_are_recognised_by_their_first_word() -> None:
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
     async with await Database.open(tmp_path / "state.db") as database:
-        await database.migrate(schema.COMPONENT, schema.MIGRATIONS)
         yield database
 
 
@@ -112,7 +110,6 @@ async def test_pairing_codes_follow_the_rules(db: Database) -> None:
 async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     async with await Database.open(path) as database:
-        await database.migrate(schema.COMPONENT, schema.MIGRATIONS)
         pairing = Pairing(database)
         request = await pairing.request("telegram", "5", "Bo", "5")
         assert request.code is not None

@@ -21,7 +21,6 @@ from adapters.base import (
     TextEntity,
 )
 from agent.db import Database
-from gateway import schema
 from gateway import sender as sender_module
 from gateway.budget import SendBudget
 from gateway.delivery import ReplyStream
@@ -73,7 +72,6 @@ class ScriptedAdapter(Adapter):
 @pytest.fixture
 async def outbox(tmp_path: Path) -> AsyncIterator[Outbox]:
     async with await Database.open(tmp_path / "state.db") as db:
-        await db.migrate(schema.COMPONENT, schema.MIGRATIONS)
         yield Outbox(db)
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.db import SCHEMA_VERSIONS_TABLE, SchemaTooNew
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
+from agent.storage import legacy
+from agent.storage.errors import SchemaTooNew
+from agent.storage.migrate import head_revision
 from agent.store import NewSession, SessionStore, fts_query, open_session_store
-from agent.store_schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION
 from agent.usage import RequestUsage, Usage
 
 PROMPT = SystemPrompt(stable="stable", context="", volatile="volatile")
@@ -41,8 +42,7 @@ async def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     async with open_store(tmp_path):
         pass
     conn = sqlite3.connect(tmp_path / "state.db")
-    versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall())
-    assert versions == {COMPONENT: SCHEMA_VERSION}
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     async with open_store(tmp_path):  # migrating an up-to-date database is a no-op
@@ -50,9 +50,21 @@ async def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
 
 
 async def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    async with open_store(tmp_path):
+        pass
     conn = sqlite3.connect(tmp_path / "state.db")
-    conn.execute(SCHEMA_VERSIONS_TABLE)
-    conn.execute("INSERT INTO schema_versions VALUES (?, ?)", (COMPONENT, SCHEMA_VERSION + 5))
+    conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="migrated by a newer Herald"):
+        async with open_store(tmp_path):
+            pass
+
+
+async def test_a_legacy_schema_newer_than_this_herald_is_refused(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.execute("CREATE TABLE schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_versions VALUES ('agent', 99)")
     conn.commit()
     conn.close()
     with pytest.raises(SchemaTooNew, match="newer than this Herald"):
@@ -62,7 +74,7 @@ async def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> N
 
 async def test_a_database_from_before_schema_versions_is_adopted_and_upgraded(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db")
-    for statement in MIGRATIONS[0]:
+    for statement in legacy.AGENT[0]:
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     conn.execute(

@@ -1,0 +1,68 @@
+"""What can go wrong with the database, each in words that say what to do."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from agent.private import PRIVATE_FILE
+
+log = logging.getLogger(__name__)
+
+
+class StorageError(Exception):
+    """The database cannot be used; the message says what is wrong and what to do."""
+
+
+class StorageUnavailable(StorageError):
+    """The database server cannot be reached now (down, restarting, network). Nothing was written by
+    the operation that raised it; the caller may retry later."""
+
+
+class SchemaTooNew(StorageError):
+    """The database was migrated by a newer Herald."""
+
+
+class DatabaseDamaged(StorageError):
+    """The SQLite file is not a database or is corrupt; ``backup`` is the copy saved when it was found."""
+
+    def __init__(self, path: Path, detail: str, backup: Path | None) -> None:
+        saved = f"a copy was saved as {backup}" if backup else "no copy could be saved, so copy it first"
+        super().__init__(
+            f"the database {path} is damaged ({detail}); {saved}, and to start fresh run "
+            f"`rm {path} {path}-wal {path}-shm` (sessions start over; config, memory and skills are kept)."
+        )
+        self.path = path
+        self.backup = backup
+
+
+class DatabaseUnwritable(StorageError):
+    """SQLite cannot open or write the file: read-only, in a folder that is not writable, disk full."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(
+            f"cannot use the database {path} ({detail}); make the file and its folder writable "
+            f"(chmod u+w {path} {path.parent}) and check there is disk space, or point HERALD_HOME at "
+            "another directory."
+        )
+        self.path = path
+
+
+def save_damaged_copy(path: Path) -> Path | None:
+    """Copy a damaged ``path`` (and its WAL, which may hold the latest writes) next to it, privately.
+
+    Returns the copy, or None when none could be made (the file is gone, the disk is full).
+    """
+    backup = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        shutil.copyfile(path, backup)
+        backup.chmod(PRIVATE_FILE)
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, backup.with_name(backup.name + "-wal"))
+    except OSError as error:
+        log.error("could not save a copy of the damaged database %s: %s", path, error)
+        return None
+    return backup

@@ -1,0 +1,79 @@
+"""Bring the database to this Herald's schema at start-up: Alembic, once, whoever starts first.
+
+Every process runs :func:`migrate` when it opens the storage. It runs in one write transaction (on
+SQLite ``BEGIN IMMEDIATE``; on PostgreSQL a transaction holding an advisory lock), so several processes
+starting at once migrate once and the others find the work done; a crash half-way leaves the database
+as it was. A ``state.db`` written by a release from before Alembic is adopted first
+(``agent.storage.legacy``). A database migrated by a newer Herald is refused with
+:class:`~agent.storage.errors.SchemaTooNew` rather than used.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+
+from agent.storage import legacy
+from agent.storage.base import Storage
+from agent.storage.errors import SchemaTooNew
+
+log = logging.getLogger(__name__)
+
+MIGRATION_LOCK = 7_307_121_842  # pg_advisory_xact_lock key: one migrator at a time
+
+
+def alembic_config(conn: sa.Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", "agent.storage:migrations")
+    if conn is not None:
+        config.attributes["connection"] = conn
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the migrations have a head"
+    return head
+
+
+def current_revision(conn: sa.Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(conn: sa.Connection) -> str | None:
+    """Inside a write transaction: adopt a legacy file, refuse a newer schema, upgrade to head.
+    Returns the revision found before (None for a new database)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    elif legacy.is_legacy(conn):
+        revision = legacy.adopt(conn)
+        command.stamp(alembic_config(conn), revision)
+        log.info("state.db from a release before Alembic adopted at schema revision %s", revision)
+    found = current_revision(conn)
+    if found is not None and not _known(found):
+        raise SchemaTooNew(
+            f"the database is at schema revision {found}, which this Herald does not know: it was "
+            "migrated by a newer Herald. Upgrade Herald (or use another database)."
+        )
+    command.upgrade(alembic_config(conn), "head")
+    if found != head_revision():
+        log.info("database schema migrated from %s to %s", found or "empty", head_revision())
+    return found
+
+
+def _known(revision: str) -> bool:
+    try:
+        return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
+async def migrate(storage: Storage) -> str | None:
+    """Run :func:`upgrade` in one write transaction of ``storage``."""
+    return await storage.write(upgrade)

@@ -1,0 +1,121 @@
+"""PostgreSQL: a pool of asyncpg connections; repositories' functions run on SQLAlchemy's async bridge.
+
+A repository function takes a synchronous SQLAlchemy ``Connection`` (the same code serves SQLite);
+``AsyncConnection.run_sync`` runs it on this pool without blocking the event loop. Reads and writes of
+different sessions run concurrently.
+
+A server that cannot be reached (down, restarting, a network partition, a dropped connection) is
+:class:`StorageUnavailable`, never a crash: the caller decides to wait and retry. Nothing is committed
+by an operation that raised it, so a retry never doubles a write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from agent.storage.base import Storage
+from agent.storage.errors import StorageUnavailable
+from agent.storage.urls import StorageUrl
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors below SQLAlchemy that mean "the server is not there", by module and class name (looked up
+# lazily: asyncpg is imported only when PostgreSQL is configured).
+_UNREACHABLE = (ConnectionError, TimeoutError, OSError)
+_ASYNCPG_UNREACHABLE = ("CannotConnectNowError", "ConnectionDoesNotExistError", "InterfaceError",
+                        "ConnectionFailureError", "AdminShutdownError", "CrashShutdownError",
+                        "TooManyConnectionsError")  # fmt: skip
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` means the database could not be reached (as opposed to a query's error)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    cause: BaseException | None = error.orig if isinstance(error, DBAPIError) else error
+    seen = 0
+    while cause is not None and seen < 5:
+        if isinstance(cause, _UNREACHABLE):
+            return True
+        if type(cause).__module__.startswith("asyncpg") and type(cause).__name__ in _ASYNCPG_UNREACHABLE:
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return isinstance(error, OperationalError | InterfaceError) and not isinstance(
+        error, sa.exc.IntegrityError
+    )
+
+
+class PostgresStorage(Storage):
+    """A PostgreSQL database at ``url``. Open with ``await PostgresStorage.open(url)``."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: StorageUrl, *, pool_size: int, connect_timeout: float) -> None:
+        self.url = url
+        self.description = url.redacted
+        self._engine: AsyncEngine | None = create_async_engine(
+            url.sqlalchemy,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            pool_timeout=connect_timeout,
+            connect_args={"timeout": connect_timeout, "command_timeout": 60},
+        )
+
+    @classmethod
+    async def open(
+        cls, url: StorageUrl, *, pool_size: int = 10, connect_timeout: float = 10.0
+    ) -> PostgresStorage:
+        """Connect once (so a server that is not there is reported at start-up)."""
+        storage = cls(url, pool_size=pool_size, connect_timeout=connect_timeout)
+        try:
+            await storage.read(lambda conn: conn.execute(sa.text("SELECT 1")).scalar())
+        except BaseException:
+            await storage.close()
+            raise
+        return storage
+
+    @property
+    def closed(self) -> bool:
+        return self._engine is None
+
+    async def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await engine.dispose()
+
+    def _engine_or_fail(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError(f"the database {self.description} is closed")
+        return self._engine
+
+    async def read(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            async with self._engine_or_fail().connect() as conn:
+                return await conn.run_sync(fn)
+        except Exception as error:
+            raise self._explain(error) from error
+
+    async def write(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            async with self._engine_or_fail().begin() as conn:
+                return await conn.run_sync(fn)
+        except Exception as error:
+            raise self._explain(error) from error
+
+    async def run_sync(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` in one transaction (migrations: transactional DDL)."""
+        return await self.write(fn)
+
+    def _explain(self, error: Exception) -> Exception:
+        if isinstance(error, StorageUnavailable) or not unreachable(error):
+            return error
+        detail = " ".join(str(error.orig if isinstance(error, DBAPIError) else error).split())[:200]
+        return StorageUnavailable(f"the database {self.description} cannot be reached ({detail})")
