@@ -17,11 +17,9 @@ import asyncio
 import logging
 import os
 import signal
-import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 
 from adapters.base import Adapter, DeliveryError
 from gateway.commands import menu, menu_hash, private_commands
@@ -29,6 +27,7 @@ from gateway.config import ConfigError, HeraldConfig
 from gateway.core import cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
+from gateway.facts import GatewayFacts
 from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
@@ -106,31 +105,17 @@ async def publish_menus(adapters: Sequence[Adapter], services: Services) -> None
     """Publish the command menu on each platform, only when it changed since the last publish."""
     commands = menu()
     digest = menu_hash(commands)
-    db = services.runtime.db
+    facts = GatewayFacts(services.runtime.storage)
     for adapter in adapters:
         key = f"menu:{adapter.platform}"
-
-        if await db.run(partial(_recall, key=key)) == digest:
+        if await facts.recall(key) == digest:
             continue
         try:
             await adapter.set_commands(commands)
         except DeliveryError as error:
             log.warning("could not publish the %s command menu: %s", adapter.platform, error)
             continue
-        await db.write(partial(_remember, key=key, value=digest))
-
-
-def _recall(conn: sqlite3.Connection, *, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM gateway_state WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _remember(conn: sqlite3.Connection, *, key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO gateway_state (key, value) VALUES (?, ?) "
-        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
+        await facts.remember(key, digest)
 
 
 @asynccontextmanager
@@ -172,7 +157,7 @@ async def open_gateway(
             config.gateway.http_host,
             config.gateway.http_port,
             adapters=chosen,
-            db=runtime.db,
+            facts=GatewayFacts(runtime.storage),
             metrics=services.metrics,
         )
         await http.start()

@@ -2,14 +2,20 @@
 
 ``/model NAME`` stores it here; a running session keeps the model it was built for (changing it
 mid-session would throw away the session's cache), so the choice applies from ``/new`` on.
+
+Contract: :meth:`ChatSettings.set_model` is idempotent (the last choice wins); reads see every write
+that returned before them.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from agent.db import Database
+import sqlalchemy as sa
+
+from agent.storage.base import Storage
+from agent.storage.schema import chat_settings
+from agent.storage.sql import upsert
 
 
 @dataclass(frozen=True)
@@ -19,25 +25,21 @@ class ModelChoice:
 
 
 class ChatSettings:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
 
     async def model_for(self, session_key: str) -> ModelChoice | None:
-        def select(conn: sqlite3.Connection) -> ModelChoice | None:
-            row = conn.execute(
-                "SELECT provider, model FROM chat_settings WHERE session_key = ?", (session_key,)
-            ).fetchone()
-            if row is None or row["model"] is None:
+        def select(conn: sa.Connection) -> ModelChoice | None:
+            query = sa.select(chat_settings.c.provider, chat_settings.c.model).where(
+                chat_settings.c.session_key == session_key
+            )
+            row = conn.execute(query).first()
+            if row is None or row.model is None:
                 return None
-            return ModelChoice(row["provider"], row["model"])
+            return ModelChoice(row.provider, row.model)
 
-        return await self.db.run(select)
+        return await self.storage.read(select)
 
     async def set_model(self, session_key: str, choice: ModelChoice) -> None:
-        await self.db.write(
-            lambda conn: conn.execute(
-                "INSERT INTO chat_settings (session_key, provider, model) VALUES (?,?,?) ON CONFLICT"
-                "(session_key) DO UPDATE SET provider = excluded.provider, model = excluded.model",
-                (session_key, choice.provider, choice.model),
-            )
-        )
+        values = {"session_key": session_key, "provider": choice.provider, "model": choice.model}
+        await self.storage.write(lambda conn: upsert(conn, chat_settings, values, ["session_key"]))

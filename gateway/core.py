@@ -97,7 +97,7 @@ async def open_core(
             budget=budget,
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),
             pairing=pairing,
-            chat_settings=ChatSettings(runtime.db),
+            chat_settings=ChatSettings(runtime.storage),
             lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
             reviews=Reviews(runtime, config.review, metrics),
             media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),

@@ -28,6 +28,10 @@ from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
+from agent.storage.base import Storage
+from agent.storage.connect import open_storage
+from agent.storage.sqlite import SqliteStorage
+from agent.storage.urls import parse_storage_url
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
@@ -126,7 +130,8 @@ class Runtime:
 
     config: HeraldConfig
     home: HeraldHome
-    db: Database
+    storage: Storage
+    db: Database  # transitional: the sqlite3 face of ``storage`` (agent.db)
     store: SessionStore
     locks: SessionLocks
     limiter: RequestLimiter
@@ -241,7 +246,9 @@ async def open_runtime(
     kind = provider or config.model.provider
     name = model or config.model.name
     async with AsyncExitStack() as stack:
-        db = await stack.enter_async_context(await Database.open(home.db_path))
+        storage = await stack.enter_async_context(open_storage(parse_storage_url(None, home.db_path)))
+        assert isinstance(storage, SqliteStorage), "every repository runs on SQLAlchemy before PostgreSQL"
+        db = Database(storage)
         store = await SessionStore.create(db)
         locks = SqliteSessionLocks(db)
         stack.push_async_callback(locks.aclose)
@@ -271,6 +278,7 @@ async def open_runtime(
         yield Runtime(
             config=config,
             home=home,
+            storage=storage,
             db=db,
             store=store,
             locks=locks,
