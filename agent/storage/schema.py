@@ -234,3 +234,25 @@ cron_jobs = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Index("cron_jobs_by_target", "platform", "chat_id"),
 )
+
+discord_interactions = sa.Table(
+    "discord_interactions",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("application_id", sa.Text, nullable=False),
+    sa.Column("token", sa.Text, nullable=False),
+    sa.Column("channel_id", sa.Text, nullable=False),
+    sa.Column("ephemeral", Flag, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
+    sa.Column("original_id", sa.Text),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index("discord_interactions_by_expiry", "expires_at"),
+)
+
+discord_interaction_messages = sa.Table(
+    "discord_interaction_messages",
+    metadata,
+    sa.Column("message_id", sa.Text, primary_key=True),
+    sa.Column("interaction_id", sa.Text, nullable=False),
+    sa.Index("discord_interaction_messages_by_interaction", "interaction_id"),
+)
