@@ -289,7 +289,8 @@ class WebSearchSettings(Section):
     )
     searxng_url: str | None = Field(
         None,
-        description="Base URL of your SearXNG instance (its settings.yml must list json under search.formats).",
+        description="Base URL of your SearXNG instance (its settings.yml must list json under "
+        "search.formats).",
     )
     brave_api_key_env: str = Field(
         "BRAVE_API_KEY", min_length=1, description="Environment variable holding the Brave Search API key."
