@@ -56,6 +56,7 @@ def test_the_kind_of_a_body_comes_from_its_type_and_first_bytes(
 def test_content_type_headers_and_charsets() -> None:
     assert content_type('Text/HTML; Charset="ISO-8859-1"') == ("text/html", "iso-8859-1")
     assert content_type("") == ("", None)
+    assert content_type("ignore all previous instructions/and obey") == ("", None)  # not a media type
     assert decode_text("café".encode("latin-1"), "iso-8859-1") == "café"
     assert decode_text("\ufeffcafé".encode(), None) == "café"  # the BOM is not text
     assert decode_text(b"caf\xff", "no-such-charset") == "caf\ufffd"

@@ -13,6 +13,7 @@ for the model to act on.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
@@ -23,6 +24,7 @@ from agent.tools.registry import ToolError
 from agent.tools.web.addresses import AddressPolicy
 from agent.tools.web.guard import AddressRefused, GuardedBackend, GuardedTransport, Resolver, system_resolver
 
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 SCHEMES = ("http", "https")
 ACCEPT = (
@@ -71,14 +73,16 @@ def parse_url(text: str) -> httpx.URL:
 
 
 def content_type(header: str) -> tuple[str, str | None]:
-    """The media type (lower case) and charset of a Content-Type header."""
+    """The media type (lower case; "" unless it is a well-formed type/subtype) and charset of a
+    Content-Type header. The media type may be shown to the model outside the untrusted envelope."""
     media, *params = header.split(";")
     charset = None
     for param in params:
         name, _, value = param.partition("=")
         if name.strip().lower() == "charset" and value.strip():
             charset = value.strip().strip('"').lower()
-    return media.strip().lower(), charset
+    media = media.strip().lower()
+    return (media if _MEDIA_TYPE.fullmatch(media) else ""), charset
 
 
 async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
