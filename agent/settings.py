@@ -287,7 +287,11 @@ class WebSearchSettings(Section):
     provider: Literal["searxng", "brave", "tavily"] | None = Field(
         None, description="searxng (self-hosted, needs searxng_url) | brave | tavily; null = no web_search."
     )
-    searxng_url: str | None = Field(None, description="Base URL of your SearXNG instance (JSON format on).")
+    searxng_url: str | None = Field(
+        None,
+        description="Base URL of your SearXNG instance (its settings.yml must list json under "
+        "search.formats).",
+    )
     brave_api_key_env: str = Field(
         "BRAVE_API_KEY", min_length=1, description="Environment variable holding the Brave Search API key."
     )
@@ -313,7 +317,9 @@ class WebSettings(Section):
     )
     timeout: StrictFloat = Field(20.0, gt=0, le=300, description="Seconds one fetch may take in all.")
     max_bytes: StrictInt = Field(
-        5_000_000, ge=10_000, description="Largest response body web_fetch reads, in bytes."
+        5_000_000,
+        ge=10_000,
+        description="Largest response body web_fetch reads, in bytes; a longer one is cut.",
     )
     max_redirects: StrictInt = Field(5, ge=0, le=20, description="Redirects web_fetch follows.")
     max_chars: StrictInt = Field(

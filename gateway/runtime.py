@@ -35,6 +35,7 @@ from agent.storage.urls import parse_storage_url
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
+from agent.tools.web import WebTools
 from gateway.config import ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
@@ -263,7 +264,9 @@ async def open_runtime(
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
         memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
         cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
-        registry = builtin_registry().with_tools(cron_tool(cron))
+        web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
+        stack.push_async_callback(web.aclose)
+        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
         agent = Agent(
             store=store,
             pool=pool,

@@ -13,7 +13,9 @@ from gateway.cli import run
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator
+from tests.fakes.web import FakeWeb
 from tests.helpers import Ran
+from tests.web_support import Contexts, tool_contexts
 
 
 @pytest.fixture(autouse=True)
@@ -90,3 +92,18 @@ def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str
     model.update(sections.pop("model", {}))
     agent = {"context_dir": str(Path.cwd()), **sections.pop("agent", {})}
     return HeraldConfig.model_validate({"model": model, "agent": agent, **sections})
+
+
+@pytest.fixture
+async def fake_web() -> AsyncIterator[FakeWeb]:
+    """The fake web (pages, feeds, search APIs) on 127.0.0.1."""
+    fake = FakeWeb()
+    async with fake.serve():
+        yield fake
+
+
+@pytest.fixture
+async def contexts(tmp_path: Path) -> AsyncIterator[Contexts]:
+    """ToolContext for the owner (``contexts(True)``) or a guest (``contexts(False)``)."""
+    async with tool_contexts(tmp_path) as context:
+        yield context

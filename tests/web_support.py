@@ -1,0 +1,60 @@
+"""The web tools for tests: built with settings (and a fake web server that counts as public), called
+through the registry's ``run_tool`` path with an owner's or a guest's ToolContext."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from agent.db import Database
+from agent.memory import MemoryStore
+from agent.messages import Message, ToolCall
+from agent.settings import WebSettings
+from agent.store import SessionStore
+from agent.tools.registry import ToolContext, ToolRegistry, run_tool
+from agent.tools.web.addresses import guest_policy, owner_policy
+from agent.tools.web.tools import WebTools
+from tests.fakes.web import FakeWeb
+
+Contexts = Callable[[bool], ToolContext]  # trusted (the owner) or not (a guest) -> a context
+
+
+@asynccontextmanager
+async def tool_contexts(root: Path) -> AsyncIterator[Contexts]:
+    """Contexts over a real session store and memory under ``root``."""
+    async with await Database.open(root / "state.db") as db:
+        store = await SessionStore.create(db)
+        memory = MemoryStore(root / "memories", 2000, 1000)
+
+        def context(trusted: bool) -> ToolContext:
+            return ToolContext("session", "telegram:1", store, memory, root / "skills", trusted=trusted)
+
+        yield context
+
+
+@asynccontextmanager
+async def web_tools(
+    fake: FakeWeb | None = None, environ: Mapping[str, str] | None = None, **settings: Any
+) -> AsyncIterator[WebTools]:
+    """The web tools with ``settings`` (the ``web`` config section); with ``fake``, its server counts as
+    public and every other address keeps the real policy."""
+    config = WebSettings.model_validate(settings)
+    guest, owner = guest_policy(config.allow_private), owner_policy(config.allow_private)
+    if fake is not None:
+        tools = WebTools(config, environ or {}, guest=fake.as_public(guest), owner=fake.as_public(owner))
+    else:
+        tools = WebTools(config, environ or {})
+    try:
+        yield tools
+    finally:
+        await tools.aclose()
+
+
+async def call(tools: WebTools, context: ToolContext, name: str, **args: Any) -> Message:
+    """One tool call as the agent loop makes it."""
+    registry = ToolRegistry(tools.tools)
+    allowed = {tool.name for tool in tools.tools}
+    return await run_tool(registry, ToolCall("call-1", name, json.dumps(args)), context, allowed)
