@@ -18,6 +18,7 @@ from gateway.doctor import check_config, check_keys, run_doctor
 from gateway.doctor_mcp import check_mcp
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
+from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.fakes.mcp_server import serve_http
 from tests.mcp_support import (
@@ -258,3 +259,24 @@ async def test_doctor_reports_each_server_without_printing_secrets(
     offline = await doctor(offline=True)
     assert "[skip] mcp web: a URL server; not checked (--offline).\n" in offline
     assert json.dumps(servers)  # the config itself is untouched by doctor
+
+
+async def test_with_the_mcp_tool_set_off_no_server_starts_and_doctor_says_why(
+    emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers = {"files": {"command": "/nonexistent/mcp-server"}}
+    toolsets = ["memory", "todo"]
+    config = make_config(emulator_url, mcp={"servers": servers}, agent={"toolsets": toolsets})
+    with caplog.at_level(logging.WARNING, logger="agent.mcp"):
+        async with open_runtime(config, home) as runtime:
+            assert runtime.mcp.problems() == {}
+    assert caplog.records == []
+    home.config_path.write_text(
+        yaml.safe_dump({"mcp": {"servers": servers}, "agent": {"toolsets": toolsets}})
+    )
+    out = io.StringIO()
+    await run_doctor(home, offline=True, out=out, checks=[check_config, check_mcp])
+    assert (
+        "[skip] mcp: servers are configured, but the mcp tool set is off (agent.toolsets).\n"
+        in out.getvalue()
+    )

@@ -153,7 +153,11 @@ async def _start(
 
 
 async def _listen_for_changes(name: str, client: Client, on_tools_changed: Callable[[], None]) -> None:
-    """Keep a ``subscriptions/listen`` stream for tool changes open (2026-era servers) while connected."""
+    """Keep a ``subscriptions/listen`` stream for tool changes open (2026-era servers) while connected.
+
+    Never raises: a subscription the server drops is opened again (and the tools re-listed, since a
+    change may have gone unheard meanwhile); a connection that ended ends the watch.
+    """
     while True:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
@@ -161,12 +165,16 @@ async def _listen_for_changes(name: str, client: Client, on_tools_changed: Calla
                     on_tools_changed()
             return  # closed gracefully: the server announces nothing more
         except SubscriptionLost:
-            await asyncio.sleep(RELISTEN_DELAY)
-            on_tools_changed()  # a change may have gone unheard while the stream was down
+            pass
         except MCPError as error:
             if error.code != CONNECTION_CLOSED:
                 log.warning("MCP server %s: cannot listen for tool changes (%s)", name, error.message)
             return
+        except Exception as error:  # the transport failed under the subscription
+            log.warning("MCP server %s: stopped listening for tool changes (%r)", name, error)
+            return
+        await asyncio.sleep(RELISTEN_DELAY)
+        on_tools_changed()
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

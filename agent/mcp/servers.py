@@ -90,7 +90,8 @@ class McpServers:
         server = self._servers.get(server_name)
         if server is None:
             return unavailable_tool(
-                name, f"The tool {name} is no longer available: no MCP server '{server_name}' is configured."
+                name,
+                f"The tool {name} is no longer available: no MCP server '{server_name}' is in use any more.",
             )
         if server.down is not None:
             return unavailable_tool(name, _not_running(name, server))
