@@ -203,7 +203,7 @@ async def test_a_server_that_is_not_there_is_logged_once_and_herald_starts_witho
     lines = [record for record in caplog.records if "gone" in record.getMessage()]
     assert [record.getMessage() for record in lines] == [
         "MCP server 'gone' did not start (cannot reach its URL (All connection attempts failed)); Herald "
-        "goes on without its tools (`herald doctor` checks it)"
+        "goes on without its tools and tries again in 30 s (`herald doctor` checks it)"
     ]
     assert lines[0].exc_info is None
 

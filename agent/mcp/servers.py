@@ -11,13 +11,16 @@ a call from an older session to a tool that has gone (removed by its server, or 
 running) with a clear error. A call never raises out of the turn: timeouts, refusals and a server that
 dies mid-call all become error results the model can read.
 
-A server that stopped stays down until Herald restarts (no automatic restart: a server that crashes
-at every call would otherwise crash at every turn); ``herald doctor`` shows why.
+A server that is not running (it did not start, or it stopped: its process died, its HTTP connection
+broke) is started again in the background after ``RETRY_FIRST`` seconds, then after twice as long each
+time it fails again, up to ``RETRY_MAX``; only the first failure and the recovery are logged. Until it
+runs again its tools answer that it is not running, and new sessions do not get them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -41,6 +44,9 @@ log = logging.getLogger(__name__)
 
 START_GRACE = 1.0  # seconds past connect_timeout Herald waits for a failed start to be reported
 CLOSE_TIMEOUT = 10.0  # seconds closing one server may take before its task is cancelled
+RETRY_FIRST = 30.0  # seconds before a server that is not running is started again
+RETRY_MAX = 600.0  # the longest wait between two attempts (the wait doubles after each failure)
+STARTING = "it is starting"
 
 
 @dataclass
@@ -52,8 +58,7 @@ class _Server:
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # set: re-list the tools (or closing)
     connection: McpConnection | None = None
     tools: dict[str, Tool] = field(default_factory=dict)  # by Herald name: what new sessions get
-    down: str | None = "starting"
-    abandoned: bool = False  # Herald stopped waiting for it to start
+    down: str | None = STARTING
     task: asyncio.Task[None] | None = None
 
 
@@ -62,7 +67,7 @@ class McpServers:
 
     def __init__(self, settings: McpSettings, environ: Mapping[str, str]) -> None:
         self._environ = environ
-        self._closing = False
+        self._closing = asyncio.Event()
         self._servers = {name: _Server(name, server) for name, server in settings.servers.items()}
         for server in self._servers.values():
             if not server.settings.enabled:
@@ -107,51 +112,70 @@ class McpServers:
 
     async def _start(self, server: _Server) -> None:
         ready: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        server.task = asyncio.create_task(self._hold(server, ready), name=f"mcp server {server.name}")
+        server.task = asyncio.create_task(self._keep_running(server, ready), name=f"mcp server {server.name}")
         done, _ = await asyncio.wait({ready}, timeout=server.settings.connect_timeout + START_GRACE)
-        if done:
-            reason = ready.result()
-        else:  # its task goes on closing what it opened, in the background
-            server.abandoned = True
-            reason = f"did not start within {server.settings.connect_timeout:g} s"
+        # not done: its task goes on closing what it opened in the background, then tries again later
+        reason = ready.result() if done else f"did not start within {server.settings.connect_timeout:g} s"
         if reason is not None:
             server.down = reason
             log.warning(
-                "MCP server '%s' did not start (%s); Herald goes on without its tools (`herald doctor` "
-                "checks it)",
+                "MCP server '%s' did not start (%s); Herald goes on without its tools and tries again in "
+                "%g s (`herald doctor` checks it)",
                 server.name,
                 reason,
+                RETRY_FIRST,
             )
 
-    async def _hold(self, server: _Server, ready: asyncio.Future[str | None]) -> None:
-        """The server's task: open it, follow its tool changes until Herald closes, close it."""
+    async def _keep_running(self, server: _Server, ready: asyncio.Future[str | None]) -> None:
+        """The server's task until Herald closes: run it, and start it again (after a growing wait)
+        whenever it is not running. ``ready`` gets the outcome of the first start (None: it runs)."""
+        wait = RETRY_FIRST
+        while not self._closing.is_set():
+            if await self._run(server, ready):
+                wait = RETRY_FIRST  # it ran: the next failure starts the waits over
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), wait)
+            wait = min(wait * 2, RETRY_MAX)
+
+    async def _run(self, server: _Server, ready: asyncio.Future[str | None]) -> bool:
+        """Start the server and serve it until it stops or Herald closes; whether it started."""
         try:
             async with connect(server.name, server.settings, self._environ, server.wake.set) as connection:
-                if server.abandoned or self._closing:
-                    return
+                again = server.down != STARTING
                 server.connection = connection
                 self._install(server, connection.tools)
                 server.down = None
-                ready.set_result(None)
+                if not ready.done():
+                    ready.set_result(None)
+                if again:
+                    log.info("MCP server '%s' runs again; new sessions get its tools", server.name)
                 await self._follow_changes(server)
+            return True
         except StartFailed as failure:
             if not ready.done():
                 ready.set_result(failure.reason)
+            else:
+                log.debug("MCP server '%s' did not start again: %s", server.name, failure.reason)
+                server.down = failure.reason
+            return False
         except Exception as error:  # the SDK's task group failed under the connection (transport error)
             reason = describe(error, server.settings)
-            if ready.done():
-                self._stopped(server, reason)
-            else:
+            if not ready.done():
                 ready.set_result(reason)
+            self._stopped(server, reason)
+            return True
         finally:
-            if not ready.done():  # Herald closed (or gave up on it) before it started
+            server.connection = None
+            if not ready.done():  # Herald closed before it started
                 ready.set_result("Herald closed before it started")
 
     async def _follow_changes(self, server: _Server) -> None:
-        while not self._closing:
+        """Re-list the tools whenever the server announces a change; return once it stopped or Herald
+        closes (both set ``wake``)."""
+        while not self._closing.is_set() and server.down is None:
             await server.wake.wait()
             server.wake.clear()
-            if not self._closing:
+            if not self._closing.is_set() and server.down is None:
                 await self._refresh(server)
 
     async def _refresh(self, server: _Server) -> None:
@@ -231,7 +255,7 @@ class McpServers:
             self._stopped(server, reason)
             raise ToolError(
                 f"The MCP server '{server.name}' stopped during the call to {name} ({reason}); its tools are "
-                "not available until Herald restarts."
+                "unavailable for now."
             ) from None
         except (RuntimeError, ValidationError) as error:  # an answer that breaks the protocol
             problem = marked(server.name, tool, str(error))
@@ -244,17 +268,20 @@ class McpServers:
         return text
 
     def _stopped(self, server: _Server, reason: str) -> None:
+        """Take a server that stopped out of the catalogue; its task closes what is left and restarts it."""
         if server.down is None:
             server.down = reason
             server.tools = {}
+            server.wake.set()
             log.warning(
-                "MCP server '%s' stopped (%s); its tools are unavailable until Herald restarts",
+                "MCP server '%s' stopped (%s); Herald tries to start it again in %g s",
                 server.name,
                 reason,
+                RETRY_FIRST,
             )
 
     async def _close_all(self) -> None:
-        self._closing = True
+        self._closing.set()
         for server in self._servers.values():
             server.wake.set()
         tasks = [server.task for server in self._servers.values() if server.task is not None]
@@ -268,7 +295,10 @@ class McpServers:
 
 
 def _not_running(name: str, server: _Server) -> str:
-    return f"The tool {name} is not available: the MCP server '{server.name}' is not running ({server.down})."
+    return (
+        f"The tool {name} is not available now: the MCP server '{server.name}' is not running "
+        f"({server.down})."
+    )
 
 
 def _removed(name: str, server: _Server) -> str:
