@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import yaml
+from aiohttp import web
 
 from agent.memory import chat_scope
 from agent.session import SessionSpec
@@ -38,6 +39,24 @@ NOTHING_LISTENS = "http://127.0.0.1:9/mcp"  # the discard port
 async def mcp_url() -> AsyncIterator[str]:
     async with serve_http() as url:
         yield url
+
+
+@pytest.fixture
+async def refusing_url() -> AsyncIterator[str]:
+    """An endpoint that answers every request with HTTP 401 (a wrong or missing token)."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=401, text="Unauthorized")
+
+    app = web.Application()
+    app.router.add_route("*", "/mcp", refuse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}/mcp"
+    await runner.cleanup()
 
 
 async def test_a_new_session_stores_the_servers_tools_namespaced_in_a_fixed_order(
@@ -223,7 +242,7 @@ async def test_groups_and_guests_get_no_mcp_tools_by_default(
 
 
 async def test_doctor_reports_each_server_without_printing_secrets(
-    home: HeraldHome, mcp_url: str, monkeypatch: pytest.MonkeyPatch
+    home: HeraldHome, mcp_url: str, refusing_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WEB_TOKEN", "s3cret-token")
     servers = {
@@ -231,6 +250,7 @@ async def test_doctor_reports_each_server_without_printing_secrets(
         "some": {"url": mcp_url, "allow": ["echo", "add", "ech0"]},
         "gone": {"url": NOTHING_LISTENS, "connect_timeout": 3},
         "keyless": {"url": mcp_url, "headers": {"X-Key": "$NOT_SET_ANYWHERE"}},
+        "locked": {"url": refusing_url, "headers": {"Authorization": "Bearer $WEB_TOKEN"}},
         "off": {"url": mcp_url, "enabled": False},
     }
     home.config_path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
@@ -254,6 +274,10 @@ async def test_doctor_reports_each_server_without_printing_secrets(
         "[FAIL] mcp keyless: does not start: the environment variable NOT_SET_ANYWHERE (header X-Key)"
         in report
     )
+    assert (
+        "[FAIL] mcp locked: does not start: its URL answered HTTP 401: check its headers (the token). "
+        "Fix mcp.servers.locked in config.yaml.\n"
+    ) in report
     assert "[skip] mcp off: disabled (enabled: false).\n" in report
     assert "s3cret-token" not in report
     offline = await doctor(offline=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import IncomingMessage
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
@@ -33,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent.mcp.failures import describe
 from agent.mcp.stderr import StderrTail
-from agent.mcp.transport import make_client
+from agent.mcp.transport import HttpErrors, make_client
 from agent.settings import McpServer
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class McpConnection:
     settings: McpServer
     client: Client
     stderr: StderrTail | None  # stdio servers only
+    http_errors: HttpErrors  # URL servers: the last HTTP error status
     tools: list[types.Tool]
 
     async def list_tools(self) -> list[types.Tool]:
@@ -83,7 +84,7 @@ class McpConnection:
         """A reason for a connection that broke with ``error``, with the last line a stdio server wrote
         to stderr at ``since`` (the event loop's clock: when the failed request began) or later."""
         line = await self.stderr.ended(since) if self.stderr is not None else None
-        return describe(error, self.settings, line)
+        return describe(error, self.settings, line, self.http_errors.last)
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -108,10 +109,18 @@ async def connect(
     """The started server ``name`` (see the module docstring); raises :class:`StartFailed`."""
     async with AsyncExitStack() as stack:
         stderr = await stack.enter_async_context(StderrTail(name)) if settings.command is not None else None
+        http_errors = HttpErrors()
         began = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(settings.connect_timeout):
-                connection = await _start(stack, name, settings, environ, stderr, on_tools_changed)
+                errlog = stderr.file if stderr is not None else None
+                client = make_client(
+                    settings, environ, errlog, http_errors, _on_message(name, on_tools_changed)
+                )
+                await stack.enter_async_context(client)
+                if stderr is not None:
+                    stderr.release()  # the server process has its own copy now
+                tools = await _all_tools(client)
         except Exception as error:
             if stderr is not None:
                 stderr.release()
@@ -119,37 +128,28 @@ async def connect(
             reason = (
                 f"did not start within {settings.connect_timeout:g} s"
                 if isinstance(error, TimeoutError)
-                else describe(error, settings, line)
+                else describe(error, settings, line, http_errors.last)
             )
             raise StartFailed(reason) from error
-        yield connection
+        capability = client.server_capabilities.tools
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capability and capability.list_changed:
+            watch = asyncio.create_task(
+                _listen_for_changes(name, client, on_tools_changed), name=f"mcp {name}"
+            )
+            stack.push_async_callback(_cancel, watch)
+        yield McpConnection(name, settings, client, stderr, http_errors, tools)
 
 
-async def _start(
-    stack: AsyncExitStack,
-    name: str,
-    settings: McpServer,
-    environ: Mapping[str, str],
-    stderr: StderrTail | None,
-    on_tools_changed: Callable[[], None],
-) -> McpConnection:
+def _on_message(name: str, on_tools_changed: Callable[[], None]) -> MessageHandlerFnT:
+    """What the SDK calls for each server notification (and transport error)."""
+
     async def on_message(message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             on_tools_changed()
         elif isinstance(message, Exception):
             log.debug("MCP server %s: transport error: %r", name, message)
 
-    errlog = stderr.file if stderr is not None else None
-    client = make_client(settings, environ, errlog, on_message)
-    await stack.enter_async_context(client)
-    if stderr is not None:
-        stderr.release()  # the server process has its own copy now
-    tools = await _all_tools(client)
-    capability = client.server_capabilities.tools
-    if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capability and capability.list_changed:
-        watcher = asyncio.create_task(_listen_for_changes(name, client, on_tools_changed), name=f"mcp {name}")
-        stack.push_async_callback(_cancel, watcher)
-    return McpConnection(name=name, settings=settings, client=client, stderr=stderr, tools=tools)
+    return on_message
 
 
 async def _listen_for_changes(name: str, client: Client, on_tools_changed: Callable[[], None]) -> None:

@@ -21,14 +21,17 @@ def cause(error: BaseException) -> BaseException:
     return error
 
 
-def describe(error: BaseException, settings: McpServer, stderr_line: str | None = None) -> str:
-    """What went wrong, in a few words; a stdio server's last stderr line is added when it wrote one."""
+def describe(
+    error: BaseException, settings: McpServer, stderr_line: str | None = None, http_status: int | None = None
+) -> str:
+    """What went wrong, in a few words; a stdio server's last stderr line is added when it wrote one.
+    ``http_status`` is the HTTP error a URL server last answered with (the SDK's errors leave it out)."""
     error = cause(error)
-    text = _reason(error, settings)
+    text = _reason(error, settings, http_status)
     return f"{text}; its last words on stderr: {stderr_line}" if stderr_line else text
 
 
-def _reason(error: BaseException, settings: McpServer) -> str:
+def _reason(error: BaseException, settings: McpServer, http_status: int | None) -> str:
     if isinstance(error, SetupError):
         return str(error)
     if isinstance(error, OSError) and settings.command is not None:
@@ -44,5 +47,9 @@ def _reason(error: BaseException, settings: McpServer) -> str:
             return "its process exited" if settings.command is not None else "it closed the connection"
         if error.code == REQUEST_TIMEOUT:
             return "it did not answer in time"
+        if http_status in (401, 403):
+            return f"its URL answered HTTP {http_status}: check its headers (the token)"
+        if http_status is not None:
+            return f"its URL answered HTTP {http_status} ({error.message})"
         return f"it answered with an error: {error.message}"
     return f"{type(error).__name__}: {error}"

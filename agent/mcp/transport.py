@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, TextIO
@@ -33,6 +34,18 @@ STREAM_READ_TIMEOUT = 300.0  # seconds a server may keep an event stream silent 
 
 class SetupError(Exception):
     """The server's config cannot be used as it is (a variable is not set); the message says which."""
+
+
+@dataclass
+class HttpErrors:
+    """The HTTP error status of a URL server's last answer (None when it was no error): the SDK turns
+    such an answer into a protocol error without it, and "HTTP 401" is what tells a user to check the
+    token."""
+
+    last: int | None = None
+
+    async def record(self, response: httpx2.Response) -> None:
+        self.last = response.status_code if response.status_code >= 400 else None
 
 
 def expand(value: str, environ: Mapping[str, str], where: str) -> str:
@@ -59,30 +72,38 @@ def stdio_parameters(settings: McpServer, environ: Mapping[str, str]) -> StdioSe
 
 @asynccontextmanager
 async def http_transport(
-    url: str, headers: dict[str, str], connect_timeout: float
+    url: str, headers: dict[str, str], connect_timeout: float, errors: HttpErrors
 ) -> AsyncIterator[TransportStreams]:
     """Streamable HTTP with ``headers`` on every request; the HTTP client closes with the transport."""
     timeout = httpx2.Timeout(connect_timeout, read=STREAM_READ_TIMEOUT)
+    hooks = {"response": [errors.record]}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
 
 
-def transport(settings: McpServer, environ: Mapping[str, str], errlog: TextIO | None) -> Transport:
-    """The transport ``settings`` name; a stdio server writes its stderr to ``errlog`` (default: ours).
+def transport(
+    settings: McpServer, environ: Mapping[str, str], errlog: TextIO | None, http_errors: HttpErrors
+) -> Transport:
+    """The transport ``settings`` name; a stdio server writes its stderr to ``errlog`` (default: ours),
+    a URL server's HTTP error statuses go to ``http_errors``.
 
     Raises :class:`SetupError` when a ``$NAME`` it uses is not set.
     """
     if settings.url is not None:
         headers = {key: expand(value, environ, f"header {key}") for key, value in settings.headers.items()}
-        return http_transport(settings.url, headers, settings.connect_timeout)
+        return http_transport(settings.url, headers, settings.connect_timeout, http_errors)
     return stdio_client(stdio_parameters(settings, environ), errlog=sys.stderr if errlog is None else errlog)
 
 
 def make_client(
-    settings: McpServer, environ: Mapping[str, str], errlog: TextIO | None, on_message: MessageHandlerFnT
+    settings: McpServer,
+    environ: Mapping[str, str],
+    errlog: TextIO | None,
+    http_errors: HttpErrors,
+    on_message: MessageHandlerFnT,
 ) -> Client:
     """An SDK client (not yet entered) for the server; ``on_message`` hears its notifications.
 
@@ -90,7 +111,7 @@ def make_client(
     the initialize handshake. Herald keeps its own catalogue, so the SDK's response cache is off.
     """
     return Client(
-        transport(settings, environ, errlog),
+        transport(settings, environ, errlog, http_errors),
         message_handler=on_message,
         client_info=types.Implementation(name="herald", version=version()),
         cache=None,
