@@ -109,12 +109,12 @@ class ToolRegistry:
         return sorted((t for t in tools.values() if t.toolset in toolsets), key=lambda t: t.name)
 
     def get(self, name: str) -> Tool | None:
-        tool = self._tools.get(name)
+        if name in self._tools:
+            return self._tools[name]
         for source in self._sources:
-            if tool is not None:
-                break
-            tool = source.find(name)
-        return tool
+            if (tool := source.find(name)) is not None:
+                return tool
+        return None
 
     def with_tools(self, *tools: Tool) -> ToolRegistry:
         """This registry plus ``tools`` (the composition root adds tools that live outside the core)."""
