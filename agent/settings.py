@@ -340,21 +340,27 @@ class McpServer(Section):
     args: list[str] = Field(default_factory=list, description="Its arguments.")
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra environment for a stdio server; a value $NAME is read from Herald's environment.",
+        description="Extra environment for a stdio server (it gets only PATH, HOME and a few more besides); "
+        "$NAME or ${NAME} in a value is read from Herald's environment ($$ = $).",
     )
     cwd: Path | None = Field(None, description="Working directory of a stdio server.")
     url: str | None = Field(None, description="URL of a streamable HTTP server.")
     headers: dict[str, str] = Field(
         default_factory=dict,
-        description="HTTP headers for a URL server; a value $NAME is read from Herald's environment.",
+        description="HTTP headers for a URL server, e.g. Authorization: Bearer $TOKEN; $NAME or ${NAME} in a "
+        "value is read from Herald's environment ($$ = $).",
     )
     allow: list[str] = Field(
         default_factory=list, description="Only these tools of the server (empty = all)."
     )
     deny: list[str] = Field(default_factory=list, description="Never these tools of the server.")
-    timeout: StrictFloat = Field(60.0, gt=0, description="Seconds one tool call may take.")
+    timeout: StrictFloat = Field(
+        60.0, gt=0, description="Seconds one tool call may take; then the model is told it timed out."
+    )
     connect_timeout: StrictFloat = Field(
-        20.0, gt=0, description="Seconds the server gets to start and list its tools."
+        20.0,
+        gt=0,
+        description="Seconds the server gets to start and list its tools, else Herald goes on without it.",
     )
     enabled: StrictBool = Field(True, description="false = keep the entry but do not start the server.")
 

@@ -14,9 +14,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 
+from agent import version
 from agent.store import open_session_store
 from agent.text import valid_text
 from gateway import cli_cron, cli_gateway, insights
@@ -30,13 +30,6 @@ def non_empty(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return value
-
-
-def version() -> str:
-    try:
-        return metadata.version("herald")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor", parents=[common], help="check the home, config, keys and provider; say what to fix"
     )
-    doctor.add_argument("--offline", action="store_true", help="skip the provider reachability check")
+    doctor.add_argument(
+        "--offline",
+        action="store_true",
+        help="skip the checks that need the network (provider, platforms, MCP servers at a URL)",
+    )
     cli_gateway.add_commands(commands, common)
     cli_cron.add_commands(commands, common)
     return parser
@@ -190,9 +187,10 @@ def _dispatch(argv: Sequence[str]) -> int:
         return _config(home, args)
     if args.command == "doctor":
         from gateway.doctor import default_checks, run_doctor
+        from gateway.doctor_mcp import check_mcp
         from gateway.doctor_platforms import check_platforms
 
-        checks = [*default_checks(), check_platforms]
+        checks = [*default_checks(), check_platforms, check_mcp]
         return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout, checks=checks))
     ensure_home(home)
     load_env(home)

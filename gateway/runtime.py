@@ -4,8 +4,9 @@ The gateway's tables are migrated here too (not only by ``herald gateway run``):
 works in the terminal as well, writing jobs the gateway's scheduler picks up.
 
 Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure half-way through start-up
-closes what was already opened, and shutdown closes in reverse order (locks before the database they
-live in, provider clients last of all).
+closes what was already opened, and shutdown closes in reverse order (MCP servers first, locks before
+the database they live in, provider clients last of all). MCP servers start together, each within its
+``connect_timeout``; one that does not start is logged and left out (``agent.mcp.servers``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import SessionLocks, SqliteSessionLocks
 from agent.loop import Agent, AgentSettings
+from agent.mcp.servers import McpServers
 from agent.media.transcribe import Transcriber
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
+from agent.settings import McpSettings
 from agent.storage.base import Storage
 from agent.storage.connect import open_storage
 from agent.storage.sqlite import SqliteStorage
@@ -145,6 +148,7 @@ class Runtime:
     model: str
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
+    mcp: McpServers  # the MCP servers that started; their tools are in ``registry``
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -218,6 +222,11 @@ def make_context_engine(
     )
 
 
+def mcp_settings(config: HeraldConfig) -> McpSettings:
+    """The MCP servers to start: none when the mcp tool set is off (nobody could use their tools)."""
+    return config.mcp if "mcp" in config.agent.toolsets else McpSettings()
+
+
 def agent_settings(config: HeraldConfig) -> AgentSettings:
     return AgentSettings(
         max_tokens=config.model.max_tokens,
@@ -266,7 +275,8 @@ async def open_runtime(
         cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
-        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
+        mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
+        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools).with_source(mcp)
         agent = Agent(
             store=store,
             pool=pool,
@@ -295,4 +305,5 @@ async def open_runtime(
             model=name,
             cron=cron,
             transcriber=transcriber,
+            mcp=mcp,
         )

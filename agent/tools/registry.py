@@ -2,6 +2,10 @@
 
 The schema list a session sends is serialized once (``tools_json``), in name order with a fixed key
 order, and stored with the session; handlers are looked up by name at call time.
+
+Most tools are fixed when Herald starts; a :class:`ToolSource` adds tools that change while it runs
+(MCP servers' catalogues): new sessions get what the source offers then, and a call from an older
+session is resolved through the source, which answers for tools that have gone since.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.messages import Message, ToolCall, tool_result
 
@@ -77,20 +81,48 @@ class Tool:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
 
+class ToolSource(Protocol):
+    """Tools that change while Herald runs, asked for at every :meth:`ToolRegistry.enabled` and ``get``."""
+
+    def tools(self) -> Iterable[Tool]:
+        """The tools a session started now gets."""
+        ...
+
+    def find(self, name: str) -> Tool | None:
+        """The tool to run for a call to ``name``. It may be one :meth:`tools` no longer lists (its handler
+        then answers with a clear error); None when ``name`` is none of this source's."""
+        ...
+
+
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], sources: Iterable[ToolSource] = ()) -> None:
         self._tools = {tool.name: tool for tool in tools}
+        self._sources = tuple(sources)
 
     def enabled(self, toolsets: Collection[str]) -> list[Tool]:
-        """Tools of the enabled toolsets in name order: a fixed order keeps the schema bytes stable."""
-        return sorted((t for t in self._tools.values() if t.toolset in toolsets), key=lambda t: t.name)
+        """Tools of the enabled toolsets in name order: a fixed order keeps the schema bytes stable.
+        A source's tool never replaces a fixed tool of the same name."""
+        tools = dict(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                tools.setdefault(tool.name, tool)
+        return sorted((t for t in tools.values() if t.toolset in toolsets), key=lambda t: t.name)
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        if name in self._tools:
+            return self._tools[name]
+        for source in self._sources:
+            if (tool := source.find(name)) is not None:
+                return tool
+        return None
 
     def with_tools(self, *tools: Tool) -> ToolRegistry:
         """This registry plus ``tools`` (the composition root adds tools that live outside the core)."""
-        return ToolRegistry([*self._tools.values(), *tools])
+        return ToolRegistry([*self._tools.values(), *tools], self._sources)
+
+    def with_source(self, source: ToolSource) -> ToolRegistry:
+        """This registry plus the changing tools of ``source``."""
+        return ToolRegistry(self._tools.values(), [*self._sources, source])
 
 
 def tools_json(tools: Iterable[Tool]) -> str:
