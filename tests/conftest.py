@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from agent.storage.base import Storage
+from agent.storage.connect import open_storage
+from agent.storage.urls import parse_storage_url
 from gateway.cli import run
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
@@ -107,3 +110,10 @@ async def contexts(tmp_path: Path) -> AsyncIterator[Contexts]:
     """ToolContext for the owner (``contexts(True)``) or a guest (``contexts(False)``)."""
     async with tool_contexts(tmp_path) as context:
         yield context
+
+
+@pytest.fixture
+async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
+    """An empty database at this Herald's schema, for repository tests (``Storage`` seam)."""
+    async with open_storage(parse_storage_url(None, tmp_path / "state.db")) as opened:
+        yield opened
