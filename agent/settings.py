@@ -390,3 +390,21 @@ class McpSettings(Section):
                     f"server name '{name}' must be 1-32 letters, digits or dashes (it prefixes tool names)"
                 )
         return value
+
+
+class StorageSettings(Section):
+    """Where Herald keeps its state: sessions, messages, usage, inbox, outbox, jobs, pairings."""
+
+    url: str | None = Field(
+        None,
+        description="null = state.db (SQLite) in the Herald home, nothing to install; "
+        "postgresql://USER@HOST:PORT/DATABASE for a database several processes share. A value $NAME is "
+        "read from the environment (keep the password there or in .env, e.g. $HERALD_DATABASE_URL, or "
+        "in PGPASSWORD).",
+    )
+    pool_size: StrictInt = Field(
+        10, ge=1, le=200, description="PostgreSQL connections per process (as many again may open in bursts)."
+    )
+    connect_timeout: StrictFloat = Field(
+        10.0, gt=0, le=300, description="Seconds to wait for a PostgreSQL connection."
+    )

@@ -50,6 +50,7 @@ from agent.settings import (
     ReviewSettings,
     Section,
     SpeechToTextSettings,
+    StorageSettings,
     Toolset,
     WebSettings,
 )
@@ -224,6 +225,7 @@ class SchedulerSettings(Section):
 
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
+    storage: StorageSettings = StorageSettings()
     prompt_caching: PromptCachingSettings = PromptCachingSettings()
     compression: CompressionSettings = CompressionSettings()
     auxiliary: AuxiliarySettings = AuxiliarySettings()

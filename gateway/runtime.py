@@ -34,7 +34,7 @@ from agent.settings import McpSettings
 from agent.storage.base import Storage
 from agent.storage.connect import open_storage
 from agent.storage.sqlite import SqliteStorage
-from agent.storage.urls import parse_storage_url
+from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
@@ -103,6 +103,23 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
             raise ProviderError(str(error), retryable=False, kind="configuration") from None
 
     return factory
+
+
+def storage_url(config: HeraldConfig, home: HeraldHome) -> StorageUrl:
+    """``storage.url`` resolved (``$NAME`` from the environment) and parsed; a bad one is a ConfigError."""
+    raw = config.storage.url
+    if raw is not None and raw.startswith("$"):
+        name = raw[1:].strip("{}")
+        raw = os.environ.get(name)
+        if not raw:
+            raise ConfigError(
+                f"storage.url is ${name} but {name} is not set: put the database URL in the environment or "
+                f"in {home.env_path}."
+            )
+    try:
+        return parse_storage_url(raw, home.db_path)
+    except BadStorageUrl as error:
+        raise ConfigError(str(error)) from None
 
 
 def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]:
@@ -256,8 +273,16 @@ async def open_runtime(
     kind = provider or config.model.provider
     name = model or config.model.name
     async with AsyncExitStack() as stack:
-        storage = await stack.enter_async_context(open_storage(parse_storage_url(None, home.db_path)))
-        assert isinstance(storage, SqliteStorage), "every repository runs on SQLAlchemy before PostgreSQL"
+        settings = config.storage
+        url = storage_url(config, home)
+        if url.dialect != "sqlite":  # until every repository runs on SQLAlchemy (this issue's next steps)
+            raise ConfigError(
+                "storage.url: PostgreSQL is not usable in this build yet; leave storage.url null"
+            )
+        storage = await stack.enter_async_context(
+            open_storage(url, pool_size=settings.pool_size, connect_timeout=settings.connect_timeout)
+        )
+        assert isinstance(storage, SqliteStorage)
         db = Database(storage)
         store = await SessionStore.create(db)
         locks = SqliteSessionLocks(db)

@@ -18,6 +18,7 @@ from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator
 from tests.fakes.web import FakeWeb
 from tests.helpers import Ran
+from tests.postgres import PostgresServer
 from tests.web_support import Contexts, tool_contexts
 
 
@@ -49,11 +50,71 @@ def served(emulator: ProviderEmulator) -> Iterator[str]:
         yield url
 
 
+BACKENDS = ("sqlite", "postgresql")
+DATABASE_URL_VARIABLE = "HERALD_TEST_DATABASE_URL"
+_postgres: PostgresServer | None = None
+_database_url: str | None = None  # the current test's PostgreSQL database (read by make_config)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--storage",
+        choices=[*BACKENDS, "both"],
+        default="both",
+        help="the database(s) every test that keeps state runs on (default: both)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: a test of SQLite itself (its file, WAL, damage)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that keeps state (it uses ``home`` or ``storage``) runs on each chosen database."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    chosen = metafunc.config.getoption("--storage")
+    backends = list(BACKENDS) if chosen == "both" else [chosen]
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        backends = ["sqlite"]
+    metafunc.parametrize("backend", backends)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _postgres is not None:
+        _postgres.stop()
+
+
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeraldHome]:
-    """A fresh home, API keys for the SDKs, and an empty working directory (no project context)."""
+def database_url(backend: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str | None]:
+    """A fresh PostgreSQL database for this test (None on SQLite), also in $HERALD_TEST_DATABASE_URL
+    for what runs in another process."""
+    global _postgres, _database_url
+    if backend == "sqlite":
+        yield None
+        return
+    if _postgres is None:
+        _postgres = PostgresServer()
+        _postgres.start()
+    url = _postgres.new_database()
+    monkeypatch.setenv(DATABASE_URL_VARIABLE, url)
+    _database_url = url
+    try:
+        yield url
+    finally:
+        _database_url = None
+        _postgres.drop(url)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | None) -> Iterator[HeraldHome]:
+    """A fresh home, API keys for the SDKs, and an empty working directory (no project context).
+
+    On PostgreSQL its config.yaml points storage.url at this test's database."""
     herald_home = HeraldHome(tmp_path / "home")
     ensure_home(herald_home)
+    if database_url is not None:
+        herald_home.config_path.write_text(f"storage:\n  url: ${DATABASE_URL_VARIABLE}\n")
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -94,6 +155,8 @@ def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str
     }
     model.update(sections.pop("model", {}))
     agent = {"context_dir": str(Path.cwd()), **sections.pop("agent", {})}
+    if _database_url is not None and "storage" not in sections:
+        sections["storage"] = {"url": f"${DATABASE_URL_VARIABLE}"}
     return HeraldConfig.model_validate({"model": model, "agent": agent, **sections})
 
 
@@ -113,7 +176,7 @@ async def contexts(tmp_path: Path) -> AsyncIterator[Contexts]:
 
 
 @pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
+async def storage(tmp_path: Path, database_url: str | None) -> AsyncIterator[Storage]:
     """An empty database at this Herald's schema, for repository tests (``Storage`` seam)."""
-    async with open_storage(parse_storage_url(None, tmp_path / "state.db")) as opened:
+    async with open_storage(parse_storage_url(database_url, tmp_path / "state.db")) as opened:
         yield opened

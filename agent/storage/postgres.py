@@ -118,4 +118,7 @@ class PostgresStorage(Storage):
         if isinstance(error, StorageUnavailable) or not unreachable(error):
             return error
         detail = " ".join(str(error.orig if isinstance(error, DBAPIError) else error).split())[:200]
-        return StorageUnavailable(f"the database {self.description} cannot be reached ({detail})")
+        return StorageUnavailable(
+            f"the database {self.description} cannot be reached ({detail}); check that PostgreSQL is running "
+            "and storage.url is right"
+        )
