@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.messages import Message, ToolCall, tool_result
+from agent.text import valid_text
 
 if TYPE_CHECKING:
     from agent.memory import MemoryStore
@@ -168,6 +169,7 @@ async def run_tool(
         return tool_result(
             call, f"Tool '{call.name}' failed unexpectedly: {type(exc).__name__}: {exc}", is_error=True
         )
+    text = valid_text(text)  # a web page or an MCP server may send anything
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... truncated: result was {len(text):,} characters]"
     return tool_result(call, text)
