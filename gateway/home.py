@@ -98,3 +98,19 @@ def load_env(home: HeraldHome, environ: MutableMapping[str, str] | None = None) 
     for key, value in dotenv_values(stream=io.StringIO(read_text(home.env_path))).items():
         if value and not environ.get(key):
             environ[key] = value
+
+
+def from_environment(value: str, what: str, home: HeraldHome) -> str:
+    """``value`` itself, or for ``$NAME`` (``${NAME}``) the variable's value: how a setting names a secret
+    kept in the environment or ``.env``. A variable that is not set is a ConfigError naming ``what``."""
+    if not value.startswith("$"):
+        return value
+    name = value[1:].strip("{}")
+    found = os.environ.get(name)
+    if not found:
+        from gateway.config import ConfigError  # config imports nothing of the home's
+
+        raise ConfigError(
+            f"{what} is ${name} but {name} is not set: put it in the environment or in {home.env_path}."
+        )
+    return found

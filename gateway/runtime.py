@@ -44,7 +44,7 @@ from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
-from gateway.home import HeraldHome
+from gateway.home import HeraldHome, from_environment
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -108,14 +108,8 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
 def storage_url(config: HeraldConfig, home: HeraldHome) -> StorageUrl:
     """``storage.url`` resolved (``$NAME`` from the environment) and parsed; a bad one is a ConfigError."""
     raw = config.storage.url
-    if raw is not None and raw.startswith("$"):
-        name = raw[1:].strip("{}")
-        raw = os.environ.get(name)
-        if not raw:
-            raise ConfigError(
-                f"storage.url is ${name} but {name} is not set: put the database URL in the environment or "
-                f"in {home.env_path}."
-            )
+    if raw is not None:
+        raw = from_environment(raw, "storage.url", home)
     try:
         return parse_storage_url(raw, home.db_path)
     except BadStorageUrl as error:

@@ -85,25 +85,44 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _postgres.stop()
 
 
+def postgres_server() -> PostgresServer:
+    """The session's PostgreSQL, started on first use."""
+    global _postgres
+    if _postgres is None:
+        _postgres = PostgresServer()
+        _postgres.start()
+    return _postgres
+
+
+@pytest.fixture
+def postgresql_database() -> Iterator[str]:
+    """A fresh PostgreSQL database at Herald's schema, whatever ``--storage`` says (for tests of moving
+    between the two)."""
+    server = postgres_server()
+    url = server.new_database()
+    try:
+        yield url
+    finally:
+        server.drop(url)
+
+
 @pytest.fixture
 def database_url(backend: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str | None]:
     """A fresh PostgreSQL database for this test (None on SQLite), also in $HERALD_TEST_DATABASE_URL
     for what runs in another process."""
-    global _postgres, _database_url
+    global _database_url
     if backend == "sqlite":
         yield None
         return
-    if _postgres is None:
-        _postgres = PostgresServer()
-        _postgres.start()
-    url = _postgres.new_database()
+    server = postgres_server()
+    url = server.new_database()
     monkeypatch.setenv(DATABASE_URL_VARIABLE, url)
     _database_url = url
     try:
         yield url
     finally:
         _database_url = None
-        _postgres.drop(url)
+        server.drop(url)
 
 
 @pytest.fixture

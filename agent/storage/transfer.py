@@ -1,0 +1,131 @@
+"""Copying every table of one database into another: ``herald storage migrate --to postgresql://…``.
+
+Both databases are migrated to this Herald's schema first, so they have the same tables and columns.
+Rows are copied table by table in foreign-key order, in batches, keeping their ids (messages keep their
+positions and stored wire payloads; sessions their exact prompt bytes), and a row the destination
+already has (same primary key) is left alone: a second run copies nothing and changes nothing. On
+PostgreSQL the id sequences are moved past the copied ids afterwards, so new rows never collide.
+
+:func:`verify` then compares the two: row counts of every table, and a hash over every session's
+stored system prompt and tool list (the bytes the provider's cache is keyed on), so a copied session
+goes on reading the same cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import sqlalchemy as sa
+
+from agent.storage.base import Storage
+from agent.storage.schema import metadata, sessions
+from agent.storage.sql import insert_for
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+SKIPPED = frozenset({"leases"})  # who holds a session now: meaningless in another database
+
+
+@dataclass
+class TableCopy:
+    table: str
+    source_rows: int
+    copied: int
+
+
+@dataclass
+class Verification:
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (source, destination)
+    source_prompts: str = ""
+    destination_prompts: str = ""
+
+    @property
+    def mismatched(self) -> list[str]:
+        return [f"{t}: {s:,} here, {d:,} there" for t, (s, d) in self.counts.items() if s != d]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatched and self.source_prompts == self.destination_prompts
+
+
+def copied_tables() -> list[sa.Table]:
+    """Every table worth copying, parents before children."""
+    return [table for table in metadata.sorted_tables if table.name not in SKIPPED]
+
+
+async def copy_tables(
+    source: Storage, destination: Storage, progress: Callable[[TableCopy], None] | None = None
+) -> list[TableCopy]:
+    """Copy every row the destination does not have yet; returns what was done per table."""
+    done = []
+    for table in copied_tables():
+        key = list(table.primary_key.columns)
+        total = await source.read(partial(_count, table=table))
+        copied = 0
+        offset = 0
+        while offset < total:
+            query = sa.select(table).order_by(*key).limit(BATCH).offset(offset)
+            rows = await source.read(partial(_rows, query=query))
+            if not rows:
+                break
+            copied += await destination.write(partial(_insert_missing, table=table, rows=rows))
+            offset += len(rows)
+        if destination.dialect == "postgresql":
+            await destination.write(partial(_advance_sequence, table=table))
+        step = TableCopy(table.name, total, copied)
+        done.append(step)
+        if progress is not None:
+            progress(step)
+    return done
+
+
+def _count(conn: sa.Connection, *, table: sa.Table) -> int:
+    return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+def _rows(conn: sa.Connection, *, query: sa.Select[tuple[object, ...]]) -> list[dict[str, object]]:
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def _insert_missing(conn: sa.Connection, *, table: sa.Table, rows: list[dict[str, object]]) -> int:
+    result = conn.execute(insert_for(conn, table).values(rows).on_conflict_do_nothing())
+    return int(result.rowcount or 0)
+
+
+def _advance_sequence(conn: sa.Connection, *, table: sa.Table) -> None:
+    """Move a serial id's sequence past the highest copied id (explicit ids do not advance it)."""
+    for column in table.primary_key.columns:
+        if column.autoincrement is True and isinstance(column.type, sa.Integer):
+            conn.execute(
+                sa.text(
+                    f"SELECT setval(pg_get_serial_sequence('{table.name}', '{column.name}'), "
+                    f"GREATEST((SELECT MAX({column.name}) FROM {table.name}), 1))"
+                )
+            )
+
+
+async def verify(source: Storage, destination: Storage) -> Verification:
+    """Row counts of every copied table on both sides, and the hash of every session's prompt bytes."""
+    result = Verification()
+    for table in copied_tables():
+        count = partial(_count, table=table)
+        result.counts[table.name] = (await source.read(count), await destination.read(count))
+    result.source_prompts = await source.read(prompt_hash)
+    result.destination_prompts = await destination.read(prompt_hash)
+    return result
+
+
+def prompt_hash(conn: sa.Connection) -> str:
+    """SHA-256 over every session's id, stored system prompt and tool list, in id order."""
+    digest = hashlib.sha256()
+    query = sa.select(sessions.c.id, sessions.c.system_prompt, sessions.c.tools_json).order_by(sessions.c.id)
+    for row in conn.execute(query):
+        for part in row:
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\x00")
+    return digest.hexdigest()

@@ -1,0 +1,61 @@
+"""``herald storage migrate``: a bot's whole state.db into PostgreSQL, verified, and idempotent."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.storage.connect import open_storage
+from agent.storage.transfer import prompt_hash
+from agent.storage.urls import parse_storage_url
+from gateway.home import HeraldHome
+
+FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
+pytestmark = pytest.mark.sqlite_only  # the source is SQLite by definition
+
+
+def _hash(url: str | None, home: HeraldHome) -> str:
+    async def read() -> str:
+        async with open_storage(parse_storage_url(url, home.db_path)) as storage:
+            return await storage.read(prompt_hash)
+
+    return asyncio.run(read())
+
+
+def test_a_release_state_db_is_copied_verified_and_a_second_run_changes_nothing(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    shutil.copy(FIXTURE, home.db_path)
+    first = herald("storage", "migrate", "--to", postgresql_database)
+    assert first.returncode == 0, first.stderr
+    assert "  messages: 43 rows, 43 copied" in first.stdout
+    assert "Verified: every table has the same rows" in first.stdout
+    assert _hash(postgresql_database, home) == _hash(None, home)  # the sessions' exact prompt bytes
+    second = herald("storage", "migrate", "--to", postgresql_database)
+    assert second.returncode == 0, second.stderr
+    assert "  messages: 43 rows, 0 copied" in second.stdout and "0 copied now" in second.stdout
+
+
+def test_a_database_holding_another_bots_rows_is_not_verified(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    shutil.copy(FIXTURE, home.db_path)
+    assert herald("storage", "migrate", "--to", postgresql_database).returncode == 0
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home.db_path}{suffix}").unlink(missing_ok=True)
+    _hash(None, home)  # a new, empty state.db: another bot
+    result = herald("storage", "migrate", "--to", postgresql_database)
+    assert result.returncode == 1
+    assert "different: sessions: 0 here, 3 there" in result.stdout
+
+
+def test_the_url_must_be_postgresql_and_the_password_is_never_printed(home: HeraldHome, herald) -> None:
+    shutil.copy(FIXTURE, home.db_path)
+    result = herald("storage", "migrate", "--to", "mysql://u:secret@x/y")
+    assert result.returncode == 2 and "PostgreSQL" in result.stderr and "secret" not in result.stderr
+    result = herald("storage", "migrate", "--to", "postgresql://u:secret@127.0.0.1:1/y")
+    assert result.returncode == 2 and "cannot be reached" in result.stderr
+    assert "secret" not in result.stderr + result.stdout
