@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.cache_policy import ONE_HOUR, Policy, TtlSetting, choose_ttls
+from agent.agent_settings import AgentSettings
+from agent.cache_policy import ONE_HOUR, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.events import (
     Compressed,
@@ -55,8 +56,8 @@ from agent.providers.base import (
     StreamProgress,
 )
 from agent.providers.pool import ProviderPool
-from agent.providers.retry import RetryPolicy, complete_with_retries, user_facing_error
-from agent.settings import DelegateSettings, MaxTokensPolicy
+from agent.providers.retry import complete_with_retries, user_facing_error
+from agent.side import delegate_for
 from agent.store import SessionRecord, SessionStore
 from agent.text import valid_text
 from agent.tool_runs import run_tool_calls, with_payload
@@ -84,19 +85,6 @@ class TurnResult:
     iterations: int
     error: str | None = None  # one sentence for the user when no answer could be produced
     notice: str | None = None  # one line for the user about an answer that came (e.g. it was cut off)
-
-
-@dataclass(frozen=True)
-class AgentSettings:
-    """The loop's settings, taken from the config schema (``agent.settings``) by the composition root."""
-
-    max_tokens: int
-    max_iterations: int
-    cache_policy: Policy
-    cache_ttl: TtlSetting
-    retry: RetryPolicy
-    on_max_tokens: MaxTokensPolicy
-    delegate: DelegateSettings
 
 
 class Agent:
@@ -405,8 +393,6 @@ class Agent:
 
     def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext:
         """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is."""
-        from agent.side import delegate_for  # side tasks build on this module
-
         return ToolContext(
             session_id=session.id,
             session_key=session.session_key,

@@ -21,19 +21,38 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from agent.agent_settings import AgentSettings
 from agent.cache_policy import choose_ttls
+from agent.limits import RequestLimiter
 from agent.messages import Message
-from agent.providers.base import ProviderError, ProviderRequest
+from agent.providers.base import Provider, ProviderError, ProviderRequest
 from agent.providers.retry import complete_with_retries, user_facing_error
-from agent.store import SessionRecord
+from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
-from agent.tools.registry import Delegate, SideOutcome
+from agent.tools.registry import Delegate, SideOutcome, ToolContext, ToolRegistry
 from agent.usage import Usage
 
-if TYPE_CHECKING:
-    from agent.loop import Agent
+
+class Agent(Protocol):
+    """What a side task uses of the agent (``agent.loop.Agent`` is one): the session's provider, the
+    loop's settings and request cap, usage recording, tools and their context, and the store. A
+    protocol, so this module needs nothing of ``agent.loop`` (which builds on it: delegation)."""
+
+    settings: AgentSettings
+    limiter: RequestLimiter
+    registry: ToolRegistry
+    store: SessionStore
+
+    def provider_for(self, session: SessionRecord) -> Provider: ...
+
+    def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
+
+    async def record_usage(
+        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+    ) -> None: ...
+
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.agent_settings import AgentSettings
 from agent.compression.engine import ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import SessionLocks, SqliteSessionLocks
-from agent.loop import Agent, AgentSettings
+from agent.loop import Agent
 from agent.mcp.servers import McpServers
 from agent.media.transcribe import Transcriber
 from agent.memory import OWNER_SCOPE, MemoryBank
