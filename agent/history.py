@@ -10,7 +10,8 @@ closes a failed turn (taken out of the conversation, kept in the database).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.messages import Message
 
@@ -47,3 +48,12 @@ def unanswered_turn(messages: Sequence[Message]) -> list[Message]:
         if is_turn_start(message):
             return list(messages[index:])
     return []
+
+
+def turn_marked(messages: Sequence[Message], meta: Mapping[str, Any]) -> list[Message] | None:
+    """The messages of the turn whose user message carries every key of ``meta`` (from that message on),
+    if the history has it."""
+    for index, message in enumerate(messages):
+        if message.role == "user" and all(message.meta.get(k) == v for k, v in meta.items()):
+            return list(messages[index:])
+    return None

@@ -41,7 +41,7 @@ from agent.events import (
     ToolFinished,
     ToolStarted,
 )
-from agent.history import CONTINUATION_MARK, unanswered_turn
+from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.limits import RequestLimiter
 from agent.locks import Lease
 from agent.media.types import Media
@@ -260,6 +260,34 @@ class Agent:
         lease.check(session.session_key)
         messages = await self.store.load_messages(session.id)
         return len(messages) - len(await self._settle(session, messages))
+
+    async def earlier_attempt(
+        self, lease: Lease, session: SessionRecord, meta: Mapping[str, Any]
+    ) -> str | None:
+        """What an earlier attempt at the turn whose user message carried ``meta`` left behind (a process
+        that stopped or crashed after starting it): its finished answer, to deliver as it is, or None.
+
+        A half-done attempt (no final answer, or one cut off by a shutdown) is taken out of the
+        conversation first (kept in the database), so the turn can be run again on a valid history.
+        """
+        lease.check(session.session_key)
+        history = await self.store.load_messages(session.id)
+        turn = turn_marked(history, meta)
+        if turn is None:
+            return None
+        last = turn[-1]
+        if len(turn) > 1 and is_final_answer(last) and last.content != CANCELLED_NOTE:
+            log.info(
+                "session %s: a turn finished before a restart; its answer is delivered as it is", session.id
+            )
+            return last.content
+        await self.store.deactivate_messages([_id(m) for m in turn], "interrupted_by_restart")
+        log.info(
+            "session %s: closed an interrupted turn (%d messages) before running it again",
+            session.id,
+            len(turn),
+        )
+        return None
 
     async def _settled_history(self, session: SessionRecord) -> list[Message]:
         return await self._settle(session, await self.store.load_messages(session.id))

@@ -15,10 +15,8 @@ import time
 
 from adapters.base import InboundMessage, OutboundText
 from agent.compression.engine import CompressionOutcome
-from agent.history import is_final_answer
 from agent.locks import Lease
-from agent.loop import CANCELLED_NOTE, TurnResult
-from agent.messages import Message
+from agent.loop import TurnResult
 from agent.session import SessionSpec, StartedSession
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
@@ -72,35 +70,6 @@ async def start_session(services: Services, lease: Lease, message: InboundMessag
     return started
 
 
-def _turn_of(history: list[Message], inbox_id: int) -> list[Message] | None:
-    """The messages of the turn that answered ``inbox_id`` (from its user message on), if any."""
-    for index, message in enumerate(history):
-        if message.role == "user" and message.meta.get(INBOX_META) == inbox_id:
-            return history[index:]
-    return None
-
-
-async def recover(services: Services, session: SessionRecord, row: InboxRow) -> str | None:
-    """What an earlier attempt at ``row`` left: its finished answer (to deliver), or None.
-
-    A half-done attempt (no final answer, or one cut off by a shutdown) is taken out of the
-    conversation so the new attempt starts from a valid history.
-    """
-    store = services.runtime.store
-    turn = _turn_of(await store.load_messages(session.id), row.id)
-    if turn is None:
-        return None
-    last = turn[-1]
-    finished = len(turn) > 1 and is_final_answer(last)
-    if finished and last.content != CANCELLED_NOTE:
-        log.info("inbox %d: the turn finished before a restart; delivering its answer", row.id)
-        return last.content
-    ids = [m.id for m in turn if m.id is not None]
-    await store.deactivate_messages(ids, "interrupted_by_restart")
-    log.info("inbox %d: closed an interrupted turn (%d messages) before answering again", row.id, len(ids))
-    return None
-
-
 async def answer(services: Services, row: InboxRow, *, resumed: bool = False) -> None:
     """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
 
@@ -133,7 +102,8 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     async with runtime.locks.hold(row.session_key) as lease:
         session = await current_session(services, lease, row)
         streamed = [row.stream_message_id] if row.stream_message_id else []
-        recovered = await recover(services, session, row) if resumed else None
+        earlier = {INBOX_META: row.id}
+        recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
         if recovered is not None:
             operations = answer_operations(
                 adapter.capabilities, address, recovered, streamed=streamed, reply_to=message.message_id
