@@ -23,13 +23,13 @@ NUL = "\x00"
 
 
 def valid_text(text: str) -> str:
-    """``text`` as valid Unicode that every store takes: surrogate pairs joined, lone surrogates and NUL
-    characters (PostgreSQL's text cannot hold them) replaced by U+FFFD.
+    """``text`` as valid Unicode that every store takes: surrogate pairs joined, lone surrogates replaced
+    by U+FFFD, NUL characters (PostgreSQL's text cannot hold them, and no one means one) dropped.
 
     Text without either (nearly all of it) is returned as is, without a copy.
     """
     if NUL in text:
-        text = text.replace(NUL, REPLACEMENT)
+        text = text.replace(NUL, "")
     if _SURROGATE.search(text) is None:
         return text
     # UTF-16 is the one codec where a high+low pair means one character: encoding with

@@ -198,8 +198,7 @@ async def _approve(context: CommandContext) -> str:
     user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
-    await context.services.outbox.enqueue([welcome(user)])
-    context.services.sender.notify()
+    await context.services.replies.queue([welcome(user)])
     return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
 
 

@@ -27,6 +27,7 @@ from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
+from gateway.replies import Replies
 from gateway.reviews import Reviews
 from gateway.router import Router
 from gateway.runtime import open_runtime
@@ -93,6 +94,7 @@ async def open_core(
             inbox=Inbox(runtime.db),
             outbox=outbox,
             sender=sender,
+            replies=Replies(outbox, sender, by_platform),
             adapters=by_platform,
             budget=budget,
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),

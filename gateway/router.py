@@ -23,8 +23,7 @@ from adapters.base import ChatType, InboundMessage
 from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
 from gateway.commands import BY_NAME, CommandContext, parse_command, run_command
-from gateway.delivery import answer_operations
-from gateway.inbox import InboxRow, InboxState
+from gateway.inbox import InboxRow
 from gateway.pairing import RequestOutcome
 from gateway.services import Services
 from gateway.turns import answer
@@ -161,18 +160,9 @@ class Router:
         await self._reply(row, reply)
 
     async def _reply(self, row: InboxRow, reply: str) -> None:
-        """Answer ``row`` with ``reply`` (no turn), closing it in the same transaction."""
-        services = self.services
-        message = row.message
-        adapter = services.adapters[message.platform]
-        operations = [  # every part answers the message (a Discord slash command keeps them together)
-            replace(operation, reply_to=message.message_id)
-            for operation in answer_operations(
-                adapter.capabilities, reply_address(message), reply, streamed=[], reply_to=message.message_id
-            )
-        ]
-        await services.outbox.enqueue(operations, inbox_id=row.id, finish=InboxState.ANSWERED)
-        services.sender.notify()
+        """Answer ``row`` with ``reply`` (no turn), closing it in the same transaction. Every part answers
+        the message (a Discord slash command keeps them together)."""
+        await self.services.replies.answer(row, reply, every_part_replies=True)
 
     async def _pairing(self, message: InboundMessage) -> None:
         """An unknown person in a direct chat: a pairing code, a "try later", or silence."""
@@ -192,12 +182,7 @@ class Router:
             text = "I can't take new access requests right now. Please try again in an hour."
         else:
             return
-        adapter = services.adapters[message.platform]
-        address = reply_address(message)
-        await services.outbox.enqueue(
-            answer_operations(adapter.capabilities, address, text, streamed=[], reply_to=None)
-        )
-        services.sender.notify()
+        await services.replies.post(reply_address(message), text)
 
     def _may_refuse(self, message: InboundMessage) -> bool:
         """At most one "try later" per person per ``FULL_REPLY_EVERY``, with bounded memory."""

@@ -21,6 +21,7 @@ from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
+from gateway.replies import Replies
 from gateway.reviews import Reviews
 from gateway.runtime import Runtime
 from gateway.sender import OutboxSender
@@ -33,6 +34,7 @@ class Services:
     inbox: Inbox
     outbox: Outbox
     sender: OutboxSender
+    replies: Replies  # the one road for queueing a reply
     adapters: Mapping[str, Adapter]
     budget: SendBudget
     authorizer: Authorizer

@@ -20,7 +20,7 @@ from agent.loop import TurnResult
 from agent.session import SessionSpec, StartedSession
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
-from gateway.delivery import ReplyStream, answer_operations
+from gateway.delivery import ReplyStream
 from gateway.inbox import InboxRow, InboxState
 from gateway.lanes import INTERRUPTED
 from gateway.media import MessageRefused
@@ -81,16 +81,7 @@ async def answer(services: Services, row: InboxRow, *, resumed: bool = False) ->
         await _answer(services, row, resumed=resumed)
     except Exception:
         log.exception("inbox %d: answering failed unexpectedly", row.id)
-        message = row.message
-        adapter = services.adapters[message.platform]
-        operations = answer_operations(
-            adapter.capabilities,
-            reply_address(message),
-            f"⚠️ No answer: {UNEXPECTED}.",
-            streamed=[],
-            reply_to=message.message_id,
-        )
-        await queue_answer(services, row, operations, state=InboxState.FAILED)
+        await services.replies.answer(row, f"⚠️ No answer: {UNEXPECTED}.", state=InboxState.FAILED)
 
 
 async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
@@ -105,20 +96,14 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         earlier = {INBOX_META: row.id}
         recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
         if recovered is not None:
-            operations = answer_operations(
-                adapter.capabilities, address, recovered, streamed=streamed, reply_to=message.message_id
-            )
-            await queue_answer(services, row, operations)
+            await services.replies.answer(row, recovered, streamed=streamed)
             return
         try:
             turn_input = await services.media.read(
                 adapter, message, session, runtime.config.model_info(session.model)
             )
         except MessageRefused as refusal:
-            operations = answer_operations(
-                adapter.capabilities, address, f"⚠️ {refusal}", streamed=streamed, reply_to=message.message_id
-            )
-            await queue_answer(services, row, operations)
+            await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
             return
         await echo_transcripts(services, row, turn_input.transcripts)
         outcome = await runtime.agent.hygiene(lease, session)
@@ -163,13 +148,13 @@ async def _finish(
     metrics = services.metrics
     metrics.count_usage(result.usage)
     if result.error:
-        await queue_answer(services, row, stream.final(f"⚠️ {result.error}"), state=InboxState.FAILED)
+        await services.replies.queue(stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED)
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
     else:
         lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
         text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
-        await queue_answer(services, row, stream.final(text))
+        await services.replies.queue(stream.final(text), row=row, state=InboxState.ANSWERED)
         metrics.turns.labels("answered").inc()
     elapsed = time.time() - row.received_at
     metrics.turn_seconds.observe(elapsed)
@@ -181,34 +166,13 @@ async def _finish(
     )  # fmt: skip
 
 
-async def queue_answer(
-    services: Services,
-    row: InboxRow,
-    operations: list[Outgoing],
-    *,
-    state: InboxState = InboxState.ANSWERED,
-) -> None:
-    """Queue the answer to ``row`` and close the row, in one transaction."""
-    await services.outbox.enqueue(operations, inbox_id=row.id, finish=state)
-    services.sender.notify()
-
-
 async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:
     """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer."""
     if not transcripts or not services.runtime.config.stt.reply_with_transcript:
         return
     message = row.message
-    adapter = services.adapters[message.platform]
     for transcript in transcripts:
-        operations = answer_operations(
-            adapter.capabilities,
-            reply_address(message),
-            f"🎤 {transcript}",
-            streamed=[],
-            reply_to=message.message_id,
-        )
-        await services.outbox.enqueue(operations)
-    services.sender.notify()
+        await services.replies.post(reply_address(message), f"🎤 {transcript}", reply_to=message.message_id)
 
 
 async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:
@@ -219,8 +183,7 @@ async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome)
     if adapter.capabilities.appends:  # a terminal shows it at once, before the answer streams
         await adapter.notice(address, f"[{line}]")
         return
-    await services.outbox.enqueue([Outgoing(address, Operation.SEND, OutboundText(f"ℹ️ {line}"))])
-    services.sender.notify()
+    await services.replies.queue([Outgoing(address, Operation.SEND, OutboundText(f"ℹ️ {line}"))])
 
 
 async def _cancelled(
@@ -231,5 +194,4 @@ async def _cancelled(
         return
     services.metrics.turns.labels("cancelled").inc()
     operations = stream.final(stream.shown_text() + STOPPED_SUFFIX) if stream.messages else []
-    await services.outbox.enqueue(operations, inbox_id=row.id, finish=InboxState.CANCELLED)
-    services.sender.notify()
+    await services.replies.queue(operations, row=row, state=InboxState.CANCELLED)

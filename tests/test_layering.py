@@ -84,3 +84,14 @@ PORTING = {  # repositories still on sqlite3 (issue 14, in progress): this set o
     "gateway/cron/jobs.py",
     "gateway/doctor.py",
 }
+
+
+def test_every_reply_takes_one_road() -> None:
+    """Only gateway.replies queues into the outbox (and `herald pairing approve`, a process without a
+    sender, which leaves the welcome for the running gateway to send)."""
+    queuing = {
+        str(path.relative_to(ROOT))
+        for path in modules("gateway")
+        if "outbox.enqueue(" in path.read_text(encoding="utf-8")
+    }
+    assert queuing <= {"gateway/replies.py", "gateway/cli_gateway.py"}, queuing

@@ -26,7 +26,7 @@ from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.addressing import display_name
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
-from gateway.delivery import answer_operations
+from gateway.replies import PlatformNotConnected
 from gateway.services import Services
 from gateway.turns import UNEXPECTED
 
@@ -138,13 +138,10 @@ class CronRunner:
 
     async def _deliver(self, target: ChatAddress, text: str) -> list[int]:
         """Queue ``text`` for ``target``; returns the outbox ids that carry it."""
-        adapter = self.services.adapters.get(target.platform)
-        if adapter is None:
-            raise DeliveryUnavailable(f"{target.platform} is not connected to this gateway")
-        operations = answer_operations(adapter.capabilities, target, text, streamed=[], reply_to=None)
-        ids = await self.services.outbox.enqueue(operations)
-        self.services.sender.notify()
-        return ids
+        try:
+            return await self.services.replies.post(target, text)
+        except PlatformNotConnected as error:
+            raise DeliveryUnavailable(str(error)) from None
 
     async def _failed(self, job: CronJob, sentence: str) -> RunStatus:
         """Record the failure and tell the target chat in one line."""
