@@ -6,7 +6,9 @@ The owner's documents are ``memories/MEMORY.md`` and ``memories/USER.md``; anoth
 
 Atomicity: every edit is a read-modify-write under an exclusive lock on the scope's directory that
 holds across processes (``fcntl``), and the new text replaces the file in one step (a crash leaves the
-old file or the new one). The disk work runs in a thread (``asyncio.to_thread``), off the event loop.
+old file or the new one): an edit that raised wrote nothing and may be retried. Reads take no lock (a
+reader sees the old file or the new one). The disk work runs in a thread (``asyncio.to_thread``), off
+the event loop.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ read).
 Atomicity: writes hold an exclusive lock on the library (``skills/.lock``, across processes). A file is
 replaced in one step; a folder is replaced by building the new one beside it (a hidden
 ``.herald-new-*`` folder) and swapping the two with renames, so readers see the old folder or the new
-one (a crash between the two renames leaves the old one in a hidden ``.herald-old-*`` folder). The disk
-work runs in a thread, off the event loop.
+one (a crash between the two renames leaves the old one in a hidden ``.herald-old-*`` folder). A write
+that raised changed nothing (the lock is released, the half-built folder removed) and may be retried.
+The disk work runs in a thread, off the event loop.
 """
 
 from __future__ import annotations
