@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agent.agent_settings import AgentSettings
@@ -58,6 +57,7 @@ from agent.providers.base import (
 from agent.providers.pool import ProviderPool
 from agent.providers.retry import complete_with_retries, user_facing_error
 from agent.side import delegate_for
+from agent.skills import SkillLibrary
 from agent.store import SessionRecord, SessionStore
 from agent.text import valid_text
 from agent.tool_runs import run_tool_calls, with_payload
@@ -101,7 +101,7 @@ class Agent:
         pool: ProviderPool,
         registry: ToolRegistry,
         memory: MemoryBank,
-        skills_dir: Path,
+        skills: SkillLibrary,
         model_info: Callable[[str], ModelInfo],
         settings: AgentSettings,
         limiter: RequestLimiter,
@@ -112,7 +112,7 @@ class Agent:
         self.pool = pool
         self.registry = registry
         self.memory = memory
-        self.skills_dir = skills_dir
+        self.skills = skills
         self.model_info = model_info
         self.settings = settings
         self.limiter = limiter
@@ -426,7 +426,7 @@ class Agent:
             session_key=session.session_key,
             store=self.store,
             memory=self.memory.store(session.memory_scope),
-            skills_dir=self.skills_dir,
+            skills=self.skills,
             delegate=delegate_for(self, session, depth),
             trusted=session.memory_scope == OWNER_SCOPE,
         )

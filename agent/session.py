@@ -16,7 +16,7 @@ from pathlib import Path
 from agent.context_files import load_project_context
 from agent.memory import MemoryBank, MemorySnapshot
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
-from agent.skills import format_skills_index, load_skills_index
+from agent.skills import SkillLibrary
 from agent.store import NewSession, SessionRecord, SessionStore
 from agent.text import read_text
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
@@ -45,14 +45,14 @@ class SessionSpec:
 
 @dataclass(frozen=True)
 class PromptSources:
-    """Where the prompt's parts come from (files under HERALD_HOME, the context directory, config).
+    """Where the prompt's parts come from (HERALD_HOME, memory and skills, the context directory, config).
 
     ``context_dir`` is where the project context file is looked up; None loads none (a daemon's
     working directory says nothing about the project it serves).
     """
 
     soul_path: Path
-    skills_dir: Path
+    skills: SkillLibrary
     memory: MemoryBank
     context_dir: Path | None
     system_message: str
@@ -81,21 +81,24 @@ def load_identity(path: Path) -> str:
     return text or DEFAULT_IDENTITY
 
 
-def _gather(sources: PromptSources, scope: str) -> tuple[str, str, str, str, tuple[str, ...]]:
-    """Blocking file reads, run in a thread: identity, skills index, project context, memory, and
-    the warnings for the user about what was left out or cut."""
+def _read_files(sources: PromptSources) -> tuple[str, str, tuple[str, ...]]:
+    """Blocking file reads, run in a thread: identity, project context, and a warning for the user
+    about a project context file that was left out."""
     identity = load_identity(sources.soul_path)
-    skills = (
-        format_skills_index(load_skills_index(sources.skills_dir)) if "skills" in sources.toolsets else ""
-    )
-    context_text, warnings = "", []
-    if sources.project_context and sources.context_dir is not None:
-        project = load_project_context(sources.context_dir)
-        context_text = project.text
-        warnings.extend([project.warning] if project.warning else [])
+    if not sources.project_context or sources.context_dir is None:
+        return identity, "", ()
+    project = load_project_context(sources.context_dir)
+    return identity, project.text, (project.warning,) if project.warning else ()
+
+
+async def _gather(sources: PromptSources, scope: str) -> tuple[str, str, str, str, tuple[str, ...]]:
+    """Identity, skills index, project context, memory snapshot, and the warnings for the user about
+    what was left out or cut."""
+    identity, context_text, warnings = await asyncio.to_thread(_read_files, sources)
+    skills = await sources.skills.index_text() if "skills" in sources.toolsets else ""
     snapshot = MemorySnapshot("")
     if "memory" in sources.toolsets:
-        snapshot = sources.memory.store(scope).snapshot()
+        snapshot = await sources.memory.store(scope).snapshot()
     return identity, skills, context_text, snapshot.text, (*warnings, *snapshot.warnings)
 
 
@@ -110,9 +113,7 @@ async def start_session(
     now: dt.datetime | None = None,
 ) -> StartedSession:
     now = now or dt.datetime.now().astimezone()
-    identity, skills, project_text, snapshot, warnings = await asyncio.to_thread(
-        _gather, sources, spec.memory_scope
-    )
+    identity, skills, project_text, snapshot, warnings = await _gather(sources, spec.memory_scope)
     tools = registry.enabled(sources.toolsets)
     prompt: SystemPrompt = build_system_prompt(
         PromptInputs(

@@ -1,5 +1,5 @@
-"""The ``herald`` command line: setup, chat, config get/set, insights, doctor (the gateway, pairing
-and cron commands live in modules of their own).
+"""The ``herald`` command line: setup, chat, config get/set, insights, doctor (the gateway, pairing,
+cron, memory and skills commands live in modules of their own).
 
 Whatever goes wrong, a command ends with one sentence on stderr and an exit code, never a traceback:
 :func:`run` hands every failure to :func:`gateway.failures.explain`, the one place that puts
@@ -19,7 +19,7 @@ from pathlib import Path
 from agent import version
 from agent.store import open_session_store
 from agent.text import valid_text
-from gateway import cli_cron, cli_gateway, cli_storage, insights
+from gateway import cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
 from gateway.config import format_value, get_value, load_config, set_value
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_gateway.add_commands(commands, common)
     cli_cron.add_commands(commands, common)
     cli_storage.add_commands(commands, common)
+    cli_memory.add_commands(commands, common)
+    cli_skills.add_commands(commands, common)
     return parser
 
 
@@ -209,6 +211,10 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_cron.run_cron_command(home, args)
     if args.command == "storage":
         return cli_storage.run_storage_command(home, args)
+    if args.command == "memory":
+        return cli_memory.run_memory_command(home, args)
+    if args.command == "skills":
+        return cli_skills.run_skills_command(home, args)
     return EXIT_UNUSABLE
 
 

@@ -2,13 +2,15 @@
 
 Every kind of failure that can reach the command line is put into words here, in one place, so no
 command needs its own ``try``: bad configuration, a damaged or unwritable database, a home that
-cannot be created or read, and, last, anything unforeseen (a bug: its traceback is logged and shown
+cannot be created or read, a command that says itself why it could not do its work
+(:class:`CommandFailed`), and, last, anything unforeseen (a bug: its traceback is logged and shown
 with ``-v``).
 
 Exit codes (the README lists them too):
 
 - 0: done.
-- 1: the command ran but did not succeed: no answer from the model, or ``doctor`` found problems.
+- 1: the command ran but did not succeed: no answer from the model, ``doctor`` found problems, an
+  edit was refused.
 - 2: the command could not run: bad input, bad configuration, a damaged or unwritable home.
 - 70: a bug in Herald.
 - 130: interrupted (Ctrl-C).
@@ -31,6 +33,16 @@ EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 
 
+class CommandFailed(Exception):
+    """A command could not do what it was asked (an edit refused, a name that is not there); the message
+    says why and what to do. ``code`` is the exit code: EXIT_FAILED when the command ran but what it was
+    asked was refused, EXIT_UNUSABLE when the input itself was wrong."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class PlatformStartFailed(Exception):
     """A chat platform refused the gateway at start-up (bad token, a setting missing in its developer
     portal, unreachable); the message says why and what to do."""
@@ -51,6 +63,8 @@ def explain(error: Exception) -> Failure:
         return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
     if isinstance(error, StorageError):
         return Failure(str(error), EXIT_UNUSABLE)
+    if isinstance(error, CommandFailed):
+        return Failure(str(error), error.code)
     if isinstance(error, PlatformStartFailed):
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, BrokenPipeError):  # `herald insights | head -1`: the reader has had enough

@@ -32,6 +32,7 @@ from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.settings import McpSettings
+from agent.skills import SkillLibrary
 from agent.storage.base import Storage
 from agent.storage.connect import open_storage
 from agent.storage.sqlite import SqliteStorage
@@ -46,6 +47,7 @@ from gateway.cron.manage import CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome, from_environment
+from gateway.memory_skills import memory_and_skills
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -153,7 +155,8 @@ class Runtime:
     limiter: RequestLimiter
     pool: ProviderPool
     registry: ToolRegistry
-    memory: MemoryBank
+    memory: MemoryBank  # files in the home on SQLite, the database on PostgreSQL (gateway.memory_skills)
+    skills: SkillLibrary  # likewise
     agent: Agent
     context_dir: Path | None
     provider: str
@@ -165,7 +168,7 @@ class Runtime:
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
             soul_path=self.home.soul_path,
-            skills_dir=self.home.skills_dir,
+            skills=self.skills,
             memory=self.memory,
             context_dir=self.context_dir,
             system_message=self.config.agent.system_message,
@@ -291,7 +294,7 @@ async def open_runtime(
         if transcriber is not None:
             stack.push_async_callback(transcriber.aclose)
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
-        memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
+        kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
         cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
@@ -301,8 +304,8 @@ async def open_runtime(
             store=store,
             pool=pool,
             registry=registry,
-            memory=memory,
-            skills_dir=home.skills_dir,
+            memory=kept.memory,
+            skills=kept.skills,
             model_info=config.model_info,
             settings=agent_settings(config),
             limiter=limiter,
@@ -318,7 +321,8 @@ async def open_runtime(
             limiter=limiter,
             pool=pool,
             registry=registry,
-            memory=memory,
+            memory=kept.memory,
+            skills=kept.skills,
             agent=agent,
             context_dir=config.agent.context_dir or context_dir,
             provider=kind,

@@ -94,7 +94,7 @@ async def test_compressed_messages_are_still_found_by_session_search(
         await chat(runtime, session.id, range(14))
         active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
         memory = runtime.memory.store(session.memory_scope)
-        context = ToolContext(session.id, session.session_key, runtime.store, memory, home.skills_dir)
+        context = ToolContext(session.id, session.session_key, runtime.store, memory, runtime.skills)
         found = await SESSION_SEARCH_TOOL.handler({"query": "FACT-3"}, context)
     assert "Turn 3: remember" not in active_text  # compressed away...
     assert "(this session) · user (compressed away): …remember [FACT-3]" in found  # ...but findable

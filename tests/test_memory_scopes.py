@@ -6,11 +6,11 @@ prompt, in a group's prompt, or in any tool output B (or a group) can trigger.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
-from agent.memory import MemoryBank, chat_scope, scope_directory, user_scope
+from agent.memory import OWNER_SCOPE, MemoryBank, chat_scope, user_scope
+from agent.memory.files import FileMemoryDocuments, scope_directory
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
@@ -93,7 +93,7 @@ async def test_a_dm_fact_reaches_neither_another_person_nor_a_group(
     assert not [r for r in results if "is called Sea Otter" in r]  # the queries echo "Sea Otter" alone
 
 
-async def test_each_scope_has_its_own_files_and_a_group_never_writes_a_members_files(
+async def test_each_scope_has_its_own_memory_and_a_group_never_writes_a_members(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     async with open_runtime(make_config(emulator_url), home) as runtime:
@@ -104,12 +104,16 @@ async def test_each_scope_has_its_own_files_and_a_group_never_writes_a_members_f
         )
         await run_turn(runtime, group, "Remember our team name.")
         bank: MemoryBank = runtime.memory
-    memories = home.memories_dir
-    group_files = scope_directory(memories, chat_scope("telegram", "-100"))
-    assert (group_files / "USER.md").read_text() == "Team Ops"
-    assert (memories / "USER.md").read_text() == ""  # the owner's files are untouched
-    assert not (memories / "users").exists()  # no member got a file
-    assert bank.store(user_scope("telegram", "alice")).read("user") == ""
+        assert await bank.store(chat_scope("telegram", "-100")).read("user") == "Team Ops"
+        assert await bank.store(OWNER_SCOPE).read("user") == ""  # the owner's memory is untouched
+        assert await bank.store(user_scope("telegram", "alice")).read("user") == ""
+        assert await bank.scopes() == [chat_scope("telegram", "-100")]  # no member got any
+    if isinstance(bank.documents, FileMemoryDocuments):  # SQLite: in the group's own folder
+        memories = home.memories_dir
+        group_files = scope_directory(memories, chat_scope("telegram", "-100"))
+        assert (group_files / "USER.md").read_text() == "Team Ops"
+        assert (memories / "USER.md").read_text() == ""
+        assert not (memories / "users").exists()
 
 
 def test_scope_directories_are_confined_and_distinct(tmp_path: Path) -> None:
@@ -126,10 +130,3 @@ def test_scope_directories_are_confined_and_distinct(tmp_path: Path) -> None:
         except ValueError:
             continue
         raise AssertionError(f"{bad!r} was accepted")
-
-
-async def test_memory_edits_from_many_tasks_at_once_lose_nothing(tmp_path: Path) -> None:
-    """The file lock serialises read-modify-write; the work runs in threads, off the event loop."""
-    store = MemoryBank(tmp_path, 2200, 1375).store(user_scope("telegram", "7"))
-    await asyncio.gather(*(asyncio.to_thread(store.add, "memory", f"fact {i}") for i in range(40)))
-    assert sorted(store.entries("memory")) == sorted(f"fact {i}" for i in range(40))

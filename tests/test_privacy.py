@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.memory import MemoryBank, user_scope
+from agent.memory import OWNER_SCOPE, user_scope
 from agent.store import open_session_store
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import point_at
+from tests.state_support import files_bank
 
 
 def mode(path: Path) -> int:
@@ -47,9 +48,9 @@ def test_the_home_is_private_whatever_the_umask(tmp_path: Path, open_umask: None
         "state.db-wal": "0o600",
         "state.db-shm": "0o600",
     }
-    bank = MemoryBank(home.memories_dir, 2200, 1375)
-    bank.store("owner").add("memory", "Project uses uv")
-    bank.store(user_scope("telegram", "42")).add("user", "Name: Ada")
+    bank = files_bank(home.memories_dir)
+    asyncio.run(bank.store(OWNER_SCOPE).add("memory", "Project uses uv"))
+    asyncio.run(bank.store(user_scope("telegram", "42")).add("user", "Name: Ada"))
     directories = [home.root, home.memories_dir, home.skills_dir, *home.memories_dir.glob("**/")]
     files = [home.env_path, home.db_path, *home.memories_dir.rglob("*.md")]
     assert len(files) == 5

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from agent.compression.boundaries import choose_boundaries, prune_tool_outputs, repair_tool_pairs
 from agent.history import unanswered_turn
 from agent.injection import scan_for_injection
-from agent.memory import MemoryStore
+from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall, tool_result
 from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
@@ -30,6 +30,7 @@ from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import new_session, run_turn, without_markers
+from tests.state_support import files_bank
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 WIRE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -84,7 +85,7 @@ def test_any_prompt_source_builds_a_prompt_that_encodes_the_same_way_twice(
 ) -> None:
     directory: Path = tmp_path_factory.mktemp("memories")
     (directory / "MEMORY.md").write_bytes(memory)  # a file edited by anyone, in any encoding
-    snapshot = MemoryStore(directory, 2200, 1375).snapshot()
+    snapshot = asyncio.run(files_bank(directory).store(OWNER_SCOPE).snapshot())
     inputs = PromptInputs(
         identity=valid_text(identity),
         tool_guidance=(),

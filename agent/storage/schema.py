@@ -256,3 +256,21 @@ discord_interaction_messages = sa.Table(
     sa.Column("interaction_id", sa.Text, nullable=False),
     sa.Index("discord_interaction_messages_by_interaction", "interaction_id"),
 )
+
+memory_documents = sa.Table(  # agent.memory.database: MEMORY.md / USER.md of each scope, with PostgreSQL
+    "memory_documents",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),  # owner, user:PLATFORM:ID, chat:PLATFORM:ID
+    sa.Column("target", sa.Text, primary_key=True),  # memory (MEMORY.md) or user (USER.md)
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+skill_files = sa.Table(  # agent.skills.database: the skill library's files, with PostgreSQL
+    "skill_files",
+    metadata,
+    sa.Column("path", sa.Text, primary_key=True),  # library path: devops/deploy/SKILL.md
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)

@@ -1,14 +1,13 @@
 """The ``memory`` tool: curated notes in MEMORY.md and USER.md of the session's memory scope.
 
-Writes land on disk at once, but the running session's prompt keeps its frozen snapshot (changing it
-would invalidate the session's cache); the next session sees the new text. The tool only ever reaches
-the files of its session's scope (``ToolContext.memory``): in a group chat, the group's own files.
-File work (and the cross-process lock it takes) runs in a thread, off the event loop.
+Writes are stored at once (in files or in the database: ``agent.memory``), but the running session's
+prompt keeps its frozen snapshot (changing it would invalidate the session's cache); the next session
+sees the new text. The tool only ever reaches the memory of its session's scope (``ToolContext.memory``):
+in a group chat, the group's own.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from agent.memory import MemoryToolError
@@ -45,15 +44,15 @@ async def handle(args: dict[str, Any], context: ToolContext) -> str:
     memory = context.memory
     try:
         if action == "read":
-            text = await asyncio.to_thread(memory.read, target)
+            text = await memory.read(target)
             return text or f"({'MEMORY.md' if target == 'memory' else 'USER.md'} is empty)"
         if action == "add":
-            return await asyncio.to_thread(memory.add, target, _required(args, "content"))
+            return await memory.add(target, _required(args, "content"))
         if action == "replace":
             old, new = _required(args, "old_text"), _required(args, "content")
-            return await asyncio.to_thread(memory.replace, target, old, new)
+            return await memory.replace(target, old, new)
         if action == "remove":
-            return await asyncio.to_thread(memory.remove, target, _required(args, "old_text"))
+            return await memory.remove(target, _required(args, "old_text"))
     except MemoryToolError as exc:
         raise ToolError(str(exc)) from exc
     raise ToolError("'action' must be one of add, replace, remove, read.")

@@ -14,7 +14,6 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.messages import Message, ToolCall, tool_result
@@ -22,6 +21,7 @@ from agent.text import valid_text
 
 if TYPE_CHECKING:
     from agent.memory import MemoryStore
+    from agent.skills import SkillLibrary
     from agent.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class ToolContext:
     session_key: str  # the chat the session belongs to: scopes what its tools may read
     store: SessionStore
     memory: MemoryStore
-    skills_dir: Path
+    skills: SkillLibrary
     delegate: Delegate | None = None
     trusted: bool = False
 

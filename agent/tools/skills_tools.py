@@ -6,16 +6,14 @@ appended like any other message, so activating a skill never rebuilds the prompt
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from agent.skills import SkillError, format_skills_index, load_skills_index, read_skill
+from agent.skills import SkillError
 from agent.tools.registry import Tool, ToolContext, ToolError
 
 
 async def list_skills(args: dict[str, Any], context: ToolContext) -> str:
-    skills = await asyncio.to_thread(load_skills_index, context.skills_dir)
-    return format_skills_index(skills) or "No skills are installed."
+    return await context.skills.index_text() or "No skills are installed."
 
 
 async def view_skill(args: dict[str, Any], context: ToolContext) -> str:
@@ -26,7 +24,7 @@ async def view_skill(args: dict[str, Any], context: ToolContext) -> str:
     if path is not None and not isinstance(path, str):
         raise ToolError("'path' must be a string: a file path relative to the skill's folder.")
     try:
-        return await asyncio.to_thread(read_skill, context.skills_dir, name, path)
+        return await context.skills.read(name, path)
     except SkillError as exc:
         raise ToolError(str(exc)) from exc
 
