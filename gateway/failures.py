@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agent.db import DatabaseError, SchemaTooNew
+from agent.storage.errors import StorageError
 from gateway.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def explain(error: Exception) -> Failure:
     """The sentence and exit code for ``error``; never raises."""
     if isinstance(error, ConfigError):
         return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
-    if isinstance(error, DatabaseError | SchemaTooNew):
+    if isinstance(error, StorageError):  # damaged, unwritable, too new, unreachable: it says which
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, PlatformStartFailed):
         return Failure(str(error), EXIT_UNUSABLE)
