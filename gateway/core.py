@@ -82,15 +82,15 @@ async def open_core(
             open_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
         )
         metrics = GatewayMetrics()
-        outbox = Outbox(runtime.db)
+        outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters}
         budget = SendBudget()
         sender = OutboxSender(outbox, by_platform, budget, metrics)
-        pairing = Pairing(runtime.db)
+        pairing = Pairing(runtime.storage)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
-            inbox=Inbox(runtime.db),
+            inbox=Inbox(runtime.storage),
             outbox=outbox,
             sender=sender,
             adapters=by_platform,

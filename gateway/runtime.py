@@ -272,7 +272,7 @@ async def open_runtime(
             stack.push_async_callback(transcriber.aclose)
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
         memory = MemoryBank(home.memories_dir, config.memory.memory_char_limit, config.memory.user_char_limit)
-        cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
+        cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))

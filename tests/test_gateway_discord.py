@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from adapters.discord import DiscordAdapter
-from agent.db import Database
+from agent.storage import schema
 from gateway.app import Gateway, open_gateway
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeDiscord, FakeTelegram
@@ -51,8 +53,8 @@ class Harness:
         deadline = time.monotonic() + timeout
         quiet, rows = 0, -1
         while time.monotonic() < deadline:
-            count = await services.inbox.db.run(
-                lambda conn: conn.execute("SELECT COUNT(*) FROM inbox").fetchone()[0]
+            count = await services.runtime.storage.read(
+                lambda conn: conn.execute(sa.select(sa.func.count()).select_from(schema.inbox)).scalar_one()
             )
             idle = (
                 services.lanes.depth == 0
@@ -351,8 +353,8 @@ async def test_a_reply_still_in_the_outbox_at_shutdown_is_sent_once_after_the_re
         await fake.wait_for(lambda: fake.calls_to("POST /channels/{channel_id}/messages"), 10.0)
         await asyncio.sleep(0.3)
         assert await harness.gateway.services.outbox.pending_count() == 1
-    async with await Database.open(home.db_path) as db:  # two minutes pass
-        await db.write(lambda conn: conn.execute("UPDATE outbox SET next_attempt_at = 0"))
+    async with open_home_storage(home) as storage:  # two minutes pass
+        await storage.write(lambda conn: conn.execute(sa.update(schema.outbox).values(next_attempt_at=0)))
     async with discord_gateway(home, emulator, emulator_url, fake) as harness:
         await harness.settled()
         answers = harness.texts(fake.dm_channel(FRIEND))
