@@ -112,7 +112,7 @@ async def running_gateway(
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:
         adapter = UnpacedTelegramAdapter(token, base_url=config.telegram.base_url)
-        opened = open_gateway(config, home, adapters=[adapter])
+        opened = open_gateway(config, home, adapters=lambda _storage: [adapter])
     async with opened as gateway:
         yield gateway
 
@@ -521,7 +521,7 @@ async def bench_gateway(bench: Bench, fake: FakeTelegram) -> AsyncIterator[Gatew
         }
     )
     adapter = UnpacedTelegramAdapter(fake.token, base_url=fake.base_url)
-    async with open_gateway(config, bench.home, adapters=[adapter]) as gateway:
+    async with open_gateway(config, bench.home, adapters=lambda _storage: [adapter]) as gateway:
         bench.sync_clock(gateway.services.runtime)
         yield GatewayBench(bench, fake, gateway)
 
