@@ -36,7 +36,6 @@ import gc
 import logging
 import math
 import os
-import sqlite3
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -48,18 +47,21 @@ from tempfile import TemporaryDirectory
 from typing import Any
 from unittest import mock
 
+import sqlalchemy as sa
 from telegram.ext import AIORateLimiter
 
 import adapters.telegram.adapter as telegram_adapter
 from adapters.telegram import TelegramAdapter
 from adapters.telegram.ratelimit import BoundedRateLimiter
 from agent.prompt import SystemPrompt
+from agent.storage.schema import inbox, outbox
 from benchmarks.cache import USER_TEXT, VARIANTS, Bench, Result, format_rows, run_scenario
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent, rss_kb
 from gateway.app import Gateway, open_gateway
 from gateway.config import GatewaySettings, HeraldConfig, TelegramSettings
 from gateway.home import HeraldHome, ensure_home
+from gateway.storage import open_home_storage
 from tests.emulator import RecordedRequest, Reply, ToolUse
 from tests.emulator.blocks import anthropic_layout
 from tests.fakes import FakeTelegram
@@ -110,7 +112,7 @@ async def running_gateway(
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:
         adapter = UnpacedTelegramAdapter(token, base_url=config.telegram.base_url)
-        opened = open_gateway(config, home, adapters=[adapter])
+        opened = open_gateway(config, home, adapters=lambda _storage: [adapter])
     async with opened as gateway:
         yield gateway
 
@@ -242,17 +244,26 @@ STAGE_COLUMNS = [
 ]  # fmt: skip
 
 
-def stages(db_path: Path, sent: list[Sent]) -> tuple[list[float], list[float], list[float]]:
-    """Per message, from ``state.db``: injection → stored in the inbox, stored → answer queued, queued
+async def stages(home: HeraldHome, sent: list[Sent]) -> tuple[list[float], list[float], list[float]]:
+    """Per message, from the database: injection → stored in the inbox, stored → answer queued, queued
     → sent. The gateway stores wall-clock times; ``time.time() - time.monotonic()`` converts them to
     the system-wide monotonic clock the fake's process stamped the injection with."""
     offset = time.time() - time.monotonic()
     injected = {(str(m.chat), str(m.message_id)): m.at for m in sent}
-    with contextlib.closing(sqlite3.connect(db_path)) as conn:
-        rows = conn.execute(
-            "SELECT i.chat_id, i.message_id, i.received_at, i.finished_at, MIN(o.created_at), "
-            "MAX(o.sent_at) FROM inbox i JOIN outbox o ON o.inbox_id = i.id GROUP BY i.id"
-        ).fetchall()
+    query = (
+        sa.select(
+            inbox.c.chat_id,
+            inbox.c.message_id,
+            inbox.c.received_at,
+            inbox.c.finished_at,
+            sa.func.min(outbox.c.created_at),
+            sa.func.max(outbox.c.sent_at),
+        )
+        .join(outbox, outbox.c.inbox_id == inbox.c.id)
+        .group_by(inbox.c.id)
+    )
+    async with open_home_storage(home) as storage:
+        rows = await storage.read(lambda conn: [tuple(row) for row in conn.execute(query)])
     stored = [received - offset - injected[(chat, message)] for chat, message, received, *_ in rows]
     turn = [finished - received for _, _, received, finished, _, _ in rows]
     queue = [sent_at - created for *_, created, sent_at in rows]
@@ -272,7 +283,7 @@ async def throughput(
             await settle(gateway, len(sent))
             leaked = busy_pool_slots(gateway)
             answers, _ = await fake.answers(users)
-        stored, turn, queue = stages(home.db_path, sent)
+        stored, turn, queue = await stages(home, sent)
     check = Check.of(sent, answers)
     wall = max(check.final.values()) - min(m.at for m in sent)
     complete = [check.final[m] - m.at for m in check.final]
@@ -510,7 +521,7 @@ async def bench_gateway(bench: Bench, fake: FakeTelegram) -> AsyncIterator[Gatew
         }
     )
     adapter = UnpacedTelegramAdapter(fake.token, base_url=fake.base_url)
-    async with open_gateway(config, bench.home, adapters=[adapter]) as gateway:
+    async with open_gateway(config, bench.home, adapters=lambda _storage: [adapter]) as gateway:
         bench.sync_clock(gateway.services.runtime)
         yield GatewayBench(bench, fake, gateway)
 

@@ -22,9 +22,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from adapters.base import Adapter, DeliveryError
+from agent.storage.base import Storage
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
-from gateway.core import cancel, open_core
+from gateway.core import AdapterFactory, cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
 from gateway.facts import GatewayFacts
@@ -42,8 +43,9 @@ DISCORD_TOKEN = "DISCORD_BOT_TOKEN"
 FLUSH_TIMEOUT = 10.0
 
 
-def build_adapters(config: HeraldConfig, environ: Mapping[str, str]) -> list[Adapter]:
-    """The adapters whose credentials are present (a platform is enabled by its token)."""
+def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: Storage) -> list[Adapter]:
+    """The adapters whose credentials are present (a platform is enabled by its token); Discord keeps
+    its slash commands' interactions in ``storage``, so they are answered after a restart too."""
     adapters: list[Adapter] = []
     token = environ.get(TELEGRAM_TOKEN, "").strip()
     if token:
@@ -61,6 +63,7 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str]) -> list[Ada
     token = environ.get(DISCORD_TOKEN, "").strip()
     if token:
         from adapters.discord import DiscordAdapter  # imports discord.py: only when enabled
+        from gateway.discord_interactions import StoredInteractions
 
         discord = config.discord
         adapters.append(
@@ -70,9 +73,17 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str]) -> list[Ada
                 gateway_url=discord.gateway_url,
                 free_response_channels=discord.free_response_channels,
                 ephemeral_commands=private_commands(),
+                interactions=StoredInteractions(storage),
             )
         )
     return adapters
+
+
+def no_platform(home: HeraldHome) -> ConfigError:
+    return ConfigError(
+        f"No chat platform is enabled: set {TELEGRAM_TOKEN} or {DISCORD_TOKEN} in the environment or in "
+        f"{home.env_path}."
+    )
 
 
 @dataclass
@@ -123,21 +134,23 @@ async def open_gateway(
     config: HeraldConfig,
     home: HeraldHome,
     *,
-    adapters: Sequence[Adapter] | None = None,
+    adapters: AdapterFactory | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Gateway]:
-    """Start the gateway; on exit drain it and close everything."""
-    chosen = list(adapters) if adapters is not None else build_adapters(config, environ or os.environ)
-    if not chosen:
-        raise ConfigError(
-            f"No chat platform is enabled: set {TELEGRAM_TOKEN} or {DISCORD_TOKEN} in the environment or in "
-            f"{home.env_path}."
-        )
+    """Start the gateway with the adapters ``adapters`` builds (default: those ``environ`` has tokens
+    for); on exit drain it and close everything."""
+    tokens = environ or os.environ
+    if adapters is None and not any(tokens.get(name, "").strip() for name in (TELEGRAM_TOKEN, DISCORD_TOKEN)):
+        raise no_platform(home)  # before anything is opened
     if config.gateway.allow_all:
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
+    build = adapters or (lambda storage: build_adapters(config, tokens, storage))
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_core(config, home, chosen))
+        core = await stack.enter_async_context(open_core(config, home, build))
         services, router = core.services, core.router
+        chosen = list(services.adapters.values())
+        if not chosen:
+            raise no_platform(home)
         runtime = services.runtime
         sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
         stack.push_async_callback(cancel, sweeping)

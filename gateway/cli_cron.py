@@ -11,13 +11,13 @@ import argparse
 import asyncio
 import sys
 
-from agent.db import Database
 from gateway.config import load_config
 from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, change_job
 from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 
 
 def add_commands(
@@ -52,8 +52,8 @@ def add_commands(
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
-    async with await Database.open(home.db_path) as db:
-        manager = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
+    async with open_home_storage(home) as storage:
+        manager = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         tz = manager.timezone
         try:
             if args.cron_command == "add":

@@ -9,12 +9,12 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agent.db import Database
 from gateway.config import load_config
 from gateway.home import HeraldHome
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing, welcome
 from gateway.service import install_user_unit, user_unit_path
+from gateway.storage import open_home_storage
 
 
 def add_commands(
@@ -58,8 +58,8 @@ def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 @asynccontextmanager
 async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, Outbox]]:
-    async with await Database.open(home.db_path) as db:
-        yield Pairing(db), Outbox(db)
+    async with open_home_storage(home) as storage:
+        yield Pairing(storage), Outbox(storage)
 
 
 def _when(timestamp: float) -> str:

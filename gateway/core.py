@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.base import Adapter
+from agent.storage.base import Storage
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
@@ -33,6 +34,10 @@ from gateway.router import Router
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
+
+# The adapters of this process, built once the storage is open: an adapter may keep state in it
+# (Discord's deferred slash commands).
+AdapterFactory = Callable[[Storage], Sequence[Adapter]]
 
 
 @dataclass
@@ -66,14 +71,14 @@ def require_mention(config: HeraldConfig) -> dict[str, bool]:
 async def open_core(
     config: HeraldConfig,
     home: HeraldHome,
-    adapters: Sequence[Adapter],
+    adapters: AdapterFactory,
     *,
     owners: Sequence[str] = (),
     provider: str | None = None,
     model: str | None = None,
     context_dir: Path | None = None,
 ) -> AsyncIterator[Core]:
-    """Open the shared core for ``adapters`` (not started yet: the caller starts them).
+    """Open the shared core for the adapters ``adapters`` builds (not started: the caller starts them).
 
     ``provider``/``model`` override the configured model for new sessions and ``context_dir`` is where
     a project context file is looked up (both for the terminal).
@@ -83,15 +88,15 @@ async def open_core(
             open_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
         )
         metrics = GatewayMetrics()
-        outbox = Outbox(runtime.db)
-        by_platform = {adapter.platform: adapter for adapter in adapters}
+        outbox = Outbox(runtime.storage)
+        by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
         budget = SendBudget()
         sender = OutboxSender(outbox, by_platform, budget, metrics)
-        pairing = Pairing(runtime.db)
+        pairing = Pairing(runtime.storage)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
-            inbox=Inbox(runtime.db),
+            inbox=Inbox(runtime.storage),
             outbox=outbox,
             sender=sender,
             replies=Replies(outbox, sender, by_platform),

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from agent.db import is_damage
 from agent.private import loose_permissions
 from agent.providers.errors import missing_v1_hint
 from agent.providers.pool import ProviderKey
+from agent.storage.sqlite import Integrity, check_integrity
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
@@ -112,19 +111,11 @@ def inspect_database(path: Path) -> Finding:
     fresh = f"to start fresh: cp {path} {path}.bak && rm {path} {path}-wal {path}-shm"
     if not path.exists():
         return Finding("ok", "database", f"{path} does not exist yet; the first chat creates it.")
-    try:
-        conn = sqlite3.connect(path, timeout=5)
-        try:
-            rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall()]
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as error:
-        if is_damage(error):
-            return Finding("fail", "database", f"{path} is damaged ({error}); {fresh}.")
-        return Finding("fail", "database", f"cannot read {path} ({error}); check its permissions.")
-    problems = [row for row in rows if row != "ok"]
-    if problems:
-        return Finding("fail", "database", f"{path} is damaged ({'; '.join(problems[:3])}); {fresh}.")
+    report = check_integrity(path)
+    if report.state is Integrity.DAMAGED:
+        return Finding("fail", "database", f"{path} is damaged ({report.detail}); {fresh}.")
+    if report.state is Integrity.UNREADABLE:
+        return Finding("fail", "database", f"cannot read {path} ({report.detail}); check its permissions.")
     if not os.access(path, os.W_OK):
         return Finding("fail", "database", f"{path} is read-only; fix: chmod u+w {path}.")
     return Finding("ok", "database", f"{path} passed SQLite's integrity check.")

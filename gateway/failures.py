@@ -61,7 +61,7 @@ def explain(error: Exception) -> Failure:
     """The sentence and exit code for ``error``; never raises."""
     if isinstance(error, ConfigError):
         return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
-    if isinstance(error, StorageError):
+    if isinstance(error, StorageError):  # damaged, unwritable, too new, unreachable: it says which
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, CommandFailed):
         return Failure(str(error), error.code)

@@ -1,25 +1,40 @@
 """The inbox: every addressed message from an authorized person, stored before it is confirmed.
 
 ``record`` is the first thing the router does with a message it will act on; the adapter confirms the
-message to the platform only after that returned (adapters/base.py). The unique key
-``(platform, chat_id, message_id)`` turns a platform's redelivery into a no-op, and a row stays
-``pending`` until its answer is queued in the outbox (in the same transaction), so a restart answers
-exactly the messages that never got one.
+message to the platform only after that returned (adapters/base.py). A row stays ``pending`` until
+its answer is queued in the outbox (in the same transaction), so a restart answers exactly the
+messages that never got one.
+
+Contract:
+
+- :meth:`Inbox.record_batch` stores a batch of messages in one transaction: all of them or none. It is
+  idempotent: the unique key ``(platform, chat_id, message_id)`` turns a platform's redelivery (or a
+  caller's retry after an error) into a no-op, reported as "not new", also when another process stored
+  the message first. A caller may retry a batch that raised; nothing is stored twice. (On PostgreSQL,
+  two transactions storing the same messages in different orders can deadlock: the database aborts
+  one, which then raised having stored nothing.)
+- :func:`finish_row` closes a row inside the caller's transaction (the outbox queues the answer in it).
+- :meth:`Inbox.set_stream_message` and :meth:`Inbox.cancel_pending` are single statements (idempotent).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import sqlalchemy as sa
+
 from adapters.base import Attachment, ChatType, InboundMessage
-from agent.db import Database
+from agent.storage.base import Storage
+from agent.storage.schema import inbox
+from agent.storage.sql import insert_for
+
+BATCH_ROWS = 1000  # rows per INSERT statement: 6 parameters each, far below either database's limit
 
 
 class InboxState(StrEnum):
@@ -27,6 +42,14 @@ class InboxState(StrEnum):
     ANSWERED = "answered"  # the answer (or a command's reply) is in the outbox
     FAILED = "failed"  # the turn failed for good; the user was told so (the outbox has that line)
     CANCELLED = "cancelled"  # /stop or a newer message interrupted it; nothing more will be sent
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """A message to store, with the session key it belongs to."""
+
+    message: InboundMessage
+    session_key: str
 
 
 @dataclass(frozen=True)
@@ -50,93 +73,129 @@ def message_from_json(raw: str) -> InboundMessage:
     return InboundMessage(**data)
 
 
-class Inbox:
-    """The ``inbox`` table. All writes are single ``BEGIN IMMEDIATE`` transactions."""
+Key = tuple[str, str, str]  # (platform, chat_id, message_id): the unique key
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+
+def _key(message: InboundMessage) -> Key:
+    return message.platform, message.chat_id, message.message_id
+
+
+class Inbox:
+    """The ``inbox`` table."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
 
     async def record(self, message: InboundMessage, session_key: str) -> InboxRow | None:
         """Store ``message``; None when it was stored before (a redelivery: do nothing more)."""
+        [row] = await self.record_batch([InboxEntry(message, session_key)])
+        return row
 
-        def insert(conn: sqlite3.Connection) -> InboxRow | None:
+    async def record_batch(self, entries: Sequence[InboxEntry]) -> list[InboxRow | None]:
+        """Store ``entries`` in one transaction; for each, its new row, or None when that message was
+        stored before (by an earlier delivery, or earlier in this batch). New rows are numbered in the
+        order of ``entries`` (both databases number a multi-row ``INSERT`` in order), so
+        :meth:`pending` gives them back in that order."""
+        if not entries:
+            return []
+
+        def insert(conn: sa.Connection) -> list[InboxRow | None]:
             now = time.time()
-            cursor = conn.execute(
-                """INSERT OR IGNORE INTO inbox (platform, chat_id, message_id, session_key, message,
-                   received_at) VALUES (?,?,?,?,?,?)""",
-                (
-                    message.platform,
-                    message.chat_id,
-                    message.message_id,
-                    session_key,
-                    message_to_json(message),
-                    now,
-                ),
-            )
-            if cursor.rowcount == 0:
-                return None
-            return InboxRow(int(cursor.lastrowid or 0), session_key, message, InboxState.PENDING, None, now)
+            first: dict[Key, int] = {}  # each message's first place in the batch
+            for index, entry in enumerate(entries):
+                first.setdefault(_key(entry.message), index)
+            ids: dict[Key, int] = {}
+            for chunk in _chunks([entries[index] for index in first.values()], BATCH_ROWS):
+                statement = (
+                    insert_for(conn, inbox)
+                    .values([_values(entry, now) for entry in chunk])
+                    .on_conflict_do_nothing(index_elements=["platform", "chat_id", "message_id"])
+                    .returning(inbox.c.id, inbox.c.platform, inbox.c.chat_id, inbox.c.message_id)
+                )
+                for row in conn.execute(statement):
+                    ids[(row.platform, row.chat_id, row.message_id)] = int(row.id)
+            rows: list[InboxRow | None] = []
+            for index, entry in enumerate(entries):
+                key = _key(entry.message)
+                new = first[key] == index and key in ids
+                rows.append(_new_row(ids[key], entry, now) if new else None)
+            return rows
 
-        return await self.db.write(insert)
+        return await self.storage.write(insert)
 
     async def pending(self) -> list[InboxRow]:
         """Rows without an answer, oldest first (what a restart must still answer)."""
-
-        def select(conn: sqlite3.Connection) -> list[InboxRow]:
-            rows = conn.execute("SELECT * FROM inbox WHERE state = 'pending' ORDER BY id").fetchall()
-            return [_row(row) for row in rows]
-
-        return await self.db.run(select)
+        query = sa.select(inbox).where(inbox.c.state == InboxState.PENDING.value).order_by(inbox.c.id)
+        return await self.storage.read(lambda conn: [_row(row) for row in conn.execute(query)])
 
     async def find(self, platform: str, chat_id: str, message_id: str) -> InboxRow | None:
         """The row of one platform message, if it was stored."""
+        query = sa.select(inbox).where(
+            inbox.c.platform == platform, inbox.c.chat_id == chat_id, inbox.c.message_id == message_id
+        )
 
-        def select(conn: sqlite3.Connection) -> InboxRow | None:
-            row = conn.execute(
-                "SELECT * FROM inbox WHERE platform = ? AND chat_id = ? AND message_id = ?",
-                (platform, chat_id, message_id),
-            ).fetchone()
-            return _row(row) if row else None
+        def select(conn: sa.Connection) -> InboxRow | None:
+            row = conn.execute(query).first()
+            return _row(row) if row is not None else None
 
-        return await self.db.run(select)
+        return await self.storage.read(select)
 
     async def set_stream_message(self, inbox_id: int, message_id: str) -> None:
         """Remember the message being edited while the answer streams, so a rerun reuses it."""
-        await self.db.write(
-            lambda conn: conn.execute(
-                "UPDATE inbox SET stream_message_id = ? WHERE id = ?", (message_id, inbox_id)
-            )
-        )
+        statement = sa.update(inbox).where(inbox.c.id == inbox_id).values(stream_message_id=message_id)
+        await self.storage.write(lambda conn: conn.execute(statement))
 
     async def cancel_pending(self, platform: str, chat_ids: Collection[str]) -> int:
         """Close the pending rows of these chats without answering them (the lines of a terminal that
         has exited are not answered by the next one); returns how many."""
-
-        def update(conn: sqlite3.Connection) -> int:
-            marks = ", ".join("?" for _ in chat_ids)
-            cursor = conn.execute(
-                "UPDATE inbox SET state = 'cancelled', finished_at = ? "
-                f"WHERE state = 'pending' AND platform = ? AND chat_id IN ({marks})",
-                (time.time(), platform, *chat_ids),
+        if not chat_ids:
+            return 0
+        statement = (
+            sa.update(inbox)
+            .where(
+                inbox.c.state == InboxState.PENDING.value,
+                inbox.c.platform == platform,
+                inbox.c.chat_id.in_(sorted(chat_ids)),
             )
-            return cursor.rowcount
+            .values(state=InboxState.CANCELLED.value, finished_at=time.time())
+        )
+        return await self.storage.write(lambda conn: int(conn.execute(statement).rowcount or 0))
 
-        return await self.db.write(update) if chat_ids else 0
 
-
-def finish_row(conn: sqlite3.Connection, inbox_id: int, state: InboxState) -> None:
+def finish_row(conn: sa.Connection, inbox_id: int, state: InboxState) -> None:
     """Mark a row finished; for use inside a transaction that also queues its reply."""
     conn.execute(
-        "UPDATE inbox SET state = ?, finished_at = ? WHERE id = ?", (state.value, time.time(), inbox_id)
+        sa.update(inbox).where(inbox.c.id == inbox_id).values(state=state.value, finished_at=time.time())
     )
 
 
-def _row(row: sqlite3.Row) -> InboxRow:
+def _values(entry: InboxEntry, now: float) -> dict[str, Any]:
+    message = entry.message
+    return {
+        "platform": message.platform,
+        "chat_id": message.chat_id,
+        "message_id": message.message_id,
+        "session_key": entry.session_key,
+        "message": message_to_json(message),
+        "received_at": now,
+    }
+
+
+def _chunks(items: Sequence[InboxEntry], size: int) -> Iterator[Sequence[InboxEntry]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _new_row(inbox_id: int, entry: InboxEntry, now: float) -> InboxRow:
+    return InboxRow(inbox_id, entry.session_key, entry.message, InboxState.PENDING, None, now)
+
+
+def _row(row: sa.Row[Any]) -> InboxRow:
     return InboxRow(
-        id=row["id"],
-        session_key=row["session_key"],
-        message=message_from_json(row["message"]),
-        state=InboxState(row["state"]),
-        stream_message_id=row["stream_message_id"],
-        received_at=row["received_at"],
+        id=int(row.id),
+        session_key=row.session_key,
+        message=message_from_json(row.message),
+        state=InboxState(row.state),
+        stream_message_id=row.stream_message_id,
+        received_at=row.received_at,
     )

@@ -23,9 +23,9 @@ from agent.skills import SkillLibrary
 from agent.skills.database import DatabaseSkillTree
 from agent.skills.files import DiskSkillTree
 from agent.storage.base import Storage
-from agent.storage.connect import open_storage
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage, storage_url
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,8 @@ def memory_and_skills(config: HeraldConfig, home: HeraldHome, storage: Storage |
 async def open_memory_and_skills(config: HeraldConfig, home: HeraldHome) -> AsyncIterator[MemoryAndSkills]:
     """Memory and skills as the configuration places them, for the command line: on SQLite the files
     (the database is not opened), on PostgreSQL the database (connected and migrated, closed on exit)."""
-    from gateway.runtime import storage_url  # the runtime's imports are only needed here
-
-    url = storage_url(config, home)
-    if url.dialect == "sqlite":
+    if storage_url(config, home).dialect == "sqlite":
         yield memory_and_skills(config, home, None)
         return
-    settings = config.storage
-    async with open_storage(url, pool_size=2, connect_timeout=settings.connect_timeout) as storage:
+    async with open_home_storage(home, config, pool_size=2) as storage:
         yield memory_and_skills(config, home, storage)

@@ -2,22 +2,38 @@
 
 Codes are 8 characters from an alphabet without look-alikes, expire after an hour, at most 3 wait per
 platform, and a person gets a new code at most every 10 minutes. An admin approves with
-``herald pairing approve PLATFORM CODE`` or ``/approve CODE``; approvals live in ``state.db`` and
+``herald pairing approve PLATFORM CODE`` or ``/approve CODE``; approvals live in the database and
 survive restarts. Codes are compared in constant time.
+
+Contract:
+
+- :meth:`Pairing.request` issues at most one live code per person and at most
+  :data:`MAX_PENDING_PER_PLATFORM` per platform, also when several processes handle strangers at once:
+  the decision is made again inside the transaction that issues the code, and on PostgreSQL that
+  transaction first takes a lock per platform (:func:`~agent.storage.sql.serialize`), so two issuers
+  never decide from the same stale count. Retrying after an error is safe (nothing was issued).
+- :meth:`Pairing.approve` consumes a code exactly once: of two admins approving the same code at once,
+  one gets the person and the other None (so the person is welcomed once). Approving twice is
+  idempotent in effect (the second finds no code).
+- :meth:`Pairing.revoke` is idempotent.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText
-from agent.db import Database
+from agent.storage.base import Storage
+from agent.storage.schema import approved_users, pairing_codes
+from agent.storage.sql import serialize, upsert
 from gateway.outbox import Operation, Outgoing
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -78,10 +94,10 @@ def normalize_code(text: str) -> str:
 
 
 class Pairing:
-    """Pairing codes and approved people in ``state.db``."""
+    """Pairing codes and approved people."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
-        self.db = db
+    def __init__(self, storage: Storage, *, clock: Callable[[], float] = time.time) -> None:
+        self.storage = storage
         self.clock = clock
 
     async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> PairingRequest:
@@ -91,114 +107,109 @@ class Pairing:
         the platform's codes are all taken) costs one read, never the write lock turns need.
         """
         now = self.clock()
-        known = await self.db.run(lambda conn: _without_new_code(conn, platform, user_id, now))
+        known = await self.storage.read(lambda conn: _without_new_code(conn, platform, user_id, now))
         if known is not None:
             return known
 
-        def issue(conn: sqlite3.Connection) -> PairingRequest:
+        def issue(conn: sa.Connection) -> PairingRequest:
+            serialize(conn, f"pairing:{platform}")
             now = self.clock()
             decided = _without_new_code(conn, platform, user_id, now)  # again, inside the transaction
             if decided is not None:
                 return decided
-            conn.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (now,))
-            conn.execute("DELETE FROM pairing_codes WHERE platform = ? AND user_id = ?", (platform, user_id))
-            code = PairingCode(new_code(), platform, user_id, user_name, chat_id, now, now + CODE_TTL)
+            conn.execute(sa.delete(pairing_codes).where(pairing_codes.c.expires_at <= now))
             conn.execute(
-                "INSERT INTO pairing_codes VALUES (?,?,?,?,?,?,?)",
-                (code.code, platform, user_id, user_name, chat_id, code.created_at, code.expires_at),
+                sa.delete(pairing_codes).where(
+                    pairing_codes.c.platform == platform, pairing_codes.c.user_id == user_id
+                )
             )
+            code = PairingCode(new_code(), platform, user_id, user_name, chat_id, now, now + CODE_TTL)
+            conn.execute(sa.insert(pairing_codes).values(**asdict(code)))
             return PairingRequest(RequestOutcome.NEW_CODE, code)
 
-        return await self.db.write(issue)
+        return await self.storage.write(issue)
 
     async def approve(self, platform: str, typed: str, approved_by: str) -> ApprovedUser | None:
         """Approve the person whose live code matches ``typed``; None when no code matches."""
         wanted = normalize_code(typed)
 
-        def approve(conn: sqlite3.Connection) -> ApprovedUser | None:
+        def approve(conn: sa.Connection) -> ApprovedUser | None:
             now = self.clock()
-            rows = conn.execute(
-                "SELECT * FROM pairing_codes WHERE platform = ? AND expires_at > ?", (platform, now)
-            ).fetchall()
+            live = sa.select(pairing_codes).where(
+                pairing_codes.c.platform == platform, pairing_codes.c.expires_at > now
+            )
             match = None
-            for row in rows:  # every code is compared, in constant time, whatever matched before
-                if hmac.compare_digest(row["code"].encode(), wanted.encode()):
-                    match = row
+            for row in conn.execute(live):  # every code is compared, in constant time, whatever matched
+                if hmac.compare_digest(row.code.encode(), wanted.encode()):
+                    match = _code(row)
             if match is None:
                 return None
-            conn.execute("DELETE FROM pairing_codes WHERE code = ?", (match["code"],))
-            user = ApprovedUser(
-                platform, match["user_id"], match["user_name"], match["chat_id"], now, approved_by
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO approved_users VALUES (?,?,?,?,?,?)",
-                (
-                    user.platform,
-                    user.user_id,
-                    user.user_name,
-                    user.chat_id,
-                    user.approved_at,
-                    user.approved_by,
-                ),
-            )
+            consumed = conn.execute(sa.delete(pairing_codes).where(pairing_codes.c.code == match.code))
+            if consumed.rowcount != 1:
+                return None  # another approval consumed it since it was read
+            user = ApprovedUser(platform, match.user_id, match.user_name, match.chat_id, now, approved_by)
+            upsert(conn, approved_users, asdict(user), ["platform", "user_id"])
             return user
 
-        return await self.db.write(approve)
+        return await self.storage.write(approve)
 
     async def is_approved(self, platform: str, user_id: str) -> bool:
-        def select(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT 1 FROM approved_users WHERE platform = ? AND user_id = ?", (platform, user_id)
-            ).fetchone()
-            return row is not None
-
-        return await self.db.run(select)
+        query = sa.select(sa.literal(1)).where(
+            approved_users.c.platform == platform, approved_users.c.user_id == user_id
+        )
+        return await self.storage.read(lambda conn: conn.execute(query).first() is not None)
 
     async def pending(self) -> list[PairingCode]:
-        def select(conn: sqlite3.Connection) -> list[PairingCode]:
-            rows = conn.execute(
-                "SELECT * FROM pairing_codes WHERE expires_at > ? ORDER BY created_at", (self.clock(),)
-            ).fetchall()
-            return [_code(row) for row in rows]
-
-        return await self.db.run(select)
+        query = (
+            sa.select(pairing_codes)
+            .where(pairing_codes.c.expires_at > self.clock())
+            .order_by(pairing_codes.c.created_at)
+        )
+        return await self.storage.read(lambda conn: [_code(row) for row in conn.execute(query)])
 
     async def approved(self) -> list[ApprovedUser]:
-        def select(conn: sqlite3.Connection) -> list[ApprovedUser]:
-            rows = conn.execute("SELECT * FROM approved_users ORDER BY approved_at").fetchall()
-            return [ApprovedUser(*tuple(row)) for row in rows]
-
-        return await self.db.run(select)
+        query = sa.select(approved_users).order_by(approved_users.c.approved_at)
+        return await self.storage.read(lambda conn: [_approved(row) for row in conn.execute(query)])
 
     async def revoke(self, platform: str, user_id: str) -> bool:
         """Withdraw an approval; True when there was one."""
-        count = await self.db.write(
-            lambda conn: (
-                conn.execute(
-                    "DELETE FROM approved_users WHERE platform = ? AND user_id = ?", (platform, user_id)
-                ).rowcount
-            )
+        statement = sa.delete(approved_users).where(
+            approved_users.c.platform == platform, approved_users.c.user_id == user_id
         )
-        return bool(count)
+        return await self.storage.write(lambda conn: bool(conn.execute(statement).rowcount))
 
 
-def _code(row: sqlite3.Row) -> PairingCode:
-    return PairingCode(*tuple(row))
+def _code(row: sa.Row[Any]) -> PairingCode:
+    return PairingCode(
+        code=row.code,
+        platform=row.platform,
+        user_id=row.user_id,
+        user_name=row.user_name,
+        chat_id=row.chat_id,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+    )
 
 
-def _without_new_code(
-    conn: sqlite3.Connection, platform: str, user_id: str, now: float
-) -> PairingRequest | None:
+def _approved(row: sa.Row[Any]) -> ApprovedUser:
+    return ApprovedUser(
+        platform=row.platform,
+        user_id=row.user_id,
+        user_name=row.user_name,
+        chat_id=row.chat_id,
+        approved_at=row.approved_at,
+        approved_by=row.approved_by,
+    )
+
+
+def _without_new_code(conn: sa.Connection, platform: str, user_id: str, now: float) -> PairingRequest | None:
     """WAITING (their live code is younger than ``NEW_CODE_EVERY``) or FULL (the platform's live codes
     are all taken by others); None when a new code may be issued. Reads only."""
-    mine = conn.execute(
-        "SELECT * FROM pairing_codes WHERE platform = ? AND user_id = ? AND expires_at > ?",
-        (platform, user_id, now),
-    ).fetchone()
-    if mine is not None and now - mine["created_at"] < NEW_CODE_EVERY:
+    live = sa.and_(pairing_codes.c.platform == platform, pairing_codes.c.expires_at > now)
+    mine = conn.execute(sa.select(pairing_codes).where(live, pairing_codes.c.user_id == user_id)).first()
+    if mine is not None and now - mine.created_at < NEW_CODE_EVERY:
         return PairingRequest(RequestOutcome.WAITING, _code(mine))
     others = conn.execute(
-        "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND user_id != ? AND expires_at > ?",
-        (platform, user_id, now),
-    ).fetchone()[0]
+        sa.select(sa.func.count()).select_from(pairing_codes).where(live, pairing_codes.c.user_id != user_id)
+    ).scalar_one()
     return PairingRequest(RequestOutcome.FULL) if others >= MAX_PENDING_PER_PLATFORM else None

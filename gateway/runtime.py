@@ -34,9 +34,7 @@ from agent.session import PromptSources, SessionSpec, StartedSession, start_sess
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
 from agent.storage.base import Storage
-from agent.storage.connect import open_storage
 from agent.storage.sqlite import SqliteStorage
-from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
 from agent.store import SessionStore
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
@@ -46,8 +44,9 @@ from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
-from gateway.home import HeraldHome, from_environment
+from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
+from gateway.storage import open_home_storage, storage_url
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -106,17 +105,6 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
             raise ProviderError(str(error), retryable=False, kind="configuration") from None
 
     return factory
-
-
-def storage_url(config: HeraldConfig, home: HeraldHome) -> StorageUrl:
-    """``storage.url`` resolved (``$NAME`` from the environment) and parsed; a bad one is a ConfigError."""
-    raw = config.storage.url
-    if raw is not None:
-        raw = from_environment(raw, "storage.url", home)
-    try:
-        return parse_storage_url(raw, home.db_path)
-    except BadStorageUrl as error:
-        raise ConfigError(str(error)) from None
 
 
 def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]:
@@ -271,15 +259,11 @@ async def open_runtime(
     kind = provider or config.model.provider
     name = model or config.model.name
     async with AsyncExitStack() as stack:
-        settings = config.storage
-        url = storage_url(config, home)
-        if url.dialect != "sqlite":  # until every repository runs on SQLAlchemy (this issue's next steps)
+        if storage_url(config, home).dialect != "sqlite":  # until the session store is ported (issue 14)
             raise ConfigError(
                 "storage.url: PostgreSQL is not usable in this build yet; leave storage.url null"
             )
-        storage = await stack.enter_async_context(
-            open_storage(url, pool_size=settings.pool_size, connect_timeout=settings.connect_timeout)
-        )
+        storage = await stack.enter_async_context(open_home_storage(home, config))
         assert isinstance(storage, SqliteStorage)
         db = Database(storage)
         store = await SessionStore.create(db)
@@ -295,7 +279,7 @@ async def open_runtime(
             stack.push_async_callback(transcriber.aclose)
         limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
-        cron = CronManager(CronJobs(db), resolve_timezone(config.scheduler.timezone))
+        cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))

@@ -181,7 +181,7 @@ async def open_terminal(
     async with open_core(
         config,
         home,
-        [adapter],
+        lambda _storage: [adapter],
         owners=[OWNER],
         provider=provider,
         model=model,

@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.db import Database
 from agent.memory import OWNER_SCOPE, user_scope
 from gateway.cli import run as herald
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, RunStatus, parse_target
 from gateway.cron.runner import CronRunner
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
@@ -207,8 +207,8 @@ async def test_jobs_survive_a_restart_and_missed_runs_run_once_within_the_grace_
     def job(name: str, schedule: str, next_run_at: float, repeat: int | None = None) -> NewJob:
         return NewJob(name, f"Run {name}.", schedule, target, "cli:local", OWNER_SCOPE, repeat, next_run_at)
 
-    async with await Database.open(home.db_path) as db:  # written while the gateway is down
-        jobs = CronJobs(db)
+    async with open_home_storage(home) as storage:  # written while the gateway is down
+        jobs = CronJobs(storage)
         late = await jobs.add(job("late", "every 1h", now - 600))  # 10 minutes late: runs
         backlog = await jobs.add(job("backlog", "every 1h", now - 3.5 * 3600))  # 4 missed: one run
         stale = await jobs.add(job("stale", "every 1d", now - 3 * 86400 - 7200))  # latest missed 2h ago

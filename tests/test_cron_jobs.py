@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.base import ChatAddress
-from agent.db import Database
 from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.messages import Message, ToolCall
@@ -15,6 +14,7 @@ from gateway.cron.jobs import CronJobs, RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller, CronError, CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 
 ALICE = Caller("telegram:dm:2", user_scope("telegram", "2"), ChatAddress("telegram", "2"))
 GROUP = Caller("telegram:group:-100", chat_scope("telegram", "-100"), ChatAddress("telegram", "-100"))
@@ -23,8 +23,8 @@ OWNER = Caller("telegram:dm:1", OWNER_SCOPE, ChatAddress("telegram", "1"))
 
 @pytest.fixture
 async def manager(home: HeraldHome) -> AsyncIterator[CronManager]:
-    async with await Database.open(home.db_path) as db:
-        yield CronManager(CronJobs(db), resolve_timezone("UTC"))
+    async with open_home_storage(home) as storage:
+        yield CronManager(CronJobs(storage), resolve_timezone("UTC"))
 
 
 async def test_a_job_posts_into_the_chat_it_was_made_in_with_that_chats_memory(manager: CronManager) -> None:

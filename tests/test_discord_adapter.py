@@ -29,7 +29,8 @@ from adapters.discord.client import Endpoints, herald_intents
 from adapters.discord.commands import command_name, command_payload, command_text
 from adapters.discord.errors import delivery_error
 from adapters.discord.inbound import attachment_kind
-from adapters.discord.interactions import PendingInteractions
+from adapters.discord.interaction_records import KEEP_AFTER_EXPIRY, MemoryInteractionRecords, Role
+from adapters.discord.interactions import interaction_record
 from adapters.discord.ordering import ChatQueues
 from adapters.discord.outbound import channel_id
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, MESSAGE_CONTENT, FakeDiscord
@@ -358,23 +359,35 @@ def test_error_text_never_contains_the_token() -> None:
     assert "SECRET.TOKEN" not in str(error) and "<token>" in str(error)
 
 
-def test_pending_interactions_expire_and_are_bounded(offline: FakeDiscord) -> None:
+async def test_interaction_records_in_memory_are_bounded_and_kept_a_while_past_expiry(
+    offline: FakeDiscord,
+) -> None:
     parser = Parser(offline)
-    now = [0.0]
-    registry = PendingInteractions(limit=2, lifetime=10.0, clock=lambda: now[0])
-    first, second, third = (parser.interaction(offline.interaction("help", user_id=ADA)) for _ in range(3))
-    one = registry.add(first, ephemeral=False)
-    registry.answered_with(one, "111", original=True)
-    registry.answered_with(one, "112", original=False)
-    assert registry.owner_of("111") is one and registry.owner_of("112") is one and one.owns("112")
-    now[0] = 5.0
-    two = registry.add(second, ephemeral=True)
-    assert registry.get(two.id) is two and len(registry) == 2
-    now[0] = 7.0
-    registry.add(third, ephemeral=False)  # over the limit: the oldest goes
-    assert registry.get(one.id) is None and registry.owner_of("111") is None and len(registry) == 2
-    now[0] = 15.0  # second was added at 5 with a 10 s lifetime
-    assert registry.get(two.id) is None and len(registry) == 1
+    now = [time.time()]
+    records = MemoryInteractionRecords(limit=2, clock=lambda: now[0])
+    first, second, third = (
+        interaction_record(
+            parser.interaction(offline.interaction("help", user_id=ADA)),
+            command="help",
+            ephemeral=False,
+            deferred=True,
+        )
+        for _ in range(3)
+    )
+    await records.remember(first)
+    await records.add_message(first.id, "111", Role.ORIGINAL)
+    await records.add_message(first.id, "112", Role.FOLLOWUP)
+    found = await records.owner_of("112")
+    assert found is not None and found.id == first.id and found.message(Role.ORIGINAL) == "111"
+    assert abs(first.expires_at - (time.time() + 15 * 60 - 30)) < 5  # the token's life, in wall time
+    await records.remember(second)
+    await records.remember(third)  # over the limit: the oldest goes
+    assert await records.find(first.id) is None and await records.owner_of("111") is None
+    assert len(records) == 2
+    now[0] = second.expires_at + 1  # expired: kept (an answer that comes late is still private)
+    assert await records.find(second.id) is not None
+    now[0] = second.expires_at + KEEP_AFTER_EXPIRY + 1
+    assert await records.find(second.id) is None and len(records) == 0
 
 
 def test_addresses_and_endpoints() -> None:
@@ -801,3 +814,72 @@ async def test_a_command_that_could_not_be_stored_is_answered_with_an_apology(
     assert [r.kind for r in fake.interaction_responses(iid)] == ["callback", "edit_original"]
     (message,) = fake.messages(fake.channel_id)
     assert message.content == adapter_module.NOT_HANDLED and sink.received == []
+
+
+async def test_a_deferred_command_is_answered_by_an_adapter_started_after_a_restart(
+    fake: FakeDiscord,
+) -> None:
+    records = MemoryInteractionRecords()  # what the gateway keeps in its database
+    sink = Sink()
+    async with running(fake, sink, interactions=records, ephemeral_commands={"status"}):
+        payload = fake.interaction("status", user_id=ADA, channel_id=fake.channel_id)
+        (inbound,) = await received(fake, sink, 1)  # deferred, recorded, stored; then a restart
+    iid = int(payload["id"])
+    async with running(fake, Sink(), interactions=records, ephemeral_commands={"status"}) as adapter:
+        address = reply_address(inbound)
+        answer = await adapter.send(address, text("idle"), reply_to=inbound.message_id)
+        await adapter.edit(address, answer, text("idle, edited"))
+        more = await adapter.send(address, text("more"), reply_to=inbound.message_id)
+    kinds = [r.kind for r in fake.interaction_responses(iid)]
+    assert kinds == ["callback", "edit_original", "edit_original", "followup"]
+    with fake.lock:
+        assert answer == str(fake.interactions[iid].original_message_id)
+    assert [(m.message_id, m.content, m.ephemeral) for m in fake.messages(fake.channel_id)] == [
+        (int(answer), "idle, edited", True),
+        (int(more), "more", True),
+    ]
+    assert not fake.calls_to("POST /channels/*/messages")
+
+
+async def test_an_expired_interaction_falls_back_to_the_channel_and_a_private_one_to_a_notice(
+    fake: FakeDiscord,
+) -> None:
+    records = MemoryInteractionRecords()
+    sink = Sink()
+    async with running(fake, sink, interactions=records, ephemeral_commands={"status"}) as adapter:
+        fake.interaction("help", user_id=ADA, channel_id=fake.channel_id)
+        fake.interaction("status", user_id=ADA, channel_id=fake.channel_id)
+        public, private = await received(fake, sink, 2)
+        address = reply_address(public)
+        streamed = await adapter.send(address, text("thinking…"), reply_to=private.message_id)
+        for message in (public, private):  # the tokens' 15 minutes pass
+            await records.expire(message.message_id, time.time() - 1)
+        answer = await adapter.send(address, text("Commands: …"), reply_to=public.message_id)
+        await adapter.edit(address, streamed, text("private: your session"))  # only the webhook could
+        notice = await adapter.send(address, text("private, part two"), reply_to=private.message_id)
+        await adapter.edit(address, notice, text("private, edited"))
+        await adapter.delete(address, notice)
+    in_channel = [(m.content, m.ephemeral, m.deleted) for m in fake.messages(fake.channel_id)]
+    assert in_channel == [
+        ("", False, False),  # /help's deferred response, left "thinking" when its token expired
+        ("thinking…", True, False),  # the private answer as far as it got, never replaced
+        ("Commands: …", False, False),
+        (adapter_module.NOT_PRIVATELY.format(name="status"), False, False),  # once, never edited
+    ]
+    assert [answer, notice] == [str(m.message_id) for m in fake.messages(fake.channel_id)[2:]]
+
+
+async def test_concurrent_answers_to_one_interaction_fill_the_deferred_response_once(
+    fake: FakeDiscord,
+) -> None:
+    sink = Sink()
+    async with running(fake, sink) as adapter:
+        payload = fake.interaction("help", user_id=ADA, channel_id=fake.channel_id)
+        (inbound,) = await received(fake, sink, 1)
+        parts = [text(f"part {n}") for n in range(4)]
+        sent = await asyncio.gather(
+            *(adapter.send(reply_address(inbound), part, reply_to=inbound.message_id) for part in parts)
+        )
+    kinds = [r.kind for r in fake.interaction_responses(int(payload["id"]))]
+    assert kinds == ["callback", "edit_original", "followup", "followup", "followup"]
+    assert len(set(sent)) == 4 and not fake.calls_to("POST /channels/*/messages")

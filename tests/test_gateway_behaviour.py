@@ -215,7 +215,7 @@ async def leave_a_crashed_turn(home: HeraldHome, config: HeraldConfig, *, finish
     """What a process killed during a turn leaves: the inbox row, and the turn (finished or not)."""
     message = inbound("what is two plus two?")
     async with open_runtime(config, home) as runtime:
-        row = await Inbox(runtime.db).record(message, session_key(message))
+        row = await Inbox(runtime.storage).record(message, session_key(message))
         assert row is not None
         session = (await runtime.new_session(session_spec(message, is_admin=False))).record
         async with runtime.locks.hold(session.session_key) as lease:

@@ -15,11 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
+from adapters.base import Adapter
 from adapters.discord import DiscordAdapter
-from agent.db import Database
+from agent.storage import schema
+from agent.storage.base import Storage
 from gateway.app import Gateway, open_gateway
+from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeDiscord, FakeTelegram
@@ -51,8 +56,8 @@ class Harness:
         deadline = time.monotonic() + timeout
         quiet, rows = 0, -1
         while time.monotonic() < deadline:
-            count = await services.inbox.db.run(
-                lambda conn: conn.execute("SELECT COUNT(*) FROM inbox").fetchone()[0]
+            count = await services.runtime.storage.read(
+                lambda conn: conn.execute(sa.select(sa.func.count()).select_from(schema.inbox)).scalar_one()
             )
             idle = (
                 services.lanes.depth == 0
@@ -76,6 +81,7 @@ def config(
     *,
     stream: bool = True,
     max_attachment_mb: float = 20.0,
+    gateway: dict[str, Any] | None = None,
     **discord: Any,
 ) -> Any:
     return make_config(
@@ -85,6 +91,7 @@ def config(
             "http_port": 0,
             "stream_edit_interval": 0.05 if stream else 0,
             "max_attachment_mb": max_attachment_mb,
+            **(gateway or {}),
         },
         discord={
             "allowed_users": [FRIEND],
@@ -104,6 +111,7 @@ async def discord_gateway(
     *,
     stream: bool = True,
     max_attachment_mb: float = 20.0,
+    gateway: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[Harness]:
     fake = fake or FakeDiscord()
@@ -111,17 +119,25 @@ async def discord_gateway(
         fake.add_user(user, f"user{user}")
         fake.add_member(fake.guild_id, user, f"user{user}")
     async with fake.serve():
-        settings = config(emulator_url, fake, stream=stream, max_attachment_mb=max_attachment_mb, **discord)
-        adapter = DiscordAdapter(
-            fake.token,
-            api_base=fake.rest_url,
-            gateway_url=fake.gateway_url,
-            free_response_channels=settings.discord.free_response_channels,
-            ephemeral_commands={"help", "status"},
-            **FAST,
+        settings = config(
+            emulator_url, fake, stream=stream, max_attachment_mb=max_attachment_mb, gateway=gateway, **discord
         )
-        async with open_gateway(settings, home, adapters=[adapter]) as gateway:
-            yield Harness(gateway, fake, emulator)
+
+        def adapters(storage: Storage) -> list[Adapter]:  # as build_adapters does, with test timings
+            return [
+                DiscordAdapter(
+                    fake.token,
+                    api_base=fake.rest_url,
+                    gateway_url=fake.gateway_url,
+                    free_response_channels=settings.discord.free_response_channels,
+                    ephemeral_commands={"help", "status"},
+                    interactions=StoredInteractions(storage),
+                    **FAST,
+                )
+            ]
+
+        async with open_gateway(settings, home, adapters=adapters) as opened:
+            yield Harness(opened, fake, emulator)
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -351,9 +367,41 @@ async def test_a_reply_still_in_the_outbox_at_shutdown_is_sent_once_after_the_re
         await fake.wait_for(lambda: fake.calls_to("POST /channels/{channel_id}/messages"), 10.0)
         await asyncio.sleep(0.3)
         assert await harness.gateway.services.outbox.pending_count() == 1
-    async with await Database.open(home.db_path) as db:  # two minutes pass
-        await db.write(lambda conn: conn.execute("UPDATE outbox SET next_attempt_at = 0"))
+    async with open_home_storage(home) as storage:  # two minutes pass
+        await storage.write(lambda conn: conn.execute(sa.update(schema.outbox).values(next_attempt_at=0)))
     async with discord_gateway(home, emulator, emulator_url, fake) as harness:
         await harness.settled()
         answers = harness.texts(fake.dm_channel(FRIEND))
     assert answers == ["Worth the wait."] and len(emulator.requests) == 1
+
+
+async def test_a_deferred_slash_command_is_answered_in_its_interaction_after_a_restart(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeDiscord()
+    channel = fake.channel_id
+    emulator.stall_next(30)  # the turn ahead of the command hangs until the shutdown cuts it off
+    quick_drain = {"drain_timeout": 0.1}
+    async with discord_gateway(home, emulator, emulator_url, fake, gateway=quick_drain) as harness:
+        fake.guild_message(channel, FRIEND, "think hard", mention_bot=True, username="ada")
+        await fake.wait_for(lambda: emulator.requests, 10.0, what="the turn's model request")
+        payload = fake.interaction("new", user_id=FRIEND, channel_id=channel, guild_id=fake.guild_id)
+        iid = payload["id"]
+        inbox = harness.gateway.services.inbox
+        for _ in range(250):  # deferred, recorded and stored, waiting behind the turn
+            if await inbox.find("discord", str(channel), iid) is not None:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError(f"/new was not stored:\n{fake.describe()}")
+    assert [r.kind for r in fake.interaction_responses(int(iid))] == ["callback"]  # only "thinking…"
+    emulator.script(Reply(text="Thought it through."))
+    async with discord_gateway(home, emulator, emulator_url, fake) as harness:  # a new process
+        await harness.settled()
+    responses = fake.interaction_responses(int(iid))
+    assert [r.kind for r in responses] == ["callback", "edit_original"] and responses[1].ok
+    with fake.lock:
+        original = fake.interactions[int(iid)].original_message_id
+    assert original is not None and fake.message(original).content.startswith("New session started")
+    texts = harness.texts(channel)
+    assert "Thought it through." in texts and sum(t.startswith("New session") for t in texts) == 1

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
-from agent.db import Database
 from agent.memory import OWNER_SCOPE
+from agent.storage.base import Storage
+from agent.storage.connect import open_storage
+from agent.storage.urls import parse_storage_url
 from gateway.addressing import memory_scope, session_key, user_text
 from gateway.budget import SendBudget
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
@@ -70,12 +69,6 @@ def test_commands_are_recognised_by_their_first_word() -> None:
     assert menu_hash(menu()) == menu_hash(menu()) and len(menu_hash(menu())) == 64
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    async with await Database.open(tmp_path / "state.db") as database:
-        yield database
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -84,9 +77,9 @@ class Clock:
         return self.now
 
 
-async def test_pairing_codes_follow_the_rules(db: Database) -> None:
+async def test_pairing_codes_follow_the_rules(storage: Storage) -> None:
     clock = Clock()
-    pairing = Pairing(db, clock=clock)
+    pairing = Pairing(storage, clock=clock)
     first = await pairing.request("telegram", "1", "Ann", "1")
     assert first.outcome is RequestOutcome.NEW_CODE and first.code is not None
     code = first.code.code
@@ -109,17 +102,17 @@ async def test_pairing_codes_follow_the_rules(db: Database) -> None:
 
 async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    async with await Database.open(path) as database:
-        pairing = Pairing(database)
+    async with open_storage(parse_storage_url(None, path)) as storage:
+        pairing = Pairing(storage)
         request = await pairing.request("telegram", "5", "Bo", "5")
         assert request.code is not None
         typed = request.code.code.lower()[:4] + "-" + request.code.code.lower()[4:]
         approved = await pairing.approve("telegram", typed, "cli")
         assert approved is not None and approved.user_id == "5" and approved.chat_id == "5"
         assert await pairing.approve("telegram", request.code.code, "cli") is None
-    async with await Database.open(path) as database:
-        assert await Pairing(database).is_approved("telegram", "5")
-        assert not await Pairing(database).is_approved("discord", "5")
+    async with open_storage(parse_storage_url(None, path)) as storage:
+        assert await Pairing(storage).is_approved("telegram", "5")
+        assert not await Pairing(storage).is_approved("discord", "5")
 
 
 async def test_lanes_run_one_job_per_key_in_order_and_leave_nothing_behind() -> None:

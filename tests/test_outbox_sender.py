@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from adapters.base import (
     Adapter,
@@ -20,7 +18,9 @@ from adapters.base import (
     OutboundText,
     TextEntity,
 )
-from agent.db import Database
+from agent.storage import schema
+from agent.storage.base import Storage
+from agent.storage.errors import StorageUnavailable
 from gateway import sender as sender_module
 from gateway.budget import SendBudget
 from gateway.delivery import ReplyStream
@@ -70,9 +70,14 @@ class ScriptedAdapter(Adapter):
 
 
 @pytest.fixture
-async def outbox(tmp_path: Path) -> AsyncIterator[Outbox]:
-    async with await Database.open(tmp_path / "state.db") as db:
-        yield Outbox(db)
+def outbox(storage: Storage) -> Outbox:
+    return Outbox(storage)
+
+
+async def stored(outbox: Outbox, item_id: int) -> sa.Row[Any]:
+    """The item's row as it is in the database."""
+    query = sa.select(schema.outbox).where(schema.outbox.c.id == item_id)
+    return await outbox.storage.read(lambda conn: conn.execute(query).one())
 
 
 def send(chat: str, text: str, entities: tuple[TextEntity, ...] = ()) -> Outgoing:
@@ -170,10 +175,8 @@ async def test_a_reply_the_platform_refuses_is_given_up_and_counted(outbox: Outb
     sender, metrics, _ = make_sender(outbox, adapter)
     [item_id] = await outbox.enqueue([send("a", "x")])
     await sender.send_due()
-    row = await outbox.db.run(
-        lambda conn: conn.execute("SELECT * FROM outbox WHERE id = ?", (item_id,)).fetchone()
-    )
-    assert row["state"] == OutboxState.FAILED and "too long" in row["error"]
+    row = await stored(outbox, item_id)
+    assert row.state == OutboxState.FAILED and "too long" in row.error
     assert b'gateway_delivery_failures_total{platform="test"} 1.0' in metrics.render()
 
 
@@ -198,10 +201,8 @@ async def test_a_long_pause_postpones_the_chat_instead_of_blocking_the_sender_or
     assert not await asyncio.wait_for(sender.flush(1.0), 5.0)  # returns at its deadline, not in 120 s
     assert time.time() - started < 3.0
     assert [chat for _, chat, _ in adapter.sent] == ["b"]
-    row = await outbox.db.run(
-        lambda conn: conn.execute("SELECT * FROM outbox WHERE id = ?", (item_id,)).fetchone()
-    )
-    assert row["state"] == "pending" and row["attempts"] == 0 and row["next_attempt_at"] > started + 100
+    row = await stored(outbox, item_id)
+    assert row.state == "pending" and row.attempts == 0 and row.next_attempt_at > started + 100
 
 
 class SlowTyping(ScriptedAdapter):
@@ -231,7 +232,7 @@ async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish
         reply_to=None,
         budget=SendBudget(),
         interval=0,
-        inbox=Inbox(outbox.db),
+        inbox=Inbox(outbox.storage),
         inbox_id=1,
     )
     async with stream:
@@ -270,7 +271,7 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     sender, _, _ = make_sender(outbox, adapter)
     monkeypatch.setattr(sender_module, "PASS_RETRY", 0.05)
     real_due_heads = outbox.due_heads
-    failures = iter([sqlite3.OperationalError("database is locked")])
+    failures = iter([StorageUnavailable("the database cannot be reached")])
 
     async def flaky_due_heads(*args: Any) -> Any:
         for failure in failures:

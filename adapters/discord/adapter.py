@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,12 +37,12 @@ from adapters.base import (
 )
 from adapters.redaction import describe
 
-from . import interactions
 from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
 from .commands import command_name, command_payload
 from .errors import NETWORK_ERRORS, delivery_error
 from .inbound import PLATFORM, BotIdentity, interaction_to_inbound, to_inbound
-from .interactions import PendingInteraction, PendingInteractions
+from .interaction_records import InteractionRecord, InteractionRecords, MemoryInteractionRecords, Role
+from .interactions import InteractionAnswers, InteractionWebhook, interaction_record
 from .ordering import ChatQueues
 from .outbound import NO_MENTIONS, REPLY_MENTIONS, channel_id, reply_reference
 from .outbound import message_id as parse_message_id
@@ -60,7 +59,6 @@ MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's min
 SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
 NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
 NOT_PRIVATELY = "I could not answer /{name} privately (Discord refused the reply); please run it again."
-PRIVATE_LIMIT = 1000  # private commands remembered until answered (oldest forgotten first)
 INTENT_HELP = (
     "Discord refused the connection: Herald asks for the Message Content intent, which this bot "
     'does not have. Enable "Message Content Intent" (Bot → Privileged Gateway Intents) for this '
@@ -87,6 +85,8 @@ class DiscordAdapter(Adapter):
     application whose commands ``set_commands`` overwrites (default: the one the token belongs to).
     ``free_response_channels``: channel ids where every message is addressed (threads follow their
     parent). ``ephemeral_commands``: command names whose answers only the invoker sees.
+    ``interactions``: where the slash commands it took are recorded (default: in memory; give a
+    durable one so that a deferred command is answered after a restart, see ``interactions``).
     ``start_timeout``, ``request_timeout``: bounds in seconds on starting and on one operation.
     ``identify_delay``, ``guild_ready_timeout``: discord.py's waits before a re-IDENTIFY and for
     the last GUILD_CREATE (tests shorten them).
@@ -110,6 +110,7 @@ class DiscordAdapter(Adapter):
         application_id: str | None = None,
         free_response_channels: Collection[str] = (),
         ephemeral_commands: Collection[str] = (),
+        interactions: InteractionRecords | None = None,
         start_timeout: float = START_TIMEOUT,
         request_timeout: float = REQUEST_TIMEOUT,
         identify_delay: float = 5.0,
@@ -124,9 +125,8 @@ class DiscordAdapter(Adapter):
         self._application_id = int(application_id) if application_id else None
         self._free_response = frozenset(str(c) for c in free_response_channels)
         self._ephemeral = frozenset(ephemeral_commands)
-        # Private commands by interaction id, with the notice sent instead of the answer once sent: an
-        # answer that cannot go through its interaction must never land in the channel for all to see.
-        self._private: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # (name, notice)
+        self.interactions = interactions if interactions is not None else MemoryInteractionRecords()
+        self._answers = InteractionAnswers(self.interactions, self._interaction_webhook)
         self._start_timeout = start_timeout
         self._request_timeout = request_timeout
         self._identify_delay = identify_delay
@@ -138,7 +138,6 @@ class DiscordAdapter(Adapter):
         self._receiving = False  # handing messages to the sink
         self._up = False  # start() returned: later gateway failures are logged, not raised
         self._queues: ChatQueues[_Inbound] = ChatQueues(self._hand_over)
-        self._pending = PendingInteractions()
         self._deferrals: set[asyncio.Task[bool]] = set()  # referenced until done
         self._status = AdapterStatus()
         self._logs = QuietLogs(self._token)
@@ -283,7 +282,6 @@ class DiscordAdapter(Adapter):
                 connect.exception()  # retrieved: start() or _run() reported it
         for deferral in list(self._deferrals):
             deferral.cancel()
-        self._pending.clear()
         self._endpoints.restore()
         self._logs.detach()
 
@@ -320,10 +318,6 @@ class DiscordAdapter(Adapter):
             return
         if inbound is None:
             return
-        if (name := command_name(inbound.text)) in self._ephemeral:
-            self._private[inbound.message_id] = (name, None)
-            while len(self._private) > PRIVATE_LIMIT:
-                self._private.popitem(last=False)
         deferral = asyncio.create_task(
             self._defer(interaction, inbound), name=f"discord-defer-{interaction.id}"
         )
@@ -344,17 +338,25 @@ class DiscordAdapter(Adapter):
         return True
 
     async def _hand_over(self, item: _Inbound) -> None:
-        """Await the sink; on failure retry a little, then log the loss (and tell the invoker)."""
+        """Record a slash command's interaction, then await the sink; on failure retry a little, then
+        log the loss (and tell the invoker)."""
         message = item.message
-        pending: PendingInteraction | None = None
-        if item.interaction is not None and item.deferral is not None and await item.deferral:
+        record: InteractionRecord | None = None
+        if item.interaction is not None and item.deferral is not None:
             name = command_name(message.text)
-            pending = self._pending.add(item.interaction, ephemeral=name in self._ephemeral)
+            deferred = await item.deferral
+            record = interaction_record(
+                item.interaction, command=name, ephemeral=name in self._ephemeral, deferred=deferred
+            )
+        unrecorded = record  # recorded before the sink takes the message: its answer looks it up
         for attempt, delay in enumerate((*SINK_RETRY_DELAYS, None)):
             sink = self._sink
             if sink is None or not self._receiving:
                 return
             try:
+                if unrecorded is not None:
+                    await self.interactions.remember(unrecorded)
+                    unrecorded = None
                 await sink(message)
                 return
             except Exception as exc:
@@ -371,22 +373,23 @@ class DiscordAdapter(Adapter):
                     break
                 log.warning("Storing Discord message %s failed (%s); retrying", message.message_id, text)
                 await asyncio.sleep(delay)
-        if pending is not None:
+        if record is not None and record.deferred:  # nothing answered it: fill the "thinking…" response
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    interactions.answer(pending, self._pending, NOT_HANDLED), self._request_timeout
-                )
+                apology = self._interaction_webhook(record).edit_original(NOT_HANDLED)
+                await asyncio.wait_for(apology, self._request_timeout)
 
     # --- outbound -------------------------------------------------------------------------------
 
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
         client = self._started()
-        if reply_to is not None and (pending := self._pending.get(reply_to)) is not None:
-            sent = await self._answer_interaction(pending, text.text)
+        record = await self.interactions.find(reply_to) if reply_to is not None else None
+        if record is not None:
+            async with self._typed_errors("answer interaction"):
+                sent = await self._answers.answer(record, text.text)
             if sent is not None:
                 return sent
-        if reply_to is not None and reply_to in self._private:
-            return await self._not_privately(address, reply_to)
+            if record.ephemeral:
+                return await self._not_privately(address, record)
         channel = channel_id(address)
         reference = reply_reference(reply_to, channel)
         target = client.get_partial_messageable(channel)
@@ -399,11 +402,17 @@ class DiscordAdapter(Adapter):
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         client = self._started()
-        pending = self._pending.owner_of(message_id)
-        async with self._typed_errors("edit message"):
-            if pending is not None:
-                await interactions.edit(pending, message_id, text.text)
+        owner = await self.interactions.owner_of(message_id)
+        if owner is not None:
+            if owner.messages.get(message_id) is Role.NOTICE:
+                return  # the notice stays as it is: a private answer never replaces it
+            async with self._typed_errors("edit message"):
+                if await self._answers.edit(owner, message_id, text.text):
+                    return
+            if owner.ephemeral:  # only the webhook reaches a private message
+                await self._not_privately(address, owner)
                 return
+        async with self._typed_errors("edit message"):
             partial = client.get_partial_messageable(channel_id(address)).get_partial_message(
                 parse_message_id(message_id)
             )
@@ -411,12 +420,17 @@ class DiscordAdapter(Adapter):
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:
         client = self._started()
-        pending = self._pending.owner_of(message_id)
+        owner = await self.interactions.owner_of(message_id)
+        if owner is not None:
+            if owner.messages.get(message_id) is Role.NOTICE:
+                return  # the notice stays: it is all the invoker got
+            async with self._typed_errors("delete message"):
+                if await self._answers.delete(owner, message_id):
+                    return
+            if owner.ephemeral:
+                return  # only the webhook reaches a private message, and its token expired
         async with self._typed_errors("delete message"):
             with contextlib.suppress(discord.NotFound):  # already gone counts as deleted
-                if pending is not None:
-                    await interactions.delete(pending, message_id)
-                    return
                 partial = client.get_partial_messageable(channel_id(address)).get_partial_message(
                     parse_message_id(message_id)
                 )
@@ -459,31 +473,26 @@ class DiscordAdapter(Adapter):
 
     # --- helpers --------------------------------------------------------------------------------
 
-    async def _answer_interaction(self, pending: PendingInteraction, content: str) -> str | None:
-        """The reply through the interaction; None when Discord no longer knows it (send normally)."""
-        async with self._typed_errors("answer interaction"):
-            try:
-                return await interactions.answer(pending, self._pending, content)
-            except discord.NotFound:
-                pass
-        log.info("Discord interaction %s expired or vanished; replying in the channel", pending.id)
-        self._pending.discard(pending.id)
-        return None
-
-    async def _not_privately(self, address: ChatAddress, interaction_id: str) -> str:
+    async def _not_privately(self, address: ChatAddress, record: InteractionRecord) -> str:
         """Say once, in the channel, that a private answer could not be given; every part of that
-        answer then maps to this one notice."""
-        name, told = self._private[interaction_id]
-        if told is not None:
-            return told
+        answer then maps to this one notice (recorded as the interaction's, so edits leave it be)."""
+        async with self._answers.hold(record.id):
+            record = await self.interactions.find(record.id) or record
+            told = record.message(Role.NOTICE)
+            if told is not None:
+                return told
+            client = self._started()
+            text = NOT_PRIVATELY.format(name=record.command)
+            async with self._typed_errors("send message"):
+                message = await client.get_partial_messageable(channel_id(address)).send(
+                    text, allowed_mentions=NO_MENTIONS
+                )
+            await self.interactions.add_message(record.id, str(message.id), Role.NOTICE)
+            return str(message.id)
+
+    def _interaction_webhook(self, record: InteractionRecord) -> InteractionWebhook:
         client = self._started()
-        text = NOT_PRIVATELY.format(name=name)
-        async with self._typed_errors("send message"):
-            message = await client.get_partial_messageable(channel_id(address)).send(
-                text, allowed_mentions=NO_MENTIONS
-            )
-        self._private[interaction_id] = (name, str(message.id))
-        return str(message.id)
+        return InteractionWebhook(client.interaction_webhook(int(record.application_id), record.token))
 
     def _started(self) -> HeraldClient:
         client = self._client

@@ -18,12 +18,15 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 import discord.gateway
 import discord.http
 import yarl
+
+if TYPE_CHECKING:  # discord.types is for type checkers only (importing it at run time fails)
+    from discord.types.webhook import Webhook as WebhookPayload
 
 from adapters.redaction import TokenFilter
 
@@ -106,6 +109,13 @@ class HeraldClient(discord.Client):
         elif event == "interaction" and args and isinstance(args[0], discord.Interaction):
             self._events.interaction(args[0])
         super().dispatch(event, *args, **kwargs)
+
+    def interaction_webhook(self, application_id: int, token: str) -> discord.Webhook:
+        """The webhook that answers an interaction, from its application id and token alone: the one
+        discord.py's ``Interaction.followup`` builds (an application webhook on this client's session
+        and state), so an interaction this process never saw can be answered while its token lives."""
+        payload: WebhookPayload = {"id": application_id, "type": 3, "token": token}
+        return discord.Webhook.from_state(payload, self._connection)
 
     async def on_ready(self) -> None:
         self._events.connection(True, "ready")

@@ -5,167 +5,195 @@ gateway answers a command like any message, through its outbox, possibly streami
 
 1. On ``INTERACTION_CREATE`` the adapter starts deferring at once ("Herald is thinking…", a
    response of type 5; ephemeral for the commands configured so) and queues ``/name args`` behind
-   the chat's earlier messages, with ``message_id`` = the interaction id; it reaches the sink once
-   the deferral is done. A deferred interaction is recorded here as a :class:`PendingInteraction`,
-   for as long as its token is valid (15 minutes from its creation, minus a margin).
+   the chat's earlier messages, with ``message_id`` = the interaction id. Before the message reaches
+   the sink, the interaction is recorded (:func:`interaction_record`, kept by an
+   ``InteractionRecords``): its webhook's application id and token, whether the deferral was taken,
+   whether it is private, and until when its token may be used (15 minutes from its creation, minus a
+   margin, in wall-clock time). Nothing else of the ``discord.Interaction`` is needed to answer it, so
+   the answer may come after a restart, or from another process.
 2. The gateway replies with ``send(address, text, reply_to=<interaction id>)``. The first such send
    fills the deferred response (``PATCH …/messages/@original``); a later send with the same
-   ``reply_to`` becomes a followup message (same ephemerality). Either returns the real message id.
-3. ``edit``/``delete`` of a message id recorded here go through the interaction's webhook (the only
-   way to edit an ephemeral response); once the interaction expired they fall back to the channel.
+   ``reply_to`` becomes a followup message (same ephemerality). Either returns the real message id,
+   recorded as the interaction's.
+3. ``edit``/``delete`` of a message recorded for an interaction go through the interaction's webhook
+   (the only way to edit an ephemeral response); once the token expired they fall back to the channel.
 4. When the interaction cannot be answered (the deferral failed; expired or unknown: Discord says
-   404), the reply becomes an ordinary channel message, so the person still gets the answer.
+   404), the reply becomes an ordinary channel message, so the person still gets the answer; for a
+   private command a notice says so instead, once (the answer is never posted for all to see, and
+   edits of that notice are dropped).
 
 Parts of an answer that the gateway sends with ``reply_to=None`` are ordinary channel messages; to
 keep every part inside the interaction (needed for ephemeral answers), pass the interaction id as
 ``reply_to`` for each part: followups carry no reply reference, so that pings nobody.
-
-The registry is bounded (:data:`LIMIT` interactions, the oldest forgotten first) and pruned on use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import discord
+from discord.http import handle_message_parameters
+from discord.webhook.async_ import async_context
 
+from .interaction_records import LIFETIME, MARGIN, InteractionRecord, InteractionRecords, Role
 from .outbound import NO_MENTIONS
 
-LIFETIME = 15 * 60.0  # how long Discord accepts an interaction token
-MARGIN = 30.0  # stop using a token this long before it expires: a request may be slow
-LIMIT = 1000
+log = logging.getLogger(__name__)
+
+UNKNOWN_MESSAGE = 10008  # Discord's code when the message is gone but the interaction is not
 
 
-@dataclass
-class PendingInteraction:
-    """A deferred interaction and the messages that answer it."""
-
-    interaction: discord.Interaction[Any]
-    ephemeral: bool
-    expires: float  # on the registry's clock
-    original_id: str | None = None  # the deferred response, once a send filled it
-    followup_ids: set[str] = field(default_factory=set)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one send at a time fills the original
-
-    @property
-    def id(self) -> str:
-        return str(self.interaction.id)
-
-    def owns(self, message_id: str) -> bool:
-        return message_id == self.original_id or message_id in self.followup_ids
+def interaction_record(
+    interaction: discord.Interaction[Any], *, command: str, ephemeral: bool, deferred: bool
+) -> InteractionRecord:
+    """What answers ``interaction`` later; its token expires 15 minutes after its creation (its
+    snowflake's time), less a margin."""
+    return InteractionRecord(
+        id=str(interaction.id),
+        application_id=str(interaction.application_id),
+        token=interaction.token,
+        channel_id=str(interaction.channel_id),
+        command=command,
+        ephemeral=ephemeral,
+        deferred=deferred,
+        expires_at=interaction.created_at.timestamp() + LIFETIME - MARGIN,
+    )
 
 
-class PendingInteractions:
-    """Deferred interactions by id, and which interaction each answer message belongs to."""
+class InteractionWebhook:
+    """One interaction's webhook, built from its stored application id and token (``hook``: an
+    application webhook, see ``HeraldClient.interaction_webhook``). The routes are the ones discord.py's
+    own ``Interaction`` uses: ``…/messages/@original`` for the deferred response (through discord.py's
+    webhook adapter, as ``Interaction.edit_original_response`` does), the webhook's followup methods
+    for the rest."""
+
+    def __init__(self, hook: discord.Webhook) -> None:
+        self._hook = hook
+
+    async def edit_original(self, content: str) -> str:
+        """Fill (or edit) the deferred response; returns its message id."""
+        hook = self._hook
+        token = hook.token or ""
+        with handle_message_parameters(content=content, allowed_mentions=NO_MENTIONS) as params:
+            data = await async_context.get().edit_original_interaction_response(
+                hook.id,
+                token,
+                session=hook.session,
+                proxy=hook.proxy,
+                proxy_auth=hook.proxy_auth,
+                payload=params.payload,
+            )
+        return str(data["id"])
+
+    async def delete_original(self) -> None:
+        hook = self._hook
+        await async_context.get().delete_original_interaction_response(
+            hook.id, hook.token or "", session=hook.session, proxy=hook.proxy, proxy_auth=hook.proxy_auth
+        )
+
+    async def follow_up(self, content: str, *, ephemeral: bool) -> str:
+        message = await self._hook.send(content, wait=True, ephemeral=ephemeral, allowed_mentions=NO_MENTIONS)
+        return str(message.id)
+
+    async def edit_followup(self, message_id: str, content: str) -> None:
+        await self._hook.edit_message(int(message_id), content=content, allowed_mentions=NO_MENTIONS)
+
+    async def delete_followup(self, message_id: str) -> None:
+        await self._hook.delete_message(int(message_id))
+
+
+class InteractionAnswers:
+    """Sends, edits and deletes that go through a recorded interaction's webhook.
+
+    Each method returns whether the webhook did it; when it did not (the token expired, Discord no
+    longer knows the interaction: then the record is expired), the caller falls back to the channel.
+    Operations on one interaction run one at a time (:meth:`hold`), so exactly one send fills the
+    deferred response.
+    """
 
     def __init__(
         self,
+        records: InteractionRecords,
+        webhook: Callable[[InteractionRecord], InteractionWebhook],
         *,
-        limit: int = LIMIT,
-        lifetime: float = LIFETIME - MARGIN,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self._limit = limit
-        self._lifetime = lifetime
+        self.records = records
+        self._webhook = webhook
         self._clock = clock
-        self._by_id: OrderedDict[str, PendingInteraction] = OrderedDict()
-        self._by_message: dict[str, str] = {}  # answer message id -> interaction id
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # interaction id -> (lock, users)
 
-    def __len__(self) -> int:
-        self._prune()
-        return len(self._by_id)
+    @asynccontextmanager
+    async def hold(self, interaction_id: str) -> AsyncIterator[None]:
+        """One operation on ``interaction_id`` at a time, in this process (the lock is dropped when
+        nobody holds or waits for it)."""
+        lock, users = self._locks.get(interaction_id, (asyncio.Lock(), 0))
+        self._locks[interaction_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[interaction_id]
+            if users == 1:
+                del self._locks[interaction_id]
+            else:
+                self._locks[interaction_id] = (lock, users - 1)
 
-    def add(self, interaction: discord.Interaction[Any], *, ephemeral: bool) -> PendingInteraction:
-        """Record a deferred interaction; its lifetime counts from its creation (its snowflake)."""
-        self._prune()
-        age = (discord.utils.utcnow() - interaction.created_at).total_seconds()
-        remaining = self._lifetime - min(max(age, 0.0), self._lifetime)
-        pending = PendingInteraction(interaction, ephemeral, self._clock() + remaining)
-        self._by_id[pending.id] = pending
-        while len(self._by_id) > self._limit:
-            self._forget(next(iter(self._by_id)))
-        return pending
+    async def answer(self, record: InteractionRecord, content: str) -> str | None:
+        """Fill the deferred response, or follow up once it is filled; the message id, or None when
+        the token no longer answers the interaction."""
+        async with self.hold(record.id):
+            record = await self.records.find(record.id) or record  # another send may have filled it
+            if not record.answerable(self._clock()):
+                return None
+            webhook = self._webhook(record)
+            role = Role.ORIGINAL if record.message(Role.ORIGINAL) is None else Role.FOLLOWUP
+            try:
+                if role is Role.ORIGINAL:
+                    message_id = await webhook.edit_original(content)
+                else:
+                    message_id = await webhook.follow_up(content, ephemeral=record.ephemeral)
+            except discord.NotFound:
+                await self._gone(record)
+                return None
+            await self.records.add_message(record.id, message_id, role)
+            return message_id
 
-    def get(self, interaction_id: str) -> PendingInteraction | None:
-        self._prune()
-        return self._by_id.get(interaction_id)
+    async def edit(self, record: InteractionRecord, message_id: str, content: str) -> bool:
+        """Edit an answer; False when the webhook could not (the caller edits through the channel)."""
+        if not record.answerable(self._clock()):
+            return False
+        webhook = self._webhook(record)
+        try:
+            if record.messages.get(message_id) is Role.ORIGINAL:
+                await webhook.edit_original(content)
+            else:
+                await webhook.edit_followup(message_id, content)
+        except discord.NotFound as error:
+            if error.code != UNKNOWN_MESSAGE:  # the interaction is gone, not just this message
+                await self._gone(record)
+            return False
+        return True
 
-    def owner_of(self, message_id: str) -> PendingInteraction | None:
-        """The live interaction that ``message_id`` answers, if any."""
-        self._prune()
-        interaction_id = self._by_message.get(message_id)
-        return self._by_id.get(interaction_id) if interaction_id is not None else None
+    async def delete(self, record: InteractionRecord, message_id: str) -> bool:
+        """Delete an answer; a message that is already gone counts as deleted."""
+        if not record.answerable(self._clock()):
+            return False
+        webhook = self._webhook(record)
+        try:
+            if record.messages.get(message_id) is Role.ORIGINAL:
+                await webhook.delete_original()
+            else:
+                await webhook.delete_followup(message_id)
+        except discord.NotFound:
+            pass
+        return True
 
-    def answered_with(self, pending: PendingInteraction, message_id: str, *, original: bool) -> None:
-        if original:
-            pending.original_id = message_id
-        else:
-            pending.followup_ids.add(message_id)
-        if pending.id in self._by_id:
-            self._by_message[message_id] = pending.id
-
-    def discard(self, interaction_id: str) -> None:
-        self._forget(interaction_id)
-
-    def clear(self) -> None:
-        self._by_id.clear()
-        self._by_message.clear()
-
-    def _prune(self) -> None:
-        now = self._clock()
-        while self._by_id:
-            oldest = next(iter(self._by_id.values()))
-            if oldest.expires > now:
-                return
-            self._forget(oldest.id)
-
-    def _forget(self, interaction_id: str) -> None:
-        pending = self._by_id.pop(interaction_id, None)
-        if pending is None:
-            return
-        for message_id in [pending.original_id, *pending.followup_ids]:
-            if message_id is not None:
-                self._by_message.pop(message_id, None)
-
-
-# --- the operations (the adapter adds timeouts and error typing) --------------------------------
-
-
-async def answer(pending: PendingInteraction, registry: PendingInteractions, content: str) -> str:
-    """Fill the deferred response, or add a followup once it is filled; returns the message id."""
-    async with pending.lock:
-        interaction = pending.interaction
-        if pending.original_id is None:
-            message: discord.Message = await interaction.edit_original_response(
-                content=content, allowed_mentions=NO_MENTIONS
-            )
-            registry.answered_with(pending, str(message.id), original=True)
-        else:
-            followup = await interaction.followup.send(
-                content, wait=True, ephemeral=pending.ephemeral, allowed_mentions=NO_MENTIONS
-            )
-            message = followup
-            registry.answered_with(pending, str(message.id), original=False)
-        return str(message.id)
-
-
-async def edit(pending: PendingInteraction, message_id: str, content: str) -> None:
-    interaction = pending.interaction
-    if message_id == pending.original_id:
-        await interaction.edit_original_response(content=content, allowed_mentions=NO_MENTIONS)
-    else:
-        followup = interaction.followup
-        await followup.edit_message(int(message_id), content=content, allowed_mentions=NO_MENTIONS)
-
-
-async def delete(pending: PendingInteraction, message_id: str) -> None:
-    interaction = pending.interaction
-    if message_id == pending.original_id:
-        await interaction.delete_original_response()
-    else:
-        await interaction.followup.delete_message(int(message_id))
+    async def _gone(self, record: InteractionRecord) -> None:
+        log.info("Discord interaction %s expired or vanished; replying in the channel", record.id)
+        await self.records.expire(record.id, self._clock())

@@ -242,9 +242,10 @@ discord_interactions = sa.Table(
     sa.Column("application_id", sa.Text, nullable=False),
     sa.Column("token", sa.Text, nullable=False),
     sa.Column("channel_id", sa.Text, nullable=False),
+    sa.Column("command", sa.Text, nullable=False),
     sa.Column("ephemeral", Flag, nullable=False),
+    sa.Column("deferred", Flag, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=False),
-    sa.Column("original_id", sa.Text),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Index("discord_interactions_by_expiry", "expires_at"),
 )
@@ -253,7 +254,13 @@ discord_interaction_messages = sa.Table(
     "discord_interaction_messages",
     metadata,
     sa.Column("message_id", sa.Text, primary_key=True),
-    sa.Column("interaction_id", sa.Text, nullable=False),
+    sa.Column(
+        "interaction_id",
+        sa.Text,
+        sa.ForeignKey("discord_interactions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("role", sa.Text, nullable=False),
     sa.Index("discord_interaction_messages_by_interaction", "interaction_id"),
 )
 

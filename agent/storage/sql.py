@@ -40,3 +40,15 @@ def insert_ignoring_duplicates(conn: sa.Connection, table: sa.Table, values: Map
     """Insert ``values`` unless a row with the same unique key exists; returns rows inserted (0 or 1)."""
     result = conn.execute(insert_for(conn, table).values(**values).on_conflict_do_nothing())
     return int(result.rowcount or 0)
+
+
+def serialize(conn: sa.Connection, key: str) -> None:
+    """Run the rest of this write transaction alone among those that serialize on ``key``: for a
+    decision read from rows other transactions may be inserting (a count, an absence), which ``FOR
+    UPDATE`` cannot lock.
+
+    PostgreSQL: a transaction-scoped advisory lock on a hash of ``key``, released at commit or rollback.
+    SQLite: nothing to do, a write transaction already runs alone (``BEGIN IMMEDIATE``).
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(key, 0))))

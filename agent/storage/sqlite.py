@@ -24,6 +24,8 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -208,3 +210,35 @@ class SqliteStorage(Storage):
             return result
 
         return await self._submit(transact)
+
+
+# --- a read-only look, for ``herald doctor`` ---------------------------------------------------------
+
+
+class Integrity(StrEnum):
+    SOUND = "sound"
+    DAMAGED = "damaged"  # not a database, or SQLite's check found problems
+    UNREADABLE = "unreadable"  # could not be opened or read (permissions, locked)
+
+
+@dataclass(frozen=True)
+class IntegrityReport:
+    state: Integrity
+    detail: str  # SQLite's words: its error, or the first problems its check found
+
+
+def check_integrity(path: Path) -> IntegrityReport:
+    """SQLite's own integrity check of the existing file ``path``. Nothing is created, migrated or
+    repaired, so it is safe on a damaged file. Blocking: run it in a thread."""
+    try:
+        raw = sqlite3.connect(path, timeout=5)
+        try:
+            rows = [str(row[0]) for row in raw.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            raw.close()
+    except sqlite3.DatabaseError as error:
+        return IntegrityReport(Integrity.DAMAGED if is_damage(error) else Integrity.UNREADABLE, str(error))
+    problems = [row for row in rows if row != "ok"]
+    if problems:
+        return IntegrityReport(Integrity.DAMAGED, "; ".join(problems[:3]))
+    return IntegrityReport(Integrity.SOUND, "")

@@ -7,20 +7,36 @@ same transaction, so two schedulers (or a scheduled run and a "run now") never b
 
 The outcome of the last run records which outbox items carry its answer; the delivery state shown
 (sent, pending, failed) is read from the outbox itself, so a failed delivery is never shown as sent.
+
+Contract:
+
+- :meth:`CronJobs.claim` is the one read-then-write here, and it is exclusive: the job's row is read
+  ``FOR UPDATE`` (PostgreSQL; on SQLite the write transaction already runs alone), so of two claims of
+  one occurrence, in one process or several, the second waits for the first and then finds the job not
+  due. It waits rather than skipping a locked row: a row locked for a moment by bookkeeping
+  (``finish``, ``set_session``) must not cost an occurrence. A claim that raised claimed nothing.
+- Every other change is a single statement. ``add`` picks an unused id in the same statement that
+  inserts it (a clash is retried with another id); the setters are idempotent; ``finish`` and
+  ``missed`` record the last outcome (the last call wins).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
 
 from adapters.base import ChatAddress
-from agent.db import Database
+from agent.storage.base import Storage
+from agent.storage.schema import cron_jobs
+from agent.storage.sql import insert_ignoring_duplicates
+from gateway.outbox import OutboxState, item_states
 
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"  # no 0/o, 1/l/i look-alikes
 ID_LENGTH = 6
@@ -112,25 +128,13 @@ class CronJob:
 
 Listener = Callable[[], None]
 
-# The last delivery's state, from the outbox rows it names: failed wins over pending over sent.
-SELECT_JOBS = """
-SELECT j.*,
-  (SELECT CASE WHEN SUM(o.state = 'failed') > 0 THEN 'failed'
-               WHEN SUM(o.state = 'pending') > 0 THEN 'pending'
-               WHEN COUNT(*) > 0 THEN 'sent' END
-     FROM outbox o WHERE o.id IN (SELECT value FROM json_each(j.last_delivery))) AS delivery,
-  (SELECT o.error FROM outbox o WHERE o.id IN (SELECT value FROM json_each(j.last_delivery))
-     AND o.error IS NOT NULL ORDER BY o.id DESC LIMIT 1) AS delivery_error
-FROM cron_jobs j
-"""
-
 
 class CronJobs:
     """The table. Changes made in this process are announced to ``subscribe``d listeners (the
     scheduler), so they apply at once; another process's changes are found by polling ``versions``."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
-        self.db = db
+    def __init__(self, storage: Storage, *, clock: Callable[[], float] = time.time) -> None:
+        self.storage = storage
         self.clock = clock
         self._listeners: list[Listener] = []
 
@@ -146,73 +150,80 @@ class CronJobs:
     # -- reading --------------------------------------------------------------------------------
 
     async def get(self, job_id: str) -> CronJob | None:
-        def select(conn: sqlite3.Connection) -> CronJob | None:
-            row = conn.execute(SELECT_JOBS + " WHERE j.id = ?", (job_id.lower(),)).fetchone()
-            return _job(row) if row else None
+        query = sa.select(cron_jobs).where(cron_jobs.c.id == job_id.lower())
 
-        return await self.db.run(select)
+        def select(conn: sa.Connection) -> CronJob | None:
+            jobs = _jobs(conn, query)
+            return jobs[0] if jobs else None
+
+        return await self.storage.read(select)
 
     async def all(self) -> list[CronJob]:
-        return await self.db.run(lambda conn: _jobs(conn.execute(SELECT_JOBS + " ORDER BY j.created_at")))
+        query = sa.select(cron_jobs).order_by(cron_jobs.c.created_at)
+        return await self.storage.read(lambda conn: _jobs(conn, query))
 
     async def for_chat(self, target: ChatAddress) -> list[CronJob]:
         """Jobs that post into ``target`` (a chat, or one topic of it)."""
-
-        def select(conn: sqlite3.Connection) -> list[CronJob]:
-            rows = conn.execute(
-                SELECT_JOBS + " WHERE j.platform = ? AND j.chat_id = ? AND j.thread_id IS ? "
-                "ORDER BY j.created_at",
-                (target.platform, target.chat_id, target.thread_id),
+        query = (
+            sa.select(cron_jobs)
+            .where(
+                cron_jobs.c.platform == target.platform,
+                cron_jobs.c.chat_id == target.chat_id,
+                cron_jobs.c.thread_id.is_not_distinct_from(target.thread_id),
             )
-            return _jobs(rows)
-
-        return await self.db.run(select)
+            .order_by(cron_jobs.c.created_at)
+        )
+        return await self.storage.read(lambda conn: _jobs(conn, query))
 
     # -- changes someone makes (each bumps the version) -----------------------------------------
 
     async def add(self, new: NewJob) -> CronJob:
-        def insert(conn: sqlite3.Connection) -> str:
+        def insert(conn: sa.Connection) -> str:
             now = self.clock()
-            while True:
+            values = {
+                "name": new.name,
+                "prompt": new.prompt,
+                "schedule": new.schedule,
+                "platform": new.target.platform,
+                "chat_id": new.target.chat_id,
+                "thread_id": new.target.thread_id,
+                "origin_key": new.origin_key,
+                "memory_scope": new.memory_scope,
+                "repeat": new.repeat,
+                "next_run_at": new.next_run_at,
+                "created_at": now,
+                "updated_at": now,
+            }
+            while True:  # a clash with an existing id (one in a billion) draws again
                 job_id = new_job_id()
-                if conn.execute("SELECT 1 FROM cron_jobs WHERE id = ?", (job_id,)).fetchone() is None:
-                    break
-            conn.execute(
-                """INSERT INTO cron_jobs (id, name, prompt, schedule, platform, chat_id, thread_id,
-                   origin_key, memory_scope, repeat, next_run_at, created_at, updated_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                (
-                    job_id, new.name, new.prompt, new.schedule, new.target.platform, new.target.chat_id,
-                    new.target.thread_id, new.origin_key, new.memory_scope, new.repeat, new.next_run_at,
-                    now, now,
-                ),
-            )  # fmt: skip
-            return job_id
+                if insert_ignoring_duplicates(conn, cron_jobs, {"id": job_id, **values}):
+                    return job_id
 
-        job_id = await self.db.write(insert)
+        job_id = await self.storage.write(insert)
         self._changed()
         job = await self.get(job_id)
         assert job is not None
         return job
 
     async def set_enabled(self, job_id: str, enabled: bool, next_run_at: float | None) -> None:
-        await self._update(job_id, "enabled = ?, next_run_at = ?", (int(enabled), next_run_at))
+        await self._update(job_id, enabled=enabled, next_run_at=next_run_at)
 
     async def mark_due(self, job_id: str) -> None:
         """Due now: the scheduler runs it within seconds (also from another process)."""
-        await self._update(job_id, "next_run_at = ?", (self.clock(),))
+        await self._update(job_id, next_run_at=self.clock())
 
     async def remove(self, job_id: str) -> None:
-        await self.db.write(lambda conn: conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,)))
+        statement = sa.delete(cron_jobs).where(cron_jobs.c.id == job_id)
+        await self.storage.write(lambda conn: conn.execute(statement))
         self._changed()
 
-    async def _update(self, job_id: str, assignments: str, values: Sequence[object]) -> None:
-        await self.db.write(
-            lambda conn: conn.execute(
-                f"UPDATE cron_jobs SET {assignments}, version = version + 1, updated_at = ? WHERE id = ?",
-                (*values, self.clock(), job_id),
-            )
+    async def _update(self, job_id: str, **values: Any) -> None:
+        statement = (
+            sa.update(cron_jobs)
+            .where(cron_jobs.c.id == job_id)
+            .values(**values, version=cron_jobs.c.version + 1, updated_at=self.clock())
         )
+        await self.storage.write(lambda conn: conn.execute(statement))
         self._changed()
 
     # -- a run's bookkeeping (no version change: the scheduler already knows) -------------------
@@ -224,29 +235,36 @@ class CronJobs:
         A job whose runs are used up (or that has no next time) is disabled in the same transaction.
         """
 
-        def take(conn: sqlite3.Connection) -> bool:
+        def take(conn: sa.Connection) -> bool:
             now = self.clock()
             row = conn.execute(
-                "SELECT enabled, next_run_at, repeat FROM cron_jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-            if row is None or not row["enabled"]:
+                sa.select(cron_jobs.c.enabled, cron_jobs.c.next_run_at, cron_jobs.c.repeat)
+                .where(cron_jobs.c.id == job_id)
+                .with_for_update()
+            ).first()
+            if row is None or not row.enabled:
                 return False
-            if due_only and (row["next_run_at"] is None or row["next_run_at"] > now + CLAIM_SLACK):
+            if due_only and (row.next_run_at is None or row.next_run_at > now + CLAIM_SLACK):
                 return False  # not due: another run (another process, a coalesced fire) took it
-            left = None if row["repeat"] is None else max(0, row["repeat"] - 1)
+            left = None if row.repeat is None else max(0, row.repeat - 1)
             finished = left == 0 or next_run_at is None
             conn.execute(
-                """UPDATE cron_jobs SET repeat = ?, enabled = ?, next_run_at = ?, last_run_at = ?,
-                   last_status = ?, last_error = NULL, version = version + ?, updated_at = ?
-                   WHERE id = ?""",
-                (
-                    left, int(not finished), None if finished else next_run_at, now,
-                    RunStatus.RUNNING.value, int(finished), now, job_id,
-                ),
-            )  # fmt: skip
+                sa.update(cron_jobs)
+                .where(cron_jobs.c.id == job_id)
+                .values(
+                    repeat=left,
+                    enabled=not finished,
+                    next_run_at=None if finished else next_run_at,
+                    last_run_at=now,
+                    last_status=RunStatus.RUNNING.value,
+                    last_error=None,
+                    version=cron_jobs.c.version + int(finished),
+                    updated_at=now,
+                )
+            )
             return True
 
-        if not await self.db.write(take):
+        if not await self.storage.write(take):
             return None
         job = await self.get(job_id)
         if job is not None and not job.enabled:
@@ -254,11 +272,8 @@ class CronJobs:
         return job
 
     async def set_session(self, job_id: str, session_id: str) -> None:
-        await self.db.write(
-            lambda conn: conn.execute(
-                "UPDATE cron_jobs SET session_id = ? WHERE id = ?", (session_id, job_id)
-            )
-        )
+        statement = sa.update(cron_jobs).where(cron_jobs.c.id == job_id).values(session_id=session_id)
+        await self.storage.write(lambda conn: conn.execute(statement))
 
     async def finish(
         self,
@@ -270,69 +285,85 @@ class CronJobs:
         delivery: Sequence[int] = (),
     ) -> None:
         """Record how the run that ``claim`` started ended."""
-        kept = output[:MAX_OUTPUT_CHARS] if output is not None else None
-        await self.db.write(
-            lambda conn: conn.execute(
-                """UPDATE cron_jobs SET last_status = ?, last_output = ?, last_error = ?,
-                   last_delivery = ?, updated_at = ? WHERE id = ?""",
-                (status.value, kept, error, json.dumps(list(delivery)), self.clock(), job_id),
+        statement = (
+            sa.update(cron_jobs)
+            .where(cron_jobs.c.id == job_id)
+            .values(
+                last_status=status.value,
+                last_output=output[:MAX_OUTPUT_CHARS] if output is not None else None,
+                last_error=error,
+                last_delivery=json.dumps(list(delivery)),
+                updated_at=self.clock(),
             )
         )
+        await self.storage.write(lambda conn: conn.execute(statement))
 
     async def missed(self, job_id: str, error: str, next_run_at: float | None) -> None:
         """The scheduler skipped a run that was too late; a one-shot that missed its time is done."""
         finished = next_run_at is None
-
-        def update(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                """UPDATE cron_jobs SET last_status = ?, last_error = ?, next_run_at = ?,
-                   enabled = CASE WHEN ? THEN 0 ELSE enabled END, version = version + ?, updated_at = ?
-                   WHERE id = ?""",
-                (
-                    RunStatus.MISSED.value, error, next_run_at, finished, int(finished), self.clock(),
-                    job_id,
-                ),
-            )  # fmt: skip
-
-        await self.db.write(update)
+        values: dict[str, Any] = {
+            "last_status": RunStatus.MISSED.value,
+            "last_error": error,
+            "next_run_at": next_run_at,
+            "updated_at": self.clock(),
+        }
+        if finished:
+            values.update(enabled=False, version=cron_jobs.c.version + 1)
+        statement = sa.update(cron_jobs).where(cron_jobs.c.id == job_id).values(**values)
+        await self.storage.write(lambda conn: conn.execute(statement))
 
     async def interrupted_runs(self) -> int:
         """At start-up: runs a stopped or crashed process left marked running; returns how many."""
-
-        def update(conn: sqlite3.Connection) -> int:
-            cursor = conn.execute(
-                "UPDATE cron_jobs SET last_status = ?, last_error = ? WHERE last_status = ?",
-                (RunStatus.INTERRUPTED.value, "the gateway stopped during the run", RunStatus.RUNNING.value),
-            )
-            return cursor.rowcount
-
-        return await self.db.write(update)
+        statement = (
+            sa.update(cron_jobs)
+            .where(cron_jobs.c.last_status == RunStatus.RUNNING.value)
+            .values(last_status=RunStatus.INTERRUPTED.value, last_error="the gateway stopped during the run")
+        )
+        return await self.storage.write(lambda conn: int(conn.execute(statement).rowcount or 0))
 
 
-def _jobs(rows: Sequence[sqlite3.Row] | sqlite3.Cursor) -> list[CronJob]:
-    return [_job(row) for row in rows]
+def _jobs(conn: sa.Connection, query: sa.Select[Any]) -> list[CronJob]:
+    """The jobs ``query`` selects, each with the delivery state of its last run read from the outbox
+    (one more query for all of them)."""
+    jobs = [_job(row) for row in conn.execute(query)]
+    states = item_states(conn, [item for job in jobs for item in job.last_delivery])
+    return [_with_delivery(job, states) for job in jobs]
 
 
-def _job(row: sqlite3.Row) -> CronJob:
+def _with_delivery(job: CronJob, states: dict[int, tuple[OutboxState, str | None]]) -> CronJob:
+    """The last delivery's state, from the outbox items it names: failed wins over pending over sent;
+    its error is the newest item's that has one."""
+    found = [states[item] for item in sorted(job.last_delivery) if item in states]
+    if not found:
+        return job
+    kinds = {state for state, _ in found}
+    delivery = next(
+        DeliveryState(state.value)
+        for state in (OutboxState.FAILED, OutboxState.PENDING, OutboxState.SENT)
+        if state in kinds
+    )
+    errors = [error for _, error in found if error is not None]
+    return replace(job, delivery=delivery, delivery_error=errors[-1] if errors else None)
+
+
+def _job(row: sa.Row[Any]) -> CronJob:
     return CronJob(
-        id=row["id"],
-        name=row["name"],
-        prompt=row["prompt"],
-        schedule=row["schedule"],
-        target=ChatAddress(row["platform"], row["chat_id"], row["thread_id"]),
-        origin_key=row["origin_key"],
-        memory_scope=row["memory_scope"],
-        enabled=bool(row["enabled"]),
-        repeat=row["repeat"],
-        next_run_at=row["next_run_at"],
-        last_run_at=row["last_run_at"],
-        last_status=RunStatus(row["last_status"]) if row["last_status"] else None,
-        last_output=row["last_output"],
-        last_error=row["last_error"],
-        last_delivery=tuple(json.loads(row["last_delivery"])),
-        session_id=row["session_id"],
-        version=row["version"],
-        created_at=row["created_at"],
-        delivery=DeliveryState(row["delivery"]) if row["delivery"] else None,
-        delivery_error=row["delivery_error"],
+        id=row.id,
+        name=row.name,
+        prompt=row.prompt,
+        schedule=row.schedule,
+        target=ChatAddress(row.platform, row.chat_id, row.thread_id),
+        origin_key=row.origin_key,
+        memory_scope=row.memory_scope,
+        enabled=bool(row.enabled),
+        repeat=row.repeat,
+        next_run_at=row.next_run_at,
+        last_run_at=row.last_run_at,
+        last_status=RunStatus(row.last_status) if row.last_status else None,
+        last_output=row.last_output,
+        last_error=row.last_error,
+        last_delivery=tuple(json.loads(row.last_delivery)),
+        session_id=row.session_id,
+        version=row.version,
+        created_at=row.created_at,
     )

@@ -1,0 +1,43 @@
+"""Where a Herald home's state lives, decided in one place: ``storage.url`` (``$NAME`` read from the
+environment) or, when it is null, ``state.db`` in the home.
+
+Every command that reads or writes state (the gateway, ``herald chat``, ``herald cron``, ``herald
+pairing``, ``herald memory`` ...) opens it through :func:`open_home_storage`, connected and migrated.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from agent.storage.base import Storage
+from agent.storage.connect import open_storage
+from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
+from gateway.config import ConfigError, HeraldConfig, load_config
+from gateway.home import HeraldHome, from_environment
+
+
+def storage_url(config: HeraldConfig, home: HeraldHome) -> StorageUrl:
+    """``storage.url`` resolved and parsed; a bad one is a ConfigError that says what is accepted."""
+    raw = config.storage.url
+    if raw is not None:
+        raw = from_environment(raw, "storage.url", home)
+    try:
+        return parse_storage_url(raw, home.db_path)
+    except BadStorageUrl as error:
+        raise ConfigError(str(error)) from None
+
+
+def open_home_storage(
+    home: HeraldHome, config: HeraldConfig | None = None, *, pool_size: int | None = None
+) -> AbstractAsyncContextManager[Storage]:
+    """``async with open_home_storage(home) as storage``: connected and migrated; closed on exit.
+
+    ``config`` defaults to the home's ``config.yaml``; ``pool_size`` to ``storage.pool_size`` (a
+    command-line tool needs only a couple of connections)."""
+    config = config if config is not None else load_config(home.config_path)
+    settings = config.storage
+    return open_storage(
+        storage_url(config, home),
+        pool_size=pool_size or settings.pool_size,
+        connect_timeout=settings.connect_timeout,
+    )
