@@ -85,11 +85,6 @@ def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
 PORTING = {  # repositories still on sqlite3 (issue 14, in progress): this set only shrinks
     "agent/store.py",
     "agent/locks.py",
-    "gateway/inbox.py",
-    "gateway/outbox.py",
-    "gateway/pairing.py",
-    "gateway/cron/jobs.py",
-    "gateway/doctor.py",
 }
 
 
