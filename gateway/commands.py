@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,9 @@ from gateway.turns import start_session
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
 COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)
 MODEL_NAME = re.compile(r"^(?:(anthropic|openai):)?([A-Za-z0-9][A-Za-z0-9._/:-]{0,99})$")
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -257,3 +261,16 @@ async def run_command(context: CommandContext, name: str) -> str:
     if command.admin_only and not context.is_admin:
         return f"Only an admin can use /{name}."
     return await command.handler(context)
+
+
+async def answer_command(services: Services, row: InboxRow) -> None:
+    """Run the slash command ``row`` holds and answer it (every part replying to the message, so a
+    Discord slash command keeps its parts together); a failing command gets one line, never silence."""
+    parsed = parse_command(row.message.text)
+    name, args = parsed if parsed is not None else ("", "")
+    try:
+        reply = await run_command(CommandContext(services, row, args), name)
+    except Exception:
+        log.exception("command /%s failed", name)
+        reply = f"/{name} failed unexpectedly; the details are in the gateway's log."
+    await services.replies.answer(row, reply, every_part_replies=True)

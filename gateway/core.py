@@ -34,6 +34,7 @@ from gateway.router import Router
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
+from gateway.worker import Worker
 
 # The adapters of this process, built once the storage is open: an adapter may keep state in it
 # (Discord's deferred slash commands).
@@ -110,6 +111,7 @@ async def open_core(
             media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
             metrics=metrics,
         )
+        services.lanes.serve(Worker(services).run)
         stack.push_async_callback(services.reviews.aclose)
         sending = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending)

@@ -128,6 +128,11 @@ class Inbox:
         query = sa.select(inbox).where(inbox.c.state == InboxState.PENDING.value).order_by(inbox.c.id)
         return await self.storage.read(lambda conn: [_row(row) for row in conn.execute(query)])
 
+    async def get(self, inbox_id: int) -> InboxRow | None:
+        """The row ``inbox_id`` (queued work names its message by this id)."""
+        query = sa.select(inbox).where(inbox.c.id == inbox_id)
+        return await self.storage.read(lambda conn: next((_row(row) for row in conn.execute(query)), None))
+
     async def find(self, platform: str, chat_id: str, message_id: str) -> InboxRow | None:
         """The row of one platform message, if it was stored."""
         query = sa.select(inbox).where(

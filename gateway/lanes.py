@@ -5,10 +5,12 @@ ends when the queue is empty, and nothing per chat is left behind (idle chats co
 Jobs hold the agent's per-session lock themselves (``agent.locks``), so the order here and the lock
 across processes agree; the lane adds order (FIFO per chat), the busy policy and ``/stop``.
 
-Contract: ``submit`` never blocks; a job is an ``async`` callable that handles its own errors (an
-exception escaping it is logged and the lane goes on). ``cancel_running`` cancels the job that runs
-now with :data:`INTERRUPTED` as the cancellation message; ``shutdown`` cancels with
-:data:`SHUTTING_DOWN` so a job can tell "the user stopped me" from "resume me after the restart".
+Contract: items are data (``gateway.work.Work`` in the gateway); the lanes run each with the one
+``run`` function given to :meth:`Lanes.serve`, which handles its own errors (an exception escaping it is
+logged and the lane goes on). ``submit`` never blocks, and may be called only once ``serve`` was.
+``cancel_running`` cancels the item that runs now with :data:`INTERRUPTED` as the cancellation message;
+``shutdown`` cancels with :data:`SHUTTING_DOWN` so the runner can tell "the user stopped me" from
+"resume me after the restart".
 """
 
 from __future__ import annotations
@@ -19,25 +21,33 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 
-Job = Callable[[], Awaitable[None]]
+
+class Keyed(Protocol):
+    @property
+    def session_key(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Keyed)
 
 INTERRUPTED = "interrupted"
 SHUTTING_DOWN = "shutting down"
 
 
 @dataclass
-class _Lane:
-    queue: deque[Job] = field(default_factory=deque)
+class _Lane(Generic[Item]):
+    queue: deque[Item] = field(default_factory=deque)
     worker: asyncio.Task[None] | None = None
     running: asyncio.Task[None] | None = None
 
 
-class Lanes:
+class Lanes(Generic[Item]):
     def __init__(self, limit: int, *, on_depth: Callable[[int], None] | None = None) -> None:
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, _Lane[Item]] = {}
+        self._run: Callable[[Item], Awaitable[None]] | None = None
         self._cap = asyncio.Semaphore(limit)
         self._on_depth = on_depth
         self._depth = 0
@@ -57,11 +67,19 @@ class Lanes:
         lane = self._lanes.get(key)
         return lane is not None and lane.running is not None
 
-    def submit(self, key: str, job: Job) -> None:
+    def serve(self, run: Callable[[Item], Awaitable[None]]) -> None:
+        """Set what running an item means (once, before the first ``submit``)."""
+        self._run = run
+
+    def submit(self, item: Item) -> None:
+        """Queue ``item`` in its session key's lane."""
+        if self._run is None:
+            raise RuntimeError("Lanes.serve was not called: nothing would run the work")
+        key = item.session_key
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane()
-        lane.queue.append(job)
+        lane.queue.append(item)
         self._count(+1)
         if lane.worker is None:
             lane.worker = asyncio.create_task(self._work(key, lane), name=f"lane {key}")
@@ -74,15 +92,16 @@ class Lanes:
         lane.running.cancel(INTERRUPTED)
         return True
 
-    async def _work(self, key: str, lane: _Lane) -> None:
+    async def _work(self, key: str, lane: _Lane[Item]) -> None:
+        assert self._run is not None
         try:
             while lane.queue:
-                job = lane.queue.popleft()
+                item = lane.queue.popleft()
                 try:
                     async with self._cap:
                         if self._closing:
                             continue  # its row stays pending: the next start answers it
-                        lane.running = asyncio.ensure_future(job())
+                        lane.running = asyncio.ensure_future(self._run(item))
                         await asyncio.wait([lane.running])  # a cancelled job must not cancel the lane
                         _report(key, lane.running)
                 finally:

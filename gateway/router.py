@@ -16,17 +16,16 @@ import logging
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from adapters.base import ChatType, InboundMessage
 from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
-from gateway.commands import BY_NAME, CommandContext, parse_command, run_command
+from gateway.commands import BY_NAME, answer_command, parse_command
 from gateway.inbox import InboxRow
 from gateway.pairing import RequestOutcome
 from gateway.services import Services
-from gateway.turns import answer
+from gateway.work import Work, WorkKind
 
 log = logging.getLogger(__name__)
 
@@ -118,17 +117,15 @@ class Router:
             return
         parsed = parse_command(row.message.text)
         if parsed is not None:
-            name, args = parsed
-            command = BY_NAME.get(name)
-            job = partial(self._command, row, name, args)
+            command = BY_NAME.get(parsed[0])
             if command is not None and command.in_lane:
-                services.lanes.submit(row.session_key, job)
+                services.lanes.submit(Work(WorkKind.COMMAND, row.session_key, row.id))
             else:
-                self._in_background(job())
+                self._in_background(answer_command(services, row))
             return
         if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
             log.info("session key %s: a new message interrupted the running turn", row.session_key)
-        services.lanes.submit(row.session_key, partial(answer, services, row, resumed=resumed))
+        services.lanes.submit(Work(WorkKind.MESSAGE, row.session_key, row.id, resumed=resumed))
 
     async def recover(self) -> int:
         """Answer what a previous run stored but never answered; returns how many."""
@@ -150,14 +147,6 @@ class Router:
         task = asyncio.create_task(job)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _command(self, row: InboxRow, name: str, args: str) -> None:
-        try:
-            reply = await run_command(CommandContext(self.services, row, args), name)
-        except Exception:
-            log.exception("command /%s failed", name)
-            reply = f"/{name} failed unexpectedly; the details are in the gateway's log."
-        await self._reply(row, reply)
 
     async def _reply(self, row: InboxRow, reply: str) -> None:
         """Answer ``row`` with ``reply`` (no turn), closing it in the same transaction. Every part answers

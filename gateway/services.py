@@ -25,6 +25,7 @@ from gateway.replies import Replies
 from gateway.reviews import Reviews
 from gateway.runtime import Runtime
 from gateway.sender import OutboxSender
+from gateway.work import Work
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Services:
     authorizer: Authorizer
     pairing: Pairing
     chat_settings: ChatSettings
-    lanes: Lanes
+    lanes: Lanes[Work]  # each chat's queue of work; run by gateway.worker.Worker
     reviews: Reviews
     media: MediaReader
     metrics: GatewayMetrics

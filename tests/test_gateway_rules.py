@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
 from agent.memory import OWNER_SCOPE
@@ -115,23 +119,34 @@ async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tm
         assert not await Pairing(storage).is_approved("discord", "5")
 
 
-async def test_lanes_run_one_job_per_key_in_order_and_leave_nothing_behind() -> None:
-    lanes = Lanes(limit=2)
+@dataclass(frozen=True)
+class Item:
+    """Work for the lane tests: data, as the gateway's Work is."""
+
+    session_key: str
+    name: str
+
+
+def lanes_running(limit: int, run: Callable[[Item], Awaitable[None]]) -> Lanes[Item]:
+    lanes: Lanes[Item] = Lanes(limit=limit)
+    lanes.serve(run)
+    return lanes
+
+
+async def test_lanes_run_one_item_per_key_in_order_and_leave_nothing_behind() -> None:
     log: list[str] = []
     release = asyncio.Event()
 
-    def job(name: str, wait: bool = False):
-        async def run() -> None:
-            log.append(f"start {name}")
-            if wait:
-                await release.wait()
-            log.append(f"end {name}")
+    async def run(item: Item) -> None:
+        log.append(f"start {item.name}")
+        if item.name == "a1":
+            await release.wait()
+        log.append(f"end {item.name}")
 
-        return run
-
-    lanes.submit("a", job("a1", wait=True))
-    lanes.submit("a", job("a2"))
-    lanes.submit("b", job("b1"))
+    lanes = lanes_running(2, run)
+    lanes.submit(Item("a", "a1"))
+    lanes.submit(Item("a", "a2"))
+    lanes.submit(Item("b", "b1"))
     await asyncio.sleep(0.01)
     assert log == ["start a1", "start b1", "end b1"]  # b is not blocked by a
     assert lanes.busy("a") and lanes.depth == 2
@@ -141,23 +156,28 @@ async def test_lanes_run_one_job_per_key_in_order_and_leave_nothing_behind() -> 
     assert lanes.active == 0 and lanes.depth == 0
 
 
-async def test_cancel_running_interrupts_only_the_running_job() -> None:
-    lanes = Lanes(limit=4)
+def test_work_that_is_not_served_is_refused() -> None:
+    lanes: Lanes[Item] = Lanes(limit=1)
+    with pytest.raises(RuntimeError, match="serve"):
+        lanes.submit(Item("a", "a1"))
+
+
+async def test_cancel_running_interrupts_only_the_running_item() -> None:
     reasons: list[str] = []
     ran: list[str] = []
 
-    async def long_job() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError as cancel:
-            reasons.append(str(cancel.args[0]))
-            raise
+    async def run(item: Item) -> None:
+        if item.name == "long":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError as cancel:
+                reasons.append(str(cancel.args[0]))
+                raise
+        ran.append(item.name)
 
-    async def next_job() -> None:
-        ran.append("next")
-
-    lanes.submit("a", long_job)
-    lanes.submit("a", next_job)
+    lanes = lanes_running(4, run)
+    lanes.submit(Item("a", "long"))
+    lanes.submit(Item("a", "next"))
     await asyncio.sleep(0.01)
     assert lanes.cancel_running("a")
     assert await lanes.drain(1.0)
@@ -165,20 +185,20 @@ async def test_cancel_running_interrupts_only_the_running_job() -> None:
     assert not lanes.cancel_running("a")
 
 
-async def test_the_global_cap_bounds_jobs_over_all_keys() -> None:
-    lanes = Lanes(limit=2)
+async def test_the_global_cap_bounds_work_over_all_keys() -> None:
     running = 0
     most = 0
 
-    async def job() -> None:
+    async def run(item: Item) -> None:
         nonlocal running, most
         running += 1
         most = max(most, running)
         await asyncio.sleep(0.01)
         running -= 1
 
+    lanes = lanes_running(2, run)
     for key in range(6):
-        lanes.submit(str(key), job)
+        lanes.submit(Item(str(key), "job"))
     assert await lanes.drain(2.0)
     assert most == 2
 
@@ -213,16 +233,16 @@ def test_the_final_answer_edits_streamed_messages_sends_the_rest_and_deletes_lef
     assert render("   ", TELEGRAM) == [OutboundText("(no answer)")]
 
 
-async def test_shutdown_starts_no_job_that_was_waiting_for_the_cap() -> None:
-    lanes = Lanes(limit=1)
+async def test_shutdown_starts_no_item_that_was_waiting_for_the_cap() -> None:
     started: list[str] = []
 
-    async def job(name: str) -> None:
-        started.append(name)
+    async def run(item: Item) -> None:
+        started.append(item.name)
         await asyncio.sleep(2.0)
 
-    lanes.submit("a", lambda: job("a"))
-    lanes.submit("b", lambda: job("b"))  # waits for the cap
+    lanes = lanes_running(1, run)
+    lanes.submit(Item("a", "a"))
+    lanes.submit(Item("b", "b"))  # waits for the cap
     await asyncio.sleep(0.05)
     began = time.monotonic()
     await asyncio.wait_for(lanes.shutdown(), 5.0)
