@@ -259,7 +259,7 @@ async def open_runtime(
         storage = await stack.enter_async_context(open_storage(parse_storage_url(None, home.db_path)))
         assert isinstance(storage, SqliteStorage), "every repository runs on SQLAlchemy before PostgreSQL"
         db = Database(storage)
-        store = await SessionStore.create(db)
+        store = SessionStore(storage)
         locks = SqliteSessionLocks(db)
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))

@@ -14,7 +14,6 @@ import pytest
 
 from agent.db import Database
 from agent.locks import LocalSessionLocks, LockNotHeld, LockTimeout, SqliteSessionLocks, owner_alive
-from agent.store import SessionStore
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
@@ -79,7 +78,6 @@ async def test_local_locks_serve_waiters_in_order_and_forget_idle_keys() -> None
 
 async def _open(path: Path) -> tuple[Database, SqliteSessionLocks]:
     db = await Database.open(path)
-    await SessionStore.create(db)  # the leases table
     return db, SqliteSessionLocks(db)
 
 
@@ -179,7 +177,6 @@ async def test_a_holder_whose_lease_was_taken_over_is_stopped(tmp_path: Path) ->
     """A holder that stalled past its lease while another process took the session over must not
     go on working beside the new holder."""
     db = await Database.open(tmp_path / "state.db")
-    await SessionStore.create(db)
     locks = SqliteSessionLocks(db, lease_seconds=0.3)
     reached_the_end = False
 
