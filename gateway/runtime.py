@@ -21,7 +21,7 @@ from agent.compression.engine import ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
-from agent.locks import SessionLocks, SqliteSessionLocks
+from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent, AgentSettings
 from agent.mcp.servers import McpServers
 from agent.media.transcribe import Transcriber
@@ -36,6 +36,7 @@ from agent.storage.connect import open_storage
 from agent.storage.sqlite import SqliteStorage
 from agent.storage.urls import parse_storage_url
 from agent.store import SessionStore
+from agent.store.leases import SessionLeases
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
 from agent.tools.web import WebTools
@@ -260,7 +261,7 @@ async def open_runtime(
         assert isinstance(storage, SqliteStorage), "every repository runs on SQLAlchemy before PostgreSQL"
         db = Database(storage)
         store = SessionStore(storage)
-        locks = SqliteSessionLocks(db)
+        locks = DatabaseSessionLocks(SessionLeases(storage))
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
         try:

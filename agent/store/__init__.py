@@ -6,6 +6,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.messages`: messages in order with their files (:mod:`agent.store.media`), search.
 - :mod:`agent.store.usage`: per-request usage and the session totals it adds to.
 - :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
+- :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
 :class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
 repositories on one :class:`~agent.storage.base.Storage` and forwards each call to the repository that
