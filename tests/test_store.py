@@ -203,8 +203,10 @@ async def test_inactive_messages_leave_the_conversation_but_stay_searchable(stor
 
 async def test_search_treats_user_text_literally(store: SessionStore) -> None:
     await new_session(store)
-    await store.append_messages("s1", [Message(role="user", content="what is C++ AND rust: NEAR*")])
+    await store.append_messages("s1", [Message(role="user", content="what is C++ AND rust: NEAR* FACT-3")])
     assert len(await store.search('C++ AND "rust:')) == 1
+    [hit] = await store.search("FACT-3")
+    assert hit.snippet.endswith("[FACT-3]")
     assert await store.search("") == [] and await store.search("rust python") == []
     assert fts_query('a "b') == '"a" """b"'
 
@@ -223,7 +225,9 @@ async def test_search_puts_the_best_match_first_and_keeps_to_its_chat(store: Ses
     await store.append_messages("s2", [Message("user", "another chat's heron")])
     hits = await store.search("heron", session_key="chat:a")
     assert [(h.session_id, h.role) for h in hits] == [("s1", "assistant"), ("s1", "user")]
+    assert hits[0].snippet == "[heron] [heron]: a [heron] nests by water"  # all of it: no …
     assert hits[1].snippet.count("[heron]") == 1 and len(hits[1].snippet) < len(filler)
+    assert hits[1].snippet.startswith("…") and hits[1].snippet.endswith("…")  # a cut from the middle
     assert [h.session_id for h in await store.search("heron", session_key="chat:b")] == ["s2"]
     assert len(await store.search("heron", limit=2)) == 2
     assert [h.session_id for h in await store.search("heron", current_session="s1")] == ["s2"]

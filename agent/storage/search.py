@@ -27,21 +27,26 @@ _fts_name: sa.ColumnElement[Any] = sa.literal_column("messages_fts")
 # PostgreSQL only (not in agent.storage.schema), built with the 'simple' text search configuration
 _search: sa.ColumnElement[Any] = sa.literal_column("messages.search")
 _simple: sa.ColumnElement[str] = sa.literal_column("'simple'")
+# ts_headline marks matches with private-use characters (a message's own brackets stay apart), which
+# _finish_headline turns into FTS5's form
+_START, _END = "\ue000", "\ue001"
 _headline_options: sa.ColumnElement[str] = sa.literal_column(
-    f"'StartSel=[, StopSel=], MaxWords={SNIPPET_WORDS}, MinWords=5, MaxFragments=1, FragmentDelimiter=…'"
+    f"""'StartSel="{_START}", StopSel="{_END}", MaxWords={SNIPPET_WORDS}, MinWords=5, MaxFragments=1'"""
 )
 
 
 @dataclass(frozen=True)
 class TextMatch:
     """Select from ``source`` (``messages``, joined to the index when it is a table of its own); the
-    condition reads the bound parameter ``words``, whose value is ``words(text)`` for the user's text."""
+    condition reads the bound parameter ``words``, whose value is ``words(text)`` for the user's text;
+    ``finish(snippet, content)`` is the snippet to show (the same form on both databases)."""
 
     source: sa.FromClause
     condition: sa.ColumnElement[bool]
     snippet: sa.ColumnElement[str]
     best_first: sa.ColumnElement[Any]
     words: Callable[[str], str]
+    finish: Callable[[str, str], str]
 
 
 _WORDS = sa.bindparam("words", type_=sa.Text)
@@ -58,6 +63,7 @@ def text_match(dialect: str) -> TextMatch:
             snippet=sa.func.snippet(_fts_name, 0, "[", "]", "…", SNIPPET_WORDS),
             best_first=_fts.c.rank,  # bm25: lower is better
             words=fts_query,
+            finish=lambda snippet, _: snippet,
         )
     query = sa.func.plainto_tsquery(_simple, _WORDS)
     return TextMatch(
@@ -66,7 +72,18 @@ def text_match(dialect: str) -> TextMatch:
         snippet=sa.func.ts_headline(_simple, messages.c.content, query, _headline_options),
         best_first=sa.func.ts_rank(_search, query).desc(),
         words=str,  # plainto_tsquery reads plain text as words
+        finish=_finish_headline,
     )
+
+
+def _finish_headline(headline: str, content: str) -> str:
+    """ts_headline's fragment in FTS5's form: matches in brackets, adjacent ones as one (its parser
+    reads ``FACT-3`` as ``FACT`` and ``-3``), and ``…`` where the fragment cuts the message."""
+    plain = headline.replace(_START, "").replace(_END, "")
+    before = "" if content.lstrip().startswith(plain) else "…"
+    after = "" if content.rstrip().endswith(plain) else "…"
+    marked = headline.replace(_END + _START, "").replace(_START, "[").replace(_END, "]")
+    return before + marked + after
 
 
 def fts_query(text: str) -> str:

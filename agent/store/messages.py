@@ -152,13 +152,18 @@ class Messages:
 
         def select(conn: sa.Connection) -> list[SearchHit]:
             dialect = conn.dialect.name
+            match = text_match(dialect)
             parameters = {
-                "words": text_match(dialect).words(query),
+                "words": match.words(query),
                 "session_key": session_key,
                 "current_session": current_session,
                 "limit": limit,
             }
-            return [SearchHit(*row) for row in conn.execute(_search_statement(dialect), parameters)]
+            rows = conn.execute(_search_statement(dialect), parameters)
+            return [
+                SearchHit(session_id, title, created_at, role, match.finish(snippet, content), active)
+                for session_id, title, created_at, role, snippet, content, active in rows
+            ]
 
         return await self.storage.read(select)
 
@@ -173,12 +178,13 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
         messages.c.session_id.is_not_distinct_from(current_session), messages.c.active == sa.true()
     )
     return (
-        sa.select(  # in SearchHit's order
+        sa.select(  # SearchHit's first four, then what its snippet is made of
             messages.c.session_id,
             sessions.c.title,
             messages.c.created_at,
             messages.c.role,
             match.snippet,
+            messages.c.content,
             messages.c.active,
         )
         .select_from(match.source.join(sessions, sessions.c.id == messages.c.session_id))
