@@ -42,3 +42,13 @@ async def test_only_the_holder_extends_or_releases(storage: Storage) -> None:
     assert await leases.holder("chat") is None
     assert not await leases.extend("chat", "a", 30)  # released: gone for good
     assert await leases.take("chat", "b", 30) is None
+
+
+async def test_of_many_owners_taking_over_an_expired_lease_exactly_one_gets_it(storage: Storage) -> None:
+    leases = SessionLeases(storage)
+    assert await leases.take("chat", "crashed", 0.01) is None
+    await asyncio.sleep(0.05)
+    owners = [f"host:{n}:x" for n in range(12)]
+    results = await asyncio.gather(*(leases.take("chat", owner, 30) for owner in owners))
+    assert sum(holder is None for holder in results) == 1
+    assert await leases.holder("chat") in owners
