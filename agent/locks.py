@@ -8,9 +8,10 @@ holds. :class:`agent.loop.Agent` refuses to work without a :class:`Lease` for th
 Implementations:
 
 - :class:`LocalSessionLocks`: asyncio locks, one process.
-- :class:`SqliteSessionLocks`: the same, plus a lease row in ``state.db`` so several processes on one
-  machine (``herald chat -q --continue`` started five times at once, a gateway and a CLI) take turns.
-  A lease expires unless renewed, and a lease whose owner process has died is taken over at once.
+- :class:`DatabaseSessionLocks`: the same, plus a lease row in the database so several processes
+  (``herald chat -q --continue`` started five times at once, a gateway and a CLI; on PostgreSQL,
+  gateways on several machines) take turns. A lease expires unless renewed, and a lease whose owner
+  process on this host has died is taken over at once.
 - A Redis implementation for several machines implements the same :class:`SessionLocks` interface.
 """
 
@@ -22,14 +23,13 @@ import logging
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from agent.db import Database
+from agent.store.leases import SessionLeases
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +140,19 @@ class LocalSessionLocks(SessionLocks):
         """Hook for cross-process implementations: called before the local lock is released."""
 
 
-class SqliteSessionLocks(LocalSessionLocks):
-    """Local locks plus a lease row per key in ``state.db``: one holder per key on this machine.
+class DatabaseSessionLocks(LocalSessionLocks):
+    """Local locks plus a lease per key in the database (:class:`agent.store.leases.SessionLeases`):
+    one holder per key among every process that shares the database (SQLite: processes on this
+    machine; PostgreSQL: processes on any machine).
 
     A holder renews its lease every ``RENEW_EVERY`` seconds. Another process takes a lease over when it
-    has expired or when its owner (same host) is no longer running, so a crashed process blocks nobody.
+    has expired or when its owner is on this host and no longer running, so a crashed process blocks
+    nobody; an owner on another machine cannot be checked, so its lease is trusted until it expires.
     """
 
-    def __init__(self, db: Database, *, lease_seconds: float = LEASE_SECONDS) -> None:
+    def __init__(self, leases: SessionLeases, *, lease_seconds: float = LEASE_SECONDS) -> None:
         super().__init__()
-        self._db = db
+        self._leases = leases
         self._lease_seconds = lease_seconds
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._renewals: dict[str, asyncio.Task[None]] = {}
@@ -158,7 +161,7 @@ class SqliteSessionLocks(LocalSessionLocks):
         delay = POLL_FIRST
         told = False
         while True:
-            holder = await self._db.write(lambda conn: self._try_take(conn, key))
+            holder = await self._leases.take(key, self.owner, self._lease_seconds, gone=_owner_gone)
             if holder is None:
                 break
             if not told:
@@ -174,28 +177,14 @@ class SqliteSessionLocks(LocalSessionLocks):
         assert holding is not None, "hold() runs in a task"
         self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key, holding))
 
-    def _try_take(self, conn: sqlite3.Connection, key: str) -> str | None:
-        """Take the lease if it is free, expired or orphaned; otherwise return its holder."""
-        now = time.time()
-        row = conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
-        if row is not None and row["owner"] != self.owner:
-            if row["expires_at"] > now and owner_alive(row["owner"]):
-                return str(row["owner"])
-            log.warning("taking over the lease of session %s from %s (expired or gone)", key, row["owner"])
-        conn.execute(
-            "INSERT INTO leases (key, owner, expires_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-            (key, self.owner, now + self._lease_seconds),
-        )
-        return None
-
     async def _renew(self, key: str, holding: asyncio.Task[object]) -> None:
         """Keep the lease alive; if another process took it over, stop the holder (two turns of one
-        session must never run at once). A failed renewal (database locked) is tried again."""
+        session must never run at once). A failed renewal (database locked or unreachable) is tried
+        again."""
         while True:
             await asyncio.sleep(min(RENEW_EVERY, self._lease_seconds / 3))
             try:
-                renewed = await self._db.write(lambda conn: self._extend(conn, key))
+                renewed = await self._leases.extend(key, self.owner, self._lease_seconds)
             except Exception as error:
                 log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
                 continue
@@ -204,28 +193,21 @@ class SqliteSessionLocks(LocalSessionLocks):
                 holding.cancel()
                 return
 
-    def _extend(self, conn: sqlite3.Connection, key: str) -> int:
-        expires = time.time() + self._lease_seconds
-        cursor = conn.execute(
-            "UPDATE leases SET expires_at = ? WHERE key = ? AND owner = ?", (expires, key, self.owner)
-        )
-        return cursor.rowcount
-
     async def _release_shared(self, key: str) -> None:
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
-        if self._db.closed:
-            return
-        await self._db.write(
-            lambda conn: conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self.owner))
-        )
+        await self._leases.release(key, self.owner)
 
     async def aclose(self) -> None:
         for key in list(self._renewals):
             await self._release_shared(key)
+
+
+def _owner_gone(owner: str) -> bool:
+    return not owner_alive(owner)
 
 
 def owner_alive(owner: str, *, hostname: str | None = None) -> bool:

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent import version
-from agent.store import open_session_store
+from agent.storage.connect import open_storage
+from agent.storage.urls import parse_storage_url
+from agent.store import SessionStore
 from agent.text import valid_text
 from gateway import cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
 from gateway.config import format_value, get_value, load_config, set_value
@@ -156,7 +158,8 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _insights(home: HeraldHome) -> int:
-    async with open_session_store(home.db_path) as store:
+    async with open_storage(parse_storage_url(None, home.db_path)) as storage:
+        store = SessionStore(storage)
         sessions = await store.list_sessions(limit=100_000)
         print(insights.render(sessions, purposes=await store.usage_by_purpose()))
     return 0

@@ -20,9 +20,8 @@ from pathlib import Path
 from agent.agent_settings import AgentSettings
 from agent.compression.engine import ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
-from agent.db import Database
 from agent.limits import LocalRequestLimiter, RequestLimiter
-from agent.locks import SessionLocks, SqliteSessionLocks
+from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent
 from agent.mcp.servers import McpServers
 from agent.media.transcribe import Transcriber
@@ -34,8 +33,8 @@ from agent.session import PromptSources, SessionSpec, StartedSession, start_sess
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
 from agent.storage.base import Storage
-from agent.storage.sqlite import SqliteStorage
 from agent.store import SessionStore
+from agent.store.leases import SessionLeases
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
 from agent.tools.web import WebTools
@@ -46,7 +45,7 @@ from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
-from gateway.storage import open_home_storage, storage_url
+from gateway.storage import open_home_storage
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -137,7 +136,6 @@ class Runtime:
     config: HeraldConfig
     home: HeraldHome
     storage: Storage
-    db: Database  # transitional: the sqlite3 face of ``storage`` (agent.db)
     store: SessionStore
     locks: SessionLocks
     limiter: RequestLimiter
@@ -259,15 +257,9 @@ async def open_runtime(
     kind = provider or config.model.provider
     name = model or config.model.name
     async with AsyncExitStack() as stack:
-        if storage_url(config, home).dialect != "sqlite":  # until the session store is ported (issue 14)
-            raise ConfigError(
-                "storage.url: PostgreSQL is not usable in this build yet; leave storage.url null"
-            )
         storage = await stack.enter_async_context(open_home_storage(home, config))
-        assert isinstance(storage, SqliteStorage)
-        db = Database(storage)
-        store = await SessionStore.create(db)
-        locks = SqliteSessionLocks(db)
+        store = SessionStore(storage)
+        locks = DatabaseSessionLocks(SessionLeases(storage))
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
         try:
@@ -299,7 +291,6 @@ async def open_runtime(
             config=config,
             home=home,
             storage=storage,
-            db=db,
             store=store,
             locks=locks,
             limiter=limiter,

@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,9 @@ from agent.events import EventCallback, TurnEvent
 from agent.loop import TurnResult
 from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
-from agent.store import SessionRecord
+from agent.storage.connect import open_storage
+from agent.storage.urls import parse_storage_url
+from agent.store import SessionRecord, SessionStore
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
@@ -53,6 +57,13 @@ def token_hit_ratio(requests: list[RecordedRequest]) -> float:
     ok = [r for r in requests if r.status == 200 and r.error is None]
     total = sum(r.prompt_tokens for r in ok)
     return sum(r.cache_read for r in ok) / total if total else 0.0
+
+
+@asynccontextmanager
+async def open_store(path: Path) -> AsyncIterator[SessionStore]:
+    """The session store of the ``state.db`` at ``path`` (created and migrated), closed on exit."""
+    async with open_storage(parse_storage_url(None, path)) as storage:
+        yield SessionStore(storage)
 
 
 async def new_session(runtime: Runtime) -> SessionRecord:

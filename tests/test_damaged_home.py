@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from agent.store import open_session_store
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import Ran, herald_process, point_at
+from tests.helpers import Ran, herald_process, open_store, point_at
 
 COMMANDS: list[tuple[str, ...]] = [
     ("setup",),
@@ -39,7 +38,7 @@ COMMANDS: list[tuple[str, ...]] = [
 
 def make_database(home: HeraldHome) -> None:
     async def create() -> None:
-        async with open_session_store(home.db_path):
+        async with open_store(home.db_path):
             pass
 
     asyncio.run(create())

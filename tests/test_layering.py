@@ -71,21 +71,15 @@ def test_side_tasks_do_not_import_the_loop_that_builds_on_them() -> None:
 
 
 def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
-    """No sqlite3 anywhere but the SQLite storage itself (and its transitional shim, while it lasts)."""
-    allowed = {"agent/storage/sqlite.py", "agent/db.py", "agent/storage/legacy.py"}
+    """No sqlite3 anywhere but the SQLite storage itself (and the frozen migrations of old releases)."""
+    allowed = {"agent/storage/sqlite.py", "agent/storage/legacy.py"}
     users = {
         str(path.relative_to(ROOT))
         for package in ("agent", "gateway", "adapters")
         for path in modules(package)
         if "sqlite3" in imports(path)
     }
-    assert users - allowed <= PORTING, users - allowed
-
-
-PORTING = {  # repositories still on sqlite3 (issue 14, in progress): this set only shrinks
-    "agent/store.py",
-    "agent/locks.py",
-}
+    assert users <= allowed, users - allowed
 
 
 def test_every_reply_takes_one_road() -> None:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.db import Database
-from agent.locks import LocalSessionLocks, LockNotHeld, LockTimeout, SqliteSessionLocks, owner_alive
-from agent.store import SessionStore
+from agent.locks import DatabaseSessionLocks, LocalSessionLocks, LockNotHeld, LockTimeout, owner_alive
+from agent.storage.base import Storage
+from agent.storage.connect import open_storage
+from agent.storage.urls import parse_storage_url
+from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
@@ -77,30 +79,24 @@ async def test_local_locks_serve_waiters_in_order_and_forget_idle_keys() -> None
                 pass
 
 
-async def _open(path: Path) -> tuple[Database, SqliteSessionLocks]:
-    db = await Database.open(path)
-    await SessionStore.create(db)  # the leases table
-    return db, SqliteSessionLocks(db)
-
-
 async def test_a_lease_holds_across_database_connections_and_is_released(tmp_path: Path) -> None:
     """Two connections to one file behave like two processes."""
-    db_a, locks_a = await _open(tmp_path / "state.db")
-    db_b, locks_b = await _open(tmp_path / "state.db")
-    told: list[str] = []
-    try:
-        async with locks_a.hold("cli:local"):
-            with pytest.raises(LockTimeout, match="busy in another process"):
-                async with locks_b.hold("cli:local", max_wait=0.3, on_wait=told.append):
-                    pass
-            assert told == [locks_a.owner]
-        async with locks_b.hold("cli:local", max_wait=1.0):  # free again
-            pass
-    finally:
-        await locks_a.aclose()
-        await locks_b.aclose()
-        await db_a.close()
-        await db_b.close()
+    url = parse_storage_url(None, tmp_path / "state.db")
+    async with open_storage(url) as storage_a, open_storage(url) as storage_b:
+        locks_a = DatabaseSessionLocks(SessionLeases(storage_a))
+        locks_b = DatabaseSessionLocks(SessionLeases(storage_b))
+        told: list[str] = []
+        try:
+            async with locks_a.hold("cli:local"):
+                with pytest.raises(LockTimeout, match="busy in another process"):
+                    async with locks_b.hold("cli:local", max_wait=0.3, on_wait=told.append):
+                        pass
+                assert told == [locks_a.owner]
+            async with locks_b.hold("cli:local", max_wait=1.0):  # free again
+                pass
+        finally:
+            await locks_a.aclose()
+            await locks_b.aclose()
 
 
 def exited_pid() -> int:
@@ -111,29 +107,19 @@ def exited_pid() -> int:
     return int(child.stdout)
 
 
-async def test_a_dead_owners_lease_is_taken_over_at_once(tmp_path: Path) -> None:
-    pid = exited_pid()
-    db, locks = await _open(tmp_path / "state.db")
+async def test_a_dead_owners_lease_is_taken_over_at_once(storage: Storage) -> None:
+    leases = SessionLeases(storage)
+    locks = DatabaseSessionLocks(leases)
     try:
-        await db.write(
-            lambda conn: conn.execute(
-                "INSERT INTO leases VALUES (?, ?, ?)",
-                ("cli:local", f"{socket.gethostname()}:{pid}:dead", time.time() + 3600),
-            )
-        )
+        assert await leases.take("cli:local", f"{socket.gethostname()}:{exited_pid()}:dead", 3600) is None
         async with locks.hold("cli:local", max_wait=0.5):
-            pass
-        await db.write(  # another host's lease: trusted until it expires
-            lambda conn: conn.execute(
-                "INSERT INTO leases VALUES (?, ?, ?)", ("other", "elsewhere:1:x", time.time() + 0.3)
-            )
-        )
+            assert await leases.holder("cli:local") == locks.owner
+        assert await leases.take("other", "elsewhere:1:x", 0.3) is None  # trusted until it expires
         started = time.monotonic()
         async with locks.hold("other", max_wait=5.0):
             assert time.monotonic() - started >= 0.2
     finally:
         await locks.aclose()
-        await db.close()
 
 
 def test_owner_alive_reads_host_and_pid() -> None:
@@ -175,23 +161,18 @@ def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulato
     assert [a.split(": ", 1)[1][:9] for a in answers] == users[:4]  # each answer follows its question
 
 
-async def test_a_holder_whose_lease_was_taken_over_is_stopped(tmp_path: Path) -> None:
+async def test_a_holder_whose_lease_was_taken_over_is_stopped(storage: Storage) -> None:
     """A holder that stalled past its lease while another process took the session over must not
     go on working beside the new holder."""
-    db = await Database.open(tmp_path / "state.db")
-    await SessionStore.create(db)
-    locks = SqliteSessionLocks(db, lease_seconds=0.3)
+    leases = SessionLeases(storage)
+    locks = DatabaseSessionLocks(leases, lease_seconds=0.3)
     reached_the_end = False
 
     async def long_turn() -> None:
         nonlocal reached_the_end
         async with locks.hold("cli:local"):
-            await db.write(  # another process takes the lease over (this one stalled past its expiry)
-                lambda conn: conn.execute(
-                    "UPDATE leases SET owner = 'elsewhere:1:x', expires_at = ? WHERE key = 'cli:local'",
-                    (time.time() + 60,),
-                )
-            )
+            # another process takes the lease over (it found this one stalled past its expiry)
+            assert await leases.take("cli:local", "elsewhere:1:x", 60, gone=lambda _: True) is None
             await asyncio.sleep(2.0)
             reached_the_end = True
 
@@ -199,8 +180,6 @@ async def test_a_holder_whose_lease_was_taken_over_is_stopped(tmp_path: Path) ->
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(long_turn(), 5.0)
         assert not reached_the_end
-        owner = await db.run(lambda conn: conn.execute("SELECT owner FROM leases").fetchone()[0])
-        assert owner == "elsewhere:1:x"  # the new holder's lease is left alone
+        assert await leases.holder("cli:local") == "elsewhere:1:x"  # the new holder's is left alone
     finally:
         await locks.aclose()
-        await db.close()

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from agent.memory import OWNER_SCOPE, user_scope
-from agent.store import open_session_store
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import point_at
+from tests.helpers import open_store, point_at
 from tests.state_support import files_bank
 
 
@@ -40,7 +39,7 @@ def test_the_home_is_private_whatever_the_umask(tmp_path: Path, open_umask: None
     ensure_home(home)
 
     async def database_modes() -> dict[str, str]:
-        async with open_session_store(home.db_path):  # WAL mode: -wal and -shm exist while open
+        async with open_store(home.db_path):  # WAL mode: -wal and -shm exist while open
             return {p.name: oct(mode(p)) for p in home.root.glob("state.db*")}
 
     assert asyncio.run(database_modes()) == {

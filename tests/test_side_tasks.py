@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import sqlalchemy as sa
+
 from agent.session import SessionSpec
 from agent.side import CHILD_PREAMBLE, REVIEW_TASK, review
+from agent.storage.schema import requests
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
@@ -77,9 +80,8 @@ async def test_three_children_and_a_review_read_the_parents_prompt_from_cache(
         result = await run_turn(runtime, session, "There is a lot to do, please delegate it.")
         messages = await runtime.store.load_messages(session.id)
         outcome = await review(runtime.agent, session, max_iterations=3)
-        purposes = await runtime.db.run(
-            lambda conn: [row[0] for row in conn.execute("SELECT purpose FROM requests ORDER BY id")]
-        )
+        query = sa.select(requests.c.purpose).order_by(requests.c.id)
+        purposes = await runtime.storage.read(lambda conn: list(conn.execute(query).scalars()))
         later = (await runtime.new_session(session_spec_of(session))).record
     assert result.error is None and outcome.error is None
     tool_result = next(m for m in messages if m.role == "tool" and m.tool_name == "delegate")

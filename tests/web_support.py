@@ -9,15 +9,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from agent.db import Database
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.settings import WebSettings
-from agent.store import SessionStore
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
 from agent.tools.web.addresses import guest_policy, owner_policy
 from agent.tools.web.tools import WebTools
 from tests.fakes.web import FakeWeb
+from tests.helpers import open_store
 from tests.state_support import files_bank, files_library
 
 Contexts = Callable[[bool], ToolContext]  # trusted (the owner) or not (a guest) -> a context
@@ -26,8 +25,7 @@ Contexts = Callable[[bool], ToolContext]  # trusted (the owner) or not (a guest)
 @asynccontextmanager
 async def tool_contexts(root: Path) -> AsyncIterator[Contexts]:
     """Contexts over a real session store and memory under ``root``."""
-    async with await Database.open(root / "state.db") as db:
-        store = await SessionStore.create(db)
+    async with open_store(root / "state.db") as store:
         memory = files_bank(root / "memories", 2000, 1000).store(OWNER_SCOPE)
         skills = files_library(root / "skills")
 

@@ -104,7 +104,7 @@ AGENT: list[list[str]] = [
         # The compressor's state, here so a restart or a second process sees it.
         "ALTER TABLE sessions ADD COLUMN compress_failures INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE sessions ADD COLUMN compress_retry_at REAL",
-        # Per-session locks that hold across processes (agent.locks.SqliteSessionLocks).
+        # Per-session locks that hold across processes (agent.locks).
         """
         CREATE TABLE leases (
             key TEXT PRIMARY KEY,

@@ -191,25 +191,6 @@ class SqliteStorage(Storage):
 
         return await self._submit(run)
 
-    # --- transitional: repositories not ported to SQLAlchemy yet ------------------------------------
-
-    async def legacy_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._submit(lambda: fn(self._connection()[0]))
-
-    async def legacy_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def transact() -> T:
-            raw, _ = self._connection()
-            raw.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(raw)
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
-            raw.execute("COMMIT")
-            return result
-
-        return await self._submit(transact)
 
 
 # --- a read-only look, for ``herald doctor`` ---------------------------------------------------------

@@ -1,0 +1,130 @@
+"""The agent's state: sessions, their messages and files, usage, the review schedule.
+
+Each kind of state is a repository of its own, with its contract in its module:
+
+- :mod:`agent.store.sessions`: sessions (prompt bytes, title, todos, compression state).
+- :mod:`agent.store.messages`: messages in order with their files (:mod:`agent.store.media`), search.
+- :mod:`agent.store.usage`: per-request usage and the session totals it adds to.
+- :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
+- :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
+
+:class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
+repositories on one :class:`~agent.storage.base.Storage` and forwards each call to the repository that
+owns it (nothing here touches the database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent.messages import Message
+from agent.storage.base import Storage
+from agent.store.messages import Messages, SearchHit
+from agent.store.reviews import ReviewSchedule
+from agent.store.sessions import NewSession, SessionRecord, Sessions
+from agent.store.usage import PurposeUsage, UsageLedger
+from agent.usage import RequestUsage
+
+__all__ = ["NewSession", "PurposeUsage", "SearchHit", "SessionRecord", "SessionStore"]
+
+
+class SessionStore:
+    """The agent's repositories on one storage."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.sessions = Sessions(storage)
+        self.messages = Messages(storage)
+        self.usage = UsageLedger(storage)
+        self.reviews = ReviewSchedule(storage)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def create_session(self, new: NewSession) -> SessionRecord:
+        return await self.sessions.create(new)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return await self.sessions.get(session_id)
+
+    async def latest_session(self, session_key: str | None = None) -> SessionRecord | None:
+        """The most recently used session, optionally of one session key."""
+        return await self.sessions.latest(session_key)
+
+    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+        return await self.sessions.recent(limit)
+
+    async def sessions_for(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:
+        """The sessions of one chat, most recently used first."""
+        return await self.sessions.of_key(session_key, limit)
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        await self.sessions.set_title(session_id, title)
+
+    async def get_todos(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.sessions.todos(session_id)
+
+    async def set_todos(self, session_id: str, todos: list[dict[str, Any]]) -> None:
+        await self.sessions.set_todos(session_id, todos)
+
+    async def set_compression_state(self, session_id: str, *, failures: int, retry_at: float | None) -> None:
+        await self.sessions.set_compression_state(session_id, failures=failures, retry_at=retry_at)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append ``messages`` after the session's last one, in one transaction: all or none."""
+        return await self.messages.append(session_id, messages)
+
+    async def rewrite_history(
+        self, session_id: str, deactivate: Sequence[int], insert: Sequence[Message], reason: str
+    ) -> list[Message]:
+        """Compression's one sanctioned rewrite (:meth:`Messages.rewrite`)."""
+        return await self.messages.rewrite(session_id, deactivate, insert, reason)
+
+    async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
+        return await self.messages.load(session_id, include_inactive=include_inactive)
+
+    async def deactivate_messages(self, message_ids: Sequence[int], reason: str) -> None:
+        """Take messages out of the conversation while keeping them for search and audit."""
+        await self.messages.deactivate(message_ids, reason)
+
+    async def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        session_key: str | None = None,
+        current_session: str | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search (:meth:`Messages.search`): one chat's sessions with ``session_key``."""
+        return await self.messages.search(
+            query, limit, session_key=session_key, current_session=current_session
+        )
+
+    # -- usage --------------------------------------------------------------------------------
+
+    async def record_request(
+        self, session_id: str, request: RequestUsage, *, at: float | None = None
+    ) -> None:
+        """Store one provider request's usage and add it to the session's totals."""
+        await self.usage.record(session_id, request, at=at)
+
+    async def request_times(self, session_id: str, since: float) -> list[float]:
+        return await self.usage.request_times(session_id, since)
+
+    async def usage_by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
+        return await self.usage.by_purpose(session_key)
+
+    async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
+        await self.usage.set_last_prompt_tokens(session_id, tokens)
+
+    # -- review schedule ----------------------------------------------------------------------
+
+    async def turns_since_review(self, session_id: str) -> int:
+        return await self.reviews.turns_since_review(session_id)
+
+    async def idle_unreviewed(self, idle_since: float, active_after: float) -> list[SessionRecord]:
+        return await self.reviews.idle_unreviewed(idle_since, active_after)
+
+    async def mark_reviewed(self, session_id: str, through_message_id: int) -> None:
+        await self.reviews.mark_reviewed(session_id, through_message_id)

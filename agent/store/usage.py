@@ -1,0 +1,169 @@
+"""What each provider request used and cost (the ``requests`` table), and the session totals it adds to.
+
+Contract:
+
+- :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
+  transaction: both or neither, so the totals always equal the sum of the session's requests. It is
+  not idempotent (each call adds); retry only a call that raised
+  :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
+- ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
+  :meth:`UsageLedger.record` for conversation requests (:data:`agent.usage.CONVERSATION_PURPOSES`) and
+  by compression (:meth:`UsageLedger.set_last_prompt_tokens`) after it shrank the history.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from agent.storage.base import Storage
+from agent.storage.schema import requests, sessions
+from agent.store.sessions import UPDATE_SESSION
+from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
+
+
+@dataclass(frozen=True)
+class PurposeUsage:
+    """The requests of one purpose ("turn", "summary", "cron", ...) added up."""
+
+    purpose: str
+    requests: int
+    usage: Usage
+    cost: float
+    uncached_cost: float
+
+
+def _added(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+    """``column + :column`` (the parameter named after the column)."""
+    return column + sa.bindparam(f"add_{column.name}", type_=column.type)
+
+
+_INSERT = sa.insert(requests)
+_ADD_TO_TOTALS = UPDATE_SESSION.values(
+    {
+        column.name: _added(column)
+        for column in (
+            sessions.c.input_tokens,
+            sessions.c.output_tokens,
+            sessions.c.cache_read_tokens,
+            sessions.c.cache_write_tokens,
+            sessions.c.estimated_cost,
+            sessions.c.uncached_cost,
+        )
+    }
+    | {"updated_at": sa.bindparam("now", type_=sa.Double)}
+)
+_ADD_TO_TOTALS_AND_PROMPT = _ADD_TO_TOTALS.values(last_prompt_tokens=sa.bindparam("prompt_tokens"))
+# Not IN (...): the parameters of an IN list are expanded into the SQL at every execution.
+_CONVERSATION = sa.or_(*(requests.c.purpose == purpose for purpose in CONVERSATION_PURPOSES))
+_CONVERSATION_TIMES = (
+    sa.select(requests.c.created_at)
+    .where(
+        requests.c.session_id == sa.bindparam("session_id"),
+        _CONVERSATION,
+        requests.c.created_at >= sa.bindparam("since"),
+    )
+    .order_by(requests.c.id)
+)
+_COST = sa.func.sum(requests.c.estimated_cost).label("cost")
+_BY_PURPOSE = (
+    sa.select(
+        requests.c.purpose,
+        sa.func.count().label("requests"),
+        sa.func.sum(requests.c.input_tokens).label("input_tokens"),
+        sa.func.sum(requests.c.output_tokens).label("output_tokens"),
+        sa.func.sum(requests.c.cache_read_tokens).label("cache_read_tokens"),
+        sa.func.sum(requests.c.cache_write_5m_tokens).label("cache_write_5m_tokens"),
+        sa.func.sum(requests.c.cache_write_1h_tokens).label("cache_write_1h_tokens"),
+        _COST,
+        sa.func.sum(requests.c.uncached_cost).label("uncached_cost"),
+    )
+    .group_by(requests.c.purpose)
+    .order_by(_COST.desc(), requests.c.purpose)
+)
+_BY_PURPOSE_OF_KEY = _BY_PURPOSE.join_from(requests, sessions, sessions.c.id == requests.c.session_id).where(
+    sessions.c.session_key == sa.bindparam("session_key")
+)
+
+
+class UsageLedger:
+    """The ``requests`` table and the usage totals of ``sessions``."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    async def record(self, session_id: str, request: RequestUsage, *, at: float | None = None) -> None:
+        """Store one provider request's usage and add it to the session's totals."""
+        now = time.time() if at is None else at
+        u = request.usage
+        row = {
+            "session_id": session_id,
+            "purpose": request.purpose,
+            "provider": request.provider,
+            "model": request.model,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_5m_tokens": u.cache_write_5m_tokens,
+            "cache_write_1h_tokens": u.cache_write_1h_tokens,
+            "estimated_cost": request.cost,
+            "uncached_cost": request.uncached_cost,
+            "created_at": now,
+        }
+        totals = {
+            "session_id": session_id,
+            "add_input_tokens": u.input_tokens,
+            "add_output_tokens": u.output_tokens,
+            "add_cache_read_tokens": u.cache_read_tokens,
+            "add_cache_write_tokens": u.cache_write_tokens,
+            "add_estimated_cost": request.cost,
+            "add_uncached_cost": request.uncached_cost,
+            "now": now,
+            "prompt_tokens": u.prompt_tokens,
+        }
+        conversation = request.purpose in CONVERSATION_PURPOSES
+
+        def insert(conn: sa.Connection) -> None:
+            conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
+            conn.execute(_INSERT, row)
+
+        await self.storage.write(insert)
+
+    async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
+        parameters = {"session_id": session_id, "last_prompt_tokens": tokens}
+        await self.storage.write(lambda conn: conn.execute(UPDATE_SESSION, parameters))
+
+    async def request_times(self, session_id: str, since: float) -> list[float]:
+        """Timestamps of the session's conversation requests since ``since``, oldest first (TTL pacing)."""
+        parameters = {"session_id": session_id, "since": since}
+        times = await self.storage.read(
+            lambda conn: conn.execute(_CONVERSATION_TIMES, parameters).scalars().all()
+        )
+        return [float(value) for value in times]
+
+    async def by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
+        """Requests summed per purpose (of one chat's sessions, or all), the most expensive first."""
+        if session_key is None:
+            statement, parameters = _BY_PURPOSE, {}
+        else:
+            statement, parameters = _BY_PURPOSE_OF_KEY, {"session_key": session_key}
+        rows = await self.storage.read(lambda conn: conn.execute(statement, parameters).all())
+        return [
+            PurposeUsage(
+                purpose=row.purpose,
+                requests=int(row.requests),
+                usage=Usage(
+                    input_tokens=int(row.input_tokens),
+                    output_tokens=int(row.output_tokens),
+                    cache_read_tokens=int(row.cache_read_tokens),
+                    cache_write_5m_tokens=int(row.cache_write_5m_tokens),
+                    cache_write_1h_tokens=int(row.cache_write_1h_tokens),
+                ),
+                cost=float(row.cost),
+                uncached_cost=float(row.uncached_cost),
+            )
+            for row in rows
+        ]
