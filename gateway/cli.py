@@ -17,14 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent import version
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
 from agent.store import SessionStore
 from agent.text import valid_text
 from gateway import cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
 from gateway.config import format_value, get_value, load_config, set_value
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
+from gateway.storage import open_home_storage
 
 
 def non_empty(value: str) -> str:
@@ -158,7 +157,7 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _insights(home: HeraldHome) -> int:
-    async with open_storage(parse_storage_url(None, home.db_path)) as storage:
+    async with open_home_storage(home, pool_size=2) as storage:
         store = SessionStore(storage)
         sessions = await store.list_sessions(limit=100_000)
         print(insights.render(sessions, purposes=await store.usage_by_purpose()))

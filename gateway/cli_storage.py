@@ -1,11 +1,12 @@
 """``herald storage migrate --to postgresql://…``: move a bot's whole state from SQLite to PostgreSQL.
 
 Everything in ``state.db`` (sessions with their exact prompt bytes, messages with their stored wire
-payloads and files, usage, inbox, outbox, jobs, pairings, chat settings) is copied into the database
-the URL names (migrated to this Herald's schema first), then verified: the same number of rows in every
-table, the same hash over every session's prompt bytes. A second run copies nothing and changes
-nothing, so a copy cut short is finished by running it again. Stop the gateway first: rows written
-while the copy runs may be left behind (run it again after stopping to take them along).
+payloads and files, usage, inbox, outbox, jobs, pairings, chat settings) and the home's memory and
+skills files (which PostgreSQL keeps in tables) are copied into the database the URL names (migrated to
+this Herald's schema first), then verified: the same rows in every table, the same memory and skills,
+the same hash over every session's prompt bytes. A second run copies nothing and changes nothing, so a
+copy cut short is finished by running it again. Stop the gateway first: rows written while the copy
+runs may be left behind (run it again after stopping to take them along).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agent.storage.urls import BadStorageUrl, parse_storage_url
 from gateway.config import ConfigError, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK
 from gateway.home import HeraldHome, from_environment
+from gateway.home_transfer import FilesCopy, compare, copy_memory, copy_skills
 
 
 def add_commands(
@@ -58,13 +60,21 @@ async def _migrate(home: HeraldHome, target: str) -> int:
         raise ConfigError("--to must be a PostgreSQL URL: postgresql://USER@HOST:PORT/DATABASE")
     source_url = parse_storage_url(None, home.db_path)
     print(f"Copying {source_url.redacted} into {destination_url.redacted}")
+    files = FilesCopy()
     async with open_storage(source_url) as source, open_storage(destination_url) as destination:
         steps = await copy_tables(source, destination, progress=_report)
+        await copy_memory(home.memories_dir, destination, files)
+        await copy_skills(home.skills_dir, destination, files)
+        print(f"  memory: {files.memory_documents:,} documents, {files.memory_copied:,} copied")
+        print(f"  skills: {files.skills:,} skills, {files.skills_copied:,} copied")
+        for line in files.skipped:
+            print(f"  skipped skill {line}")
         check = await verify(source, destination)
+        differences = await compare(home.memories_dir, home.skills_dir, destination)
     total = sum(step.source_rows for step in steps)
     copied = sum(step.copied for step in steps)
-    if not check.ok:
-        for line in check.mismatched:
+    if not check.ok or differences:
+        for line in [*check.mismatched, *differences]:
             print(f"  different: {line}")
         if check.source_prompts != check.destination_prompts:
             print("  different: the sessions' prompt bytes")
@@ -72,8 +82,9 @@ async def _migrate(home: HeraldHome, target: str) -> int:
         return EXIT_FAILED
     sessions = check.counts["sessions"][0]
     print(
-        f"Verified: every table has the same rows ({total:,} in all, {copied:,} copied now), and the prompt "
-        f"bytes of all {sessions:,} sessions are identical (sha256 {check.source_prompts[:12]})."
+        f"Verified: every table has the same rows ({total:,} in all, {copied:,} copied now), memory and "
+        f"skills are the same, and the prompt bytes of all {sessions:,} sessions are identical "
+        f"(sha256 {check.source_prompts[:12]})."
     )
     print(
         "Next: set storage.url in config.yaml (keep the password in .env: storage.url: $HERALD_DATABASE_URL) "

@@ -60,8 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--storage",
         choices=[*BACKENDS, "both"],
-        default="sqlite",  # "both" once every repository runs on SQLAlchemy (issue 14, in progress)
-        help="the database(s) every test that keeps state runs on (default: sqlite)",
+        default="both",
+        help="the database(s) every test that keeps state runs on (default: both)",
     )
 
 

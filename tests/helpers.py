@@ -26,6 +26,7 @@ from agent.store import SessionRecord, SessionStore
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
+from gateway.storage import open_home_storage
 from tests.emulator import RecordedRequest, Reply, ToolUse
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
@@ -63,6 +64,13 @@ def token_hit_ratio(requests: list[RecordedRequest]) -> float:
 async def open_store(path: Path) -> AsyncIterator[SessionStore]:
     """The session store of the ``state.db`` at ``path`` (created and migrated), closed on exit."""
     async with open_storage(parse_storage_url(None, path)) as storage:
+        yield SessionStore(storage)
+
+
+@asynccontextmanager
+async def open_home_store(home: HeraldHome) -> AsyncIterator[SessionStore]:
+    """The session store of ``home`` wherever it keeps its state (state.db, or this test's PostgreSQL)."""
+    async with open_home_storage(home) as storage:
         yield SessionStore(storage)
 
 

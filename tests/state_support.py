@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.memory import MemoryBank
+from agent.memory import OWNER_SCOPE, MemoryBank, MemoryTarget
 from agent.memory.database import DatabaseMemoryDocuments
 from agent.memory.files import FileMemoryDocuments
 from agent.skills import SkillLibrary
@@ -21,6 +21,9 @@ from agent.skills.database import DatabaseSkillTree
 from agent.skills.files import DiskSkillTree
 from agent.skills.library import Bundle
 from agent.storage.base import Storage
+from gateway.config import load_config
+from gateway.home import HeraldHome
+from gateway.memory_skills import open_memory_and_skills
 
 KINDS = ("files", "database")
 
@@ -72,3 +75,23 @@ def editor(tmp_path: Path, code: str) -> str:
     script = tmp_path / f"editor{len(list(tmp_path.glob('editor*.py')))}.py"
     script.write_text(f"import pathlib, sys\npath = pathlib.Path(sys.argv[1])\n{code}\n", encoding="utf-8")
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+async def put_memory(
+    home: HeraldHome, text: str, *, scope: str = OWNER_SCOPE, target: MemoryTarget = "user"
+) -> None:
+    """Write a memory document as a hand edit (or a bug) would, wherever this home keeps memory: the
+    files on SQLite, the database on PostgreSQL. No check applies: that is the point of such tests."""
+    async with open_memory_and_skills(load_config(home.config_path), home) as kept:
+        await kept.memory.documents.update(scope, target, lambda _current: text)
+
+
+async def read_memory(home: HeraldHome, *, scope: str = OWNER_SCOPE, target: MemoryTarget = "user") -> str:
+    async with open_memory_and_skills(load_config(home.config_path), home) as kept:
+        return await kept.memory.store(scope).read(target)
+
+
+async def put_skill(home: HeraldHome, directory: str, files: dict[str, bytes]) -> None:
+    """Install a skill folder wherever this home keeps skills."""
+    async with open_memory_and_skills(load_config(home.config_path), home) as kept:
+        await kept.skills.tree.replace_folder(directory, files, remove=[])

@@ -21,6 +21,7 @@ from tests.helpers import (
     token_hit_ratio,
     write_project_notes,
 )
+from tests.state_support import put_skill, read_memory, skill_md
 
 
 def ask(turn: int) -> str:
@@ -113,7 +114,7 @@ async def test_memory_write_keeps_the_running_prompt_and_reaches_the_next_sessio
         first_session = [r for r in emulator.requests if r.ok]
         assert len(prompt_hashes(first_session)) == 1
         assert "Prefers tea." not in first_session[-1].system_json
-        assert "Prefers tea." in (home.memories_dir / "USER.md").read_text()
+        assert "Prefers tea." in await read_memory(home)
 
         fresh = await new_session(runtime)
         await run_turn(runtime, fresh, "Hello again.")
@@ -302,10 +303,8 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
 async def test_activating_a_skill_appends_its_text_and_keeps_the_prompt(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    skill = home.skills_dir / "ops" / "deploy"
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(
-        "---\nname: deploy\ndescription: Ship a release\n---\nRun make release.\n"
+    await put_skill(
+        home, "ops/deploy", {"SKILL.md": skill_md("deploy", "Ship a release", "Run make release.\n")}
     )
     async with open_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)

@@ -19,7 +19,7 @@ from tests.helpers import (
     chat_in_terminal,
     herald_process,
     is_summary_request,
-    open_store,
+    open_home_store,
     point_at,
     prompt_hashes,
     write_project_notes,
@@ -117,7 +117,7 @@ async def test_interactive_chat_commands(
     lines = ["/help", "/bogus", "Hello there", "/insights", "/new", "Second session", "/quit"]
     emulator.script(Reply(text="Hi! How can I help?"), Reply(text="Fresh start."))
     chat = await chat_in_terminal(make_config(emulator_url), home, *lines)
-    async with open_store(home.db_path) as store:
+    async with open_home_store(home) as store:
         sessions = await store.list_sessions()
     text = chat.out
     assert chat.code == 0
@@ -135,7 +135,7 @@ async def test_compress_command_in_the_chat(
     turns = [f"Question {i}: FACT-{i} " + "tell me more. " * 10 for i in range(8)]
     config = make_config(emulator_url, compression={"protect_last_n": 4})
     chat = await chat_in_terminal(config, home, "/compress", *turns, "/compress", "/quit")
-    async with open_store(home.db_path) as store:
+    async with open_home_store(home) as store:
         [session] = await store.list_sessions()
         active = await store.load_messages(session.id)
     text = chat.out

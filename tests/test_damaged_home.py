@@ -122,6 +122,7 @@ def test_every_command_on_a_damaged_home_ends_in_a_sentence_not_a_traceback(
         assert "unexpected error" not in result.stderr, (command, result.stderr)
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself
 @pytest.mark.parametrize("damage", ["garbage database", "truncated database"])
 def test_a_damaged_database_is_copied_first_and_the_user_told_how_to_start_fresh(
     damage: str, home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
@@ -138,6 +139,7 @@ def test_a_damaged_database_is_copied_first_and_the_user_told_how_to_start_fresh
     assert oct(backup.stat().st_mode & 0o777) == oct(0o600)
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself
 def test_a_read_only_database_says_what_to_do(
     home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,6 +172,7 @@ def test_a_home_without_write_permission_says_what_to_do(
     assert result.returncode == 2 and "Permission denied" in result.stderr
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself
 def test_the_binary_exits_2_without_a_traceback_on_a_garbage_database(home: HeraldHome) -> None:
     """A real process: its exit code and stderr are the point."""
     home.db_path.write_bytes(b"this is not a database" * 100)

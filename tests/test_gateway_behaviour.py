@@ -24,6 +24,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND, gateway_config, telegram_gateway
 from tests.helpers import ChatResponder
+from tests.state_support import put_memory
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -317,7 +318,7 @@ async def test_a_bug_outside_the_agent_turn_gets_one_clear_line_and_is_not_retri
 async def test_someone_taken_off_the_admins_no_longer_reads_the_owners_memory(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    (home.memories_dir / "USER.md").write_text("The owner's PIN is OWNER-SECRET-4711.\n")
+    await put_memory(home, "The owner's PIN is OWNER-SECRET-4711.\n")
     fake = FakeTelegram()
     as_admin = {"admins": [f"telegram:{FRIEND}"]}
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, gateway=as_admin) as harness:

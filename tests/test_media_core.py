@@ -7,12 +7,15 @@ import io
 import json
 
 import pytest
+import sqlalchemy as sa
 from PIL import Image
 
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import prepare_image
 from agent.media.types import Media
+from agent.storage.schema import media as media_table
+from agent.storage.schema import messages
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
@@ -127,6 +130,10 @@ async def test_an_image_in_history_is_resent_byte_for_byte_and_read_from_cache(
         async with runtime.locks.hold(session.session_key) as lease:
             for turn in range(2):
                 await runtime.agent.run_turn(lease, restored, f"After the restart {turn}?")
+        files = await runtime.storage.read(lambda conn: conn.execute(sa.select(media_table.c.size)).all())
+        payloads = await runtime.storage.read(
+            lambda conn: conn.execute(sa.select(sa.func.sum(sa.func.length(messages.c.payload)))).scalar_one()
+        )
 
     requests = [r for r in emulator.requests if r.ok]
     assert len(requests) == 6
@@ -136,8 +143,8 @@ async def test_an_image_in_history_is_resent_byte_for_byte_and_read_from_cache(
     for later in requests[1:]:
         assert later.cache_read >= image_tokens  # the photo is read, not paid for again
         assert later.cache_read == later.oracle_tokens
-    stored = (home.root / "state.db").stat().st_size
-    assert stored < 4 * len(picture.data) + 2_000_000  # the file once, not once per request or message
+    assert files == [(len(picture.data),)]  # the file once, not once per request or message
+    assert payloads < len(picture.base64)  # the stored wire payloads hold a placeholder, not the bytes
 
 
 async def test_openai_gets_the_image_as_a_data_url(

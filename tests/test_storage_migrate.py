@@ -39,6 +39,33 @@ def test_a_release_state_db_is_copied_verified_and_a_second_run_changes_nothing(
     assert "  messages: 43 rows, 0 copied" in second.stdout and "0 copied now" in second.stdout
 
 
+def test_memory_and_skills_files_go_into_the_database_once(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    shutil.copy(FIXTURE, home.db_path)
+    (home.memories_dir / "USER.md").write_text("Ada likes trains.\n§\nShe lives in Zürich.\n")
+    people = home.memories_dir / "users" / "telegram-2"
+    people.mkdir(parents=True)
+    (people / "MEMORY.md").write_text("Asked for a trip plan.\n")
+    skill = home.skills_dir / "travel" / "trains"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: trains\ndescription: Plan train trips\n---\nUse SBB.\n")
+    (skill / "stations.csv").write_bytes(b"code,name\nZH,Zurich HB\n")
+    first = herald("storage", "migrate", "--to", postgresql_database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "  memory: 2 documents, 2 copied" in first.stdout
+    assert "  skills: 1 skills, 1 copied" in first.stdout
+    second = herald("storage", "migrate", "--to", postgresql_database)
+    assert "  memory: 2 documents, 0 copied" in second.stdout
+    assert "  skills: 1 skills, 0 copied" in second.stdout
+
+    home.config_path.write_text(f"storage:\n  url: {postgresql_database}\n")  # now read from the database
+    shown = herald("memory", "show", "user:telegram:2")
+    assert shown.returncode == 0 and "Asked for a trip plan." in shown.stdout
+    listed = herald("skills", "show", "trains", "stations.csv")
+    assert listed.returncode == 0 and "ZH,Zurich HB" in listed.stdout
+
+
 def test_a_database_holding_another_bots_rows_is_not_verified(
     home: HeraldHome, herald, postgresql_database: str
 ) -> None:
