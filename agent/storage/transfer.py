@@ -28,7 +28,9 @@ from agent.storage.sql import insert_for
 log = logging.getLogger(__name__)
 
 BATCH = 500
-SKIPPED = frozenset({"leases"})  # who holds a session now: meaningless in another database
+# leases: who holds a session now, meaningless in another database. memory_documents, skill_files:
+# unused on SQLite (memory and skills are files there); ``herald storage migrate`` copies the files.
+SKIPPED = frozenset({"leases", "memory_documents", "skill_files"})
 
 
 @dataclass
