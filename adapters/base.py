@@ -1,16 +1,20 @@
 """The adapter seam: a platform SDK on one side, neutral messages and operations on the other.
 
 An adapter knows nothing about LLMs, sessions, prompts or authorization. It turns platform updates
-into :class:`InboundMessage` and hands each to the gateway's :data:`InboundSink`; it executes neutral
+into :class:`InboundMessage` and hands them to the gateway's :data:`InboundSink`; it executes neutral
 outbound operations (send, edit, delete, typing) and reports failures as :class:`DeliveryError`.
 
 Contracts an adapter keeps:
 
-- **Store before confirm.** The sink returns only once the message is durably recorded (or
-  deliberately dropped). An adapter confirms a message to its platform (advances a polling offset,
-  answers a webhook with 200) only after the sink returned; if the sink raises, the message is not
-  confirmed and the platform delivers it again.
-- **Ordering.** Messages of one chat are handed to the sink in the platform's order, one at a time.
+- **Store before confirm.** The sink takes a batch (what one ``getUpdates`` brought, or one message)
+  and returns only once every message of it is durably recorded (or deliberately dropped), in one
+  transaction. An adapter confirms messages to its platform (advances a polling offset, answers a
+  webhook with 200) only after the sink returned; if the sink raises, none of the batch is confirmed
+  and the platform delivers it again. :class:`SinkUnavailable` says the gateway cannot store now (its
+  database is unreachable): hand the batch over again later, and keep what the platform will not send
+  again; any other exception is a failure worth a log line with its traceback.
+- **Ordering.** Messages of one chat are handed to the sink in the platform's order, one batch at a
+  time.
 - **Neutral outbound.** ``send``/``edit`` get text that was already rendered and split for this
   adapter's :class:`Capabilities`; an adapter converts it to its SDK's types and never re-splits.
 - **"Not modified" is success.** Editing a message to the text it already shows does not raise.
@@ -24,7 +28,7 @@ called once each, by the gateway's lifecycle.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -155,8 +159,13 @@ class DeliveryError(Exception):
         self.permanent = permanent
 
 
-InboundSink = Callable[[InboundMessage], Awaitable[None]]
-"""The gateway's entry point: returns once the message is durably handled (see the module docstring)."""
+InboundSink = Callable[[Sequence[InboundMessage]], Awaitable[None]]
+"""The gateway's entry point: returns once the batch is durably handled (see the module docstring)."""
+
+
+class SinkUnavailable(Exception):
+    """The gateway cannot store messages now (its database is unreachable); nothing of the batch was
+    stored. Hand it over again later (with a growing pause); the message says why."""
 
 
 @dataclass

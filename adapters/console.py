@@ -80,7 +80,7 @@ class ConsoleAdapter(Adapter):
             timestamp=time.time(),
             addressed=True,
         )
-        await self._sink(message)
+        await self._sink([message])
         return message
 
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:

@@ -17,11 +17,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from types import TracebackType
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
 from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.storage.errors import StorageUnavailable
 from gateway.budget import SendBudget
 from gateway.inbox import Inbox
+from gateway.lanes import INTERRUPTED
 from gateway.outbox import Operation, Outgoing
 from gateway.text.markdown import render_markdown
 from gateway.text.telegram import render_telegram
@@ -88,6 +91,7 @@ class ReplyStream:
         self.inbox_id = inbox_id
         self.clock = clock
         self.messages: list[str] = list(streamed or [])  # platform ids of the streamed messages
+        self._unrecorded: list[str] = []  # streamed messages whose id the inbox could not store
         self._shown: list[str] = []  # the text each streamed message shows now
         self._text = ""
         self._last_edit = 0.0
@@ -99,8 +103,24 @@ class ReplyStream:
         self._typing = asyncio.create_task(self._keep_typing())
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         await self.stop_typing()
+        stopped_by_user = isinstance(error, asyncio.CancelledError) and error.args[:1] == (INTERRUPTED,)
+        if error is not None and not stopped_by_user:
+            await self._take_back_unrecorded()
+
+    async def _take_back_unrecorded(self) -> None:
+        """The turn ends without an answer and will run again: a streamed message whose id could not be
+        stored (the database was down) would be left half-written beside the rerun's, so it goes."""
+        for message_id in self._unrecorded:
+            try:
+                await self.adapter.delete(self.address, message_id)
+            except DeliveryError as failure:
+                log.warning("could not delete a half-streamed message in %s chat %s: %s",
+                            self.address.platform, self.address.chat_id, failure)  # fmt: skip
+        self._unrecorded.clear()
 
     async def stop_typing(self) -> None:
         """Stop the typing indicator, letting a call in flight finish rather than cancelling it.
@@ -172,7 +192,7 @@ class ReplyStream:
                     message_id = await self.adapter.send(self.address, part, reply_to=reply_to)
                     self.messages.append(message_id)
                     if index == 0:
-                        await self.inbox.set_stream_message(self.inbox_id, message_id)
+                        await self._record(message_id)
                 if index < len(self._shown):
                     self._shown[index] = part.text
                 else:
@@ -184,6 +204,17 @@ class ReplyStream:
                 "streaming to %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
             )
             self._live = False  # the final answer still goes through the outbox
+
+    async def _record(self, message_id: str) -> None:
+        """Store which message the answer streams into, so a rerun after a restart reuses it."""
+        try:
+            await self.inbox.set_stream_message(self.inbox_id, message_id)
+        except StorageUnavailable as error:
+            log.warning(
+                "streaming in %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
+            )
+            self._unrecorded.append(message_id)
+            self._live = False
 
     def shown_text(self) -> str:
         """The answer as far as it was streamed."""

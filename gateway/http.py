@@ -8,6 +8,7 @@ systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -20,6 +21,8 @@ from gateway.facts import GatewayFacts
 from gateway.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
+
+READY_PROBE_SECONDS = 3.0
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
@@ -81,7 +84,10 @@ class HttpServer:
                     f"{adapter.platform}: not connected{': ' + status.detail if status.detail else ''}"
                 )
         try:
-            await self.facts.remember("ready_probe", str(time.time()))  # the database takes writes
+            async with asyncio.timeout(READY_PROBE_SECONDS):  # a database that hangs is not ready either
+                await self.facts.remember("ready_probe", str(time.time()))  # the database takes writes
+        except TimeoutError:
+            problems.append(f"database: no answer within {READY_PROBE_SECONDS:.0f}s")
         except Exception as error:  # any failure means "not ready"; say which
             problems.append(f"database: {type(error).__name__}: {error}")
         return {"ready": not problems, "problems": problems}

@@ -14,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from adapters.base import ChatType, InboundMessage
+from adapters.base import ChatType, InboundMessage, SinkUnavailable
+from agent.storage.errors import StorageUnavailable
 from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
 from gateway.commands import BY_NAME, answer_command, parse_command
-from gateway.inbox import InboxRow
+from gateway.inbox import InboxEntry, InboxRow
 from gateway.pairing import RequestOutcome
 from gateway.services import Services
 from gateway.work import Work, WorkKind
@@ -79,34 +80,47 @@ class Router:
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
         self._background: set[asyncio.Task[None]] = set()  # commands and refusals answered outside a lane
 
-    async def handle(self, message: InboundMessage) -> None:
-        """The adapters' sink (see adapters/base.py for the contract)."""
+    async def handle(self, messages: Sequence[InboundMessage]) -> None:
+        """The adapters' sink (see adapters/base.py for the contract): the messages worth acting on are
+        stored in one transaction, then each new one is dispatched in the batch's order."""
         if not self.accepting:
-            raise GatewayStopping("the gateway is shutting down; the message will be delivered again")
+            raise GatewayStopping("the gateway is shutting down; the messages will be delivered again")
         await self._recovered.wait()
+        try:
+            entries = [entry for message in messages if (entry := await self._admit(message)) is not None]
+            rows = await self.services.inbox.record_batch(entries) if entries else []
+        except StorageUnavailable as error:
+            raise SinkUnavailable(str(error)) from error
+        metrics = self.services.metrics
+        for entry, row in zip(entries, rows, strict=True):
+            message = entry.message
+            if row is None:
+                metrics.messages_ignored.labels(message.platform, "duplicate").inc()
+                log.info("%s chat %s: message %s already received", message.platform, message.chat_id,
+                         message.message_id)  # fmt: skip
+                continue
+            metrics.messages_in.labels(message.platform).inc()
+            self.dispatch(row)
+
+    async def _admit(self, message: InboundMessage) -> InboxEntry | None:
+        """The message to store, or None: not for the bot, or from someone not allowed (a stranger in a
+        direct chat gets a pairing code)."""
         services = self.services
         metrics = services.metrics
         message = valid_message(message)
         if message.chat_type is ChatType.CHANNEL:
             metrics.messages_ignored.labels(message.platform, "channel").inc()
-            return
+            return None
         direct = message.chat_type is ChatType.DIRECT
         if not direct and not message.addressed and self.require_mention.get(message.platform, True):
             metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
-            return
+            return None
         if not await services.authorizer.is_allowed(message):
             metrics.messages_ignored.labels(message.platform, "unauthorized").inc()
             if direct:
                 await self._pairing(message)
-            return
-        row = await services.inbox.record(message, session_key(message))
-        if row is None:
-            metrics.messages_ignored.labels(message.platform, "duplicate").inc()
-            where = f"{message.platform} chat {message.chat_id}"
-            log.info("%s: message %s already received", where, message.message_id)
-            return
-        metrics.messages_in.labels(message.platform).inc()
-        self.dispatch(row)
+            return None
+        return InboxEntry(message, session_key(message))
 
     def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
         """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""

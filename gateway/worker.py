@@ -4,12 +4,19 @@ A stored message becomes a turn of the agent (``gateway.turns.answer``) or, for 
 touches the session (``/new``, ``/compress`` ...), the command's reply. The message is read from the
 inbox by id when the work runs; a row that is no longer pending (answered by an earlier run, cancelled
 by a terminal that exited) is skipped.
+
+A database that cannot be reached is a state, not a failure: the work waits (backing off up to
+:data:`MAX_WAIT` seconds between tries, for as long as it takes) and runs again once the database is
+back, as a resumed attempt, so whatever the interrupted try already stored is found and not repeated.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import replace
 
+from agent.storage.errors import StorageUnavailable
 from gateway.commands import answer_command
 from gateway.inbox import InboxState
 from gateway.services import Services
@@ -18,6 +25,9 @@ from gateway.work import Work, WorkKind
 
 log = logging.getLogger(__name__)
 
+FIRST_WAIT = 0.5
+MAX_WAIT = 30.0
+
 
 class Worker:
     def __init__(self, services: Services) -> None:
@@ -25,6 +35,23 @@ class Worker:
 
     async def run(self, work: Work) -> None:
         """Do ``work``; never raises but for cancellation (``answer`` and ``answer_command`` say why)."""
+        waited = 0
+        while True:
+            try:
+                await self._run_once(work)
+            except StorageUnavailable as error:
+                delay = min(MAX_WAIT, FIRST_WAIT * 2**waited)
+                if waited == 0:
+                    log.warning("inbox %d waits for the database: %s", work.inbox_id, error)
+                waited += 1
+                await asyncio.sleep(delay)
+                work = replace(work, resumed=True)  # the interrupted try may have stored part of it
+                continue
+            if waited:
+                log.info("inbox %d: the database is back; done after %d wait(s)", work.inbox_id, waited)
+            return
+
+    async def _run_once(self, work: Work) -> None:
         row = await self.services.inbox.get(work.inbox_id)
         if row is None or row.state is not InboxState.PENDING:
             log.info("inbox %d: no longer pending; nothing to do", work.inbox_id)

@@ -72,12 +72,7 @@ class PostgresServer:
             shutil.chown(self.root, "postgres")
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", USER, "-E", "UTF8",
                   "--no-sync", "--locale=C")  # fmt: skip
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
-        )
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                  "-w", "-t", str(START_TIMEOUT), "start")  # fmt: skip
+        self.resume()
         self.sql("postgres", f"CREATE DATABASE {TEMPLATE}")
         asyncio.run(self._migrate(TEMPLATE))
 
@@ -109,6 +104,19 @@ class PostgresServer:
         name = url.rsplit("/", 1)[1]
         with contextlib.suppress(subprocess.SubprocessError):
             self.sql("postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def halt(self) -> None:
+        """Stop the server at once, as a crash or a lost host would (connections are cut)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again (on the same port, with the same data)."""
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
+                  "-w", "-t", str(START_TIMEOUT), "start")  # fmt: skip
 
     def stop(self) -> None:
         if self.data.exists():

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -62,7 +62,8 @@ class Sink:
         self.active: Counter[str] = Counter()
         self.overlapped = False
 
-    async def __call__(self, message: InboundMessage) -> None:
+    async def __call__(self, messages: Sequence[InboundMessage]) -> None:
+        [message] = messages  # Discord hands over one message at a time
         self.active[message.chat_id] += 1
         self.overlapped |= self.active[message.chat_id] > 1
         try:

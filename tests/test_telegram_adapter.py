@@ -16,7 +16,7 @@ import random
 import re
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,11 +369,12 @@ class Inbox:
     messages: list[InboundMessage] = field(default_factory=list)
     calls: list[InboundMessage] = field(default_factory=list)
 
-    async def __call__(self, inbound: InboundMessage) -> None:
-        self.calls.append(inbound)
-        if self.hook is not None:
-            await self.hook(inbound)
-        self.messages.append(inbound)
+    async def __call__(self, batch: Sequence[InboundMessage]) -> None:
+        for inbound in batch:  # a batch is stored whole or not at all: the hook may refuse it
+            self.calls.append(inbound)
+            if self.hook is not None:
+                await self.hook(inbound)
+        self.messages.extend(batch)
 
     async def stored(self, fake: FakeTelegram, count: int = 1) -> list[InboundMessage]:
         """Wait until ``count`` messages were stored; returns them."""

@@ -34,6 +34,7 @@ from adapters.base import (
     InboundMessage,
     InboundSink,
     OutboundText,
+    SinkUnavailable,
 )
 from adapters.redaction import describe
 
@@ -57,6 +58,7 @@ DEFER_TIMEOUT = 2.5  # Discord wants the first answer to an interaction within 3
 TYPING_TIMEOUT = 5.0
 MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's minimum setting)
 SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
+UNAVAILABLE_RETRY = 30.0  # the longest pause between tries while the gateway's store is unreachable
 NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
 NOT_PRIVATELY = "I could not answer /{name} privately (Discord refused the reply); please run it again."
 INTENT_HELP = (
@@ -349,7 +351,8 @@ class DiscordAdapter(Adapter):
                 item.interaction, command=name, ephemeral=name in self._ephemeral, deferred=deferred
             )
         unrecorded = record  # recorded before the sink takes the message: its answer looks it up
-        for attempt, delay in enumerate((*SINK_RETRY_DELAYS, None)):
+        failures = waits = 0
+        while True:
             sink = self._sink
             if sink is None or not self._receiving:
                 return
@@ -357,22 +360,29 @@ class DiscordAdapter(Adapter):
                 if unrecorded is not None:
                     await self.interactions.remember(unrecorded)
                     unrecorded = None
-                await sink(message)
+                await sink([message])
                 return
+            except SinkUnavailable as exc:  # Discord never sends it again: hold it until the store is back
+                self._status.detail = f"message {message.message_id} not stored yet: {exc}"
+                if waits == 0:
+                    log.warning("Storing Discord message %s waits: %s", message.message_id, exc)
+                waits += 1
+                await asyncio.sleep(min(UNAVAILABLE_RETRY, SINK_RETRY_DELAYS[0] * 2**waits))
             except Exception as exc:
                 text = describe(exc, self._token)
                 self._status.detail = f"message {message.message_id} not stored: {text}"
-                if delay is None:
+                if failures == len(SINK_RETRY_DELAYS):
                     log.error(
                         "Storing Discord message %s of chat %s failed %d times; it is lost",
                         message.message_id,
                         message.chat_id,
-                        attempt + 1,
+                        failures + 1,
                         exc_info=True,
                     )
                     break
                 log.warning("Storing Discord message %s failed (%s); retrying", message.message_id, text)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(SINK_RETRY_DELAYS[failures])
+                failures += 1
         if record is not None and record.deferred:  # nothing answered it: fill the "thinking…" response
             with contextlib.suppress(Exception):
                 apology = self._interaction_webhook(record).edit_original(NOT_HANDLED)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -26,8 +26,10 @@ from adapters.base import (
     ChatAddress,
     CommandSpec,
     DeliveryError,
+    InboundMessage,
     InboundSink,
     OutboundText,
+    SinkUnavailable,
 )
 
 from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
@@ -155,7 +157,7 @@ class TelegramAdapter(Adapter):
         if self.mode == "polling":
             poller = Poller(
                 bot,
-                self._accept,
+                self._accept_batch,
                 self._status,
                 token=self._token,
                 poll_timeout=self._poll_timeout,
@@ -223,28 +225,40 @@ class TelegramAdapter(Adapter):
             return 400
         async with self._webhook_turn:
             try:
-                await self._accept(update)
-            except Exception:
-                log.error("Storing Telegram update %d failed; answering 500", update.update_id, exc_info=True)
+                await self._accept_batch([update])
+            except Exception as exc:
+                text = describe(exc, self._token)
+                unavailable = isinstance(exc, SinkUnavailable)  # a database that is down is no bug
+                log.error("Storing Telegram update %d failed (%s); answering 500", update.update_id, text,
+                          exc_info=not unavailable)  # fmt: skip
                 return 500
         return 200
 
-    async def _accept(self, update: Update) -> None:
-        """Convert and hand to the sink; returns when stored or when there was nothing to store.
+    async def _accept_batch(self, updates: Sequence[Update]) -> None:
+        """Convert and hand to the sink in one batch; returns when stored or when there was nothing to
+        store.
 
-        Only the sink's failure propagates (the update stays unconfirmed). A message we cannot
-        convert would fail the same way on every redelivery, so it is logged and confirmed.
+        Only the sink's failure propagates (the updates stay unconfirmed). A message we cannot convert
+        would fail the same way on every redelivery, so it is logged and confirmed.
         """
         sink, me = self._sink, self._me
-        if update.message is None or sink is None or me is None:
+        if sink is None or me is None:
             return
-        try:
-            inbound = to_inbound(update.message, me)
-        except Exception:
-            log.exception("Skipping Telegram update %d: its message could not be converted", update.update_id)
-            return
-        if inbound is not None:
-            await sink(inbound)
+        batch: list[InboundMessage] = []
+        for update in updates:
+            if update.message is None:
+                continue
+            try:
+                inbound = to_inbound(update.message, me)
+            except Exception:
+                log.exception(
+                    "Skipping Telegram update %d: its message could not be converted", update.update_id
+                )
+                continue
+            if inbound is not None:
+                batch.append(inbound)
+        if batch:
+            await sink(batch)
 
     # --- outbound -------------------------------------------------------------------------------
 

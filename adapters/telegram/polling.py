@@ -3,9 +3,9 @@
 PTB's ``Updater`` advances the ``getUpdates`` offset as soon as updates are fetched and, on stop,
 polls once more to mark everything read, so a crash or a stop loses whatever was still queued
 (see shared/notes/platforms.md). This loop is the replacement: the offset sent to Telegram moves
-past an update only after the handler returned for it. A handler failure stops the batch (later
-updates must not overtake it), waits, and fetches again from the same offset, so Telegram hands
-the same update back. Cancelling the task confirms nothing further.
+past the updates of one ``getUpdates`` only after the handler returned for all of them (the gateway
+stores a whole batch in one transaction). A handler failure waits and fetches again from the same
+offset, so Telegram hands the same updates back. Cancelling the task confirms nothing further.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from telegram import Bot, Update
 from telegram.error import Conflict
 
-from adapters.base import AdapterStatus
+from adapters.base import AdapterStatus, SinkUnavailable
 
 from .redaction import describe
 
 log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message",)
-UpdateHandler = Callable[[Update], Awaitable[None]]
+UpdateHandler = Callable[[Sequence[Update]], Awaitable[None]]
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Backoff:
 
 
 class Poller:
-    """Fetches updates with ``getUpdates`` and hands them to ``handle`` one at a time, in order.
+    """Fetches updates with ``getUpdates`` and hands each batch to ``handle``, in order.
 
     Failures never end the loop: network trouble and unexpected errors back off with jitter, a
     ``Conflict`` (another process polling this token, or a webhook set) retries slowly. Each streak
@@ -86,10 +86,8 @@ class Poller:
         offset: int | None = None  # None: from the oldest update Telegram still holds for us
         while True:
             updates = await self._fetch(offset)
-            for update in updates:
-                if not await self._hand_over(update):
-                    break
-                offset = update.update_id + 1
+            if updates and await self._hand_over(updates):
+                offset = updates[-1].update_id + 1
 
     async def _fetch(self, offset: int | None) -> Sequence[Update]:
         """One ``getUpdates``; on failure, log, wait and return nothing."""
@@ -128,25 +126,30 @@ class Poller:
         else:
             log.debug("Telegram getUpdates still failing: %s", text)
 
-    async def _hand_over(self, update: Update) -> bool:
-        """True once ``handle`` returned; False (after a backoff) if it raised: not confirmed."""
+    async def _hand_over(self, updates: Sequence[Update]) -> bool:
+        """True once ``handle`` returned; False (after a backoff) if it raised: nothing confirmed."""
+        first, last = updates[0].update_id, updates[-1].update_id
+        what = f"update {first}" if first == last else f"updates {first}-{last}"
         try:
-            await self._handle(update)
+            await self._handle(updates)
         except Exception as exc:
             delay = self._handle_backoff.next_delay()
             text = describe(exc, self._token)
-            self._status.detail = f"update {update.update_id} not stored yet: {text}"
+            self._status.detail = f"{what} not stored yet: {text}"
             if self._handle_backoff.failures == 1:
-                log.error(
-                    "Storing Telegram update %d failed; it stays unconfirmed and is retried",
-                    update.update_id,
-                    exc_info=True,
+                unavailable = isinstance(exc, SinkUnavailable)  # a database that is down is no bug
+                log.log(
+                    logging.WARNING if unavailable else logging.ERROR,
+                    "Storing Telegram %s failed (%s); they stay unconfirmed and are retried",
+                    what,
+                    text,
+                    exc_info=not unavailable,
                 )
             else:
-                log.debug("Storing Telegram update %d failed again: %s", update.update_id, text)
+                log.debug("Storing Telegram %s failed again: %s", what, text)
             await asyncio.sleep(delay)
             return False
         failures = self._handle_backoff.reset()
         if failures:
-            log.info("Telegram update %d stored after %d failed attempt(s)", update.update_id, failures)
+            log.info("Telegram %s stored after %d failed attempt(s)", what, failures)
         return True
