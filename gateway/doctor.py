@@ -12,7 +12,6 @@ Exit code 0 when every check passed or was skipped, 1 when any warned or failed.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from typing import Any, Literal, TextIO
 from agent.private import loose_permissions
 from agent.providers.errors import missing_v1_hint
 from agent.providers.pool import ProviderKey
-from agent.storage.sqlite import Integrity, check_integrity
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
@@ -104,25 +102,6 @@ async def check_config(ctx: DoctorContext) -> list[Finding]:
     if not path.exists():
         return [Finding("ok", "config", f"{path} does not exist: every setting has its default.")]
     return [Finding("ok", "config", f"{path} is valid.")]
-
-
-def inspect_database(path: Path) -> Finding:
-    """SQLite's own integrity check of ``path`` (blocking: run it in a thread)."""
-    fresh = f"to start fresh: cp {path} {path}.bak && rm {path} {path}-wal {path}-shm"
-    if not path.exists():
-        return Finding("ok", "database", f"{path} does not exist yet; the first chat creates it.")
-    report = check_integrity(path)
-    if report.state is Integrity.DAMAGED:
-        return Finding("fail", "database", f"{path} is damaged ({report.detail}); {fresh}.")
-    if report.state is Integrity.UNREADABLE:
-        return Finding("fail", "database", f"cannot read {path} ({report.detail}); check its permissions.")
-    if not os.access(path, os.W_OK):
-        return Finding("fail", "database", f"{path} is read-only; fix: chmod u+w {path}.")
-    return Finding("ok", "database", f"{path} passed SQLite's integrity check.")
-
-
-async def check_database(ctx: DoctorContext) -> list[Finding]:
-    return [await asyncio.to_thread(inspect_database, ctx.home.db_path)]
 
 
 def _providers(config: HeraldConfig) -> list[str]:
@@ -218,7 +197,9 @@ def status_finding(provider: str, url: str, status: int) -> Finding:
 
 
 def default_checks() -> list[Check]:
-    return [check_home, check_config, check_database, check_keys, check_provider]
+    from gateway.doctor_storage import check_storage  # builds on this module's findings
+
+    return [check_home, check_config, check_storage, check_keys, check_provider]
 
 
 async def run_doctor(

@@ -100,13 +100,15 @@ def load_env(home: HeraldHome, environ: MutableMapping[str, str] | None = None) 
             environ[key] = value
 
 
-def from_environment(value: str, what: str, home: HeraldHome) -> str:
+def from_environment(
+    value: str, what: str, home: HeraldHome, environ: Mapping[str, str] | None = None
+) -> str:
     """``value`` itself, or for ``$NAME`` (``${NAME}``) the variable's value: how a setting names a secret
     kept in the environment or ``.env``. A variable that is not set is a ConfigError naming ``what``."""
     if not value.startswith("$"):
         return value
     name = value[1:].strip("{}")
-    found = os.environ.get(name)
+    found = (os.environ if environ is None else environ).get(name)
     if not found:
         from gateway.config import ConfigError  # config imports nothing of the home's
 

@@ -7,6 +7,7 @@ pairing``, ``herald memory`` ...) opens it through :func:`open_home_storage`, co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 
 from agent.storage.base import Storage
@@ -16,11 +17,13 @@ from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.home import HeraldHome, from_environment
 
 
-def storage_url(config: HeraldConfig, home: HeraldHome) -> StorageUrl:
+def storage_url(
+    config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str] | None = None
+) -> StorageUrl:
     """``storage.url`` resolved and parsed; a bad one is a ConfigError that says what is accepted."""
     raw = config.storage.url
     if raw is not None:
-        raw = from_environment(raw, "storage.url", home)
+        raw = from_environment(raw, "storage.url", home, environ)
     try:
         return parse_storage_url(raw, home.db_path)
     except BadStorageUrl as error:

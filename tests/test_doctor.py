@@ -24,6 +24,7 @@ def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: He
     assert f"{served} is reachable" in result.stdout
 
 
+@pytest.mark.sqlite_only  # a damaged state.db
 def test_problems_are_listed_with_what_to_do(
     home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,7 +102,7 @@ async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: Herald
     assert [check.__name__ for check in default_checks()] == [
         "check_home",
         "check_config",
-        "check_database",
+        "check_storage",
         "check_keys",
         "check_provider",
     ]
@@ -118,3 +119,31 @@ def test_speech_to_text_without_its_key_is_a_problem_with_the_fix(
     result = herald("doctor", "--offline")
     assert "[ok]   keys: WHISPER_KEY is set for speech-to-text (whisper-1)." in result.stdout
     assert "secret-value" not in result.stdout
+
+
+@pytest.mark.sqlite_only  # states of a PostgreSQL of its own
+def test_doctor_checks_the_postgresql_it_is_configured_for_without_printing_credentials(
+    home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch, postgresql_database: str
+) -> None:
+    from tests.conftest import postgres_server
+
+    server = postgres_server()
+    name = postgresql_database.rsplit("/", 1)[1]
+    server.sql(name, "CREATE ROLE bot LOGIN PASSWORD 'sesame'")
+    with_password = postgresql_database.replace("herald@", "herald:sesame@")
+    monkeypatch.setenv("DB_URL", with_password)
+    home.config_path.write_text("storage:\n  url: $DB_URL\n")
+    result = herald("doctor", "--offline")
+    assert "[ok]   database: postgresql://herald:***@127.0.0.1:" in result.stdout
+    assert "answers: PostgreSQL 1" in result.stdout and "has this Herald's schema (revision" in result.stdout
+    assert "may create and change Herald's tables" in result.stdout
+    assert "sesame" not in result.stdout + result.stderr
+
+    server.sql(name, "GRANT CONNECT ON DATABASE " + name + " TO bot")
+    as_bot = postgresql_database.replace("herald@", "bot:sesame@")
+    monkeypatch.setenv("DB_URL", as_bot)
+    result = herald("doctor", "--offline")
+    assert result.returncode == 1, result.stdout
+    assert "[FAIL] database: the user of postgresql://bot:***@" in result.stdout, result.stdout
+    assert "lacks CREATE in schema public" in result.stdout and "SELECT on " in result.stdout
+    assert "sesame" not in result.stdout + result.stderr

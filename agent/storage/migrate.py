@@ -56,7 +56,7 @@ def upgrade(conn: sa.Connection) -> str | None:
         command.stamp(alembic_config(conn), revision)
         log.info("state.db from a release before Alembic adopted at schema revision %s", revision)
     found = current_revision(conn)
-    if found is not None and not _known(found):
+    if found is not None and not known_revision(found):
         raise SchemaTooNew(
             f"the database is at schema revision {found}, which this Herald does not know: it was "
             "migrated by a newer Herald. Upgrade Herald (or use another database)."
@@ -67,7 +67,7 @@ def upgrade(conn: sa.Connection) -> str | None:
     return found
 
 
-def _known(revision: str) -> bool:
+def known_revision(revision: str) -> bool:
     try:
         return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
     except CommandError:
