@@ -29,12 +29,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, chdir, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from agent.memory import user_scope
 from agent.session import SessionSpec
 from agent.store import SessionRecord
+from benchmarks.storage import describe, run_storage
 from gateway.config import HeraldConfig
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome, ensure_home
@@ -204,12 +206,21 @@ async def timed_turn(runtime: Runtime, session: SessionRecord, number: int) -> t
     return latency, result.error is None, in_order
 
 
-async def run_one(sessions: int, cap: int, stream_delay: float) -> Row:
+async def run_one(sessions: int, cap: int, stream_delay: float, storage: str | None = None) -> Row:
+    async with run_storage(storage) as state:
+        return await _run_one(sessions, cap, stream_delay, state)
+
+
+async def _run_one(sessions: int, cap: int, stream_delay: float, state: dict[str, Any]) -> Row:
     with tempfile.TemporaryDirectory() as tmp, emulator_process(stream_delay) as url:
         home = HeraldHome(Path(tmp) / "home")
         ensure_home(home)
         config = HeraldConfig.model_validate(
-            {"model": {"base_url": url, "max_retries": 0}, "agent": {"max_concurrent_requests": cap}}
+            {
+                "storage": state,
+                "model": {"base_url": url, "max_retries": 0},
+                "agent": {"max_concurrent_requests": cap},
+            }
         )
         limit = await raw_limit(url, sessions)
         with chdir(tmp):
@@ -238,12 +249,12 @@ async def run_one(sessions: int, cap: int, stream_delay: float) -> Row:
     )
 
 
-async def main_async(sessions: int) -> str:
+async def main_async(sessions: int, storage: str | None = None) -> str:
     rows = []
     for stream_delay in (0.0, 0.01):
         for cap in (16, 32, sessions):
-            rows.append(await run_one(sessions, cap, stream_delay))
-    return "\n".join([HEADER, *(row.line() for row in rows)])
+            rows.append(await run_one(sessions, cap, stream_delay, storage))
+    return "\n".join([f"State: {describe(storage)}", "", HEADER, *(row.line() for row in rows)])
 
 
 def main() -> None:
@@ -251,9 +262,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sessions", type=int, default=300)
+    parser.add_argument(
+        "--storage", metavar="URL", help="postgresql://USER@HOST:PORT/DB: a fresh database per run there"
+    )
     args = parser.parse_args()
     os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")
-    print(asyncio.run(main_async(args.sessions)))
+    print(asyncio.run(main_async(args.sessions, args.storage)))
 
 
 if __name__ == "__main__":

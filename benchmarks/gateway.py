@@ -40,11 +40,12 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 import sqlalchemy as sa
@@ -58,6 +59,7 @@ from agent.storage.schema import inbox, outbox
 from benchmarks.cache import USER_TEXT, VARIANTS, Bench, Result, format_rows, run_scenario
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent, rss_kb
+from benchmarks.storage import describe, run_storage
 from gateway.app import Gateway, open_gateway
 from gateway.config import GatewaySettings, HeraldConfig, TelegramSettings
 from gateway.home import HeraldHome, ensure_home
@@ -92,10 +94,17 @@ class UnpacedTelegramAdapter(TelegramAdapter):
             return super()._build_bot()
 
 
+T = TypeVar("T")
+STORAGE: str | None = None  # --storage: set once by main() before any run
+STORAGE_URL: ContextVar[str | None] = ContextVar("STORAGE_URL", default=None)  # this run's database
+
+
 def process_config(emulator_url: str, base_url: str, users: list[int], *, interval: float) -> HeraldConfig:
-    """Defaults, the chats' users on the allowlist, streaming every ``interval`` seconds."""
+    """Defaults, the chats' users on the allowlist, streaming every ``interval`` seconds, the state where
+    ``--storage`` says (a fresh database per run: ``fresh_state``)."""
     return HeraldConfig.model_validate(
         {
+            "storage": {"url": STORAGE_URL.get()},
             "model": {"base_url": emulator_url},
             "gateway": {"http_port": 0, "stream_edit_interval": interval},
             "telegram": {"base_url": base_url, "allowed_users": [str(user) for user in users]},
@@ -193,6 +202,18 @@ def fresh_home(tmp: str) -> HeraldHome:
     return home
 
 
+@asynccontextmanager
+async def fresh_state() -> AsyncIterator[None]:
+    """A fresh database for one run where ``--storage`` points (nothing to do for SQLite: each run has a
+    home of its own); ``process_config`` picks it up."""
+    async with run_storage(STORAGE) as section:
+        token = STORAGE_URL.set(section.get("url"))
+        try:
+            yield
+        finally:
+            STORAGE_URL.reset(token)
+
+
 # --- latency ---------------------------------------------------------------------------------------
 
 LATENCY_CHATS = [101, 102, 103, 104]
@@ -244,7 +265,9 @@ STAGE_COLUMNS = [
 ]  # fmt: skip
 
 
-async def stages(home: HeraldHome, sent: list[Sent]) -> tuple[list[float], list[float], list[float]]:
+async def stages(
+    home: HeraldHome, config: HeraldConfig, sent: list[Sent]
+) -> tuple[list[float], list[float], list[float]]:
     """Per message, from the database: injection → stored in the inbox, stored → answer queued, queued
     → sent. The gateway stores wall-clock times; ``time.time() - time.monotonic()`` converts them to
     the system-wide monotonic clock the fake's process stamped the injection with."""
@@ -262,7 +285,7 @@ async def stages(home: HeraldHome, sent: list[Sent]) -> tuple[list[float], list[
         .join(outbox, outbox.c.inbox_id == inbox.c.id)
         .group_by(inbox.c.id)
     )
-    async with open_home_storage(home) as storage:
+    async with open_home_storage(home, config) as storage:
         rows = await storage.read(lambda conn: [tuple(row) for row in conn.execute(query)])
     stored = [received - offset - injected[(chat, message)] for chat, message, received, *_ in rows]
     turn = [finished - received for _, _, received, finished, _, _ in rows]
@@ -283,7 +306,7 @@ async def throughput(
             await settle(gateway, len(sent))
             leaked = busy_pool_slots(gateway)
             answers, _ = await fake.answers(users)
-        stored, turn, queue = await stages(home, sent)
+        stored, turn, queue = await stages(home, config, sent)
     check = Check.of(sent, answers)
     wall = max(check.final.values()) - min(m.at for m in sent)
     complete = [check.final[m] - m.at for m in check.final]
@@ -641,15 +664,22 @@ def section(title: str) -> Iterator[None]:
     print(f"\n({title}: {time.monotonic() - started:.0f} s)\n", flush=True)
 
 
+async def fresh(run: Awaitable[T]) -> T:
+    """``run`` with a fresh database of its own (``--storage``)."""
+    async with fresh_state():
+        return await run
+
+
 async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
+    print(f"State: {describe(STORAGE)}")
     if "latency" in only:
         with section("Latency, one message at a time"):
-            rows = [await latency(size.latency_messages, interval) for interval in (1.0, 0.0)]
+            rows = [await fresh(latency(size.latency_messages, interval)) for interval in (1.0, 0.0)]
             print(table(LATENCY_COLUMNS, rows))
     if "throughput" in only:
         with section(f"Throughput, {size.chats} chats × {size.per_chat} messages at once"):
             results = [
-                await throughput(size.chats, size.per_chat, paced=paced, interval=interval)
+                await fresh(throughput(size.chats, size.per_chat, paced=paced, interval=interval))
                 for paced, interval in ((True, 1.0), (True, 0.0), (False, 1.0), (False, 0.0))
             ]
             print(table(THROUGHPUT_COLUMNS, [row for row, _ in results]))
@@ -657,7 +687,7 @@ async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
     if "memory" in only:
         title = f"Memory, {size.memory_messages:,} messages across {size.memory_chats:,} chats"
         with section(title):
-            run = await memory(size.memory_chats, size.memory_messages, size.wave, trace=trace)
+            run = await fresh(memory(size.memory_chats, size.memory_messages, size.wave, trace=trace))
             print(table(MEMORY_COLUMNS, run.rows))
             print("\n" + run.summary)
             if run.traces:
@@ -679,7 +709,15 @@ def main() -> None:
         "--trace-memory", action="store_true", help="tracemalloc during the memory run (slower, more RSS)"
     )
     parser.add_argument("--verbose", action="store_true", help="show the gateway's warnings")
+    parser.add_argument(
+        "--storage",
+        metavar="URL",
+        help="postgresql://USER@HOST:PORT/DB: keep each run's state in a fresh database on that server "
+        "(default: SQLite); the cache section always uses SQLite (its figures are token counts)",
+    )
     args = parser.parse_args()
+    global STORAGE
+    STORAGE = args.storage
     os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")
     level = logging.WARNING if args.verbose else logging.ERROR
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
