@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import types
 from pathlib import Path
@@ -223,6 +224,55 @@ class SchedulerSettings(Section):
         return value
 
 
+class ClusterSettings(Section):
+    """Several gateway processes on one Redis and one PostgreSQL (storage.url): every process is a worker,
+    one elected process connects to the platforms. Null redis_url: one process, nothing more to run."""
+
+    redis_url: str | None = Field(
+        None,
+        description="redis://[:PASSWORD@]HOST:PORT/DB turns cluster mode on (needs storage.url on "
+        "PostgreSQL); a value $NAME is read from the environment.",
+    )
+    instance_id: str | None = Field(
+        None, description="This process's name in the cluster (logs, /metrics, leases); null = host-pid."
+    )
+    leader_ttl: StrictFloat = Field(
+        10.0,
+        ge=2.0,
+        le=300.0,
+        description="Seconds the elected connector's lease lives without renewal: after a crash, another "
+        "process takes over within this time.",
+    )
+    lease_ttl: StrictFloat = Field(
+        30.0,
+        ge=5.0,
+        le=600.0,
+        description="Seconds a session's lease lives without renewal; a message whose worker died is run "
+        "by another process after this.",
+    )
+    max_concurrent_turns: StrictInt | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Turns running at once over the whole cluster; null = no cluster-wide cap (each "
+        "process still has gateway.max_concurrent_turns).",
+    )
+    max_concurrent_requests: StrictInt | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Model requests in flight at once over the whole cluster; null = no cluster-wide cap "
+        "(each process still has agent.max_concurrent_requests).",
+    )
+
+    @field_validator("instance_id")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return value
+
+
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     storage: StorageSettings = StorageSettings()
@@ -242,12 +292,23 @@ class HeraldConfig(Section):
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    cluster: ClusterSettings = ClusterSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "
         "my-local-model: {context_length: 32768, min_cache_tokens: 1024, input: 0, output: 0, vision: true} "
         "(vision: takes images; pdf: takes PDFs natively, else their text is sent).",
     )
+
+    @model_validator(mode="after")
+    def _cluster_needs_a_shared_database(self) -> HeraldConfig:
+        url = self.storage.url
+        if self.cluster.redis_url is not None and (url is None or url.startswith("sqlite")):
+            raise ValueError(
+                "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster "
+                "must see the same state (set storage.url: postgresql://..., see the README's Storage)"
+            )
+        return self
 
     def model_info(self, name: str | None = None) -> ModelInfo:
         """Table entry for ``name`` (default: the configured model) with config overrides applied."""
@@ -265,7 +326,9 @@ def format_validation_error(error: ValidationError, source: str) -> str:
     lines = [f"{source} has {error.error_count()} invalid setting(s):"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
-        if item["type"] == "extra_forbidden":
+        if not key:  # a rule about several settings together
+            lines.append(f"  - {item['msg'].removeprefix('Value error, ')}")
+        elif item["type"] == "extra_forbidden":
             lines.append(f"  - {key}: unknown key (check the spelling; see config/config.yaml for every key)")
         else:
             lines.append(f"  - {key} = {item.get('input')!r}: {item['msg']}")

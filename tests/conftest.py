@@ -19,6 +19,7 @@ from tests.emulator import ProviderEmulator
 from tests.fakes.web import FakeWeb
 from tests.helpers import Ran
 from tests.postgres import PostgresServer
+from tests.redis_server import RedisServer
 from tests.web_support import Contexts, tool_contexts
 
 
@@ -92,6 +93,17 @@ def postgres_server() -> PostgresServer:
         _postgres = PostgresServer()
         _postgres.start()
     return _postgres
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A Redis of this test's own (a cluster's coordination; it holds nothing that matters)."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
