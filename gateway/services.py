@@ -16,7 +16,6 @@ from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
 from gateway.config import GatewaySettings
 from gateway.inbox import Inbox
-from gateway.lanes import Lanes
 from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
@@ -25,7 +24,7 @@ from gateway.replies import Replies
 from gateway.reviews import Reviews
 from gateway.runtime import Runtime
 from gateway.sender import OutboxSender
-from gateway.work import Work
+from gateway.work import WorkQueue
 
 
 @dataclass
@@ -41,7 +40,7 @@ class Services:
     authorizer: Authorizer
     pairing: Pairing
     chat_settings: ChatSettings
-    lanes: Lanes[Work]  # each chat's queue of work; run by gateway.worker.Worker
+    lanes: WorkQueue  # each chat's queue of work (gateway.lanes, or the cluster's); run by gateway.worker
     reviews: Reviews
     media: MediaReader
     metrics: GatewayMetrics

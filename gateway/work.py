@@ -8,8 +8,10 @@ when the work runs (it is in the database from before the work was queued).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 
 class WorkKind(StrEnum):
@@ -23,3 +25,37 @@ class Work:
     session_key: str
     inbox_id: int
     resumed: bool = False  # left unanswered by an earlier run: look for what that run did first
+
+
+class WorkQueue(Protocol):
+    """Where work waits for its chat's turn: one item at a time per session key, in order, different keys
+    at once, a cap over all. ``gateway.lanes.Lanes`` is the one-process implementation; a cluster's
+    (Redis) implementation keeps the same contract:
+
+    - :meth:`serve` is called once, before the first :meth:`submit`, with what running an item means;
+      ``run`` handles its own errors (an escaping exception is logged, the queue goes on).
+    - :meth:`submit` never blocks; an item is run after every item of its key submitted before it.
+    - :meth:`cancel_running` cancels the item running now for ``key`` (with ``INTERRUPTED`` as the
+      cancellation message), wherever it runs; True when one was running.
+    - :meth:`drain` waits for the queued work to finish (True) or ``seconds`` to pass (False);
+      :meth:`shutdown` cancels what runs (``SHUTTING_DOWN``) and starts nothing more: what was not done
+      stays pending in the inbox and is run after the restart.
+    """
+
+    def serve(self, run: Callable[[Work], Awaitable[None]]) -> None: ...
+
+    def submit(self, item: Work) -> None: ...
+
+    def cancel_running(self, key: str) -> bool: ...
+
+    def busy(self, key: str) -> bool: ...
+
+    @property
+    def depth(self) -> int: ...
+
+    @property
+    def active(self) -> int: ...
+
+    async def drain(self, seconds: float) -> bool: ...
+
+    async def shutdown(self) -> None: ...

@@ -51,10 +51,11 @@ async def test_upserts_keep_the_last_value(storage: Storage) -> None:
 async def test_a_state_db_of_the_last_release_is_upgraded_in_place_with_nothing_lost(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     shutil.copy(FIXTURE, path)
-    before = _contents(path)
+    columns = _columns(path)
+    before = _contents(path, columns)
     async with open_storage(parse_storage_url(None, path)) as storage:
         assert await storage.read(current_revision) == head_revision()
-    after = _contents(path)
+    after = _contents(path, columns)
     assert after == before  # every row of every table the release had, byte for byte
     conn = sqlite3.connect(path)
     assert "schema_versions" not in {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
@@ -62,20 +63,31 @@ async def test_a_state_db_of_the_last_release_is_upgraded_in_place_with_nothing_
     assert hits == (1,)  # full-text search still finds what the release stored
 
 
-def _contents(path: Path) -> dict[str, list[tuple[object, ...]]]:
+RELEASE_TABLES = [
+    "sessions", "messages", "requests", "leases", "inbox", "outbox", "pairing_codes",
+    "approved_users", "chat_settings", "gateway_state", "cron_jobs",
+]  # fmt: skip
+
+
+def _columns(path: Path) -> dict[str, list[str]]:
+    """The columns each of the release's tables has in the file at ``path``."""
     conn = sqlite3.connect(path)
-    tables = [
-        "sessions", "messages", "requests", "leases", "inbox", "outbox", "pairing_codes",
-        "approved_users", "chat_settings", "gateway_state", "cron_jobs",
-    ]  # fmt: skip
-    known = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    contents = {}
-    for table in tables:
-        assert table in known
-        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})") if row[1] != "media"]
-        contents[table] = conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY 1").fetchall()
-    conn.close()
-    return contents
+    try:
+        return {t: [row[1] for row in conn.execute(f"PRAGMA table_info({t})")] for t in RELEASE_TABLES}
+    finally:
+        conn.close()
+
+
+def _contents(path: Path, columns: dict[str, list[str]]) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of the release's tables, in ``columns`` (the migrations may add columns since)."""
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            table: conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY 1").fetchall()
+            for table, names in columns.items()
+        }
+    finally:
+        conn.close()
 
 
 async def test_a_postgresql_server_that_is_not_there_is_one_sentence(tmp_path: Path) -> None:

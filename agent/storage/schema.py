@@ -160,6 +160,8 @@ outbox = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("sent_at", Timestamp),
+    sa.Column("claimed_by", sa.Text),  # the process sending it now (several gateway processes)
+    sa.Column("claimed_until", Timestamp),
     sa.Index(
         "outbox_pending",
         "next_attempt_at",
@@ -280,4 +282,11 @@ skill_files = sa.Table(  # agent.skills.database: the skill library's files, wit
     sa.Column("data", sa.LargeBinary, nullable=False),
     sa.Column("size", sa.Integer, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+session_fences = sa.Table(
+    "session_fences",
+    metadata,
+    sa.Column("session_key", sa.Text, primary_key=True),
+    sa.Column("token", sa.BigInteger, nullable=False),
 )
