@@ -19,9 +19,7 @@ import logging
 from dataclasses import dataclass, field
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
-from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
-from agent.media.images import prepare_image
 from agent.media.transcribe import Transcriber, TranscriptionFailed
 from agent.media.types import Media
 from agent.models import ModelInfo
@@ -107,6 +105,8 @@ class MediaReader:
                     "with /model, then /new)."
                 )
                 return
+            from agent.media.images import prepare_image  # Pillow: loaded with the first image
+
             data = await self._download(adapter, attachment, name)
             media = await asyncio.to_thread(
                 prepare_image,
@@ -128,6 +128,8 @@ class MediaReader:
             parts.transcripts.append(transcript)
             parts.usable = True
         elif kind == "document":
+            from agent.media.documents import prepare_document  # pypdf: loaded with the first document
+
             data = await self._download(adapter, attachment, name)
             document = await asyncio.to_thread(
                 prepare_document,

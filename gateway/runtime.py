@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.agent_settings import AgentSettings
 from agent.compression.engine import ContextCompressor, ContextEngine
@@ -23,7 +24,6 @@ from agent.compression.summary import Summarizer
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent
-from agent.mcp.servers import McpServers
 from agent.media.transcribe import Transcriber
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.providers.base import Provider, ProviderError
@@ -46,6 +46,9 @@ from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
 from gateway.storage import open_home_storage
+
+if TYPE_CHECKING:
+    from agent.mcp.servers import McpServers
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -149,7 +152,7 @@ class Runtime:
     model: str
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
-    mcp: McpServers  # the MCP servers that started; their tools are in ``registry``
+    mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -274,8 +277,13 @@ async def open_runtime(
         cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
-        mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
-        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools).with_source(mcp)
+        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
+        mcp: McpServers | None = None
+        if mcp_settings(config).servers:
+            from agent.mcp.servers import McpServers  # the MCP SDK is large: only for configured servers
+
+            mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
+            registry = registry.with_source(mcp)
         agent = Agent(
             store=store,
             pool=pool,

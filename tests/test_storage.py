@@ -107,3 +107,11 @@ def test_storage_urls_are_checked_and_never_show_a_password(tmp_path: Path) -> N
     assert parse_storage_url(None, tmp_path / "state.db").path == tmp_path / "state.db"
     with pytest.raises(BadStorageUrl, match=r"SQLite .* or PostgreSQL"):
         parse_storage_url("mysql://x@y/z", tmp_path / "state.db")
+
+
+def test_the_known_head_is_alembics_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    from agent.storage.migrate import alembic_config
+
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == head_revision()

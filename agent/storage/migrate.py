@@ -11,17 +11,17 @@ as it was. A ``state.db`` written by a release from before Alembic is adopted fi
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
 
 from agent.storage import legacy
 from agent.storage.base import Storage
 from agent.storage.errors import SchemaTooNew
+from agent.storage.migrations import HEAD
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ MIGRATION_LOCK = 7_307_121_842  # pg_advisory_xact_lock key: one migrator at a t
 
 
 def alembic_config(conn: sa.Connection | None = None) -> Config:
+    from alembic.config import Config  # Alembic is loaded only when there is migrating to do
+
     config = Config()
     config.set_main_option("script_location", "agent.storage:migrations")
     if conn is not None:
@@ -37,18 +39,22 @@ def alembic_config(conn: sa.Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, "the migrations have a head"
-    return head
+    """The newest revision this Herald knows (``migrations.HEAD``; a test checks it is Alembic's)."""
+    return HEAD
 
 
 def current_revision(conn: sa.Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The revision the database is at (None: no Herald tables yet)."""
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def upgrade(conn: sa.Connection) -> str | None:
     """Inside a write transaction: adopt a legacy file, refuse a newer schema, upgrade to head.
     Returns the revision found before (None for a new database)."""
+    from alembic import command
+
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     elif legacy.is_legacy(conn):
@@ -68,6 +74,9 @@ def upgrade(conn: sa.Connection) -> str | None:
 
 
 def known_revision(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
     try:
         return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
     except CommandError:
@@ -75,5 +84,9 @@ def known_revision(revision: str) -> bool:
 
 
 async def migrate(storage: Storage) -> str | None:
-    """Run :func:`upgrade` in one write transaction of ``storage``."""
+    """Run :func:`upgrade` in one write transaction of ``storage`` (nothing, and Alembic not even
+    loaded, when the database is at this Herald's revision already: every start but the first)."""
+    found = await storage.read(current_revision)
+    if found == HEAD:
+        return found
     return await storage.write(upgrade)

@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-import feedparser
-import trafilatura
-
 MAX_ENTRIES = 30
 SUMMARY_CHARS = 300
 SNIFF_BYTES = 2048
@@ -125,6 +122,8 @@ def decode_text(body: bytes, charset: str | None) -> str:
 
 def page_text(body: bytes, url: str) -> str:
     """A web page's main text as Markdown, under its title; all its text when no article is found."""
+    import trafilatura  # loaded on the first page read: a large import most processes never need
+
     tree = trafilatura.load_html(body)
     if tree is None:  # not HTML after all
         return decode_text(body, None).strip() or NO_TEXT
@@ -173,6 +172,8 @@ def _entry(raw: Any) -> FeedEntry:
 
 def parse_feed(body: bytes, url: str) -> Feed | None:
     """The feed in ``body``, or None when it is not one feedparser can read."""
+    import feedparser  # loaded on the first feed read
+
     # A file object, never bytes or a string: feedparser would treat those as a file name or a URL.
     parsed = feedparser.parse(io.BytesIO(body), response_headers={"content-location": url})
     if not parsed.get("version") and not parsed.entries:
