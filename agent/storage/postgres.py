@@ -64,7 +64,9 @@ class PostgresStorage(Storage):
             url.sqlalchemy,
             pool_size=pool_size,
             max_overflow=pool_size,
-            pool_pre_ping=True,
+            # No ping per checkout (a round trip more on every operation): a connection the server
+            # dropped fails its operation as StorageUnavailable, SQLAlchemy drops the pool's stale
+            # connections, and the caller's retry gets a fresh one.
             pool_timeout=connect_timeout,
             connect_args={"timeout": connect_timeout, "command_timeout": 60},
         )
