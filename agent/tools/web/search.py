@@ -122,8 +122,8 @@ class SearxngSearch(SearchProvider):
         return results_from(items, "content")[:max_results]
 
 
-class BraveSearch(SearchProvider):
-    name = "Brave Search"
+class KeyedSearch(SearchProvider):
+    """A hosted search API at ``url`` that takes an API key (kept out of every message)."""
 
     def __init__(
         self, client: httpx.AsyncClient, timeout: float, url: str, api_key: str, key_env: str
@@ -132,6 +132,10 @@ class BraveSearch(SearchProvider):
         self.url = url
         self._api_key = api_key
         self.hint_when_refused = f"check the API key in {key_env}"
+
+
+class BraveSearch(KeyedSearch):
+    name = "Brave Search"
 
     async def search(self, query: str, max_results: int) -> list[SearchResult]:
         data = await self.request_json(
@@ -145,16 +149,8 @@ class BraveSearch(SearchProvider):
         return results_from(items, "description")[:max_results]
 
 
-class TavilySearch(SearchProvider):
+class TavilySearch(KeyedSearch):
     name = "Tavily"
-
-    def __init__(
-        self, client: httpx.AsyncClient, timeout: float, url: str, api_key: str, key_env: str
-    ) -> None:
-        super().__init__(client, timeout)
-        self.url = url
-        self._api_key = api_key
-        self.hint_when_refused = f"check the API key in {key_env}"
 
     async def search(self, query: str, max_results: int) -> list[SearchResult]:
         data = await self.request_json(
