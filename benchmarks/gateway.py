@@ -22,7 +22,10 @@ cache measurement both run on this loop, so the emulated clock and the scripted 
 - **cache**: scripted conversations through the gateway; efficiency = cache read ÷ what an oracle could
   have read (see ``benchmarks/cache.py``), and what a new chat's first request reads.
 
-"Pacing lifted" is :class:`UnpacedTelegramAdapter`: python-telegram-bot's flood limiter off.
+"Pacing lifted" is :class:`UnpacedTelegramAdapter`: python-telegram-bot's flood limiter off. The
+harness is in ``benchmarks/gateway_harness.py``, the memory and cache measurements in
+``gateway_memory.py`` and ``gateway_cache.py``; ``--storage postgresql://…`` runs each measurement but the
+cache one on a fresh PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -30,189 +33,40 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
-import gc
 import logging
-import math
 import os
 import time
-import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
 from tempfile import TemporaryDirectory
-from typing import Any, TypeVar
-from unittest import mock
 
 import sqlalchemy as sa
-from telegram.ext import AIORateLimiter
 
-import adapters.telegram.adapter as telegram_adapter
-from adapters.telegram import TelegramAdapter
-from adapters.telegram.ratelimit import BoundedRateLimiter
-from agent.prompt import SystemPrompt
 from agent.storage.schema import inbox, outbox
-from benchmarks.cache import USER_TEXT, VARIANTS, Bench, Result, format_rows, run_scenario
 from benchmarks.concurrency import QUESTION, emulator_process
-from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent, rss_kb
-from benchmarks.storage import describe, run_storage
-from gateway.app import Gateway, open_gateway
-from gateway.config import GatewaySettings, HeraldConfig, TelegramSettings
-from gateway.home import HeraldHome, ensure_home
+from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent
+from benchmarks.gateway_cache import cache
+from benchmarks.gateway_harness import (
+    STORAGE,
+    T,
+    busy_pool_slots,
+    fresh_home,
+    fresh_state,
+    ms,
+    operations_sent,
+    percentile,
+    poll,
+    process_config,
+    running_gateway,
+    settle,
+    table,
+    use_storage,
+)
+from benchmarks.gateway_memory import MEMORY_COLUMNS, memory
+from benchmarks.storage import describe
+from gateway.config import HeraldConfig
+from gateway.home import HeraldHome
 from gateway.storage import open_home_storage
-from tests.emulator import RecordedRequest, Reply, ToolUse
-from tests.emulator.blocks import anthropic_layout
-from tests.fakes import FakeTelegram
-from tests.gateway_support import Harness
-
-SETTLE_TIMEOUT = 600.0
-POLL = 0.005
-
-
-# --- the gateway ----------------------------------------------------------------------------------
-
-
-class _UnpacedLimiter(BoundedRateLimiter):
-    """:class:`BoundedRateLimiter` with AIORateLimiter's overall and per-group rates switched off."""
-
-    def __init__(self, *, max_retries: int, max_wait: float) -> None:
-        AIORateLimiter.__init__(self, overall_max_rate=0, group_max_rate=0, max_retries=max_retries)
-        self.max_wait = max_wait
-
-
-class UnpacedTelegramAdapter(TelegramAdapter):
-    """The Telegram adapter without python-telegram-bot's flood pacing (30 sends/s per bot, 20 per
-    minute per group): what the gateway itself can do, and emulated time between a group's turns that
-    real-time limits do not stretch."""
-
-    def _build_bot(self) -> Any:
-        with mock.patch.object(telegram_adapter, "BoundedRateLimiter", _UnpacedLimiter):
-            return super()._build_bot()
-
-
-T = TypeVar("T")
-STORAGE: str | None = None  # --storage: set once by main() before any run
-STORAGE_URL: ContextVar[str | None] = ContextVar("STORAGE_URL", default=None)  # this run's database
-
-
-def process_config(emulator_url: str, base_url: str, users: list[int], *, interval: float) -> HeraldConfig:
-    """Defaults, the chats' users on the allowlist, streaming every ``interval`` seconds, the state where
-    ``--storage`` says (a fresh database per run: ``fresh_state``)."""
-    return HeraldConfig.model_validate(
-        {
-            "storage": {"url": STORAGE_URL.get()},
-            "model": {"base_url": emulator_url},
-            "gateway": {"http_port": 0, "stream_edit_interval": interval},
-            "telegram": {"base_url": base_url, "allowed_users": [str(user) for user in users]},
-        }
-    )
-
-
-@asynccontextmanager
-async def running_gateway(
-    config: HeraldConfig, home: HeraldHome, token: str, *, paced: bool = True
-) -> AsyncIterator[Gateway]:
-    """``open_gateway`` exactly as ``herald gateway run`` does it, or with :class:`UnpacedTelegramAdapter`."""
-    if paced:
-        opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
-    else:
-        adapter = UnpacedTelegramAdapter(token, base_url=config.telegram.base_url)
-        opened = open_gateway(config, home, adapters=lambda _storage: [adapter])
-    async with opened as gateway:
-        yield gateway
-
-
-def total(metric: Any, **labels: str) -> int:
-    """The sum of a prometheus counter's ``_total`` samples over the labels matching ``labels``."""
-    return int(
-        sum(
-            sample.value
-            for family in metric.collect()
-            for sample in family.samples
-            if sample.name.endswith("_total") and labels.items() <= sample.labels.items()
-        )
-    )
-
-
-def operations_sent(gateway: Gateway) -> int:
-    """Outbox operations the platform accepted (an answer that fits one message is one operation)."""
-    return total(gateway.services.metrics.messages_out)
-
-
-def turns_finished(gateway: Gateway) -> int:
-    return total(gateway.services.metrics.turns)
-
-
-def busy_pool_slots(gateway: Gateway) -> int | None:
-    """Requests python-telegram-bot's HTTP connection pool counts as active. Read while the gateway is
-    idle, each one is a leaked slot. A diagnostic: it reaches into PTB's, httpx's and httpcore's
-    private attributes (None if they moved)."""
-    adapter: Any = gateway.adapters[0]
-    try:
-        return len(adapter._bot._request[1]._client._transport._pool._requests)
-    except (AttributeError, IndexError, TypeError):
-        return None
-
-
-async def poll(predicate: Callable[[], bool], interval: float = POLL) -> None:
-    while True:
-        if predicate():
-            return
-        await asyncio.sleep(interval)
-
-
-async def settle(gateway: Gateway, turns: int, timeout: float = SETTLE_TIMEOUT) -> None:  # noqa: ASYNC109
-    """Wait until ``turns`` turns finished and every reply was sent."""
-    services = gateway.services
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (
-            turns_finished(gateway) >= turns
-            and services.lanes.depth == 0
-            and await services.outbox.pending_count() == 0
-        ):
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"the gateway did not answer {turns} messages in {timeout:.0f}s")
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile, ``q`` in 0..100."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered), math.ceil(q / 100 * len(ordered))) - 1)]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
-def table(columns: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fresh_home(tmp: str) -> HeraldHome:
-    home = HeraldHome(Path(tmp) / "home")
-    ensure_home(home)
-    return home
-
-
-@asynccontextmanager
-async def fresh_state() -> AsyncIterator[None]:
-    """A fresh database for one run where ``--storage`` points (nothing to do for SQLite: each run has a
-    home of its own); ``process_config`` picks it up."""
-    async with run_storage(STORAGE) as section:
-        token = STORAGE_URL.set(section.get("url"))
-        try:
-            yield
-        finally:
-            STORAGE_URL.reset(token)
-
 
 # --- latency ---------------------------------------------------------------------------------------
 
@@ -322,321 +176,6 @@ async def throughput(
     return row, stage_row
 
 
-# --- memory ----------------------------------------------------------------------------------------
-
-MEMORY_COLUMNS = [
-    "messages answered", "chats seen", "gateway RSS", "vs start", "malloc in use", "of which SQLite",
-    "Python objects (gc)", "PTB pool slots busy when idle", "elapsed",
-]  # fmt: skip
-WAVE_TIMEOUT = 120.0
-
-
-def mib(kb: float) -> str:
-    return f"{kb / 1024:.1f} MiB"
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-                     "fordblks", "keepcost")
-    ]  # fmt: skip
-
-
-def malloc_in_use_kb() -> int | None:
-    """Bytes the C allocator has handed out and not got back (glibc's ``mallinfo2``): live C-heap data,
-    without the free memory an allocator keeps. None where it is not glibc 2.33+."""
-    try:
-        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    mallinfo2.restype = _MallInfo2
-    info = mallinfo2()
-    return int(info.uordblks + info.hblkhd) // 1024
-
-
-def sqlite_heap_kb() -> int | None:
-    """``sqlite3_memory_used()`` of the libsqlite3 this process loaded (None where it is linked in)."""
-    name = ctypes.util.find_library("sqlite3")
-    if name is None:
-        return None
-    library = ctypes.CDLL(name)
-    library.sqlite3_memory_used.restype = ctypes.c_int64
-    return int(library.sqlite3_memory_used()) // 1024
-
-
-def checkpoints(chats: int, total: int) -> list[int]:
-    early = [chats // 4, chats // 2, chats]
-    return sorted({*early, *range(2 * chats, total + 1, 2 * chats), total})
-
-
-@dataclass
-class MemoryRun:
-    rows: list[list[str]]
-    summary: str
-    traces: str
-
-
-async def memory(chats: int, total: int, wave: int, *, trace: bool) -> MemoryRun:
-    """``total`` messages, message k to chat k mod ``chats``, ``wave`` at a time; RSS at checkpoints."""
-    users = [10_000 + n for n in range(chats)]
-    marks = checkpoints(chats, total)
-    rss: dict[int, int] = {}
-    snapshots: dict[int, tracemalloc.Snapshot] = {}
-    rows: list[list[str]] = []
-    stopped = ""
-    with TemporaryDirectory() as tmp, emulator_process(0.0) as url, FakeTelegramProcess() as fake:
-        home = fresh_home(tmp)
-        config = process_config(url, fake.base_url, users, interval=1.0)
-        if trace:
-            tracemalloc.start(8)
-        async with running_gateway(config, home, fake.token, paced=False) as gateway:
-            started = time.monotonic()
-
-            def measure(done: int) -> None:
-                gc.collect()
-                rss[done] = rss_kb()
-                if trace:
-                    snapshots[done] = tracemalloc.take_snapshot()
-                delta = f"{(rss[done] - rss[0]) / 1024:+.1f} MiB" if done else ""
-                busy = busy_pool_slots(gateway)
-                heaps = [malloc_in_use_kb(), sqlite_heap_kb()]
-                rows.append(
-                    [f"{done:,}", f"{min(done, chats):,}", mib(rss[done]), delta,
-                     *("n/a" if heap is None else mib(heap) for heap in heaps), f"{len(gc.get_objects()):,}",
-                     str(busy), f"{time.monotonic() - started:.0f} s"]
-                )  # fmt: skip
-
-            measure(0)
-            done = 0
-            while done < total:
-                size = min(wave, total - done, next(m for m in marks if m > done) - done)
-                batch = [(users[k % chats], f"c{users[k % chats]}m{k}", "hello, how are things?")
-                         for k in range(done, done + size)]  # fmt: skip
-                await fake.inject_quietly(batch)  # the records stay in the fake's process
-                try:
-                    await settle(gateway, done + size, WAVE_TIMEOUT)
-                except TimeoutError:
-                    stopped = (
-                        f"stopped: messages {done:,}–{done + size:,} were not all answered within "
-                        f"{WAVE_TIMEOUT:.0f} s; PTB pool slots busy: {busy_pool_slots(gateway)}"
-                    )
-                    break
-                done += size
-                if done in marks:
-                    measure(done)
-            db_size = sum(f.stat().st_size for f in home.db_path.parent.glob(home.db_path.name + "*"))
-            once, expected, problems = await fake.check(users)
-            fake_rss = await fake.rss_kb()
-            if stopped:
-                gateway.services.settings = gateway.services.settings.model_copy(
-                    update={"drain_timeout": 1.0}
-                )
-        if trace:
-            tracemalloc.stop()
-    summary = f"answered exactly once: {once}/{expected}"
-    if stopped:
-        return MemoryRun(rows, f"{summary}; {stopped}", "")
-    per_chat = (rss[chats] - rss[chats // 4]) / (chats - chats // 4)
-    after = [m for m in marks if m >= 2 * chats]
-    per_k = (rss[after[-1]] - rss[after[0]]) / ((after[-1] - after[0]) / 1000) if len(after) > 1 else 0.0
-    summary += (
-        f"; RSS per new chat ({chats // 4:,}→{chats:,} chats): {per_chat:.1f} KiB; per 1,000 messages "
-        f"once every chat exists ({after[0]:,}→{after[-1]:,}): {per_k:.0f} KiB; state.db on disk: "
-        f"{mib(db_size / 1024)}; the fake Telegram process (not counted): {mib(fake_rss)}"
-    )
-    if problems:
-        summary += "\nproblems: " + "; ".join(problems)
-    traces = ""
-    if trace:
-        summary += "\n(RSS above includes tracemalloc's own bookkeeping: read the traced growth below)"
-        traces = "\n\n".join(
-            [
-                growth(snapshots[chats // 4], snapshots[chats], f"{chats // 4:,} → {chats:,} chats"),
-                growth(snapshots[after[0]], snapshots[after[-1]], f"{after[0]:,} → {after[-1]:,} messages"),
-            ]
-        )
-    return MemoryRun(rows, summary, traces)
-
-
-def growth(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, label: str, top: int = 12) -> str:
-    """The allocation sites that grew most between two snapshots (tracemalloc)."""
-    stats = after.compare_to(before, "traceback")
-    grown = sum(s.size_diff for s in stats)
-    lines = [f"tracemalloc, {label}: {grown / 1024:+.0f} KiB traced in all; largest growth:"]
-    for stat in stats[:top]:
-        frames = [f for f in stat.traceback if "tracemalloc" not in f.filename]
-        where = " ← ".join(f"{_short(f.filename)}:{f.lineno}" for f in reversed(frames[-4:]))
-        lines.append(f"  {stat.size_diff / 1024:+8.1f} KiB {stat.count_diff:+7d} blocks  {where}")
-    return "\n".join(lines)
-
-
-def _short(filename: str) -> str:
-    for marker in ("site-packages/", "/lib/python3.11/", "/wt-gateway-bench/"):
-        if marker in filename:
-            return filename.split(marker, 1)[1]
-    return filename
-
-
-# --- cache -----------------------------------------------------------------------------------------
-
-DM_USERS = [201, 202, 203, 204, 205, 206, 207, 208]
-GROUP = -1001
-SPEAKERS = [(301, "Ada"), (302, "Bob"), (303, "Cy")]
-
-
-@dataclass
-class Notes:
-    """What a scenario saw besides the emulator's log: each DM session's prompt, by chat."""
-
-    prompts: dict[int, SystemPrompt] = field(default_factory=dict)
-
-
-class GatewayBench:
-    """A gateway on the bench's home and emulator, Telegram faked on this loop; one turn = one message
-    answered and delivered, then 20 s on the emulated clock."""
-
-    def __init__(self, bench: Bench, fake: FakeTelegram, gateway: Gateway) -> None:
-        self.bench, self.fake, self.gateway = bench, fake, gateway
-        self.harness = Harness(gateway, fake, bench.emulator)
-
-    async def turn(self, chat: int, number: int, speaker: tuple[int, str] | None = None) -> None:
-        emulator = self.bench.emulator
-        if number % 4 == 3:  # a tool call every 4th turn, as in benchmarks/cache.py
-            todos = [{"id": str(number), "content": f"check item {number}", "status": "pending"}]
-            emulator.script(
-                Reply(tool_calls=[ToolUse("todo", {"todos": todos, "merge": True})]), Reply(text_tokens=180)
-            )
-        else:
-            emulator.script(Reply(text_tokens=250))
-        text = f"Chat {chat}, turn {number}: {USER_TEXT}"  # people write different things
-        if speaker is None:
-            self.fake.private_message(chat, text, first_name=f"User {chat}")
-        else:
-            user, name = speaker
-            self.fake.group_message(chat, user, text, mention_bot=True, first_name=name, title="Ops")
-        await self.harness.settled(SETTLE_TIMEOUT)
-        if total(self.gateway.services.metrics.turns, outcome="failed"):
-            raise RuntimeError(f"a turn failed:\n{self.fake.describe()}")
-        emulator.clock.advance(20)  # a person reading and typing
-
-    async def prompt(self, chat: int) -> SystemPrompt:
-        session = await self.gateway.services.runtime.store.latest_session(f"telegram:dm:{chat}")
-        assert session is not None
-        return session.system_prompt
-
-
-@asynccontextmanager
-async def faked_telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    async with fake.serve():
-        yield fake
-
-
-@asynccontextmanager
-async def bench_gateway(bench: Bench, fake: FakeTelegram) -> AsyncIterator[GatewayBench]:
-    """The bench's model, caching and context settings (``Bench.config``) plus a Telegram gateway."""
-    users = [*DM_USERS, *(user for user, _ in SPEAKERS)]
-    config = bench.config().model_copy(
-        update={
-            "gateway": GatewaySettings(http_port=0),
-            "telegram": TelegramSettings(base_url=fake.base_url, allowed_users=[str(u) for u in users]),
-        }
-    )
-    adapter = UnpacedTelegramAdapter(fake.token, base_url=fake.base_url)
-    async with open_gateway(config, bench.home, adapters=lambda _storage: [adapter]) as gateway:
-        bench.sync_clock(gateway.services.runtime)
-        yield GatewayBench(bench, fake, gateway)
-
-
-async def dm_chat(bench: Bench, turns: int) -> None:
-    async with faked_telegram() as fake, bench_gateway(bench, fake) as chat:
-        for number in range(turns):
-            await chat.turn(DM_USERS[0], number)
-
-
-async def interleaved(bench: Bench, turns: int, notes: Notes) -> None:
-    async with faked_telegram() as fake, bench_gateway(bench, fake) as chats:
-        for number in range(max(2, turns // 5)):
-            for user in DM_USERS:
-                await chats.turn(user, number)
-        notes.prompts = {user: await chats.prompt(user) for user in DM_USERS}
-
-
-async def group(bench: Bench, turns: int) -> None:
-    async with faked_telegram() as fake, bench_gateway(bench, fake) as chat:
-        for number in range(turns):
-            await chat.turn(GROUP, number, speaker=SPEAKERS[number % len(SPEAKERS)])
-
-
-async def restart(bench: Bench, turns: int) -> None:
-    async with faked_telegram() as fake:
-        async with bench_gateway(bench, fake) as chat:
-            for number in range(turns // 2):
-                await chat.turn(DM_USERS[0], number)
-        async with bench_gateway(bench, fake) as chat:  # a new process on the same home
-            for number in range(turns // 2, turns):
-                await chat.turn(DM_USERS[0], number)
-
-
-def shared_prefix_tokens(request: RecordedRequest, prompt: SystemPrompt) -> int:
-    """Tokens of tools + the stable and context layers: the prefix every chat's prompt shares."""
-    shared_layers = sum(1 for name, _ in prompt.layers() if name != "volatile")
-    positions = anthropic_layout(request.json).positions
-    return positions[len(request.json.get("tools") or []) + shared_layers - 1].cum_tokens
-
-
-def first_requests(result: Result, notes: Notes) -> list[list[str]]:
-    """The first request of each chat (only the user's message in ``messages``), in chat order."""
-    firsts = [r for r in result.requests if r.ok and len(r.json["messages"]) == 1]
-    rows = []
-    for number, (user, request) in enumerate(zip(DM_USERS, firsts, strict=True), start=1):
-        shared = shared_prefix_tokens(request, notes.prompts[user])
-        verdict = "yes" if request.cache_read >= shared else ("first chat" if number == 1 else "NO")
-        rows.append(
-            [str(number), f"{request.prompt_tokens:,}", f"{shared:,}", f"{request.cache_read:,}",
-             f"{request.oracle_tokens:,}", verdict]
-        )  # fmt: skip
-    return rows
-
-
-FIRST_COLUMNS = [
-    "chat",
-    "prompt tokens",
-    "tools + stable + context",
-    "cache read",
-    "oracle",
-    "reads the shared prefix",
-]
-
-
-def shortfalls(result: Result) -> list[str]:
-    """Requests that read less than the oracle allowed: where efficiency was lost."""
-    lines = []
-    for index, request in enumerate(r for r in result.requests if r.ok):
-        if request.cache_read < request.oracle_tokens:
-            lines.append(
-                f"  {result.scenario}: request {index + 1} ({len(request.json['messages'])} messages): "
-                f"read {request.cache_read:,} of {request.oracle_tokens:,} the oracle allows"
-            )
-    return lines
-
-
-async def cache(turns: int) -> tuple[str, str, list[str]]:
-    variant = VARIANTS[0]  # the defaults: anthropic claude-sonnet-4-6, layered breakpoints, ttl auto
-    notes = Notes()
-    scenarios: list[tuple[str, Callable[[Bench, int], Awaitable[None]]]] = [
-        (f"{turns}-turn DM chat", dm_chat),
-        ("8 DM chats interleaved", partial(interleaved, notes=notes)),
-        ("group chat, 3 speakers", group),
-        ("DM chat, gateway restarted halfway", restart),
-    ]
-    results = [await run_scenario(name, scenario, variant, turns) for name, scenario in scenarios]
-    main = format_rows([result.row() for result in results])
-    firsts = table(FIRST_COLUMNS, first_requests(results[1], notes))
-    return main, firsts, [line for result in results for line in shortfalls(result)]
-
-
 # --- main ------------------------------------------------------------------------------------------
 
 
@@ -671,7 +210,7 @@ async def fresh(run: Awaitable[T]) -> T:
 
 
 async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
-    print(f"State: {describe(STORAGE)}")
+    print(f"State: {describe(STORAGE[0])}")
     if "latency" in only:
         with section("Latency, one message at a time"):
             rows = [await fresh(latency(size.latency_messages, interval)) for interval in (1.0, 0.0)]
@@ -716,8 +255,7 @@ def main() -> None:
         "(default: SQLite); the cache section always uses SQLite (its figures are token counts)",
     )
     args = parser.parse_args()
-    global STORAGE
-    STORAGE = args.storage
+    use_storage(args.storage)
     os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")
     level = logging.WARNING if args.verbose else logging.ERROR
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
