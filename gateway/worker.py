@@ -49,7 +49,7 @@ class Worker:
             except StorageUnavailable as error:
                 delay = min(MAX_WAIT, FIRST_WAIT * 2**waited)
                 if waited == 0:
-                    log.warning("inbox %d waits for the database: %s", work.inbox_id, error)
+                    log.warning("inbox %d waits: %s", work.inbox_id, error)
                 waited += 1
                 await asyncio.sleep(delay)
                 work = replace(work, resumed=True)  # the interrupted try may have stored part of it
@@ -58,7 +58,7 @@ class Worker:
                 log.warning("inbox %d: abandoned: %s", work.inbox_id, error)
                 return
             if waited:
-                log.info("inbox %d: the database is back; done after %d wait(s)", work.inbox_id, waited)
+                log.info("inbox %d: reachable again; done after %d wait(s)", work.inbox_id, waited)
             return
 
     async def _run_once(self, work: Work) -> None:

@@ -21,9 +21,9 @@ from agent.locks import LockTimeout
 from agent.messages import Message
 from agent.storage.base import Storage
 from agent.storage.connect import open_storage
-from agent.storage.fencing import FencedOut, newest_token
+from agent.storage.fencing import FencedOut, issue_token, newest_token
 from agent.storage.urls import parse_storage_url
-from gateway.cluster.redis import open_redis
+from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.cluster.session_locks import RedisSessionLocks, lease_key
 from gateway.home import HeraldHome
 from gateway.outbox import Operation, Outbox, Outgoing
@@ -189,3 +189,48 @@ async def test_a_holder_that_lost_its_lease_cannot_write_and_the_new_holder_can(
         stored = await runtime_b.store.load_messages(session.id)
         assert [m.content for m in stored] == ["question", "the new holder's answer"]
         assert await Outbox(runtime_b.storage).pending_count() == 1  # the new holder's reply only
+
+
+async def test_a_lease_redis_forgot_is_taken_again_unless_another_holder_had_the_session(
+    postgresql_database: str, redis_server: RedisServer
+) -> None:
+    """Redis restarted empty (or the lease expired while Redis could not be reached): the holder takes
+    its lease again, unless the database shows a newer token (another process had the session): then
+    it stops."""
+    async with process(postgresql_database, redis_server.url, "a", lease_ttl=0.6) as a:
+        redis = a.locks._redis
+        a_has_it = asyncio.Event()
+        forgotten = asyncio.Event()
+
+        async def long_turn() -> None:
+            async with a.locks.hold(KEY):
+                a_has_it.set()
+                await forgotten.wait()
+                await asyncio.sleep(10)
+
+        holder = asyncio.create_task(long_turn())
+        await a_has_it.wait()
+        await redis.delete(lease_key(KEY))
+        await asyncio.sleep(0.6)  # three renewals
+        assert await redis.get(lease_key(KEY)) == "a" and not holder.done()
+
+        await redis.delete(lease_key(KEY))
+        await issue_token(a.storage, KEY)  # another process held the session meanwhile
+        forgotten.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(holder, 5.0)
+        assert await redis.get(lease_key(KEY)) is None  # not kept by the holder that was stopped
+
+
+async def test_waiting_for_a_lease_while_redis_is_down_is_redis_unavailable(
+    postgresql_database: str, redis_server: RedisServer
+) -> None:
+    async with process(postgresql_database, redis_server.url, "a") as a:
+        redis_server.halt()
+        with pytest.raises(RedisUnavailable, match=r"the cluster.s Redis .* cannot be reached"):
+            async with a.locks.hold(KEY, max_wait=5.0):
+                pass
+        assert a.locks.held == 0 and a.locks.active_keys == 0
+        redis_server.start()
+        async with a.locks.hold(KEY, max_wait=5.0) as lease:
+            assert lease.token == 1

@@ -123,8 +123,12 @@ class RedisSessionLocks(LocalSessionLocks):
         delay = POLL_FIRST
         told = False
         while True:
-            with reaching(self._redis):
-                holder = await self._acquire(keys=[name], args=[self.owner, self._ttl_ms])
+            try:
+                with reaching(self._redis):
+                    holder = await self._acquire(keys=[name], args=[self.owner, self._ttl_ms])
+            except asyncio.CancelledError:  # Redis may have set the lease before the answer came back
+                await asyncio.shield(self._let_go(key))
+                raise
             if holder is None:
                 break
             if not told:
