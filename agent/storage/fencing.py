@@ -13,6 +13,10 @@ transaction (:func:`check_fences`), before ``fn`` runs. A stale fence makes the 
 nothing and raise :class:`FencedOut`: no half turn, no queued reply. With no fence (one process, no
 cluster, or code outside any lease) there is no check and no cost.
 
+A task keeps the fences of the context it was started in: a task started inside a lease writes
+fenced by it (a turn's event consumer, a tool's helper), also after the block ended. So a task that
+serves the whole process (a queue's worker, a sender) must be started outside any lease.
+
 Why the counter lives in the database, not in Redis: the database is the one place the check can be
 made atomically with the write, and Redis keeps nothing that matters (it may restart empty; a counter
 that started again at 1 would fence a session out for good). The lease itself stays in Redis.
