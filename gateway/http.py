@@ -2,8 +2,8 @@
 
 ``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
 connected, the database takes a write and every extra :class:`ReadinessCheck` passes (a cluster's
-Redis answers), each within :data:`READY_PROBE_SECONDS`, else 503 with what is wrong (for a load balancer or
-systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
+Redis answers), each within :data:`READY_PROBE_SECONDS`, else 503 with what is wrong (for a load
+balancer or systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
 ``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
 """
 

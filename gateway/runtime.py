@@ -8,8 +8,8 @@ closes what was already opened, and shutdown closes in reverse order (MCP server
 the database and the Redis they live in, provider clients last of all). With ``cluster.redis_url`` the
 runtime opens the cluster's Redis (``runtime.cluster``, shared by every part of the cluster) and the
 session locks are fenced Redis leases (``gateway.cluster.session_locks``); without it nothing of Redis
-is imported. MCP servers start together, each within its
-``connect_timeout``; one that does not start is logged and left out (``agent.mcp.servers``).
+is imported. MCP servers start together, each within its ``connect_timeout``; one that does not start
+is logged and left out (``agent.mcp.servers``).
 """
 
 from __future__ import annotations
