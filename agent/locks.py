@@ -12,7 +12,9 @@ Implementations:
   (``herald chat -q --continue`` started five times at once, a gateway and a CLI; on PostgreSQL,
   gateways on several machines) take turns. A lease expires unless renewed, and a lease whose owner
   process on this host has died is taken over at once.
-- A Redis implementation for several machines implements the same :class:`SessionLocks` interface.
+- ``gateway.cluster.session_locks.RedisSessionLocks``: local locks plus a lease in Redis (several
+  machines), each acquisition with a fencing token that the store checks on every write the holder
+  makes (:mod:`agent.storage.fencing`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from agent.storage.fencing import Fence, fenced
 from agent.store.leases import SessionLeases
 
 log = logging.getLogger(__name__)
@@ -51,10 +54,14 @@ class LockNotHeld(RuntimeError):
 
 @dataclass
 class Lease:
-    """Proof of holding the lock of ``key``; valid inside the ``hold`` block that produced it."""
+    """Proof of holding the lock of ``key``; valid inside the ``hold`` block that produced it.
+
+    ``token``: the fencing token of a cross-process lease that has one (``None``: not fenced); while
+    the block runs, the store refuses this task's writes once a newer token of ``key`` exists."""
 
     key: str
     held: bool = field(default=True)
+    token: int | None = None
 
     def check(self, key: str) -> None:
         """Raise :class:`LockNotHeld` unless this lease holds ``key`` now."""
@@ -76,6 +83,9 @@ class SessionLocks(ABC):
     - A cross-process lease that another process took over (this holder stalled past its expiry) gets
       its holder task cancelled: the block ends rather than overlap the new holder's.
     - Memory: nothing is kept for a key once nobody holds or waits for it.
+    - Fencing: when the lease has a ``token``, every ``Storage.write`` of the holding task (and of tasks
+      it starts) inside the block is fenced with it (``agent.storage.fencing``); a write after a newer
+      holder took the key raises ``FencedOut`` and stores nothing.
     """
 
     @abstractmethod
@@ -83,6 +93,11 @@ class SessionLocks(ABC):
         self, key: str, *, max_wait: float | None = None, on_wait: WaitNotice | None = None
     ) -> contextlib.AbstractAsyncContextManager[Lease]:
         """Wait for and hold the lock of ``key``; ``on_wait`` is told once if another process has it."""
+
+    @property
+    @abstractmethod
+    def held(self) -> int:
+        """Keys this instance holds now (``/metrics``)."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what this instance still holds (leases of a process that is shutting down)."""
@@ -105,6 +120,10 @@ class LocalSessionLocks(SessionLocks):
         """Keys held or waited for now (an idle gateway holds none)."""
         return len(self._entries)
 
+    @property
+    def held(self) -> int:
+        return sum(1 for entry in self._entries.values() if entry.lock.locked())
+
     @asynccontextmanager
     async def hold(
         self, key: str, *, max_wait: float | None = None, on_wait: WaitNotice | None = None
@@ -118,11 +137,14 @@ class LocalSessionLocks(SessionLocks):
                     await entry.lock.acquire()
             except TimeoutError:
                 raise LockTimeout(f"session {key!r} stayed busy for more than {max_wait:.0f}s") from None
-            lease = Lease(key)
             try:
-                await self._acquire_shared(key, deadline, on_wait)
+                lease = Lease(key, token=await self._acquire_shared(key, deadline, on_wait))
                 try:
-                    yield lease
+                    if lease.token is None:
+                        yield lease
+                    else:
+                        with fenced(Fence(key, lease.token)):
+                            yield lease
                 finally:
                     lease.held = False
                     await asyncio.shield(self._release_shared(key))
@@ -133,8 +155,12 @@ class LocalSessionLocks(SessionLocks):
             if entry.users == 0:
                 del self._entries[key]
 
-    async def _acquire_shared(self, key: str, deadline: float | None, on_wait: WaitNotice | None) -> None:
-        """Hook for cross-process implementations: called with the local lock held."""
+    async def _acquire_shared(
+        self, key: str, deadline: float | None, on_wait: WaitNotice | None
+    ) -> int | None:
+        """Hook for cross-process implementations: called with the local lock held; returns the lease's
+        fencing token (None: not fenced). If it raises, it holds nothing."""
+        return None
 
     async def _release_shared(self, key: str) -> None:
         """Hook for cross-process implementations: called before the local lock is released."""
@@ -157,7 +183,9 @@ class DatabaseSessionLocks(LocalSessionLocks):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._renewals: dict[str, asyncio.Task[None]] = {}
 
-    async def _acquire_shared(self, key: str, deadline: float | None, on_wait: WaitNotice | None) -> None:
+    async def _acquire_shared(
+        self, key: str, deadline: float | None, on_wait: WaitNotice | None
+    ) -> int | None:
         delay = POLL_FIRST
         told = False
         while True:
@@ -176,6 +204,7 @@ class DatabaseSessionLocks(LocalSessionLocks):
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
         self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key, holding))
+        return None
 
     async def _renew(self, key: str, holding: asyncio.Task[object]) -> None:
         """Keep the lease alive; if another process took it over, stop the holder (two turns of one

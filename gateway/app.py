@@ -32,7 +32,7 @@ from gateway.facts import GatewayFacts
 from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
-from gateway.http import HttpServer
+from gateway.http import HttpServer, ReadinessCheck
 from gateway.router import Router
 from gateway.services import Services
 
@@ -172,6 +172,7 @@ async def open_gateway(
             adapters=chosen,
             facts=GatewayFacts(runtime.storage),
             metrics=services.metrics,
+            checks=[ReadinessCheck("redis", runtime.cluster.probe)] if runtime.cluster else [],
         )
         await http.start()
         stack.push_async_callback(http.stop)

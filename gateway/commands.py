@@ -21,6 +21,7 @@ from adapters.base import CommandSpec
 from agent.prompt import frozen_memory
 from agent.session import StartedSession
 from agent.storage.errors import StorageUnavailable
+from agent.storage.fencing import FencedOut
 from gateway import insights
 from gateway.addressing import admin_id, chat_of_session_key, memory_scope
 from gateway.chat_settings import ModelChoice
@@ -271,8 +272,8 @@ async def answer_command(services: Services, row: InboxRow) -> None:
     name, args = parsed if parsed is not None else ("", "")
     try:
         reply = await run_command(CommandContext(services, row, args), name)
-    except StorageUnavailable:
-        raise  # the database is down: the worker runs it again once it is back
+    except (StorageUnavailable, FencedOut):
+        raise  # the database is down (the worker runs it again), or another process took the session
     except Exception:
         log.exception("command /%s failed", name)
         reply = f"/{name} failed unexpectedly; the details are in the gateway's log."

@@ -89,6 +89,9 @@ async def open_core(
             open_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
         )
         metrics = GatewayMetrics()
+        metrics.session_leases.set_function(lambda: runtime.locks.held)
+        if runtime.cluster is not None:
+            metrics.in_cluster(runtime.cluster.instance_id)
         outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
         budget = SendBudget()

@@ -197,9 +197,10 @@ def status_finding(provider: str, url: str, status: int) -> Finding:
 
 
 def default_checks() -> list[Check]:
-    from gateway.doctor_storage import check_storage  # builds on this module's findings
+    from gateway.doctor_cluster import check_redis  # these build on this module's findings
+    from gateway.doctor_storage import check_storage
 
-    return [check_home, check_config, check_storage, check_keys, check_provider]
+    return [check_home, check_config, check_storage, check_redis, check_keys, check_provider]
 
 
 async def run_doctor(

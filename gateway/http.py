@@ -1,8 +1,9 @@
 """The gateway's HTTP server: ``/healthz``, ``/readyz``, ``/metrics`` and platform webhooks.
 
 ``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
-connected and the database takes a write, else 503 with what is wrong (for a load balancer or
-systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
+connected, the database takes a write and every extra :class:`ReadinessCheck` passes (a cluster's
+Redis answers), each within :data:`READY_PROBE_SECONDS`, else 503 with what is wrong (for a load
+balancer or systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
 ``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
 """
 
@@ -13,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -28,6 +30,15 @@ MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
 
 
+@dataclass(frozen=True)
+class ReadinessCheck:
+    """One more thing ``/readyz`` needs: ``probe`` returns when ``name`` is usable and raises (its
+    message says why) when it is not."""
+
+    name: str
+    probe: Callable[[], Awaitable[None]]
+
+
 class HttpServer:
     """Serves on ``host:port`` from ``start`` until ``stop``; ``port`` 0 picks a free one (see ``url``)."""
 
@@ -39,12 +50,14 @@ class HttpServer:
         adapters: Sequence[Adapter],
         facts: GatewayFacts,
         metrics: GatewayMetrics,
+        checks: Sequence[ReadinessCheck] = (),
     ) -> None:
         self.host = host
         self.port = port
         self.adapters = adapters
         self.facts = facts
         self.metrics = metrics
+        self.checks = checks
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -90,6 +103,14 @@ class HttpServer:
             problems.append(f"database: no answer within {READY_PROBE_SECONDS:.0f}s")
         except Exception as error:  # any failure means "not ready"; say which
             problems.append(f"database: {type(error).__name__}: {error}")
+        for check in self.checks:
+            try:
+                async with asyncio.timeout(READY_PROBE_SECONDS):
+                    await check.probe()
+            except TimeoutError:
+                problems.append(f"{check.name}: no answer within {READY_PROBE_SECONDS:.0f}s")
+            except Exception as error:
+                problems.append(f"{check.name}: {error}")
         return {"ready": not problems, "problems": problems}
 
     async def _readyz(self, request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ chat or a user.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
 from agent.usage import Usage
 
@@ -56,6 +56,19 @@ class GatewayMetrics:
         self.rate_limited = Counter(
             "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry
         )
+        self.session_leases = Gauge(
+            "gateway_session_leases_held", "Session locks (leases, in a cluster) this process holds now",
+            registry=self.registry,
+        )  # fmt: skip
+        self.cluster: Info | None = None  # set by in_cluster: one process shows none
+
+    def in_cluster(self, instance_id: str) -> None:
+        """Show this process's name in the cluster (``gateway_cluster_info{instance_id=...} 1``)."""
+        if self.cluster is None:
+            self.cluster = Info(
+                "gateway_cluster", "This process in a cluster (cluster.redis_url)", registry=self.registry
+            )
+        self.cluster.info({"instance_id": instance_id})
 
     def count_usage(self, usage: Usage) -> None:
         self.provider_tokens.labels("input").inc(usage.input_tokens)

@@ -5,8 +5,11 @@ works in the terminal as well, writing jobs the gateway's scheduler picks up.
 
 Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure half-way through start-up
 closes what was already opened, and shutdown closes in reverse order (MCP servers first, locks before
-the database they live in, provider clients last of all). MCP servers start together, each within its
-``connect_timeout``; one that does not start is logged and left out (``agent.mcp.servers``).
+the database and the Redis they live in, provider clients last of all). With ``cluster.redis_url`` the
+runtime opens the cluster's Redis (``runtime.cluster``, shared by every part of the cluster) and the
+session locks are fenced Redis leases (``gateway.cluster.session_locks``); without it nothing of Redis
+is imported. MCP servers start together, each within its ``connect_timeout``; one that does not start
+is logged and left out (``agent.mcp.servers``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from gateway.storage import open_home_storage
 
 if TYPE_CHECKING:
     from agent.mcp.servers import McpServers
+    from gateway.cluster.redis import Cluster
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -153,6 +157,7 @@ class Runtime:
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
     mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
+    cluster: Cluster | None = None  # this process's part in a cluster (cluster.redis_url); None: one process
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -262,7 +267,8 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         storage = await stack.enter_async_context(open_home_storage(home, config))
         store = SessionStore(storage)
-        locks = DatabaseSessionLocks(SessionLeases(storage))
+        cluster = await stack.enter_async_context(open_cluster(config, home))
+        locks = session_locks(storage, cluster)
         stack.push_async_callback(locks.aclose)
         pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
         try:
@@ -313,4 +319,33 @@ async def open_runtime(
             cron=cron,
             transcriber=transcriber,
             mcp=mcp,
+            cluster=cluster,
         )
+
+
+@asynccontextmanager
+async def open_cluster(config: HeraldConfig, home: HeraldHome) -> AsyncIterator[Cluster | None]:
+    """The cluster's Redis when ``cluster.redis_url`` is set (one sentence and exit 2 when it cannot be
+    reached); None for one process, which imports nothing of Redis."""
+    if config.cluster.redis_url is None:
+        yield None
+        return
+    from gateway.cluster.redis import open_cluster as open_redis_cluster  # redis-py: cluster mode only
+
+    async with open_redis_cluster(config, home) as cluster:
+        yield cluster
+
+
+def session_locks(storage: Storage, cluster: Cluster | None) -> SessionLocks:
+    """Fenced Redis leases in a cluster; leases in the database otherwise (one machine, or several
+    processes sharing one database)."""
+    if cluster is None:
+        return DatabaseSessionLocks(SessionLeases(storage))
+    from gateway.cluster.session_locks import RedisSessionLocks, lease_owner
+
+    return RedisSessionLocks(
+        cluster.redis,
+        storage,
+        owner=lease_owner(cluster.instance_id),
+        lease_ttl=cluster.settings.lease_ttl,
+    )

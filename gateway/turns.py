@@ -19,6 +19,7 @@ from agent.locks import Lease
 from agent.loop import TurnResult
 from agent.session import SessionSpec, StartedSession
 from agent.storage.errors import StorageUnavailable
+from agent.storage.fencing import FencedOut
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
 from gateway.delivery import ReplyStream
@@ -75,14 +76,15 @@ async def answer(services: Services, row: InboxRow, *, resumed: bool = False) ->
     """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
 
     ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
-    did for it is looked for first. Raises only for cancellation and ``StorageUnavailable`` (the row is
-    still pending: run it again once the database is back); a bug becomes one line for the person and
-    a traceback in the log, and the row is closed as failed (not retried at every start).
+    did for it is looked for first. Raises only for cancellation, ``StorageUnavailable`` (the row is
+    still pending: run it again once the database is back) and ``FencedOut`` (another process took the
+    session over: nothing more may be written or said for it here); a bug becomes one line for the
+    person and a traceback in the log, and the row is closed as failed (not retried at every start).
     """
     try:
         await _answer(services, row, resumed=resumed)
-    except StorageUnavailable:
-        raise  # the database is down: the worker waits and runs this again, nothing is lost
+    except (StorageUnavailable, FencedOut):
+        raise  # the database is down (the worker waits and runs this again), or the work is not ours
     except Exception:
         log.exception("inbox %d: answering failed unexpectedly", row.id)
         await services.replies.answer(row, f"⚠️ No answer: {UNEXPECTED}.", state=InboxState.FAILED)

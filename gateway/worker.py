@@ -8,6 +8,12 @@ by a terminal that exited) is skipped.
 A database that cannot be reached is a state, not a failure: the work waits (backing off up to
 :data:`MAX_WAIT` seconds between tries, for as long as it takes) and runs again once the database is
 back, as a resumed attempt, so whatever the interrupted try already stored is found and not repeated.
+A Redis that cannot be reached (``RedisUnavailable``, a kind of ``StorageUnavailable``) is waited out
+the same way.
+
+Work whose session another process took over (this one stalled past its lease: ``FencedOut``) is
+abandoned: nothing of it was stored after the takeover, and the process that has the session now
+answers the message.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 from dataclasses import replace
 
 from agent.storage.errors import StorageUnavailable
+from agent.storage.fencing import FencedOut
 from gateway.commands import answer_command
 from gateway.inbox import InboxState
 from gateway.services import Services
@@ -42,13 +49,16 @@ class Worker:
             except StorageUnavailable as error:
                 delay = min(MAX_WAIT, FIRST_WAIT * 2**waited)
                 if waited == 0:
-                    log.warning("inbox %d waits for the database: %s", work.inbox_id, error)
+                    log.warning("inbox %d waits: %s", work.inbox_id, error)
                 waited += 1
                 await asyncio.sleep(delay)
                 work = replace(work, resumed=True)  # the interrupted try may have stored part of it
                 continue
+            except FencedOut as error:
+                log.warning("inbox %d: abandoned: %s", work.inbox_id, error)
+                return
             if waited:
-                log.info("inbox %d: the database is back; done after %d wait(s)", work.inbox_id, waited)
+                log.info("inbox %d: reachable again; done after %d wait(s)", work.inbox_id, waited)
             return
 
     async def _run_once(self, work: Work) -> None:

@@ -7,6 +7,10 @@ Contract for callers (repositories):
   it starts (``BEGIN IMMEDIATE``), so two processes on one file never compute the same next position
   from a stale read; on PostgreSQL it is an ordinary transaction (``READ COMMITTED``), so a function
   that reads-then-writes a row others may write claims it (``FOR UPDATE``) or writes in one statement.
+- Fencing: inside a session lease that carries a fencing token, :meth:`Storage.write` first checks the
+  token in the same transaction and raises :class:`~agent.storage.fencing.FencedOut` (nothing written)
+  when a newer holder has the session (:mod:`agent.storage.fencing`). Implementations provide
+  :meth:`Storage._transact`; the check is made here, so none can leave it out.
 - :meth:`Storage.read` runs ``fn(conn)`` for reads; it must not write.
 - ``fn`` runs synchronously: it must not await, and should be short. On SQLite every call runs on
   one database thread, one at a time (the event loop never blocks on disk); on PostgreSQL calls run
@@ -26,6 +30,8 @@ from typing import Literal, TypeVar
 
 from sqlalchemy import Connection
 
+from agent.storage.fencing import held_fences, with_fences
+
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -38,9 +44,14 @@ class Storage(ABC):
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` to read."""
 
-    @abstractmethod
     async def write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn(conn)`` in one transaction."""
+        """Run ``fn(conn)`` in one transaction, fenced when the calling task holds a fenced lease."""
+        fences = held_fences()
+        return await self._transact(with_fences(fn, fences) if fences else fn)
+
+    @abstractmethod
+    async def _transact(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in one transaction (the implementation's half of :meth:`write`)."""
 
     @abstractmethod
     async def close(self) -> None:

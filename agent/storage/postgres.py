@@ -105,7 +105,7 @@ class PostgresStorage(Storage):
         except Exception as error:
             raise self._explain(error) from error
 
-    async def write(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
         try:
             async with self._engine_or_fail().begin() as conn:
                 return await conn.run_sync(fn)
@@ -113,8 +113,8 @@ class PostgresStorage(Storage):
             raise self._explain(error) from error
 
     async def run_sync(self, fn: Callable[[sa.Connection], T]) -> T:
-        """``fn(conn)`` in one transaction (migrations: transactional DDL)."""
-        return await self.write(fn)
+        """``fn(conn)`` in one transaction (migrations: transactional DDL), never fenced."""
+        return await self._transact(fn)
 
     def _explain(self, error: Exception) -> Exception:
         if isinstance(error, StorageUnavailable) or not unreachable(error):

@@ -163,7 +163,7 @@ class SqliteStorage(Storage):
 
         return await self._submit(run)
 
-    async def write(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
         def transact() -> T:
             raw, conn = self._connection()
             raw.execute("BEGIN IMMEDIATE")
