@@ -18,8 +18,8 @@ from pathlib import Path
 from adapters.base import Adapter
 from agent.storage.base import Storage
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
-from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
+from gateway.cluster.sending import open_sending
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.inbox import Inbox
@@ -91,8 +91,8 @@ async def open_core(
         metrics = GatewayMetrics()
         outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
-        budget = SendBudget()
-        sender = OutboxSender(outbox, by_platform, budget, metrics)
+        outbound = await stack.enter_async_context(open_sending(config.cluster, home, by_platform, metrics))
+        sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
         services = Services(
             runtime=runtime,
@@ -102,7 +102,7 @@ async def open_core(
             sender=sender,
             replies=Replies(outbox, sender, by_platform),
             adapters=by_platform,
-            budget=budget,
+            budget=outbound.budget,
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),

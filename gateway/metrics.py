@@ -56,6 +56,18 @@ class GatewayMetrics:
         self.rate_limited = Counter(
             "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry
         )
+        self.outbox_claims = Gauge(
+            "gateway_outbox_claims", "Outbox items this process has claimed and is sending (cluster)",
+            registry=self.registry,
+        )  # fmt: skip
+        self.sends_paced = Counter(
+            "gateway_sends_paced", "Operations the cluster's shared send budget made wait", ["platform"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.send_pacing_seconds = Counter(
+            "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send budget",
+            ["platform"], registry=self.registry,
+        )  # fmt: skip
 
     def count_usage(self, usage: Usage) -> None:
         self.provider_tokens.labels("input").inc(usage.input_tokens)

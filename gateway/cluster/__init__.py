@@ -1,0 +1,1 @@
+"""Several gateway processes on one Redis and one PostgreSQL (``cluster.redis_url``)."""
