@@ -121,7 +121,17 @@ class OutboxSender:
         return handled
 
     async def flush(self, seconds: float) -> bool:
-        """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty."""
+        """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty.
+
+        In a cluster: send what is due and not claimed elsewhere, within ``seconds``; True when this
+        process holds no claim any more (the other processes send the rest)."""
+        if self.claimant is not None:
+            try:
+                async with asyncio.timeout(seconds):
+                    await self.send_due()
+            except TimeoutError:
+                pass
+            return not self._held
         deadline = self.clock() + seconds
         while self.clock() < deadline:
             try:
@@ -271,9 +281,11 @@ class OutboxSender:
 
     async def _give_up(self, item: OutboxItem, reason: str) -> None:
         platform = item.outgoing.address.platform
+        if not await self.outbox.mark_failed(item.id, reason, claimant=self.claimant):
+            log.info("outbox item %d: another process took it over; leaving it to that one", item.id)
+            return
         log.error(
             "outbox item %d to %s chat %s given up after %d attempt(s): %s",
             item.id, platform, item.outgoing.address.chat_id, item.attempts + 1, reason,
         )  # fmt: skip
-        await self.outbox.mark_failed(item.id, reason, claimant=self.claimant)
         self.metrics.delivery_failures.labels(platform).inc()

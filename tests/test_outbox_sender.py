@@ -291,3 +291,12 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     finally:
         running.cancel()
     assert [text.text for _, _, text in adapter.sent] == ["still delivered"]
+
+
+async def test_a_chat_waiting_for_its_first_reply_s_retry_is_not_due_before_it(outbox: Outbox) -> None:
+    """The later parts of an answer wait behind the first: the sender sleeps until the retry time
+    instead of waking again and again for parts it may not send yet."""
+    first, _ = await outbox.enqueue([send("a", "part 1"), send("a", "part 2")])
+    retry_at = time.time() + 60
+    await outbox.reschedule(first, "Too Many Requests", retry_at)
+    assert await outbox.next_attempt_at({"test": None}) == pytest.approx(retry_at)
