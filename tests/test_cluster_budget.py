@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapters.base import ChatAddress, DeliveryError, OutboundText, SendRate
-from adapters.telegram.ratelimit import telegram_rates
+from adapters.telegram.ratelimit import BOT_RATE, CHAT_RATE, GROUP_RATE, telegram_rates
 from agent.storage.connect import open_storage
 from agent.storage.urls import parse_storage_url
 from gateway.budget import BudgetUnavailable
@@ -49,6 +49,12 @@ async def budget(
     return RedisSendBudget(redis, telegram, metrics or GatewayMetrics())
 
 
+def test_telegram_publishes_its_rates_and_a_groups_minute() -> None:
+    assert telegram_rates("42") == (BOT_RATE, CHAT_RATE)
+    assert telegram_rates("-1001") == (BOT_RATE, CHAT_RATE, GROUP_RATE)
+    assert (BOT_RATE.amount, CHAT_RATE.amount, GROUP_RATE.amount, GROUP_RATE.seconds) == (30, 1, 20, 60)
+
+
 def most_in_any_window(times: list[float], seconds: float) -> int:
     """The largest number of ``times`` that fall within ``seconds`` of each other."""
     ordered = sorted(times)
@@ -75,10 +81,11 @@ async def test_three_processes_together_keep_telegrams_per_chat_and_per_bot_rate
     await asyncio.wait_for(asyncio.gather(*busy_chat, *many_chats), 30.0)
 
     assert len(to_any) == 84
-    # Generous bounds: within any 0.8 s no more than Telegram allows in a whole second (the moving windows
-    # count when Redis let an operation through; this test sees it a little later).
-    assert most_in_any_window(to_chat, 0.8) <= 1
-    assert most_in_any_window(to_any, 0.8) <= 30
+    # Redis counts when it let an operation through; this test sees it later by however long the event
+    # loop took to get back to the waiter (on a busy machine, a good fraction of a second). So the bounds
+    # are generous, yet far from what three processes pacing alone would do (all 84 at once, 4 to the chat).
+    assert most_in_any_window(to_chat, 1.0) <= 2 and max(to_chat) - min(to_chat) >= 2.0  # 1/s: 3 s apart
+    assert most_in_any_window(to_any, 1.0) <= 40  # 30/s
     assert time.monotonic() - started >= 2.0  # 84 operations at 30/s: the third second at least
     assert all(b'gateway_sends_paced_total{platform="telegram"}' in m.render() for m in metrics)
 
