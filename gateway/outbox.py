@@ -39,9 +39,9 @@ a sender passes a :class:`Claimant` and each item is sent by the one process tha
   died or stalled before its ``UPDATE``), now also across processes: a process stalled (SIGSTOP, GC,
   a partition) longer than the claim between its last check and the platform's answer.
 
-Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed: a process sends only the
-chats it serves (``Served``), one chat is served by one process, and the statements are the ones
-this module always ran (claims would only add a write per pass and a wait after a crash).
+Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and the claim columns stay
+empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
+Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
 """
 
 from __future__ import annotations

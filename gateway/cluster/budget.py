@@ -10,7 +10,9 @@ budget is the layer above them that all processes share:
   the ``limits`` library on Redis (``limits.aio``, one list per window: at most ``amount`` entries in
   any ``seconds``). :meth:`RedisSendBudget.wait` takes a slot in every window of the operation, or
   sleeps until the fullest one frees a slot; so traffic reaches each process's SDK limiter already
-  within the bot's limits, and that limiter rarely waits.
+  within the bot's limits, and that limiter rarely waits. While the bot's window is full, a process's
+  waiters for it queue in the process (first come, first served), so one per process, not every
+  waiting send, looks at Redis; a waiter for one chat's window or pause holds nobody up.
 - Pauses: a 429 that reaches the gateway (one the SDK did not retry itself: longer than its
   ``max_flood_wait``, or retries spent) is a Redis key with the platform's ``retry_after`` as its TTL,
   for the chat or, when the platform says so (Discord's global limit), for the whole bot: every
@@ -33,6 +35,7 @@ import logging
 import math
 import random
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,22 +74,37 @@ class RedisSendBudget(SendBudget):
         )
         self._windows = MovingWindowRateLimiter(storage)
         self._local = LocalSendBudget()  # this process's pauses, which hold even when Redis does not answer
+        self._bot_turns: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # per platform
 
     async def wait(self, address: ChatAddress) -> None:
         windows = self._windows_of(address)
-        waited = 0.0
+        started = time.monotonic()
+        paced = False  # whether it slept or queued for the budget (else it went straight through)
         while True:
-            delay = await self._delay(address, windows)
-            if delay <= 0:
-                if await self._take(windows):
-                    break
-                delay = RACE_RETRY
-            delay += random.uniform(0, JITTER)
-            await asyncio.sleep(delay)
-            waited += delay
-        if waited:
-            self._metrics.sends_paced.labels(address.platform).inc()
-            self._metrics.send_pacing_seconds.labels(address.platform).inc(waited)
+            own, _ = await self._delays(address, windows)
+            if own > 0:  # a pause, or the chat's own window: wait without holding up other chats
+                paced = await _sleep(own)
+                continue
+            # The bot's windows are everyone's: this process's waiters for them queue here (first come,
+            # first served), so one of them, not all, looks at Redis while the window is full.
+            turn = self._bot_turns[address.platform]
+            paced = paced or turn.locked()
+            async with turn:
+                while True:
+                    own, bot = await self._delays(address, windows)
+                    if own > 0:
+                        break  # another process sent to the chat or it was paused: back to the chat's wait
+                    if bot > 0:
+                        paced = await _sleep(bot)
+                    elif await self._take(windows):
+                        if paced:
+                            self._metrics.sends_paced.labels(address.platform).inc()
+                            self._metrics.send_pacing_seconds.labels(address.platform).inc(
+                                time.monotonic() - started
+                            )
+                        return
+                    else:
+                        paced = await _sleep(RACE_RETRY)
 
     async def penalize(self, address: ChatAddress, retry_after: float, *, bot_wide: bool = False) -> None:
         self._local.remember(address, retry_after, bot_wide=bot_wide)
@@ -106,7 +124,7 @@ class RedisSendBudget(SendBudget):
             )  # fmt: skip
 
     async def paused_for(self, address: ChatAddress) -> float:
-        return await self._delay(address, self._windows_of(address))
+        return max(await self._delays(address, self._windows_of(address)))
 
     def _windows_of(self, address: ChatAddress) -> list[Window]:
         """Each window the operation counts against, with its identifiers: the bot's first (the one
@@ -120,22 +138,27 @@ class RedisSendBudget(SendBudget):
             for rate in rates
         ]
 
-    async def _delay(self, address: ChatAddress, windows: list[Window]) -> float:
-        """Seconds until an operation to ``address`` may go out: the longest pause or full window."""
+    async def _delays(self, address: ChatAddress, windows: list[Window]) -> tuple[float, float]:
+        """Seconds until an operation to ``address`` may go out, as far as the pauses and the chat's own
+        windows say, and as far as the bot's windows say."""
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.pttl(self._pause_key(address.platform, address.chat_id))
                 pipe.pttl(self._pause_key(address.platform, None))
                 pauses: list[int] = await pipe.execute()
-            stats = [await self._windows.get_window_stats(item, *ids) for item, ids in windows]
+            stats = [(ids, await self._windows.get_window_stats(item, *ids)) for item, ids in windows]
         except RedisError as error:
             raise BudgetUnavailable(f"the cluster's send budget cannot be read (Redis: {error})") from error
-        delay = max([self._local.pause(address), *(milliseconds / 1000 for milliseconds in pauses)])
+        own = max([self._local.pause(address), *(milliseconds / 1000 for milliseconds in pauses)])
+        bot = 0.0
         now = time.time()
-        for window in stats:
+        for ids, window in stats:
             if window.remaining < 1:
-                delay = max(delay, window.reset_time - now)
-        return delay
+                if len(ids) == 1:  # (platform,): the bot's window
+                    bot = max(bot, window.reset_time - now)
+                else:
+                    own = max(own, window.reset_time - now)
+        return own, bot
 
     async def _take(self, windows: list[Window]) -> bool:
         """A slot in every window; False when one was full (the slots taken before it are spent)."""
@@ -150,3 +173,10 @@ class RedisSendBudget(SendBudget):
     def _pause_key(self, platform: str, chat_id: str | None) -> str:
         bot = f"{self._prefix}:pause:{platform}"
         return bot if chat_id is None else f"{bot}:{chat_id}"
+
+
+async def _sleep(seconds: float) -> bool:
+    """Sleep ``seconds`` and a little more at random (processes waiting for one slot do not collide);
+    True, for the caller's record that it waited."""
+    await asyncio.sleep(seconds + random.uniform(0, JITTER))
+    return True
