@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 
 class ChatType(StrEnum):
@@ -127,6 +128,17 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class SendRate:
+    """A limit a platform publishes on outbound operations: at most ``amount`` per ``seconds``, counted
+    for the whole bot (``scope`` "bot") or per chat ("chat"). Honoured across processes by the cluster's
+    shared send budget (``gateway.cluster.budget``); one process leaves pacing to the platform SDK."""
+
+    scope: Literal["bot", "chat"]
+    amount: int
+    seconds: int
+
+
+@dataclass(frozen=True)
 class CommandSpec:
     """A slash command as a platform's menu shows it."""
 
@@ -138,9 +150,10 @@ class DeliveryError(Exception):
     """A platform refused or failed an outbound operation.
 
     ``retryable``: the same operation may succeed later (a 429, a 5xx, a dropped connection);
-    ``retry_after``: seconds the platform asked to wait; ``formatting``: the platform rejected the
-    entities or markup (resend as plain text); ``permanent``: the chat is gone or the bot was removed
-    (stop trying).
+    ``retry_after``: seconds the platform asked to wait; ``bot_wide``: that wait holds for every chat
+    of the platform (Discord's global rate limit), not only this one; ``formatting``: the platform
+    rejected the entities or markup (resend as plain text); ``permanent``: the chat is gone or the bot
+    was removed (stop trying).
     """
 
     def __init__(
@@ -149,12 +162,14 @@ class DeliveryError(Exception):
         *,
         retryable: bool = False,
         retry_after: float | None = None,
+        bot_wide: bool = False,
         formatting: bool = False,
         permanent: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.bot_wide = bot_wide
         self.formatting = formatting
         self.permanent = permanent
 
@@ -243,6 +258,11 @@ class Adapter(ABC):
 
     async def notice(self, address: ChatAddress, text: str) -> None:  # noqa: B027 - optional
         """A remark about the work, not part of the answer (a retry). Best effort: never raises."""
+
+    def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
+        """The platform's published limits that an operation to ``address`` counts against (none known:
+        only 429s pace it)."""
+        return ()
 
     def status(self) -> AdapterStatus:
         """Connection state for the readiness probe."""

@@ -250,6 +250,13 @@ class ClusterSettings(Section):
         description="Seconds a session's lease lives without renewal; a message whose worker died is run "
         "by another process after this.",
     )
+    outbox_claim_ttl: StrictFloat = Field(
+        30.0,
+        ge=5.0,
+        le=600.0,
+        description="Seconds a process's claim on a reply it is sending lives without renewal; a reply "
+        "whose process died is sent by another after this.",
+    )
     max_concurrent_turns: StrictInt | None = Field(
         None,
         ge=1,

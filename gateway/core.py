@@ -18,8 +18,8 @@ from pathlib import Path
 from adapters.base import Adapter
 from agent.storage.base import Storage
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
-from gateway.budget import SendBudget
 from gateway.chat_settings import ChatSettings
+from gateway.cluster.sending import sending
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.inbox import Inbox
@@ -94,8 +94,8 @@ async def open_core(
             metrics.in_cluster(runtime.cluster.instance_id)
         outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
-        budget = SendBudget()
-        sender = OutboxSender(outbox, by_platform, budget, metrics)
+        outbound = sending(runtime.cluster, by_platform, metrics)
+        sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
         services = Services(
             runtime=runtime,
@@ -105,7 +105,7 @@ async def open_core(
             sender=sender,
             replies=Replies(outbox, sender, by_platform),
             adapters=by_platform,
-            budget=budget,
+            budget=outbound.budget,
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
@@ -116,8 +116,8 @@ async def open_core(
         )
         services.lanes.serve(Worker(services).run)
         stack.push_async_callback(services.reviews.aclose)
-        sending = asyncio.create_task(sender.run(), name="outbox sender")
-        stack.push_async_callback(cancel, sending)
+        sending_task = asyncio.create_task(sender.run(), name="outbox sender")
+        stack.push_async_callback(cancel, sending_task)
         yield Core(services, Router(services, require_mention=require_mention(config)))
 
 

@@ -22,7 +22,7 @@ from types import TracebackType
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
 from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from agent.storage.errors import StorageUnavailable
-from gateway.budget import SendBudget
+from gateway.budget import BudgetUnavailable, SendBudget
 from gateway.inbox import Inbox
 from gateway.lanes import INTERRUPTED
 from gateway.outbox import Operation, Outgoing
@@ -197,9 +197,9 @@ class ReplyStream:
                     self._shown[index] = part.text
                 else:
                     self._shown.append(part.text)
-        except DeliveryError as error:
-            if error.retry_after is not None:
-                self.budget.penalize(self.address, error.retry_after)
+        except (DeliveryError, BudgetUnavailable) as error:
+            if isinstance(error, DeliveryError) and error.retry_after is not None:
+                await self.budget.penalize(self.address, error.retry_after, bot_wide=error.bot_wide)
             log.warning(
                 "streaming to %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
             )

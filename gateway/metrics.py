@@ -60,6 +60,18 @@ class GatewayMetrics:
             "gateway_session_leases_held", "Session locks (leases, in a cluster) this process holds now",
             registry=self.registry,
         )  # fmt: skip
+        self.outbox_claims = Gauge(
+            "gateway_outbox_claims", "Outbox items this process has claimed and is sending (cluster)",
+            registry=self.registry,
+        )  # fmt: skip
+        self.sends_paced = Counter(
+            "gateway_sends_paced", "Operations the cluster's shared send budget made wait", ["platform"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.send_pacing_seconds = Counter(
+            "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send budget",
+            ["platform"], registry=self.registry,
+        )  # fmt: skip
         self.cluster: Info | None = None  # set by in_cluster: one process shows none
 
     def in_cluster(self, instance_id: str) -> None:

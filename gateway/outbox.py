@@ -13,8 +13,35 @@ Contract:
   nothing.
 - Each state change (:meth:`~Outbox.mark_sent`, :meth:`~Outbox.reschedule`, ...) is one ``UPDATE`` of
   one row; repeating one repeats its effect (``attempts`` counts again), nothing else.
-- Sending is not claimed here: a process sends only the chats it serves (``Served``), and one chat is
-  served by one process, so two senders never take the same item.
+- A chat's items go out in order: only its oldest pending item (its head) is ever handed to a sender,
+  and an item leaves ``pending`` only for good (sent or failed), so a later item of the chat becomes
+  the head only after every earlier one is settled.
+
+Claims (several gateway processes, ``cluster.redis_url``). Every process may send for every chat, so
+a sender passes a :class:`Claimant` and each item is sent by the one process that claimed it:
+
+- :meth:`Outbox.due_heads` with a claimant claims the heads it returns in one transaction (``FOR
+  UPDATE SKIP LOCKED`` on PostgreSQL: two processes claiming at once take different rows; SQLite's
+  single writer needs nothing): it writes ``claimed_by`` (the claimant's name, unique per process
+  start) and ``claimed_until``. A head claimed by another process is not returned until that claim
+  has expired, so while an item of chat C is claimed and unsent, no process sends a later item of C.
+- The claim lasts ``Claimant.seconds`` and is renewed while the attempt runs
+  (:meth:`Outbox.keep_claim`, also called right before the platform gets the request); a process that
+  dies leaves it to expire, and another process sends the item after ``claimed_until``.
+- With a claimant, every state change is a compare-and-set on ``claimed_by``: it changes the item
+  only while it is pending and the claimant still holds it, and says whether it did. A process whose
+  claim expired and was taken over can neither mark the item nor (checking :meth:`~Outbox.keep_claim`
+  right before sending) send it. Sent and failed items keep ``claimed_by`` (who settled them); a
+  retry, a postponement or a replacement releases the claim, so any process may try next.
+- Expiry compares ``claimed_until`` with the claiming process's clock: the processes' machines keep
+  their clocks in sync (NTP), and a skew of s seconds lets a claim be taken over s seconds early.
+- The one window where a reply goes out twice stays the one above (the platform accepted, the process
+  died or stalled before its ``UPDATE``), now also across processes: a process stalled (SIGSTOP, GC,
+  a partition) longer than the claim between its last check and the platform's answer.
+
+Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and the claim columns stay
+empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
+Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
 """
 
 from __future__ import annotations
@@ -72,7 +99,24 @@ class OutboxItem:
     error: str | None
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """A sender among several processes: the name it writes into the items it claims (unique per
+    process start, so a restarted process never mistakes an old claim for its own) and how long a
+    claim lasts unless it is renewed."""
+
+    holder: str
+    seconds: float
+
+
 PENDING = outbox.c.state == OutboxState.PENDING.value
+# When a pending item may be tried: its next attempt, or the end of its claim if that is later.
+DUE_AT = sa.case(
+    (outbox.c.claimed_until > outbox.c.next_attempt_at, outbox.c.claimed_until),
+    else_=outbox.c.next_attempt_at,
+)
+RELEASED = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
+SETTLED = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
 
 
 class Outbox:
@@ -100,26 +144,42 @@ class Outbox:
 
         return await self.storage.write(insert)
 
-    async def due_heads(self, now: float, served: Served) -> list[OutboxItem]:
+    async def due_heads(
+        self, now: float, served: Served, *, claimant: Claimant | None = None, limit: int | None = None
+    ) -> list[OutboxItem]:
         """The oldest pending item of each chat ``served``, if it is due (a chat's replies go out in
-        order). Only this process's chats: another process may serve the others."""
-        heads = (
-            sa.select(sa.func.min(outbox.c.id).label("id"))
-            .where(PENDING, _served(served))
-            .group_by(outbox.c.platform, outbox.c.chat_id)
-            .subquery()
+        order), at most ``limit`` of them. Only this process's chats: another process may serve the
+        others. With ``claimant``: only heads nobody else holds a live claim on, claimed for it."""
+        query = sa.select(outbox).where(outbox.c.id.in_(_heads(served)), outbox.c.next_attempt_at <= now)
+        query = query.order_by(outbox.c.id).limit(limit)
+        if claimant is None:
+            return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+        claimable = sa.or_(
+            outbox.c.claimed_until.is_(None),
+            outbox.c.claimed_until <= now,
+            outbox.c.claimed_by == claimant.holder,
         )
-        query = (
-            sa.select(outbox)
-            .join(heads, outbox.c.id == heads.c.id)
-            .where(outbox.c.next_attempt_at <= now)
-            .order_by(outbox.c.id)
-        )
-        return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+        locked = query.where(claimable).with_for_update(skip_locked=True, of=outbox)
+
+        def claim(conn: sa.Connection) -> list[OutboxItem]:
+            items = [_item(row) for row in conn.execute(locked)]
+            if items:
+                claimed = {"claimed_by": claimant.holder, "claimed_until": now + claimant.seconds}
+                ids = [item.id for item in items]
+                conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(**claimed))
+            return items
+
+        return await self.storage.write(claim)
+
+    async def keep_claim(self, item_id: int, claimant: Claimant, now: float) -> bool:
+        """Extend ``claimant``'s claim on ``item_id`` to ``claimant.seconds`` from ``now``; False when
+        the item is no longer pending or another process took it over (then do not send it)."""
+        return await self._update(item_id, claimant, claimed_until=now + claimant.seconds)
 
     async def next_attempt_at(self, served: Served) -> float | None:
-        """When the earliest pending item of the chats ``served`` becomes due (None: nothing pending)."""
-        query = sa.select(sa.func.min(outbox.c.next_attempt_at)).where(PENDING, _served(served))
+        """When the earliest head of the chats ``served`` becomes due, or its claim ends if that is
+        later (None: nothing pending)."""
+        query = sa.select(sa.func.min(DUE_AT)).where(outbox.c.id.in_(_heads(served)))
 
         def select(conn: sa.Connection) -> float | None:
             found = conn.execute(query).scalar()
@@ -134,44 +194,64 @@ class Outbox:
             query = query.where(_served(served))
         return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
 
-    async def mark_sent(self, item_id: int, platform_message_id: str) -> None:
-        await self._update(
+    # The state changes below: with ``claimant``, only while it still holds the item (see the module
+    # docstring); each returns whether the item was changed.
+
+    async def mark_sent(
+        self, item_id: int, platform_message_id: str, *, claimant: Claimant | None = None
+    ) -> bool:
+        return await self._update(
             item_id,
+            claimant,
             state=OutboxState.SENT.value,
             platform_message_id=platform_message_id,
             sent_at=time.time(),
             attempts=outbox.c.attempts + 1,
+            **SETTLED,
         )
 
-    async def reschedule(self, item_id: int, error: str, at: float) -> None:
-        await self._update(item_id, attempts=outbox.c.attempts + 1, error=error, next_attempt_at=at)
+    async def reschedule(
+        self, item_id: int, error: str, at: float, *, claimant: Claimant | None = None
+    ) -> bool:
+        return await self._update(
+            item_id, claimant, attempts=outbox.c.attempts + 1, error=error, next_attempt_at=at, **RELEASED
+        )
 
-    async def postpone(self, item_id: int, at: float) -> None:
+    async def postpone(self, item_id: int, at: float, *, claimant: Claimant | None = None) -> bool:
         """Try ``item_id`` again at ``at`` without counting an attempt (its chat is paused)."""
-        await self._update(item_id, next_attempt_at=at)
+        return await self._update(item_id, claimant, next_attempt_at=at, **RELEASED)
 
-    async def mark_failed(self, item_id: int, error: str) -> None:
-        await self._update(
-            item_id, state=OutboxState.FAILED.value, attempts=outbox.c.attempts + 1, error=error
+    async def mark_failed(self, item_id: int, error: str, *, claimant: Claimant | None = None) -> bool:
+        return await self._update(
+            item_id,
+            claimant,
+            state=OutboxState.FAILED.value,
+            attempts=outbox.c.attempts + 1,
+            error=error,
+            **SETTLED,
         )
 
-    async def replace(self, item_id: int, outgoing: Outgoing) -> None:
+    async def replace(self, item_id: int, outgoing: Outgoing, *, claimant: Claimant | None = None) -> bool:
         """Change what a pending item does (plain text after a formatting refusal; a send for a lost edit)."""
-        await self._update(
+        return await self._update(
             item_id,
+            claimant,
             operation=outgoing.operation.value,
             target_message_id=outgoing.target_message_id,
             text=outgoing.text.text,
             entities=_entities_json(outgoing.text.entities),
+            **RELEASED,
         )
 
     async def items_for(self, inbox_id: int) -> list[OutboxItem]:
         query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
 
-    async def _update(self, item_id: int, **values: Any) -> None:
+    async def _update(self, item_id: int, claimant: Claimant | None, **values: Any) -> bool:
         statement = sa.update(outbox).where(outbox.c.id == item_id).values(**values)
-        await self.storage.write(lambda conn: conn.execute(statement))
+        if claimant is not None:
+            statement = statement.where(PENDING, outbox.c.claimed_by == claimant.holder)
+        return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
 
 
 def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple[OutboxState, str | None]]:
@@ -182,6 +262,15 @@ def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple
         outbox.c.id.in_(sorted(set(item_ids)))
     )
     return {int(row.id): (OutboxState(row.state), row.error) for row in conn.execute(query)}
+
+
+def _heads(served: Served) -> sa.Select[tuple[Any]]:
+    """The id of the oldest pending item of each chat ``served``."""
+    return (
+        sa.select(sa.func.min(outbox.c.id))
+        .where(PENDING, _served(served))
+        .group_by(outbox.c.platform, outbox.c.chat_id)
+    )
 
 
 def _served(served: Served) -> sa.ColumnElement[bool]:

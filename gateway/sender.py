@@ -5,6 +5,16 @@ tried), different chats concurrently. A platform failure is never silent: a retr
 network, 5xx) is retried with backoff that honours ``retry_after``; a formatting refusal is resent as
 plain text; an edit of a message that is gone becomes a new message; a chat that is gone, or an item
 that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
+
+A chat that the send budget pauses for longer than ``MAX_BUDGET_WAIT`` (a 429, or in a cluster the
+shared rate window) is postponed, never waited for; a budget that cannot be consulted (the cluster's
+Redis is down) postpones every item by ``PASS_RETRY`` without counting an attempt.
+
+Several processes (``claimant`` given): each sender claims at most ``CLAIM_BATCH`` heads per round
+(``Outbox.due_heads``), keeps each claim alive while its attempt runs (every third of the claim time),
+checks it right before handing the request to the platform, and marks the item only while it still
+holds it (see ``gateway.outbox``). A sender that finds its claim taken over sends nothing more for
+that item and leaves the row to the process that holds it.
 """
 
 from __future__ import annotations
@@ -18,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from adapters.base import Adapter, DeliveryError
-from gateway.budget import SendBudget
+from gateway.budget import BudgetUnavailable, SendBudget
 from gateway.metrics import GatewayMetrics
-from gateway.outbox import Operation, Outbox, OutboxItem
+from gateway.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.text import plain_fallback
 
 log = logging.getLogger(__name__)
@@ -29,6 +39,7 @@ MAX_ATTEMPTS = 12  # about an hour of backoff: then the reply is given up on and
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 600.0
 CONCURRENT_CHATS = 32
+CLAIM_BATCH = CONCURRENT_CHATS  # heads one process claims per round, so the others get the rest
 MAX_BUDGET_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
 IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
 PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
@@ -52,18 +63,21 @@ class OutboxSender:
         budget: SendBudget,
         metrics: GatewayMetrics,
         *,
+        claimant: Claimant | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.outbox = outbox
         self.adapters = adapters
         self.budget = budget
         self.metrics = metrics
+        self.claimant = claimant  # None: the only process sending these chats, nothing is claimed
         self.clock = clock
         self._wake = asyncio.Event()
         self._rng = random.Random()
         self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
         self._pass = asyncio.Lock()  # one pass at a time: an item must never be attempted twice at once
         self._delivering: set[int] = set()  # items whose attempt outlived a cancelled pass (see _attempt)
+        self._held: set[int] = set()  # items claimed by this sender whose attempt has not ended
 
     def _served(self) -> dict[str, str | None]:
         return {platform: adapter.only_chat for platform, adapter in self.adapters.items()}
@@ -92,11 +106,11 @@ class OutboxSender:
     async def _send_due(self) -> int:
         handled = 0
         while True:
-            heads = [
-                item
-                for item in await self.outbox.due_heads(self.clock(), self._served())
-                if item.id not in self._delivering
-            ]
+            limit = None if self.claimant is None else CLAIM_BATCH
+            due = await self.outbox.due_heads(
+                self.clock(), self._served(), claimant=self.claimant, limit=limit
+            )
+            heads = [item for item in due if item.id not in self._delivering]
             if not heads:
                 break
             results = await asyncio.gather(*(self._attempt(item) for item in heads))
@@ -107,7 +121,17 @@ class OutboxSender:
         return handled
 
     async def flush(self, seconds: float) -> bool:
-        """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty."""
+        """Send what is due until nothing is pending or ``seconds`` pass (shutdown); True when empty.
+
+        In a cluster: send what is due and not claimed elsewhere, within ``seconds``; True when this
+        process holds no claim any more (the other processes send the rest)."""
+        if self.claimant is not None:
+            try:
+                async with asyncio.timeout(seconds):
+                    await self.send_due()
+            except TimeoutError:
+                pass
+            return not self._held
         deadline = self.clock() + seconds
         while self.clock() < deadline:
             try:
@@ -125,21 +149,71 @@ class OutboxSender:
 
     async def _attempt(self, item: OutboxItem) -> bool:
         """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
-        outgoing = item.outgoing
-        adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our chats
-        paused = self.budget.paused_for(outgoing.address)
-        if paused > MAX_BUDGET_WAIT:  # the chat is rate-limited for a while: come back then, don't block
-            await self.outbox.postpone(item.id, self.clock() + paused)
-            return False
-        async with self._slots:
-            await self.budget.wait(outgoing.address)
-            # Once the platform has the request, the attempt runs on even if this pass is cancelled (a
-            # shutdown's flush deadline): the request completes anyway (adapters.base), and a send the
-            # platform accepted must be recorded, or the restart would send it again.
-            self._delivering.add(item.id)
-            attempt = asyncio.ensure_future(self._deliver(adapter, item))
-            attempt.add_done_callback(lambda _: self._delivering.discard(item.id))
-            return await asyncio.shield(attempt)
+        keeper = self._keep_claim(item)
+        attempt: asyncio.Future[bool] | None = None
+        try:
+            outgoing = item.outgoing
+            adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our chats
+            try:
+                paused = await self.budget.paused_for(outgoing.address)
+                if paused > MAX_BUDGET_WAIT:  # rate-limited for a while: come back then, don't block
+                    await self.outbox.postpone(item.id, self.clock() + paused, claimant=self.claimant)
+                    return False
+                async with self._slots:
+                    await self.budget.wait(outgoing.address)
+                    if not await self._still_held(item):
+                        return False
+                    # Once the platform has the request, the attempt runs on even if this pass is
+                    # cancelled (a shutdown's flush deadline): the request completes anyway
+                    # (adapters.base), and a send the platform accepted must be recorded, or the
+                    # restart would send it again.
+                    self._delivering.add(item.id)
+                    attempt = asyncio.ensure_future(self._deliver(adapter, item))
+                    attempt.add_done_callback(lambda _: self._delivering.discard(item.id))
+                    return await asyncio.shield(attempt)
+            except BudgetUnavailable as error:
+                log.warning("outbox item %d held back: %s", item.id, error)
+                await self.outbox.postpone(item.id, self.clock() + PASS_RETRY, claimant=self.claimant)
+                return False
+        finally:
+            if attempt is None or attempt.done():
+                self._let_go(item.id, keeper)
+            else:
+                attempt.add_done_callback(lambda _: self._let_go(item.id, keeper))
+
+    def _keep_claim(self, item: OutboxItem) -> asyncio.Task[None] | None:
+        """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire)."""
+        claimant = self.claimant
+        if claimant is None:
+            return None
+        self._held.add(item.id)
+        self.metrics.outbox_claims.set(len(self._held))
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(claimant.seconds / 3)
+                try:
+                    if not await self.outbox.keep_claim(item.id, claimant, self.clock()):
+                        return  # settled meanwhile, or taken over: the attempt finds out when marking
+                except Exception:  # the next renewal may get through; the claim lasts until then
+                    log.warning("outbox item %d: could not renew its claim", item.id, exc_info=True)
+
+        return asyncio.create_task(renew(), name=f"outbox claim {item.id}")
+
+    def _let_go(self, item_id: int, keeper: asyncio.Task[None] | None) -> None:
+        if keeper is not None:
+            keeper.cancel()
+            self._held.discard(item_id)
+            self.metrics.outbox_claims.set(len(self._held))
+
+    async def _still_held(self, item: OutboxItem) -> bool:
+        """Right before sending: whether this sender still holds ``item`` (always, without claims)."""
+        if self.claimant is None:
+            return True
+        if await self.outbox.keep_claim(item.id, self.claimant, self.clock()):
+            return True
+        log.info("outbox item %d: another process took it over; not sending it", item.id)
+        return False
 
     async def _deliver(self, adapter: Adapter, item: OutboxItem) -> bool:
         outgoing = item.outgoing
@@ -150,7 +224,11 @@ class OutboxSender:
         except Exception as error:  # an adapter bug must not stop every other chat's replies
             log.exception("outbox item %d: unexpected error from the adapter", item.id)
             return await self._failed(item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True))
-        await self.outbox.mark_sent(item.id, message_id)
+        if not await self.outbox.mark_sent(item.id, message_id, claimant=self.claimant):
+            log.warning(
+                "outbox item %d was sent, but another process had taken it over: it may go out twice",
+                item.id,
+            )
         self.metrics.messages_out.labels(outgoing.address.platform, outgoing.operation.value).inc()
         return True
 
@@ -172,20 +250,24 @@ class OutboxSender:
             log.warning(
                 "outbox item %d: %s rejected the formatting; resending as plain text", item.id, platform
             )
-            await self.outbox.replace(item.id, replace(outgoing, text=plain_fallback(outgoing.text)))
+            await self.outbox.replace(
+                item.id, replace(outgoing, text=plain_fallback(outgoing.text)), claimant=self.claimant
+            )
             return False
         if error.permanent and outgoing.operation is Operation.EDIT:
             log.info("outbox item %d: the streamed message is gone; sending the answer as a new one", item.id)
             await self.outbox.replace(
-                item.id, replace(outgoing, operation=Operation.SEND, target_message_id=None)
+                item.id,
+                replace(outgoing, operation=Operation.SEND, target_message_id=None),
+                claimant=self.claimant,
             )
             return False
         if error.permanent and outgoing.operation is Operation.DELETE:
-            await self.outbox.mark_sent(item.id, outgoing.target_message_id or "")
+            await self.outbox.mark_sent(item.id, outgoing.target_message_id or "", claimant=self.claimant)
             return True
         if error.retry_after is not None:
             self.metrics.rate_limited.labels(platform).inc()
-            self.budget.penalize(outgoing.address, error.retry_after)
+            await self.budget.penalize(outgoing.address, error.retry_after, bot_wide=error.bot_wide)
         if not error.retryable or error.permanent or item.attempts + 1 >= MAX_ATTEMPTS:
             await self._give_up(item, str(error))
             return True
@@ -194,14 +276,16 @@ class OutboxSender:
             "outbox item %d to %s chat %s failed (%s); retry %d in %.1fs",
             item.id, platform, outgoing.address.chat_id, error, item.attempts + 1, delay,
         )  # fmt: skip
-        await self.outbox.reschedule(item.id, str(error), self.clock() + delay)
+        await self.outbox.reschedule(item.id, str(error), self.clock() + delay, claimant=self.claimant)
         return False
 
     async def _give_up(self, item: OutboxItem, reason: str) -> None:
         platform = item.outgoing.address.platform
+        if not await self.outbox.mark_failed(item.id, reason, claimant=self.claimant):
+            log.info("outbox item %d: another process took it over; leaving it to that one", item.id)
+            return
         log.error(
             "outbox item %d to %s chat %s given up after %d attempt(s): %s",
             item.id, platform, item.outgoing.address.chat_id, item.attempts + 1, reason,
         )  # fmt: skip
-        await self.outbox.mark_failed(item.id, reason)
         self.metrics.delivery_failures.labels(platform).inc()

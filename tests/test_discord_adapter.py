@@ -355,6 +355,16 @@ def test_error_mapping(
     assert str(error).startswith("Discord send message failed: ")
 
 
+def test_a_global_429_pauses_the_whole_bot_and_a_route_429_only_its_chat() -> None:
+    def limited(headers: dict[str, str]) -> bool:
+        return delivery_error(http_error(discord.HTTPException, 429, headers, {}), "send", "T").bot_wide
+
+    assert limited({"Retry-After": "2", "X-RateLimit-Global": "true"})
+    assert limited({"Retry-After": "2", "X-RateLimit-Scope": "global"})
+    assert not limited({"Retry-After": "2", "X-RateLimit-Scope": "user"})
+    assert not delivery_error(discord.RateLimited(5.0), "send", "T").bot_wide
+
+
 def test_error_text_never_contains_the_token() -> None:
     error = delivery_error(aiohttp.ClientError("Bot SECRET.TOKEN refused"), "login", "SECRET.TOKEN")
     assert "SECRET.TOKEN" not in str(error) and "<token>" in str(error)

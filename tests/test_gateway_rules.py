@@ -16,7 +16,7 @@ from agent.storage.base import Storage
 from agent.storage.connect import open_storage
 from agent.storage.urls import parse_storage_url
 from gateway.addressing import memory_scope, session_key, user_text
-from gateway.budget import SendBudget
+from gateway.budget import LocalSendBudget
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
 from gateway.delivery import answer_operations, render
 from gateway.lanes import INTERRUPTED, Lanes
@@ -204,13 +204,20 @@ async def test_the_global_cap_bounds_work_over_all_keys() -> None:
 
 
 async def test_a_429_pauses_the_chat_for_every_sender() -> None:
-    budget = SendBudget()
+    budget = LocalSendBudget()
     chat = ChatAddress("telegram", "1")
-    budget.penalize(chat, 0.2)
+    await budget.penalize(chat, 0.2)
     started = time.monotonic()
     await asyncio.gather(budget.wait(chat), budget.wait(chat))
     assert time.monotonic() - started >= 0.19
-    assert budget.paused_for(ChatAddress("telegram", "2")) == 0.0  # other chats go on
+    assert await budget.paused_for(ChatAddress("telegram", "2")) == 0.0  # other chats go on
+
+
+async def test_a_bot_wide_429_pauses_every_chat_of_the_platform() -> None:
+    budget = LocalSendBudget()
+    await budget.penalize(ChatAddress("discord", "1"), 60.0, bot_wide=True)
+    assert await budget.paused_for(ChatAddress("discord", "2")) > 59
+    assert await budget.paused_for(ChatAddress("telegram", "2")) == 0.0
 
 
 TELEGRAM = Capabilities(4096, "utf16", "telegram_entities", True, True)

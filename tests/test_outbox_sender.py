@@ -22,7 +22,7 @@ from agent.storage import schema
 from agent.storage.base import Storage
 from agent.storage.errors import StorageUnavailable
 from gateway import sender as sender_module
-from gateway.budget import SendBudget
+from gateway.budget import LocalSendBudget
 from gateway.delivery import ReplyStream
 from gateway.inbox import Inbox
 from gateway.metrics import GatewayMetrics
@@ -84,8 +84,10 @@ def send(chat: str, text: str, entities: tuple[TextEntity, ...] = ()) -> Outgoin
     return Outgoing(ChatAddress("test", chat), Operation.SEND, OutboundText(text, entities))
 
 
-def make_sender(outbox: Outbox, adapter: ScriptedAdapter) -> tuple[OutboxSender, GatewayMetrics, SendBudget]:
-    metrics, budget = GatewayMetrics(), SendBudget()
+def make_sender(
+    outbox: Outbox, adapter: ScriptedAdapter
+) -> tuple[OutboxSender, GatewayMetrics, LocalSendBudget]:
+    metrics, budget = GatewayMetrics(), LocalSendBudget()
     return OutboxSender(outbox, {"test": adapter}, budget, metrics), metrics, budget
 
 
@@ -116,7 +118,7 @@ async def test_a_429_waits_the_platforms_time_and_holds_back_the_chats_later_rep
     sender, metrics, budget = make_sender(outbox, adapter)
     await outbox.enqueue([send("a", "first"), send("a", "second")])
     await sender.send_due()
-    assert adapter.sent == [] and budget.paused_for(ChatAddress("test", "a")) > 0.2
+    assert adapter.sent == [] and await budget.paused_for(ChatAddress("test", "a")) > 0.2
     assert await sender.flush(5.0)
     assert [t.text for _, _, t in adapter.sent] == ["first", "second"]
     assert b'gateway_rate_limited_total{platform="test"} 1.0' in metrics.render()
@@ -195,7 +197,7 @@ async def test_a_long_pause_postpones_the_chat_instead_of_blocking_the_sender_or
 ) -> None:
     adapter = ScriptedAdapter()
     sender, _, budget = make_sender(outbox, adapter)
-    budget.penalize(ChatAddress("test", "a"), 120.0)
+    await budget.penalize(ChatAddress("test", "a"), 120.0)
     item_id, _ = await outbox.enqueue([send("a", "later"), send("b", "now")])
     started = time.time()
     assert not await asyncio.wait_for(sender.flush(1.0), 5.0)  # returns at its deadline, not in 120 s
@@ -230,7 +232,7 @@ async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish
         adapter,
         ChatAddress("test", "c"),
         reply_to=None,
-        budget=SendBudget(),
+        budget=LocalSendBudget(),
         interval=0,
         inbox=Inbox(outbox.storage),
         inbox_id=1,
@@ -273,10 +275,10 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     real_due_heads = outbox.due_heads
     failures = iter([StorageUnavailable("the database cannot be reached")])
 
-    async def flaky_due_heads(*args: Any) -> Any:
+    async def flaky_due_heads(*args: Any, **kwargs: Any) -> Any:
         for failure in failures:
             raise failure
-        return await real_due_heads(*args)
+        return await real_due_heads(*args, **kwargs)
 
     monkeypatch.setattr(outbox, "due_heads", flaky_due_heads)
     await outbox.enqueue([send("a", "still delivered")])
@@ -289,3 +291,12 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     finally:
         running.cancel()
     assert [text.text for _, _, text in adapter.sent] == ["still delivered"]
+
+
+async def test_a_chat_waiting_for_its_first_reply_s_retry_is_not_due_before_it(outbox: Outbox) -> None:
+    """The later parts of an answer wait behind the first: the sender sleeps until the retry time
+    instead of waking again and again for parts it may not send yet."""
+    first, _ = await outbox.enqueue([send("a", "part 1"), send("a", "part 2")])
+    retry_at = time.time() + 60
+    await outbox.reschedule(first, "Too Many Requests", retry_at)
+    assert await outbox.next_attempt_at({"test": None}) == pytest.approx(retry_at)

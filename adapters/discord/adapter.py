@@ -34,6 +34,7 @@ from adapters.base import (
     InboundMessage,
     InboundSink,
     OutboundText,
+    SendRate,
     SinkUnavailable,
 )
 from adapters.redaction import describe
@@ -57,6 +58,9 @@ CLOSE_TIMEOUT = 5.0
 DEFER_TIMEOUT = 2.5  # Discord wants the first answer to an interaction within 3 s
 TYPING_TIMEOUT = 5.0
 MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's minimum setting)
+# Discord's global limit: 50 requests a second per bot, whatever the route (per-route buckets come from
+# response headers, which discord.py follows in each process; a 429 reaching us pauses for every process).
+GLOBAL_RATE = SendRate("bot", 50, 1)
 SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
 UNAVAILABLE_RETRY = 30.0  # the longest pause between tries while the gateway's store is unreachable
 NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
@@ -200,6 +204,9 @@ class DiscordAdapter(Adapter):
         """Stop receiving, close the client (bounded) and restore discord.py's endpoints. Idempotent."""
         await self.stop_receiving()
         await self._shut_down()
+
+    def send_rates(self, address: ChatAddress) -> tuple[SendRate, ...]:
+        return (GLOBAL_RATE,)
 
     def status(self) -> AdapterStatus:
         client = self._client

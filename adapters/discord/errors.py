@@ -9,8 +9,8 @@ discord.py error                           DeliveryError
 =========================================  ======================================================
 ``RateLimited`` (wait > the client's       ``retryable``, ``retry_after`` = Discord's seconds
   ``max_ratelimit_timeout``)
-``HTTPException`` 429 (five in a row, or   ``retryable``, ``retry_after`` from the headers
-  Cloudflare's, without ``Via``)
+``HTTPException`` 429 (five in a row, or   ``retryable``, ``retry_after`` from the headers;
+  Cloudflare's, without ``Via``)              ``bot_wide`` when Discord says the limit is global
 ``DiscordServerError`` / any 5xx           ``retryable``
 ``Forbidden`` (50013 Missing Permissions,  ``permanent``
   50001 Missing Access, 50007 cannot DM)
@@ -45,7 +45,9 @@ def delivery_error(exc: BaseException, operation: str, token: str) -> DeliveryEr
         return DeliveryError(text, retryable=True, retry_after=exc.retry_after)
     if isinstance(exc, discord.HTTPException):
         if exc.status == 429:
-            return DeliveryError(text, retryable=True, retry_after=retry_after_seconds(exc))
+            return DeliveryError(
+                text, retryable=True, retry_after=retry_after_seconds(exc), bot_wide=is_global(exc)
+            )
         if exc.status >= 500:
             return DeliveryError(text, retryable=True)
         if isinstance(exc, discord.Forbidden | discord.NotFound):
@@ -54,6 +56,15 @@ def delivery_error(exc: BaseException, operation: str, token: str) -> DeliveryEr
     if isinstance(exc, NETWORK_ERRORS):
         return DeliveryError(text, retryable=True)
     return DeliveryError(text)
+
+
+def is_global(exc: discord.HTTPException) -> bool:
+    """Whether a 429 was the bot's global limit (every channel waits), from Discord's headers."""
+    headers = getattr(exc.response, "headers", None)
+    if headers is None:
+        return False
+    scope = str(headers.get("X-RateLimit-Scope", "")).lower()
+    return str(headers.get("X-RateLimit-Global", "")).lower() == "true" or scope == "global"
 
 
 def retry_after_seconds(exc: discord.HTTPException) -> float | None:

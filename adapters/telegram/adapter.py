@@ -29,6 +29,7 @@ from adapters.base import (
     InboundMessage,
     InboundSink,
     OutboundText,
+    SendRate,
     SinkUnavailable,
 )
 
@@ -36,7 +37,7 @@ from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_reque
 from .inbound import PLATFORM, BotIdentity, to_inbound
 from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_parameters, thread_id
 from .polling import ALLOWED_UPDATES, Poller
-from .ratelimit import BoundedRateLimiter
+from .ratelimit import BoundedRateLimiter, telegram_rates
 from .redaction import TokenFilter, describe, redact
 from .webhook import SECRET_HEADER, WEBHOOK_PATH, parse_update, secret_matches, webhook_secret
 
@@ -199,6 +200,9 @@ class TelegramAdapter(Adapter):
         if bot is not None:
             await _quietly_shut_down(bot, self._token)
         self._log_filter.detach()
+
+    def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
+        return telegram_rates(address.chat_id)
 
     def status(self) -> AdapterStatus:
         current = self._status

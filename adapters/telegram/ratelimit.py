@@ -9,6 +9,13 @@ things it does not know about us:
   (as ``DeliveryError(retryable, retry_after)``), whose outbox schedules the retry.
 - ``sendChatAction`` ("typing…") is best effort and worthless when late: it skips the pacing so it
   never spends the budget a real reply needs, and is never retried.
+
+This limiter paces one process. With several gateway processes (``cluster.redis_url``) each has its
+own, so together they could send three times too fast; the cluster's shared send budget
+(``gateway.cluster.budget``) counts :data:`TELEGRAM_RATES` in Redis before a request reaches this
+limiter, so what arrives here is already within the bot's limits and this layer rarely waits. A 429
+this limiter retries itself (up to ``max_wait``) stays in this process; one it gives up on reaches the
+outbox sender, which pauses the chat for every process.
 """
 
 from __future__ import annotations
@@ -19,10 +26,25 @@ from typing import Any
 from telegram.error import RetryAfter
 from telegram.ext import AIORateLimiter
 
+from adapters.base import SendRate
+
 from .errors import retry_after_seconds
 
 Result = bool | dict[str, Any] | list[dict[str, Any]]  # what a Bot API call answers
 UNPACED_ENDPOINTS = frozenset({"sendChatAction"})
+
+# Telegram's published limits (Bots FAQ): about 30 messages a second per bot, no more than one a second
+# in one chat, 20 a minute in a group (a negative chat id: groups, supergroups, channels).
+BOT_RATE = SendRate("bot", 30, 1)
+CHAT_RATE = SendRate("chat", 1, 1)
+GROUP_RATE = SendRate("chat", 20, 60)
+
+
+def telegram_rates(chat_id: str) -> tuple[SendRate, ...]:
+    """The limits a message to ``chat_id`` counts against."""
+    if chat_id.startswith("-"):
+        return (BOT_RATE, CHAT_RATE, GROUP_RATE)
+    return (BOT_RATE, CHAT_RATE)
 
 
 class _TooLongToWait(Exception):

@@ -2,5 +2,6 @@
 
 Redis coordinates and holds nothing that matters; PostgreSQL holds every fact (ARCHITECTURE.md,
 "Scale"). Modules: ``redis`` (the connection, what "unreachable" means, the process's name),
-``session_locks`` (fenced session leases). Imported only in cluster mode: one process needs no Redis.
+``session_locks`` (fenced session leases), ``budget`` (the shared send budget), ``sending`` (claims
+and budget, built for the sender). Imported only in cluster mode: one process needs no Redis.
 """

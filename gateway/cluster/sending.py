@@ -1,0 +1,46 @@
+"""How this process sends: alone (a local budget, no claims) or as one of a cluster (``cluster.redis_url``:
+the budget shared in Redis, outbox items claimed). Built by ``gateway.core.open_core``."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from adapters.base import Adapter, ChatAddress, SendRate
+from gateway.budget import LocalSendBudget, SendBudget
+from gateway.cluster.budget import RatesFor, RedisSendBudget
+from gateway.cluster.redis import Cluster
+from gateway.metrics import GatewayMetrics
+from gateway.outbox import Claimant
+
+
+@dataclass(frozen=True)
+class Sending:
+    budget: SendBudget
+    claimant: Claimant | None  # None: the only process sending its chats, nothing is claimed
+
+
+def sending(cluster: Cluster | None, adapters: Mapping[str, Adapter], metrics: GatewayMetrics) -> Sending:
+    """The budget and claimant for ``adapters``: alone, or as one of ``cluster`` (on its Redis)."""
+    if cluster is None:
+        return Sending(LocalSendBudget(), None)
+    budget = RedisSendBudget(cluster.redis, published_rates(adapters), metrics)
+    settings = cluster.settings
+    return Sending(budget, Claimant(claim_holder(cluster.instance_id), settings.outbox_claim_ttl))
+
+
+def published_rates(adapters: Mapping[str, Adapter]) -> RatesFor:
+    """The limits each adapter publishes for an address (none for a platform this process lacks)."""
+
+    def rates(address: ChatAddress) -> Sequence[SendRate]:
+        adapter = adapters.get(address.platform)
+        return () if adapter is None else adapter.send_rates(address)
+
+    return rates
+
+
+def claim_holder(instance_id: str) -> str:
+    """The name this process writes into the outbox items it claims: its instance id and a token of this
+    start, so a restarted process never takes an old claim for its own."""
+    return f"{instance_id}:{secrets.token_hex(4)}"
