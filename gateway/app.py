@@ -146,7 +146,7 @@ async def open_gateway(
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     build = adapters or (lambda storage: build_adapters(config, tokens, storage))
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_core(config, home, build))
+        core = await stack.enter_async_context(open_core(config, home, build, cluster=True))
         services, router = core.services, core.router
         chosen = list(services.adapters.values())
         if not chosen:
@@ -172,6 +172,7 @@ async def open_gateway(
             adapters=chosen,
             facts=GatewayFacts(runtime.storage),
             metrics=services.metrics,
+            checks=core.readiness,
         )
         await http.start()
         stack.push_async_callback(http.stop)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from agent.storage.base import Storage
@@ -30,11 +31,19 @@ from gateway.outbox import Outbox
 from gateway.pairing import Pairing
 from gateway.replies import Replies
 from gateway.reviews import Reviews
-from gateway.router import Router
+from gateway.router import Router, lane_work_kind
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
+from gateway.work import WorkQueue
 from gateway.worker import Worker
+
+ReadinessCheck = Callable[[], str | None]  # a problem that makes the process not ready, or None
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from gateway.cluster.work_queue import RedisWorkQueue
 
 # The adapters of this process, built once the storage is open: an adapter may keep state in it
 # (Discord's deferred slash commands).
@@ -45,6 +54,7 @@ AdapterFactory = Callable[[Storage], Sequence[Adapter]]
 class Core:
     services: Services
     router: Router
+    readiness: Sequence[ReadinessCheck] = ()  # besides adapters and database (gateway.http)
 
 
 def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
@@ -78,11 +88,14 @@ async def open_core(
     provider: str | None = None,
     model: str | None = None,
     context_dir: Path | None = None,
+    cluster: bool = False,
 ) -> AsyncIterator[Core]:
     """Open the shared core for the adapters ``adapters`` builds (not started: the caller starts them).
 
     ``provider``/``model`` override the configured model for new sessions and ``context_dir`` is where
-    a project context file is looked up (both for the terminal).
+    a project context file is looked up (both for the terminal). ``cluster``: with ``cluster.redis_url``
+    set, this process is one of the cluster's workers (the gateway; never the terminal, whose lanes run
+    only its own chat).
     """
     async with AsyncExitStack() as stack:
         runtime = await stack.enter_async_context(
@@ -94,10 +107,19 @@ async def open_core(
         budget = SendBudget()
         sender = OutboxSender(outbox, by_platform, budget, metrics)
         pairing = Pairing(runtime.storage)
+        inbox = Inbox(runtime.storage)
+        lanes: WorkQueue
+        readiness: list[ReadinessCheck] = []
+        if cluster and runtime.redis is not None:
+            queue = await stack.enter_async_context(open_cluster_queue(config, runtime.redis, inbox, metrics))
+            lanes = queue
+            readiness.append(queue.readiness_problem)
+        else:
+            lanes = Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
-            inbox=Inbox(runtime.storage),
+            inbox=inbox,
             outbox=outbox,
             sender=sender,
             replies=Replies(outbox, sender, by_platform),
@@ -106,7 +128,7 @@ async def open_core(
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
-            lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
+            lanes=lanes,
             reviews=Reviews(runtime, config.review, metrics),
             media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
             metrics=metrics,
@@ -115,7 +137,37 @@ async def open_core(
         stack.push_async_callback(services.reviews.aclose)
         sending = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending)
-        yield Core(services, Router(services, require_mention=require_mention(config)))
+        yield Core(services, Router(services, require_mention=require_mention(config)), readiness)
+
+
+def open_cluster_queue(
+    config: HeraldConfig, redis: Redis, inbox: Inbox, metrics: GatewayMetrics
+) -> AbstractAsyncContextManager[RedisWorkQueue]:
+    """The cluster's work queue (``gateway.cluster.work_queue``) in place of this process's lanes."""
+    from agent.redis_semaphore import RedisSemaphore
+    from gateway.cluster import KEY_PREFIX
+    from gateway.cluster.chat_order import ChatOrder
+    from gateway.cluster.instance import instance_id
+    from gateway.cluster.queue_metrics import QueueMetrics
+    from gateway.cluster.work_queue import open_work_queue
+
+    cluster = config.cluster
+    instance = instance_id(cluster)
+    max_mb = config.gateway.max_attachment_mb
+    total = cluster.max_concurrent_turns
+    return open_work_queue(
+        redis,
+        ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb)),
+        prefix=KEY_PREFIX,
+        instance=instance,
+        local_limit=config.gateway.max_concurrent_turns,
+        turn_cap=RedisSemaphore(redis, f"{KEY_PREFIX}:turns", total, ttl=cluster.lease_ttl, owner=instance)
+        if total is not None
+        else None,
+        lease_ttl=cluster.lease_ttl,
+        metrics=QueueMetrics(metrics.registry),
+        on_depth=metrics.queue_depth.set,
+    )
 
 
 async def cancel(task: asyncio.Task[None]) -> None:

@@ -1,9 +1,10 @@
 """The gateway's HTTP server: ``/healthz``, ``/readyz``, ``/metrics`` and platform webhooks.
 
 ``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
-connected and the database takes a write, else 503 with what is wrong (for a load balancer or
-systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
-``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
+connected, the database takes a write and every further check passes (a cluster process reaches
+Redis), else 503 with what is wrong (for a load balancer or systemd's watchdog scripts). ``/metrics``
+is Prometheus' text format. An adapter with a ``webhook_path`` gets its POSTs routed to it (Telegram's
+webhook mode).
 """
 
 from __future__ import annotations
@@ -39,12 +40,16 @@ class HttpServer:
         adapters: Sequence[Adapter],
         facts: GatewayFacts,
         metrics: GatewayMetrics,
+        checks: Sequence[Callable[[], str | None]] = (),
     ) -> None:
+        """``checks``: more reasons not to be ready (each returns a problem or None), such as a cluster
+        process that cannot reach Redis."""
         self.host = host
         self.port = port
         self.adapters = adapters
         self.facts = facts
         self.metrics = metrics
+        self.checks = checks
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -90,6 +95,7 @@ class HttpServer:
             problems.append(f"database: no answer within {READY_PROBE_SECONDS:.0f}s")
         except Exception as error:  # any failure means "not ready"; say which
             problems.append(f"database: {type(error).__name__}: {error}")
+        problems.extend(problem for check in self.checks if (problem := check()) is not None)
         return {"ready": not problems, "problems": problems}
 
     async def _readyz(self, request: web.Request) -> web.Response:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.agent_settings import AgentSettings
 from agent.compression.engine import ContextCompressor, ContextEngine
@@ -46,6 +47,9 @@ from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
 from gateway.storage import open_home_storage
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -150,6 +154,7 @@ class Runtime:
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
     mcp: McpServers  # the MCP servers that started; their tools are in ``registry``
+    redis: Redis | None = None  # the cluster's Redis (cluster.redis_url); None: one process on its own
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -228,6 +233,32 @@ def mcp_settings(config: HeraldConfig) -> McpSettings:
     return config.mcp if "mcp" in config.agent.toolsets else McpSettings()
 
 
+def open_cluster_redis(config: HeraldConfig, home: HeraldHome) -> AbstractAsyncContextManager[Redis | None]:
+    """The cluster's Redis client when ``cluster.redis_url`` is set (redis is imported only then)."""
+    if config.cluster.redis_url is None:
+        return nullcontext(None)
+    from gateway.cluster.connect import open_redis
+
+    return open_redis(config, home)
+
+
+def request_limiter(config: HeraldConfig, redis: Redis | None) -> RequestLimiter:
+    """This process's cap on model requests in flight, and the cluster's on top when one is set."""
+    local = LocalRequestLimiter(config.agent.max_concurrent_requests)
+    total = config.cluster.max_concurrent_requests
+    if redis is None or total is None:
+        return local
+    from agent.cluster_limits import ClusterRequestLimiter
+    from agent.redis_semaphore import RedisSemaphore
+    from gateway.cluster import KEY_PREFIX
+    from gateway.cluster.instance import instance_id
+
+    cluster = config.cluster
+    owner = instance_id(cluster)
+    shared = RedisSemaphore(redis, f"{KEY_PREFIX}:requests", total, ttl=cluster.lease_ttl, owner=owner)
+    return ClusterRequestLimiter(local, shared)
+
+
 def agent_settings(config: HeraldConfig) -> AgentSettings:
     return AgentSettings(
         max_tokens=config.model.max_tokens,
@@ -258,6 +289,7 @@ async def open_runtime(
     name = model or config.model.name
     async with AsyncExitStack() as stack:
         storage = await stack.enter_async_context(open_home_storage(home, config))
+        redis = await stack.enter_async_context(open_cluster_redis(config, home))
         store = SessionStore(storage)
         locks = DatabaseSessionLocks(SessionLeases(storage))
         stack.push_async_callback(locks.aclose)
@@ -269,7 +301,7 @@ async def open_runtime(
         transcriber = make_transcriber(config)
         if transcriber is not None:
             stack.push_async_callback(transcriber.aclose)
-        limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
+        limiter = request_limiter(config, redis)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
         cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
@@ -305,4 +337,5 @@ async def open_runtime(
             cron=cron,
             transcriber=transcriber,
             mcp=mcp,
+            redis=redis,
         )

@@ -26,6 +26,7 @@ from gateway.inbox import InboxRow, InboxState
 from gateway.lanes import INTERRUPTED
 from gateway.media import MessageRefused
 from gateway.outbox import Operation, Outgoing
+from gateway.pending import NoLongerPending, hold_pending
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -75,13 +76,14 @@ async def answer(services: Services, row: InboxRow, *, resumed: bool = False) ->
     """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
 
     ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
-    did for it is looked for first. Raises only for cancellation and ``StorageUnavailable`` (the row is
-    still pending: run it again once the database is back); a bug becomes one line for the person and
-    a traceback in the log, and the row is closed as failed (not retried at every start).
+    did for it is looked for first. Raises only for cancellation, ``StorageUnavailable`` (the row is
+    still pending: run it again once the database is back) and ``NoLongerPending`` (another worker
+    answered it first); a bug becomes one line for the person and a traceback in the log, and the row
+    is closed as failed (not retried at every start).
     """
     try:
         await _answer(services, row, resumed=resumed)
-    except StorageUnavailable:
+    except (StorageUnavailable, NoLongerPending):
         raise  # the database is down: the worker waits and runs this again, nothing is lost
     except Exception:
         log.exception("inbox %d: answering failed unexpectedly", row.id)
@@ -94,7 +96,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     address = reply_address(message)
     adapter = services.adapters[message.platform]
     services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
-    async with runtime.locks.hold(row.session_key) as lease:
+    async with hold_pending(services, row) as lease:
         session = await current_session(services, lease, row)
         streamed = [row.stream_message_id] if row.stream_message_id else []
         earlier = {INBOX_META: row.id}
