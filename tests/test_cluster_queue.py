@@ -83,6 +83,26 @@ async def test_a_later_entry_read_first_still_answers_the_chat_in_order(
         assert (await stream.stats()).pending == 0  # every entry acknowledged
 
 
+async def test_a_message_stored_without_an_entry_is_queued_by_the_periodic_rebuild(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        cluster.fake.register_chat(FIRST_CHAT)
+        # As a process that died between storing a message and adding its entry leaves it.
+        await cluster.gateways[0].services.inbox.record(
+            inbound(FIRST_CHAT, "forgotten", "1"), "telegram:dm:1000"
+        )
+        await cluster.settled(timeout=3 * LEASE_TTL + 10)
+        assert cluster.answers(FIRST_CHAT) == ["Answer to forgotten"]
+
+
 async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_the_lease_time(
     home: HeraldHome,
     emulator: ProviderEmulator,
@@ -189,6 +209,7 @@ async def test_redis_halted_and_restarted_under_load_loses_nothing_and_doubles_n
             expected = [f"Answer to c{chat} {when}" for when in ("before", "during", "after")]
             assert cluster.answers(chat) == expected
         assert len(emulator.requests) == 3 * chats
+        assert sum(cluster.queue(index).rebuilds for index in range(2)) >= 1
         assert all(cluster.queue(index).problem is None for index in range(2))
         assert (await cluster.gateways[1].http.readiness())["ready"]
 
