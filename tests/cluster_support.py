@@ -14,7 +14,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
+
 from adapters.base import ChatType, InboundMessage
+from agent.storage.schema import inbox, outbox
 from gateway.app import Gateway, open_gateway
 from gateway.cluster.work_queue import RedisWorkQueue
 from gateway.home import HeraldHome
@@ -98,8 +101,27 @@ class Cluster:
         pending = [(row.id, row.message.text) for row in await services.inbox.pending()]
         raise AssertionError(f"the cluster did not settle in {timeout}s; pending {pending}")
 
+    async def queued(self, chat_id: int) -> list[str]:
+        """Per answered message of a chat, the final text queued in the outbox, in the order the answers
+        were queued: what the work queue made of the chat's messages (each answered once, in order)."""
+        query = (
+            sa.select(outbox.c.inbox_id, outbox.c.text)
+            .where(outbox.c.chat_id == str(chat_id), outbox.c.inbox_id.is_not(None))
+            .order_by(outbox.c.id)
+        )
+        storage = self.gateways[self.live[0]].services.runtime.storage
+        rows = await storage.read(lambda conn: [(int(row[0]), str(row[1])) for row in conn.execute(query)])
+        final: dict[int, str] = {}
+        for inbox_id, text in rows:
+            final.pop(inbox_id, None)  # its last operation decides its place and text
+            final[inbox_id] = text
+        return list(final.values())
+
     def answers(self, chat_id: int) -> list[str]:
-        return [m.text for m in self.fake.messages(chat_id) if not m.deleted]
+        """What the chat shows, a reply sent twice in a row counted once: until outbox items are claimed
+        (each sent by one process), two processes' senders may both send one."""
+        shown = [m.text for m in self.fake.messages(chat_id) if not m.deleted]
+        return [text for index, text in enumerate(shown) if index == 0 or shown[index - 1] != text]
 
     async def states(self) -> dict[str, int]:
         """Inbox rows by state."""
@@ -108,11 +130,7 @@ class Cluster:
         for state in InboxState:
             counts[state.value] = 0
 
-        def count(conn: Any) -> None:
-            import sqlalchemy as sa
-
-            from agent.storage.schema import inbox
-
+        def count(conn: sa.Connection) -> None:
             for row in conn.execute(sa.select(inbox.c.state, sa.func.count()).group_by(inbox.c.state)):
                 counts[row[0]] = int(row[1])
 

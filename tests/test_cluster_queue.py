@@ -48,6 +48,7 @@ async def test_many_chats_are_answered_once_each_in_order_spread_over_the_proces
                 cluster.fake.private_message(chat, f"c{chat} m{n}")
         await cluster.settled()
         for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            assert await cluster.queued(chat) == [f"Answer to c{chat} m{n}" for n in range(per_chat)]
             assert cluster.answers(chat) == [f"Answer to c{chat} m{n}" for n in range(per_chat)]
         assert len(emulator.requests) == chats * per_chat  # no turn ran twice
         done = [cluster.turns_answered(index) for index in range(3)]
@@ -78,6 +79,7 @@ async def test_a_later_entry_read_first_still_answers_the_chat_in_order(
         await stream.add([Work(WorkKind.MESSAGE, key, ids[2]), Work(WorkKind.MESSAGE, key, ids[1])])
         await stream.add([Work(WorkKind.MESSAGE, key, ids[2])])
         await cluster.settled()
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to q0", "Answer to q1", "Answer to q2"]
         assert cluster.answers(FIRST_CHAT) == ["Answer to q0", "Answer to q1", "Answer to q2"]
         assert len(emulator.requests) == 3
         assert (await stream.stats()).pending == 0  # every entry acknowledged
@@ -100,6 +102,7 @@ async def test_a_message_stored_without_an_entry_is_queued_by_the_periodic_rebui
             inbound(FIRST_CHAT, "forgotten", "1"), "telegram:dm:1000"
         )
         await cluster.settled(timeout=3 * LEASE_TTL + 10)
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to forgotten"]
         assert cluster.answers(FIRST_CHAT) == ["Answer to forgotten"]
 
 
@@ -124,6 +127,7 @@ async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_th
         await cluster.close(stopped)
         await cluster.settled()
         waited = loop.time() - began
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to who answers me?"]
         assert cluster.answers(FIRST_CHAT) == ["Answer to who answers me?"]
         assert len(emulator.requests) == 2  # the cut-off attempt and the one that answered
         assert LEASE_TTL - 1 <= waited <= LEASE_TTL + 15, waited
@@ -147,6 +151,7 @@ async def test_stop_from_one_process_cancels_the_turn_running_in_another(
         assert cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
         await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
         await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Stopped."]
         assert cluster.answers(FIRST_CHAT) == ["Stopped."]
         states = await cluster.states()
         assert states["cancelled"] == 1 and states["answered"] == 1  # the turn, and /stop's own row
@@ -171,6 +176,7 @@ async def test_a_new_message_interrupts_a_turn_running_in_another_process(
         other = 1 - running
         await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "second", "9002")])
         await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to second"]
         assert cluster.answers(FIRST_CHAT) == ["Answer to second"]
         assert (await cluster.states())["cancelled"] == 1
 
@@ -207,6 +213,7 @@ async def test_redis_halted_and_restarted_under_load_loses_nothing_and_doubles_n
         await cluster.settled()
         for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
             expected = [f"Answer to c{chat} {when}" for when in ("before", "during", "after")]
+            assert await cluster.queued(chat) == expected
             assert cluster.answers(chat) == expected
         assert len(emulator.requests) == 3 * chats
         assert sum(cluster.queue(index).rebuilds for index in range(2)) >= 1

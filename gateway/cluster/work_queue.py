@@ -60,6 +60,7 @@ DATABASE_WAIT_MAX = 30.0
 STATS_EVERY = 2.0  # seconds between refreshes of the queue's metrics (and trims of the stream)
 FORGET_EVERY = 3600.0  # seconds between sweeps of consumers long gone
 CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted just before closing
+NOT_REACHED = "Redis: not reached yet"
 
 
 @dataclass
@@ -111,7 +112,7 @@ class RedisWorkQueue:
         self._taking = True  # False once draining: read nothing more
         self._closing = False  # set by shutdown: start nothing more
         self._tasks: list[asyncio.Task[None]] = []
-        self.problem: str | None = "Redis: not reached yet"
+        self.problem: str | None = NOT_REACHED
         self.rebuilds = 0  # times the stream was rebuilt from the database (for tests and logs)
 
     # --- gateway.work.WorkQueue -------------------------------------------------------------------
@@ -218,7 +219,7 @@ class RedisWorkQueue:
     # --- Redis up and down -------------------------------------------------------------------------
 
     def _lost(self, error: Exception) -> None:
-        if self.problem is None:
+        if self.problem is None or self.problem == NOT_REACHED:
             log.warning("Redis is unreachable (%s): taking no new work until it is back", error)
         self.problem = f"Redis: {type(error).__name__}: {error}"
         self._up.clear()
@@ -232,7 +233,7 @@ class RedisWorkQueue:
         if await self.stream.ensure_group():
             log.info("work stream %s created (Redis was empty)", self.stream.key)
         await self.rebuild()
-        if self.problem is not None and not self.problem.startswith("Redis: not reached"):
+        if self.problem not in (None, NOT_REACHED):
             log.info("Redis is back: taking work again")
         self.problem = None
         self._up.set()
