@@ -32,7 +32,7 @@ from gateway.facts import GatewayFacts
 from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
-from gateway.http import HttpServer, ReadinessCheck
+from gateway.http import HttpServer
 from gateway.router import Router
 from gateway.services import Services
 
@@ -146,7 +146,7 @@ async def open_gateway(
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     build = adapters or (lambda storage: build_adapters(config, tokens, storage))
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_core(config, home, build))
+        core = await stack.enter_async_context(open_core(config, home, build, cluster=True))
         services, router = core.services, core.router
         chosen = list(services.adapters.values())
         if not chosen:
@@ -172,7 +172,7 @@ async def open_gateway(
             adapters=chosen,
             facts=GatewayFacts(runtime.storage),
             metrics=services.metrics,
-            checks=[ReadinessCheck("redis", runtime.cluster.probe)] if runtime.cluster else [],
+            checks=core.readiness,
         )
         await http.start()
         stack.push_async_callback(http.stop)

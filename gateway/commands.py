@@ -29,6 +29,7 @@ from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
 from gateway.inbox import InboxRow
 from gateway.pairing import welcome
+from gateway.pending import NoLongerPending, hold_pending
 from gateway.services import Services
 from gateway.turns import start_session
 
@@ -103,8 +104,7 @@ async def _reset(context: CommandContext) -> str:
 
 
 async def _fresh_session(context: CommandContext) -> StartedSession:
-    runtime = context.services.runtime
-    async with runtime.locks.hold(context.key) as lease:
+    async with hold_pending(context.services, context.row) as lease:
         return await start_session(context.services, lease, context.row.message)
 
 
@@ -120,7 +120,7 @@ async def _stop(context: CommandContext) -> str:
 
 async def _compress(context: CommandContext) -> str:
     runtime = context.services.runtime
-    async with runtime.locks.hold(context.key) as lease:
+    async with hold_pending(context.services, context.row) as lease:
         session = await runtime.store.latest_session(context.key)
         if session is None:
             return NOTHING_TO_COMPRESS
@@ -272,8 +272,8 @@ async def answer_command(services: Services, row: InboxRow) -> None:
     name, args = parsed if parsed is not None else ("", "")
     try:
         reply = await run_command(CommandContext(services, row, args), name)
-    except (StorageUnavailable, FencedOut):
-        raise  # the database is down (the worker runs it again), or another process took the session
+    except (StorageUnavailable, FencedOut, NoLongerPending):
+        raise  # the database is down (run again later), the session or the row is another process's
     except Exception:
         log.exception("command /%s failed", name)
         reply = f"/{name} failed unexpectedly; the details are in the gateway's log."

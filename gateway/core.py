@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from agent.storage.base import Storage
@@ -28,13 +29,18 @@ from gateway.media import MediaReader
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing
+from gateway.readiness import ReadinessCheck
 from gateway.replies import Replies
 from gateway.reviews import Reviews
-from gateway.router import Router
+from gateway.router import Router, lane_work_kind
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
 from gateway.services import Services
+from gateway.work import WorkQueue
 from gateway.worker import Worker
+
+if TYPE_CHECKING:
+    from gateway.cluster.redis import Cluster
 
 # The adapters of this process, built once the storage is open: an adapter may keep state in it
 # (Discord's deferred slash commands).
@@ -45,6 +51,7 @@ AdapterFactory = Callable[[Storage], Sequence[Adapter]]
 class Core:
     services: Services
     router: Router
+    readiness: Sequence[ReadinessCheck] = ()  # besides adapters and database (gateway.http)
 
 
 def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
@@ -78,11 +85,14 @@ async def open_core(
     provider: str | None = None,
     model: str | None = None,
     context_dir: Path | None = None,
+    cluster: bool = False,
 ) -> AsyncIterator[Core]:
     """Open the shared core for the adapters ``adapters`` builds (not started: the caller starts them).
 
     ``provider``/``model`` override the configured model for new sessions and ``context_dir`` is where
-    a project context file is looked up (both for the terminal).
+    a project context file is looked up (both for the terminal). ``cluster``: with ``cluster.redis_url``
+    set, this process is one of the cluster's workers (the gateway; never the terminal, whose lanes run
+    only its own chat).
     """
     async with AsyncExitStack() as stack:
         runtime = await stack.enter_async_context(
@@ -97,10 +107,13 @@ async def open_core(
         outbound = sending(runtime.cluster, by_platform, metrics)
         sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
+        inbox = Inbox(runtime.storage)
+        in_cluster = runtime.cluster if cluster else None
+        lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
-            inbox=Inbox(runtime.storage),
+            inbox=inbox,
             outbox=outbox,
             sender=sender,
             replies=Replies(outbox, sender, by_platform),
@@ -109,7 +122,7 @@ async def open_core(
             authorizer=Authorizer(access_policy(config, owners=owners), pairing),
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
-            lanes=Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set),
+            lanes=lanes,
             reviews=Reviews(runtime, config.review, metrics),
             media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
             metrics=metrics,
@@ -118,7 +131,29 @@ async def open_core(
         stack.push_async_callback(services.reviews.aclose)
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
-        yield Core(services, Router(services, require_mention=require_mention(config)))
+        yield Core(services, Router(services, require_mention=require_mention(config)), readiness)
+
+
+async def open_lanes(
+    stack: AsyncExitStack,
+    config: HeraldConfig,
+    cluster: Cluster | None,
+    inbox: Inbox,
+    metrics: GatewayMetrics,
+) -> tuple[WorkQueue, list[ReadinessCheck]]:
+    """This process's lanes; or, for a gateway process of a cluster, the cluster's work queue (and what
+    ``/readyz`` must ask of it and of Redis)."""
+    if cluster is None:
+        return Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set), []
+    from gateway.cluster.chat_order import ChatOrder  # redis-py: cluster mode only
+    from gateway.cluster.work_queue import cluster_work_queue
+
+    max_mb = config.gateway.max_attachment_mb
+    order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb))
+    queue = await stack.enter_async_context(
+        cluster_work_queue(cluster, order, local_limit=config.gateway.max_concurrent_turns, metrics=metrics)
+    )
+    return queue, [ReadinessCheck("redis", cluster.probe), ReadinessCheck("work queue", queue.probe)]
 
 
 async def cancel(task: asyncio.Task[None]) -> None:

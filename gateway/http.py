@@ -14,13 +14,13 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from aiohttp import web
 
 from adapters.base import Adapter
 from gateway.facts import GatewayFacts
 from gateway.metrics import GatewayMetrics
+from gateway.readiness import ReadinessCheck
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +28,6 @@ READY_PROBE_SECONDS = 3.0
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True)
-class ReadinessCheck:
-    """One more thing ``/readyz`` needs: ``probe`` returns when ``name`` is usable and raises (its
-    message says why) when it is not."""
-
-    name: str
-    probe: Callable[[], Awaitable[None]]
 
 
 class HttpServer:
@@ -52,6 +43,7 @@ class HttpServer:
         metrics: GatewayMetrics,
         checks: Sequence[ReadinessCheck] = (),
     ) -> None:
+        """``checks``: more things to be ready for, such as a cluster process's Redis."""
         self.host = host
         self.port = port
         self.adapters = adapters

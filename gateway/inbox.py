@@ -128,6 +128,20 @@ class Inbox:
         query = sa.select(inbox).where(inbox.c.state == InboxState.PENDING.value).order_by(inbox.c.id)
         return await self.storage.read(lambda conn: [_row(row) for row in conn.execute(query)])
 
+    async def pending_of(self, session_key: str, up_to: int) -> list[InboxRow]:
+        """The rows of one chat without an answer, with ids up to ``up_to``, oldest first (a cluster's
+        workers answer a chat's oldest message first: ``gateway.cluster.chat_order``)."""
+        query = (
+            sa.select(inbox)
+            .where(
+                inbox.c.state == InboxState.PENDING.value,
+                inbox.c.session_key == session_key,
+                inbox.c.id <= up_to,
+            )
+            .order_by(inbox.c.id)
+        )
+        return await self.storage.read(lambda conn: [_row(row) for row in conn.execute(query)])
+
     async def get(self, inbox_id: int) -> InboxRow | None:
         """The row ``inbox_id`` (queued work names its message by this id)."""
         query = sa.select(inbox).where(inbox.c.id == inbox_id)

@@ -65,6 +65,18 @@ def _size(size: int) -> str:
     return f"{size / MB:.1f} MB" if size >= MB else f"{size / 1000:.0f} kB"
 
 
+def lane_work_kind(row: InboxRow, max_attachment_mb: float) -> WorkKind | None:
+    """What a stored message is in its chat's lane: a turn, a command that touches the session, or None
+    for what is answered at once outside the lane (a refusal, an immediate command such as ``/stop``)."""
+    if oversized_refusal(row.message, max_attachment_mb) is not None:
+        return None
+    parsed = parse_command(row.message.text)
+    if parsed is None:
+        return WorkKind.MESSAGE
+    command = BY_NAME.get(parsed[0])
+    return WorkKind.COMMAND if command is not None and command.in_lane else None
+
+
 class GatewayStopping(Exception):
     """The gateway is shutting down; the adapter must not confirm the message."""
 
@@ -125,17 +137,13 @@ class Router:
     def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
         """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""
         services = self.services
-        refusal = oversized_refusal(row.message, services.settings.max_attachment_mb)
-        if refusal is not None:
-            self._in_background(self._reply(row, refusal))
+        kind = lane_work_kind(row, services.settings.max_attachment_mb)
+        if kind is None:
+            refusal = oversized_refusal(row.message, services.settings.max_attachment_mb)
+            self._in_background(self._reply(row, refusal) if refusal else answer_command(services, row))
             return
-        parsed = parse_command(row.message.text)
-        if parsed is not None:
-            command = BY_NAME.get(parsed[0])
-            if command is not None and command.in_lane:
-                services.lanes.submit(Work(WorkKind.COMMAND, row.session_key, row.id))
-            else:
-                self._in_background(answer_command(services, row))
+        if kind is WorkKind.COMMAND:
+            services.lanes.submit(Work(WorkKind.COMMAND, row.session_key, row.id))
             return
         if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
             log.info("session key %s: a new message interrupted the running turn", row.session_key)

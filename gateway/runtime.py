@@ -236,6 +236,16 @@ def mcp_settings(config: HeraldConfig) -> McpSettings:
     return config.mcp if "mcp" in config.agent.toolsets else McpSettings()
 
 
+def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLimiter:
+    """This process's cap on model requests in flight, and the cluster's on top when one is set."""
+    local = LocalRequestLimiter(config.agent.max_concurrent_requests)
+    if cluster is None:
+        return local
+    from gateway.cluster.request_limits import cluster_request_limiter  # redis-py: cluster mode only
+
+    return cluster_request_limiter(cluster, local)
+
+
 def agent_settings(config: HeraldConfig) -> AgentSettings:
     return AgentSettings(
         max_tokens=config.model.max_tokens,
@@ -278,7 +288,7 @@ async def open_runtime(
         transcriber = make_transcriber(config)
         if transcriber is not None:
             stack.push_async_callback(transcriber.aclose)
-        limiter = LocalRequestLimiter(config.agent.max_concurrent_requests)
+        limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
         cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable

@@ -27,6 +27,7 @@ from gateway.inbox import InboxRow, InboxState
 from gateway.lanes import INTERRUPTED
 from gateway.media import MessageRefused
 from gateway.outbox import Operation, Outgoing
+from gateway.pending import NoLongerPending, hold_pending
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -77,13 +78,14 @@ async def answer(services: Services, row: InboxRow, *, resumed: bool = False) ->
 
     ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
     did for it is looked for first. Raises only for cancellation, ``StorageUnavailable`` (the row is
-    still pending: run it again once the database is back) and ``FencedOut`` (another process took the
-    session over: nothing more may be written or said for it here); a bug becomes one line for the
-    person and a traceback in the log, and the row is closed as failed (not retried at every start).
+    still pending: run it again once the database is back), ``FencedOut`` (another process took the
+    session over: nothing more may be written or said for it here) and ``NoLongerPending`` (another
+    worker answered it first); a bug becomes one line for the person and a traceback in the log, and
+    the row is closed as failed (not retried at every start).
     """
     try:
         await _answer(services, row, resumed=resumed)
-    except (StorageUnavailable, FencedOut):
+    except (StorageUnavailable, FencedOut, NoLongerPending):
         raise  # the database is down (the worker waits and runs this again), or the work is not ours
     except Exception:
         log.exception("inbox %d: answering failed unexpectedly", row.id)
@@ -96,7 +98,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     address = reply_address(message)
     adapter = services.adapters[message.platform]
     services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
-    async with runtime.locks.hold(row.session_key) as lease:
+    async with hold_pending(services, row) as lease:
         session = await current_session(services, lease, row)
         streamed = [row.stream_message_id] if row.stream_message_id else []
         earlier = {INBOX_META: row.id}

@@ -3,7 +3,8 @@
 A stored message becomes a turn of the agent (``gateway.turns.answer``) or, for a slash command that
 touches the session (``/new``, ``/compress`` ...), the command's reply. The message is read from the
 inbox by id when the work runs; a row that is no longer pending (answered by an earlier run, cancelled
-by a terminal that exited) is skipped.
+by a terminal that exited) is skipped, also when that is found only once the chat's lease is held
+(``gateway.pending``: another worker answered it meanwhile).
 
 A database that cannot be reached is a state, not a failure: the work waits (backing off up to
 :data:`MAX_WAIT` seconds between tries, for as long as it takes) and runs again once the database is
@@ -26,6 +27,8 @@ from agent.storage.errors import StorageUnavailable
 from agent.storage.fencing import FencedOut
 from gateway.commands import answer_command
 from gateway.inbox import InboxState
+from gateway.lanes import INTERRUPTED
+from gateway.pending import NoLongerPending
 from gateway.services import Services
 from gateway.turns import answer
 from gateway.work import Work, WorkKind
@@ -41,11 +44,35 @@ class Worker:
         self.services = services
 
     async def run(self, work: Work) -> None:
-        """Do ``work``; never raises but for cancellation (``answer`` and ``answer_command`` say why)."""
+        """Do ``work``; never raises but for cancellation (``answer`` and ``answer_command`` say why).
+
+        Cancelled as :data:`INTERRUPTED` (``/stop``, a newer message) before the turn itself could close
+        the row (waiting for the chat's lease, reading media ...), the row is closed as cancelled here:
+        the person asked for it to stop, so it is not answered later."""
+        try:
+            await self._run(work)
+        except asyncio.CancelledError as cancel:
+            if cancel.args and cancel.args[0] == INTERRUPTED:
+                await asyncio.shield(self._close_stopped(work.inbox_id))
+            raise
+
+    async def _close_stopped(self, inbox_id: int) -> None:
+        services = self.services
+        try:
+            row = await services.inbox.get(inbox_id)
+            if row is not None and row.state is InboxState.PENDING:
+                await services.replies.queue([], row=row, state=InboxState.CANCELLED)
+                services.metrics.turns.labels("cancelled").inc()
+        except StorageUnavailable as error:
+            log.warning("inbox %d was stopped but stays pending: %s", inbox_id, error)
+
+    async def _run(self, work: Work) -> None:
         waited = 0
         while True:
             try:
                 await self._run_once(work)
+            except NoLongerPending:
+                log.info("inbox %d: answered by another worker meanwhile; nothing to do", work.inbox_id)
             except StorageUnavailable as error:
                 delay = min(MAX_WAIT, FIRST_WAIT * 2**waited)
                 if waited == 0:

@@ -2,6 +2,9 @@
 
 Redis coordinates and holds nothing that matters; PostgreSQL holds every fact (ARCHITECTURE.md,
 "Scale"). Modules: ``redis`` (the connection, what "unreachable" means, the process's name),
-``session_locks`` (fenced session leases), ``budget`` (the shared send budget), ``sending`` (claims
-and budget, built for the sender). Imported only in cluster mode: one process needs no Redis.
+``session_locks`` (fenced session leases), ``work_queue`` with ``work_stream``, ``chat_order`` and
+``control`` (a Redis stream of "there is work for this chat" entries over the inbox rows, cancels
+across processes), ``semaphore`` and ``request_limits`` (cluster-wide caps on turns and model
+requests), ``budget`` (the shared send budget), ``sending`` (claims and budget, built for the sender).
+Imported only in cluster mode: one process needs no Redis.
 """

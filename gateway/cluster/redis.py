@@ -42,7 +42,7 @@ SOCKET_TIMEOUT = 10.0
 START_TIMEOUT = 15.0  # the first PING at start-up, retries included
 HEALTH_CHECK_SECONDS = 15  # a pooled connection idle for longer is PINGed before it is used
 RETRIES = 2
-KEY_PREFIX = "herald:"
+KEY_PREFIX = "herald"  # every key and channel of the cluster starts with it (one bot per Redis database)
 
 # redis-py's errors that mean "not reachable now"; an AuthenticationError is one too (a ConnectionError).
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -78,7 +78,7 @@ def redact(url: str) -> str:
 
 def redis_key(*parts: str) -> str:
     """A key of Herald's in the cluster's Redis: ``herald:<part>:<part>...``."""
-    return KEY_PREFIX + ":".join(parts)
+    return ":".join((KEY_PREFIX, *parts))
 
 
 def default_instance_id() -> str:

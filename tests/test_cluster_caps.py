@@ -1,0 +1,97 @@
+"""Cluster-wide caps in Redis (``gateway.cluster.semaphore``): turns and model requests over every process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from agent.limits import LocalRequestLimiter
+from gateway.cluster.redis import Cluster
+from gateway.cluster.request_limits import ClusterRequestLimiter
+from gateway.cluster.semaphore import RedisSemaphore
+from gateway.runtime import request_limiter
+from tests.conftest import make_config
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url, decode_responses=True, socket_connect_timeout=1)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def test_a_shared_cap_counts_the_slots_of_every_process(redis: Redis) -> None:
+    first = RedisSemaphore(redis, "test:cap", 2, ttl=5, owner="p1")
+    second = RedisSemaphore(redis, "test:cap", 2, ttl=5, owner="p2")
+    a, b = await first.try_take(), await first.try_take()
+    assert a and b and await second.try_take() is None
+    await first.release(a)
+    assert await second.try_take() is not None
+    assert await first.held() == 2
+
+
+async def test_the_slot_of_a_holder_that_died_frees_after_its_ttl_and_a_live_one_is_renewed(
+    redis: Redis,
+) -> None:
+    dead = RedisSemaphore(redis, "test:cap", 1, ttl=0.3, owner="dead")
+    live = RedisSemaphore(redis, "test:cap", 1, ttl=0.3, owner="live")
+    assert await dead.try_take() is not None  # taken, never renewed nor released
+    assert await live.try_take() is None
+    await asyncio.sleep(0.4)
+    async with live.slot():
+        await asyncio.sleep(1.0)  # three times the ttl: renewed meanwhile
+        assert await dead.try_take() is None
+    assert await dead.try_take() is not None  # released on exit
+
+
+async def test_requests_of_several_processes_stay_under_the_cluster_cap(redis: Redis) -> None:
+    limiters = [
+        ClusterRequestLimiter(
+            LocalRequestLimiter(5), RedisSemaphore(redis, "test:requests", 3, ttl=5, owner=f"p{n}")
+        )
+        for n in range(3)
+    ]
+    in_flight = peak = 0
+
+    async def request(limiter: ClusterRequestLimiter) -> None:
+        nonlocal in_flight, peak
+        async with limiter.slot():
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.05)
+            in_flight -= 1
+
+    await asyncio.gather(*(request(limiters[n % 3]) for n in range(15)))
+    assert peak == 3
+
+
+async def test_a_request_goes_on_under_the_local_cap_when_redis_is_unreachable(
+    redis_server: RedisServer,
+) -> None:
+    client = Redis.from_url(redis_server.url, decode_responses=True, socket_connect_timeout=1)
+    limiter = ClusterRequestLimiter(
+        LocalRequestLimiter(2), RedisSemaphore(client, "test:requests", 1, ttl=5, owner="p")
+    )
+    redis_server.halt()
+    try:
+        async with asyncio.timeout(10), limiter.slot():
+            assert limiter.in_flight == 1
+    finally:
+        await client.aclose()
+
+
+def test_the_cluster_request_cap_is_used_only_when_configured(redis: Redis) -> None:
+    plain = make_config("http://127.0.0.1:1", cluster={"max_concurrent_requests": 4})
+    assert isinstance(request_limiter(plain, None), LocalRequestLimiter)
+    cluster = Cluster("w1", redis, plain.cluster)
+    assert isinstance(request_limiter(plain, cluster), ClusterRequestLimiter)
+    uncapped = make_config("http://127.0.0.1:1", cluster={})
+    assert isinstance(request_limiter(uncapped, Cluster("w1", redis, uncapped.cluster)), LocalRequestLimiter)

@@ -1,0 +1,143 @@
+"""A cluster worker SIGKILLed in the middle of a turn: another process finishes the message, once.
+
+Real processes, because the process boundary is the point: the killed worker leaves its stream entry
+unacknowledged and its half-done turn in PostgreSQL, and nothing of it runs again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from gateway.home import HeraldHome, ensure_home
+from tests.cluster_support import LEASE_TTL, answer_each
+from tests.emulator import ProviderEmulator
+from tests.fakes import FakeTelegram
+from tests.postgres import free_port
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
+
+CHAT = 2
+STREAM = "herald:work"
+
+
+def cluster_home(
+    root: Path, index: int, *, provider: str, telegram: str, database: str, redis_url: str, port: int
+) -> HeraldHome:
+    home = HeraldHome(root / f"home{index}")
+    ensure_home(home)
+    home.config_path.write_text(
+        f"""model:
+  base_url: {provider}
+  retry_base_delay: 0.01
+storage:
+  url: {database}
+telegram:
+  base_url: {telegram}
+  allowed_users: [{CHAT}]
+  mode: webhook
+  webhook_url: http://127.0.0.1:{port}/telegram/webhook
+gateway:
+  http_port: {port if index == 0 else 0}
+  stream_edit_interval: 0.2
+  drain_timeout: 2
+cluster:
+  redis_url: {redis_url}
+  instance_id: w{index}
+  lease_ttl: {LEASE_TTL}
+"""
+    )
+    return home
+
+
+@contextmanager
+def gateway_process(home: HeraldHome, token: str) -> Iterator[subprocess.Popen[str]]:
+    env = {**os.environ, "HERALD_HOME": str(home.root), "TELEGRAM_BOT_TOKEN": token, "ANTHROPIC_API_KEY": "k"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "gateway", "run"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def wait(predicate: object, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message_answered_once(
+    tmp_path: Path,
+    emulator: ProviderEmulator,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    fake = FakeTelegram()
+    emulator.responder = answer_each
+    emulator.stall_next(60)  # the first attempt hangs: its worker is killed while it waits
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=5)
+    port = free_port()
+    with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram, ExitStack() as stack:
+        homes = [
+            cluster_home(
+                tmp_path,
+                index,
+                provider=provider,
+                telegram=telegram,
+                database=postgresql_database,
+                redis_url=redis_server.url,
+                port=port,
+            )
+            for index in range(2)
+        ]
+        processes = [stack.enter_context(gateway_process(home, fake.token)) for home in homes]
+
+        def both_reading() -> bool:
+            try:
+                names = {c["name"] for c in client.xinfo_consumers(STREAM, "workers")}
+            except redis.ResponseError:
+                return False
+            return names >= {"w0", "w1"}
+
+        wait(both_reading, "both workers reading the stream", timeout=60)
+        fake.private_message(CHAT, "question")
+        wait(lambda: emulator.requests, "the first model request")
+        [held] = client.xpending_range(STREAM, "workers", "-", "+", 10)
+        killed = int(str(held["consumer"])[1:])
+        processes[killed].send_signal(signal.SIGKILL)
+        processes[killed].wait(timeout=10)
+        began = time.monotonic()
+
+        def answered() -> list[str]:
+            return [m.text for m in fake.messages(CHAT) if not m.deleted and m.text.startswith("Answer")]
+
+        wait(answered, "the answer from the other process", timeout=60)
+        waited = time.monotonic() - began
+        time.sleep(1.0)  # a doubled answer would show up now
+        final = [m.text for m in fake.messages(CHAT) if not m.deleted]
+        assert processes[1 - killed].poll() is None
+    client.close()
+    assert final == ["Answer to question"]
+    assert len(emulator.requests) == 2  # the killed attempt and the one that answered
+    assert waited < LEASE_TTL + 15, waited

@@ -1,0 +1,254 @@
+"""The cluster's work queue: gateways in one event loop on one PostgreSQL, one Redis, one fake Telegram.
+
+Every message is answered exactly once and in order per chat, whichever process reads its entry; work is
+spread over the processes; a process that stops mid-turn leaves its message to another; /stop reaches
+the process running the turn; Redis going away loses nothing; the cluster-wide turn cap holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.home import HeraldHome
+from gateway.inbox import InboxEntry
+from gateway.work import Work, WorkKind
+from tests.cluster_support import LEASE_TTL, answer_each, inbound, open_cluster
+from tests.emulator import ProviderEmulator
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
+
+FIRST_CHAT = 1000
+
+
+async def model_asked(emulator: ProviderEmulator, count: int = 1) -> None:
+    async with asyncio.timeout(30):
+        while len(emulator.requests) < count:  # noqa: ASYNC110 - the emulator has no event to wait on
+            await asyncio.sleep(0.02)
+
+
+async def test_many_chats_are_answered_once_each_in_order_spread_over_the_processes(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.01  # a turn takes a moment, so one process cannot take every chat
+    chats, per_chat = 12, 3
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
+        gateway={"max_concurrent_turns": 3},
+    ) as cluster:  # fmt: skip
+        for n in range(per_chat):
+            for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+                cluster.fake.private_message(chat, f"c{chat} m{n}")
+        await cluster.settled()
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            assert await cluster.queued(chat) == [f"Answer to c{chat} m{n}" for n in range(per_chat)]
+            assert cluster.answers(chat) == [f"Answer to c{chat} m{n}" for n in range(per_chat)]
+        assert len(emulator.requests) == chats * per_chat  # no turn ran twice
+        done = [cluster.turns_answered(index) for index in range(3)]
+        assert sum(done) == chats * per_chat and all(done), done  # every process answered some
+        assert (await cluster.states())["answered"] == chats * per_chat
+
+
+async def test_a_later_entry_read_first_still_answers_the_chat_in_order(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        services = cluster.gateways[0].services
+        cluster.fake.register_chat(FIRST_CHAT)
+        key = "telegram:dm:1000"
+        rows = await services.inbox.record_batch(
+            [InboxEntry(inbound(FIRST_CHAT, f"q{n}", str(n)), key) for n in range(3)]
+        )
+        ids = [row.id for row in rows if row is not None]
+        stream = cluster.queue(0).stream
+        # The entries arrive in the wrong order, twice, and the first never on its own.
+        await stream.add([Work(WorkKind.MESSAGE, key, ids[2]), Work(WorkKind.MESSAGE, key, ids[1])])
+        await stream.add([Work(WorkKind.MESSAGE, key, ids[2])])
+        await cluster.settled()
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to q0", "Answer to q1", "Answer to q2"]
+        assert cluster.answers(FIRST_CHAT) == ["Answer to q0", "Answer to q1", "Answer to q2"]
+        assert len(emulator.requests) == 3
+        assert (await stream.stats()).pending == 0  # every entry acknowledged
+
+
+async def test_a_message_stored_without_an_entry_is_queued_by_the_periodic_rebuild(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        cluster.fake.register_chat(FIRST_CHAT)
+        # As a process that died between storing a message and adding its entry leaves it.
+        await cluster.gateways[0].services.inbox.record(
+            inbound(FIRST_CHAT, "forgotten", "1"), "telegram:dm:1000"
+        )
+        await cluster.settled(timeout=3 * LEASE_TTL + 10)
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to forgotten"]
+        assert cluster.answers(FIRST_CHAT) == ["Answer to forgotten"]
+
+
+async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_the_lease_time(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stall_next(60)  # the first attempt hangs until its process stops
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
+        gateway={"drain_timeout": 0.2},
+    ) as cluster:  # fmt: skip
+        cluster.fake.private_message(FIRST_CHAT, "who answers me?")
+        stopped = await cluster.wait_running()
+        await model_asked(emulator)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await cluster.close(stopped)
+        await cluster.settled()
+        waited = loop.time() - began
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to who answers me?"]
+        assert cluster.answers(FIRST_CHAT) == ["Answer to who answers me?"]
+        assert len(emulator.requests) == 2  # the cut-off attempt and the one that answered
+        assert LEASE_TTL - 1 <= waited <= LEASE_TTL + 15, waited
+
+
+async def test_stop_from_one_process_cancels_the_turn_running_in_another(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.stall_next(60)
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database
+    ) as cluster:
+        cluster.fake.private_message(FIRST_CHAT, "a long question")
+        running = await cluster.wait_running()
+        await model_asked(emulator)
+        other = next(index for index in cluster.live if index != running)
+        assert cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
+        await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
+        await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Stopped."]
+        assert cluster.answers(FIRST_CHAT) == ["Stopped."]
+        states = await cluster.states()
+        assert states["cancelled"] == 1 and states["answered"] == 1  # the turn, and /stop's own row
+
+
+async def test_a_new_message_interrupts_a_turn_running_in_another_process(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stall_next(60)
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
+        count=2, gateway={"busy_policy": "interrupt"},
+    ) as cluster:  # fmt: skip
+        cluster.fake.private_message(FIRST_CHAT, "first")
+        running = await cluster.wait_running()
+        await model_asked(emulator)
+        other = 1 - running
+        await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "second", "9002")])
+        await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Answer to second"]
+        assert cluster.answers(FIRST_CHAT) == ["Answer to second"]
+        assert (await cluster.states())["cancelled"] == 1
+
+
+async def test_redis_halted_and_restarted_under_load_loses_nothing_and_doubles_nothing(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.01
+    chats = 8
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} before")
+        await asyncio.to_thread(redis_server.halt)
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} during")  # stored; no entry can be added
+        async with asyncio.timeout(20):
+            while any(cluster.queue(index).problem is None for index in range(2)):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        report = await cluster.gateways[0].http.readiness()
+        assert not report["ready"] and any("Redis" in problem for problem in report["problems"])  # type: ignore[attr-defined]
+        async with asyncio.timeout(20):
+            while cluster.fake.pending_updates():  # noqa: ASYNC110 - the webhook keeps storing
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(redis_server.restart)  # empty: the stream is rebuilt from the database
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} after")
+        await cluster.settled()
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            expected = [f"Answer to c{chat} {when}" for when in ("before", "during", "after")]
+            assert await cluster.queued(chat) == expected
+            assert cluster.answers(chat) == expected
+        assert len(emulator.requests) == 3 * chats
+        assert sum(cluster.queue(index).rebuilds for index in range(2)) >= 1
+        assert all(cluster.queue(index).problem is None for index in range(2))
+        assert (await cluster.gateways[1].http.readiness())["ready"]
+
+
+async def test_the_cluster_wide_turn_cap_holds_over_the_processes(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.02
+    chats = 10
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
+        gateway={"max_concurrent_turns": 4}, cluster={"max_concurrent_turns": 2},
+    ) as cluster:  # fmt: skip
+        peak = 0
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, sum(cluster.queue(index).running for index in range(3)))
+                await asyncio.sleep(0.005)
+
+        watching = asyncio.create_task(watch())
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat}")
+        await cluster.settled()
+        watching.cancel()
+        assert peak == 2, peak
+        assert len(emulator.requests) == chats
+        text = cluster.gateways[0].services.metrics.render().decode()
+        assert "gateway_cluster_queue_oldest_seconds" in text and "gateway_cluster_running" in text
