@@ -1,7 +1,8 @@
 """The gateway's HTTP server: ``/healthz``, ``/readyz``, ``/metrics`` and platform webhooks.
 
 ``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
-connected and the database takes a write, else 503 with what is wrong (for a load balancer or
+connected and the database takes a write (and, in a cluster, Redis answers; the report then says this
+process's role and leases), else 503 with what is wrong (for a load balancer or
 systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
 ``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
 """
@@ -13,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from aiohttp import web
 
@@ -28,6 +30,12 @@ MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
 
 
+class ClusterReport(Protocol):
+    """A cluster member (``gateway.cluster.member``): its role and leases, and what is wrong."""
+
+    async def readiness(self) -> tuple[dict[str, object], list[str]]: ...
+
+
 class HttpServer:
     """Serves on ``host:port`` from ``start`` until ``stop``; ``port`` 0 picks a free one (see ``url``)."""
 
@@ -39,8 +47,10 @@ class HttpServer:
         adapters: Sequence[Adapter],
         facts: GatewayFacts,
         metrics: GatewayMetrics,
+        cluster: ClusterReport | None = None,
     ) -> None:
         self.host = host
+        self.cluster = cluster
         self.port = port
         self.adapters = adapters
         self.facts = facts
@@ -90,7 +100,12 @@ class HttpServer:
             problems.append(f"database: no answer within {READY_PROBE_SECONDS:.0f}s")
         except Exception as error:  # any failure means "not ready"; say which
             problems.append(f"database: {type(error).__name__}: {error}")
-        return {"ready": not problems, "problems": problems}
+        report: dict[str, object] = {"ready": not problems, "problems": problems}
+        if self.cluster is not None:
+            member, trouble = await self.cluster.readiness()
+            problems.extend(trouble)
+            report.update(ready=not problems, cluster=member)
+        return report
 
     async def _readyz(self, request: web.Request) -> web.Response:
         report = await self.readiness()

@@ -56,6 +56,15 @@ class GatewayMetrics:
         self.rate_limited = Counter(
             "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry
         )
+        # Cluster mode only (cluster.redis_url): what this process is and holds, read when scraped.
+        self.cluster_role = Gauge(
+            "gateway_cluster_role", "1 for this process's role: leader (runs the connector) or worker",
+            ["instance", "role"], registry=self.registry,
+        )  # fmt: skip
+        self.cluster_leases = Gauge(
+            "gateway_cluster_leases", "Connector leases this process holds (leader, discord_shard)", ["kind"],
+            registry=self.registry,
+        )  # fmt: skip
 
     def count_usage(self, usage: Usage) -> None:
         self.provider_tokens.labels("input").inc(usage.input_tokens)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gateway.cluster.connection import open_redis
-from gateway.cluster.leader import LEADER_KEY, Leadership, campaigning
+from gateway.cluster.leader import LEADER_KEY, Leadership
 from tests.redis_server import RedisServer
 
 TTL = 2.0
@@ -73,7 +73,7 @@ async def cluster(url: str, ledger: Ledger, names: list[str]) -> AsyncIterator[d
             stack.push_async_callback(redis.aclose)
             leadership = Leadership(redis, name, TTL)
             leadership.add_duty("ledger", ledger.duty(name))
-            members[name] = await stack.enter_async_context(campaigning(leadership))
+            members[name] = await stack.enter_async_context(leadership.campaigning())
         yield members
 
 
@@ -89,7 +89,7 @@ async def test_one_leader_and_a_new_one_within_the_ttl(redis_url: str) -> None:
             inner.push_async_callback(redis.aclose)
             leadership = Leadership(redis, name, TTL)
             leadership.add_duty("ledger", ledger.duty(name))
-            members[name] = await inner.enter_async_context(campaigning(leadership))
+            members[name] = await inner.enter_async_context(leadership.campaigning())
             stack.push_async_callback(inner.aclose)
         await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader")
         await asyncio.sleep(TTL)  # terms go on: renewals keep the one leader
@@ -176,12 +176,12 @@ async def test_a_duty_that_fails_to_start_ends_the_term(
         failing = Leadership(redis, "failing", TTL)
         failing.add_duty("ledger", ledger.duty("failing"))
         failing.add_duty("broken", broken)
-        await stack.enter_async_context(campaigning(failing))
+        await stack.enter_async_context(failing.campaigning())
         await until(lambda: failing.terms == 1 and not failing.leading, TTL + SLACK, "a failed term")
         assert ledger.spans and ledger.running() == []  # what had started was stopped
         assert await redis.get(LEADER_KEY) is None  # and the lease released at once
         healthy = Leadership(redis, "healthy", TTL)
         healthy.add_duty("ledger", ledger.duty("healthy"))
-        await stack.enter_async_context(campaigning(healthy))
+        await stack.enter_async_context(healthy.campaigning())
         await until(lambda: ledger.running() == ["healthy"], TTL + SLACK, "the other leads")
     ledger.assert_never_overlapped()

@@ -151,7 +151,7 @@ class DiscordAdapter(Adapter):
         """The bot's user id and name once started."""
         return self._me
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
         """Log in, connect, and return once READY (and the guilds) arrived.
 
         Raises :class:`DeliveryError`: a refused token or a missing Message Content intent are not

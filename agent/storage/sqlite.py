@@ -192,7 +192,6 @@ class SqliteStorage(Storage):
         return await self._submit(run)
 
 
-
 # --- a read-only look, for ``herald doctor`` ---------------------------------------------------------
 
 

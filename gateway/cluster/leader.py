@@ -104,6 +104,7 @@ class Leadership:
         self._release = redis.register_script(RELEASE)
         self._term: _Term | None = None
         self.terms = 0  # how many times this process won
+        self._running: asyncio.Task[None] | None = None
 
     @property
     def interval(self) -> float:
@@ -118,6 +119,25 @@ class Leadership:
     def add_duty(self, name: str, duty: Duty) -> None:
         """Run ``duty()`` while leading; before :meth:`run` only."""
         self._duties.append((name, duty))
+
+    @asynccontextmanager
+    async def campaigning(self) -> AsyncIterator[Leadership]:
+        """Run :meth:`run` in a task for the life of the block; on exit :meth:`resign`."""
+        if self._running is not None:
+            raise RuntimeError("already campaigning")
+        self._running = asyncio.create_task(self.run(), name=f"leader election {self.instance_id}")
+        try:
+            yield self
+        finally:
+            await self.resign()
+
+    async def resign(self) -> None:
+        """Stop campaigning: a term under way ends (duties stop, the lease is released). Idempotent."""
+        task = self._running
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def run(self) -> None:
         """Campaign and lead until cancelled."""
@@ -239,19 +259,6 @@ async def _logged_exit(name: str, duty: AbstractAsyncContextManager[object]) -> 
             await duty.__aexit__(None, None, None)
         except Exception:
             log.exception("stopping the leader's duty %r failed", name)
-
-
-@asynccontextmanager
-async def campaigning(leadership: Leadership) -> AsyncIterator[Leadership]:
-    """Run ``leadership`` in a task for the life of the block; on exit the term ends (duties stop, the
-    lease is released)."""
-    task = asyncio.create_task(leadership.run(), name=f"leader election {leadership.instance_id}")
-    try:
-        yield leadership
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _ms(seconds: float) -> int:

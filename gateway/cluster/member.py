@@ -1,0 +1,101 @@
+"""This process as a member of a cluster: its Redis connection, its name, the leader election and
+what it holds (for ``/readyz`` and ``/metrics``).
+
+Every member is a worker (it answers what it stores, sends through every platform). The elected one
+also runs the connector: each receive-on-demand adapter's inbound side (Telegram polling or setting
+its webhook, Discord's gateway), APScheduler and the idle-review sweeper — see ``duties``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from adapters.base import Adapter
+from gateway.cluster.connection import default_instance_id, open_redis
+from gateway.cluster.duties import looping, receiving, scheduling
+from gateway.cluster.leader import Leadership
+from gateway.config import HeraldConfig
+from gateway.cron.scheduler import CronScheduler
+from gateway.home import HeraldHome, from_environment
+from gateway.metrics import GatewayMetrics
+from gateway.reviews import Reviews
+
+READY_PROBE_SECONDS = 3.0
+LEADER, WORKER = "leader", "worker"
+
+
+@dataclass
+class ClusterMember:
+    instance_id: str
+    redis: Redis
+    leadership: Leadership
+
+    @property
+    def role(self) -> str:
+        """``leader`` while this process holds the leader lease, else ``worker``."""
+        return LEADER if self.leadership.leading else WORKER
+
+    async def resign(self) -> None:
+        """Stop running the connector (a graceful shutdown: the next process takes over at once)."""
+        await self.leadership.resign()
+
+    def leases(self) -> list[str]:
+        """The leases this process holds now."""
+        return ["leader"] if self.leadership.leading else []
+
+    async def readiness(self) -> tuple[dict[str, object], list[str]]:
+        """What ``/readyz`` shows of the cluster, and what is wrong (Redis unreachable)."""
+        report: dict[str, object] = {"instance": self.instance_id, "role": self.role, "leases": self.leases()}
+        problems: list[str] = []
+        try:
+            async with asyncio.timeout(READY_PROBE_SECONDS):
+                await self.redis.ping()
+        except TimeoutError:
+            problems.append(f"redis: no answer within {READY_PROBE_SECONDS:.0f}s")
+        except Exception as error:  # any failure means "not ready"; say which
+            problems.append(f"redis: {type(error).__name__}: {error}")
+        return report, problems
+
+    def observe(self, metrics: GatewayMetrics) -> None:
+        """Let ``/metrics`` read this member's role and leases when scraped."""
+        for role in (LEADER, WORKER):
+            metrics.cluster_role.labels(self.instance_id, role).set_function(
+                lambda role=role: 1.0 if self.role == role else 0.0  # type: ignore[misc]
+            )
+        metrics.cluster_leases.labels("leader").set_function(lambda: 1.0 if self.leadership.leading else 0.0)
+
+
+@asynccontextmanager
+async def open_member(
+    config: HeraldConfig,
+    home: HeraldHome,
+    *,
+    adapters: Sequence[Adapter],
+    scheduler: CronScheduler,
+    reviews: Reviews,
+    metrics: GatewayMetrics,
+) -> AsyncIterator[ClusterMember]:
+    """Join the cluster at ``cluster.redis_url`` and campaign to run the connector: the inbound side
+    of ``adapters`` that receive on demand (started with ``receive=False``), ``scheduler`` (not
+    started) and ``reviews``' idle sweeper. On exit the term ends and the lease is released."""
+    settings = config.cluster
+    assert settings.redis_url is not None  # the caller checked: cluster mode
+    instance_id = settings.instance_id or default_instance_id()
+    async with AsyncExitStack() as stack:
+        redis = open_redis(from_environment(settings.redis_url, "cluster.redis_url", home))
+        stack.push_async_callback(redis.aclose)
+        leadership = Leadership(redis, instance_id, settings.leader_ttl)
+        for adapter in adapters:
+            if adapter.receive_on_demand:
+                leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter))
+        leadership.add_duty("scheduler", scheduling(scheduler))
+        leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
+        member = ClusterMember(instance_id, redis, leadership)
+        member.observe(metrics)
+        await stack.enter_async_context(leadership.campaigning())
+        yield member
