@@ -79,6 +79,7 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: St
                 free_response_channels=discord.free_response_channels,
                 ephemeral_commands=private_commands(),
                 interactions=StoredInteractions(storage),
+                shard_count=discord.shard_count,
             )
         )
     return adapters

@@ -3,7 +3,8 @@ what it holds (for ``/readyz`` and ``/metrics``).
 
 Every member is a worker (it answers what it stores, sends through every platform). The elected one
 also runs the connector: each receive-on-demand adapter's inbound side (Telegram polling or setting
-its webhook, Discord's gateway), APScheduler and the idle-review sweeper — see ``duties``.
+its webhook), APScheduler and the idle-review sweeper — see ``duties``. Discord's gateway is split
+into shards, each a lease that any member may hold (``shards``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from adapters.base import Adapter
 from gateway.cluster.connection import default_instance_id, open_redis
 from gateway.cluster.duties import looping, receiving, scheduling
 from gateway.cluster.leader import Leadership
+from gateway.cluster.shards import ShardedReceiver, ShardKeeper
 from gateway.config import HeraldConfig
 from gateway.cron.scheduler import CronScheduler
 from gateway.home import HeraldHome, from_environment
@@ -34,6 +36,7 @@ class ClusterMember:
     instance_id: str
     redis: Redis
     leadership: Leadership
+    shards: ShardKeeper | None = None  # Discord's shard leases, when Discord is enabled
 
     @property
     def role(self) -> str:
@@ -43,10 +46,15 @@ class ClusterMember:
     async def resign(self) -> None:
         """Stop running the connector (a graceful shutdown: the next process takes over at once)."""
         await self.leadership.resign()
+        if self.shards is not None:
+            await self.shards.stop()
 
     def leases(self) -> list[str]:
         """The leases this process holds now."""
-        return ["leader"] if self.leadership.leading else []
+        held = ["leader"] if self.leadership.leading else []
+        if self.shards is not None:
+            held += [f"discord shard {i}/{n}" for i, n in sorted(self.shards.held().items())]
+        return held
 
     async def readiness(self) -> tuple[dict[str, object], list[str]]:
         """What ``/readyz`` shows of the cluster, and what is wrong (Redis unreachable)."""
@@ -68,6 +76,9 @@ class ClusterMember:
                 lambda role=role: 1.0 if self.role == role else 0.0  # type: ignore[misc]
             )
         metrics.cluster_leases.labels("leader").set_function(lambda: 1.0 if self.leadership.leading else 0.0)
+        metrics.cluster_leases.labels("discord_shard").set_function(
+            lambda: float(len(self.shards.held())) if self.shards is not None else 0.0
+        )
 
 
 @asynccontextmanager
@@ -90,12 +101,19 @@ async def open_member(
         redis = open_redis(from_environment(settings.redis_url, "cluster.redis_url", home))
         stack.push_async_callback(redis.aclose)
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
+        keeper: ShardKeeper | None = None
         for adapter in adapters:
-            if adapter.receive_on_demand:
+            if isinstance(adapter, ShardedReceiver):  # each shard a lease of its own, on any process
+                keeper = ShardKeeper(
+                    redis, instance_id, settings.leader_ttl, adapter, shard_count=config.discord.shard_count
+                )
+            elif adapter.receive_on_demand:
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter))
         leadership.add_duty("scheduler", scheduling(scheduler))
         leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
-        member = ClusterMember(instance_id, redis, leadership)
+        member = ClusterMember(instance_id, redis, leadership, keeper)
         member.observe(metrics)
         await stack.enter_async_context(leadership.campaigning())
+        if keeper is not None:
+            await stack.enter_async_context(keeper.keeping())
         yield member
