@@ -11,6 +11,7 @@ import time
 import aiohttp
 import pytest
 
+from adapters.telegram import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
 from gateway.cron.jobs import NewJob, parse_target
 from gateway.home import HeraldHome
@@ -172,3 +173,44 @@ async def test_readyz_and_metrics_show_each_process_role(
                 assert (
                     f'gateway_cluster_leases{{kind="leader"}} {1.0 if role == "leader" else 0.0}' in metrics
                 )
+
+
+async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_webhook(
+    home: HeraldHome, emulator_url: str, postgresql_database: str, redis_server: RedisServer
+) -> None:
+    """Behind a load balancer any process takes Telegram's POSTs: each checks the secret, stores and
+    answers 200; a redelivery to another process is answered once. Only the leader calls setWebhook."""
+    fake = FakeTelegram()
+    fake.webhook_autodeliver = False  # the test is the load balancer: it POSTs to each process itself
+    webhook = {"mode": "webhook", "webhook_url": "https://127.0.0.1:9/telegram/webhook"}
+    users = USERS[:9]
+    async with telegram_cluster(
+        home,
+        emulator_url,
+        postgresql_database,
+        redis_server.url,
+        ["a", "b", "c"],
+        fake=fake,
+        telegram=webhook,
+    ) as cluster:
+        await cluster.leader()
+        await until(lambda: len(fake.calls_to("setWebhook")) == 1, SLACK, "the leader setting the webhook")
+        urls = [f"{g.http.url}/telegram/webhook" for g in cluster.gateways.values()]
+        good = {SECRET_HEADER: webhook_secret(fake.token)}
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client:
+            updates = [fake.private_message(user, f"via webhook {user}") for user in users]
+            for index, update in enumerate(updates):
+                async with client.post(urls[index % 3], json=update, headers=good) as response:
+                    assert response.status == 200
+            for index, update in enumerate(updates[:3]):  # redelivered, to another process
+                async with client.post(urls[(index + 1) % 3], json=update, headers=good) as response:
+                    assert response.status == 200
+            async with client.post(urls[1], json=updates[0], headers={SECRET_HEADER: "wrong"}) as response:
+                assert response.status == 403
+        await until(lambda: all(cluster.bot_messages(u) for u in users), 20.0, "every message answered")
+        with fake.lock:  # delivered by hand: nothing is confirmed by offsets in webhook mode
+            fake.pending.clear()
+        await cluster.settled()
+        assert_each_answered_once(cluster, users)
+        assert len(fake.calls_to("setWebhook")) == 1
+        assert not fake.calls_to("deleteWebhook") and not fake.calls_to("getUpdates")

@@ -184,10 +184,11 @@ class Leadership:
         try:
             await asyncio.wait({duties, keeper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            keeper.cancel()
-            duties.cancel()
+            duties.cancel()  # the keeper renews while they stop, unless the lease is what was lost
             stopping = self.clock()
-            await asyncio.wait({duties, keeper})  # the duties' exits run to their end
+            await asyncio.wait({duties})  # the duties' exits run to their end
+            keeper.cancel()
+            await asyncio.wait({keeper})
             self._term = None
             took = self.clock() - stopping
             if took > self.ttl / 2:
