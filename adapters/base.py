@@ -208,9 +208,12 @@ class Adapter(ABC):
         False (only for ``receive_on_demand`` adapters): connect for sending; receive once
         :meth:`start_receiving` is called."""
 
-    async def start_receiving(self) -> None:
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         """Begin (again) handing inbound messages to the sink given to ``start``; returns once receiving.
-        Only ``receive_on_demand`` adapters implement it. Raises :class:`DeliveryError`."""
+        ``allowed``, when given, is asked before each request for more (a ``getUpdates``): while it
+        says False none is made (a cluster's leader whose lease may have run out, say after the process
+        was paused, must not poll even for a moment). Only ``receive_on_demand`` adapters implement
+        it. Raises :class:`DeliveryError`."""
         raise NotImplementedError(f"the {self.platform} adapter receives from start to stop")
 
     async def stop_receiving(self) -> None:  # noqa: B027 - optional

@@ -185,3 +185,17 @@ async def test_a_duty_that_fails_to_start_ends_the_term(
         await stack.enter_async_context(healthy.campaigning())
         await until(lambda: ledger.running() == ["healthy"], TTL + SLACK, "the other leads")
     ledger.assert_never_overlapped()
+
+
+async def test_a_leader_woken_from_a_long_pause_holds_nothing_before_it_steps_down(redis_url: str) -> None:
+    """What a pause (SIGSTOP, a long GC) looks like to the process: its clock jumped past the
+    deadline. ``holds()`` says no at once, before the keeper has run: a duty asking it before each act
+    (a poll) does nothing more."""
+    ledger = Ledger()
+    async with cluster(redis_url, ledger, ["a"]) as members:
+        leader = members["a"]
+        await until(lambda: leader.leading and leader.holds(), TTL + SLACK, "a leader")
+        real = leader.clock
+        leader.clock = lambda: real() + TTL  # woken after a pause of a whole TTL
+        assert not leader.holds()
+        await until(lambda: ledger.spans[0][2] is not None, TTL, "stepping down")  # (then it may win again)

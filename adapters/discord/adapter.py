@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -209,9 +209,10 @@ class DiscordAdapter(Adapter):
         names = ", ".join(sorted(g.name for g in guilds)[:10]) or "none yet"
         log.info("Discord adapter started as %s (%d) in %d guild(s): %s", user, user.id, len(guilds), names)
 
-    async def start_receiving(self) -> None:
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         """Connect every shard of ``shard_count`` (None: as many as Discord recommends); returns once
-        each is READY. Raises :class:`DeliveryError` (then nothing is left connected)."""
+        each is READY. Raises :class:`DeliveryError` (then nothing is left connected). ``allowed`` is
+        not asked: a gateway connection is not a request repeated (close it to stop receiving)."""
         self._started()
         count = self._shard_count or await self.recommended_shards()
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -161,7 +161,7 @@ class TelegramAdapter(Adapter):
             url = redact(self._webhook_url or "", self._token)
             log.info("Telegram adapter started as @%s, webhook %s", bot.username, url)
 
-    async def start_receiving(self) -> None:
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         """Polling: ``deleteWebhook`` (``getUpdates`` is refused while one is set), then the polling
         task. Webhook: ``setWebhook`` (POSTs are accepted from ``start`` on, on every process, whether
         or not this was called). Nothing when already receiving. Raises :class:`DeliveryError`."""
@@ -170,7 +170,7 @@ class TelegramAdapter(Adapter):
             return
         with self._typed_errors("deleteWebhook" if self.mode == "polling" else "setWebhook"):
             await self._to_the_end(self._ask_for_updates(bot))
-        self._begin_receiving(bot)
+        self._begin_receiving(bot, allowed)
         log.info("Telegram adapter receiving (%s)", self.mode)
 
     async def stop_receiving(self) -> None:
@@ -206,7 +206,7 @@ class TelegramAdapter(Adapter):
                 self._webhook_url, secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES
             )
 
-    def _begin_receiving(self, bot: ExtBot[int]) -> None:
+    def _begin_receiving(self, bot: ExtBot[int], allowed: Callable[[], bool] | None = None) -> None:
         self._receiving = True
         if self.mode != "polling":
             return
@@ -218,6 +218,7 @@ class TelegramAdapter(Adapter):
             poll_timeout=self._poll_timeout,
             retry_base=self._retry_base,
             retry_cap=self._retry_cap,
+            allowed=allowed,
         )
         self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
 

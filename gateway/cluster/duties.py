@@ -14,13 +14,14 @@ from gateway.cluster.leader import Duty
 from gateway.cron.scheduler import CronScheduler
 
 
-def receiving(adapter: Adapter) -> Duty:
-    """The platform's inbound side (Telegram's polling or its webhook registration, Discord's
-    gateway): ``start_receiving`` on entry, ``stop_receiving`` on exit; sending goes on throughout."""
+def receiving(adapter: Adapter, allowed: Callable[[], bool]) -> Duty:
+    """The platform's inbound side (Telegram's polling or its webhook registration): ``start_receiving``
+    on entry, ``stop_receiving`` on exit; sending goes on throughout. ``allowed``: whether the lease
+    still holds by this process's clock (asked before every poll)."""
 
     @asynccontextmanager
     async def duty() -> AsyncIterator[None]:
-        await adapter.start_receiving()
+        await adapter.start_receiving(allowed)
         try:
             yield
         finally:

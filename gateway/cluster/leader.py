@@ -116,6 +116,13 @@ class Leadership:
         """Whether this process holds the lease now (from the win until it stepped down)."""
         return self._term is not None
 
+    def holds(self) -> bool:
+        """Whether the lease is this process's by its own clock right now: leading, and the step-down
+        deadline not passed. Duties that act repeatedly (a poll) ask before each act, so a process
+        woken from a pause longer than its lease does nothing before it notices it stepped down."""
+        term = self._term
+        return term is not None and self.clock() < term.deadline
+
     def add_duty(self, name: str, duty: Duty) -> None:
         """Run ``duty()`` while leading; before :meth:`run` only."""
         self._duties.append((name, duty))

@@ -108,7 +108,7 @@ async def open_member(
                     redis, instance_id, settings.leader_ttl, adapter, shard_count=config.discord.shard_count
                 )
             elif adapter.receive_on_demand:
-                leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter))
+                leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
         leadership.add_duty("scheduler", scheduling(scheduler))
         leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
         member = ClusterMember(instance_id, redis, leadership, keeper)
