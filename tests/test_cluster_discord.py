@@ -128,6 +128,9 @@ async def test_shards_spread_over_the_processes_and_move_when_one_stops(
         await until(lambda: fake.live_shards() == [(0, 2), (1, 2)], SLACK, "both shards connected")
         for shard_id in (0, 1):
             await cluster.ask(shard_id, f"hello on shard {shard_id}")
+        for name, held in cluster.held().items():  # what /readyz shows of each
+            member = cluster.gateways[name].cluster
+            assert member is not None and f"discord shard {held[0]}/2" in member.leases()
         holder = next(name for name, held in cluster.held().items() if held == [1])
         other = next(name for name in cluster.gateways if name != holder)
         await cluster.close(holder)  # it closes its shard and releases the lease

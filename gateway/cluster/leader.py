@@ -164,7 +164,7 @@ class Leadership:
             sent = self.clock()
             try:
                 async with asyncio.timeout(self.interval):
-                    won = await self.redis.set(self.key, value, nx=True, px=_ms(self.ttl))
+                    won = await self.redis.set(self.key, value, nx=True, px=milliseconds(self.ttl))
             except REDIS_ERRORS as error:
                 if not failing:
                     log.warning(
@@ -231,7 +231,7 @@ class Leadership:
                 continue
             try:
                 async with asyncio.timeout(term.deadline - sent):
-                    renewed = await self._renew(keys=[self.key], args=[term.value, _ms(self.ttl)])
+                    renewed = await self._renew(keys=[self.key], args=[term.value, milliseconds(self.ttl)])
             except REDIS_ERRORS as error:
                 if not failing:
                     log.warning("cannot renew the leader lease (Redis: %s); trying again", _text(error))
@@ -269,7 +269,8 @@ async def _logged_exit(name: str, duty: AbstractAsyncContextManager[object]) -> 
             log.exception("stopping the leader's duty %r failed", name)
 
 
-def _ms(seconds: float) -> int:
+def milliseconds(seconds: float) -> int:
+    """A TTL in whole milliseconds for ``PX``/``PEXPIRE`` (at least 1)."""
     return max(1, round(seconds * 1000))
 
 

@@ -37,7 +37,7 @@ from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
 
-from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW
+from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW, milliseconds
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class ShardKeeper:
         try:
             async with asyncio.timeout(max(0.01, bound - now)):
                 members = int(
-                    await self._heartbeat(keys=[MEMBERS_KEY], args=[self.instance_id, _ms(self.ttl)])
+                    await self._heartbeat(keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)])
                 )
                 count = await self._count()
                 for held in list(self._held.values()):
@@ -184,7 +184,7 @@ class ShardKeeper:
                         extra.append(held)
                         continue
                     sent = self.clock()
-                    if await self._renew(keys=[held.key], args=[held.value, _ms(self.ttl)]):
+                    if await self._renew(keys=[held.key], args=[held.value, milliseconds(self.ttl)]):
                         held.renewed_at = sent
                     else:
                         lost.append(held)
@@ -244,7 +244,7 @@ class ShardKeeper:
                 continue
             value = f"{self.instance_id}/{secrets.token_hex(8)}"
             sent = self.clock()
-            if await self.redis.set(shard_key(shard_id, count), value, nx=True, px=_ms(self.ttl)):
+            if await self.redis.set(shard_key(shard_id, count), value, nx=True, px=milliseconds(self.ttl)):
                 won.append(_Held(shard_id, count, value, sent))
                 if len(won) >= wanted:
                     return
@@ -290,7 +290,3 @@ class ShardKeeper:
                     held.shard_id,
                     error,
                 )
-
-
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
