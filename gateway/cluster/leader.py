@@ -69,6 +69,7 @@ class _Term:
     value: str
     renewed_at: float  # when the last renewal that succeeded (or the win) was sent
     ttl: float
+    over: bool = False  # the term ended: renew no more
 
     @property
     def deadline(self) -> float:
@@ -105,6 +106,7 @@ class Leadership:
         self._term: _Term | None = None
         self.terms = 0  # how many times this process won
         self._running: asyncio.Task[None] | None = None
+        self._resigned = False
 
     @property
     def interval(self) -> float:
@@ -140,6 +142,7 @@ class Leadership:
 
     async def resign(self) -> None:
         """Stop campaigning: a term under way ends (duties stop, the lease is released). Idempotent."""
+        self._resigned = True  # also when a library swallows the cancellation: run() ends all the same
         task = self._running
         if task is not None:
             task.cancel()
@@ -147,19 +150,24 @@ class Leadership:
                 await task
 
     async def run(self) -> None:
-        """Campaign and lead until cancelled."""
-        while True:
+        """Campaign and lead until cancelled (or resigned)."""
+        while not self._resigned:
             term = await self._campaign()
+            if term is None:
+                return
+            if self._resigned:  # won just as it resigned: give the lease back at once
+                await self._give_back(term)
+                return
             failed = await self._lead(term)
-            if failed:
+            if failed and not self._resigned:
                 await asyncio.sleep(FAILED_DUTY_PAUSE)
 
     # --- campaigning ------------------------------------------------------------------------------
 
-    async def _campaign(self) -> _Term:
-        """Try to win every ``interval`` until it works."""
+    async def _campaign(self) -> _Term | None:
+        """Try to win every ``interval`` until it works (None: resigned meanwhile)."""
         failing = False
-        while True:
+        while not self._resigned:
             value = f"{self.instance_id}/{secrets.token_hex(8)}"
             sent = self.clock()
             try:
@@ -178,6 +186,7 @@ class Leadership:
                 if won:
                     return _Term(value, sent, self.ttl)
             await asyncio.sleep(max(0.0, sent + self.interval - self.clock()))
+        return None
 
     # --- leading ----------------------------------------------------------------------------------
 
@@ -194,6 +203,7 @@ class Leadership:
             duties.cancel()  # the keeper renews while they stop, unless the lease is what was lost
             stopping = self.clock()
             await asyncio.wait({duties})  # the duties' exits run to their end
+            term.over = True
             keeper.cancel()
             await asyncio.wait({keeper})
             self._term = None
@@ -218,7 +228,7 @@ class Leadership:
         """Renew until the lease is lost (returns) or the term is cancelled."""
         next_at = term.renewed_at + self.interval
         failing = False
-        while True:
+        while not term.over:
             now = self.clock()
             if now >= term.deadline:
                 log.error(

@@ -118,6 +118,7 @@ class ShardKeeper:
         self._resting: dict[int, float] = {}  # shard id -> until when this process leaves it alone
         self._failing = False
         self._running: asyncio.Task[None] | None = None
+        self._stopped = False
 
     @property
     def interval(self) -> float:
@@ -140,6 +141,7 @@ class ShardKeeper:
 
     async def stop(self) -> None:
         """Close and release every shard held, and leave the members (a graceful shutdown). Idempotent."""
+        self._stopped = True  # also when a library swallows the cancellation: run() ends all the same
         task = self._running
         if task is not None:
             task.cancel()
@@ -149,7 +151,7 @@ class ShardKeeper:
     async def run(self) -> None:
         """Keep the share until cancelled; then close and release everything held."""
         try:
-            while True:
+            while not self._stopped:
                 await self._round()
                 now = self.clock()
                 wake = min([h.renewed_at + self.ttl / 2 for h in self._held.values()] + [now + self.interval])
