@@ -136,10 +136,12 @@ async def test_stalled_renewals_step_down_before_anyone_else_can_win(
 
         monkeypatch.setattr(leader, "_renew", hang)  # its Lua scripts: renewal and release
         monkeypatch.setattr(leader, "_release", hang)
+        cut_off = time.monotonic()
         await until(lambda: not ledger.running(), TTL + SLACK, "stepping down")
         await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a new term")
         (_, _, stopped), (_, started, _) = ledger.spans[0], ledger.spans[1]
         assert stopped is not None and started - stopped >= TTL / 2 - 0.3  # the lease had to expire first
+        assert started - cut_off <= TTL + 1.0  # and was taken just after it did (PTTL), not a try later
     ledger.assert_never_overlapped()
 
 

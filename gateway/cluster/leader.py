@@ -14,8 +14,9 @@ one elected process runs them — its *duties* — while it holds a lease in Red
   a renewal finds the lease gone or someone else's. Its duties therefore stop ``ttl/2`` before anyone
   else can win, so at most one process believes it leads at any moment (this needs clocks that tick at
   about the same rate, not clocks in sync).
-- **Campaigning**: a process that does not lead tries to win every ``ttl/3``, so a dead leader's
-  duties run again elsewhere within ``ttl + ttl/3``; a leader that stops (shutdown) releases the lease
+- **Campaigning**: a process that does not lead tries to win every ``ttl/3``, or just after the
+  lease's expiry (``PTTL``) when that comes sooner, so a dead leader's duties run again elsewhere
+  within ``ttl`` of its last renewal; a leader that stops (shutdown) releases the lease
   (compare-and-delete) and the next process takes over at its next try.
 - A duty that fails to start ends the term: what started stops, the lease is released and the process
   campaigns again after a pause (another process may fare better).
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 LEADER_KEY = "herald:leader"
 FAILED_DUTY_PAUSE = 5.0  # seconds before campaigning again after a duty failed to start
 RETRY_FRACTION = 0.1  # a failed renewal is tried again after ttl * this
+EXPIRY_MARGIN = 0.02  # seconds after a taken lease's expiry that the next try is made
 
 # KEYS[1] the lease, ARGV[1] this term's value, ARGV[2] the TTL in ms: 1 when extended, 0 when not ours.
 RENEW = """
@@ -69,7 +71,7 @@ class _Term:
     value: str
     renewed_at: float  # when the last renewal that succeeded (or the win) was sent
     ttl: float
-    over: bool = False  # the term ended: renew no more
+    over: bool = False  # the lease is lost, or the term ended: renew no more, act no more
 
     @property
     def deadline(self) -> float:
@@ -123,7 +125,7 @@ class Leadership:
         deadline not passed. Duties that act repeatedly (a poll) ask before each act, so a process
         woken from a pause longer than its lease does nothing before it notices it stepped down."""
         term = self._term
-        return term is not None and self.clock() < term.deadline
+        return term is not None and not term.over and self.clock() < term.deadline
 
     def add_duty(self, name: str, duty: Duty) -> None:
         """Run ``duty()`` while leading; before :meth:`run` only."""
@@ -170,9 +172,13 @@ class Leadership:
         while not self._resigned:
             value = f"{self.instance_id}/{secrets.token_hex(8)}"
             sent = self.clock()
+            pause = self.interval
             try:
                 async with asyncio.timeout(self.interval):
-                    won = await self.redis.set(self.key, value, nx=True, px=milliseconds(self.ttl))
+                    if await self.redis.set(self.key, value, nx=True, px=milliseconds(self.ttl)):
+                        won = True
+                    else:
+                        won, pause = False, expiry_pause(await self.redis.pttl(self.key), self.interval)
             except REDIS_ERRORS as error:
                 if not failing:
                     log.warning(
@@ -185,7 +191,7 @@ class Leadership:
                 failing = False
                 if won:
                     return _Term(value, sent, self.ttl)
-            await asyncio.sleep(max(0.0, sent + self.interval - self.clock()))
+            await asyncio.sleep(max(0.0, sent + pause - self.clock()))
         return None
 
     # --- leading ----------------------------------------------------------------------------------
@@ -234,6 +240,7 @@ class Leadership:
                 log.error(
                     "no leader lease renewal for %.1fs (leader_ttl/2): stepping down", now - term.renewed_at
                 )
+                term.over = True
                 return
             await asyncio.sleep(max(0.0, min(next_at, term.deadline) - now))
             sent = self.clock()
@@ -250,6 +257,7 @@ class Leadership:
                 continue
             if not renewed:
                 log.error("the leader lease expired or was taken: stepping down")
+                term.over = True
                 return
             if failing:
                 log.info("the leader lease is renewed again")
@@ -277,6 +285,16 @@ async def _logged_exit(name: str, duty: AbstractAsyncContextManager[object]) -> 
             await duty.__aexit__(None, None, None)
         except Exception:
             log.exception("stopping the leader's duty %r failed", name)
+
+
+def expiry_pause(pttl: int, interval: float) -> float:
+    """How long to wait before trying a taken lease again: until just after it expires (``PTTL`` in ms),
+    so a dead holder's lease is taken over within its TTL, but never longer than ``interval``."""
+    if pttl == -2:  # gone meanwhile: at once
+        return EXPIRY_MARGIN
+    if pttl < 0:  # no TTL (not one of ours): the usual pace
+        return interval
+    return min(interval, pttl / 1000 + EXPIRY_MARGIN)
 
 
 def milliseconds(seconds: float) -> int:

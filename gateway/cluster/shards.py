@@ -14,8 +14,8 @@ before the lease can expire and another process connect the same shard.
 - **How many per process**: every process heartbeats in a sorted set of members
   (``herald:members``, scored by when its entry expires, in Redis' own clock); a process holds at most
   ``ceil(shards / members)``: it releases the shards over that share (after closing them) and takes
-  free ones up to it. A shard whose holder died is taken over once its lease expired, within
-  ``ttl + ttl/3``.
+  free ones up to it, trying a taken one again just after its lease expires: a shard whose holder
+  died is taken over within the TTL of the holder's last renewal.
 - A shard that fails to connect is closed and released, and this process leaves it alone for a while
   (another process may fare better).
 
@@ -37,7 +37,7 @@ from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
 
-from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW, milliseconds
+from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW, expiry_pause, milliseconds
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,22 @@ COUNT_KEY = "herald:discord:shard_count"
 COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
 FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
 
-# KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: the live members' count.
+# KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: {the live members'
+# count, ms until the soonest other member's entry expires (-1: none)}.
 HEARTBEAT = """
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
-return redis.call('ZCARD', KEYS[1])
+local first = redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES')
+local soonest = -1
+for i = 1, #first, 2 do
+    if first[i] ~= ARGV[1] then
+        soonest = tonumber(first[i + 1]) - ms
+        break
+    end
+end
+return {redis.call('ZCARD', KEYS[1]), soonest}
 """
 # KEYS[1] the members set, ARGV[1] this member: leave at once (a graceful stop).
 LEAVE = "return redis.call('ZREM', KEYS[1], ARGV[1])"
@@ -119,6 +128,7 @@ class ShardKeeper:
         self._failing = False
         self._running: asyncio.Task[None] | None = None
         self._stopped = False
+        self._next_try: float | None = None  # when a taken shard this process wants expires
 
     @property
     def interval(self) -> float:
@@ -152,9 +162,16 @@ class ShardKeeper:
         """Keep the share until cancelled; then close and release everything held."""
         try:
             while not self._stopped:
-                await self._round()
+                try:
+                    await self._round()
+                except Exception:  # a bug or a platform failure must not end the keeping for good
+                    log.exception("keeping the Discord shard leases failed; trying again")
                 now = self.clock()
-                wake = min([h.renewed_at + self.ttl / 2 for h in self._held.values()] + [now + self.interval])
+                wake = min(
+                    [h.renewed_at + self.ttl / 2 for h in self._held.values()]
+                    + [now + self.interval, self._next_try or now + self.interval]
+                )
+                self._next_try = None
                 await asyncio.sleep(max(0.01, wake - now))
         finally:
             for held in list(self._held.values()):
@@ -177,9 +194,11 @@ class ShardKeeper:
         bound = min([h.renewed_at + self.ttl / 2 for h in self._held.values()] + [now + self.interval])
         try:
             async with asyncio.timeout(max(0.01, bound - now)):
-                members = int(
-                    await self._heartbeat(keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)])
+                members, soonest = await self._heartbeat(
+                    keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)]
                 )
+                if int(soonest) >= 0:  # a member that stops heartbeating is gone then: look again
+                    self._try_at(now + expiry_pause(int(soonest), self.interval))
                 count = await self._count()
                 for held in list(self._held.values()):
                     if held.count != count:
@@ -194,7 +213,7 @@ class ShardKeeper:
                     (h for h in self._held.values() if h not in lost and h not in extra),
                     key=lambda h: h.shard_id,
                 )
-                share = math.ceil(count / max(1, members))
+                share = math.ceil(count / max(1, int(members)))
                 extra.extend(keep[share:])
                 await self._win(count, share - len(keep), won)
         except REDIS_ERRORS as error:
@@ -228,7 +247,7 @@ class ShardKeeper:
             return self.shard_count
         stored = await self.redis.get(COUNT_KEY)
         if stored is None:
-            recommended = await self.receiver.recommended_shards()
+            recommended = await self.receiver.recommended_shards()  # DeliveryError: the round fails
             await self.redis.set(COUNT_KEY, recommended, nx=True, ex=COUNT_TTL)
             stored = await self.redis.get(COUNT_KEY)
         return int(stored) if stored is not None else 1
@@ -246,10 +265,17 @@ class ShardKeeper:
                 continue
             value = f"{self.instance_id}/{secrets.token_hex(8)}"
             sent = self.clock()
-            if await self.redis.set(shard_key(shard_id, count), value, nx=True, px=milliseconds(self.ttl)):
+            key = shard_key(shard_id, count)
+            if await self.redis.set(key, value, nx=True, px=milliseconds(self.ttl)):
                 won.append(_Held(shard_id, count, value, sent))
                 if len(won) >= wanted:
                     return
+            else:  # try again just after it expires (a dead holder's shard within its TTL)
+                self._try_at(sent + expiry_pause(await self.redis.pttl(key), self.interval))
+
+    def _try_at(self, when: float) -> None:
+        """Run the next round no later than ``when``."""
+        self._next_try = when if self._next_try is None else min(self._next_try, when)
 
     async def _start(self, held: _Held) -> None:
         try:
