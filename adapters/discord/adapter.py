@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -158,6 +160,7 @@ class DiscordAdapter(Adapter):
         self._shard_count = shard_count
         self._rest: HeraldClient | None = None  # logged in, never connected: every send goes through it
         self._gateways: dict[int, _Shard] = {}  # shard id -> its gateway connection
+        self._last_identify = -math.inf  # time.monotonic() of the last new gateway connection
         self._me: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._receiving = False  # handing messages to the sink
@@ -246,6 +249,7 @@ class DiscordAdapter(Adapter):
             await self.stop_shard(shard_id)
         if self._queues.closed:
             self._queues = ChatQueues(self._hand_over)
+        await self._identify_turn()
         client = self._new_client((shard_id, shard_count) if shard_count > 1 else None)
         shard = _Shard(client, shard_count)
         self._gateways[shard_id] = shard
@@ -311,6 +315,19 @@ class DiscordAdapter(Adapter):
             )
         )
         return AdapterStatus(connected=connected, detail=self._status.detail, extra=dict(self._status.extra))
+
+    @property
+    def identify_spacing(self) -> float:
+        """Seconds between two IDENTIFYs of this bot (Discord allows one per 5 s per bot): this process
+        keeps to it between its own shards; a cluster spreads it over its processes."""
+        return self._identify_delay
+
+    async def _identify_turn(self) -> None:
+        """Wait until ``identify_spacing`` has passed since this process's last new connection."""
+        wait = self._last_identify + self._identify_delay - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._last_identify = time.monotonic()
 
     def _new_client(self, shard: tuple[int, int] | None) -> HeraldClient:
         return HeraldClient(

@@ -16,6 +16,9 @@ before the lease can expire and another process connect the same shard.
   ``ceil(shards / members)``: it releases the shards over that share (after closing them) and takes
   free ones up to it, trying a taken one again just after its lease expires: a shard whose holder
   died is taken over within the TTL of the holder's last renewal.
+- Discord allows one IDENTIFY per 5 seconds per bot: a process connects a shard only after taking a
+  key that lives that long (``herald:discord:identify``), so shards connect one after another across
+  the cluster.
 - A shard that fails to connect is closed and released, and this process leaves it alone for a while
   (another process may fare better).
 
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MEMBERS_KEY = "herald:members"
 COUNT_KEY = "herald:discord:shard_count"
+IDENTIFY_KEY = "herald:discord:identify"  # held for identify_spacing after each new connection
 COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
 FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
 
@@ -70,6 +74,9 @@ LEAVE = "return redis.call('ZREM', KEYS[1], ARGV[1])"
 @runtime_checkable
 class ShardedReceiver(Protocol):
     """An adapter whose receiving is split into shards (``adapters.discord.DiscordAdapter``)."""
+
+    @property
+    def identify_spacing(self) -> float: ...
 
     async def recommended_shards(self) -> int: ...
 
@@ -279,6 +286,7 @@ class ShardKeeper:
 
     async def _start(self, held: _Held) -> None:
         try:
+            await self._identify_turn()
             await self.receiver.receive_shard(held.shard_id, held.count)
         except Exception as error:
             log.error("Discord shard %d/%d could not connect (%s); handing it over", held.shard_id,
@@ -286,6 +294,22 @@ class ShardKeeper:
             held.failed = True
             return
         log.info("Discord shard %d/%d runs here (%s)", held.shard_id, held.count, self.instance_id)
+
+    async def _identify_turn(self) -> None:
+        """Wait for this bot's next IDENTIFY slot across the cluster: Discord allows one per
+        ``identify_spacing`` seconds per bot, whichever process connects (a key that lives that long)."""
+        spacing = self.receiver.identify_spacing
+        while spacing > 0:
+            try:
+                async with asyncio.timeout(self.interval):
+                    if await self.redis.set(
+                        IDENTIFY_KEY, self.instance_id, nx=True, px=milliseconds(spacing)
+                    ):
+                        return
+                    pause = expiry_pause(await self.redis.pttl(IDENTIFY_KEY), spacing)
+            except REDIS_ERRORS:
+                pause = self.interval
+            await asyncio.sleep(pause)
 
     async def _drop_expired(self) -> None:
         now = self.clock()
