@@ -23,6 +23,12 @@ Contracts an adapter keeps:
 
 An adapter may be called from several tasks at once (different chats); ``start`` and ``stop`` are
 called once each, by the gateway's lifecycle.
+
+**Receiving on demand.** Some platforms let only one connection per bot receive (Telegram's
+``getUpdates``, Discord's gateway). An adapter for one sets ``receive_on_demand``: ``start(sink,
+receive=False)`` connects for sending only, and ``start_receiving``/``stop_receiving`` turn receiving
+on and off any number of times while sending goes on. Several processes of one bot then all send,
+and the one the gateway elects receives.
 """
 
 from __future__ import annotations
@@ -204,6 +210,7 @@ class Adapter(ABC):
     capabilities: Capabilities
     webhook_path: str | None = None  # when set, the gateway's HTTP server routes POSTs here
     only_chat: str | None = None  # set when this instance delivers to one chat of its platform only
+    receive_on_demand: bool = False  # start(sink, receive=False) and start_receiving() are supported
 
     def serves(self, chat_id: str) -> bool:
         """Whether this instance answers ``chat_id``: every chat of its platform, unless ``only_chat``
@@ -211,11 +218,22 @@ class Adapter(ABC):
         return self.only_chat is None or self.only_chat == chat_id
 
     @abstractmethod
-    async def start(self, sink: InboundSink) -> None:
-        """Connect and begin handing inbound messages to ``sink`` (returns once started)."""
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
+        """Connect and begin handing inbound messages to ``sink`` (returns once started). ``receive``
+        False (only for ``receive_on_demand`` adapters): connect for sending; receive once
+        :meth:`start_receiving` is called."""
+
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
+        """Begin (again) handing inbound messages to the sink given to ``start``; returns once receiving.
+        ``allowed``, when given, is asked before each request for more (a ``getUpdates``): while it
+        says False none is made (a cluster's leader whose lease may have run out, say after the process
+        was paused, must not poll even for a moment). Only ``receive_on_demand`` adapters implement
+        it. Raises :class:`DeliveryError`."""
+        raise NotImplementedError(f"the {self.platform} adapter receives from start to stop")
 
     async def stop_receiving(self) -> None:  # noqa: B027 - optional
-        """Take no new messages but keep sending (a graceful shutdown delivers queued replies first)."""
+        """Take no new messages but keep sending (a graceful shutdown delivers queued replies first; a
+        process that is no longer elected stops receiving). Confirms nothing the sink did not store."""
 
     @abstractmethod
     async def stop(self) -> None:

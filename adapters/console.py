@@ -56,8 +56,8 @@ class ConsoleAdapter(Adapter):
         self._ids = itertools.count(1)
         self._mid_line = False  # the last thing written to ``out`` did not end a line
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
+        self._sink = sink  # the terminal's lines come through submit(): always receiving
 
     async def stop(self) -> None:
         self._sink = None

@@ -5,6 +5,10 @@ gateway's tables), the outbox sender, the adapters, recovery of what a previous 
 the command menus (published only when they changed), the scheduler of cron jobs (runs missed while
 the gateway was down happen now), the HTTP server.
 
+In a cluster (``cluster.redis_url``) every process starts the same way, except that adapters which
+receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
+process elected leader runs them and those adapters' receiving (``gateway.cluster``).
+
 Shutdown (SIGTERM or SIGINT) drains instead of dropping: stop taking messages and starting scheduled
 runs, let running turns and runs finish within ``gateway.drain_timeout`` (then cancel them: their
 messages stay pending and are answered after the restart; a cut-off run is recorded as interrupted),
@@ -20,6 +24,7 @@ import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
 from agent.storage.base import Storage
@@ -35,6 +40,9 @@ from gateway.home import HeraldHome
 from gateway.http import HttpServer
 from gateway.router import Router
 from gateway.services import Services
+
+if TYPE_CHECKING:
+    from gateway.cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,7 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: St
                 free_response_channels=discord.free_response_channels,
                 ephemeral_commands=private_commands(),
                 interactions=StoredInteractions(storage),
+                shard_count=discord.shard_count,
             )
         )
     return adapters
@@ -93,6 +102,7 @@ class Gateway:
     http: HttpServer
     adapters: Sequence[Adapter]
     scheduler: CronScheduler
+    cluster: ClusterMember | None = None  # cluster mode: this process in it
 
     async def drain(self) -> None:
         """Stop taking messages and starting runs, finish or checkpoint running turns and runs, send
@@ -100,6 +110,8 @@ class Gateway:
         services = self.services
         self.scheduler.pause()
         await self.router.close()
+        if self.cluster is not None:
+            await self.cluster.resign()  # another process runs the connector from now on
         for adapter in self.adapters:
             await adapter.stop_receiving()
         timeout = services.settings.drain_timeout
@@ -152,11 +164,13 @@ async def open_gateway(
         if not chosen:
             raise no_platform(home)
         runtime = services.runtime
-        sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
-        stack.push_async_callback(cancel, sweeping)
+        clustered = runtime.cluster is not None  # the elected member receives and schedules
+        if not clustered:
+            sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
+            stack.push_async_callback(cancel, sweeping)
         for adapter in chosen:
             try:
-                await adapter.start(router.handle)
+                await adapter.start(router.handle, receive=not (clustered and adapter.receive_on_demand))
             except DeliveryError as error:
                 raise PlatformStartFailed(f"{adapter.platform} could not start: {error}") from error
             stack.push_async_callback(adapter.stop)
@@ -165,7 +179,18 @@ async def open_gateway(
         jobs = runtime.cron.jobs
         scheduler = CronScheduler(jobs, CronRunner(services, jobs), config.scheduler, runtime.cron.timezone)
         stack.push_async_callback(scheduler.close)
-        await scheduler.start()
+        member: ClusterMember | None = None
+        if runtime.cluster is not None:
+            from gateway.cluster.member import open_member  # redis-py: cluster mode only
+
+            member = await stack.enter_async_context(
+                open_member(
+                    runtime.cluster, config, adapters=chosen, scheduler=scheduler, reviews=services.reviews,
+                    metrics=services.metrics,
+                )
+            )  # fmt: skip
+        else:
+            await scheduler.start()
         http = HttpServer(
             config.gateway.http_host,
             config.gateway.http_port,
@@ -173,10 +198,11 @@ async def open_gateway(
             facts=GatewayFacts(runtime.storage),
             metrics=services.metrics,
             checks=core.readiness,
+            cluster=member,
         )
         await http.start()
         stack.push_async_callback(http.stop)
-        gateway = Gateway(services, router, http, chosen, scheduler)
+        gateway = Gateway(services, router, http, chosen, scheduler, member)
         log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
         try:
             yield gateway

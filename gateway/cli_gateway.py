@@ -9,7 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from gateway.config import load_config
+from gateway.config import HeraldConfig, load_config, validate
 from gateway.home import HeraldHome
 from gateway.outbox import Outbox
 from gateway.pairing import Pairing, welcome
@@ -25,7 +25,15 @@ def add_commands(
         "gateway", parents=[common], help="run the chat gateway, or install it as a service"
     )
     gateway_commands = gateway.add_subparsers(dest="gateway_command", required=True)
-    gateway_commands.add_parser("run", parents=[common], help="serve every enabled platform until SIGTERM")
+    run = gateway_commands.add_parser(
+        "run", parents=[common], help="serve every enabled platform until SIGTERM"
+    )
+    run.add_argument(
+        "--instance", metavar="NAME", help="this process's name in a cluster (overrides cluster.instance_id)"
+    )
+    run.add_argument(
+        "--http-port", type=int, metavar="PORT", help="the HTTP server's port (overrides gateway.http_port)"
+    )
     install = gateway_commands.add_parser(
         "install", parents=[common], help="write a systemd unit for `herald gateway run`"
     )
@@ -53,7 +61,25 @@ def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
         return 0
     from gateway.app import run_gateway  # imports the SDKs: only when the gateway runs
 
-    return asyncio.run(run_gateway(load_config(home.config_path), home))
+    config = with_run_options(load_config(home.config_path), instance=args.instance, http_port=args.http_port)
+    return asyncio.run(run_gateway(config, home))
+
+
+def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: int | None) -> HeraldConfig:
+    """``config`` with the command line's per-process settings (several instances share one config
+    file: systemd's ``herald-gateway@PORT`` passes ``--instance %H-%i --http-port %i``). Raises
+    ``gateway.config.ConfigError`` for a value the setting refuses."""
+    changes: dict[str, dict[str, object]] = {}
+    if instance is not None:
+        changes["cluster"] = {"instance_id": instance}
+    if http_port is not None:
+        changes["gateway"] = {"http_port": http_port}
+    if not changes:
+        return config
+    data = config.model_dump()
+    for section, values in changes.items():
+        data[section].update(values)
+    return validate(data, "the command line with the config")
 
 
 @asynccontextmanager

@@ -184,6 +184,13 @@ class DiscordSettings(Section):
     gateway_url: str | None = Field(
         None, description="Websocket gateway URL; null = Discord's own (tests point it at a fake server)."
     )
+    shard_count: StrictInt | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Gateway shards (Discord requires them past 2,500 servers); null = Discord's "
+        "recommendation. In a cluster each shard is a lease, spread over the processes.",
+    )
 
     @field_validator(
         "allowed_users", "allowed_guilds", "allowed_channels", "free_response_channels", mode="before"

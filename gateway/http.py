@@ -2,8 +2,9 @@
 
 ``/healthz`` answers while the process runs. ``/readyz`` answers 200 only when every adapter is
 connected, the database takes a write and every extra :class:`ReadinessCheck` passes (a cluster's
-Redis answers), each within :data:`READY_PROBE_SECONDS`, else 503 with what is wrong (for a load
-balancer or systemd's watchdog scripts). ``/metrics`` is Prometheus' text format. An adapter with a
+Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECONDS`, else 503 with
+what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
+this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
 ``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
 """
 
@@ -14,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from aiohttp import web
 
@@ -30,6 +32,12 @@ MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
 
 
+class ClusterReport(Protocol):
+    """A cluster member (``gateway.cluster.member``): its name, role and leases."""
+
+    def report(self) -> dict[str, object]: ...
+
+
 class HttpServer:
     """Serves on ``host:port`` from ``start`` until ``stop``; ``port`` 0 picks a free one (see ``url``)."""
 
@@ -42,14 +50,17 @@ class HttpServer:
         facts: GatewayFacts,
         metrics: GatewayMetrics,
         checks: Sequence[ReadinessCheck] = (),
+        cluster: ClusterReport | None = None,
     ) -> None:
-        """``checks``: more things to be ready for, such as a cluster process's Redis."""
+        """``checks``: more things to be ready for, such as a cluster process's Redis; ``cluster``: this
+        process as a cluster member, shown in ``/readyz``."""
         self.host = host
         self.port = port
         self.adapters = adapters
         self.facts = facts
         self.metrics = metrics
         self.checks = checks
+        self.cluster = cluster
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -103,7 +114,10 @@ class HttpServer:
                 problems.append(f"{check.name}: no answer within {READY_PROBE_SECONDS:.0f}s")
             except Exception as error:
                 problems.append(f"{check.name}: {error}")
-        return {"ready": not problems, "problems": problems}
+        report: dict[str, object] = {"ready": not problems, "problems": problems}
+        if self.cluster is not None:
+            report["cluster"] = self.cluster.report()
+        return report
 
     async def _readyz(self, request: web.Request) -> web.Response:
         report = await self.readiness()

@@ -72,6 +72,15 @@ class GatewayMetrics:
             "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send budget",
             ["platform"], registry=self.registry,
         )  # fmt: skip
+        # Cluster mode only (cluster.redis_url): what this process is and holds, read when scraped.
+        self.cluster_role = Gauge(
+            "gateway_cluster_role", "1 for this process's role: leader (runs the connector) or worker",
+            ["instance", "role"], registry=self.registry,
+        )  # fmt: skip
+        self.cluster_leases = Gauge(
+            "gateway_cluster_leases", "Connector leases this process holds (leader, discord_shard)", ["kind"],
+            registry=self.registry,
+        )  # fmt: skip
         self.cluster: Info | None = None  # set by in_cluster: one process shows none
 
     def in_cluster(self, instance_id: str) -> None:

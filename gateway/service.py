@@ -1,4 +1,5 @@
-"""systemd units for ``herald gateway run``: a system unit (dedicated user, hardened) and a user unit.
+"""systemd units for ``herald gateway run``: a system unit (dedicated user, hardened), a template unit
+for several instances of one cluster on a host (``herald-gateway@PORT``) and a user unit.
 
 The files under ``systemd/`` are rendered from these templates (a test checks they match), and
 ``herald gateway install --user`` writes the user unit with this machine's paths.
@@ -39,19 +40,9 @@ KillSignal=SIGTERM
 WantedBy=default.target
 """
 
-SYSTEM_UNIT = """\
-# Herald gateway as a system service, run by a dedicated user.
-# Install: sudo useradd --system --create-home --home-dir /var/lib/herald herald
-#          sudo -u herald python3 -m venv /var/lib/herald/venv
-#          sudo -u herald /var/lib/herald/venv/bin/pip install /path/to/herald
-#          sudo cp herald-gateway.service /etc/systemd/system/ && sudo systemctl daemon-reload
-#          sudo -u herald HERALD_HOME=/var/lib/herald/home /var/lib/herald/venv/bin/herald setup
-#          (put TELEGRAM_BOT_TOKEN and the API key in /var/lib/herald/home/.env)
-#          sudo systemctl enable --now herald-gateway
-# Logs:    journalctl -u herald-gateway -f
-
+_SYSTEM_SERVICE = """\
 [Unit]
-Description=Herald chat gateway
+Description={description}
 After=network-online.target
 Wants=network-online.target
 
@@ -94,6 +85,32 @@ CapabilityBoundingSet=
 WantedBy=multi-user.target
 """
 
+SYSTEM_UNIT = """\
+# Herald gateway as a system service, run by a dedicated user.
+# Install: sudo useradd --system --create-home --home-dir /var/lib/herald herald
+#          sudo -u herald python3 -m venv /var/lib/herald/venv
+#          sudo -u herald /var/lib/herald/venv/bin/pip install /path/to/herald
+#          sudo cp herald-gateway.service /etc/systemd/system/ && sudo systemctl daemon-reload
+#          sudo -u herald HERALD_HOME=/var/lib/herald/home /var/lib/herald/venv/bin/herald setup
+#          (put TELEGRAM_BOT_TOKEN and the API key in /var/lib/herald/home/.env)
+#          sudo systemctl enable --now herald-gateway
+# Logs:    journalctl -u herald-gateway -f
+
+""" + _SYSTEM_SERVICE.replace("{description}", "Herald chat gateway")
+
+TEMPLATE_UNIT_NAME = "herald-gateway@.service"
+TEMPLATE_UNIT = """\
+# Several Herald gateway processes of one cluster on this host: one instance per HTTP port
+# (herald-gateway@8787, herald-gateway@8788, ...), each named HOSTNAME-PORT in the cluster.
+# The shared config needs storage.url (PostgreSQL) and cluster.redis_url: README, "Several processes
+# (cluster)". Install the user, venv and home as for herald-gateway.service, then:
+#          sudo cp herald-gateway@.service /etc/systemd/system/ && sudo systemctl daemon-reload
+#          sudo systemctl enable --now herald-gateway@8787 herald-gateway@8788 herald-gateway@8789
+# Logs:    journalctl -u 'herald-gateway@*' -f
+
+""" + _SYSTEM_SERVICE.replace("{description}", "Herald chat gateway, cluster instance %i")
+INSTANCE_OPTIONS = " --instance %H-%i --http-port %i"  # systemd: %H the host name, %i the instance (port)
+
 # The values the committed files under systemd/ are rendered with.
 DOC_USER = {"home": "%h/.herald", "exec_start": "%h/.local/bin/herald gateway run"}
 DOC_SYSTEM = {"home": "/var/lib/herald/home", "exec_start": "/var/lib/herald/venv/bin/herald gateway run"}
@@ -105,6 +122,11 @@ def render_user_unit(home: str, exec_start: str) -> str:
 
 def render_system_unit(home: str, exec_start: str) -> str:
     return SYSTEM_UNIT.format(home=home, exec_start=exec_start)
+
+
+def render_template_unit(home: str, exec_start: str) -> str:
+    """``herald-gateway@.service``: ``exec_start`` plus the per-instance name and port."""
+    return TEMPLATE_UNIT.format(home=home, exec_start=exec_start + INSTANCE_OPTIONS)
 
 
 def this_exec_start() -> str:

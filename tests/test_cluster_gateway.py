@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -60,7 +61,9 @@ async def test_a_gateway_in_a_cluster_answers_and_reports_its_redis_in_readyz_an
         assert not any(problem.startswith("database") for problem in problems), problems
 
         redis_server.start()  # on the same port, empty: Herald kept nothing there that matters
-        assert (await gateway.http.readiness())["ready"] is True
+        async with asyncio.timeout(10):  # the work queue sees Redis back within a second or so
+            while not (await gateway.http.readiness())["ready"]:
+                await asyncio.sleep(0.1)
         harness.fake.private_message(FRIEND, "hello again")
         await harness.settled()
         assert len(harness.texts(FRIEND)) == 2

@@ -53,7 +53,7 @@ class RecordingAdapter(Adapter):
         self.gate = gate
         self.started = asyncio.Event()
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
         pass
 
     async def stop(self) -> None:

@@ -625,6 +625,41 @@ async def test_stop_receiving_keeps_sending(fake: FakeDiscord) -> None:
     assert sink.received == []
 
 
+async def test_receive_on_demand_connects_the_shards_it_is_given(fake: FakeDiscord) -> None:
+    """``start(receive=False)`` logs in for sending and opens no gateway connection; shards are
+    connected and closed one by one (a cluster spreads them over its processes); a guild's messages
+    come through its own shard, direct messages through shard 0."""
+    other = fake.add_guild("second", guild_id=(1001 << 22) + 1)  # shard 1 of 2; the first guild's is
+    channel = fake.add_text_channel(other, "general")  # whatever its id says
+    first_shard = (fake.guild_id >> 22) % 2
+    sink = Sink()
+    adapter = make_adapter(fake, shard_count=2)
+    await asyncio.wait_for(adapter.start(sink, receive=False), WAIT)
+    try:
+        assert adapter.status().connected and fake.connections == [] and adapter.shards() == {}
+        assert await adapter.recommended_shards() == 1  # what GET /gateway/bot says
+        sent = await adapter.send(ChatAddress("discord", str(fake.channel_id)), text("sending works"))
+        assert fake.message(int(sent)).content == "sending works"
+        await asyncio.wait_for(adapter.receive_shard(1, 2), WAIT)
+        assert adapter.shards() == {1: 2} and fake.live_shards() == [(1, 2)]
+        fake.guild_message(channel, ADA, "on shard one", mention_bot=True)
+        await received(fake, sink, 1)
+        await asyncio.wait_for(adapter.receive_shard(0, 2), WAIT)
+        fake.dm_message(ADA, "a direct message")
+        fake.guild_message(fake.channel_id, ADA, f"on shard {first_shard}", mention_bot=True)
+        await received(fake, sink, 3)
+        await adapter.stop_shard(1)
+        assert adapter.shards() == {0: 2} and fake.live_shards() == [(0, 2)]
+        fake.guild_message(channel, ADA, "nobody runs shard one", mention_bot=True)
+        await asyncio.sleep(0.2)
+        assert len(sink.received) == 3 and adapter.status().connected
+    finally:
+        await asyncio.wait_for(adapter.stop(), 10)
+    texts = sorted(m.text.removeprefix(f"<@{fake.bot_id}> ") for m in sink.received)
+    assert texts == sorted(["on shard one", "a direct message", f"on shard {first_shard}"])
+    assert fake.shard_overlaps() == []
+
+
 # --- through discord.py: outbound -------------------------------------------------------------------
 
 

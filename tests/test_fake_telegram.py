@@ -179,6 +179,18 @@ async def test_a_second_poller_ends_the_first_with_conflict(fake: FakeTelegram, 
         assert await other.get_updates(timeout=0) == ()
     with pytest.raises(Conflict, match="terminated by other getUpdates request"):
         await asyncio.wait_for(first, 3)
+    assert len(fake.poll_overlaps) == 1  # the record of two pollers at once
+
+
+async def test_one_poller_after_another_is_no_overlap(fake: FakeTelegram, bot: Bot) -> None:
+    first = asyncio.create_task(bot.get_updates(timeout=10))
+    await fake.wait_for(lambda: [c for c in fake.calls_to("getUpdates") if c.status is None], 2)
+    first.cancel()  # the poller stops (a leader stepping down): its connection closes
+    await asyncio.wait({first})
+    await fake.wait_for(lambda: all(c.status is not None for c in fake.calls_to("getUpdates")), 2)
+    async with Bot(fake.token, base_url=fake.base_url) as other:
+        assert await other.get_updates(timeout=0) == ()
+    assert fake.poll_overlaps == []
 
 
 async def test_long_poll_ends_promptly_when_the_server_stops() -> None:

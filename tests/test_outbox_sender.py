@@ -41,7 +41,7 @@ class ScriptedAdapter(Adapter):
         self.sent: list[tuple[str, str, OutboundText]] = []  # (operation, chat, text)
         self.counter = 0
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
         pass
 
     async def stop(self) -> None:

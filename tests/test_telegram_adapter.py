@@ -846,3 +846,38 @@ async def test_webhook_end_to_end_with_redelivery(fake: FakeTelegram) -> None:
         await runner.cleanup()
     assert [m.text for m in inbox.messages] == ["hooked"]
     assert attempts == [str(pushed["message"]["message_id"])] * 2
+
+
+# --- receiving on demand (a cluster's elected poller) ----------------------------------------------
+
+
+async def test_receive_on_demand_polls_only_between_start_and_stop_receiving(fake: FakeTelegram) -> None:
+    """``start(receive=False)`` sends but neither deletes the webhook nor polls; receiving can be
+    switched on and off again (a process elected, deposed, elected); nothing is lost meanwhile."""
+    inbox = Inbox()
+    adapter = TelegramAdapter(fake.token, base_url=fake.base_url, **FAST)
+    assert adapter.receive_on_demand
+    await asyncio.wait_for(adapter.start(inbox, receive=False), WAIT)
+    try:
+        fake.private_message(PRIVATE, "before anyone polls")
+        await adapter.send(at(PRIVATE), OutboundText("sending works"))
+        await asyncio.sleep(0.3)
+        assert not fake.calls_to("getUpdates") and not fake.calls_to("deleteWebhook")
+        assert adapter.status().connected
+        await asyncio.wait_for(adapter.start_receiving(), WAIT)
+        await asyncio.wait_for(adapter.start_receiving(), WAIT)  # already receiving: nothing more
+        assert len(fake.calls_to("deleteWebhook")) == 1
+        await inbox.stored(fake, 1)
+        await adapter.stop_receiving()
+        polls = len(fake.calls_to("getUpdates"))
+        fake.private_message(PRIVATE, "while deposed")
+        await asyncio.sleep(0.3)
+        assert len(fake.calls_to("getUpdates")) == polls and len(inbox.messages) == 1
+        await adapter.send(at(PRIVATE), OutboundText("still sending"))
+        await asyncio.wait_for(adapter.start_receiving(), WAIT)
+        await inbox.stored(fake, 2)
+    finally:
+        await asyncio.wait_for(adapter.stop(), WAIT)
+    assert [m.text for m in inbox.messages] == ["before anyone polls", "while deposed"]
+    assert [m.text for m in fake.messages(PRIVATE)] == ["sending works", "still sending"]
+    assert fake.poll_overlaps == []

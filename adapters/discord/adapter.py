@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +75,17 @@ INTENT_HELP = (
 )
 
 
+@dataclass(eq=False)
+class _Shard:
+    """One gateway connection: its client, the task running ``connect()``, and whether it got READY
+    (from then on a fatal close is logged rather than raised to whoever connected it)."""
+
+    client: HeraldClient
+    count: int
+    connect: asyncio.Task[None] | None = None
+    up: bool = False
+
+
 @dataclass(frozen=True)
 class _Inbound:
     """A queued hand-over: the message and, for a slash command, its interaction and the deferral
@@ -95,10 +108,18 @@ class DiscordAdapter(Adapter):
     durable one so that a deferred command is answered after a restart, see ``interactions``).
     ``start_timeout``, ``request_timeout``: bounds in seconds on starting and on one operation.
     ``identify_delay``, ``guild_ready_timeout``: discord.py's waits before a re-IDENTIFY and for
-    the last GUILD_CREATE (tests shorten them).
+    the last GUILD_CREATE (tests shorten them). ``shard_count``: how many shards the bot's gateway
+    connections are split into (None: Discord's recommendation, ``GET /gateway/bot``; one shard is a
+    connection without sharding).
+
+    Sending (REST) and receiving (one gateway connection per shard, each a discord.py client of its
+    own) are separate: ``start(sink, receive=False)`` only logs in, and ``start_receiving`` or
+    ``receive_shard``/``stop_shard`` connect shards whenever the gateway decides (a cluster spreads
+    the shards over its processes; every process sends).
     """
 
     platform = PLATFORM
+    receive_on_demand = True
     capabilities = Capabilities(
         max_message_length=2000,
         length_unit="chars",
@@ -121,11 +142,14 @@ class DiscordAdapter(Adapter):
         request_timeout: float = REQUEST_TIMEOUT,
         identify_delay: float = 5.0,
         guild_ready_timeout: float = 2.0,
+        shard_count: int | None = None,
     ) -> None:
         if not token.strip():
             raise ValueError("the Discord bot token is empty")
         if start_timeout <= 0 or request_timeout <= 0:
             raise ValueError("start_timeout and request_timeout must be positive")
+        if shard_count is not None and shard_count < 1:
+            raise ValueError("shard_count must be at least 1 (None: Discord's recommendation)")
         self._token = token.strip()
         self._endpoints = Endpoints(api_base, gateway_url)
         self._application_id = int(application_id) if application_id else None
@@ -137,12 +161,14 @@ class DiscordAdapter(Adapter):
         self._request_timeout = request_timeout
         self._identify_delay = identify_delay
         self._guild_ready_timeout = guild_ready_timeout
-        self._client: HeraldClient | None = None
-        self._connect: asyncio.Task[None] | None = None
+        self._shard_count = shard_count
+        self._rest: HeraldClient | None = None  # logged in, never connected: every send goes through it
+        self._gateways: dict[int, _Shard] = {}  # shard id -> its gateway connection
+        self._last_identify = -math.inf  # time.monotonic() of the last new gateway connection
         self._me: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._receiving = False  # handing messages to the sink
-        self._up = False  # start() returned: later gateway failures are logged, not raised
+        self._up = False  # start() returned
         self._queues: ChatQueues[_Inbound] = ChatQueues(self._hand_over)
         self._deferrals: set[asyncio.Task[bool]] = set()  # referenced until done
         self._status = AdapterStatus()
@@ -155,31 +181,26 @@ class DiscordAdapter(Adapter):
         """The bot's user id and name once started."""
         return self._me
 
-    async def start(self, sink: InboundSink) -> None:
-        """Log in, connect, and return once READY (and the guilds) arrived.
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
+        """Log in for sending (REST), then (``receive``) connect the gateway: return once READY (and the
+        guilds) arrived on every shard.
 
         Raises :class:`DeliveryError`: a refused token or a missing Message Content intent are not
         retryable (the message says what to fix); network trouble or no READY in time are.
         """
-        if self._client is not None:
+        if self._rest is not None:
             raise RuntimeError("DiscordAdapter.start called twice")
         self._logs.attach()
         self._endpoints.apply()
-        client = HeraldClient(
-            ClientEvents(self._on_message, self._on_interaction, self._on_connection),
-            identify_delay=self._identify_delay,
-            guild_ready_timeout=self._guild_ready_timeout,
-            max_ratelimit_timeout=MAX_RATELIMIT_WAIT,
-        )
-        self._client, self._sink = client, sink
+        rest = self._new_client(None)
+        self._rest, self._sink = rest, sink
         try:
             async with asyncio.timeout(self._start_timeout):
-                user = await self._log_in(client)
-                # Messages may arrive between READY and on_ready (which waits for the guilds).
-                self._me, self._receiving = BotIdentity(user.id, user.name), True
-                self._connect = asyncio.create_task(self._run(client), name="discord-gateway")
-                await self._until_ready(client, self._connect)
-        except BaseException as exc:  # cancelled too: never leave the client or the task behind
+                user = await self._log_in(rest)
+            self._me = BotIdentity(user.id, user.name)
+            if receive:
+                await self.start_receiving()
+        except BaseException as exc:  # cancelled too: never leave a client or a task behind
             await self._shut_down()
             if isinstance(exc, TimeoutError):
                 raise DeliveryError(
@@ -187,21 +208,102 @@ class DiscordAdapter(Adapter):
                 ) from exc
             raise
         self._up = True
-        guilds = ", ".join(sorted(g.name for g in client.guilds)[:10]) or "none yet"
-        self._status.extra.update(bot=str(user), guilds=str(len(client.guilds)))
-        log.info(
-            "Discord adapter started as %s (%d) in %d guild(s): %s", user, user.id, len(client.guilds), guilds
-        )
+        self._status.extra.update(bot=str(user))
+        if not receive:
+            log.info("Discord adapter started as %s (%d), sending", user, user.id)
+            return
+        guilds = [g for s in self._gateways.values() for g in s.client.guilds]
+        names = ", ".join(sorted(g.name for g in guilds)[:10]) or "none yet"
+        log.info("Discord adapter started as %s (%d) in %d guild(s): %s", user, user.id, len(guilds), names)
+
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
+        """Connect every shard of ``shard_count`` (None: as many as Discord recommends); returns once
+        each is READY. Raises :class:`DeliveryError` (then nothing is left connected). ``allowed`` is
+        not asked: a gateway connection is not a request repeated (close it to stop receiving)."""
+        self._started()
+        count = self._shard_count or await self.recommended_shards()
+        try:
+            for shard_id in range(count):
+                await self.receive_shard(shard_id, count)
+        except BaseException:
+            await self.stop_receiving()
+            raise
+
+    async def recommended_shards(self) -> int:
+        """How many shards Discord recommends for this bot now (``GET /gateway/bot``)."""
+        rest = self._started()
+        async with self._typed_errors("get the gateway"):
+            shards, _, _ = await rest.http.get_bot_gateway()
+        return max(1, int(shards))
+
+    def shards(self) -> dict[int, int]:
+        """The shards whose gateway connection this adapter runs: shard id → shard count."""
+        return {shard_id: shard.count for shard_id, shard in self._gateways.items()}
+
+    async def receive_shard(self, shard_id: int, shard_count: int) -> None:
+        """Connect the gateway as shard ``shard_id`` of ``shard_count`` (one of 1: no sharding) and
+        return once READY; nothing when already connected so. Raises :class:`DeliveryError`."""
+        if not 0 <= shard_id < shard_count:
+            raise ValueError(f"shard {shard_id} is not one of {shard_count}")
+        self._started()
+        running = self._gateways.get(shard_id)
+        if running is not None and running.count == shard_count:
+            return
+        if running is not None:
+            await self.stop_shard(shard_id)
+        if self._queues.closed:
+            self._queues = ChatQueues(self._hand_over)
+        await self._identify_turn()
+        client = self._new_client((shard_id, shard_count) if shard_count > 1 else None)
+        shard = _Shard(client, shard_count)
+        self._gateways[shard_id] = shard
+        self._receiving = True  # messages may arrive between READY and on_ready (which waits for guilds)
+        try:
+            async with asyncio.timeout(self._start_timeout):
+                await self._log_in(client)
+                shard.connect = asyncio.create_task(self._run(shard), name=f"discord-gateway-{shard_id}")
+                await self._until_ready(client, shard.connect)
+        except BaseException as exc:
+            await self.stop_shard(shard_id)
+            if isinstance(exc, TimeoutError):
+                raise DeliveryError(
+                    f"Discord shard {shard_id} did not get ready within {self._start_timeout:g}s",
+                    retryable=True,
+                ) from exc
+            raise
+        shard.up = True
+        self._status.extra.update(guilds=str(self._guild_count()), shards=self._shard_text())
+        if self._up:  # start() says it all in one line
+            log.info(
+                "Discord shard %d/%d receiving in %d guild(s)", shard_id, shard_count, len(client.guilds)
+            )
+
+    async def stop_shard(self, shard_id: int) -> None:
+        """Close shard ``shard_id``'s gateway connection (bounded); sending goes on. Idempotent."""
+        shard = self._gateways.pop(shard_id, None)
+        if shard is None:
+            return
+        shard.up = False
+        await self._close_client(shard.client)
+        if shard.connect is not None:
+            shard.connect.cancel()
+            await asyncio.wait({shard.connect}, timeout=CLOSE_TIMEOUT)
+            if shard.connect.done() and not shard.connect.cancelled():
+                shard.connect.exception()  # retrieved: receive_shard() or _run() reported it
+        self._status.extra.update(guilds=str(self._guild_count()), shards=self._shard_text())
 
     async def stop_receiving(self) -> None:
-        """Hand nothing more to the sink (queued messages are dropped); keep the client for sends."""
+        """Close every gateway connection and hand nothing more to the sink (queued messages are
+        dropped); keep the REST client for sends."""
         self._receiving = False
+        for shard_id in list(self._gateways):
+            await self.stop_shard(shard_id)
         dropped = await self._queues.close(CLOSE_TIMEOUT)
         if dropped:
             log.warning("Stopped receiving with %d Discord message(s) not handed over", dropped)
 
     async def stop(self) -> None:
-        """Stop receiving, close the client (bounded) and restore discord.py's endpoints. Idempotent."""
+        """Stop receiving, close the clients (bounded) and restore discord.py's endpoints. Idempotent."""
         await self.stop_receiving()
         await self._shut_down()
 
@@ -209,12 +311,45 @@ class DiscordAdapter(Adapter):
         return (GLOBAL_RATE,)
 
     def status(self) -> AdapterStatus:
-        client = self._client
-        ws = client.ws if client is not None else None
+        """Connected: logged in, and every shard this process runs is READY with its websocket open."""
+        rest = self._rest
         connected = (
-            client is not None and not client.is_closed() and client.is_ready() and ws is not None and ws.open
+            rest is not None
+            and not rest.is_closed()
+            and all(
+                s.up and s.client.is_ready() and s.client.ws is not None and s.client.ws.open
+                for s in self._gateways.values()
+            )
         )
         return AdapterStatus(connected=connected, detail=self._status.detail, extra=dict(self._status.extra))
+
+    @property
+    def identify_spacing(self) -> float:
+        """Seconds between two IDENTIFYs of this bot (Discord allows one per 5 s per bot): this process
+        keeps to it between its own shards; a cluster spreads it over its processes."""
+        return self._identify_delay
+
+    async def _identify_turn(self) -> None:
+        """Wait until ``identify_spacing`` has passed since this process's last new connection."""
+        wait = self._last_identify + self._identify_delay - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._last_identify = time.monotonic()
+
+    def _new_client(self, shard: tuple[int, int] | None) -> HeraldClient:
+        return HeraldClient(
+            ClientEvents(self._on_message, self._on_interaction, self._on_connection),
+            identify_delay=self._identify_delay,
+            guild_ready_timeout=self._guild_ready_timeout,
+            max_ratelimit_timeout=MAX_RATELIMIT_WAIT,
+            shard=shard,
+        )
+
+    def _guild_count(self) -> int:
+        return sum(len(s.client.guilds) for s in self._gateways.values())
+
+    def _shard_text(self) -> str:
+        return ",".join(f"{i}/{s.count}" for i, s in sorted(self._gateways.items())) or "none"
 
     async def _log_in(self, client: HeraldClient) -> discord.ClientUser:
         """``GET /users/@me`` and the application: returns the bot's user."""
@@ -257,38 +392,37 @@ class DiscordAdapter(Adapter):
             raise delivery_error(exc, "gateway connect", self._token) from exc
         raise DeliveryError("the Discord gateway connection ended before READY", retryable=True)
 
-    async def _run(self, client: HeraldClient) -> None:
+    async def _run(self, shard: _Shard) -> None:
         """``client.connect()``: reconnects and RESUMEs are discord.py's; a fatal close is logged."""
         try:
-            await client.connect(reconnect=True)
+            await shard.client.connect(reconnect=True)
         except asyncio.CancelledError:
             raise
         except discord.PrivilegedIntentsRequired:
             self._status.detail = INTENT_HELP
-            if self._up:
+            if shard.up:
                 log.error("%s", INTENT_HELP)
             raise
         except Exception as exc:
             self._status.detail = f"gateway stopped: {describe(exc, self._token)}"
-            if self._up:
+            if shard.up:
                 log.error("The Discord gateway connection stopped for good: %s", self._status.detail)
             raise
 
+    async def _close_client(self, client: HeraldClient) -> None:
+        try:
+            await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+        except Exception as exc:
+            log.warning("Closing the Discord client failed: %s", describe(exc, self._token))
+
     async def _shut_down(self) -> None:
         self._receiving = self._up = False
-        client, self._client = self._client, None
-        connect, self._connect = self._connect, None
+        for shard_id in list(self._gateways):
+            await self.stop_shard(shard_id)
+        rest, self._rest = self._rest, None
         self._sink = None
-        if client is not None:
-            try:
-                await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
-            except Exception as exc:
-                log.warning("Closing the Discord client failed: %s", describe(exc, self._token))
-        if connect is not None:
-            connect.cancel()
-            await asyncio.wait({connect}, timeout=CLOSE_TIMEOUT)
-            if connect.done() and not connect.cancelled():
-                connect.exception()  # retrieved: start() or _run() reported it
+        if rest is not None:
+            await self._close_client(rest)
         for deferral in list(self._deferrals):
             deferral.cancel()
         self._endpoints.restore()
@@ -298,7 +432,7 @@ class DiscordAdapter(Adapter):
 
     def _on_connection(self, connected: bool, what: str) -> None:
         if connected:
-            if what == "ready" and self._up:
+            if what == "ready" and self._gateways and all(s.up for s in self._gateways.values()):
                 log.info("Discord gateway identified again (a new session)")
         else:
             self._status.detail = what
@@ -454,7 +588,7 @@ class DiscordAdapter(Adapter):
                 await partial.delete()
 
     async def typing(self, address: ChatAddress) -> None:
-        client = self._client
+        client = self._rest
         if client is None:
             return
         try:
@@ -512,7 +646,7 @@ class DiscordAdapter(Adapter):
         return InteractionWebhook(client.interaction_webhook(int(record.application_id), record.token))
 
     def _started(self) -> HeraldClient:
-        client = self._client
+        client = self._rest
         if client is None or client.is_closed():
             raise DeliveryError("the Discord adapter is not running", retryable=True)
         return client

@@ -71,7 +71,8 @@ class HeraldClient(discord.Client):
     """A ``discord.Client`` that forwards what Herald needs to :class:`ClientEvents`.
 
     ``identify_delay``: discord.py sleeps before every IDENTIFY but the first, because Discord
-    allows one per 5 seconds per bot; tests that reconnect set it to 0.
+    allows one per 5 seconds per bot; tests that reconnect set it to 0. ``shard``: (shard id, shard
+    count) this client's gateway connection identifies as; None for a bot that needs no sharding.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class HeraldClient(discord.Client):
         identify_delay: float,
         guild_ready_timeout: float,
         max_ratelimit_timeout: float,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(
             intents=herald_intents(),
@@ -88,6 +90,8 @@ class HeraldClient(discord.Client):
             guild_ready_timeout=guild_ready_timeout,
             max_ratelimit_timeout=max_ratelimit_timeout,
             chunk_guilds_at_startup=False,
+            shard_id=shard[0] if shard else None,
+            shard_count=shard[1] if shard else None,
         )
         self._events = events
         self._identify_delay = identify_delay

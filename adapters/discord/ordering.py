@@ -46,6 +46,10 @@ class ChatQueues(Generic[T]):
             self._workers[key] = asyncio.create_task(self._drain(key), name=f"discord-chat-{key}")
         return True
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def queued(self) -> int:
         """Items not handed over yet (including the ones being handed over now)."""
         return sum(len(q) for q in self._queues.values())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -64,15 +64,18 @@ T = TypeVar("T")
 class TelegramAdapter(Adapter):
     """Telegram through python-telegram-bot's ``ExtBot``, without its ``Application``/``Updater``.
 
-    ``mode="polling"``: a ``getUpdates`` loop that confirms only what the sink stored (one process
-    per token). ``mode="webhook"``: Telegram POSTs to ``webhook_url``; the gateway's HTTP server
-    passes each request to :meth:`handle_webhook`. ``flood_retries``/``max_flood_wait``: how often
+    ``mode="polling"``: a ``getUpdates`` loop that confirms only what the sink stored (one caller
+    per token: several processes start with ``receive=False`` and the elected one polls).
+    ``mode="webhook"``: Telegram POSTs to ``webhook_url``; the gateway's HTTP server passes each
+    request to :meth:`handle_webhook` (any process may take them; ``start_receiving`` sets the
+    webhook). ``flood_retries``/``max_flood_wait``: how often
     and how long a send waits out a 429 itself before reporting it. ``retry_base``/``retry_cap``:
     the polling loop's backoff in seconds.
     """
 
     platform = PLATFORM
     webhook_path = WEBHOOK_PATH
+    receive_on_demand = True
     capabilities = Capabilities(
         max_message_length=4096,
         length_unit="utf16",
@@ -115,6 +118,7 @@ class TelegramAdapter(Adapter):
         self._me: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._receiving = False  # polling, or the webhook was set by this process
         self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
         self._status = AdapterStatus()
         self._log_filter = TokenFilter(token)
@@ -132,8 +136,8 @@ class TelegramAdapter(Adapter):
         """The bot's id and username once started."""
         return self._me
 
-    async def start(self, sink: InboundSink) -> None:
-        """``getMe``, then ``deleteWebhook`` + the polling task, or ``setWebhook``.
+    async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
+        """``getMe``, then (``receive``) what :meth:`start_receiving` does.
 
         Raises :class:`DeliveryError` when Telegram refuses (``retryable`` when it could not be
         reached; a bad token is not retryable).
@@ -144,13 +148,8 @@ class TelegramAdapter(Adapter):
         bot = self._build_bot()
         try:
             await bot.initialize()  # getMe
-            if self.mode == "polling":
-                await bot.delete_webhook()  # getUpdates is refused while a webhook is set
-            else:
-                assert self._webhook_url is not None  # checked in __init__
-                await bot.set_webhook(
-                    self._webhook_url, secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES
-                )
+            if receive:
+                await self._ask_for_updates(bot)
         except BaseException as exc:  # cancelled too: never leave the HTTP clients open
             await _quietly_shut_down(bot, self._token)
             self._log_filter.detach()
@@ -160,24 +159,30 @@ class TelegramAdapter(Adapter):
         self._bot, self._sink = bot, sink
         self._me = BotIdentity(bot.id, bot.username)
         self._status = AdapterStatus(connected=True, extra={"bot": f"@{bot.username}", "mode": self.mode})
+        if receive:
+            self._begin_receiving(bot)
         if self.mode == "polling":
-            poller = Poller(
-                bot,
-                self._accept_batch,
-                self._status,
-                token=self._token,
-                poll_timeout=self._poll_timeout,
-                retry_base=self._retry_base,
-                retry_cap=self._retry_cap,
-            )
-            self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
-            log.info("Telegram adapter started as @%s, polling", bot.username)
+            log.info("Telegram adapter started as @%s, %s", bot.username, "polling" if receive else "sending")
         else:
             url = redact(self._webhook_url or "", self._token)
             log.info("Telegram adapter started as @%s, webhook %s", bot.username, url)
 
+    async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
+        """Polling: ``deleteWebhook`` (``getUpdates`` is refused while one is set), then the polling
+        task. Webhook: ``setWebhook`` (POSTs are accepted from ``start`` on, on every process, whether
+        or not this was called). Nothing when already receiving. Raises :class:`DeliveryError`."""
+        bot = self._started()
+        if self._receiving:
+            return
+        with self._typed_errors("deleteWebhook" if self.mode == "polling" else "setWebhook"):
+            await self._to_the_end(self._ask_for_updates(bot))
+        self._begin_receiving(bot, allowed)
+        log.info("Telegram adapter receiving (%s)", self.mode)
+
     async def stop_receiving(self) -> None:
-        """Stop polling (nothing unstored is confirmed) but keep the bot for sending queued replies."""
+        """Stop polling (nothing unstored is confirmed) but keep the bot for sending queued replies. A
+        webhook stays set (and POSTs are still answered): Telegram holds what it cannot deliver."""
+        self._receiving = False
         poller, self._poller = self._poller, None
         if poller is not None:
             poller.cancel()
@@ -189,10 +194,7 @@ class TelegramAdapter(Adapter):
         No final ``getUpdates`` (PTB's Updater makes one to mark everything fetched as read). A
         webhook stays set: Telegram keeps what arrives meanwhile and redelivers it after a restart.
         """
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            poller.cancel()
-            await asyncio.wait({poller})
+        await self.stop_receiving()
         if self._in_flight:
             await asyncio.wait(self._in_flight, timeout=IN_FLIGHT_GRACE)
         bot, self._bot, self._sink = self._bot, None, None
@@ -203,6 +205,31 @@ class TelegramAdapter(Adapter):
 
     def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
         return telegram_rates(address.chat_id)
+
+    async def _ask_for_updates(self, bot: ExtBot[int]) -> None:
+        if self.mode == "polling":
+            await bot.delete_webhook()  # getUpdates is refused while a webhook is set
+        else:
+            assert self._webhook_url is not None  # checked in __init__
+            await bot.set_webhook(
+                self._webhook_url, secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES
+            )
+
+    def _begin_receiving(self, bot: ExtBot[int], allowed: Callable[[], bool] | None = None) -> None:
+        self._receiving = True
+        if self.mode != "polling":
+            return
+        poller = Poller(
+            bot,
+            self._accept_batch,
+            self._status,
+            token=self._token,
+            poll_timeout=self._poll_timeout,
+            retry_base=self._retry_base,
+            retry_cap=self._retry_cap,
+            allowed=allowed,
+        )
+        self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
 
     def status(self) -> AdapterStatus:
         current = self._status

@@ -27,6 +27,7 @@ from .redaction import describe
 log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message",)
+NOT_ALLOWED_PAUSE = 0.05  # seconds between looks at ``allowed`` while it says no
 UpdateHandler = Callable[[Sequence[Update]], Awaitable[None]]
 
 
@@ -58,7 +59,8 @@ class Poller:
     """Fetches updates with ``getUpdates`` and hands each batch to ``handle``, in order.
 
     Failures never end the loop: network trouble and unexpected errors back off with jitter, a
-    ``Conflict`` (another process polling this token, or a webhook set) retries slowly. Each streak
+    ``Conflict`` (another process polling this token, or a webhook set) retries slowly. ``allowed``
+    (optional) is asked before every ``getUpdates``; none is made while it says False. Each streak
     is logged once when it starts and once when it ends; ``status`` follows along for ``/readyz``.
     """
 
@@ -72,8 +74,10 @@ class Poller:
         poll_timeout: float,
         retry_base: float,
         retry_cap: float,
+        allowed: Callable[[], bool] | None = None,
     ) -> None:
         self._bot = bot
+        self._allowed = allowed
         self._handle = handle
         self._status = status
         self._token = token
@@ -85,6 +89,9 @@ class Poller:
     async def run(self) -> None:
         offset: int | None = None  # None: from the oldest update Telegram still holds for us
         while True:
+            if self._allowed is not None and not self._allowed():  # not ours to poll now: wait to be
+                await asyncio.sleep(NOT_ALLOWED_PAUSE)  # stopped (or allowed again)
+                continue
             updates = await self._fetch(offset)
             if updates and await self._hand_over(updates):
                 offset = updates[-1].update_id + 1

@@ -48,14 +48,8 @@ class CronScheduler:
         self.runner = runner
         self.settings = settings
         self.timezone = timezone
-        self._aps = AsyncIOScheduler(
-            timezone=timezone,
-            job_defaults={
-                "coalesce": True,
-                "max_instances": 1,
-                "misfire_grace_time": settings.misfire_grace,
-            },
-        )
+        self._aps = self._new_aps()
+        self._started = False
         self._versions: dict[str, int] = {}  # job id → the version scheduled (or found unusable)
         self._runs: set[asyncio.Task[Any]] = set()
         self._bookkeeping: set[asyncio.Task[None]] = set()
@@ -65,7 +59,24 @@ class CronScheduler:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
+    def _new_aps(self) -> AsyncIOScheduler:
+        return AsyncIOScheduler(
+            timezone=self.timezone,
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": self.settings.misfire_grace,
+            },
+        )
+
     async def start(self) -> None:
+        """Schedule every enabled job and follow the table; again after :meth:`stop` (a cluster's new
+        leader), afresh from the table."""
+        if self._aps.running or self._syncing is not None:
+            raise RuntimeError("the scheduler is already running")
+        if self._started:  # stopped before: a new APScheduler, everything read again
+            self._aps, self._versions, self._wake = self._new_aps(), {}, asyncio.Event()
+        self._started = True
         interrupted = await self.jobs.interrupted_runs()
         if interrupted:
             log.warning("%d scheduled run(s) were cut off by the last shutdown or crash", interrupted)
@@ -94,17 +105,25 @@ class CronScheduler:
             await asyncio.wait(running, timeout=5.0)
         return not running
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
+        """Fire nothing more and stop following the table; runs already going go on (each holds its
+        job's lock and claimed its occurrence, so a run elsewhere cannot repeat it). Quick: a cluster's
+        leader stepping down calls it. :meth:`start` may follow."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        for task in [t for t in (self._syncing, *self._bookkeeping) if t is not None]:
+        syncing, self._syncing = self._syncing, None
+        for task in [t for t in (syncing, *self._bookkeeping) if t is not None]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.drain(0)
         if self._aps.running:
             self._aps.shutdown(wait=False)
+
+    async def close(self) -> None:
+        """Stop, and cancel the runs still going (recorded as interrupted)."""
+        await self.stop()
+        await self.drain(0)
 
     # -- following the table -------------------------------------------------------------------------
 

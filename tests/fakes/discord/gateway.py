@@ -212,6 +212,7 @@ class Gateway:
         session.connection = conn
         conn.session = session
         conn.record.session_id, conn.record.op = session.id, op
+        conn.record.shard = session.shard
 
     def _members_chunk(self, session: Session, data: dict[str, Any]) -> None:
         world = self.state.world

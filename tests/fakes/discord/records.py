@@ -219,6 +219,7 @@ class GatewayConnection:
     close_code: int | None = None  # the code the fake closed with, or the client's
     closed_by: str | None = None  # "fake" or "client"
     received_ops: list[int] = field(default_factory=list)
+    shard: tuple[int, int] | None = None  # (shard id, shard count) its session identified as, if sharded
 
     @property
     def compress(self) -> str | None:

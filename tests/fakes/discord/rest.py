@@ -144,7 +144,7 @@ def get_gateway(state: DiscordState, req: RestRequest) -> Result:
 def get_gateway_bot(state: DiscordState, req: RestRequest) -> Result:
     return 200, {
         "url": state.gateway_url,
-        "shards": 1,
+        "shards": state.recommended_shards,
         "session_start_limit": {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1},
     }
 

@@ -58,7 +58,9 @@ class FakeDiscord(Inject):
     ``ack_heartbeats``. REST faults: :meth:`fail_next`, :meth:`fail_network_next`,
     :meth:`forbid_channel`. Observe: ``calls``, :meth:`messages`, ``deleted``, :meth:`typing`,
     ``command_syncs``, :meth:`interaction_responses`, ``identify_payloads``, ``connections``,
-    :meth:`wait_for`.
+    :meth:`live_shards`, :meth:`shard_overlaps`, :meth:`wait_for`. Sharding: ``recommended_shards``
+    is what ``GET /gateway/bot`` answers; a sharded session gets its guilds' events only (and DMs on
+    shard 0), as on Discord.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -158,6 +158,9 @@ class Connection:
                 return  # the client went away; the reader notices and detaches
 
 
+GUILD_EVENTS = frozenset({"GUILD_CREATE", "GUILD_UPDATE", "GUILD_DELETE"})  # the guild's id is "id"
+
+
 @dataclass
 class Session:
     """A gateway session: identified once, resumable until invalidated."""
@@ -185,3 +188,20 @@ class Session:
 
     def has(self, intent_bits: int) -> bool:
         return self.intents & intent_bits == intent_bits
+
+    @property
+    def shard(self) -> tuple[int, int] | None:
+        """(shard id, shard count) from IDENTIFY; None for a connection without sharding."""
+        shard = self.identify.get("shard")
+        return (int(shard[0]), int(shard[1])) if shard else None
+
+    def receives(self, event: str, data: dict[str, Any]) -> bool:
+        """Whether ``event`` goes to this session: Discord sends a guild's events to the shard
+        ``(guild_id >> 22) % shard_count`` and direct messages to shard 0."""
+        shard = self.shard
+        if shard is None:
+            return True
+        guild = data.get("id") if event in GUILD_EVENTS else data.get("guild_id")
+        if guild is None:
+            return shard[0] == 0
+        return (int(guild) >> 22) % shard[1] == shard[0]

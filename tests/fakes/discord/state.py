@@ -97,6 +97,7 @@ class DiscordState:
             raise ValueError(
                 f"unknown privileged intents {sorted(unknown)}; use {sorted(PRIVILEGED_INTENTS)}"
             )
+        self.recommended_shards = 1  # what GET /gateway/bot answers
         self.interaction_deadline = 3.0  # seconds to send the initial response
         self.heartbeat_interval_ms = 41250
         self.echo_bot_messages = True  # the bot's own messages come back as MESSAGE_CREATE, as on Discord
@@ -377,6 +378,25 @@ class DiscordState:
         with self.lock:
             return list(self._connections)
 
+    def shard_overlaps(self) -> list[tuple[int, int]]:
+        """Pairs of connection ids that were identified (or resumed) as the same shard and open at the
+        same time: two processes receiving one shard (a connection without sharding is shard 0 of 1)."""
+        with self.lock:
+            live = [c for c in self._connections if c.op is not None]
+            pairs: list[tuple[int, int]] = []
+            for index, first in enumerate(live):
+                for second in live[index + 1 :]:
+                    same = (first.shard or (0, 1)) == (second.shard or (0, 1))
+                    end = first.closed if first.closed is not None else float("inf")
+                    if same and second.opened < end:
+                        pairs.append((first.id, second.id))
+            return pairs
+
+    def live_shards(self) -> list[tuple[int, int]]:
+        """The (shard id, shard count) of every connected session; (0, 1) for one without sharding."""
+        with self.lock:
+            return sorted((s.shard or (0, 1)) for s in self.sessions.values() if s.connection is not None)
+
     def live_sessions(self) -> list[str]:
         """Ids of sessions with a connected websocket."""
         with self.lock:
@@ -478,6 +498,8 @@ class DiscordState:
             delivered: list[tuple[str, int]] = []
             for session in self.sessions.values():
                 if not session.resumable or (intents and not session.intents & intents):
+                    continue
+                if not session.receives(event, data):  # another shard's guild
                     continue
                 payload = copy.deepcopy(data) if shape is None else shape(session, copy.deepcopy(data))
                 if payload is not None:

@@ -49,7 +49,7 @@ class FakeTelegram(TelegramState):
     Inject: :meth:`private_message`, :meth:`group_message`, :meth:`push_update`,
     :meth:`redeliver`. Faults: :meth:`fail_next`, :meth:`reject_formatting_next`,
     :meth:`fail_network_next`, :meth:`slow_next`, :meth:`forbid_chat`. Observe: ``calls``, :meth:`messages`,
-    :meth:`typing_actions`, :meth:`commands`, :meth:`wait_for`, :meth:`wait_idle`.
+    :meth:`typing_actions`, :meth:`commands`, :meth:`wait_for`, :meth:`wait_idle`, ``poll_overlaps``.
     """
 
     webhook_timeout: float = 10.0  # seconds the fake waits for the bot's webhook to answer
@@ -66,6 +66,9 @@ class FakeTelegram(TelegramState):
         self._webhook_lock: asyncio.Lock | None = None
         self._deliverer: asyncio.Task[None] | None = None
         self._delivering = 0
+        # When a getUpdates arrived while another was still waiting: two pollers of one bot (Telegram
+        # ends the earlier call with 409 "terminated by other getUpdates request").
+        self.poll_overlaps: list[float] = []
 
     # --- serving -------------------------------------------------------------------------------
 
@@ -228,7 +231,9 @@ class FakeTelegram(TelegramState):
             conflict = get_updates_conflict(self)
             if conflict is not None:
                 return conflict.status, conflict.body()
-            for other in self._polls:  # a second poller ends the first, as on Telegram
+            if self._polls:  # a second poller ends the first, as on Telegram
+                self.poll_overlaps.append(time.monotonic())
+            for other in self._polls:
                 other.terminated = True
                 other.event.set()
             if allowed is not None:

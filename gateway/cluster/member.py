@@ -1,0 +1,104 @@
+"""This process as a member of a cluster: its Redis connection, its name, the leader election and
+what it holds (for ``/readyz`` and ``/metrics``).
+
+Every member is a worker (it answers what it stores, sends through every platform). The elected one
+also runs the connector: each receive-on-demand adapter's inbound side (Telegram polling or setting
+its webhook), APScheduler and the idle-review sweeper — see ``duties``. Discord's gateway is split
+into shards, each a lease that any member may hold (``shards``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from adapters.base import Adapter
+from gateway.cluster.duties import looping, receiving, scheduling
+from gateway.cluster.leader import Leadership
+from gateway.cluster.redis import Cluster
+from gateway.cluster.shards import ShardedReceiver, ShardKeeper
+from gateway.config import HeraldConfig
+from gateway.cron.scheduler import CronScheduler
+from gateway.metrics import GatewayMetrics
+from gateway.reviews import Reviews
+
+LEADER, WORKER = "leader", "worker"
+
+
+@dataclass
+class ClusterMember:
+    instance_id: str
+    redis: Redis
+    leadership: Leadership
+    shards: ShardKeeper | None = None  # Discord's shard leases, when Discord is enabled
+
+    @property
+    def role(self) -> str:
+        """``leader`` while this process holds the leader lease, else ``worker``."""
+        return LEADER if self.leadership.leading else WORKER
+
+    async def resign(self) -> None:
+        """Stop running the connector (a graceful shutdown: the next process takes over at once)."""
+        await self.leadership.resign()
+        if self.shards is not None:
+            await self.shards.stop()
+
+    def leases(self) -> list[str]:
+        """The leases this process holds now."""
+        held = ["leader"] if self.leadership.leading else []
+        if self.shards is not None:
+            held += [f"discord shard {i}/{n}" for i, n in sorted(self.shards.held().items())]
+        return held
+
+    def report(self) -> dict[str, object]:
+        """What ``/readyz`` shows of this process in the cluster (Redis itself is a readiness check of
+        its own: ``gateway.core``)."""
+        return {"instance": self.instance_id, "role": self.role, "leases": self.leases()}
+
+    def observe(self, metrics: GatewayMetrics) -> None:
+        """Let ``/metrics`` read this member's role and leases when scraped."""
+        for role in (LEADER, WORKER):
+            metrics.cluster_role.labels(self.instance_id, role).set_function(
+                lambda role=role: 1.0 if self.role == role else 0.0  # type: ignore[misc]
+            )
+        metrics.cluster_leases.labels("leader").set_function(lambda: 1.0 if self.leadership.leading else 0.0)
+        metrics.cluster_leases.labels("discord_shard").set_function(
+            lambda: float(len(self.shards.held())) if self.shards is not None else 0.0
+        )
+
+
+@asynccontextmanager
+async def open_member(
+    cluster: Cluster,
+    config: HeraldConfig,
+    *,
+    adapters: Sequence[Adapter],
+    scheduler: CronScheduler,
+    reviews: Reviews,
+    metrics: GatewayMetrics,
+) -> AsyncIterator[ClusterMember]:
+    """Join ``cluster`` and campaign to run the connector: the inbound side
+    of ``adapters`` that receive on demand (started with ``receive=False``), ``scheduler`` (not
+    started) and ``reviews``' idle sweeper. On exit the term ends and the lease is released."""
+    settings, instance_id, redis = cluster.settings, cluster.instance_id, cluster.redis
+    async with AsyncExitStack() as stack:
+        leadership = Leadership(redis, instance_id, settings.leader_ttl)
+        keeper: ShardKeeper | None = None
+        for adapter in adapters:
+            if isinstance(adapter, ShardedReceiver):  # each shard a lease of its own, on any process
+                keeper = ShardKeeper(
+                    redis, instance_id, settings.leader_ttl, adapter, shard_count=config.discord.shard_count
+                )
+            elif adapter.receive_on_demand:
+                leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
+        leadership.add_duty("scheduler", scheduling(scheduler))
+        leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
+        member = ClusterMember(instance_id, redis, leadership, keeper)
+        member.observe(metrics)
+        await stack.enter_async_context(leadership.campaigning())
+        if keeper is not None:
+            await stack.enter_async_context(keeper.keeping())
+        yield member

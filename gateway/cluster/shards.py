@@ -1,0 +1,345 @@
+"""Discord's gateway shards as leases in Redis, spread over the processes of a cluster.
+
+A bot in more than 2,500 servers must split its gateway connection into shards; one process holding
+them all would cap the bot at one machine. So each shard is a lease (``herald:discord:shard:N:I``
+for shard I of N), held and run by one process at a time, with the leader lease's rules
+(``gateway.cluster.leader``): won with ``SET NX PX``, renewed every ``ttl/3`` by compare-and-pexpire,
+and its connection closed by its holder once ``ttl/2`` has passed without a successful renewal —
+before the lease can expire and another process connect the same shard.
+
+- **How many shards**: ``discord.shard_count``, or else Discord's recommendation (``GET
+  /gateway/bot``), asked by the first process that needs it and kept in Redis for a day
+  (``herald:discord:shard_count``), so every process uses the same count. When the count changes, each
+  process closes the shards of the old count and takes leases of the new one.
+- **How many per process**: every process heartbeats in a sorted set of members
+  (``herald:members``, scored by when its entry expires, in Redis' own clock); a process holds at most
+  ``ceil(shards / members)``: it releases the shards over that share (after closing them) and takes
+  free ones up to it, trying a taken one again just after its lease expires: a shard whose holder
+  died is taken over within the TTL of the holder's last renewal.
+- Discord allows one IDENTIFY per 5 seconds per bot: a process connects a shard only after taking a
+  key that lives that long (``herald:discord:identify``), so shards connect one after another across
+  the cluster.
+- A shard that fails to connect is closed and released, and this process leaves it alone for a while
+  (another process may fare better).
+
+The keeper never raises out of :meth:`ShardKeeper.run`; Redis failures are logged once per streak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from redis.asyncio import Redis
+
+from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW, expiry_pause, milliseconds
+from gateway.cluster.redis import redis_key
+
+log = logging.getLogger(__name__)
+
+MEMBERS_KEY = redis_key("members")
+COUNT_KEY = redis_key("discord", "shard_count")
+IDENTIFY_KEY = redis_key("discord", "identify")  # held for identify_spacing after each new connection
+COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
+FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
+
+# KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: {the live members'
+# count, ms until the soonest other member's entry expires (-1: none)}.
+HEARTBEAT = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+local first = redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES')
+local soonest = -1
+for i = 1, #first, 2 do
+    if first[i] ~= ARGV[1] then
+        soonest = tonumber(first[i + 1]) - ms
+        break
+    end
+end
+return {redis.call('ZCARD', KEYS[1]), soonest}
+"""
+# KEYS[1] the members set, ARGV[1] this member: leave at once (a graceful stop).
+LEAVE = "return redis.call('ZREM', KEYS[1], ARGV[1])"
+
+
+@runtime_checkable
+class ShardedReceiver(Protocol):
+    """An adapter whose receiving is split into shards (``adapters.discord.DiscordAdapter``)."""
+
+    @property
+    def identify_spacing(self) -> float: ...
+
+    async def recommended_shards(self) -> int: ...
+
+    async def receive_shard(self, shard_id: int, shard_count: int) -> None: ...
+
+    async def stop_shard(self, shard_id: int) -> None: ...
+
+
+def shard_key(shard_id: int, shard_count: int) -> str:
+    return redis_key("discord", "shard", str(shard_count), str(shard_id))
+
+
+@dataclass(eq=False)
+class _Held:
+    shard_id: int
+    count: int
+    value: str
+    renewed_at: float  # when the last successful renewal (or the win) was sent
+    starting: asyncio.Task[None] | None = None
+    failed: bool = False
+
+    @property
+    def key(self) -> str:
+        return shard_key(self.shard_id, self.count)
+
+
+class ShardKeeper:
+    """Holds this process's share of the shard leases and runs those shards on ``receiver``.
+
+    ``shard_count`` is the configured count (None: Discord's recommendation, kept in Redis). ``ttl``:
+    the leases' TTL in seconds (``cluster.leader_ttl``). ``clock`` is monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        instance_id: str,
+        ttl: float,
+        receiver: ShardedReceiver,
+        *,
+        shard_count: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis = redis
+        self.instance_id = instance_id
+        self.ttl = ttl
+        self.receiver = receiver
+        self.shard_count = shard_count
+        self.clock = clock
+        self._renew = redis.register_script(RENEW)
+        self._release = redis.register_script(RELEASE)
+        self._heartbeat = redis.register_script(HEARTBEAT)
+        self._leave = redis.register_script(LEAVE)
+        self._held: dict[int, _Held] = {}
+        self._resting: dict[int, float] = {}  # shard id -> until when this process leaves it alone
+        self._failing = False
+        self._running: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._next_try: float | None = None  # when a taken shard this process wants expires
+
+    @property
+    def interval(self) -> float:
+        return self.ttl / 3
+
+    def held(self) -> dict[int, int]:
+        """The shards this process holds a lease for now: shard id → shard count."""
+        return {h.shard_id: h.count for h in self._held.values()}
+
+    @asynccontextmanager
+    async def keeping(self) -> AsyncIterator[ShardKeeper]:
+        """Run :meth:`run` for the life of the block; on exit :meth:`stop`."""
+        if self._running is not None:
+            raise RuntimeError("already keeping")
+        self._running = asyncio.create_task(self.run(), name=f"discord shard keeper {self.instance_id}")
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Close and release every shard held, and leave the members (a graceful shutdown). Idempotent."""
+        self._stopped = True  # also when a library swallows the cancellation: run() ends all the same
+        task = self._running
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def run(self) -> None:
+        """Keep the share until cancelled; then close and release everything held."""
+        try:
+            while not self._stopped:
+                try:
+                    await self._round()
+                except Exception:  # a bug or a platform failure must not end the keeping for good
+                    log.exception("keeping the Discord shard leases failed; trying again")
+                now = self.clock()
+                wake = min(
+                    [h.renewed_at + self.ttl / 2 for h in self._held.values()]
+                    + [now + self.interval, self._next_try or now + self.interval]
+                )
+                self._next_try = None
+                await asyncio.sleep(max(0.01, wake - now))
+        finally:
+            for held in list(self._held.values()):
+                await self._drop(held, release=True)
+            with contextlib.suppress(*REDIS_ERRORS):
+                async with asyncio.timeout(self.interval):
+                    await self._leave(keys=[MEMBERS_KEY], args=[self.instance_id])
+
+    # --- one round ----------------------------------------------------------------------------------
+
+    async def _round(self) -> None:
+        for held in [h for h in self._held.values() if h.failed]:
+            self._resting[held.shard_id] = self.clock() + FAILED_SHARD_PAUSE
+            await self._drop(held, release=True)
+        await self._drop_expired()
+        lost: list[_Held] = []  # no longer ours
+        extra: list[_Held] = []  # ours, to hand over (over the share, or of an old shard count)
+        won: list[_Held] = []
+        now = self.clock()
+        bound = min([h.renewed_at + self.ttl / 2 for h in self._held.values()] + [now + self.interval])
+        try:
+            async with asyncio.timeout(max(0.01, bound - now)):
+                members, soonest = await self._heartbeat(
+                    keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)]
+                )
+                if int(soonest) >= 0:  # a member that stops heartbeating is gone then: look again
+                    self._try_at(now + expiry_pause(int(soonest), self.interval))
+                count = await self._count()
+                for held in list(self._held.values()):
+                    if held.count != count:
+                        extra.append(held)
+                        continue
+                    sent = self.clock()
+                    if await self._renew(keys=[held.key], args=[held.value, milliseconds(self.ttl)]):
+                        held.renewed_at = sent
+                    else:
+                        lost.append(held)
+                keep = sorted(
+                    (h for h in self._held.values() if h not in lost and h not in extra),
+                    key=lambda h: h.shard_id,
+                )
+                share = math.ceil(count / max(1, int(members)))
+                extra.extend(keep[share:])
+                await self._win(count, share - len(keep), won)
+        except REDIS_ERRORS as error:
+            if not self._failing:
+                log.warning("cannot keep the Discord shard leases (Redis: %s); trying again", error)
+            self._failing = True
+        else:
+            if self._failing:
+                log.info("Redis answers again; keeping the Discord shard leases")
+            self._failing = False
+        for held in lost:
+            log.warning(
+                "Discord shard %d/%d: its lease expired or was taken; closing it", held.shard_id, held.count
+            )
+            await self._drop(held, release=False)
+        for held in extra:
+            log.info(
+                "Discord shard %d/%d: more than this process's share; handing it over",
+                held.shard_id,
+                held.count,
+            )
+            await self._drop(held, release=True)
+        for held in won:
+            self._held[held.shard_id] = held
+            held.starting = asyncio.create_task(self._start(held), name=f"discord shard {held.shard_id}")
+        await self._drop_expired()
+
+    async def _count(self) -> int:
+        """The shard count every process uses (see the module)."""
+        if self.shard_count is not None:
+            return self.shard_count
+        stored = await self.redis.get(COUNT_KEY)
+        if stored is None:
+            recommended = await self.receiver.recommended_shards()  # DeliveryError: the round fails
+            await self.redis.set(COUNT_KEY, recommended, nx=True, ex=COUNT_TTL)
+            stored = await self.redis.get(COUNT_KEY)
+        return int(stored) if stored is not None else 1
+
+    async def _win(self, count: int, wanted: int, won: list[_Held]) -> None:
+        """Try free shards (starting at a place of this process's own, so processes do not all race
+        for shard 0) until ``wanted`` more are won; each win goes into ``won`` as soon as it is sure."""
+        if wanted <= 0:
+            return
+        now = self.clock()
+        start = sum(self.instance_id.encode()) % count
+        for offset in range(count):
+            shard_id = (start + offset) % count
+            if shard_id in self._held or self._resting.get(shard_id, 0.0) > now:
+                continue
+            value = f"{self.instance_id}/{secrets.token_hex(8)}"
+            sent = self.clock()
+            key = shard_key(shard_id, count)
+            if await self.redis.set(key, value, nx=True, px=milliseconds(self.ttl)):
+                won.append(_Held(shard_id, count, value, sent))
+                if len(won) >= wanted:
+                    return
+            else:  # try again just after it expires (a dead holder's shard within its TTL)
+                self._try_at(sent + expiry_pause(await self.redis.pttl(key), self.interval))
+
+    def _try_at(self, when: float) -> None:
+        """Run the next round no later than ``when``."""
+        self._next_try = when if self._next_try is None else min(self._next_try, when)
+
+    async def _start(self, held: _Held) -> None:
+        try:
+            await self._identify_turn()
+            await self.receiver.receive_shard(held.shard_id, held.count)
+        except Exception as error:
+            log.error("Discord shard %d/%d could not connect (%s); handing it over", held.shard_id,
+                      held.count, error)  # fmt: skip
+            held.failed = True
+            return
+        log.info("Discord shard %d/%d runs here (%s)", held.shard_id, held.count, self.instance_id)
+
+    async def _identify_turn(self) -> None:
+        """Wait for this bot's next IDENTIFY slot across the cluster: Discord allows one per
+        ``identify_spacing`` seconds per bot, whichever process connects (a key that lives that long)."""
+        spacing = self.receiver.identify_spacing
+        while spacing > 0:
+            try:
+                async with asyncio.timeout(self.interval):
+                    if await self.redis.set(
+                        IDENTIFY_KEY, self.instance_id, nx=True, px=milliseconds(spacing)
+                    ):
+                        return
+                    pause = expiry_pause(await self.redis.pttl(IDENTIFY_KEY), spacing)
+            except REDIS_ERRORS:
+                pause = self.interval
+            await asyncio.sleep(pause)
+
+    async def _drop_expired(self) -> None:
+        now = self.clock()
+        for held in [h for h in self._held.values() if now >= h.renewed_at + self.ttl / 2]:
+            log.error(
+                "Discord shard %d/%d: no lease renewal for leader_ttl/2; closing it",
+                held.shard_id,
+                held.count,
+            )
+            await self._drop(held, release=False)
+
+    async def _drop(self, held: _Held, *, release: bool) -> None:
+        """Close the shard's connection, then (``release``) give its lease back."""
+        self._held.pop(held.shard_id, None)
+        if held.starting is not None and not held.starting.done():
+            held.starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await held.starting
+        try:
+            await self.receiver.stop_shard(held.shard_id)
+        except Exception:
+            log.exception("closing Discord shard %d failed", held.shard_id)
+        if release:
+            try:
+                async with asyncio.timeout(self.interval):
+                    await self._release(keys=[held.key], args=[held.value])
+            except REDIS_ERRORS as error:
+                log.info(
+                    "could not release Discord shard %d's lease (it expires by itself): %s",
+                    held.shard_id,
+                    error,
+                )

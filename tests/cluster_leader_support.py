@@ -1,0 +1,116 @@
+"""Several gateways of one cluster in one event loop: one PostgreSQL, one Redis, one fake Telegram.
+
+Each gateway is a whole ``open_gateway`` with its own ``cluster.instance_id``; they share the home (as
+processes on one host do) and the fakes. ``Cluster.close(name)`` stops one as SIGTERM would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.app import Gateway, open_gateway
+from gateway.cluster.member import ClusterMember
+from gateway.home import HeraldHome
+from tests.fakes import FakeTelegram
+from tests.gateway_support import gateway_config
+
+LEADER_TTL = 2.0  # the smallest cluster.leader_ttl: takeovers within seconds
+SLACK = 5.0  # on top of a TTL, for a loaded machine
+SETTLE_TIMEOUT = 30.0
+USERS = list(range(100, 400))  # allowed Telegram users, one private chat each
+
+
+@dataclass
+class Cluster:
+    fake: FakeTelegram
+    gateways: dict[str, Gateway] = field(default_factory=dict)
+    _stacks: dict[str, AsyncExitStack] = field(default_factory=dict)
+
+    def member(self, name: str) -> ClusterMember:
+        member = self.gateways[name].cluster
+        assert member is not None
+        return member
+
+    def leaders(self) -> list[str]:
+        return [name for name in self.gateways if self.member(name).leadership.leading]
+
+    async def leader(self, timeout: float = LEADER_TTL + SLACK) -> str:  # noqa: ASYNC109
+        """The one leader, once there is one."""
+        await until(lambda: len(self.leaders()) == 1, timeout, "a leader")
+        [name] = self.leaders()
+        return name
+
+    async def close(self, name: str) -> None:
+        """Stop ``name`` gracefully (drain, resign, close)."""
+        del self.gateways[name]
+        await self._stacks.pop(name).aclose()
+
+    async def settled(self, timeout: float = SETTLE_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Every update confirmed, every stored message answered, every reply sent."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            any_gateway = next(iter(self.gateways.values())).services
+            if (
+                not self.fake.pending_updates()
+                and all(g.services.lanes.depth == 0 for g in self.gateways.values())
+                and not await any_gateway.inbox.pending()
+                and await any_gateway.outbox.pending_count() == 0
+            ):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the cluster did not settle in {timeout}s:\n{self.fake.describe()}")
+
+    def bot_messages(self, chat_id: int) -> list[str]:
+        return [m.text for m in self.fake.messages(chat_id) if not m.deleted]
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> float:  # noqa: ASYNC109
+    """Wait for ``condition``; returns the seconds it took."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - began
+
+
+def cluster_config(
+    emulator_url: str, base_url: str, database_url: str, redis_url: str, instance_id: str, **sections: Any
+) -> Any:
+    cluster = {"redis_url": redis_url, "instance_id": instance_id, "leader_ttl": LEADER_TTL}
+    cluster.update(sections.pop("cluster", {}))
+    telegram = {"allowed_users": USERS, **sections.pop("telegram", {})}
+    return gateway_config(
+        emulator_url, base_url, storage={"url": database_url}, cluster=cluster, telegram=telegram, **sections
+    )
+
+
+@asynccontextmanager
+async def telegram_cluster(
+    home: HeraldHome,
+    emulator_url: str,
+    database_url: str,
+    redis_url: str,
+    names: list[str],
+    *,
+    fake: FakeTelegram | None = None,
+    **sections: Any,
+) -> AsyncIterator[Cluster]:
+    """``names`` gateways of one cluster, started one after another, against one fake Telegram."""
+    fake = fake or FakeTelegram()
+    async with fake.serve() as base_url, AsyncExitStack() as outer:
+        cluster = Cluster(fake)
+        for name in names:
+            config = cluster_config(emulator_url, base_url, database_url, redis_url, name, **sections)
+            stack = AsyncExitStack()
+            outer.push_async_callback(stack.aclose)  # a no-op once Cluster.close closed it
+            cluster._stacks[name] = stack
+            cluster.gateways[name] = await stack.enter_async_context(
+                open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token})
+            )
+        yield cluster

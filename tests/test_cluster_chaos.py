@@ -1,0 +1,190 @@
+"""Three ``herald gateway run`` processes of one cluster; the leader is SIGKILLed while updates arrive.
+
+Real processes because the process boundary is the point: a SIGKILLed leader releases nothing (its
+lease expires in Redis, its long poll is cut by the kernel), so the takeover rests on the lease's TTL
+alone. Checked: a new poller within the TTL, never two pollers at once, no update lost (every one
+confirmed only once stored), and every message answered exactly once — the messages the dead leader
+had stored but not answered are answered when it is restarted (as systemd's Restart=on-failure does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import set_value
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply
+from tests.fakes import FakeTelegram
+from tests.postgres import free_port
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
+
+LEADER_TTL = 2.0
+SLACK = 5.0
+USERS = list(range(500, 540))
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class Process:
+    name: str
+    port: int
+    popen: subprocess.Popen[bytes]
+
+    def report(self) -> dict[str, Any] | None:
+        """``/readyz``'s JSON (whatever its status), or None while the process does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as response:
+                return dict(json.load(response))
+        except urllib.error.HTTPError as error:  # 503: not ready, but it says why and what it holds
+            return dict(json.load(error))
+        except OSError:
+            return None
+
+    def role(self) -> str | None:
+        report = self.report()
+        return None if report is None else str(report["cluster"]["role"])
+
+    def metric(self, name: str) -> float | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+
+def configure(home: HeraldHome, provider: str, telegram: str, database_url: str, redis_url: str) -> None:
+    for key, value in (
+        ("storage.url", database_url),
+        ("cluster.redis_url", redis_url),
+        ("cluster.leader_ttl", str(LEADER_TTL)),
+        ("model.base_url", provider),
+        ("model.retry_base_delay", "0.01"),
+        ("telegram.base_url", telegram),
+        ("telegram.allowed_users", json.dumps(USERS)),
+        ("gateway.stream_edit_interval", "0"),
+        ("gateway.drain_timeout", "2"),
+    ):
+        set_value(home.config_path, key, value)
+
+
+@contextmanager
+def gateway_process(
+    home: HeraldHome, fake: FakeTelegram, name: str, port: int, logs: Path
+) -> Iterator[Process]:
+    env = {**os.environ, "HERALD_HOME": str(home.root), "TELEGRAM_BOT_TOKEN": fake.token}
+    with (logs / f"{name}.log").open("ab") as log:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "gateway", "run", "--instance", name, "--http-port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        yield Process(name, port, popen)
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+        popen.wait(timeout=10)
+
+
+def answer_each(body: dict[str, Any], api: str) -> Reply:
+    """A recognisable answer per question that streams for about half a second: turns are under way
+    when the leader is killed."""
+    question = body["messages"][-1]["content"][0]["text"]
+    return Reply(text=f"Answer to {question}:" + " more" * 20 + " END")
+
+
+def wait(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(0.05)
+
+
+def test_sigkill_the_leader_while_updates_arrive(
+    emulator: ProviderEmulator, home: HeraldHome, postgresql_database: str, redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    fake = FakeTelegram()
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.02
+    with ExitStack() as stack:
+        provider = stack.enter_context(emulator.serve_in_thread())
+        telegram = stack.enter_context(fake.serve_in_thread())
+        configure(home, provider, telegram, postgresql_database, redis_server.url)
+        processes = {
+            name: stack.enter_context(gateway_process(home, fake, name, free_port(), tmp_path))
+            for name in ("a", "b", "c")
+        }
+        wait(
+            lambda: all(p.role() is not None for p in processes.values()), START_TIMEOUT, "three processes up"
+        )
+        wait(
+            lambda: [p.role() for p in processes.values()].count("leader") == 1,
+            LEADER_TTL + SLACK,
+            "a leader",
+        )
+        [leader] = [p for p in processes.values() if p.role() == "leader"]
+
+        def send() -> None:
+            for user in USERS:
+                fake.private_message(user, f"question from {user}")
+                time.sleep(0.1)
+
+        sender = threading.Thread(target=send, name="updates")
+        sender.start()
+        fake.wait_for_sync(lambda: len(fake.messages(USERS[0])) == 1, 30, what="the leader answering")
+        time.sleep(0.5)
+        leader.popen.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        leader.popen.wait(timeout=10)
+        survivors = [p for p in processes.values() if p is not leader]
+        wait(lambda: [p.role() for p in survivors].count("leader") == 1, LEADER_TTL + SLACK, "a new leader")
+        took = time.monotonic() - killed
+        polled_again = fake.wait_for_sync(
+            lambda: [c for c in fake.calls_to("getUpdates") if c.time > killed], SLACK, what="a new poller"
+        )
+        sender.join(timeout=30)
+        fake.wait_for_sync(lambda: not fake.pending_updates(), 30, what="every update confirmed (stored)")
+        wait(
+            lambda: (
+                all(p.metric("gateway_queue_depth") == 0 for p in survivors)
+                and all(p.metric("gateway_outbox_pending") == 0 for p in survivors)
+            ),
+            30,
+            "the survivors idle",
+        )
+        # What the dead leader stored but did not answer waits in the inbox: restarted, it answers it.
+        restarted = stack.enter_context(gateway_process(home, fake, leader.name, free_port(), tmp_path))
+        wait(lambda: restarted.role() is not None, START_TIMEOUT, "the restarted process up")
+        fake.wait_for_sync(lambda: all(fake.messages(u) for u in USERS), 30, what="every message answered")
+        time.sleep(1.0)  # a doubled answer would show by now
+        counts = {user: [m.text for m in fake.messages(user)] for user in USERS}
+    assert took < LEADER_TTL + SLACK
+    assert polled_again
+    expected = {u: [f"Answer to question from {u}:" + " more" * 20 + " END"] for u in USERS}
+    assert {u: t for u, t in counts.items() if t != expected[u]} == {}
+    assert fake.poll_overlaps == [], "two getUpdates callers at once"
+    assert [c for c in fake.calls_to("getUpdates") if c.status == 409] == []

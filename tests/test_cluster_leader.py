@@ -1,0 +1,203 @@
+"""The leader lease on a real Redis: one leader at a time, a new one within the TTL, stepping down on
+its own when it cannot renew, and duties that never overlap between processes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from gateway.cluster.leader import LEADER_KEY, Leadership
+from gateway.cluster.redis import connect as open_redis
+from tests.redis_server import RedisServer
+
+TTL = 2.0
+SLACK = 5.0  # generous bound on top of a TTL: a loaded CI machine
+
+
+@dataclass
+class Ledger:
+    """When each process ran its duty: (who, started, stopped); never two at once."""
+
+    spans: list[tuple[str, float, float | None]] = field(default_factory=list)
+
+    def duty(self, who: str) -> Callable[[], AbstractAsyncContextManager[None]]:
+        @asynccontextmanager
+        async def run() -> AsyncIterator[None]:
+            index = len(self.spans)
+            self.spans.append((who, time.monotonic(), None))
+            try:
+                yield
+            finally:
+                self.spans[index] = (who, self.spans[index][1], time.monotonic())
+
+        return run
+
+    def running(self) -> list[str]:
+        return [who for who, _, stopped in self.spans if stopped is None]
+
+    def assert_never_overlapped(self) -> None:
+        spans = sorted(
+            (start, stop if stop is not None else float("inf"), who) for who, start, stop in self.spans
+        )
+        for (_, stop, who), (start, _, other) in itertools.pairwise(spans):
+            assert start >= stop, f"{who} and {other} ran their duties at the same time"
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> float:  # noqa: ASYNC109
+    """Wait for ``condition``; returns the seconds it took."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - began
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    yield redis_server.url
+
+
+@asynccontextmanager
+async def cluster(url: str, ledger: Ledger, names: list[str]) -> AsyncIterator[dict[str, Leadership]]:
+    async with AsyncExitStack() as stack:
+        members: dict[str, Leadership] = {}
+        for name in names:
+            redis = open_redis(url)
+            stack.push_async_callback(redis.aclose)
+            leadership = Leadership(redis, name, TTL)
+            leadership.add_duty("ledger", ledger.duty(name))
+            members[name] = await stack.enter_async_context(leadership.campaigning())
+        yield members
+
+
+async def test_one_leader_and_a_new_one_within_the_ttl(redis_url: str) -> None:
+    ledger = Ledger()
+    async with AsyncExitStack() as stack:
+        members: dict[str, Leadership] = {}
+        stops: dict[str, Callable[[], Awaitable[None]]] = {}
+        for name in ("a", "b", "c"):
+            inner = AsyncExitStack()
+            stops[name] = inner.aclose
+            redis = open_redis(redis_url)
+            inner.push_async_callback(redis.aclose)
+            leadership = Leadership(redis, name, TTL)
+            leadership.add_duty("ledger", ledger.duty(name))
+            members[name] = await inner.enter_async_context(leadership.campaigning())
+            stack.push_async_callback(inner.aclose)
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader")
+        await asyncio.sleep(TTL)  # terms go on: renewals keep the one leader
+        assert len(ledger.running()) == 1
+        assert sum(m.leading for m in members.values()) == 1
+        first = ledger.running()[0]
+        await stops[first]()  # a graceful stop releases the lease
+        took = await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a new leader")
+        assert took < TTL  # released, not expired: the next try wins
+        assert ledger.running()[0] != first
+    ledger.assert_never_overlapped()
+
+
+async def test_redis_down_the_leader_steps_down_and_leads_again_when_it_is_back(
+    redis_server: RedisServer,
+) -> None:
+    ledger = Ledger()
+    async with cluster(redis_server.url, ledger, ["a", "b"]) as members:
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader")
+        redis_server.halt()
+        took = await until(lambda: not ledger.running(), TTL + SLACK, "stepping down")
+        assert took <= TTL / 2 + 1.0  # its own deadline: half the TTL after the last renewal
+        await asyncio.sleep(TTL)
+        assert not ledger.running() and not any(m.leading for m in members.values())
+        redis_server.start()
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader after Redis came back")
+    ledger.assert_never_overlapped()
+
+
+async def test_stalled_renewals_step_down_before_anyone_else_can_win(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader whose renewals hang (a partition, a stuck connection) stops its duties half a TTL
+    before its lease can expire; the next term (of either process: the stalled one campaigns again)
+    starts only after that."""
+    ledger = Ledger()
+    async with cluster(redis_url, ledger, ["a", "b"]) as members:
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader")
+        leader = members[ledger.running()[0]]
+
+        async def hang(**_: object) -> int:
+            await asyncio.Event().wait()
+            return 0
+
+        monkeypatch.setattr(leader, "_renew", hang)  # its Lua scripts: renewal and release
+        monkeypatch.setattr(leader, "_release", hang)
+        cut_off = time.monotonic()
+        await until(lambda: not ledger.running(), TTL + SLACK, "stepping down")
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a new term")
+        (_, _, stopped), (_, started, _) = ledger.spans[0], ledger.spans[1]
+        assert stopped is not None and started - stopped >= TTL / 2 - 0.3  # the lease had to expire first
+        assert started - cut_off <= TTL + 1.0  # and was taken just after it did (PTTL), not a try later
+    ledger.assert_never_overlapped()
+
+
+async def test_a_taken_lease_ends_the_term_at_the_next_renewal(redis_url: str) -> None:
+    ledger = Ledger()
+    async with cluster(redis_url, ledger, ["a"]) as members:
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a leader")
+        intruder = open_redis(redis_url)
+        try:
+            await intruder.set(LEADER_KEY, "someone-else/1", px=int(TTL * 1000))
+            took = await until(lambda: not ledger.running(), TTL + SLACK, "stepping down")
+            assert took <= TTL / 3 + 1.0
+            await until(
+                lambda: members["a"].leading, TTL + SLACK, "leading again once the intruder's lease expired"
+            )
+        finally:
+            await intruder.aclose()
+
+
+async def test_a_duty_that_fails_to_start_ends_the_term(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.cluster.leader.FAILED_DUTY_PAUSE", 30.0)
+    ledger = Ledger()
+
+    @asynccontextmanager
+    async def broken() -> AsyncIterator[None]:
+        raise RuntimeError("the platform refused")
+        yield
+
+    async with AsyncExitStack() as stack:
+        redis = open_redis(redis_url)
+        stack.push_async_callback(redis.aclose)
+        failing = Leadership(redis, "failing", TTL)
+        failing.add_duty("ledger", ledger.duty("failing"))
+        failing.add_duty("broken", broken)
+        await stack.enter_async_context(failing.campaigning())
+        await until(lambda: failing.terms == 1 and not failing.leading, TTL + SLACK, "a failed term")
+        assert ledger.spans and ledger.running() == []  # what had started was stopped
+        assert await redis.get(LEADER_KEY) is None  # and the lease released at once
+        healthy = Leadership(redis, "healthy", TTL)
+        healthy.add_duty("ledger", ledger.duty("healthy"))
+        await stack.enter_async_context(healthy.campaigning())
+        await until(lambda: ledger.running() == ["healthy"], TTL + SLACK, "the other leads")
+    ledger.assert_never_overlapped()
+
+
+async def test_a_leader_woken_from_a_long_pause_holds_nothing_before_it_steps_down(redis_url: str) -> None:
+    """What a pause (SIGSTOP, a long GC) looks like to the process: its clock jumped past the
+    deadline. ``holds()`` says no at once, before the keeper has run: a duty asking it before each act
+    (a poll) does nothing more."""
+    ledger = Ledger()
+    async with cluster(redis_url, ledger, ["a"]) as members:
+        leader = members["a"]
+        await until(lambda: leader.leading and leader.holds(), TTL + SLACK, "a leader")
+        real = leader.clock
+        leader.clock = lambda: real() + TTL  # woken after a pause of a whole TTL
+        assert not leader.holds()
+        await until(lambda: ledger.spans[0][2] is not None, TTL, "stepping down")  # (then it may win again)

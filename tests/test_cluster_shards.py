@@ -1,0 +1,117 @@
+"""The shard keeper on a real Redis, with a recording receiver in place of Discord: shares, the shard
+count kept in Redis, IDENTIFYs spaced across the processes, and never one shard in two places."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+
+from gateway.cluster.redis import connect as open_redis
+from gateway.cluster.shards import COUNT_KEY, ShardedReceiver, ShardKeeper
+from tests.cluster_leader_support import until
+from tests.redis_server import RedisServer
+
+TTL = 2.0
+SLACK = 5.0
+
+
+@dataclass
+class World:
+    """Every receiver's shards, and when each connection started and stopped."""
+
+    recommended: int = 4
+    running: dict[int, str] = field(default_factory=dict)  # shard id -> who runs it
+    connects: list[tuple[float, str, int]] = field(default_factory=list)
+    overlaps: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Receiver:
+    name: str
+    world: World
+    identify_spacing: float = 0.3
+    asked: int = 0
+
+    async def recommended_shards(self) -> int:
+        self.asked += 1
+        return self.world.recommended
+
+    async def receive_shard(self, shard_id: int, shard_count: int) -> None:
+        if shard_id in self.world.running:
+            self.world.overlaps.append(shard_id)
+        self.world.running[shard_id] = self.name
+        self.world.connects.append((time.monotonic(), self.name, shard_id))
+
+    async def stop_shard(self, shard_id: int) -> None:
+        if self.world.running.get(shard_id) == self.name:
+            del self.world.running[shard_id]
+
+
+@asynccontextmanager
+async def keeper(url: str, name: str, world: World, stack: AsyncExitStack) -> AsyncIterator[ShardKeeper]:
+    redis = open_redis(url)
+    stack.push_async_callback(redis.aclose)
+    receiver = Receiver(name, world)
+    assert isinstance(receiver, ShardedReceiver)
+    async with ShardKeeper(redis, name, TTL, receiver).keeping() as kept:
+        yield kept
+
+
+def shares(world: World) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for who in world.running.values():
+        counts[who] = counts.get(who, 0) + 1
+    return counts
+
+
+async def test_shards_are_shared_out_identified_one_at_a_time_and_handed_over(
+    redis_server: RedisServer,
+) -> None:
+    world = World()
+    async with AsyncExitStack() as outer:
+        first = AsyncExitStack()
+        outer.push_async_callback(first.aclose)
+        a = await first.enter_async_context(keeper(redis_server.url, "a", world, outer))
+        await until(lambda: len(world.running) == 4, 4 * 0.3 + TTL + SLACK, "a alone runs every shard")
+        b = await outer.enter_async_context(keeper(redis_server.url, "b", world, outer))
+        await until(lambda: shares(world) == {"a": 2, "b": 2}, 3 * TTL + SLACK, "two each")
+        assert len(a.held()) == len(b.held()) == 2 and set(a.held()).isdisjoint(b.held())
+        await first.aclose()  # a stops: it hands its shards back at once
+        await until(lambda: shares(world) == {"b": 4}, TTL + SLACK, "b runs every shard")
+        reader = open_redis(redis_server.url)
+        outer.push_async_callback(reader.aclose)
+        stored = await reader.get(COUNT_KEY)
+    assert stored == "4"  # asked once, kept for every process
+    times = sorted(at for at, _, _ in world.connects)
+    assert all(later - earlier >= 0.29 for earlier, later in itertools.pairwise(times))
+    assert world.overlaps == []
+
+
+async def test_a_configured_count_wins_and_a_holder_that_stops_heartbeating_is_taken_over(
+    redis_server: RedisServer,
+) -> None:
+    world = World(recommended=7)  # not asked: the configured count is used
+    async with AsyncExitStack() as stack:
+        redis = open_redis(redis_server.url)
+        stack.push_async_callback(redis.aclose)
+        a_receiver, b_receiver = Receiver("a", world, 0.0), Receiver("b", world, 0.0)
+        a = await stack.enter_async_context(ShardKeeper(redis, "a", TTL, a_receiver, shard_count=2).keeping())
+        b = await stack.enter_async_context(ShardKeeper(redis, "b", TTL, b_receiver, shard_count=2).keeping())
+        await until(lambda: shares(world) == {"a": 1, "b": 1}, 3 * TTL + SLACK, "one each")
+
+        async def hang(**_: object) -> int:
+            await asyncio.Event().wait()
+            return 0
+
+        for script in ("_renew", "_release", "_heartbeat", "_leave"):
+            setattr(a, script, hang)  # a is cut off from Redis: it closes its shard, b takes it
+        cut_off = time.monotonic()
+        await until(lambda: shares(world) == {"b": 2}, TTL + SLACK, "b runs both")
+        assert time.monotonic() - cut_off <= TTL + 1.5
+        assert b.held() == {0: 2, 1: 2} and a.held() == {}
+    assert a_receiver.asked == b_receiver.asked == 0
+    assert world.overlaps == []
