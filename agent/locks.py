@@ -57,11 +57,16 @@ class Lease:
     """Proof of holding the lock of ``key``; valid inside the ``hold`` block that produced it.
 
     ``token``: the fencing token of a cross-process lease that has one (``None``: not fenced); while
-    the block runs, the store refuses this task's writes once a newer token of ``key`` exists."""
+    the block runs, the store refuses this task's writes once a newer token of ``key`` exists.
+
+    ``trusted``: whether the lease is still certainly this process's by its own clock. A process paused
+    past its lease (SIGSTOP, a long GC, a partition) wakes believing it holds it; the store fences its
+    writes, but nothing fences a call to a platform, so such a call asks this right before it is made."""
 
     key: str
     held: bool = field(default=True)
     token: int | None = None
+    trusted: Callable[[], bool] = field(default=lambda: True)
 
     def check(self, key: str) -> None:
         """Raise :class:`LockNotHeld` unless this lease holds ``key`` now."""
@@ -138,7 +143,8 @@ class LocalSessionLocks(SessionLocks):
             except TimeoutError:
                 raise LockTimeout(f"session {key!r} stayed busy for more than {max_wait:.0f}s") from None
             try:
-                lease = Lease(key, token=await self._acquire_shared(key, deadline, on_wait))
+                token = await self._acquire_shared(key, deadline, on_wait)
+                lease = Lease(key, token=token, trusted=lambda: lease.held and self._trusted(key))
                 try:
                     if lease.token is None:
                         yield lease
@@ -164,6 +170,10 @@ class LocalSessionLocks(SessionLocks):
 
     async def _release_shared(self, key: str) -> None:
         """Hook for cross-process implementations: called before the local lock is released."""
+
+    def _trusted(self, key: str) -> bool:
+        """Hook for leases that expire: whether this process's lease of ``key`` cannot have lapsed yet."""
+        return True
 
 
 class DatabaseSessionLocks(LocalSessionLocks):

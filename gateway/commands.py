@@ -27,9 +27,9 @@ from gateway.addressing import admin_id, chat_of_session_key, memory_scope
 from gateway.chat_settings import ModelChoice
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
-from gateway.inbox import InboxRow
+from gateway.inbox import InboxRow, NoLongerPending
 from gateway.pairing import welcome
-from gateway.pending import NoLongerPending, hold_pending
+from gateway.pending import hold_pending
 from gateway.services import Services
 from gateway.turns import start_session
 

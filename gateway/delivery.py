@@ -81,7 +81,10 @@ class ReplyStream:
         inbox_id: int,
         streamed: list[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        trusted: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``trusted``: asked right before each streamed send or edit; once it says no (the session's
+        lease may have lapsed: ``agent.locks.Lease.trusted``), streaming stops for good."""
         self.adapter = adapter
         self.address = address
         self.reply_to = reply_to
@@ -90,6 +93,7 @@ class ReplyStream:
         self.inbox = inbox
         self.inbox_id = inbox_id
         self.clock = clock
+        self.trusted = trusted
         self.messages: list[str] = list(streamed or [])  # platform ids of the streamed messages
         self._unrecorded: list[str] = []  # streamed messages whose id the inbox could not store
         self._shown: list[str] = []  # the text each streamed message shows now
@@ -185,6 +189,11 @@ class ReplyStream:
                 if index < len(self._shown) and self._shown[index] == part.text:
                     continue
                 await self.budget.wait(self.address)
+                if not self.trusted():
+                    log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed",
+                                self.address.platform, self.address.chat_id)  # fmt: skip
+                    self._live = False
+                    return
                 if index < len(self.messages):
                     await self.adapter.edit(self.address, self.messages[index], part)
                 else:

@@ -13,7 +13,9 @@ Contract:
   the message first. A caller may retry a batch that raised; nothing is stored twice. (On PostgreSQL,
   two transactions storing the same messages in different orders can deadlock: the database aborts
   one, which then raised having stored nothing.)
-- :func:`finish_row` closes a row inside the caller's transaction (the outbox queues the answer in it).
+- :func:`finish_row` closes a row inside the caller's transaction (the outbox queues the answer in it),
+  and only a pending one: a row another worker closed first raises :class:`NoLongerPending`, which
+  rolls that transaction back, so a message's answer is queued once whoever races for it.
 - :meth:`Inbox.set_stream_message` and :meth:`Inbox.cancel_pending` are single statements (idempotent).
 """
 
@@ -35,6 +37,15 @@ from agent.storage.schema import inbox
 from agent.storage.sql import insert_for
 
 BATCH_ROWS = 1000  # rows per INSERT statement: 6 parameters each, far below either database's limit
+
+
+class NoLongerPending(Exception):
+    """The stored message was answered (or closed) by someone else first: a worker that finds this
+    drops its work (``gateway.pending``, :func:`finish_row`)."""
+
+    def __init__(self, inbox_id: int) -> None:
+        super().__init__(f"inbox {inbox_id} is no longer pending")
+        self.inbox_id = inbox_id
 
 
 class InboxState(StrEnum):
@@ -182,10 +193,12 @@ class Inbox:
 
 
 def finish_row(conn: sa.Connection, inbox_id: int, state: InboxState) -> None:
-    """Mark a row finished; for use inside a transaction that also queues its reply."""
-    conn.execute(
-        sa.update(inbox).where(inbox.c.id == inbox_id).values(state=state.value, finished_at=time.time())
-    )
+    """Mark a pending row finished; for use inside a transaction that also queues its reply. Raises
+    :class:`NoLongerPending` (rolling the transaction back) when the row was closed already."""
+    pending = sa.and_(inbox.c.id == inbox_id, inbox.c.state == InboxState.PENDING.value)
+    closed = conn.execute(sa.update(inbox).where(pending).values(state=state.value, finished_at=time.time()))
+    if not closed.rowcount:
+        raise NoLongerPending(inbox_id)
 
 
 def _values(entry: InboxEntry, now: float) -> dict[str, Any]:

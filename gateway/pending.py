@@ -5,6 +5,8 @@ after its worker died, and rebuilding the queue from the inbox adds entries that
 The session lease lets one of them in at a time; checking the row's state *inside* the lease lets the
 later ones see that it was answered meanwhile, so a message is answered once and a turn never runs
 twice on one history. (In one process the lanes already run a message once; the check costs one read.)
+The transaction that queues an answer closes its row only while it is pending
+(``gateway.inbox.finish_row``): the last word should two workers race past this check anyway.
 """
 
 from __future__ import annotations
@@ -13,16 +15,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agent.locks import Lease
-from gateway.inbox import InboxRow, InboxState
+from gateway.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.services import Services
-
-
-class NoLongerPending(Exception):
-    """The stored message was answered (or closed) by someone else before this worker got its lease."""
-
-    def __init__(self, inbox_id: int) -> None:
-        super().__init__(f"inbox {inbox_id} is no longer pending")
-        self.inbox_id = inbox_id
 
 
 @asynccontextmanager

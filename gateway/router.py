@@ -23,7 +23,7 @@ from agent.storage.errors import StorageUnavailable
 from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
 from gateway.commands import BY_NAME, answer_command, parse_command
-from gateway.inbox import InboxEntry, InboxRow
+from gateway.inbox import InboxEntry, InboxRow, NoLongerPending
 from gateway.pairing import RequestOutcome
 from gateway.services import Services
 from gateway.work import Work, WorkKind
@@ -166,7 +166,7 @@ class Router:
         return len(pending)
 
     def _in_background(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(job)
+        task = asyncio.create_task(_unless_answered(job))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -211,3 +211,12 @@ class Router:
         self.accepting = False
         if self._background:
             await asyncio.wait(self._background, timeout=5.0)
+
+
+async def _unless_answered(job: Coroutine[Any, Any, None]) -> None:
+    """Run a reply outside the lanes; one that another process queued first is dropped (it was
+    recovered by both at start-up, say)."""
+    try:
+        await job
+    except NoLongerPending as already:
+        log.info("inbox %d: answered elsewhere meanwhile; nothing to do", already.inbox_id)

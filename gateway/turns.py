@@ -23,11 +23,11 @@ from agent.storage.fencing import FencedOut
 from agent.store import SessionRecord
 from gateway.addressing import reply_address, session_spec, user_text
 from gateway.delivery import ReplyStream
-from gateway.inbox import InboxRow, InboxState
+from gateway.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.lanes import INTERRUPTED
 from gateway.media import MessageRefused
 from gateway.outbox import Operation, Outgoing
-from gateway.pending import NoLongerPending, hold_pending
+from gateway.pending import hold_pending
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             inbox=services.inbox,
             inbox_id=row.id,
             streamed=streamed,
+            trusted=lease.trusted,
         )
         async with stream:
             try:

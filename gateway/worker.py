@@ -26,9 +26,8 @@ from dataclasses import replace
 from agent.storage.errors import StorageUnavailable
 from agent.storage.fencing import FencedOut
 from gateway.commands import answer_command
-from gateway.inbox import InboxState
+from gateway.inbox import InboxState, NoLongerPending
 from gateway.lanes import INTERRUPTED
-from gateway.pending import NoLongerPending
 from gateway.services import Services
 from gateway.turns import answer
 from gateway.work import Work, WorkKind

@@ -99,7 +99,11 @@ class Cluster:
                 return
             await asyncio.sleep(0.05)
         pending = [(row.id, row.message.text) for row in await services.inbox.pending()]
-        raise AssertionError(f"the cluster did not settle in {timeout}s; pending {pending}")
+        raise AssertionError(
+            f"the cluster did not settle in {timeout}s: updates not stored "
+            f"{len(self.fake.pending_updates())}, queue depths {[self.queue(i).depth for i in self.live]}, "
+            f"messages pending {pending}, replies unsent {await services.outbox.pending_count()}"
+        )
 
     async def queued(self, chat_id: int) -> list[str]:
         """Per answered message of a chat, the final text queued in the outbox, in the order the answers

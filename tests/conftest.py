@@ -107,6 +107,18 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test's own, which it may halt and resume (the shared one serves the
+    other tests)."""
+    own = PostgresServer()
+    own.start()
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture
 def postgresql_database() -> Iterator[str]:
     """A fresh PostgreSQL database at Herald's schema, whatever ``--storage`` says (for tests of moving
     between the two)."""

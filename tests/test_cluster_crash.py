@@ -1,7 +1,9 @@
-"""A cluster worker SIGKILLed in the middle of a turn: another process finishes the message, once.
+"""A cluster worker SIGKILLed, or SIGSTOPped past its lease, in the middle of a turn: another process
+finishes the message, once.
 
 Real processes, because the process boundary is the point: the killed worker leaves its stream entry
-unacknowledged and its half-done turn in PostgreSQL, and nothing of it runs again.
+unacknowledged and its half-done turn in PostgreSQL, and nothing of it runs again; the stopped one
+wakes up believing it still holds the session, and neither its writes nor its streamed edits land.
 """
 
 from __future__ import annotations
@@ -14,25 +16,34 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from gateway.home import HeraldHome, ensure_home
 from tests.cluster_support import LEASE_TTL, answer_each
-from tests.emulator import ProviderEmulator
+from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.postgres import free_port
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(150)]
 
 CHAT = 2
 STREAM = "herald:work"
 
 
 def cluster_home(
-    root: Path, index: int, *, provider: str, telegram: str, database: str, redis_url: str, port: int
+    root: Path,
+    index: int,
+    *,
+    provider: str,
+    telegram: str,
+    database: str,
+    redis_url: str,
+    port: int,
+    stream_edit_interval: float = 0.2,
 ) -> HeraldHome:
     home = HeraldHome(root / f"home{index}")
     ensure_home(home)
@@ -49,7 +60,7 @@ telegram:
   webhook_url: http://127.0.0.1:{port}/telegram/webhook
 gateway:
   http_port: {port if index == 0 else 0}
-  stream_edit_interval: 0.2
+  stream_edit_interval: {stream_edit_interval}
   drain_timeout: 2
 cluster:
   redis_url: {redis_url}
@@ -62,20 +73,37 @@ cluster:
 
 @contextmanager
 def gateway_process(home: HeraldHome, token: str) -> Iterator[subprocess.Popen[str]]:
+    """``herald gateway run`` on ``home``; its log in ``home``/gateway.log; killed on exit."""
     env = {**os.environ, "HERALD_HOME": str(home.root), "TELEGRAM_BOT_TOKEN": token, "ANTHROPIC_API_KEY": "k"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "gateway", "run"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    with (home.root / "gateway.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "gateway", "run"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        )
     try:
         yield process
     finally:
         if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a stopped process cannot die until it runs
             process.kill()
         process.wait(timeout=10)
+
+
+def both_reading(client: redis.Redis) -> bool:
+    try:
+        names = {c["name"] for c in client.xinfo_consumers(STREAM, "workers")}
+    except redis.ResponseError:
+        return False
+    return names >= {"w0", "w1"}
+
+
+def worker_of_the_entry(client: redis.Redis) -> int:
+    """The index of the process that read the one unacknowledged entry."""
+    [held] = client.xpending_range(STREAM, "workers", "-", "+", 10)
+    return int(str(held["consumer"])[1:])
 
 
 def wait(predicate: object, what: str, timeout: float = 30.0) -> None:
@@ -113,18 +141,10 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
         ]
         processes = [stack.enter_context(gateway_process(home, fake.token)) for home in homes]
 
-        def both_reading() -> bool:
-            try:
-                names = {c["name"] for c in client.xinfo_consumers(STREAM, "workers")}
-            except redis.ResponseError:
-                return False
-            return names >= {"w0", "w1"}
-
-        wait(both_reading, "both workers reading the stream", timeout=60)
+        wait(lambda: both_reading(client), "both workers reading the stream", timeout=60)
         fake.private_message(CHAT, "question")
         wait(lambda: emulator.requests, "the first model request")
-        [held] = client.xpending_range(STREAM, "workers", "-", "+", 10)
-        killed = int(str(held["consumer"])[1:])
+        killed = worker_of_the_entry(client)
         processes[killed].send_signal(signal.SIGKILL)
         processes[killed].wait(timeout=10)
         began = time.monotonic()
@@ -141,3 +161,71 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
     assert final == ["Answer to question"]
     assert len(emulator.requests) == 2  # the killed attempt and the one that answered
     assert waited < LEASE_TTL + 15, waited
+
+
+def slow_answer_text(question: str) -> str:
+    return f"Answer to {question}:" + " more" * 40 + " END"
+
+
+def slow_answer(body: dict[str, Any], api: str) -> Reply:
+    """An answer that streams for several seconds (with ``stream_delay``), ending in END."""
+    return Reply(text=slow_answer_text(body["messages"][-1]["content"][0]["text"]))
+
+
+def test_a_worker_paused_past_its_lease_wakes_up_and_neither_writes_nor_streams_anything(
+    tmp_path: Path,
+    emulator: ProviderEmulator,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    fake = FakeTelegram()
+    emulator.responder = slow_answer
+    emulator.stream_delay = 0.1  # about 4 s per answer: the first worker is stopped mid-stream
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=5)
+    port = free_port()
+    with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram, ExitStack() as stack:
+        homes = [
+            cluster_home(
+                tmp_path,
+                index,
+                provider=provider,
+                telegram=telegram,
+                database=postgresql_database,
+                redis_url=redis_server.url,
+                port=port,
+                stream_edit_interval=0.3,
+            )
+            for index in range(2)
+        ]
+        processes = [stack.enter_context(gateway_process(home, fake.token)) for home in homes]
+        wait(lambda: both_reading(client), "both workers reading the stream", timeout=60)
+
+        def shown() -> list[str]:
+            return [m.text for m in fake.messages(CHAT) if not m.deleted]
+
+        fake.private_message(CHAT, "question")
+        wait(lambda: any(text.startswith("Answer") for text in shown()), "the answer streaming")
+        stopped = worker_of_the_entry(client)
+        processes[stopped].send_signal(signal.SIGSTOP)
+        wait(lambda: any(text.endswith("END") for text in shown()), "the other process's answer", timeout=60)
+        before = fake.messages(CHAT)
+        processes[stopped].send_signal(signal.SIGCONT)
+        # The woken worker's stream has the rest of its answer to show, its lease renewal is overdue
+        # and its turn wants to store the answer: none of it may reach the chat or the history.
+        wait(
+            lambda: b"abandoned" in (homes[stopped].root / "gateway.log").read_bytes(),
+            "the late turn given up",
+        )
+        time.sleep(1.0)
+        after = fake.messages(CHAT)
+        assert processes[stopped].poll() is None  # alive and well: it only lost the session
+        fake.private_message(CHAT, "second")
+        wait(lambda: any(text.startswith("Answer to second") for text in shown()), "the next answer", 60)
+    client.close()
+    assert after == before  # not one send or edit from the late worker
+    assert [text for text in shown() if text.startswith("Answer to question")] == [
+        slow_answer_text("question")
+    ]
+    history = emulator.requests[-1].json["messages"]
+    assistant = [m for m in history if m["role"] == "assistant"]
+    assert len(assistant) == 1  # the history holds the question's answer once

@@ -62,7 +62,7 @@ async def test_a_gateway_in_a_cluster_answers_and_reports_its_redis_in_readyz_an
 
         redis_server.start()  # on the same port, empty: Herald kept nothing there that matters
         async with asyncio.timeout(10):  # the work queue sees Redis back within a second or so
-            while not (await gateway.http.readiness())["ready"]:
+            while not (await gateway.http.readiness())["ready"]:  # noqa: ASYNC110 - polled over HTTP
                 await asyncio.sleep(0.1)
         harness.fake.private_message(FRIEND, "hello again")
         await harness.settled()

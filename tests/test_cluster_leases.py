@@ -234,3 +234,17 @@ async def test_waiting_for_a_lease_while_redis_is_down_is_redis_unavailable(
         redis_server.start()
         async with a.locks.hold(KEY, max_wait=5.0) as lease:
             assert lease.token == 1
+
+
+async def test_a_lease_is_trusted_while_renewed_and_not_once_its_holder_was_paused_past_it(
+    postgresql_database: str, redis_server: RedisServer
+) -> None:
+    """What a platform call asks before it is made (nothing fences it): a process stopped for longer
+    than the lease (here: the event loop blocked, as SIGSTOP would) must not trust it on waking."""
+    async with process(postgresql_database, redis_server.url, "paused", lease_ttl=0.6) as a:
+        async with a.locks.hold(KEY) as lease:
+            await asyncio.sleep(1.5)  # renewed twice a TTL meanwhile
+            assert lease.trusted()
+            time.sleep(0.8)  # the whole process stands still past its lease  # noqa: ASYNC251
+            assert not lease.trusted()
+        assert not lease.trusted()  # nor after the block

@@ -16,6 +16,7 @@ from gateway.inbox import InboxEntry
 from gateway.work import Work, WorkKind
 from tests.cluster_support import LEASE_TTL, answer_each, inbound, open_cluster
 from tests.emulator import ProviderEmulator
+from tests.postgres import PostgresServer
 from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
@@ -252,3 +253,39 @@ async def test_the_cluster_wide_turn_cap_holds_over_the_processes(
         assert len(emulator.requests) == chats
         text = cluster.gateways[0].services.metrics.render().decode()
         assert "gateway_cluster_queue_oldest_seconds" in text and "gateway_cluster_running" in text
+
+
+async def test_postgresql_halted_and_resumed_under_load_loses_nothing_and_doubles_nothing(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    own_postgres: PostgresServer,
+) -> None:
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.02
+    chats = 6
+    url = own_postgres.new_database()  # a PostgreSQL of its own, to halt under the cluster's feet
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=url, count=2
+    ) as cluster:
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} before")
+        await model_asked(emulator)  # turns are under way on both processes
+        await asyncio.to_thread(own_postgres.halt)
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} during")  # cannot be stored: not confirmed
+        await asyncio.sleep(1.5)
+        assert cluster.fake.pending_updates()
+        report = await cluster.gateways[1].http.readiness()
+        assert not report["ready"] and any("database" in p for p in report["problems"])  # type: ignore[attr-defined]
+        await asyncio.to_thread(own_postgres.resume)
+        await cluster.fake.retry_webhook()  # Telegram delivers the refused updates again
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            cluster.fake.private_message(chat, f"c{chat} after")
+        await cluster.settled()
+        for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
+            expected = [f"Answer to c{chat} {when}" for when in ("before", "during", "after")]
+            assert await cluster.queued(chat) == expected
+            assert cluster.answers(chat) == expected
+        assert (await cluster.gateways[0].http.readiness())["ready"]

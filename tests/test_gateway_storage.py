@@ -16,7 +16,7 @@ from adapters.base import ChatAddress, ChatType, InboundMessage, OutboundText
 from agent.memory import OWNER_SCOPE
 from agent.storage.base import Storage
 from gateway.cron.jobs import CronJobs, DeliveryState, NewJob, RunStatus
-from gateway.inbox import Inbox, InboxEntry, InboxState
+from gateway.inbox import Inbox, InboxEntry, InboxState, NoLongerPending
 from gateway.outbox import Operation, Outbox, Outgoing
 from gateway.pairing import MAX_PENDING_PER_PLATFORM, Pairing, RequestOutcome
 
@@ -74,17 +74,15 @@ async def test_a_batch_is_stored_once_and_says_which_messages_were_new(storage: 
     assert found is not None and found.message == message("3", "8")
 
 
-async def test_a_burst_of_500_messages_is_stored_in_one_transaction_within_half_a_second(
+async def test_a_burst_of_500_messages_is_stored_in_one_transaction(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """(How long it takes is measured, not asserted: ``benchmarks/gateway.py --only throughput``.)"""
     inbox = Inbox(storage)
     burst = [entry(str(n), str(n % 40)) for n in range(500)]
     writes = counting_writes(storage, monkeypatch)
-    started = time.perf_counter()
     rows = await inbox.record_batch(burst)
-    elapsed = time.perf_counter() - started
     assert len(writes) == 1 and all(row is not None for row in rows)
-    assert elapsed < 0.5, f"500 messages took {elapsed:.2f}s"
     assert len(await inbox.pending()) == 500
     assert await inbox.record_batch(burst) == [None] * 500  # the platform delivers the burst again
 
@@ -124,6 +122,19 @@ async def test_a_reply_is_queued_and_its_message_closed_in_one_transaction(stora
     )
     assert ids == sorted(ids) and [i.id for i in await outbox.items_for(row.id)] == ids
     assert await inbox.pending() == []
+    closed = await inbox.find("telegram", "7", "1")
+    assert closed is not None and closed.state is InboxState.ANSWERED
+
+
+async def test_a_message_answered_by_another_worker_first_gets_no_second_answer(storage: Storage) -> None:
+    """Two workers that both raced past the pending check: the later transaction queues nothing."""
+    inbox, outbox = Inbox(storage), Outbox(storage)
+    row = await inbox.record(message("1"), "telegram:dm:7")
+    assert row is not None
+    await outbox.enqueue([reply("7", "first")], inbox_id=row.id, finish=InboxState.ANSWERED)
+    with pytest.raises(NoLongerPending):
+        await outbox.enqueue([reply("7", "second")], inbox_id=row.id, finish=InboxState.FAILED)
+    assert [item.outgoing.text.text for item in await outbox.items_for(row.id)] == ["first"]
     closed = await inbox.find("telegram", "7", "1")
     assert closed is not None and closed.state is InboxState.ANSWERED
 

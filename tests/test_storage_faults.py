@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,19 +17,10 @@ from tests.postgres import PostgresServer, free_port
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # a PostgreSQL of its own
 
 
-@pytest.fixture
-def server() -> Iterator[PostgresServer]:
-    own = PostgresServer()
-    own.start()
-    try:
-        yield own
-    finally:
-        own.stop()
-
-
 async def test_postgresql_stopped_mid_turn_and_started_again_loses_nothing_and_answers_once(
-    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, server: PostgresServer
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, own_postgres: PostgresServer
 ) -> None:
+    server = own_postgres
     url = server.new_database()
     emulator.stream_delay = 0.02
 

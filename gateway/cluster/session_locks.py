@@ -19,7 +19,10 @@ processes the holder of the local lock takes a lease in Redis:
 Each acquisition takes a fencing token from the database (:func:`agent.storage.fencing.issue_token`)
 right after winning the Redis lease; the lease carries it, and the store refuses the holder's writes
 once a newer holder took a token (``agent.storage.fencing``). So a holder that was paused past its
-lease and wakes up cannot append to the history nor queue a reply, whatever Redis says or forgot.
+lease and wakes up cannot append to the history nor queue a reply, whatever Redis says or forgot. What
+the store cannot fence (an edit streamed to a platform) asks ``Lease.trusted``: by this process's own
+clock, the lease is trusted until ``lease_ttl`` after the last acquire or renewal *sent* (so never
+after Redis may have let it lapse).
 
 Failures: :class:`gateway.cluster.redis.RedisUnavailable` when Redis cannot be reached while waiting
 (the caller retries later, as for a database that is away); ``StorageUnavailable`` when the token
@@ -111,6 +114,7 @@ class RedisSessionLocks(LocalSessionLocks):
         self._renew_script = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
         self._renewals: dict[str, asyncio.Task[None]] = {}
+        self._trusted_until: dict[str, float] = {}  # key -> monotonic time its lease may lapse at
 
     @property
     def held(self) -> int:
@@ -123,6 +127,7 @@ class RedisSessionLocks(LocalSessionLocks):
         delay = POLL_FIRST
         told = False
         while True:
+            sent = time.monotonic()
             try:
                 with reaching(self._redis):
                     holder = await self._acquire(keys=[name], args=[self.owner, self._ttl_ms])
@@ -140,6 +145,7 @@ class RedisSessionLocks(LocalSessionLocks):
                 raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
             await asyncio.sleep(delay)
             delay = min(POLL_MAX, delay * 1.5)
+        self._trusted_until[key] = sent + self._ttl_ms / 1000
         try:
             token = await issue_token(self._storage, key)
         except BaseException:
@@ -157,6 +163,7 @@ class RedisSessionLocks(LocalSessionLocks):
         name = lease_key(key)
         while True:
             await asyncio.sleep(self._renew_every)
+            sent = time.monotonic()
             try:
                 with reaching(self._redis):
                     state = await self._renew_script(keys=[name], args=[self.owner, self._ttl_ms])
@@ -164,9 +171,11 @@ class RedisSessionLocks(LocalSessionLocks):
                 log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
                 continue
             if state == RENEWED:
+                self._trusted_until[key] = sent + self._ttl_ms / 1000
                 continue
             if state == TAKEN_AGAIN and await self._still_newest(key, token):
                 log.warning("the lease of session %s had expired in Redis; taken again", key)
+                self._trusted_until[key] = sent + self._ttl_ms / 1000
                 continue
             log.error("the lease of session %s was taken over by another process; stopping", key)
             if state == TAKEN_AGAIN:
@@ -184,7 +193,11 @@ class RedisSessionLocks(LocalSessionLocks):
             return True
         return newest is None or newest <= token
 
+    def _trusted(self, key: str) -> bool:
+        return time.monotonic() < self._trusted_until.get(key, 0.0)
+
     async def _release_shared(self, key: str) -> None:
+        self._trusted_until.pop(key, None)
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()
