@@ -17,8 +17,10 @@ Per run: every message answered exactly once (by the model's answer to it), each
 the order of its messages, messages/s from the first injection to the last answer, p50/p99 from a
 message's injection to its answer's first send (both instants on the fake's clock), the turns each
 process ran, and cache efficiency (cache read ÷ what an oracle could have read): a chat's turns read
-the same stored prompt bytes whichever process runs them. The failover gap after killing the elected
-connector belongs to the leader's benchmark (column left "n/a" here).
+the same stored prompt bytes whichever process runs them. A last run measures the failover gap: three
+processes with Telegram polled by the elected leader, messages arriving at 10 per second for 30 s, the
+leader SIGKILLed ten seconds in; the gap is from the kill to the first answer to a message sent after
+it (``--no-failover`` skips it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Iterator
@@ -61,6 +64,10 @@ SETTLE_TIMEOUT = 900.0
 STALL_TIMEOUT = 60.0  # no new answer for this long: report what was answered
 QUIET_AFTER = 2.0  # seconds of watching after the last answer: a doubled answer would show up
 STREAM = "herald:work"
+FAILOVER_CHATS = 50
+FAILOVER_SECONDS = 30.0  # messages keep arriving this long; the leader is killed a third of the way in
+FAILOVER_RATE = 10  # messages per second
+LEADER_TTL = 10.0  # cluster.leader_ttl's default, which the failover run keeps
 COLUMNS = [
     "processes", "Telegram pacing", "messages", "one turn each", "chat order kept",
     "one Telegram answer each", "messages/s", "first reply p50", "first reply p99", "turns per process",
@@ -79,7 +86,7 @@ async def run_worker(home: HeraldHome, token: str, paced: bool) -> None:
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:
         adapter = UnpacedTelegramAdapter(
-            token, base_url=settings.base_url, mode="webhook", webhook_url=settings.webhook_url
+            token, base_url=settings.base_url, mode=settings.mode, webhook_url=settings.webhook_url
         )
         opened = open_gateway(config, home, adapters=lambda _storage: [adapter])
     stop = asyncio.Event()
@@ -98,9 +105,10 @@ class Worker:
 
 
 def write_home(root: Path, index: int, *, provider: str, telegram: str, database: str, redis_url: str,
-               ports: list[int], context: Path) -> HeraldHome:  # fmt: skip
+               ports: list[int], context: Path, mode: str) -> HeraldHome:  # fmt: skip
     home = HeraldHome(root / f"home{index}")
     ensure_home(home)
+    webhook = f"\n  webhook_url: http://127.0.0.1:{ports[0]}/telegram/webhook" if mode == "webhook" else ""
     home.config_path.write_text(
         f"""model:
   base_url: {provider}
@@ -110,8 +118,7 @@ agent:
   context_dir: {context}
 telegram:
   base_url: {telegram}
-  mode: webhook
-  webhook_url: http://127.0.0.1:{ports[0]}/telegram/webhook
+  mode: {mode}{webhook}
 gateway:
   allow_all: true
   http_port: {ports[index]}
@@ -209,7 +216,19 @@ async def fresh_database(storage: str | None, postgres: PostgresServer | None) -
         yield str(section["url"])
 
 
-async def run(processes: int, chats: int, per_chat: int, *, paced: bool, database: str) -> list[str]:
+@dataclass
+class Setup:
+    """One run's cluster: the fakes, the worker processes and a Redis client to watch the stream."""
+
+    emulator: ProviderEmulator
+    fake: FakeTelegramProcess
+    running: list[Worker]
+
+
+@asynccontextmanager
+async def cluster(processes: int, *, paced: bool, database: str, mode: str) -> AsyncIterator[Setup]:
+    """``processes`` gateway workers on ``database`` and a Redis of their own, every one reading the
+    work stream; Telegram in ``mode`` (webhook: delivered to the first process; polling: the leader's)."""
     emulator = ProviderEmulator()
     with TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
@@ -232,6 +251,7 @@ async def run(processes: int, chats: int, per_chat: int, *, paced: bool, databas
                 redis_url=redis_server.url,
                 ports=ports,
                 context=context,
+                mode=mode,
             )
             for index in range(processes)
         ]
@@ -240,6 +260,18 @@ async def run(processes: int, chats: int, per_chat: int, *, paced: bool, databas
         running = stack.enter_context(workers(homes, ports, fake.token, paced=paced))
         names = {f"w{index}" for index in range(processes)}
         wait_until(lambda: consumers(client) >= names, "every worker reading the stream", START_TIMEOUT)
+        yield Setup(emulator, fake, running)
+
+
+def cache_efficiency(requests: list[RecordedRequest]) -> float:
+    ok = [r for r in requests if r.ok]
+    oracle = sum(r.oracle_tokens for r in ok)
+    return sum(r.cache_read for r in ok) / oracle if oracle else 1.0
+
+
+async def run(processes: int, chats: int, per_chat: int, *, paced: bool, database: str) -> list[str]:
+    async with cluster(processes, paced=paced, database=database, mode="webhook") as setup:
+        emulator, fake, running = setup.emulator, setup.fake, setup.running
         users = [FIRST_CHAT + n for n in range(chats)]
         sent = await fake.inject([(u, f"c{u}m{n}", QUESTION) for n in range(per_chat) for u in users])
         await settle(fake, sent, users)
@@ -252,9 +284,7 @@ async def run(processes: int, chats: int, per_chat: int, *, paced: bool, databas
     earliest = first_replies(answers)
     first = [earliest[(m.chat, m.message_id)] - m.at for m in sent if (m.chat, m.message_id) in earliest]
     wall = max(earliest.values(), default=0.0) - min(m.at for m in sent)
-    ok = [r for r in emulator.requests if r.ok]
-    oracle = sum(r.oracle_tokens for r in ok)
-    efficiency = sum(r.cache_read for r in ok) / oracle if oracle else 1.0
+    efficiency = cache_efficiency(emulator.requests)
     if check.problems:
         print(f"  Telegram ({processes} process(es)), first problems: {check.problems[:3]}", flush=True)
     return [
@@ -263,6 +293,66 @@ async def run(processes: int, chats: int, per_chat: int, *, paced: bool, databas
         f"{len(first) / wall:.1f}" if wall else "-",
         ms(percentile(first, 50)) if first else "-", ms(percentile(first, 99)) if first else "-",
         " + ".join(map(str, per_process)), f"{efficiency:.3f}", "n/a",
+    ]  # fmt: skip
+
+
+def role(port: int) -> str | None:
+    """A worker's role in the cluster from its ``/readyz`` (None: it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            report = json.loads(response.read())
+    except urllib.error.HTTPError as error:  # 503 still carries the report
+        report = json.loads(error.read())
+    except OSError:
+        return None
+    cluster = report.get("cluster") or {}
+    return str(cluster.get("role")) if cluster else None
+
+
+async def failover(database: str) -> list[str]:
+    """3 processes, Telegram polled by the elected leader; messages arrive at a steady rate and the leader
+    is SIGKILLed a third of the way through. The gap: from the kill to the first answer to a message
+    sent after it (the new leader polls once the dead one's lease expired, within ``leader_ttl``)."""
+    async with cluster(3, paced=False, database=database, mode="polling") as setup:
+        emulator, fake, running = setup.emulator, setup.fake, setup.running
+        wait_until(lambda: [role(w.port) for w in running].count("leader") == 1, "a leader", START_TIMEOUT)
+        leader = next(index for index, worker in enumerate(running) if role(worker.port) == "leader")
+        users = [FIRST_CHAT + n for n in range(FAILOVER_CHATS)]
+        count = round(FAILOVER_SECONDS * FAILOVER_RATE)
+        sent: list[Sent] = []
+        killed_at = 0.0
+        for n in range(count):
+            user = users[n % len(users)]
+            sent += await fake.inject([(user, f"c{user}m{n // len(users)}", QUESTION)])
+            if n == count // 3:
+                running[leader].process.kill()
+                killed_at = time.monotonic()  # CLOCK_MONOTONIC: the same clock as the fake's stamps
+            await asyncio.sleep(1 / FAILOVER_RATE)
+        await settle(fake, sent, users)
+        await asyncio.sleep(QUIET_AFTER)
+        answers, _ = await fake.answers(users)
+        per_process = [
+            "killed" if index == leader else str(turns_answered(worker.port))
+            for index, worker in enumerate(running)
+        ]
+    check = Check.of(sent, answers)
+    turns = turn_order(emulator.requests)
+    once = sum(turns.count.get(m.tag, 0) == 1 for m in sent)
+    earliest = first_replies(answers)
+    first = [earliest[(m.chat, m.message_id)] - m.at for m in sent if (m.chat, m.message_id) in earliest]
+    after = [
+        earliest[(m.chat, m.message_id)]
+        for m in sent
+        if m.at > killed_at and (m.chat, m.message_id) in earliest
+    ]
+    gap = f"{min(after) - killed_at:.1f} s (leader_ttl {LEADER_TTL:.0f} s)" if after else "never"
+    if check.problems:
+        print(f"  Telegram (failover), first problems: {check.problems[:3]}", flush=True)
+    return [
+        "3, leader killed", "lifted", str(len(sent)), f"{once}/{len(sent)}",
+        f"{turns.kept()}/{len(users)}", check.line(), f"{FAILOVER_RATE} (sent)",
+        ms(percentile(first, 50)) if first else "-", ms(percentile(first, 99)) if first else "-",
+        " + ".join(per_process), f"{cache_efficiency(emulator.requests):.3f}", gap,
     ]  # fmt: skip
 
 
@@ -307,7 +397,13 @@ def first_replies(answers: Answers) -> dict[tuple[int, int | None], float]:
 
 
 async def main_async(
-    chats: int, per_chat: int, *, paced: bool, storage: str | None, postgres: PostgresServer | None
+    chats: int,
+    per_chat: int,
+    *,
+    paced: bool,
+    failing_over: bool,
+    storage: str | None,
+    postgres: PostgresServer | None,
 ) -> None:
     rows = []
     for pacing in (False, True) if paced else (False,):
@@ -316,6 +412,11 @@ async def main_async(
             async with fresh_database(storage, postgres) as database:
                 rows.append(await run(processes, chats, per_chat, paced=pacing, database=database))
             print(f"({processes} process(es): {time.monotonic() - started:.0f} s)", flush=True)
+    if failing_over:
+        started = time.monotonic()
+        async with fresh_database(storage, postgres) as database:
+            rows.append(await failover(database))
+        print(f"(failover: {time.monotonic() - started:.0f} s)", flush=True)
     print(f"\n## {chats:,} chats × {per_chat} messages\n")
     print(table(COLUMNS, rows))
 
@@ -341,6 +442,9 @@ def main() -> None:
     parser.add_argument("--per-chat", type=int, default=3, help="messages per chat (default 3)")
     parser.add_argument("--paced", action="store_true", help="also run with python-telegram-bot's pacing")
     parser.add_argument(
+        "--no-failover", action="store_true", help="skip the run that kills the leader (about a minute)"
+    )
+    parser.add_argument(
         "--storage", metavar="URL", help="a PostgreSQL database URL (default: a server of its own)"
     )
     args = parser.parse_args()
@@ -355,7 +459,14 @@ def main() -> None:
         where = describe(args.storage) if args.storage else "PostgreSQL (a server of its own)"
         print(f"State: {where}; Redis (a server of its own)")
         asyncio.run(
-            main_async(chats, args.per_chat, paced=args.paced, storage=args.storage, postgres=postgres)
+            main_async(
+                chats,
+                args.per_chat,
+                paced=args.paced,
+                failing_over=not args.no_failover,
+                storage=args.storage,
+                postgres=postgres,
+            )
         )
     finally:
         if postgres is not None:
