@@ -27,7 +27,7 @@ import secrets
 import socket
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -72,6 +72,29 @@ class Lease:
         """Raise :class:`LockNotHeld` unless this lease holds ``key`` now."""
         if not self.held or self.key != key:
             raise LockNotHeld(f"the lock of session key {key!r} is not held (lease for {self.key!r})")
+
+
+async def wait_to_take(
+    key: str,
+    take: Callable[[], Awaitable[str | None]],
+    deadline: float | None,
+    on_wait: WaitNotice | None,
+) -> None:
+    """Try ``take`` (None: taken; else the name of the process holding ``key``) until it succeeds,
+    with growing pauses (``POLL_FIRST`` to ``POLL_MAX``); the holder is logged and told to ``on_wait``
+    once. Raises :class:`LockTimeout` at ``deadline`` (``time.monotonic()``; None: no limit)."""
+    delay = POLL_FIRST
+    told = False
+    while (holder := await take()) is not None:
+        if not told:
+            told = True
+            log.info("session %s is busy in another process (%s); waiting", key, holder)
+            if on_wait is not None:
+                on_wait(holder)
+        if deadline is not None and time.monotonic() + delay > deadline:
+            raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
+        await asyncio.sleep(delay)
+        delay = min(POLL_MAX, delay * 1.5)
 
 
 class SessionLocks(ABC):
@@ -196,21 +219,12 @@ class DatabaseSessionLocks(LocalSessionLocks):
     async def _acquire_shared(
         self, key: str, deadline: float | None, on_wait: WaitNotice | None
     ) -> int | None:
-        delay = POLL_FIRST
-        told = False
-        while True:
-            holder = await self._leases.take(key, self.owner, self._lease_seconds, gone=_owner_gone)
-            if holder is None:
-                break
-            if not told:
-                told = True
-                log.info("session %s is busy in another process (%s); waiting", key, holder)
-                if on_wait is not None:
-                    on_wait(holder)
-            if deadline is not None and time.monotonic() + delay > deadline:
-                raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
-            await asyncio.sleep(delay)
-            delay = min(POLL_MAX, delay * 1.5)
+        await wait_to_take(
+            key,
+            lambda: self._leases.take(key, self.owner, self._lease_seconds, gone=_owner_gone),
+            deadline,
+            on_wait,
+        )
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
         self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key, holding))

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.cluster.redis import redis_key
+from gateway.cluster.redis import COMPARE_AND_DELETE, redis_key
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-# KEYS[1] the lease, ARGV[1] this term's value: 1 when deleted, 0 when not ours.
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
+RELEASE = COMPARE_AND_DELETE  # KEYS[1] the lease, ARGV[1] this term's value
 
 Duty = Callable[[], AbstractAsyncContextManager[object]]
 REDIS_ERRORS = (RedisError, OSError, TimeoutError)

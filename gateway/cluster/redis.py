@@ -44,6 +44,14 @@ HEALTH_CHECK_SECONDS = 15  # a pooled connection idle for longer is PINGed befor
 RETRIES = 2
 KEY_PREFIX = "herald"  # every key and channel of the cluster starts with it (one bot per Redis database)
 
+# A lease's release: KEYS[1] the lease, ARGV[1] the holder's value; 1 when deleted, 0 when another's.
+COMPARE_AND_DELETE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 # redis-py's errors that mean "not reachable now"; an AuthenticationError is one too (a ConnectionError).
 UNREACHABLE: tuple[type[BaseException], ...] = (
     redis_errors.ConnectionError,

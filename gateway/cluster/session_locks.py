@@ -14,7 +14,7 @@ processes the holder of the local lock takes a lease in Redis:
   had the session meanwhile (then the holder is cancelled too);
 - it is released on exit by compare-and-delete (Lua), so a lease that was taken over is left alone; a
   release that cannot reach Redis is left to expire;
-- a waiter polls with growing pauses (``POLL_FIRST`` to ``POLL_MAX``) and is told once (``on_wait``).
+- a waiter polls with growing pauses and is told once (``on_wait``; ``agent.locks.wait_to_take``).
 
 Each acquisition takes a fencing token from the database (:func:`agent.storage.fencing.issue_token`)
 right after winning the Redis lease; the lease carries it, and the store refuses the holder's writes
@@ -40,11 +40,11 @@ import time
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent.locks import POLL_FIRST, POLL_MAX, LocalSessionLocks, LockTimeout, WaitNotice
+from agent.locks import LocalSessionLocks, WaitNotice, wait_to_take
 from agent.storage.base import Storage
 from agent.storage.errors import StorageError
 from agent.storage.fencing import issue_token, newest_token
-from gateway.cluster.redis import RedisUnavailable, reaching, redis_key
+from gateway.cluster.redis import COMPARE_AND_DELETE, RedisUnavailable, reaching, redis_key
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +69,6 @@ end
 if holder == false then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 2
-end
-return 0
-"""
-
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
 end
 return 0
 """
@@ -112,7 +105,7 @@ class RedisSessionLocks(LocalSessionLocks):
         self._renew_every = renew_every if renew_every is not None else lease_ttl / 3
         self._acquire = redis.register_script(ACQUIRE)
         self._renew_script = redis.register_script(RENEW)
-        self._release = redis.register_script(RELEASE)
+        self._release = redis.register_script(COMPARE_AND_DELETE)
         self._renewals: dict[str, asyncio.Task[None]] = {}
         self._trusted_until: dict[str, float] = {}  # key -> monotonic time its lease may lapse at
 
@@ -124,9 +117,10 @@ class RedisSessionLocks(LocalSessionLocks):
         self, key: str, deadline: float | None, on_wait: WaitNotice | None
     ) -> int | None:
         name = lease_key(key)
-        delay = POLL_FIRST
-        told = False
-        while True:
+        sent = 0.0
+
+        async def take() -> str | None:
+            nonlocal sent
             sent = time.monotonic()
             try:
                 with reaching(self._redis):
@@ -134,17 +128,9 @@ class RedisSessionLocks(LocalSessionLocks):
             except asyncio.CancelledError:  # Redis may have set the lease before the answer came back
                 await asyncio.shield(self._let_go(key))
                 raise
-            if holder is None:
-                break
-            if not told:
-                told = True
-                log.info("session %s is busy in another process (%s); waiting", key, holder)
-                if on_wait is not None:
-                    on_wait(str(holder))
-            if deadline is not None and time.monotonic() + delay > deadline:
-                raise LockTimeout(f"session {key!r} stayed busy in another process ({holder})")
-            await asyncio.sleep(delay)
-            delay = min(POLL_MAX, delay * 1.5)
+            return None if holder is None else str(holder)
+
+        await wait_to_take(key, take, deadline, on_wait)
         self._trusted_until[key] = sent + self._ttl_ms / 1000
         try:
             token = await issue_token(self._storage, key)
