@@ -22,7 +22,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent.media.images import prepare_image
 from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
 from agent.prompt import SystemPrompt
@@ -45,7 +44,6 @@ from gateway.home import HeraldHome, ensure_home
 from gateway.runtime import Runtime, open_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import ChatResponder, is_summary_request, run_turn
-from tests.media_files import photo
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -196,6 +194,9 @@ async def restart(bench: Bench, turns: int) -> None:
 async def photo_in_history(bench: Bench, turns: int) -> None:
     """A phone photo in the first turn, then five more turns that keep it in the history: each later
     request sends the image again, byte for byte, and should read it from the cache."""
+    from agent.media.images import prepare_image  # Pillow: not in the gateway benchmark's process
+    from tests.media_files import photo
+
     picture = prepare_image(photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50)
     async with bench.runtime() as runtime:
         bench.sync_clock(runtime)

@@ -1,18 +1,22 @@
 """How this process sends: alone (a local budget, no claims) or as one of a cluster (``cluster.redis_url``:
-the budget shared in Redis, outbox items claimed). Built by ``gateway.core.open_core``."""
+the budget shared in Redis, outbox items claimed). Built by ``gateway.core.open_core``; imports nothing of
+Redis unless there is a cluster (one process needs none)."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, ChatAddress, SendRate
 from gateway.budget import LocalSendBudget, SendBudget
-from gateway.cluster.budget import RatesFor, RedisSendBudget
-from gateway.cluster.redis import Cluster
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Claimant
+
+if TYPE_CHECKING:
+    from gateway.cluster.budget import RatesFor
+    from gateway.cluster.redis import Cluster
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ def sending(cluster: Cluster | None, adapters: Mapping[str, Adapter], metrics: G
     """The budget and claimant for ``adapters``: alone, or as one of ``cluster`` (on its Redis)."""
     if cluster is None:
         return Sending(LocalSendBudget(), None)
+    from gateway.cluster.budget import RedisSendBudget  # redis-py and limits: cluster mode only
+
     budget = RedisSendBudget(cluster.redis, published_rates(adapters), metrics)
     settings = cluster.settings
     return Sending(budget, Claimant(claim_holder(cluster.instance_id), settings.outbox_claim_ttl))

@@ -19,10 +19,6 @@ import io
 import math
 from typing import Any, TypeVar
 
-from PIL import Image, UnidentifiedImageError
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
-
 from .errors import RequestInvalid
 
 ANTHROPIC_MAX_EDGE = 1568
@@ -63,6 +59,8 @@ def _image_size(digest: str, raw: bytes, media_type: str) -> tuple[int, int]:
     key = f"{digest}:{media_type}"
     if key in _sizes:
         return _sizes[key]
+    from PIL import Image, UnidentifiedImageError  # loaded with the first image: a text-only run lacks it
+
     try:
         with Image.open(io.BytesIO(raw)) as image:
             actual = image.format
@@ -88,6 +86,9 @@ def anthropic_image_tokens(width: int, height: int) -> int:
 def _pdf_tokens(digest: str, raw: bytes) -> int:
     if digest in _pdf_counts:
         return _pdf_counts[digest]
+    from pypdf import PdfReader  # loaded with the first PDF
+    from pypdf.errors import PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(raw))
         pages = len(reader.pages)

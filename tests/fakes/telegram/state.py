@@ -14,8 +14,6 @@ import threading
 import time
 from typing import Any
 
-from PIL import Image
-
 from .formatting import detect_entities
 from .records import (
     ChatAction,
@@ -485,6 +483,8 @@ class TelegramState:
     def _photo_sizes(self, photo: bytes) -> list[dict[str, Any]]:
         """As Telegram sends a photo: a thumbnail and the full size (the full size last)."""
         try:
+            from PIL import Image  # loaded with the first photo (benchmarks measure a process without it)
+
             width, height = Image.open(io.BytesIO(photo)).size
         except (OSError, ValueError):  # a damaged file still arrives as a photo
             width, height = 800, 600
