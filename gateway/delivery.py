@@ -22,6 +22,7 @@ from types import TracebackType
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
 from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from agent.storage.errors import StorageUnavailable
+from agent.storage.fencing import FencedOut
 from gateway.budget import BudgetUnavailable, SendBudget
 from gateway.inbox import Inbox
 from gateway.lanes import INTERRUPTED
@@ -116,8 +117,9 @@ class ReplyStream:
             await self._take_back_unrecorded()
 
     async def _take_back_unrecorded(self) -> None:
-        """The turn ends without an answer and will run again: a streamed message whose id could not be
-        stored (the database was down) would be left half-written beside the rerun's, so it goes."""
+        """The turn ends without an answer and runs again (here, or in the process that took the session
+        over): a streamed message whose id could not be stored would be left half-written beside the
+        rerun's, so it goes."""
         for message_id in self._unrecorded:
             try:
                 await self.adapter.delete(self.address, message_id)
@@ -215,10 +217,12 @@ class ReplyStream:
             self._live = False  # the final answer still goes through the outbox
 
     async def _record(self, message_id: str) -> None:
-        """Store which message the answer streams into, so a rerun after a restart reuses it."""
+        """Store which message the answer streams into, so a rerun after a restart reuses it. One that
+        cannot be stored (the database is away, or another process took the session over while this
+        send was in flight) is taken back when the turn ends without an answer: nobody else knows it."""
         try:
             await self.inbox.set_stream_message(self.inbox_id, message_id)
-        except StorageUnavailable as error:
+        except (StorageUnavailable, FencedOut) as error:
             log.warning(
                 "streaming in %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
             )

@@ -18,9 +18,11 @@ from adapters.base import (
     OutboundText,
     TextEntity,
 )
+from agent.events import TextDelta
 from agent.storage import schema
 from agent.storage.base import Storage
 from agent.storage.errors import StorageUnavailable
+from agent.storage.fencing import FencedOut
 from gateway import sender as sender_module
 from gateway.budget import LocalSendBudget
 from gateway.delivery import ReplyStream
@@ -300,3 +302,35 @@ async def test_a_chat_waiting_for_its_first_reply_s_retry_is_not_due_before_it(o
     retry_at = time.time() + 60
     await outbox.reschedule(first, "Too Many Requests", retry_at)
     assert await outbox.next_attempt_at({"test": None}) == pytest.approx(retry_at)
+
+
+class FencedInbox(Inbox):
+    """Another process took the session over while the first streamed send was in flight."""
+
+    async def set_stream_message(self, inbox_id: int, message_id: str) -> None:
+        raise FencedOut("test:chat:c", 1, 2)
+
+
+async def test_a_streamed_message_the_store_refused_to_record_is_taken_back_when_the_turn_fails(
+    outbox: Outbox,
+) -> None:
+    """Whoever answers instead never learnt of that message: left alone it would stay half-written."""
+    adapter = ScriptedAdapter()
+    address = ChatAddress("test", "c")
+    stream = ReplyStream(
+        adapter,
+        address,
+        reply_to=None,
+        budget=LocalSendBudget(),
+        interval=0.01,
+        inbox=FencedInbox(outbox.storage),
+        inbox_id=1,
+    )
+    with pytest.raises(FencedOut):
+        async with stream:
+            await stream.on_event(TextDelta("The first words"))
+            raise FencedOut("test:chat:c", 1, 2)  # the turn's next write
+    assert [(operation, text.text) for operation, _, text in adapter.sent] == [
+        ("send", "The first words"),
+        ("delete", "m1"),
+    ]
