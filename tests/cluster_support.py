@@ -28,6 +28,7 @@ from tests.gateway_support import gateway_config
 from tests.postgres import free_port
 
 SETTLE_TIMEOUT = 60.0
+CLOSE_TIMEOUT = 15.0  # a gateway that takes longer to close is a failure to report, not a hang
 LEASE_TTL = 5.0  # the smallest cluster.lease_ttl: a dead worker's entry is claimed after this
 
 
@@ -191,7 +192,14 @@ async def open_cluster(
                         await asyncio.sleep(0.02)
             yield result
         finally:
+            stuck = []
             for index in reversed(range(len(result.stacks))):
                 if index not in result.closed:
                     result.closed.add(index)
-                    await result.stacks[index].aclose()
+                    try:
+                        async with asyncio.timeout(CLOSE_TIMEOUT):
+                            await result.stacks[index].aclose()
+                    except TimeoutError:
+                        stuck.append(index)
+            if stuck:  # raised from here, the test's own failure (if any) shows as its context
+                raise AssertionError(f"gateway(s) {stuck} did not close within {CLOSE_TIMEOUT}s")
