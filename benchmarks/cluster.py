@@ -218,7 +218,7 @@ async def fresh_database(storage: str | None, postgres: PostgresServer | None) -
 
 @dataclass
 class Setup:
-    """One run's cluster: the fakes, the worker processes and a Redis client to watch the stream."""
+    """One run's cluster: the emulator, the fake Telegram and the worker processes."""
 
     emulator: ProviderEmulator
     fake: FakeTelegramProcess

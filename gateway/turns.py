@@ -201,6 +201,9 @@ async def _cancelled(
     """A stopped turn: ``/stop`` or a newer message closes the row; a shutdown leaves it for the restart."""
     if not (cancel.args and cancel.args[0] == INTERRUPTED):
         return
-    services.metrics.turns.labels("cancelled").inc()
     operations = stream.final(stream.shown_text() + STOPPED_SUFFIX) if stream.messages else []
-    await services.replies.queue(operations, row=row, state=InboxState.CANCELLED)
+    try:
+        await services.replies.queue(operations, row=row, state=InboxState.CANCELLED)
+    except (NoLongerPending, FencedOut):
+        return  # closed meanwhile, or the session is another process's: nothing of ours to close
+    services.metrics.turns.labels("cancelled").inc()

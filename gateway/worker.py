@@ -64,6 +64,8 @@ class Worker:
                 services.metrics.turns.labels("cancelled").inc()
         except StorageUnavailable as error:
             log.warning("inbox %d was stopped but stays pending: %s", inbox_id, error)
+        except (NoLongerPending, FencedOut):
+            pass  # closed meanwhile, or the session is another process's: nothing of ours to close
 
     async def _run(self, work: Work) -> None:
         waited = 0

@@ -34,9 +34,8 @@ CHAT = 2
 STREAM = "herald:work"
 
 
-def cluster_home(
+def cluster_homes(
     root: Path,
-    index: int,
     *,
     provider: str,
     telegram: str,
@@ -44,11 +43,13 @@ def cluster_home(
     redis_url: str,
     port: int,
     stream_edit_interval: float = 0.2,
-) -> HeraldHome:
-    home = HeraldHome(root / f"home{index}")
-    ensure_home(home)
-    home.config_path.write_text(
-        f"""model:
+) -> list[HeraldHome]:
+    """The homes of two workers ``w0`` and ``w1``; ``w0`` receives Telegram's webhook on ``port``."""
+    homes = [HeraldHome(root / f"home{index}") for index in range(2)]
+    for index, home in enumerate(homes):
+        ensure_home(home)
+        home.config_path.write_text(
+            f"""model:
   base_url: {provider}
   retry_base_delay: 0.01
 storage:
@@ -67,8 +68,8 @@ cluster:
   instance_id: w{index}
   lease_ttl: {LEASE_TTL}
 """
-    )
-    return home
+        )
+    return homes
 
 
 @contextmanager
@@ -127,18 +128,14 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
     client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=5)
     port = free_port()
     with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram, ExitStack() as stack:
-        homes = [
-            cluster_home(
-                tmp_path,
-                index,
-                provider=provider,
-                telegram=telegram,
-                database=postgresql_database,
-                redis_url=redis_server.url,
-                port=port,
-            )
-            for index in range(2)
-        ]
+        homes = cluster_homes(
+            tmp_path,
+            provider=provider,
+            telegram=telegram,
+            database=postgresql_database,
+            redis_url=redis_server.url,
+            port=port,
+        )
         processes = [stack.enter_context(gateway_process(home, fake.token)) for home in homes]
 
         wait(lambda: both_reading(client), "both workers reading the stream", timeout=60)
@@ -189,19 +186,15 @@ def test_a_worker_paused_past_its_lease_wakes_up_and_neither_writes_nor_streams_
     client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=5)
     port = free_port()
     with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram, ExitStack() as stack:
-        homes = [
-            cluster_home(
-                tmp_path,
-                index,
-                provider=provider,
-                telegram=telegram,
-                database=postgresql_database,
-                redis_url=redis_server.url,
-                port=port,
-                stream_edit_interval=0.3,
-            )
-            for index in range(2)
-        ]
+        homes = cluster_homes(
+            tmp_path,
+            provider=provider,
+            telegram=telegram,
+            database=postgresql_database,
+            redis_url=redis_server.url,
+            port=port,
+            stream_edit_interval=0.3,
+        )
         processes = [stack.enter_context(gateway_process(home, fake.token)) for home in homes]
         wait(lambda: both_reading(client), "both workers reading the stream", timeout=60)
 

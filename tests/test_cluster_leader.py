@@ -14,6 +14,7 @@ import pytest
 
 from gateway.cluster.leader import LEADER_KEY, Leadership
 from gateway.cluster.redis import connect as open_redis
+from tests.cluster_leader_support import until
 from tests.redis_server import RedisServer
 
 TTL = 2.0
@@ -47,16 +48,6 @@ class Ledger:
         )
         for (_, stop, who), (start, _, other) in itertools.pairwise(spans):
             assert start >= stop, f"{who} and {other} ran their duties at the same time"
-
-
-async def until(condition: Callable[[], bool], timeout: float, what: str) -> float:  # noqa: ASYNC109
-    """Wait for ``condition``; returns the seconds it took."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - began
 
 
 @pytest.fixture

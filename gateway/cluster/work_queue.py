@@ -190,10 +190,6 @@ class RedisWorkQueue:
 
     # --- readiness ----------------------------------------------------------------------------------
 
-    def readiness_problem(self) -> str | None:
-        """Why this process takes no new work now (Redis unreachable), or None."""
-        return self.problem
-
     async def probe(self) -> None:
         """For ``/readyz``: raises while this process takes no new work."""
         if self.problem is not None:
