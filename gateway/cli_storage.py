@@ -73,6 +73,7 @@ async def _migrate(home: HeraldHome, target: str) -> int:
         differences = await compare(home.memories_dir, home.skills_dir, destination)
     total = sum(step.source_rows for step in steps)
     copied = sum(step.copied for step in steps)
+    made_valid = sum(step.made_valid for step in steps)
     if not check.ok or differences:
         for line in [*check.mismatched, *differences]:
             print(f"  different: {line}")
@@ -86,6 +87,12 @@ async def _migrate(home: HeraldHome, target: str) -> int:
         f"skills are the same, and the prompt bytes of all {sessions:,} sessions are identical "
         f"(sha256 {check.source_prompts[:12]})."
     )
+    if made_valid:
+        they = "they were" if made_valid > 1 else "it was"
+        print(
+            f"  {_values(made_valid)} in state.db held NUL characters, which PostgreSQL cannot store: {they} "
+            "copied without them, as Herald stores all new text, and the hashes compare that cleaned text."
+        )
     print(
         "Next: set storage.url in config.yaml (keep the password in .env: storage.url: $HERALD_DATABASE_URL) "
         "and start Herald again."
@@ -94,4 +101,9 @@ async def _migrate(home: HeraldHome, target: str) -> int:
 
 
 def _report(step: TableCopy) -> None:
-    print(f"  {step.table}: {step.source_rows:,} rows, {step.copied:,} copied")
+    cleaned = f", {_values(step.made_valid)} made valid (NUL characters dropped)" if step.made_valid else ""
+    print(f"  {step.table}: {step.source_rows:,} rows, {step.copied:,} copied{cleaned}")
+
+
+def _values(count: int) -> str:
+    return f"{count:,} text value{'s' if count != 1 else ''}"

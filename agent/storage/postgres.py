@@ -69,6 +69,7 @@ class PostgresStorage(Storage):
             # connections, and the caller's retry gets a fresh one.
             pool_timeout=connect_timeout,
             connect_args={"timeout": connect_timeout, "command_timeout": 60},
+            hide_parameters=True,  # an error's text never carries the values (people's messages)
         )
 
     @classmethod

@@ -6,6 +6,10 @@ positions and stored wire payloads; sessions their exact prompt bytes), and a ro
 already has (same primary key) is left alone: a second run copies nothing and changes nothing. On
 PostgreSQL the id sequences are moved past the copied ids afterwards, so new rows never collide.
 
+Text is made valid on the way (:func:`agent.text.valid_text`, the rule every new text already passes):
+releases before NUL characters were dropped stored them in SQLite as they came, and PostgreSQL's
+``text`` cannot hold one. Each table's copy says how many values were changed so.
+
 :func:`verify` then compares the two: row counts of every table, and a hash over every session's
 stored system prompt and tool list (the bytes the provider's cache is keyed on), so a copied session
 goes on reading the same cache.
@@ -24,6 +28,7 @@ import sqlalchemy as sa
 from agent.storage.base import Storage
 from agent.storage.schema import metadata, sessions
 from agent.storage.sql import insert_for
+from agent.text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,7 @@ class TableCopy:
     table: str
     source_rows: int
     copied: int
+    made_valid: int = 0  # text values changed by valid_text (NUL characters dropped) on the way
 
 
 @dataclass
@@ -68,18 +74,19 @@ async def copy_tables(
     for table in copied_tables():
         key = list(table.primary_key.columns)
         total = await source.read(partial(_count, table=table))
-        copied = 0
+        copied = made_valid = 0
         offset = 0
         while offset < total:
             query = sa.select(table).order_by(*key).limit(BATCH).offset(offset)
             rows = await source.read(partial(_rows, query=query))
             if not rows:
                 break
+            made_valid += _make_valid(rows)
             copied += await destination.write(partial(_insert_missing, table=table, rows=rows))
             offset += len(rows)
         if destination.dialect == "postgresql":
             await destination.write(partial(_advance_sequence, table=table))
-        step = TableCopy(table.name, total, copied)
+        step = TableCopy(table.name, total, copied, made_valid)
         done.append(step)
         if progress is not None:
             progress(step)
@@ -92,6 +99,17 @@ def _count(conn: sa.Connection, *, table: sa.Table) -> int:
 
 def _rows(conn: sa.Connection, *, query: sa.Select[tuple[object, ...]]) -> list[dict[str, object]]:
     return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def _make_valid(rows: list[dict[str, object]]) -> int:
+    """Pass every text value of ``rows`` through :func:`valid_text`, in place; returns how many changed."""
+    changed = 0
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, str) and (valid := valid_text(value)) != value:
+                row[name] = valid
+                changed += 1
+    return changed
 
 
 def _insert_missing(conn: sa.Connection, *, table: sa.Table, rows: list[dict[str, object]]) -> int:
@@ -123,11 +141,12 @@ async def verify(source: Storage, destination: Storage) -> Verification:
 
 
 def prompt_hash(conn: sa.Connection) -> str:
-    """SHA-256 over every session's id, stored system prompt and tool list, in id order."""
+    """SHA-256 over every session's id, stored system prompt and tool list, in id order (as valid text, so
+    a source whose text the copy made valid compares with its copy)."""
     digest = hashlib.sha256()
     query = sa.select(sessions.c.id, sessions.c.system_prompt, sessions.c.tools_json).order_by(sessions.c.id)
     for row in conn.execute(query):
         for part in row:
-            digest.update(part.encode("utf-8"))
+            digest.update(valid_text(part).encode("utf-8"))
             digest.update(b"\x00")
     return digest.hexdigest()
