@@ -55,11 +55,35 @@ def test_text_holding_nul_written_by_an_older_release_is_copied_valid_and_verifi
     assert "  messages: 43 rows, 43 copied, 1 text value made valid (NUL characters dropped)" in first.stdout
     assert "  outbox: " in first.stdout and "  requests: " in first.stdout
     assert "Verified: every table has the same rows" in first.stdout
+    assert "  messages (43): the stored contents" in first.stdout  # the cleaned source hashed as copied
     assert "1 text value in state.db held NUL characters, which PostgreSQL cannot store" in first.stdout
     assert _content(postgresql_database, home, 1) == "Hello there"  # as valid_text makes new text
     second = herald("storage", "migrate", "--to", postgresql_database)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "  messages: 43 rows, 0 copied, 1 text value made valid" in second.stdout
+
+
+def test_a_copied_message_whose_contents_differ_is_reported(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    """Counts alone would pass: the row is there, but it is not what the session sent."""
+    shutil.copy(FIXTURE, home.db_path)
+    first = herald("storage", "migrate", "--to", postgresql_database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Verified: what the sessions send again is identical" in first.stdout
+    assert "  sessions (3): the prompt bytes" in first.stdout
+
+    async def tamper() -> None:
+        async with open_storage(parse_storage_url(postgresql_database, home.db_path)) as storage:
+            change = sa.update(messages).where(messages.c.id == 5).values(payload=messages.c.payload + " ")
+            await storage.write(lambda conn: conn.execute(change))
+
+    asyncio.run(tamper())
+    second = herald("storage", "migrate", "--to", postgresql_database)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "  messages: 43 rows, 0 copied" in second.stdout  # a row it has is not overwritten ...
+    assert "  different: messages: the stored contents" in second.stdout  # ... and not accepted either
+    assert "  different: sessions" not in second.stdout and "Not verified" in second.stdout
 
 
 def _content(url: str, home: HeraldHome, message_id: int) -> str:
