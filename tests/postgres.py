@@ -94,10 +94,10 @@ class PostgresServer:
         )
         return done.stdout.strip()
 
-    def new_database(self) -> str:
-        """A fresh database at Herald's schema; returns its URL."""
+    def new_database(self, *, empty: bool = False) -> str:
+        """A fresh database at Herald's schema (``empty``: without any table); returns its URL."""
         name = f"test_{os.getpid()}_{next(self._names)}"
-        self.sql("postgres", f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        self.sql("postgres", f"CREATE DATABASE {name} TEMPLATE {'template0' if empty else TEMPLATE}")
         return self.url(name)
 
     def drop(self, url: str) -> None:
