@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
 from agent.storage.base import Storage
+from agent.storage.errors import StorageUnavailable
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.core import AdapterFactory, cancel, open_core
@@ -120,7 +121,13 @@ class Gateway:
             log.warning("turns still running after %.0fs; they will be answered after the restart",
                         services.settings.drain_timeout)  # fmt: skip
             await services.lanes.shutdown()
-        if not await services.sender.flush(FLUSH_TIMEOUT):
+        try:
+            flushed = await services.sender.flush(FLUSH_TIMEOUT)
+        except StorageUnavailable as error:  # stopping while the database is away: nothing is lost
+            log.warning("the queued replies could not be read before shutdown (%s); they go out after the "
+                        "restart", error)  # fmt: skip
+            return
+        if not flushed:
             log.warning("some replies could not be sent before shutdown; they go out after the restart")
 
 

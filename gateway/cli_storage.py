@@ -6,7 +6,8 @@ skills files (which PostgreSQL keeps in tables) are copied into the database the
 this Herald's schema first), then verified: the same rows in every table, the same memory and skills,
 the same hash over every session's prompt bytes. A second run copies nothing and changes nothing, so a
 copy cut short is finished by running it again. Stop the gateway first: rows written while the copy
-runs may be left behind (run it again after stopping to take them along).
+runs may be left behind (run it again after stopping to take them along), and a row changed after it
+was copied (a message compression took out) is never overwritten, so it is reported as different.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import asyncio
 
 from agent.storage.connect import open_storage
-from agent.storage.transfer import TableCopy, copy_tables, verify
+from agent.storage.transfer import REPLAYED, TableCopy, copy_tables, verify
 from agent.storage.urls import BadStorageUrl, parse_storage_url
 from gateway.config import ConfigError, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK
@@ -73,19 +74,30 @@ async def _migrate(home: HeraldHome, target: str) -> int:
         differences = await compare(home.memories_dir, home.skills_dir, destination)
     total = sum(step.source_rows for step in steps)
     copied = sum(step.copied for step in steps)
+    made_valid = sum(step.made_valid for step in steps)
     if not check.ok or differences:
         for line in [*check.mismatched, *differences]:
             print(f"  different: {line}")
-        if check.source_prompts != check.destination_prompts:
-            print("  different: the sessions' prompt bytes")
-        print("Not verified: the destination differs from state.db (above). Is it another bot's database?")
+        print(
+            "Not verified: the destination differs from state.db (above), and rows it has are never "
+            "overwritten. Is it another bot's database, or a copy made while the gateway ran? Copy into an "
+            "empty database."
+        )
         return EXIT_FAILED
-    sessions = check.counts["sessions"][0]
     print(
-        f"Verified: every table has the same rows ({total:,} in all, {copied:,} copied now), memory and "
-        f"skills are the same, and the prompt bytes of all {sessions:,} sessions are identical "
-        f"(sha256 {check.source_prompts[:12]})."
+        f"Verified: every table has the same rows ({total:,} in all, {copied:,} copied now), and memory and "
+        "skills are the same."
     )
+    print("Verified: what the sessions send again is identical (hashed in key order on both sides):")
+    for part in REPLAYED:
+        rows = check.counts[part.table][0]
+        print(f"  {part.table} ({rows:,}): {part.what}, sha256 {check.hashes[part.table][0][:12]}")
+    if made_valid:
+        they = "they were" if made_valid > 1 else "it was"
+        print(
+            f"  {_values(made_valid)} in state.db held NUL characters, which PostgreSQL cannot store: {they} "
+            "copied without them, as Herald stores all new text, and the hashes compare that cleaned text."
+        )
     print(
         "Next: set storage.url in config.yaml (keep the password in .env: storage.url: $HERALD_DATABASE_URL) "
         "and start Herald again."
@@ -94,4 +106,9 @@ async def _migrate(home: HeraldHome, target: str) -> int:
 
 
 def _report(step: TableCopy) -> None:
-    print(f"  {step.table}: {step.source_rows:,} rows, {step.copied:,} copied")
+    cleaned = f", {_values(step.made_valid)} made valid (NUL characters dropped)" if step.made_valid else ""
+    print(f"  {step.table}: {step.source_rows:,} rows, {step.copied:,} copied{cleaned}")
+
+
+def _values(count: int) -> str:
+    return f"{count:,} text value{'s' if count != 1 else ''}"

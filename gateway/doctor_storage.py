@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from agent.storage.errors import StorageUnavailable
-from agent.storage.migrate import current_revision, head_revision, known_revision
-from agent.storage.schema import metadata
+from agent.storage.migrate import head_revision, known_revision
 from agent.storage.sqlite import Integrity, check_integrity
 from agent.storage.urls import StorageUrl
 from gateway.config import ConfigError
@@ -28,7 +24,6 @@ from gateway.home import load_env
 from gateway.storage import storage_url
 
 MIN_POSTGRESQL = 13  # generated columns (12) and DROP DATABASE ... WITH (FORCE) (13)
-TABLE_RIGHTS = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
 async def check_storage(ctx: DoctorContext) -> list[Finding]:
@@ -61,17 +56,13 @@ def inspect_sqlite(path: Path) -> Finding:
 
 
 async def inspect_postgresql(url: StorageUrl, connect_seconds: float) -> list[Finding]:
-    from agent.storage.postgres import PostgresStorage  # asyncpg: only for PostgreSQL
+    from agent.storage.postgres import inspect_server  # asyncpg: only for PostgreSQL
 
     where = url.redacted
     try:
-        storage = await PostgresStorage.open(url, pool_size=1, connect_timeout=connect_seconds)
+        facts = await inspect_server(url, connect_timeout=connect_seconds)
     except StorageUnavailable as error:
         return [Finding("fail", "database", f"{error}.")]
-    try:
-        facts = await storage.read(_facts)
-    finally:
-        await storage.close()
     findings = [_version_finding(where, facts.version)]
     if not facts.unreadable:
         findings.append(_schema_finding(where, facts.revision))
@@ -92,39 +83,6 @@ async def inspect_postgresql(url: StorageUrl, connect_seconds: float) -> list[Fi
             Finding("ok", "database", f"the user of {where} may create and change Herald's tables.")
         )
     return findings
-
-
-@dataclass(frozen=True)
-class _Facts:
-    version: int  # server_version_num: 150018 for 15.18
-    may_create: bool
-    denied: list[tuple[str, str]]  # (table, right) the user lacks
-    revision: str | None
-    unreadable: bool = False  # Herald's tables are there but their revision cannot be read
-
-
-def _facts(conn: sa.Connection) -> _Facts:
-    version = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one())
-    may_create = bool(
-        conn.execute(sa.text("SELECT has_schema_privilege(current_user, 'public', 'CREATE')")).scalar_one()
-    )
-    existing = set(sa.inspect(conn).get_table_names())
-    denied = []
-    for name in ["alembic_version", *(table.name for table in metadata.sorted_tables)]:
-        if name not in existing:
-            continue
-        for right in TABLE_RIGHTS:
-            allowed = conn.execute(
-                sa.text("SELECT has_table_privilege(current_user, :table, :right)"),
-                {"table": name, "right": right},
-            ).scalar_one()
-            if not allowed:
-                denied.append((name, right))
-    readable = "alembic_version" in existing and ("alembic_version", "SELECT") not in denied
-    revision = current_revision(conn) if readable else None
-    return _Facts(
-        version, may_create, denied, revision, unreadable="alembic_version" in existing and not readable
-    )
 
 
 def _version_finding(where: str, number: int) -> Finding:

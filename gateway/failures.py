@@ -73,10 +73,22 @@ def explain(error: Exception) -> Failure:
         return Failure(describe_os_error(error), EXIT_UNUSABLE)
     log.debug("unexpected failure", exc_info=error)
     return Failure(
-        f"unexpected error ({type(error).__name__}: {error}). This is a bug in Herald: run the command "
-        "again with -v to see where it happened, and please report it.",
+        f"unexpected error ({type(error).__name__}: {headline(error)}). This is a bug in Herald: run the "
+        "command again with -v to see where it happened, and please report it.",
         EXIT_BUG,
     )
+
+
+HEADLINE_LIMIT = 300
+
+
+def headline(error: BaseException) -> str:
+    """The first line of ``error``'s message, at most HEADLINE_LIMIT characters: a database error goes on
+    with its SQL statement and the values it carried (people's messages), which are no one's business
+    on a terminal (with -v the traceback is logged, still without the values)."""
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else ""
+    return first if len(first) <= HEADLINE_LIMIT else first[: HEADLINE_LIMIT - 1] + "…"
 
 
 def describe_os_error(error: OSError) -> str:

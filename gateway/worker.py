@@ -6,8 +6,8 @@ inbox by id when the work runs; a row that is no longer pending (answered by an 
 by a terminal that exited) is skipped, also when that is found only once the chat's lease is held
 (``gateway.pending``: another worker answered it meanwhile).
 
-A database that cannot be reached is a state, not a failure: the work waits (backing off up to
-:data:`MAX_WAIT` seconds between tries, for as long as it takes) and runs again once the database is
+A database that cannot be reached is a state, not a failure: the work waits (``gateway.outage``:
+backing off up to 30 s between tries, for as long as it takes) and runs again once the database is
 back, as a resumed attempt, so whatever the interrupted try already stored is found and not repeated.
 A Redis that cannot be reached (``RedisUnavailable``, a kind of ``StorageUnavailable``) is waited out
 the same way.
@@ -22,20 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from functools import partial
 
 from agent.storage.errors import StorageUnavailable
 from agent.storage.fencing import FencedOut
 from gateway.commands import answer_command
 from gateway.inbox import InboxState, NoLongerPending
 from gateway.lanes import INTERRUPTED
+from gateway.outage import until_reachable
 from gateway.services import Services
 from gateway.turns import answer
 from gateway.work import Work, WorkKind
 
 log = logging.getLogger(__name__)
-
-FIRST_WAIT = 0.5
-MAX_WAIT = 30.0
 
 
 class Worker:
@@ -68,26 +67,17 @@ class Worker:
             pass  # closed meanwhile, or the session is another process's: nothing of ours to close
 
     async def _run(self, work: Work) -> None:
-        waited = 0
-        while True:
-            try:
-                await self._run_once(work)
-            except NoLongerPending:
-                log.info("inbox %d: answered by another worker meanwhile; nothing to do", work.inbox_id)
-            except StorageUnavailable as error:
-                delay = min(MAX_WAIT, FIRST_WAIT * 2**waited)
-                if waited == 0:
-                    log.warning("inbox %d waits: %s", work.inbox_id, error)
-                waited += 1
-                await asyncio.sleep(delay)
-                work = replace(work, resumed=True)  # the interrupted try may have stored part of it
-                continue
-            except FencedOut as error:
-                log.warning("inbox %d: abandoned: %s", work.inbox_id, error)
-                return
-            if waited:
-                log.info("inbox %d: reachable again; done after %d wait(s)", work.inbox_id, waited)
-            return
+        await until_reachable(partial(self._attempt, work), f"inbox {work.inbox_id}")
+
+    async def _attempt(self, work: Work, again: bool) -> None:
+        if again:
+            work = replace(work, resumed=True)  # the interrupted try may have stored part of it
+        try:
+            await self._run_once(work)
+        except NoLongerPending:
+            log.info("inbox %d: answered by another worker meanwhile; nothing to do", work.inbox_id)
+        except FencedOut as error:
+            log.warning("inbox %d: abandoned: %s", work.inbox_id, error)
 
     async def _run_once(self, work: Work) -> None:
         row = await self.services.inbox.get(work.inbox_id)

@@ -94,10 +94,10 @@ class PostgresServer:
         )
         return done.stdout.strip()
 
-    def new_database(self) -> str:
-        """A fresh database at Herald's schema; returns its URL."""
+    def new_database(self, *, empty: bool = False) -> str:
+        """A fresh database at Herald's schema (``empty``: without any table); returns its URL."""
         name = f"test_{os.getpid()}_{next(self._names)}"
-        self.sql("postgres", f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        self.sql("postgres", f"CREATE DATABASE {name} TEMPLATE {'template0' if empty else TEMPLATE}")
         return self.url(name)
 
     def drop(self, url: str) -> None:
@@ -106,7 +106,11 @@ class PostgresServer:
             self.sql("postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def halt(self) -> None:
-        """Stop the server at once, as a crash or a lost host would (connections are cut)."""
+        """Stop the server at once, as a crash or a lost host would (connections are cut).
+
+        What was committed is written first: the server runs with ``synchronous_commit=off`` for speed,
+        so a crash would lose the last commits, which a production server (``on``) keeps."""
+        self.sql("postgres", "CHECKPOINT")
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def resume(self) -> None:

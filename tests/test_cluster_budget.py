@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pytest
 from adapters.base import ChatAddress, DeliveryError, OutboundText, SendRate
 from adapters.telegram.ratelimit import BOT_RATE, CHAT_RATE, GROUP_RATE, telegram_rates
 from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
+from agent.storage.urls import StorageUrl, parse_storage_url
 from gateway.budget import BudgetUnavailable
 from gateway.cluster.budget import RedisSendBudget
 from gateway.cluster.redis import Cluster, open_redis
@@ -24,6 +24,7 @@ from gateway.config import ClusterSettings
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Operation, Outbox, Outgoing
 from gateway.sender import OutboxSender
+from tests.conftest import postgres_server
 from tests.redis_server import RedisServer
 from tests.test_cluster_outbox import RecordingAdapter, Sent, row
 
@@ -127,13 +128,34 @@ async def test_a_bot_wide_429_pauses_every_chat_of_the_platform_for_every_proces
     assert await others.paused_for(CHAT) == 0.0  # another platform
 
 
+@pytest.fixture
+def other_database_url(backend: str) -> Iterator[str | None]:
+    """A second database on the backend under test (None on SQLite: a second file), for a process whose
+    outbox must not be the first one's."""
+    if backend == "sqlite":
+        yield None
+        return
+    server = postgres_server()
+    url = server.new_database()
+    try:
+        yield url
+    finally:
+        server.drop(url)
+
+
 async def test_the_other_process_postpones_its_reply_to_a_chat_a_429_paused(
-    stack: AsyncExitStack, redis_server: RedisServer, tmp_path: Path
+    stack: AsyncExitStack,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    database_url: str | None,
+    other_database_url: str | None,
 ) -> None:
     """End to end through two senders (each its own outbox here: only the budget is shared)."""
     log: list[Sent] = []
-    first, first_adapter = await telegram_sender(stack, redis_server, tmp_path / "first.db", log)
-    second, _ = await telegram_sender(stack, redis_server, tmp_path / "second.db", log)
+    first_url = parse_storage_url(database_url, tmp_path / "first.db")
+    second_url = parse_storage_url(other_database_url, tmp_path / "second.db")
+    first, first_adapter = await telegram_sender(stack, redis_server, first_url, "first", log)
+    second, _ = await telegram_sender(stack, redis_server, second_url, "second", log)
 
     async def too_many_requests(
         address: ChatAddress, text: OutboundText, *, reply_to: str | None = None
@@ -153,21 +175,23 @@ async def test_the_other_process_postpones_its_reply_to_a_chat_a_429_paused(
 
 
 async def telegram_sender(
-    stack: AsyncExitStack, redis_server: RedisServer, database: Path, log: list[Sent]
+    stack: AsyncExitStack, redis_server: RedisServer, database: StorageUrl, name: str, log: list[Sent]
 ) -> tuple[OutboxSender, RecordingAdapter]:
-    """A process's sender to "telegram" on an outbox of its own, with the budget shared in Redis."""
-    storage = await stack.enter_async_context(open_storage(parse_storage_url(None, database)))
-    adapter = RecordingAdapter(database.stem, log)
+    """Process ``name``'s sender to "telegram" on the outbox in ``database``, with the budget shared in
+    Redis."""
+    storage = await stack.enter_async_context(open_storage(database))
+    adapter = RecordingAdapter(name, log)
     adapter.platform = "telegram"
     shared = await budget(stack, redis_server)
     return OutboxSender(Outbox(storage), {"telegram": adapter}, shared, GatewayMetrics()), adapter
 
 
 async def test_with_redis_down_nothing_is_sent_and_a_429_still_pauses_this_process(
-    stack: AsyncExitStack, redis_server: RedisServer, tmp_path: Path
+    stack: AsyncExitStack, redis_server: RedisServer, tmp_path: Path, database_url: str | None
 ) -> None:
     log: list[Sent] = []
-    sender, _ = await telegram_sender(stack, redis_server, tmp_path / "state.db", log)
+    database = parse_storage_url(database_url, tmp_path / "state.db")
+    sender, _ = await telegram_sender(stack, redis_server, database, "only", log)
     shared = sender.budget
     assert isinstance(shared, RedisSendBudget)
     redis_server.halt()

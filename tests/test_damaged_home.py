@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
@@ -193,3 +194,19 @@ def test_a_bug_is_one_sentence_and_exit_code_70(
     result = herald("insights")
     assert result.returncode == 70 and "Traceback" not in result.stderr
     assert "herald: unexpected error (ZeroDivisionError: division by zero). This is a bug" in result.stderr
+
+
+def test_a_database_error_shows_neither_its_statement_nor_the_values_it_carried(
+    home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> str:
+        with sa.create_engine("sqlite://").connect() as conn:
+            conn.execute(sa.text("INSERT INTO nowhere VALUES (:words)"), {"words": "my private words"})
+        return ""
+
+    monkeypatch.setattr("gateway.insights.render", broken)
+    result = herald("insights")
+    assert result.returncode == 70
+    [line] = result.stderr.strip().splitlines()
+    assert "(OperationalError: (sqlite3.OperationalError) no such table: nowhere). This is a bug" in line
+    assert "private" not in result.stderr and "INSERT" not in result.stderr

@@ -7,9 +7,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from adapters.discord.interaction_records import (
     KEEP_AFTER_EXPIRY,
@@ -18,7 +15,6 @@ from adapters.discord.interaction_records import (
     MemoryInteractionRecords,
     Role,
 )
-from agent.storage import schema
 from agent.storage.base import Storage
 from gateway.discord_interactions import StoredInteractions
 
@@ -91,11 +87,3 @@ async def test_expiry_only_moves_earlier_and_records_outlive_it_for_a_while(
     await records.remember(record("3", now[0] + 870))  # kept long enough: dropped, with its messages
     assert await records.find("1") is None and await records.owner_of("101") is None
     assert await records.find("2") is not None and await records.find("3") is not None
-
-
-async def test_the_discord_tables_are_what_the_migrations_create(storage: Storage) -> None:
-    def differences(conn: sa.Connection) -> list[object]:
-        found = compare_metadata(MigrationContext.configure(conn), schema.metadata)
-        return [d for d in found if "discord_interaction" in repr(d)]
-
-    assert await storage.read(differences) == []

@@ -104,9 +104,11 @@ async def test_pairing_codes_follow_the_rules(storage: Storage) -> None:
     assert (await pairing.request("telegram", "4", "Y", "4")).outcome is RequestOutcome.NEW_CODE
 
 
-async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    async with open_storage(parse_storage_url(None, path)) as storage:
+async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    url = parse_storage_url(database_url, tmp_path / "state.db")
+    async with open_storage(url) as storage:
         pairing = Pairing(storage)
         request = await pairing.request("telegram", "5", "Bo", "5")
         assert request.code is not None
@@ -114,7 +116,7 @@ async def test_approval_is_case_insensitive_single_use_and_survives_a_restart(tm
         approved = await pairing.approve("telegram", typed, "cli")
         assert approved is not None and approved.user_id == "5" and approved.chat_id == "5"
         assert await pairing.approve("telegram", request.code.code, "cli") is None
-    async with open_storage(parse_storage_url(None, path)) as storage:
+    async with open_storage(url) as storage:  # the next process
         assert await Pairing(storage).is_approved("telegram", "5")
         assert not await Pairing(storage).is_approved("discord", "5")
 

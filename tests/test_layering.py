@@ -70,16 +70,37 @@ def test_side_tasks_do_not_import_the_loop_that_builds_on_them() -> None:
     assert not any(name.startswith("agent.loop") for name in imports(ROOT / "agent" / "side.py"))
 
 
-def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
-    """No sqlite3 anywhere but the SQLite storage itself (and the frozen migrations of old releases)."""
-    allowed = {"agent/storage/sqlite.py", "agent/storage/legacy.py"}
-    users = {
+# Repositories outside agent/store: each is the one module that knows SQL for its kind of state.
+REPOSITORIES = {
+    "agent/memory/database.py",
+    "agent/skills/database.py",
+    "gateway/chat_settings.py",
+    "gateway/cron/jobs.py",
+    "gateway/discord_interactions.py",
+    "gateway/facts.py",
+    "gateway/inbox.py",
+    "gateway/outbox.py",
+    "gateway/pairing.py",
+}
+
+
+def users_of(module: str) -> set[str]:
+    return {
         str(path.relative_to(ROOT))
         for package in ("agent", "gateway", "adapters")
         for path in modules(package)
-        if "sqlite3" in imports(path)
+        if any(name.split(".")[0] == module for name in imports(path))
     }
-    assert users <= allowed, users - allowed
+
+
+def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
+    """SQLAlchemy (a connection, a statement, SQL text) only in the storage layer and the repositories;
+    no sqlite3 anywhere but the SQLite storage itself (and the frozen migrations of old releases)."""
+    layer = ("agent/storage/", "agent/store/")
+    above = {user for user in users_of("sqlalchemy") if not user.startswith(layer)}
+    assert above <= REPOSITORIES, above - REPOSITORIES
+    allowed = {"agent/storage/sqlite.py", "agent/storage/legacy.py"}
+    assert users_of("sqlite3") <= allowed, users_of("sqlite3") - allowed
 
 
 def test_every_reply_takes_one_road() -> None:

@@ -79,9 +79,11 @@ async def test_local_locks_serve_waiters_in_order_and_forget_idle_keys() -> None
                 pass
 
 
-async def test_a_lease_holds_across_database_connections_and_is_released(tmp_path: Path) -> None:
-    """Two connections to one file behave like two processes."""
-    url = parse_storage_url(None, tmp_path / "state.db")
+async def test_a_lease_holds_across_database_connections_and_is_released(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Two connections to one database behave like two processes (on PostgreSQL: on two machines)."""
+    url = parse_storage_url(database_url, tmp_path / "state.db")
     async with open_storage(url) as storage_a, open_storage(url) as storage_b:
         locks_a = DatabaseSessionLocks(SessionLeases(storage_a))
         locks_b = DatabaseSessionLocks(SessionLeases(storage_b))

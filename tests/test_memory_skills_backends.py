@@ -7,10 +7,6 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.memory.database import DatabaseMemoryDocuments
 from agent.memory.files import FileMemoryDocuments
@@ -20,7 +16,6 @@ from agent.skills import SkillLibrary
 from agent.skills.database import DatabaseSkillTree
 from agent.skills.files import DiskSkillTree
 from agent.storage.base import Storage
-from agent.storage.schema import memory_documents, metadata, skill_files
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
@@ -96,15 +91,6 @@ async def test_the_prompt_bytes_are_the_same_on_both_backends(tmp_path: Path, st
     for bank, library in (on_disk, in_database):  # and what the tools show afterwards
         assert (await library.read("deploy")).endswith("its path):\n- refs/api.md")
         assert await bank.store(SCOPE).read("memory") == "Project uses uv\n§\nDeploys on Fridays ✈"
-
-
-async def test_the_migration_creates_the_tables_the_schema_declares(storage: Storage) -> None:
-    def differences(conn: sa.Connection) -> list[str]:
-        found = compare_metadata(MigrationContext.configure(conn), metadata)
-        ours = (memory_documents.name, skill_files.name)
-        return [repr(diff) for diff in found if any(name in repr(diff) for name in ours)]
-
-    assert await storage.read(differences) == []
 
 
 async def test_the_runtime_keeps_files_on_sqlite_and_uses_the_database_on_postgresql(

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 
 from agent.storage.base import Storage
 from agent.storage.connect import open_storage
 from agent.storage.errors import StorageUnavailable
-from agent.storage.migrate import current_revision, head_revision, migrate
-from agent.storage.schema import gateway_state
-from agent.storage.urls import BadStorageUrl, parse_storage_url
+from agent.storage.migrate import current_revision, head_revision, migrate, upgrade
+from agent.storage.postgres import PostgresStorage
+from agent.storage.schema import gateway_state, metadata
+from agent.storage.sqlite import SqliteStorage
+from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
 from gateway.chat_settings import ChatSettings, ModelChoice
 from gateway.facts import GatewayFacts
+from tests.conftest import postgres_server
 from tests.postgres import free_port
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
@@ -27,6 +37,72 @@ async def test_a_new_database_is_at_the_head_revision_and_migrating_again_change
 ) -> None:
     assert await storage.read(current_revision) == head_revision()
     assert await migrate(storage) == head_revision()
+
+
+def _full_text_search(difference: Any) -> bool:
+    """A difference the migrations make on purpose: full-text search is theirs alone (agent.storage.search),
+    FTS5 tables on SQLite, a generated tsvector column with its GIN index on PostgreSQL."""
+    kind = difference[0] if isinstance(difference, tuple) else None
+    if kind == "remove_table":
+        return str(difference[1].name).startswith("messages_fts")
+    if kind == "remove_index":
+        return bool(difference[1].name == "messages_search")
+    if kind == "remove_column":
+        return bool((difference[2], difference[3].name) == ("messages", "search"))
+    return False
+
+
+async def test_the_migrated_schema_is_the_schema_the_queries_are_written_for(storage: Storage) -> None:
+    """Every table, column, type, default, index and key the migrations made is what agent.storage.schema
+    declares (Alembic's autogenerate comparison), on either database."""
+
+    def differences(conn: sa.Connection) -> list[str]:
+        options = {"compare_type": True, "compare_server_default": True}
+        found = compare_metadata(MigrationContext.configure(conn, opts=options), metadata)
+        return [repr(difference) for difference in found if not _full_text_search(difference)]
+
+    assert await storage.read(differences) == []
+
+
+@pytest.fixture
+def empty_database_url(backend: str, tmp_path: Path) -> Iterator[StorageUrl]:
+    """A database without any table yet, on the backend under test."""
+    if backend == "sqlite":
+        yield parse_storage_url(None, tmp_path / "state.db")
+        return
+    server = postgres_server()
+    url = server.new_database(empty=True)
+    try:
+        yield parse_storage_url(url, tmp_path / "unused")
+    finally:
+        server.drop(url)
+
+
+async def _unmigrated(url: StorageUrl) -> Storage:
+    """``url`` connected as a starting process connects it, before it migrates."""
+    if url.path is not None:
+        return await SqliteStorage.open(url.path)
+    return await PostgresStorage.open(url, pool_size=1)
+
+
+async def test_two_processes_migrating_an_empty_database_at_once_migrate_it_once(
+    empty_database_url: StorageUrl, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both found no tables, so both start the migration (each with an engine of its own, as two processes
+    do): the first migrates, the second waits for it (SQLite's write lock, PostgreSQL's advisory lock) and
+    finds the work done."""
+    first, second = await _unmigrated(empty_database_url), await _unmigrated(empty_database_url)
+    try:
+        assert await first.read(current_revision) is None and await second.read(current_revision) is None
+        caplog.set_level(logging.INFO, logger="agent.storage.migrate")
+        both = [storage.write(partial(upgrade, where=storage.description)) for storage in (first, second)]
+        found = await asyncio.gather(*both)
+        assert set(found) == {None, head_revision()}  # one migrated it; the other found it done
+        assert await first.read(current_revision) == await second.read(current_revision) == head_revision()
+        assert caplog.text.count("database schema migrated from empty") == 1
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_a_write_is_all_or_nothing(storage: Storage) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
+from agent.memory import OWNER_SCOPE
+from gateway.cron.jobs import NewJob, RunStatus, parse_target
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
-from tests.gateway_support import FRIEND, telegram_gateway
+from tests.fakes import FakeTelegram
+from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.postgres import PostgresServer, free_port
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # a PostgreSQL of its own
@@ -49,6 +53,82 @@ async def test_postgresql_stopped_mid_turn_and_started_again_loses_nothing_and_a
     assert readiness["ready"] is True
     assert len(answers) == 2, answers  # one answer per question, no duplicate, no leftover
     assert answers[0].startswith("The first answer") and answers[1] == "Second answer."
+
+
+SLOW_DIGEST = "The digest, " + "streamed slowly. " * 40
+
+
+async def _halt_during_a_run(
+    harness: Harness, emulator: ProviderEmulator, server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> tuple[str, asyncio.Task[RunStatus | None]]:
+    """A job's run started, PostgreSQL halted while its model request streams, the run waiting for it;
+    returns the job's id and the run."""
+    cron = harness.gateway.services.runtime.cron
+    job = await cron.jobs.add(
+        NewJob("Digest", "write the digest", "every 1h", parse_target(f"telegram:{FRIEND}"), "cli:local",
+               OWNER_SCOPE, None, time.time() + 3600)
+    )  # fmt: skip
+    running = asyncio.create_task(harness.gateway.scheduler.run_now(job.id))
+    await harness.fake.wait_for(lambda: emulator.in_flight > 0, 10.0, what="the run's model request")
+    server.halt()  # the answer arrives with nowhere to be stored
+    await harness.fake.wait_for(lambda: f"cron job {job.id} waits" in caplog.text, 20.0, what="the wait")
+    assert not running.done()
+    return job.id, running
+
+
+def _chat_with_the_bot() -> FakeTelegram:
+    fake = FakeTelegram()
+    fake.register_chat(FRIEND)  # a job posts into a chat the bot is in
+    return fake
+
+
+async def test_a_scheduled_run_waits_for_postgresql_and_finishes_once_it_is_back(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    own_postgres: PostgresServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The run claimed its occurrence (its next time moved on): failing it would lose the occurrence."""
+    emulator.stream_delay = 0.02
+    emulator.responder = lambda body, api: Reply(text=SLOW_DIGEST)
+    database = {"url": own_postgres.new_database()}
+    fake = _chat_with_the_bot()
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, storage=database) as harness:
+        job_id, running = await _halt_during_a_run(harness, emulator, own_postgres, caplog)
+        own_postgres.resume()
+        status = await asyncio.wait_for(running, 60)
+        await harness.settled(timeout=60)
+        after = await harness.gateway.services.runtime.cron.jobs.get(job_id)
+    assert status is RunStatus.OK and after is not None and after.last_status is RunStatus.OK
+    assert harness.texts(FRIEND) == [SLOW_DIGEST.strip()]  # posted once
+    roles = [m["role"] for m in emulator.requests[-1].json["messages"]]
+    assert roles == ["user"]  # the cut-off try was closed: the run again sends one prompt, not two
+    assert "failed unexpectedly" not in caplog.text
+
+
+async def test_a_scheduled_run_waiting_for_postgresql_when_the_gateway_stops_is_recorded_interrupted(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    own_postgres: PostgresServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    emulator.stream_delay = 0.02
+    emulator.responder = lambda body, api: Reply(text=SLOW_DIGEST)
+    database = {"url": own_postgres.new_database()}
+    fake = _chat_with_the_bot()
+    quick = {"drain_timeout": 0.1}
+    async with telegram_gateway(
+        home, emulator, emulator_url, fake=fake, storage=database, gateway=quick
+    ) as harness:
+        job_id, running = await _halt_during_a_run(harness, emulator, own_postgres, caplog)
+    assert running.cancelled()  # the gateway stopped cleanly, the database still away
+    own_postgres.resume()
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, storage=database) as harness:
+        after = await harness.gateway.services.runtime.cron.jobs.get(job_id)
+    assert after is not None and after.last_status is RunStatus.INTERRUPTED
+    assert harness.texts(FRIEND) == []
 
 
 def test_a_database_refusing_connections_at_start_up_is_one_sentence_and_exit_2(

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from agent.storage.connect import open_storage
+from agent.storage.schema import messages
 from agent.storage.transfer import prompt_hash
 from agent.storage.urls import parse_storage_url
 from gateway.home import HeraldHome
@@ -37,6 +41,58 @@ def test_a_release_state_db_is_copied_verified_and_a_second_run_changes_nothing(
     second = herald("storage", "migrate", "--to", postgresql_database)
     assert second.returncode == 0, second.stderr
     assert "  messages: 43 rows, 0 copied" in second.stdout and "0 copied now" in second.stdout
+
+
+def test_text_holding_nul_written_by_an_older_release_is_copied_valid_and_verified(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    """Releases before NUL characters were dropped stored them in SQLite; PostgreSQL's text refuses them."""
+    shutil.copy(FIXTURE, home.db_path)
+    with contextlib.closing(sqlite3.connect(home.db_path)) as db, db:
+        db.execute("UPDATE messages SET content = ? WHERE id = 1", ("Hello\x00 there",))
+    first = herald("storage", "migrate", "--to", postgresql_database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "  messages: 43 rows, 43 copied, 1 text value made valid (NUL characters dropped)" in first.stdout
+    assert "  outbox: " in first.stdout and "  requests: " in first.stdout
+    assert "Verified: every table has the same rows" in first.stdout
+    assert "  messages (43): the stored contents" in first.stdout  # the cleaned source hashed as copied
+    assert "1 text value in state.db held NUL characters, which PostgreSQL cannot store" in first.stdout
+    assert _content(postgresql_database, home, 1) == "Hello there"  # as valid_text makes new text
+    second = herald("storage", "migrate", "--to", postgresql_database)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "  messages: 43 rows, 0 copied, 1 text value made valid" in second.stdout
+
+
+def test_a_copied_message_whose_contents_differ_is_reported(
+    home: HeraldHome, herald, postgresql_database: str
+) -> None:
+    """Counts alone would pass: the row is there, but it is not what the session sent."""
+    shutil.copy(FIXTURE, home.db_path)
+    first = herald("storage", "migrate", "--to", postgresql_database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Verified: what the sessions send again is identical" in first.stdout
+    assert "  sessions (3): the prompt bytes" in first.stdout
+
+    async def tamper() -> None:
+        async with open_storage(parse_storage_url(postgresql_database, home.db_path)) as storage:
+            change = sa.update(messages).where(messages.c.id == 5).values(payload=messages.c.payload + " ")
+            await storage.write(lambda conn: conn.execute(change))
+
+    asyncio.run(tamper())
+    second = herald("storage", "migrate", "--to", postgresql_database)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "  messages: 43 rows, 0 copied" in second.stdout  # a row it has is not overwritten ...
+    assert "  different: messages: the stored contents" in second.stdout  # ... and not accepted either
+    assert "  different: sessions" not in second.stdout and "Not verified" in second.stdout
+
+
+def _content(url: str, home: HeraldHome, message_id: int) -> str:
+    async def read() -> str:
+        async with open_storage(parse_storage_url(url, home.db_path)) as storage:
+            query = sa.select(messages.c.content).where(messages.c.id == message_id)
+            return await storage.read(lambda conn: conn.execute(query).scalar_one())
+
+    return asyncio.run(read())
 
 
 def test_memory_and_skills_files_go_into_the_database_once(

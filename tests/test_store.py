@@ -23,6 +23,8 @@ from agent.storage.schema import media
 from agent.storage.search import fts_query
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
+from gateway.home import HeraldHome
+from gateway.storage import open_home_storage
 from tests.helpers import open_store
 
 PROMPT = SystemPrompt(stable="stable", context="", volatile="volatile")
@@ -48,6 +50,7 @@ def store(storage: Storage) -> SessionStore:
     return SessionStore(storage)
 
 
+@pytest.mark.sqlite_only  # WAL and the file itself
 async def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     async with open_store(tmp_path / "state.db"):
         pass
@@ -59,18 +62,23 @@ async def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
         pass
 
 
-async def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
-    async with open_store(tmp_path / "state.db"):
-        pass
-    conn = sqlite3.connect(tmp_path / "state.db")
-    conn.execute("UPDATE alembic_version SET version_num = '9999'")
-    conn.commit()
-    conn.close()
-    with pytest.raises(SchemaTooNew, match="migrated by a newer Herald"):
-        async with open_store(tmp_path / "state.db"):
-            pass
+def test_a_database_migrated_by_a_newer_herald_is_refused_in_one_sentence(home: HeraldHome, herald) -> None:
+    async def newer() -> str:
+        async with open_home_storage(home) as storage:
+            bump = sa.text("UPDATE alembic_version SET version_num = '9999'")
+            await storage.write(lambda conn: conn.execute(bump))
+            return storage.description
+
+    where = asyncio.run(newer())
+    result = herald("insights")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"herald: the database {where} is at schema revision 9999, which this Herald does not know: it was "
+        "migrated by a newer Herald. Upgrade Herald (or use another database).\n"
+    )
 
 
+@pytest.mark.sqlite_only  # schema_versions: how releases before Alembic versioned state.db
 async def test_a_legacy_schema_newer_than_this_herald_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db")
     conn.execute("CREATE TABLE schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
@@ -82,6 +90,7 @@ async def test_a_legacy_schema_newer_than_this_herald_is_refused(tmp_path: Path)
             pass
 
 
+@pytest.mark.sqlite_only  # a state.db of a release before Alembic
 async def test_a_database_from_before_schema_versions_is_adopted_and_upgraded(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db")
     for statement in legacy.AGENT[0]:

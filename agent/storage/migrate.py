@@ -11,6 +11,7 @@ as it was. A ``state.db`` written by a release from before Alembic is adopted fi
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -50,9 +51,10 @@ def current_revision(conn: sa.Connection) -> str | None:
     return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
-def upgrade(conn: sa.Connection) -> str | None:
+def upgrade(conn: sa.Connection, where: str = "the database") -> str | None:
     """Inside a write transaction: adopt a legacy file, refuse a newer schema, upgrade to head.
-    Returns the revision found before (None for a new database)."""
+    Returns the revision found before (None for a new database). ``where`` names the database in the
+    refusal."""
     from alembic import command
 
     if conn.dialect.name == "postgresql":
@@ -64,8 +66,8 @@ def upgrade(conn: sa.Connection) -> str | None:
     found = current_revision(conn)
     if found is not None and not known_revision(found):
         raise SchemaTooNew(
-            f"the database is at schema revision {found}, which this Herald does not know: it was "
-            "migrated by a newer Herald. Upgrade Herald (or use another database)."
+            f"{where} is at schema revision {found}, which this Herald does not know: it was migrated by "
+            "a newer Herald. Upgrade Herald (or use another database)."
         )
     command.upgrade(alembic_config(conn), "head")
     if found != head_revision():
@@ -89,4 +91,4 @@ async def migrate(storage: Storage) -> str | None:
     found = await storage.read(current_revision)
     if found == HEAD:
         return found
-    return await storage.write(upgrade)
+    return await storage.write(partial(upgrade, where=f"the database {storage.description}"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -21,6 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agent.storage.base import Storage
 from agent.storage.errors import StorageUnavailable
+from agent.storage.migrate import current_revision
+from agent.storage.schema import metadata
 from agent.storage.urls import StorageUrl
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,7 @@ class PostgresStorage(Storage):
             # connections, and the caller's retry gets a fresh one.
             pool_timeout=connect_timeout,
             connect_args={"timeout": connect_timeout, "command_timeout": 60},
+            hide_parameters=True,  # an error's text never carries the values (people's messages)
         )
 
     @classmethod
@@ -124,3 +128,51 @@ class PostgresStorage(Storage):
             f"the database {self.description} cannot be reached ({detail}); check that PostgreSQL is running "
             "and storage.url is right"
         )
+
+
+TABLE_RIGHTS = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What ``herald doctor`` needs to know about a PostgreSQL database, read without changing it."""
+
+    version: int  # server_version_num: 150018 for 15.18
+    may_create: bool  # CREATE in schema public (migrations create tables)
+    denied: list[tuple[str, str]]  # (table, right) the user lacks on Herald's tables that exist
+    revision: str | None  # Alembic's revision (None: no Herald tables yet, or unreadable)
+    unreadable: bool = False  # Herald's tables are there but their revision cannot be read
+
+
+async def inspect_server(url: StorageUrl, *, connect_timeout: float) -> ServerFacts:
+    """Connect to ``url`` with one connection and read its :class:`ServerFacts`; migrates nothing.
+    Raises :class:`StorageUnavailable` when it cannot be reached."""
+    storage = await PostgresStorage.open(url, pool_size=1, connect_timeout=connect_timeout)
+    try:
+        return await storage.read(server_facts)
+    finally:
+        await storage.close()
+
+
+def server_facts(conn: sa.Connection) -> ServerFacts:
+    version = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one())
+    may_create = bool(
+        conn.execute(sa.text("SELECT has_schema_privilege(current_user, 'public', 'CREATE')")).scalar_one()
+    )
+    existing = set(sa.inspect(conn).get_table_names())
+    denied = []
+    for name in ["alembic_version", *(table.name for table in metadata.sorted_tables)]:
+        if name not in existing:
+            continue
+        for right in TABLE_RIGHTS:
+            allowed = conn.execute(
+                sa.text("SELECT has_table_privilege(current_user, :table, :right)"),
+                {"table": name, "right": right},
+            ).scalar_one()
+            if not allowed:
+                denied.append((name, right))
+    readable = "alembic_version" in existing and ("alembic_version", "SELECT") not in denied
+    revision = current_revision(conn) if readable else None
+    return ServerFacts(
+        version, may_create, denied, revision, unreadable="alembic_version" in existing and not readable
+    )

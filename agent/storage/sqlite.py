@@ -106,7 +106,9 @@ class SqliteStorage(Storage):
             raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             raw.execute("PRAGMA synchronous=NORMAL")
             raw.execute("PRAGMA foreign_keys=ON")
-            engine = sa.create_engine("sqlite://", creator=lambda: raw, poolclass=StaticPool)
+            engine = sa.create_engine(  # an error's text never carries the values (people's messages)
+                "sqlite://", creator=lambda: raw, poolclass=StaticPool, hide_parameters=True
+            )
             conn = engine.connect()
         except BaseException:
             raw.close()

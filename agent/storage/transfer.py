@@ -6,9 +6,16 @@ positions and stored wire payloads; sessions their exact prompt bytes), and a ro
 already has (same primary key) is left alone: a second run copies nothing and changes nothing. On
 PostgreSQL the id sequences are moved past the copied ids afterwards, so new rows never collide.
 
-:func:`verify` then compares the two: row counts of every table, and a hash over every session's
-stored system prompt and tool list (the bytes the provider's cache is keyed on), so a copied session
-goes on reading the same cache.
+Text is made valid on the way (:func:`agent.text.valid_text`, the rule every new text already passes):
+releases before NUL characters were dropped stored them in SQLite as they came, and PostgreSQL's
+``text`` cannot hold one. Each table's copy says how many values were changed so.
+
+:func:`verify` then compares the two: row counts of every table, and hashes over what a copied session
+sends again (:data:`REPLAYED`): every session's stored system prompt and tool list (the bytes the
+provider's cache is keyed on), every message's stored contents, and every file's bytes, each in key
+order on both sides. A row the destination had already with other contents (a copy made while the
+gateway ran, another bot's database) is left alone by the copy and so differs here. The source's text
+is hashed as the copy made it (valid), so a cleaned value compares with its copy.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from functools import partial
 import sqlalchemy as sa
 
 from agent.storage.base import Storage
-from agent.storage.schema import metadata, sessions
+from agent.storage.schema import media, messages, metadata, sessions
 from agent.storage.sql import insert_for
+from agent.text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +46,68 @@ class TableCopy:
     table: str
     source_rows: int
     copied: int
+    made_valid: int = 0  # text values changed by valid_text (NUL characters dropped) on the way
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One part of what a session sends again, hashed on both sides: ``query`` selects it in key order."""
+
+    table: str
+    what: str  # for the output: "the prompt bytes of N sessions (...)"
+    query: sa.Select[tuple[object, ...]]
+
+
+REPLAYED = (
+    Replayed(
+        "sessions",
+        "the prompt bytes (system prompt, tool list)",
+        sa.select(sessions.c.id, sessions.c.system_prompt, sessions.c.tools_json).order_by(sessions.c.id),
+    ),
+    Replayed(
+        "messages",
+        "the stored contents (session, position, role, content, tool calls, payload, files, active)",
+        sa.select(
+            messages.c.id,
+            messages.c.session_id,
+            messages.c.position,
+            messages.c.role,
+            messages.c.content,
+            messages.c.tool_calls,
+            messages.c.tool_call_id,
+            messages.c.tool_name,
+            messages.c.is_error,
+            messages.c.payload,
+            messages.c.payload_api,
+            messages.c.media,
+            messages.c.active,
+        ).order_by(messages.c.id),
+    ),
+    Replayed(
+        "media",
+        "the bytes",
+        sa.select(media.c.sha256, media.c.media_type, media.c.data).order_by(media.c.sha256),
+    ),
+)
 
 
 @dataclass
 class Verification:
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (source, destination)
-    source_prompts: str = ""
-    destination_prompts: str = ""
+    hashes: dict[str, tuple[str, str]] = field(default_factory=dict)  # REPLAYED table -> (source, dest.)
 
     @property
     def mismatched(self) -> list[str]:
-        return [f"{t}: {s:,} here, {d:,} there" for t, (s, d) in self.counts.items() if s != d]
+        """What differs, one line each: counts, then replayed contents."""
+        counts = [f"{t}: {s:,} here, {d:,} there" for t, (s, d) in self.counts.items() if s != d]
+        contents = [
+            f"{part.table}: {part.what}" for part in REPLAYED if len(set(self.hashes[part.table])) > 1
+        ]
+        return counts + contents
 
     @property
     def ok(self) -> bool:
-        return not self.mismatched and self.source_prompts == self.destination_prompts
+        return not self.mismatched
 
 
 def copied_tables() -> list[sa.Table]:
@@ -68,18 +123,19 @@ async def copy_tables(
     for table in copied_tables():
         key = list(table.primary_key.columns)
         total = await source.read(partial(_count, table=table))
-        copied = 0
+        copied = made_valid = 0
         offset = 0
         while offset < total:
             query = sa.select(table).order_by(*key).limit(BATCH).offset(offset)
             rows = await source.read(partial(_rows, query=query))
             if not rows:
                 break
+            made_valid += _make_valid(rows)
             copied += await destination.write(partial(_insert_missing, table=table, rows=rows))
             offset += len(rows)
         if destination.dialect == "postgresql":
             await destination.write(partial(_advance_sequence, table=table))
-        step = TableCopy(table.name, total, copied)
+        step = TableCopy(table.name, total, copied, made_valid)
         done.append(step)
         if progress is not None:
             progress(step)
@@ -92,6 +148,17 @@ def _count(conn: sa.Connection, *, table: sa.Table) -> int:
 
 def _rows(conn: sa.Connection, *, query: sa.Select[tuple[object, ...]]) -> list[dict[str, object]]:
     return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def _make_valid(rows: list[dict[str, object]]) -> int:
+    """Pass every text value of ``rows`` through :func:`valid_text`, in place; returns how many changed."""
+    changed = 0
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, str) and (valid := valid_text(value)) != value:
+                row[name] = valid
+                changed += 1
+    return changed
 
 
 def _insert_missing(conn: sa.Connection, *, table: sa.Table, rows: list[dict[str, object]]) -> int:
@@ -112,22 +179,39 @@ def _advance_sequence(conn: sa.Connection, *, table: sa.Table) -> None:
 
 
 async def verify(source: Storage, destination: Storage) -> Verification:
-    """Row counts of every copied table on both sides, and the hash of every session's prompt bytes."""
+    """Row counts of every copied table on both sides, and the hashes of what sessions send again."""
     result = Verification()
     for table in copied_tables():
         count = partial(_count, table=table)
         result.counts[table.name] = (await source.read(count), await destination.read(count))
-    result.source_prompts = await source.read(prompt_hash)
-    result.destination_prompts = await destination.read(prompt_hash)
+    for part in REPLAYED:
+        digest = partial(content_hash, query=part.query)
+        result.hashes[part.table] = (await source.read(digest), await destination.read(digest))
     return result
 
 
 def prompt_hash(conn: sa.Connection) -> str:
     """SHA-256 over every session's id, stored system prompt and tool list, in id order."""
+    return content_hash(conn, query=REPLAYED[0].query)
+
+
+def content_hash(conn: sa.Connection, *, query: sa.Select[tuple[object, ...]]) -> str:
+    """SHA-256 over every value ``query`` selects, in its order; text as valid text (so a source whose
+    text the copy made valid compares with its copy), each value tagged with its kind and length."""
     digest = hashlib.sha256()
-    query = sa.select(sessions.c.id, sessions.c.system_prompt, sessions.c.tools_json).order_by(sessions.c.id)
-    for row in conn.execute(query):
-        for part in row:
-            digest.update(part.encode("utf-8"))
-            digest.update(b"\x00")
+    for row in conn.execute(query.execution_options(yield_per=BATCH)):
+        for value in row:
+            digest.update(_canonical(value))
     return digest.hexdigest()
+
+
+def _canonical(value: object) -> bytes:
+    if value is None:
+        return b"N;"
+    if isinstance(value, str):
+        kind, data = b"S", valid_text(value).encode("utf-8")
+    elif isinstance(value, bytes | memoryview):
+        kind, data = b"B", bytes(value)
+    else:  # numbers and flags: the same Python value from either database
+        kind, data = b"V", repr(value).encode("ascii")
+    return kind + str(len(data)).encode("ascii") + b":" + data

@@ -53,12 +53,12 @@ from gateway.cluster.semaphore import RedisSemaphore
 from gateway.cluster.work_stream import Entry, WorkStream
 from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.metrics import GatewayMetrics
+from gateway.outage import until_reachable
 from gateway.work import Work
 
 log = logging.getLogger(__name__)
 
 RETRY = 1.0  # seconds between attempts to reach Redis while it is down
-DATABASE_WAIT_MAX = 30.0
 STATS_EVERY = 2.0  # seconds between refreshes of the queue's metrics (and trims of the stream)
 FORGET_EVERY = 3600.0  # seconds between sweeps of consumers long gone
 CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted just before closing
@@ -417,15 +417,7 @@ class RedisWorkQueue:
         return False
 
     async def _next_work(self, key: str, up_to: int) -> Work | None:
-        waited = 0
-        while True:
-            try:
-                return await self.order.next_work(key, up_to)
-            except StorageUnavailable as error:
-                if waited == 0:
-                    log.warning("chat %s waits for the database: %s", key, error)
-                await asyncio.sleep(min(DATABASE_WAIT_MAX, 0.5 * 2**waited))
-                waited += 1
+        return await until_reachable(lambda _: self.order.next_work(key, up_to), f"chat {key}")
 
     @asynccontextmanager
     async def _turn_slot(self) -> AsyncIterator[None]:

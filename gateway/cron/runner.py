@@ -13,19 +13,30 @@
   ``[SILENT]`` is not delivered. A run that produced no answer is recorded as failed, and one line
   saying so is delivered to the target chat: a job that silently stops working is worse than a
   message about it.
+- A database that cannot be reached during a run is waited out (``gateway.outage``, as a chat's turn
+  is): the occurrence was claimed, so it is not lost but finished once the database is back. What the
+  run did before is not done again: the claim, a queued answer; a turn cut off by the outage is looked
+  for first (its stored answer is delivered, a half-done one is closed and run again). A gateway that
+  stops meanwhile records the run as interrupted (at its next start, if the database is still away).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from adapters.base import ChatAddress
 from agent.locks import Lease
 from agent.session import SessionSpec
+from agent.storage.errors import StorageUnavailable
 from agent.store import SessionRecord
 from gateway.addressing import display_name
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
+from gateway.outage import until_reachable
 from gateway.replies import PlatformNotConnected
 from gateway.services import Services
 from gateway.turns import UNEXPECTED
@@ -36,6 +47,7 @@ SILENT = "[SILENT]"
 PURPOSE = "cron"
 REFUSED = frozenset({"cron"})
 RUN_META = "cron_job"
+OCCURRENCE_META = "cron_run"  # one run's own mark: a resumed run finds its own turn, not an earlier run's
 CONTEXT = (
     'This conversation is the scheduled job "{name}". Each user message is the job\'s prompt, sent by '
     "the scheduler when the job runs; your answer is posted to a chat whose people do not see the "
@@ -45,6 +57,24 @@ CONTEXT = (
 
 class DeliveryUnavailable(Exception):
     """The target's platform is not served by this gateway process."""
+
+
+@dataclass
+class _Run:
+    """One occurrence of a job as it goes: what is done is not done again after a wait for the database."""
+
+    job_id: str
+    occurrence: str = field(default_factory=lambda: secrets.token_hex(8))
+    job: CronJob | None = None  # claimed
+    answered: bool = False  # text / error hold the turn's outcome
+    text: str = ""
+    error: str | None = None  # the sentence of a run that produced no answer
+    delivery: list[int] | None = None  # the outbox items queued for it
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Stored with the run's prompt: which job, and which of its runs."""
+        return {RUN_META: self.job_id, OCCURRENCE_META: self.occurrence}
 
 
 class CronRunner:
@@ -63,33 +93,49 @@ class CronRunner:
             log.info("cron job %s is already running; this occurrence is skipped", job_id)
             return None
         self._active.add(job_id)
+        run = _Run(job_id)
         try:
-            async with self.services.runtime.locks.hold(job_session_key(job_id)) as lease:
-                job = await self.jobs.claim(job_id, next_run_at, due_only=due_only)
-                if job is None:
-                    return None
-                try:
-                    return await self._run(lease, job)
-                except asyncio.CancelledError:
-                    stopped = self.jobs.finish(
-                        job.id, RunStatus.INTERRUPTED, error="the gateway stopped during the run"
-                    )
-                    await asyncio.shield(stopped)
-                    raise
-                except Exception:
-                    log.exception("cron job %s: the run failed unexpectedly", job.id)
-                    return await self._failed(job, UNEXPECTED)
+            attempt = partial(self._attempt, run, next_run_at=next_run_at, due_only=due_only)
+            return await until_reachable(attempt, f"cron job {job_id}")
+        except asyncio.CancelledError:
+            if run.job is not None:
+                await asyncio.shield(self._interrupted(job_id))
+            raise
         finally:
             self._active.discard(job_id)
 
-    async def _run(self, lease: Lease, job: CronJob) -> RunStatus:
+    async def _attempt(
+        self, run: _Run, again: bool, *, next_run_at: float | None, due_only: bool
+    ) -> RunStatus | None:
+        """One try at ``run``, from where the last one (cut off by the database) stopped."""
+        async with self.services.runtime.locks.hold(job_session_key(run.job_id)) as lease:
+            if run.job is None:
+                run.job = await self.jobs.claim(run.job_id, next_run_at, due_only=due_only)
+                if run.job is None:
+                    return None
+            try:
+                if not run.answered:
+                    await self._turn(lease, run, run.job, resumed=again)
+                return await self._record(run, run.job)
+            except StorageUnavailable:
+                raise  # waited out: the next try goes on from here
+            except Exception:
+                log.exception("cron job %s: the run failed unexpectedly", run.job_id)
+                run.answered, run.error, run.delivery = True, UNEXPECTED, None
+                return await self._failed(run, run.job)
+
+    async def _turn(self, lease: Lease, run: _Run, job: CronJob, *, resumed: bool) -> None:
         runtime = self.services.runtime
         session = await self._session(lease, job)  # hygiene and run_turn close a run cut off by a crash
+        earlier = await runtime.agent.earlier_attempt(lease, session, run.meta) if resumed else None
+        if earlier is not None:  # answered before the database went away: delivered as it is
+            run.answered, run.text = True, earlier
+            return
         outcome = await runtime.agent.hygiene(lease, session)
         if outcome is not None:
             log.info("cron job %s: %s", job.id, outcome.line())
         result = await runtime.agent.run_turn(
-            lease, session, job.prompt, meta={RUN_META: job.id}, refuse=REFUSED, purpose=PURPOSE
+            lease, session, job.prompt, meta=run.meta, refuse=REFUSED, purpose=PURPOSE
         )
         self.services.metrics.count_usage(result.usage)
         usage = result.usage
@@ -98,18 +144,29 @@ class CronRunner:
             job.id, session.id, "failed" if result.error else "answered", usage.prompt_tokens,
             usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
         )  # fmt: skip
-        if result.error:
-            return await self._failed(job, result.error)
-        if result.text.strip() == SILENT:
-            await self.jobs.finish(job.id, RunStatus.SILENT, output=result.text)
+        run.answered, run.text, run.error = True, result.text, result.error
+
+    async def _record(self, run: _Run, job: CronJob) -> RunStatus:
+        """Deliver the outcome (once) and record how the run ended."""
+        if run.error is not None:
+            return await self._failed(run, job)
+        if run.text.strip() == SILENT:
+            await self.jobs.finish(job.id, RunStatus.SILENT, output=run.text)
             return RunStatus.SILENT
-        try:
-            delivery = await self._deliver(job.target, result.text)
-        except DeliveryUnavailable as error:
-            await self.jobs.finish(job.id, RunStatus.FAILED, output=result.text, error=str(error))
-            return RunStatus.FAILED
-        await self.jobs.finish(job.id, RunStatus.OK, output=result.text, delivery=delivery)
+        if run.delivery is None:
+            try:
+                run.delivery = await self._deliver(job.target, run.text)
+            except DeliveryUnavailable as error:
+                await self.jobs.finish(job.id, RunStatus.FAILED, output=run.text, error=str(error))
+                return RunStatus.FAILED
+        await self.jobs.finish(job.id, RunStatus.OK, output=run.text, delivery=run.delivery)
         return RunStatus.OK
+
+    async def _interrupted(self, job_id: str) -> None:
+        try:
+            await self.jobs.finish(job_id, RunStatus.INTERRUPTED, error="the gateway stopped during the run")
+        except StorageUnavailable as error:  # the next start records it (jobs.interrupted_runs)
+            log.warning("cron job %s: stopped during the run, recorded at the next start: %s", job_id, error)
 
     async def _session(self, lease: Lease, job: CronJob) -> SessionRecord:
         """The job's session: built on its first run, then the same one (and the same prompt bytes)."""
@@ -143,12 +200,14 @@ class CronRunner:
         except PlatformNotConnected as error:
             raise DeliveryUnavailable(str(error)) from None
 
-    async def _failed(self, job: CronJob, sentence: str) -> RunStatus:
+    async def _failed(self, run: _Run, job: CronJob) -> RunStatus:
         """Record the failure and tell the target chat in one line."""
-        line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {sentence}'
-        try:
-            delivery = await self._deliver(job.target, line)
-        except DeliveryUnavailable as error:
-            sentence, delivery = f"{sentence} (and {error})", []
-        await self.jobs.finish(job.id, RunStatus.FAILED, error=sentence, delivery=delivery)
+        assert run.error is not None
+        if run.delivery is None:
+            line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {run.error}'
+            try:
+                run.delivery = await self._deliver(job.target, line)
+            except DeliveryUnavailable as error:
+                run.error, run.delivery = f"{run.error} (and {error})", []
+        await self.jobs.finish(job.id, RunStatus.FAILED, error=run.error, delivery=run.delivery)
         return RunStatus.FAILED
