@@ -12,11 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from functools import partial
+from typing import Any
 
 from adapters.base import InboundMessage, OutboundText
 from agent.compression.engine import CompressionOutcome
+from agent.events import EventCallback
 from agent.locks import Lease
 from agent.loop import TurnResult
+from agent.media.types import Media
 from agent.session import SessionSpec, StartedSession
 from agent.storage.errors import StorageUnavailable
 from agent.storage.fencing import FencedOut
@@ -114,9 +119,6 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
             return
         await echo_transcripts(services, row, turn_input.transcripts)
-        outcome = await runtime.agent.hygiene(lease, session)
-        if outcome is not None:
-            await notify(services, row, outcome)
         stream = ReplyStream(
             adapter,
             address,
@@ -128,14 +130,17 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             streamed=streamed,
             trusted=lease.trusted,
         )
-        async with stream:
+        async with stream:  # typing shows from here, also while hygiene compresses
             try:
-                result = await runtime.agent.run_turn(
+                result = await take_turn(
+                    services,
                     lease,
                     session,
                     user_text(message, turn_input.text),
-                    stream.on_event,
+                    what=f"{message.platform} chat {message.chat_id}",
                     meta={INBOX_META: row.id},
+                    on_compressed=partial(notify, services, row),
+                    on_event=stream.on_event,
                     media=turn_input.media,
                 )
             except asyncio.CancelledError as cancel:
@@ -155,7 +160,6 @@ async def _finish(
     notices: tuple[str, ...] = (),
 ) -> None:
     metrics = services.metrics
-    metrics.count_usage(result.usage)
     if result.error:
         await services.replies.queue(stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED)
         metrics.turns.labels("failed").inc()
@@ -165,14 +169,46 @@ async def _finish(
         text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
         await services.replies.queue(stream.final(text), row=row, state=InboxState.ANSWERED)
         metrics.turns.labels("answered").inc()
-    elapsed = time.time() - row.received_at
-    metrics.turn_seconds.observe(elapsed)
+    metrics.turn_seconds.observe(time.time() - row.received_at)
+
+
+async def take_turn(
+    services: Services,
+    lease: Lease,
+    session: SessionRecord,
+    text: str,
+    *,
+    what: str,
+    meta: Mapping[str, Any],
+    on_compressed: Callable[[CompressionOutcome], Awaitable[None]],
+    on_event: EventCallback | None = None,
+    media: Sequence[Media] = (),
+    refuse: Collection[str] = (),
+    purpose: str = "turn",
+) -> TurnResult:
+    """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
+
+    Session hygiene first (a session at 85% of its window is compressed before the agent reads it;
+    ``on_compressed`` tells whoever should know), then the agent's turn (``Agent.run_turn``: the
+    arguments are its own), its usage counted for ``/metrics``, and one log line with its tokens
+    (``what`` names the chat or the job). Raises what ``run_turn`` raises; the caller delivers.
+    """
+    agent = services.runtime.agent
+    outcome = await agent.hygiene(lease, session)
+    if outcome is not None:
+        await on_compressed(outcome)
+    started = time.monotonic()
+    result = await agent.run_turn(
+        lease, session, text, on_event, meta=meta, refuse=refuse, purpose=purpose, media=media
+    )
+    services.metrics.count_usage(result.usage)
     usage = result.usage
     log.info(
-        "%s chat %s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
-        row.message.platform, row.message.chat_id, session.id, "failed" if result.error else "answered",
-        elapsed, usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+        "%s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
+        what, session.id, "failed" if result.error else "answered", time.monotonic() - started,
+        usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
     )  # fmt: skip
+    return result
 
 
 async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:

@@ -30,6 +30,7 @@ from functools import partial
 from typing import Any
 
 from adapters.base import ChatAddress
+from agent.compression.engine import CompressionOutcome
 from agent.locks import Lease
 from agent.session import SessionSpec
 from agent.storage.errors import StorageUnavailable
@@ -39,7 +40,7 @@ from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
 from gateway.outage import until_reachable
 from gateway.replies import PlatformNotConnected
 from gateway.services import Services
-from gateway.turns import UNEXPECTED
+from gateway.turns import UNEXPECTED, take_turn
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +132,21 @@ class CronRunner:
         if earlier is not None:  # answered before the database went away: delivered as it is
             run.answered, run.text = True, earlier
             return
-        outcome = await runtime.agent.hygiene(lease, session)
-        if outcome is not None:
+
+        async def compressed(outcome: CompressionOutcome) -> None:
             log.info("cron job %s: %s", job.id, outcome.line())
-        result = await runtime.agent.run_turn(
-            lease, session, job.prompt, meta=run.meta, refuse=REFUSED, purpose=PURPOSE
+
+        result = await take_turn(
+            self.services,
+            lease,
+            session,
+            job.prompt,
+            what=f"cron job {job.id}",
+            meta=run.meta,
+            on_compressed=compressed,
+            refuse=REFUSED,
+            purpose=PURPOSE,
         )
-        self.services.metrics.count_usage(result.usage)
-        usage = result.usage
-        log.info(
-            "cron job %s session %s: %s (tokens in %d, cache read %d, cache write %d, out %d)",
-            job.id, session.id, "failed" if result.error else "answered", usage.prompt_tokens,
-            usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
-        )  # fmt: skip
         run.answered, run.text, run.error = True, result.text, result.error
 
     async def _record(self, run: _Run, job: CronJob) -> RunStatus:
