@@ -19,12 +19,13 @@ import logging
 from dataclasses import dataclass, field
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
+from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.errors import MediaRefused
 from agent.media.transcribe import Transcriber, TranscriptionFailed
 from agent.media.types import Media
 from agent.models import ModelInfo
 from agent.settings import MediaSettings
-from agent.store import SessionRecord
+from agent.store import SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class MediaReader:
     settings: MediaSettings
     max_attachment_mb: float
     transcriber: Transcriber | None
+    store: SessionStore
 
     async def read(
         self, adapter: Adapter, message: InboundMessage, session: SessionRecord, model: ModelInfo
@@ -84,6 +86,8 @@ class MediaReader:
                 raise MessageRefused(str(error)) from None
         if not parts.usable:  # only files the model cannot use: say so instead of a pointless turn
             raise MessageRefused(" ".join(parts.notices) or "I could not read any of the files you sent.")
+        if parts.media:
+            await self._check_load(parts.media, session, model)
         text = "\n".join([*parts.lines, message.text] if message.text else parts.lines)
         return TurnInput(text, tuple(parts.media), tuple(parts.notices), tuple(parts.transcripts))
 
@@ -153,6 +157,21 @@ class MediaReader:
             )
             parts.notices.append(f"I can't watch or open {name}; I only read your text.")
 
+    async def _check_load(self, files: list[Media], session: SessionRecord, model: ModelInfo) -> None:
+        """Refuse files that would take the conversation over what one request may carry: the
+        conversation's files are sent again with every later message."""
+        limits = MediaLimits(
+            max_items=self.settings.files_max_per_request,
+            max_tokens=int(model.context_length * self.settings.files_max_context_share),
+            model=session.model,
+            context_length=model.context_length,
+        )
+        held = await self.store.media_load(session.id)
+        try:
+            check_load(MediaLoad.of(files), held, limits, what=_named(files))
+        except MediaRefused as error:
+            raise MessageRefused(str(error)) from None
+
     async def _download(self, adapter: Adapter, attachment: Attachment, name: str) -> bytes:
         limit = int(self.max_attachment_mb * MB)
         try:
@@ -185,6 +204,14 @@ def _kind(attachment: Attachment) -> str:
     if attachment.kind == "document":
         return "document"
     return "other"
+
+
+def _named(files: list[Media]) -> str:
+    """How a refusal names the files of one message."""
+    if len(files) > 1:
+        return f"these {len(files)} files"
+    [file] = files
+    return file.name or ("the photo" if file.kind == "image" else "the PDF")
 
 
 def _audio_suffix(mime_type: str | None) -> str:

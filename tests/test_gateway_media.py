@@ -199,3 +199,48 @@ async def test_a_discord_image_attachment_is_an_image_block(
     content = last_user_content(emulator.requests[-1].json)
     assert [block["type"] for block in content] == ["image", "text"]
     assert texts(content) == "[photo: shot.png]\nwhat colour?"
+
+
+async def test_a_pdf_too_large_for_the_context_window_is_refused_with_the_limit(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(
+            FRIEND, "Summarize", document=pdf(100), file_name="annual.pdf", mime_type="application/pdf"
+        )
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith("⚠️ annual.pdf would take about 1")
+    assert "files may take at most 100,000 of claude-sonnet-4-6's 200,000-token context window" in refusal
+    assert emulator.requests == []
+
+
+async def test_files_kept_in_the_conversation_count_against_the_per_request_limit(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Two 60-page PDFs would make every later request carry 120 pages (Anthropic takes 100): the
+    second is refused with a way out, and the conversation goes on working."""
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+
+        async def send(text: str, name: str | None = None) -> None:
+            if name is None:
+                harness.fake.private_message(FRIEND, text)
+            else:
+                harness.fake.private_message(
+                    FRIEND, text, document=pdf(60), file_name=name, mime_type="application/pdf"
+                )
+            await harness.settled()
+
+        await send("", "first.pdf")
+        await send("", "second.pdf")
+        await send("fine, what did the first say?")
+        await send("/new")
+        await send("", "second.pdf")
+        first, refusal, answer, _, fresh = harness.texts(FRIEND)
+    assert first.startswith("Emulated reply") and answer.startswith("Emulated reply")
+    assert refusal.startswith("⚠️ This conversation already carries 60 PDF pages, sent again with every")
+    assert "with second.pdf it would be 120, over the 100 images and PDF pages one request" in refusal
+    assert "Send /new to start a fresh conversation" in refusal
+    assert fresh.startswith("Emulated reply")
+    assert all(r.status == 200 for r in emulator.requests)  # never a request the provider refuses
+    assert [b["type"] for b in last_user_content(emulator.requests[-1].json)] == ["document", "text"]

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from PIL import Image
 
+from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import prepare_image
@@ -231,3 +232,33 @@ async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_th
     assert "what they showed" in json.dumps(summary_request.json["messages"][-1])
     assert _images(emulator.requests[-1].json) == []  # then it left with the summarized middle
     assert all(not m.media for m in history)
+
+
+LIMITS = MediaLimits(max_items=100, max_tokens=100_000, model="claude-x", context_length=200_000)
+
+
+def test_files_are_limited_by_tokens_and_count_alone_and_with_the_conversation() -> None:
+    forty_pages = MediaLoad(pages=40, tokens=64_000)
+    check_load(forty_pages, MediaLoad(images=50, tokens=30_000), LIMITS, what="a.pdf")  # fits
+    with pytest.raises(MediaRefused, match=r"already take about 64,000 tokens.*they would take 128,000"):
+        check_load(forty_pages, forty_pages, LIMITS, what="b.pdf")
+    with pytest.raises(MediaRefused, match=r"already carries 61 images and 40 PDF pages.*would be 141"):
+        check_load(forty_pages, MediaLoad(images=61, pages=40, tokens=1), LIMITS, what="b.pdf")
+    with pytest.raises(MediaRefused, match=r"these 3 files are 3 images and 120 PDF pages; one request"):
+        check_load(MediaLoad(3, 120, 10), MediaLoad(), LIMITS, what="these 3 files")
+
+
+async def test_the_store_counts_the_files_of_active_messages_only(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    picture = image(photo(900, 600))
+    pages, _ = document(pdf(3), "report.pdf", "application/pdf", native=True)
+    assert pages is not None
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "look", media=[picture, pages])
+            emulator.fail_next(400, count=1)
+            await runtime.agent.run_turn(lease, session, "and this", media=[picture])  # fails: set aside
+        load = await runtime.store.media_load(session.id)
+    assert load == MediaLoad(images=1, pages=3, tokens=picture.tokens + pages.tokens)

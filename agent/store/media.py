@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.media.budget import MediaLoad
 from agent.media.types import Media
 from agent.storage.schema import media
 from agent.storage.sql import insert_or_ignore
@@ -52,6 +53,11 @@ def load_files(conn: sa.Connection, stored_references: Iterable[str | None]) -> 
         return {}
     rows = conn.execute(_DATA, {"hashes": sorted(wanted)}).all()
     return {row.sha256: bytes(row.data) for row in rows}
+
+
+def load_of(stored_references: Iterable[str | None]) -> MediaLoad:
+    """What the files named in ``stored_references`` (``messages.media`` values) add to a request."""
+    return MediaLoad.of_refs(ref for text in stored_references if text for ref in json.loads(text))
 
 
 def attached(stored: str | None, files: dict[str, bytes]) -> tuple[Media, ...]:
