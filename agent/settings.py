@@ -284,7 +284,10 @@ class SpeechToTextSettings(Section):
         None, description="Transcription endpoint; null = OpenAI's (OPENAI_BASE_URL is honoured)."
     )
     api_key_env: str = Field(
-        "OPENAI_API_KEY", min_length=1, description="Environment variable holding the transcription API key."
+        "OPENAI_API_KEY",
+        min_length=1,
+        description="Environment variable holding the transcription API key (optional with a base_url: "
+        "a local server that needs none is sent the placeholder no-key).",
     )
     language: str | None = Field(
         None, description="Spoken language as an ISO-639-1 code (e.g. de); null = detected."

@@ -244,3 +244,15 @@ async def test_files_kept_in_the_conversation_count_against_the_per_request_limi
     assert fresh.startswith("Emulated reply")
     assert all(r.status == 200 for r in emulator.requests)  # never a request the provider refuses
     assert [b["type"] for b in last_user_content(emulator.requests[-1].json)] == ["document", "text"]
+
+
+async def test_a_local_whisper_server_needs_no_api_key(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    async with telegram_gateway(home, emulator, emulator_url, stt=stt(emulator_url)) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("no key needed here"))
+        await harness.settled()
+    assert texts(last_user_content(emulator.requests[-1].json)) == (
+        "[voice message, transcribed] no key needed here"
+    )
