@@ -12,7 +12,7 @@ from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
-from tests.media_files import corrupt_jpeg, huge_png_header, pdf, photo, voice_note
+from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, photo, voice_note
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
@@ -67,7 +67,8 @@ async def test_a_model_without_vision_gets_the_text_and_the_person_a_notice(
         answer, refusal = harness.texts(FRIEND)
     assert answer.startswith("Happy to help with the text.")
     assert "deepseek-chat cannot see images, so it got only your text" in answer
-    assert "deepseek-chat cannot see images" in refusal and "Emulated" not in refusal
+    assert refusal.startswith("⚠️ deepseek-chat cannot see images, so I did not send it the photo: pick a")
+    assert "only your text" not in refusal  # it got nothing: the photo was alone
     [request] = [r for r in emulator.requests if r.ok]  # the photo alone cost nothing
     assert all(r.status == 200 for r in emulator.requests)  # never an API error
     assert "not shown, this model cannot see images" in texts(last_user_content(request.json))
@@ -256,3 +257,137 @@ async def test_a_local_whisper_server_needs_no_api_key(
     assert texts(last_user_content(emulator.requests[-1].json)) == (
         "[voice message, transcribed] no key needed here"
     )
+
+
+@pytest.mark.parametrize(
+    ("file_name", "mime_type", "image_format"),
+    [("scan.bmp", "image/bmp", "BMP"), ("scan.tiff", "application/octet-stream", "TIFF")],
+    ids=["bmp by its type", "tiff by its bytes"],
+)
+async def test_an_image_sent_as_a_file_reaches_the_model_as_an_image(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    file_name: str,
+    mime_type: str,
+    image_format: str,
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(
+            FRIEND, "what is it?", document=image_file(image_format), file_name=file_name, mime_type=mime_type
+        )
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["image", "text"]
+    assert texts(content) == f"[image: {file_name}]\nwhat is it?"
+    assert content[0]["source"]["media_type"] == "image/jpeg"  # converted: the providers take no BMP
+    assert base64.b64decode(content[0]["source"]["data"]).startswith(b"\xff\xd8")
+
+
+async def test_a_discord_image_without_a_content_type_is_still_an_image(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord()) as harness:
+        harness.fake.dm_message(
+            DISCORD_FRIEND, "and this?", files={"shot.png": photo(640, 480)}, untyped=True
+        )
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["image", "text"]
+
+
+async def test_a_discord_voice_message_is_transcribed(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Noted."))
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord(), stt=stt(emulator_url)) as harness:
+        harness.fake.dm_message(DISCORD_FRIEND, "", voice=voice_note("buy milk on the way home"))
+        await harness.settled()
+        [answer] = harness.texts(harness.fake.dm_channel(DISCORD_FRIEND))
+    assert answer == "Noted."
+    [heard] = emulator.transcriptions
+    assert heard.file_name == "voice-message.ogg"
+    assert texts(last_user_content(emulator.requests[-1].json)) == (
+        "[voice message, transcribed] buy milk on the way home"
+    )
+
+
+async def test_a_discord_pdf_goes_to_claude_as_a_document(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord()) as harness:
+        harness.fake.dm_message(DISCORD_FRIEND, "Summarize", files={"report.pdf": pdf(2)})
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["document", "text"]
+    assert content[0]["title"] == "report.pdf" and base64.b64decode(content[0]["source"]["data"]) == pdf(2)
+
+
+@pytest.mark.parametrize(
+    ("send", "provider", "says"),
+    [
+        (
+            lambda fake: fake.private_message(FRIEND, "", video_note=b"\x00\x00\x00\x18ftypmp42"),
+            "anthropic",
+            "⚠️ I can't watch or open the round video message; please tell me in words.",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND, "", document=pdf(2, None), file_name="scan.pdf", mime_type="application/pdf"
+            ),
+            "openai",
+            "⚠️ I can't read scan.pdf: it has no text to extract (scanned pages?), and this model reads only",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND, "", document=b"PK\x03\x04" + bytes(64), file_name="a.zip", mime_type="application/zip"
+            ),
+            "anthropic",
+            "⚠️ I can't read a.zip: I read PDFs, text files and images, not application/zip.",
+        ),
+    ],
+    ids=["round video", "scanned pdf for a text-only model", "zip"],
+)
+async def test_what_nothing_can_read_is_said_instead_of_asking_the_model_about_nothing(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, send: Any, provider: str, says: str
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, provider=provider) as harness:
+        send(harness.fake)
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith(says)
+    assert emulator.requests == []
+
+
+@pytest.mark.parametrize(
+    ("gateway", "telegram_limit", "says"),
+    [
+        (
+            {"max_attachment_mb": 0.1},
+            None,
+            "That file is too large: big.txt (200 kB); I take files up to 0.1 MB. Nothing of this message",
+        ),
+        (
+            {},
+            100_000,
+            "⚠️ I could not download big.txt: it is larger than the 20 MB Telegram lets bots download.",
+        ),
+    ],
+    ids=["our limit", "telegram's limit"],
+)
+async def test_a_file_over_the_download_limit_gets_a_line_that_names_it(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    gateway: dict[str, Any],
+    telegram_limit: int | None,
+    says: str,
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, gateway=gateway) as harness:
+        if telegram_limit is not None:
+            harness.fake.max_download_bytes = telegram_limit
+        harness.fake.private_message(FRIEND, "", document=b"x" * 200_000, file_name="big.txt")
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith(says)
+    assert emulator.requests == []

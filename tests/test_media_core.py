@@ -13,7 +13,7 @@ from PIL import Image
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
-from agent.media.images import prepare_image
+from agent.media.images import is_image_file, prepare_image
 from agent.media.types import Media
 from agent.storage.schema import media as media_table
 from agent.storage.schema import messages
@@ -22,7 +22,7 @@ from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, write_project_notes
-from tests.media_files import GPS_TAG, corrupt_jpeg, huge_png_header, pdf, photo, transparent_png
+from tests.media_files import GPS_TAG, corrupt_jpeg, huge_png_header, image_file, pdf, photo, transparent_png
 
 EDGE = 1568
 
@@ -262,3 +262,22 @@ async def test_the_store_counts_the_files_of_active_messages_only(
             await runtime.agent.run_turn(lease, session, "and this", media=[picture])  # fails: set aside
         load = await runtime.store.media_load(session.id)
     assert load == MediaLoad(images=1, pages=3, tokens=picture.tokens + pages.tokens)
+
+
+def test_an_image_file_is_known_by_its_bytes_type_or_name() -> None:
+    tiff = image_file("TIFF")
+    assert is_image_file(tiff, name=None, media_type=None)  # no name, no type: its bytes say
+    assert is_image_file(image_file("BMP"), name="scan", media_type="application/octet-stream")
+    assert is_image_file(b"damaged", name="shot.png", media_type=None)  # refused later as a damaged image
+    assert not is_image_file(b"#define WIDTH 8\n", name="config.h", media_type="text/x-c")
+    assert not is_image_file(b"<svg/>", name="logo.svg", media_type="image/svg+xml")
+    assert not is_image_file(b"%!PS-Adobe-3.0 EPSF-3.0\n", name=None, media_type=None)  # no Ghostscript
+
+
+def test_formats_pillow_opens_are_converted_and_heic_is_refused_with_a_way_out() -> None:
+    assert image(image_file("BMP"), "scan.bmp").media_type == "image/jpeg"
+    heic = b"\x00\x00\x00\x18ftypheic" + bytes(64)
+    with pytest.raises(
+        MediaRefused, match=r"I can't open HEIC images like IMG_0001.HEIC; send it as a photo"
+    ):
+        image(heic, "IMG_0001.HEIC")

@@ -5,7 +5,9 @@
   what was found) and to estimate its cost.
 - A PDF for any other model, and any text-like file (txt, md, csv, json, code...), becomes text in
   the untrusted envelope (``agent.untrusted``).
-- Anything else is named in the message, so the model knows a file came and that it was not read.
+- Anything else is named in the message, so the model knows a file came and that it was not read, and
+  the person is told (``PreparedDocument.problem``); so is a PDF without text for a model that reads
+  only text.
 
 A file over a limit (pages, characters) is refused with one sentence that names the limit: nothing of
 its message reaches the model. Blocking work (pypdf): call :func:`prepare_document` in a thread.
@@ -108,12 +110,13 @@ BINARY_SNIFF_BYTES = 8192
 
 @dataclass(frozen=True)
 class PreparedDocument:
-    """What a document adds to its message: a native file (or None) and a text part; ``readable`` is
-    false when the text only says the file could not be read."""
+    """What a document adds to its message: a native file (or None) and a text part. ``problem`` is
+    set when the model cannot read the file (the text then only names it): one sentence for the person,
+    who is told instead of the model being asked about nothing."""
 
     media: Media | None
     text: str
-    readable: bool = True
+    problem: str | None = None
 
 
 def is_pdf(data: bytes, media_type: str | None) -> bool:
@@ -149,8 +152,11 @@ def prepare_document(
             )
         return PreparedDocument(None, mark_untrusted(f"the file {what}", text))
     kind = media_type or "unknown type"
+    other = f", not {media_type}" if media_type else ""
     return PreparedDocument(
-        None, f"[file {what} ({kind}, {_size(len(data))}): not a kind of file I can read]"
+        None,
+        f"[file {what} ({kind}, {_size(len(data))}): not a kind of file I can read]",
+        f"I can't read {what}: I read PDFs, text files and images{other}.",
     )
 
 
@@ -185,6 +191,8 @@ def _pdf(
         return PreparedDocument(
             None,
             f"[PDF {what} ({pages} pages) has no text layer (scanned pages?); this model cannot read it]",
+            f"I can't read {what}: it has no text to extract (scanned pages?), and this model reads only "
+            "the text of PDFs. A model that reads the pages themselves (Claude) can: /model, then /new.",
         )
     return PreparedDocument(None, mark_untrusted(f"the PDF {what} ({pages} pages, text only)", text))
 
