@@ -17,8 +17,11 @@ Nothing here imports a platform: files come through :meth:`adapters.base.Adapter
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
 from agent.media.budget import MediaLimits, MediaLoad, check_load
@@ -30,9 +33,11 @@ from agent.settings import MediaSettings
 from agent.store import SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MB = 1_000_000
 DOWNLOAD_SECONDS = 180.0
+PREPARE_SECONDS = 60.0  # reading one file (documents stop themselves at EXTRACT_SECONDS, between pages)
 TRANSCRIPT_LABEL = "[voice message, transcribed]"
 NO_STT = (
     "I can't listen to voice messages here: speech-to-text is not set up (the owner can turn it on "
@@ -162,12 +167,15 @@ class MediaReader:
     async def _add_image(self, parts: _Parts, data: bytes, attachment: Attachment) -> None:
         from agent.media.images import prepare_image  # Pillow: loaded with the first image
 
-        media = await asyncio.to_thread(
-            prepare_image,
-            data,
-            name=attachment.name,
-            max_edge=self.settings.image_max_edge,
-            max_megapixels=self.settings.image_max_megapixels,
+        media = await _in_thread(
+            attachment,
+            functools.partial(
+                prepare_image,
+                data,
+                name=attachment.name,
+                max_edge=self.settings.image_max_edge,
+                max_megapixels=self.settings.image_max_megapixels,
+            ),
         )
         parts.lines.append(f"[{_image_label(attachment)}]")
         parts.media.append(media)
@@ -178,14 +186,17 @@ class MediaReader:
     ) -> None:
         from agent.media.documents import prepare_document  # pypdf: loaded with the first document
 
-        document = await asyncio.to_thread(
-            prepare_document,
-            data,
-            name=attachment.name,
-            media_type=attachment.mime_type,
-            native_pdf=model.pdf and session.provider == "anthropic",
-            max_pages=self.settings.pdf_max_pages,
-            max_chars=self.settings.document_max_chars,
+        document = await _in_thread(
+            attachment,
+            functools.partial(
+                prepare_document,
+                data,
+                name=attachment.name,
+                media_type=attachment.mime_type,
+                native_pdf=model.pdf and session.provider == "anthropic",
+                max_pages=self.settings.pdf_max_pages,
+                max_chars=self.settings.document_max_chars,
+            ),
         )
         parts.lines.append(document.text)
         if document.media is not None:
@@ -232,6 +243,20 @@ class MediaReader:
             )
         except TranscriptionFailed as error:
             raise MessageRefused(str(error)) from None
+
+
+async def _in_thread(attachment: Attachment, work: Callable[[], T]) -> T:
+    """Blocking file work (Pillow, pypdf) in a thread, waited for at most :data:`PREPARE_SECONDS`: the
+    chat's lane must not hang on one file. A thread cannot be stopped; one given up on finishes alone."""
+    try:
+        async with asyncio.timeout(PREPARE_SECONDS):
+            return await asyncio.to_thread(work)
+    except TimeoutError:
+        log.warning("reading a %s took over %gs; given up", attachment.kind, PREPARE_SECONDS)
+        what = attachment.name or _described(attachment)
+        raise MessageRefused(
+            f"Reading {what} took too long (over {PREPARE_SECONDS:g} seconds); send a smaller file."
+        ) from None
 
 
 def _kind(attachment: Attachment) -> str:

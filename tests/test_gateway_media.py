@@ -4,12 +4,14 @@ against the fake platforms, the real anthropic/openai SDKs against the emulator.
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Any
 
 import pytest
 
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes import FakeTelegram
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, photo, voice_note
@@ -390,4 +392,49 @@ async def test_a_file_over_the_download_limit_gets_a_line_that_names_it(
         await harness.settled()
         [refusal] = harness.texts(FRIEND)
     assert refusal.startswith(says)
+    assert emulator.requests == []
+
+
+async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restart(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeTelegram()
+    echo = stt(emulator_url, reply_with_transcript=True)
+    emulator.stall_next(30, api="anthropic")  # the first attempt hangs until the shutdown cuts it off
+    quick = {"drain_timeout": 0.1}
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo, gateway=quick) as harness:
+        fake.private_message(FRIEND, "", voice=voice_note("call me back"))
+        await fake.wait_for(
+            lambda: harness.texts(FRIEND) and emulator.requests, 10, what="echo, then the model"
+        )
+    emulator.script(Reply(text="Will do."))
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:
+        await harness.settled()
+        assert harness.texts(FRIEND) == ["🎤 call me back", "Will do."]
+
+
+async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.media.documents
+    import gateway.media
+
+    release = threading.Event()
+
+    def stuck(data: bytes, **options: Any) -> Any:
+        release.wait(30)  # a page pypdf takes minutes over
+        raise AssertionError("given up on: never used")
+
+    monkeypatch.setattr(gateway.media, "PREPARE_SECONDS", 0.05)
+    monkeypatch.setattr(agent.media.documents, "prepare_document", stuck)
+    try:
+        async with telegram_gateway(home, emulator, emulator_url) as harness:
+            harness.fake.private_message(
+                FRIEND, "", document=pdf(1), file_name="hard.pdf", mime_type="application/pdf"
+            )
+            await harness.settled()
+            [refusal] = harness.texts(FRIEND)
+    finally:
+        release.set()
+    assert refusal == "⚠️ Reading hard.pdf took too long (over 0.05 seconds); send a smaller file."
     assert emulator.requests == []

@@ -281,3 +281,36 @@ def test_formats_pillow_opens_are_converted_and_heic_is_refused_with_a_way_out()
         MediaRefused, match=r"I can't open HEIC images like IMG_0001.HEIC; send it as a photo"
     ):
         image(heic, "IMG_0001.HEIC")
+
+
+def test_a_pdf_whose_text_takes_too_long_to_read_is_refused() -> None:
+    with pytest.raises(MediaRefused, match=r"Reading slow.pdf took too long \(over 0 seconds for 1 of its 3"):
+        prepare_document(
+            pdf(3),
+            name="slow.pdf",
+            media_type=None,
+            native_pdf=True,
+            max_pages=100,
+            max_chars=1000,
+            max_seconds=0,
+        )
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_file_whose_stored_bytes_are_gone_becomes_a_note_not_a_broken_request(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
+) -> None:
+    picture = image(photo(600, 400), name=None)
+    async with open_runtime(make_config(emulator_url, provider=provider), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "What is this?", media=[picture])
+            await runtime.storage.write(lambda conn: conn.execute(sa.delete(media_table)))
+            later = await runtime.agent.run_turn(lease, session, "And now?")
+    assert later.error is None
+    first = next(m for m in emulator.requests[-1].json["messages"] if m["role"] == "user")
+    assert first["content"][0] == {
+        "type": "text",
+        "text": "[image: no longer available, its stored file is missing]",
+    }
+    assert all(r.status == 200 for r in emulator.requests)
