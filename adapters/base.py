@@ -50,7 +50,9 @@ class ChatType(StrEnum):
 class Attachment:
     """What arrived with a message (its content is fetched only when needed)."""
 
-    kind: str  # "document", "photo", "audio", "voice", "video", "sticker", ...
+    # "document", "photo", "audio", "voice", "video", "video_note", "animation", "sticker"; or content
+    # with no file Herald reads ("story", "game", ...: file_id "").
+    kind: str
     file_id: str
     name: str | None = None
     mime_type: str | None = None

@@ -254,6 +254,20 @@ class MediaSettings(Section):
         description="Text read from a file (a text file, or a PDF the model cannot read natively) longer "
         "than this is refused.",
     )
+    files_max_context_share: StrictFloat = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Files may take at most this share of the session model's context window (estimated "
+        "tokens of the new message's files and of those still in the conversation, which every request "
+        "sends again); a file that would go over is refused.",
+    )
+    files_max_per_request: StrictInt = Field(
+        100,
+        ge=1,
+        description="Images plus PDF pages one request may carry, the conversation's earlier files "
+        "included (Anthropic takes 100 in all); a file that would go over is refused.",
+    )
 
 
 class SpeechToTextSettings(Section):
@@ -270,7 +284,10 @@ class SpeechToTextSettings(Section):
         None, description="Transcription endpoint; null = OpenAI's (OPENAI_BASE_URL is honoured)."
     )
     api_key_env: str = Field(
-        "OPENAI_API_KEY", min_length=1, description="Environment variable holding the transcription API key."
+        "OPENAI_API_KEY",
+        min_length=1,
+        description="Environment variable holding the transcription API key (optional with a base_url: "
+        "a local server that needs none is sent the placeholder no-key).",
     )
     language: str | None = Field(
         None, description="Spoken language as an ISO-639-1 code (e.g. de); null = detected."

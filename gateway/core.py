@@ -124,7 +124,9 @@ async def open_core(
             chat_settings=ChatSettings(runtime.storage),
             lanes=lanes,
             reviews=Reviews(runtime, config.review, metrics),
-            media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
+            media=MediaReader(
+                config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
+            ),
             metrics=metrics,
         )
         services.lanes.serve(Worker(services).run)

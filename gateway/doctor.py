@@ -24,7 +24,13 @@ from agent.providers.pool import ProviderKey
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
-from gateway.runtime import configured_base_url, key_variable, missing_key_error
+from gateway.runtime import (
+    configured_base_url,
+    key_variable,
+    missing_key_error,
+    missing_stt_key,
+    stt_api_key,
+)
 
 Status = Literal["ok", "warn", "fail", "skip"]
 MARKS: dict[Status, str] = {"ok": "[ok]  ", "warn": "[warn]", "fail": "[FAIL]", "skip": "[skip]"}
@@ -131,13 +137,11 @@ async def check_keys(ctx: DoctorContext) -> list[Finding]:
             findings.append(
                 Finding("ok", "keys", f"{stt.api_key_env} is set for speech-to-text ({stt.model}).")
             )
+        elif stt_api_key(ctx.config, ctx.environ) is not None:
+            text = f"speech-to-text at {stt.base_url} gets no key ({stt.api_key_env} is not set)."
+            findings.append(Finding("ok", "keys", text))
         else:
-            text = (
-                f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put it in the environment "
-                f"or in {ctx.home.env_path}, or set stt.provider: null (voice notes are then not "
-                "transcribed)."
-            )
-            findings.append(Finding("fail", "keys", text))
+            findings.append(Finding("fail", "keys", missing_stt_key(ctx.config, str(ctx.home.env_path))))
     return findings
 
 

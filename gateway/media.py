@@ -2,7 +2,9 @@
 
 Runs in the chat's lane right before the turn, once the session (and so its model) is known: photos
 go to a model that sees images as image blocks, PDFs to Claude as document blocks and to other models
-as their text, text files as text, voice notes as their transcript; anything else is named. The files
+as their text, text files as text, voice notes as their transcript; anything else is named. A file
+sent as a file is an image when its bytes are one (a BMP, a TIFF, a PNG that came without a type): one
+rule, :func:`agent.media.images.is_image_file`, whatever the platform said. The files
 are downloaded here, not when the message arrives: the platform is told a message was received as soon
 as it is stored, and a large file must not hold that up.
 
@@ -15,22 +17,27 @@ Nothing here imports a platform: files come through :meth:`adapters.base.Adapter
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
+from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.errors import MediaRefused
 from agent.media.transcribe import Transcriber, TranscriptionFailed
 from agent.media.types import Media
 from agent.models import ModelInfo
 from agent.settings import MediaSettings
-from agent.store import SessionRecord
+from agent.store import SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MB = 1_000_000
 DOWNLOAD_SECONDS = 180.0
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+PREPARE_SECONDS = 60.0  # reading one file (documents stop themselves at EXTRACT_SECONDS, between pages)
 TRANSCRIPT_LABEL = "[voice message, transcribed]"
 NO_STT = (
     "I can't listen to voice messages here: speech-to-text is not set up (the owner can turn it on "
@@ -59,7 +66,30 @@ class _Parts:
     media: list[Media] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     transcripts: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)  # images a model without vision was not sent
+    unopened: list[str] = field(default_factory=list)  # videos, GIFs, stories...: nothing reads them
     usable: bool = False  # something the model can act on (a file it reads, or words)
+
+    def closing_notices(self, model: str) -> list[str]:
+        """The lines for the person, worded for whether the model got anything at all."""
+        lines = list(self.notices)
+        if self.unseen:
+            what = _listed(self.unseen)
+            lines.append(
+                f"{model} cannot see images, so it got only your text (pick a model that can with /model, "
+                "then /new)."
+                if self.usable
+                else f"{model} cannot see images, so I did not send it {what}: pick a model that can with "
+                "/model, then /new, or tell me in words what it shows."
+            )
+        if self.unopened:
+            what = _listed(self.unopened)
+            lines.append(
+                f"I can't watch or open {what}; I only read your text."
+                if self.usable
+                else f"I can't watch or open {what}; please tell me in words."
+            )
+        return lines
 
 
 @dataclass(frozen=True)
@@ -69,6 +99,7 @@ class MediaReader:
     settings: MediaSettings
     max_attachment_mb: float
     transcriber: Transcriber | None
+    store: SessionStore
 
     async def read(
         self, adapter: Adapter, message: InboundMessage, session: SessionRecord, model: ModelInfo
@@ -82,10 +113,13 @@ class MediaReader:
                 await self._add(parts, adapter, attachment, session, model)
             except MediaRefused as error:
                 raise MessageRefused(str(error)) from None
+        notices = parts.closing_notices(session.model)
         if not parts.usable:  # only files the model cannot use: say so instead of a pointless turn
-            raise MessageRefused(" ".join(parts.notices) or "I could not read any of the files you sent.")
+            raise MessageRefused(" ".join(notices) or "I could not read any of the files you sent.")
+        if parts.media:
+            await self._check_load(parts.media, session, model)
         text = "\n".join([*parts.lines, message.text] if message.text else parts.lines)
-        return TurnInput(text, tuple(parts.media), tuple(parts.notices), tuple(parts.transcripts))
+        return TurnInput(text, tuple(parts.media), tuple(notices), tuple(parts.transcripts))
 
     async def _add(
         self,
@@ -96,28 +130,12 @@ class MediaReader:
         model: ModelInfo,
     ) -> None:
         kind = _kind(attachment)
-        name = attachment.name or kind
-        if kind == "image":
-            if not model.vision:
-                parts.lines.append(f"[{name}: not shown, this model cannot see images]")
-                parts.notices.append(
-                    f"{session.model} cannot see images, so it got only your text (pick a model that can "
-                    "with /model, then /new)."
-                )
-                return
-            from agent.media.images import prepare_image  # Pillow: loaded with the first image
-
-            data = await self._download(adapter, attachment, name)
-            media = await asyncio.to_thread(
-                prepare_image,
-                data,
-                name=attachment.name,
-                max_edge=self.settings.image_max_edge,
-                max_megapixels=self.settings.image_max_megapixels,
+        name = attachment.name or _described(attachment)
+        if kind == "other":
+            parts.lines.append(
+                f"[{attachment.kind}{' ' + attachment.name if attachment.name else ''}: not shown]"
             )
-            parts.lines.append(f"[{attachment.kind}{': ' + attachment.name if attachment.name else ''}]")
-            parts.media.append(media)
-            parts.usable = True
+            parts.unopened.append(name)
         elif kind == "audio":
             if self.transcriber is None:
                 parts.notices.append(NO_STT)
@@ -127,11 +145,50 @@ class MediaReader:
             parts.lines.append(f"{TRANSCRIPT_LABEL} {transcript}")
             parts.transcripts.append(transcript)
             parts.usable = True
-        elif kind == "document":
-            from agent.media.documents import prepare_document  # pypdf: loaded with the first document
-
+        elif kind == "image" and not model.vision:  # a photo: not even downloaded
+            self._unseen(parts, attachment, name)
+        else:
             data = await self._download(adapter, attachment, name)
-            document = await asyncio.to_thread(
+            from agent.media.images import is_image_file  # Pillow: loaded with the first file
+
+            if kind == "image" or is_image_file(data, name=attachment.name, media_type=attachment.mime_type):
+                if model.vision:
+                    await self._add_image(parts, data, attachment)
+                else:
+                    self._unseen(parts, attachment, name)
+            else:
+                await self._add_document(parts, data, attachment, session, model)
+
+    @staticmethod
+    def _unseen(parts: _Parts, attachment: Attachment, name: str) -> None:
+        parts.lines.append(f"[{_image_label(attachment)}: not shown, this model cannot see images]")
+        parts.unseen.append(name)
+
+    async def _add_image(self, parts: _Parts, data: bytes, attachment: Attachment) -> None:
+        from agent.media.images import prepare_image  # Pillow: loaded with the first image
+
+        media = await _in_thread(
+            attachment,
+            functools.partial(
+                prepare_image,
+                data,
+                name=attachment.name,
+                max_edge=self.settings.image_max_edge,
+                max_megapixels=self.settings.image_max_megapixels,
+            ),
+        )
+        parts.lines.append(f"[{_image_label(attachment)}]")
+        parts.media.append(media)
+        parts.usable = True
+
+    async def _add_document(
+        self, parts: _Parts, data: bytes, attachment: Attachment, session: SessionRecord, model: ModelInfo
+    ) -> None:
+        from agent.media.documents import prepare_document  # pypdf: loaded with the first document
+
+        document = await _in_thread(
+            attachment,
+            functools.partial(
                 prepare_document,
                 data,
                 name=attachment.name,
@@ -139,22 +196,33 @@ class MediaReader:
                 native_pdf=model.pdf and session.provider == "anthropic",
                 max_pages=self.settings.pdf_max_pages,
                 max_chars=self.settings.document_max_chars,
-            )
-            parts.lines.append(document.text)
-            if document.media is not None:
-                parts.media.append(document.media)
-            if document.readable:
-                parts.usable = True
-            else:
-                parts.notices.append(f"I can't read {name}; send it as a PDF or a text file.")
+            ),
+        )
+        parts.lines.append(document.text)
+        if document.media is not None:
+            parts.media.append(document.media)
+        if document.problem is None:
+            parts.usable = True
         else:
-            parts.lines.append(
-                f"[{attachment.kind}{' ' + attachment.name if attachment.name else ''}: not shown]"
-            )
-            parts.notices.append(f"I can't watch or open {name}; I only read your text.")
+            parts.notices.append(document.problem)
+
+    async def _check_load(self, files: list[Media], session: SessionRecord, model: ModelInfo) -> None:
+        """Refuse files that would take the conversation over what one request may carry: the
+        conversation's files are sent again with every later message."""
+        limits = MediaLimits(
+            max_items=self.settings.files_max_per_request,
+            max_tokens=int(model.context_length * self.settings.files_max_context_share),
+            model=session.model,
+            context_length=model.context_length,
+        )
+        held = await self.store.media_load(session.id)
+        try:
+            check_load(MediaLoad.of(files), held, limits, what=_named(files))
+        except MediaRefused as error:
+            raise MessageRefused(str(error)) from None
 
     async def _download(self, adapter: Adapter, attachment: Attachment, name: str) -> bytes:
-        limit = int(self.max_attachment_mb * MB)
+        limit = int(self.max_attachment_mb * MB)  # a size the platform told is checked on arrival (router)
         try:
             async with asyncio.timeout(DOWNLOAD_SECONDS):
                 return await adapter.download(attachment, limit)
@@ -162,6 +230,8 @@ class MediaReader:
             raise MessageRefused(f"Downloading {name} took too long; please send it again.") from None
         except DeliveryError as error:
             log.warning("%s: downloading %s failed: %s", adapter.platform, attachment.kind, error)
+            if error.permanent:  # too large for the platform or the limit: sending it again will not help
+                raise MessageRefused(f"I could not download {name}: {error}.") from None
             raise MessageRefused(f"I could not download {name} ({error}); please send it again.") from None
 
     async def _transcribe(self, data: bytes, attachment: Attachment) -> str:
@@ -175,16 +245,67 @@ class MediaReader:
             raise MessageRefused(str(error)) from None
 
 
+async def _in_thread(attachment: Attachment, work: Callable[[], T]) -> T:
+    """Blocking file work (Pillow, pypdf) in a thread, waited for at most :data:`PREPARE_SECONDS`: the
+    chat's lane must not hang on one file. A thread cannot be stopped; one given up on finishes alone."""
+    try:
+        async with asyncio.timeout(PREPARE_SECONDS):
+            return await asyncio.to_thread(work)
+    except TimeoutError:
+        log.warning("reading a %s took over %gs; given up", attachment.kind, PREPARE_SECONDS)
+        what = attachment.name or _described(attachment)
+        raise MessageRefused(
+            f"Reading {what} took too long (over {PREPARE_SECONDS:g} seconds); send a smaller file."
+        ) from None
+
+
 def _kind(attachment: Attachment) -> str:
-    """image | audio | document | other (video, animated stickers)."""
+    """image | audio | document | other (videos, animated stickers, stories...), by what the platform
+    said it is. A file sent as a file (``document``) may still be an image: that is decided by its bytes
+    once it is downloaded (:func:`agent.media.images.is_image_file`)."""
     mime = attachment.mime_type or ""
-    if attachment.kind == "photo" or (attachment.kind in ("document", "sticker") and mime in IMAGE_TYPES):
+    if attachment.kind == "photo" or (attachment.kind == "sticker" and mime.startswith("image/")):
         return "image"
     if attachment.kind in ("voice", "audio"):
         return "audio"
     if attachment.kind == "document":
         return "document"
     return "other"
+
+
+def _image_label(attachment: Attachment) -> str:
+    """``photo`` (``sticker``) for what was sent as one, ``image`` for an image sent as a file; with its
+    name."""
+    label = attachment.kind if attachment.kind in ("photo", "sticker") else "image"
+    return f"{label}: {attachment.name}" if attachment.name else label
+
+
+def _described(attachment: Attachment) -> str:
+    """How to name an attachment that came without a file name."""
+    return _DESCRIPTIONS.get(attachment.kind, f"the {attachment.kind.replace('_', ' ')}")
+
+
+_DESCRIPTIONS = {
+    "photo": "the photo",
+    "document": "the file",
+    "voice": "the voice message",
+    "audio": "the audio file",
+    "video": "the video",
+    "video_note": "the round video message",
+    "animation": "the GIF",
+}
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _named(files: list[Media]) -> str:
+    """How a refusal names the files of one message."""
+    if len(files) > 1:
+        return f"these {len(files)} files"
+    [file] = files
+    return file.name or ("the photo" if file.kind == "image" else "the PDF")
 
 
 def _audio_suffix(mime_type: str | None) -> str:

@@ -15,7 +15,7 @@ is logged and left out (``agent.mcp.servers``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,18 +184,36 @@ class Runtime:
         )
 
 
+LOCAL_STT_KEY = "no-key"  # sent to a server at stt.base_url when no key is set: the SDK needs one
+
+
+def stt_api_key(config: HeraldConfig, environ: Mapping[str, str]) -> str | None:
+    """The key speech to text sends: ``stt.api_key_env``'s value; with none, :data:`LOCAL_STT_KEY` for
+    a server of your own at ``stt.base_url`` (a local Whisper server asks for no key and ignores the
+    one it gets); None when OpenAI's own service would be called without a key."""
+    stt = config.stt
+    return environ.get(stt.api_key_env) or (LOCAL_STT_KEY if stt.base_url else None)
+
+
+def missing_stt_key(config: HeraldConfig, where: str) -> str:
+    """What to do about speech to text configured for OpenAI's service with no key (``where``: .env)."""
+    stt = config.stt
+    return (
+        f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put the key in the environment "
+        f"or in {where} (or set stt.base_url to a Whisper server of your own, which needs none; or "
+        "stt.provider: null to leave voice notes untranscribed)."
+    )
+
+
 def make_transcriber(config: HeraldConfig) -> Transcriber | None:
-    """Speech to text from ``stt``; None when it is not configured. A missing key is a start-up error."""
+    """Speech to text from ``stt``; None when it is not configured. A missing key (for OpenAI's own
+    service) is a start-up error."""
     stt = config.stt
     if stt.provider is None:
         return None
-    api_key = os.environ.get(stt.api_key_env)
-    if not api_key:
-        raise ConfigError(
-            f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put the key in the "
-            "environment or in .env in your Herald home (or set stt.provider: null to leave voice notes "
-            "untranscribed)."
-        )
+    api_key = stt_api_key(config, os.environ)
+    if api_key is None:
+        raise ConfigError(missing_stt_key(config, ".env in your Herald home"))
     from agent.media.transcribe import OpenAITranscriber  # imports the openai SDK: only when configured
 
     return OpenAITranscriber(

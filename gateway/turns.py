@@ -118,7 +118,8 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         except MessageRefused as refusal:
             await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
             return
-        await echo_transcripts(services, row, turn_input.transcripts)
+        if not resumed:  # an earlier attempt echoed them already (the outbox sends what it queued)
+            await echo_transcripts(services, row, turn_input.transcripts)
         stream = ReplyStream(
             adapter,
             address,

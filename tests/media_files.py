@@ -35,6 +35,16 @@ def transparent_png(width: int = 600, height: int = 400) -> bytes:
     return buffer.getvalue()
 
 
+def image_file(image_format: str, width: int = 320, height: int = 240) -> bytes:
+    """A picture in ``image_format`` (a Pillow format name: BMP, TIFF, ...), as a scanner or an old
+    program saves it."""
+    image = Image.new("RGB", (width, height), (200, 60, 30))
+    image.paste((255, 255, 255), (0, 0, width // 2, height // 2))
+    buffer = io.BytesIO()
+    image.save(buffer, format=image_format)
+    return buffer.getvalue()
+
+
 def huge_png_header(width: int = 30_000, height: int = 30_000) -> bytes:
     """A tiny file claiming enormous dimensions: a decompression bomb's header."""
 
@@ -54,8 +64,9 @@ def corrupt_jpeg() -> bytes:
     return photo(200, 100)[:300]  # the header, then nothing
 
 
-def pdf(pages: int = 2, text: str = "Quarterly report: revenue grew 12 percent.") -> bytes:
-    """A real PDF with ``pages`` pages, each showing ``text`` and its page number (a text layer)."""
+def pdf(pages: int = 2, text: str | None = "Quarterly report: revenue grew 12 percent.") -> bytes:
+    """A real PDF with ``pages`` pages, each showing ``text`` and its page number (a text layer); with
+    ``text`` None, pages with a drawing and no text at all, as a scanner makes them."""
     objects: list[bytes] = []
 
     def add(body: bytes) -> int:
@@ -67,8 +78,11 @@ def pdf(pages: int = 2, text: str = "Quarterly report: revenue grew 12 percent."
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     kids = []
     for number in range(1, pages + 1):
-        line = f"{text} Page {number}.".replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({line}) Tj ET".encode("latin-1")
+        if text is None:
+            stream = b"0.5 g 72 72 468 648 re f"  # a grey rectangle: a page image, no text
+        else:
+            line = f"{text} Page {number}.".replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            stream = f"BT /F1 12 Tf 72 720 Td ({line}) Tj ET".encode("latin-1")
         content = add(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
         kids.append(
             add(

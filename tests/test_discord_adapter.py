@@ -247,6 +247,44 @@ def test_attachments(offline: FakeDiscord) -> None:
     assert [attachment_kind(t) for t in ("audio/mpeg", "video/mp4", None)] == ["audio", "video", "document"]
 
 
+def test_an_attachment_without_a_content_type_is_known_by_its_name(offline: FakeDiscord) -> None:
+    payload = offline.dm_message(ADA, "", files={"shot.png": b"\x89PNG", "talk.mp3": b"ID3"})
+    for attachment in payload["attachments"]:
+        del attachment["content_type"]  # Discord leaves it out for some uploads
+    inbound = to_inbound(Parser(offline).message(payload), me(offline))
+    assert inbound is not None
+    assert [(a.kind, a.mime_type) for a in inbound.attachments] == [
+        ("photo", "image/png"),
+        ("audio", "audio/mpeg"),
+    ]
+
+
+def test_stickers_and_polls_arrive_instead_of_silence(offline: FakeDiscord) -> None:
+    stickers = {
+        **offline.dm_message(ADA, ""),
+        "sticker_items": [{"id": "5", "name": "Wave", "format_type": 1}],
+    }
+    inbound = to_inbound(Parser(offline).message(stickers), me(offline))
+    assert inbound is not None and inbound.text == ""
+    [sticker] = inbound.attachments
+    assert (sticker.kind, sticker.name, sticker.mime_type) == ("sticker", "Wave", "image/png")
+    assert sticker.file_id.endswith("/stickers/5.png")
+    question = {"text": "Lunch?"}
+    answers = [
+        {"answer_id": 1, "poll_media": {"text": "yes"}},
+        {"answer_id": 2, "poll_media": {"text": "no"}},
+    ]
+    poll = {
+        "question": question,
+        "answers": answers,
+        "expiry": "2030-01-01T00:00:00+00:00",
+        "allow_multiselect": False,
+        "layout_type": 1,
+    }
+    inbound = to_inbound(Parser(offline).message({**offline.dm_message(ADA, ""), "poll": poll}), me(offline))
+    assert inbound is not None and inbound.text == "[poll: Lunch? — yes / no]"
+
+
 def test_a_guild_missing_from_the_cache_is_not_a_dm(offline: FakeDiscord) -> None:
     payload = offline.guild_message(offline.channel_id, ADA, "hi")
     parser = Parser(offline)

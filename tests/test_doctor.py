@@ -7,7 +7,16 @@ import io
 
 import pytest
 
-from gateway.doctor import DoctorContext, Finding, check_home, default_checks, run_doctor, status_finding
+from gateway.config import HeraldConfig
+from gateway.doctor import (
+    DoctorContext,
+    Finding,
+    check_home,
+    check_keys,
+    default_checks,
+    run_doctor,
+    status_finding,
+)
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
 from tests.helpers import point_at
@@ -148,3 +157,13 @@ def test_doctor_checks_the_postgresql_it_is_configured_for_without_printing_cred
     assert "[FAIL] database: the user of postgresql://bot:***@" in result.stdout, result.stdout
     assert "lacks CREATE in schema public" in result.stdout and "SELECT on " in result.stdout
     assert "sesame" not in result.stdout + result.stderr
+
+
+async def test_speech_to_text_at_a_server_of_your_own_needs_no_key(home: HeraldHome) -> None:
+    stt = {"provider": "openai", "base_url": "http://127.0.0.1:8000/v1"}
+    config = HeraldConfig.model_validate({"stt": stt})
+    context = DoctorContext(home, {"ANTHROPIC_API_KEY": "k"}, offline=True, config=config)
+    findings = [f for f in await check_keys(context) if "speech-to-text" in f.text]
+    assert [(f.status, f.text) for f in findings] == [
+        ("ok", "speech-to-text at http://127.0.0.1:8000/v1 gets no key (OPENAI_API_KEY is not set).")
+    ]

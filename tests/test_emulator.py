@@ -7,6 +7,7 @@ recorded, so these tests also pin down the cache model the benchmarks rely on.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from openai import AsyncOpenAI
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.emulator.blocks import openai_serialize
 from tests.emulator.tokens import block_tokens
+from tests.media_files import pdf, transparent_png
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -205,6 +207,34 @@ async def test_reset_cache_and_oracle(env: Env) -> None:
     await ask(env, system=marked)
     env.emu.reset_cache()
     assert (await ask(env, system=marked)).usage.cache_read_input_tokens == 0
+
+
+def _file_block(kind: str, media_type: str, data: bytes) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}
+    return {"type": kind, "source": source}
+
+
+def _turns(blocks: list[dict[str, Any]]) -> list[Any]:
+    """One user message per file, answered in between: files spread over a conversation's history."""
+    messages: list[Any] = []
+    for block in blocks:
+        messages += [user([block, {"type": "text", "text": "look"}]), {"role": "assistant", "content": "ok"}]
+    return [*messages, user("and now?")]
+
+
+async def test_images_and_pdf_pages_are_limited_per_request_across_all_messages(env: Env) -> None:
+    """Anthropic counts every image and PDF page a request carries, earlier messages included."""
+    dot = _file_block("image", "image/png", transparent_png(8, 8))
+    await ask(env, messages=_turns([dot] * 100))
+    too_many = r"Too much media: 0 document pages \+ 101 images > 100"
+    with pytest.raises(anthropic.BadRequestError, match=too_many):
+        await ask(env, messages=_turns([dot] * 101))
+    sixty = _file_block("document", "application/pdf", pdf(60, "x"))
+    await ask(env, messages=_turns([sixty]))
+    too_many = r"Too much media: 120 document pages \+ 1 images > 100"
+    with pytest.raises(anthropic.BadRequestError, match=too_many):
+        await ask(env, messages=_turns([sixty, dot, sixty]))
+    assert env.emu.requests[-1].status == 400
 
 
 async def test_prompt_too_long_and_count_tokens() -> None:

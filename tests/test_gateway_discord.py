@@ -82,10 +82,12 @@ def config(
     stream: bool = True,
     max_attachment_mb: float = 20.0,
     gateway: dict[str, Any] | None = None,
+    stt: dict[str, Any] | None = None,
     **discord: Any,
 ) -> Any:
     return make_config(
         emulator_url,
+        stt=stt or {},
         gateway={
             "admins": [f"discord:{ADMIN}"],
             "http_port": 0,
@@ -112,6 +114,7 @@ async def discord_gateway(
     stream: bool = True,
     max_attachment_mb: float = 20.0,
     gateway: dict[str, Any] | None = None,
+    stt: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[Harness]:
     fake = fake or FakeDiscord()
@@ -120,7 +123,13 @@ async def discord_gateway(
         fake.add_member(fake.guild_id, user, f"user{user}")
     async with fake.serve():
         settings = config(
-            emulator_url, fake, stream=stream, max_attachment_mb=max_attachment_mb, gateway=gateway, **discord
+            emulator_url,
+            fake,
+            stream=stream,
+            max_attachment_mb=max_attachment_mb,
+            gateway=gateway,
+            stt=stt,
+            **discord,
         )
 
         def adapters(storage: Storage) -> list[Adapter]:  # as build_adapters does, with test timings

@@ -4,15 +4,17 @@ against the fake platforms, the real anthropic/openai SDKs against the emulator.
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Any
 
 import pytest
 
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes import FakeTelegram
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
-from tests.media_files import corrupt_jpeg, huge_png_header, pdf, photo, voice_note
+from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, photo, voice_note
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
@@ -67,7 +69,8 @@ async def test_a_model_without_vision_gets_the_text_and_the_person_a_notice(
         answer, refusal = harness.texts(FRIEND)
     assert answer.startswith("Happy to help with the text.")
     assert "deepseek-chat cannot see images, so it got only your text" in answer
-    assert "deepseek-chat cannot see images" in refusal and "Emulated" not in refusal
+    assert refusal.startswith("⚠️ deepseek-chat cannot see images, so I did not send it the photo: pick a")
+    assert "only your text" not in refusal  # it got nothing: the photo was alone
     [request] = [r for r in emulator.requests if r.ok]  # the photo alone cost nothing
     assert all(r.status == 200 for r in emulator.requests)  # never an API error
     assert "not shown, this model cannot see images" in texts(last_user_content(request.json))
@@ -199,3 +202,239 @@ async def test_a_discord_image_attachment_is_an_image_block(
     content = last_user_content(emulator.requests[-1].json)
     assert [block["type"] for block in content] == ["image", "text"]
     assert texts(content) == "[photo: shot.png]\nwhat colour?"
+
+
+async def test_a_pdf_too_large_for_the_context_window_is_refused_with_the_limit(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(
+            FRIEND, "Summarize", document=pdf(100), file_name="annual.pdf", mime_type="application/pdf"
+        )
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith("⚠️ annual.pdf would take about 1")
+    assert "files may take at most 100,000 of claude-sonnet-4-6's 200,000-token context window" in refusal
+    assert emulator.requests == []
+
+
+async def test_files_kept_in_the_conversation_count_against_the_per_request_limit(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Two 60-page PDFs would make every later request carry 120 pages (Anthropic takes 100): the
+    second is refused with a way out, and the conversation goes on working."""
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+
+        async def send(text: str, name: str | None = None) -> None:
+            if name is None:
+                harness.fake.private_message(FRIEND, text)
+            else:
+                harness.fake.private_message(
+                    FRIEND, text, document=pdf(60), file_name=name, mime_type="application/pdf"
+                )
+            await harness.settled()
+
+        await send("", "first.pdf")
+        await send("", "second.pdf")
+        await send("fine, what did the first say?")
+        await send("/new")
+        await send("", "second.pdf")
+        first, refusal, answer, _, fresh = harness.texts(FRIEND)
+    assert first.startswith("Emulated reply") and answer.startswith("Emulated reply")
+    assert refusal.startswith("⚠️ This conversation already carries 60 PDF pages, sent again with every")
+    assert "with second.pdf it would be 120, over the 100 images and PDF pages one request" in refusal
+    assert "Send /new to start a fresh conversation" in refusal
+    assert fresh.startswith("Emulated reply")
+    assert all(r.status == 200 for r in emulator.requests)  # never a request the provider refuses
+    assert [b["type"] for b in last_user_content(emulator.requests[-1].json)] == ["document", "text"]
+
+
+async def test_a_local_whisper_server_needs_no_api_key(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    async with telegram_gateway(home, emulator, emulator_url, stt=stt(emulator_url)) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("no key needed here"))
+        await harness.settled()
+    assert texts(last_user_content(emulator.requests[-1].json)) == (
+        "[voice message, transcribed] no key needed here"
+    )
+
+
+@pytest.mark.parametrize(
+    ("file_name", "mime_type", "image_format"),
+    [("scan.bmp", "image/bmp", "BMP"), ("scan.tiff", "application/octet-stream", "TIFF")],
+    ids=["bmp by its type", "tiff by its bytes"],
+)
+async def test_an_image_sent_as_a_file_reaches_the_model_as_an_image(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    file_name: str,
+    mime_type: str,
+    image_format: str,
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(
+            FRIEND, "what is it?", document=image_file(image_format), file_name=file_name, mime_type=mime_type
+        )
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["image", "text"]
+    assert texts(content) == f"[image: {file_name}]\nwhat is it?"
+    assert content[0]["source"]["media_type"] == "image/jpeg"  # converted: the providers take no BMP
+    assert base64.b64decode(content[0]["source"]["data"]).startswith(b"\xff\xd8")
+
+
+async def test_a_discord_image_without_a_content_type_is_still_an_image(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord()) as harness:
+        harness.fake.dm_message(
+            DISCORD_FRIEND, "and this?", files={"shot.png": photo(640, 480)}, untyped=True
+        )
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["image", "text"]
+
+
+async def test_a_discord_voice_message_is_transcribed(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Noted."))
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord(), stt=stt(emulator_url)) as harness:
+        harness.fake.dm_message(DISCORD_FRIEND, "", voice=voice_note("buy milk on the way home"))
+        await harness.settled()
+        [answer] = harness.texts(harness.fake.dm_channel(DISCORD_FRIEND))
+    assert answer == "Noted."
+    [heard] = emulator.transcriptions
+    assert heard.file_name == "voice-message.ogg"
+    assert texts(last_user_content(emulator.requests[-1].json)) == (
+        "[voice message, transcribed] buy milk on the way home"
+    )
+
+
+async def test_a_discord_pdf_goes_to_claude_as_a_document(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with discord_gateway(home, emulator, emulator_url, FakeDiscord()) as harness:
+        harness.fake.dm_message(DISCORD_FRIEND, "Summarize", files={"report.pdf": pdf(2)})
+        await harness.settled()
+    content = last_user_content(emulator.requests[-1].json)
+    assert [block["type"] for block in content] == ["document", "text"]
+    assert content[0]["title"] == "report.pdf" and base64.b64decode(content[0]["source"]["data"]) == pdf(2)
+
+
+@pytest.mark.parametrize(
+    ("send", "provider", "says"),
+    [
+        (
+            lambda fake: fake.private_message(FRIEND, "", video_note=b"\x00\x00\x00\x18ftypmp42"),
+            "anthropic",
+            "⚠️ I can't watch or open the round video message; please tell me in words.",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND, "", document=pdf(2, None), file_name="scan.pdf", mime_type="application/pdf"
+            ),
+            "openai",
+            "⚠️ I can't read scan.pdf: it has no text to extract (scanned pages?), and this model reads only",
+        ),
+        (
+            lambda fake: fake.private_message(
+                FRIEND, "", document=b"PK\x03\x04" + bytes(64), file_name="a.zip", mime_type="application/zip"
+            ),
+            "anthropic",
+            "⚠️ I can't read a.zip: I read PDFs, text files and images, not application/zip.",
+        ),
+    ],
+    ids=["round video", "scanned pdf for a text-only model", "zip"],
+)
+async def test_what_nothing_can_read_is_said_instead_of_asking_the_model_about_nothing(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, send: Any, provider: str, says: str
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, provider=provider) as harness:
+        send(harness.fake)
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith(says)
+    assert emulator.requests == []
+
+
+@pytest.mark.parametrize(
+    ("gateway", "telegram_limit", "says"),
+    [
+        (
+            {"max_attachment_mb": 0.1},
+            None,
+            "That file is too large: big.txt (200 kB); I take files up to 0.1 MB. Nothing of this message",
+        ),
+        (
+            {},
+            100_000,
+            "⚠️ I could not download big.txt: it is larger than the 20 MB Telegram lets bots download.",
+        ),
+    ],
+    ids=["our limit", "telegram's limit"],
+)
+async def test_a_file_over_the_download_limit_gets_a_line_that_names_it(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    gateway: dict[str, Any],
+    telegram_limit: int | None,
+    says: str,
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, gateway=gateway) as harness:
+        if telegram_limit is not None:
+            harness.fake.max_download_bytes = telegram_limit
+        harness.fake.private_message(FRIEND, "", document=b"x" * 200_000, file_name="big.txt")
+        await harness.settled()
+        [refusal] = harness.texts(FRIEND)
+    assert refusal.startswith(says)
+    assert emulator.requests == []
+
+
+async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restart(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    fake = FakeTelegram()
+    echo = stt(emulator_url, reply_with_transcript=True)
+    emulator.stall_next(30, api="anthropic")  # the first attempt hangs until the shutdown cuts it off
+    quick = {"drain_timeout": 0.1}
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo, gateway=quick) as harness:
+        fake.private_message(FRIEND, "", voice=voice_note("call me back"))
+        await fake.wait_for(
+            lambda: harness.texts(FRIEND) and emulator.requests, 10, what="echo, then the model"
+        )
+    emulator.script(Reply(text="Will do."))
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:
+        await harness.settled()
+        assert harness.texts(FRIEND) == ["🎤 call me back", "Will do."]
+
+
+async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.media.documents
+    import gateway.media
+
+    release = threading.Event()
+
+    def stuck(data: bytes, **options: Any) -> Any:
+        release.wait(30)  # a page pypdf takes minutes over
+        raise AssertionError("given up on: never used")
+
+    monkeypatch.setattr(gateway.media, "PREPARE_SECONDS", 0.05)
+    monkeypatch.setattr(agent.media.documents, "prepare_document", stuck)
+    try:
+        async with telegram_gateway(home, emulator, emulator_url) as harness:
+            harness.fake.private_message(
+                FRIEND, "", document=pdf(1), file_name="hard.pdf", mime_type="application/pdf"
+            )
+            await harness.settled()
+            [refusal] = harness.texts(FRIEND)
+    finally:
+        release.set()
+    assert refusal == "⚠️ Reading hard.pdf took too long (over 0.05 seconds); send a smaller file."
+    assert emulator.requests == []

@@ -4,10 +4,13 @@ agent: the model calls their tools as ``server__tool``, sessions keep the tool l
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,8 +23,9 @@ from gateway.doctor_mcp import check_mcp
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
-from tests.emulator import ProviderEmulator
+from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.mcp_server import serve_http
+from tests.helpers import assert_well_formed, run_turn
 from tests.mcp_support import (
     call_through_the_model,
     catalogue,
@@ -33,6 +37,7 @@ from tests.mcp_support import (
 )
 
 NOTHING_LISTENS = "http://127.0.0.1:9/mcp"  # the discard port
+REPOSITORY = str(Path(__file__).resolve().parent.parent)  # where ``tests`` is importable
 
 
 @pytest.fixture
@@ -304,3 +309,43 @@ async def test_with_the_mcp_tool_set_off_no_server_starts_and_doctor_says_why(
         "[skip] mcp: servers are configured, but the mcp tool set is off (agent.toolsets).\n"
         in out.getvalue()
     )
+
+
+@pytest.fixture
+async def mortal_url() -> AsyncIterator[str]:
+    """The test server over HTTP in a process of its own (its ``crash`` tool ends that process)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.fakes.mcp_server", "http", stdout=asyncio.subprocess.PIPE, cwd=REPOSITORY
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            yield (await process.stdout.readline()).decode().strip()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def test_an_http_server_that_dies_in_the_middle_of_a_call_costs_a_clear_result_not_the_chat(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mortal_url: str
+) -> None:
+    async with open_runtime(
+        with_servers(emulator_url, web={"url": mortal_url, "timeout": 10}), home
+    ) as runtime:
+        session = await owner_session(runtime)
+        text, is_error = await call_through_the_model(runtime, emulator, session, "web__crash", {})
+        assert is_error
+        assert text == (
+            "The MCP server 'web' stopped during the call to web__crash (it closed the connection); its "
+            "tools are unavailable for now."
+        )
+        text, is_error = await call_through_the_model(runtime, emulator, session, "web__echo", {"text": "x"})
+        assert is_error and text.startswith(
+            "The tool web__echo is not available now: the MCP server 'web' is not"
+        )
+        emulator.script(Reply(text="Still here."))
+        after = await run_turn(runtime, await stored(runtime, session), "Are you there?")
+        assert (after.error, after.text) == (None, "Still here.")
+        for request in emulator.requests:
+            assert_well_formed(request)  # every call got its result

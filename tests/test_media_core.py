@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 from PIL import Image
 
+from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
-from agent.media.images import prepare_image
+from agent.media.images import is_image_file, prepare_image
 from agent.media.types import Media
 from agent.storage.schema import media as media_table
 from agent.storage.schema import messages
@@ -21,7 +22,7 @@ from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, write_project_notes
-from tests.media_files import GPS_TAG, corrupt_jpeg, huge_png_header, pdf, photo, transparent_png
+from tests.media_files import GPS_TAG, corrupt_jpeg, huge_png_header, image_file, pdf, photo, transparent_png
 
 EDGE = 1568
 
@@ -231,3 +232,85 @@ async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_th
     assert "what they showed" in json.dumps(summary_request.json["messages"][-1])
     assert _images(emulator.requests[-1].json) == []  # then it left with the summarized middle
     assert all(not m.media for m in history)
+
+
+LIMITS = MediaLimits(max_items=100, max_tokens=100_000, model="claude-x", context_length=200_000)
+
+
+def test_files_are_limited_by_tokens_and_count_alone_and_with_the_conversation() -> None:
+    forty_pages = MediaLoad(pages=40, tokens=64_000)
+    check_load(forty_pages, MediaLoad(images=50, tokens=30_000), LIMITS, what="a.pdf")  # fits
+    with pytest.raises(MediaRefused, match=r"already take about 64,000 tokens.*they would take 128,000"):
+        check_load(forty_pages, forty_pages, LIMITS, what="b.pdf")
+    with pytest.raises(MediaRefused, match=r"already carries 61 images and 40 PDF pages.*would be 141"):
+        check_load(forty_pages, MediaLoad(images=61, pages=40, tokens=1), LIMITS, what="b.pdf")
+    with pytest.raises(MediaRefused, match=r"these 3 files are 3 images and 120 PDF pages; one request"):
+        check_load(MediaLoad(3, 120, 10), MediaLoad(), LIMITS, what="these 3 files")
+
+
+async def test_the_store_counts_the_files_of_active_messages_only(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    picture = image(photo(900, 600))
+    pages, _ = document(pdf(3), "report.pdf", "application/pdf", native=True)
+    assert pages is not None
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "look", media=[picture, pages])
+            emulator.fail_next(400, count=1)
+            await runtime.agent.run_turn(lease, session, "and this", media=[picture])  # fails: set aside
+        load = await runtime.store.media_load(session.id)
+    assert load == MediaLoad(images=1, pages=3, tokens=picture.tokens + pages.tokens)
+
+
+def test_an_image_file_is_known_by_its_bytes_type_or_name() -> None:
+    tiff = image_file("TIFF")
+    assert is_image_file(tiff, name=None, media_type=None)  # no name, no type: its bytes say
+    assert is_image_file(image_file("BMP"), name="scan", media_type="application/octet-stream")
+    assert is_image_file(b"damaged", name="shot.png", media_type=None)  # refused later as a damaged image
+    assert not is_image_file(b"#define WIDTH 8\n", name="config.h", media_type="text/x-c")
+    assert not is_image_file(b"<svg/>", name="logo.svg", media_type="image/svg+xml")
+    assert not is_image_file(b"%!PS-Adobe-3.0 EPSF-3.0\n", name=None, media_type=None)  # no Ghostscript
+
+
+def test_formats_pillow_opens_are_converted_and_heic_is_refused_with_a_way_out() -> None:
+    assert image(image_file("BMP"), "scan.bmp").media_type == "image/jpeg"
+    heic = b"\x00\x00\x00\x18ftypheic" + bytes(64)
+    with pytest.raises(
+        MediaRefused, match=r"I can't open HEIC images like IMG_0001.HEIC; send it as a photo"
+    ):
+        image(heic, "IMG_0001.HEIC")
+
+
+def test_a_pdf_whose_text_takes_too_long_to_read_is_refused() -> None:
+    with pytest.raises(MediaRefused, match=r"Reading slow.pdf took too long \(over 0 seconds for 1 of its 3"):
+        prepare_document(
+            pdf(3),
+            name="slow.pdf",
+            media_type=None,
+            native_pdf=True,
+            max_pages=100,
+            max_chars=1000,
+            max_seconds=0,
+        )
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_file_whose_stored_bytes_are_gone_becomes_a_note_not_a_broken_request(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
+) -> None:
+    picture = image(photo(600, 400), name=None)
+    async with open_runtime(make_config(emulator_url, provider=provider), home) as runtime:
+        session = await new_session(runtime)
+        async with runtime.locks.hold(session.session_key) as lease:
+            await runtime.agent.run_turn(lease, session, "What is this?", media=[picture])
+            await runtime.storage.write(lambda conn: conn.execute(sa.delete(media_table)))
+            later = await runtime.agent.run_turn(lease, session, "And now?")
+    assert later.error is None
+    first = next(m for m in emulator.requests[-1].json["messages"] if m["role"] == "user")
+    assert first["content"][0] == {
+        "type": "text",
+        "text": "[image: no longer available, its stored file is missing]",
+    }
+    assert all(r.status == 200 for r in emulator.requests)

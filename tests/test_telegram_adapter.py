@@ -249,7 +249,56 @@ def test_what_carries_nothing_for_the_bot_is_dropped() -> None:
     assert to_inbound(message("echo", chat=GROUP_CHAT, **{"from": BOT_USER}), ME) is None
     joined = message(None, chat=GROUP_CHAT, new_chat_members=[ADA])
     assert to_inbound(joined, ME) is None
-    assert to_inbound(message(None, location={"latitude": 1.0, "longitude": 2.0}), ME) is None
+
+
+def test_what_a_person_sends_without_text_still_arrives() -> None:
+    """A person must never get silence: what has words becomes text, the rest an attachment."""
+    where = {"latitude": 52.52, "longitude": 13.405}
+    said: dict[str, dict[str, Any]] = {
+        "location": {"location": where},
+        "venue": {"venue": {"location": where, "title": "Cafe", "address": "Main St 1"}, "location": where},
+        "contact": {"contact": {"phone_number": "+4912345", "first_name": "Ada", "last_name": "L"}},
+        "poll": {
+            "poll": {
+                "id": "p",
+                "question": "Lunch?",
+                "options": [
+                    {"text": "yes", "voter_count": 0, "persistent_id": "1"},
+                    {"text": "no", "voter_count": 0, "persistent_id": "2"},
+                ],
+                "total_voter_count": 0,
+                "is_closed": False,
+                "is_anonymous": True,
+                "type": "regular",
+                "allows_multiple_answers": False,
+                "allows_revoting": False,
+                "members_only": False,
+            }
+        },
+        "dice": {"dice": {"emoji": "🎲", "value": 4}},
+    }
+    texts = {kind: convert(None, **fields).text for kind, fields in said.items()}
+    assert texts == {
+        "location": "[location: 52.52000, 13.40500]",
+        "venue": "[place: Cafe, Main St 1 (52.52000, 13.40500)]",
+        "contact": "[contact: Ada L, +4912345]",
+        "poll": "[poll: Lunch? — yes / no]",
+        "dice": "[rolled 🎲: 4]",
+    }
+    video_note = {"file_id": "R", "file_unique_id": "r", "length": 240, "duration": 5, "file_size": 9}
+    gif = {"file_id": "G", "file_unique_id": "g", "width": 2, "height": 2, "duration": 1}
+    gif |= {"file_name": "cat.gif.mp4", "mime_type": "video/mp4"}
+    story = {"chat": DM_CHAT, "id": 7}
+    shown = {
+        "video_note": convert(None, video_note=video_note).attachments,
+        "animation": convert(None, animation=gif, document=gif).attachments,  # as Telegram sends it
+        "story": convert(None, story=story).attachments,
+    }
+    assert shown == {
+        "video_note": (Attachment("video_note", "R", None, "video/mp4", 9),),
+        "animation": (Attachment("animation", "G", "cat.gif.mp4", "video/mp4", None),),
+        "story": (Attachment("story", ""),),
+    }
 
 
 def test_messages_on_behalf_of_a_chat_are_attributed_to_it() -> None:

@@ -17,6 +17,7 @@ applies ``require_mention`` to ``addressed`` and nothing else.
 
 from __future__ import annotations
 
+import mimetypes
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -52,12 +53,14 @@ def to_inbound(
 
     None for: bots and webhooks (the bot itself included), system messages, and messages with
     neither text nor attachments (in a guild without the message-content intent, Discord sends
-    the content of messages that do not mention the bot as empty).
+    the content of messages that do not mention the bot as empty). Stickers arrive as attachments
+    (a static one is an image), a poll as a line of text: a person is never left without an answer.
     """
     if message.author.bot or message.webhook_id is not None or message.type not in _PERSON_TYPES:
         return None
-    attachments = tuple(_attachment(a) for a in message.attachments)
-    if not message.content and not attachments:
+    attachments = (*(_attachment(a) for a in message.attachments), *(_sticker(s) for s in message.stickers))
+    poll = _poll_text(message.poll) if message.poll is not None else None
+    if not message.content and not attachments and poll is None:
         return None
     channel = message.channel
     # Not ``message.guild is None``: a guild not in the cache yet (or unavailable) has no Guild
@@ -71,7 +74,7 @@ def to_inbound(
         user_id=str(message.author.id),
         user_name=user_name(message.author),
         message_id=str(message.id),
-        text=readable_text(message, me),
+        text="\n".join(part for part in (readable_text(message, me), poll) if part),
         timestamp=message.created_at.timestamp(),
         reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
         addressed=direct or is_addressed(message, me) or _free_response(channel, free_response),
@@ -183,9 +186,28 @@ def attachment_kind(content_type: str | None, *, voice: bool = False) -> str:
 
 
 def _attachment(attachment: discord.Attachment) -> Attachment:
-    """The attachment's CDN ``url`` is its ``file_id``: that is what downloads it (it expires)."""
-    kind = attachment_kind(attachment.content_type, voice=attachment.is_voice_message())
-    return Attachment(kind, attachment.url, attachment.filename, attachment.content_type, attachment.size)
+    """The attachment's CDN ``url`` is its ``file_id``: that is what downloads it (it expires). Discord
+    leaves ``content_type`` out for some uploads: the file name's suffix says then."""
+    mime = attachment.content_type or mimetypes.guess_type(attachment.filename)[0]
+    kind = attachment_kind(mime, voice=attachment.is_voice_message())
+    return Attachment(kind, attachment.url, attachment.filename, mime, attachment.size)
+
+
+_STICKER_TYPES = {
+    discord.StickerFormatType.png: "image/png",
+    discord.StickerFormatType.apng: "image/png",  # the first frame: a still
+    discord.StickerFormatType.gif: "image/gif",
+    discord.StickerFormatType.lottie: "application/json",  # a vector animation: nothing reads it
+}
+
+
+def _sticker(sticker: discord.StickerItem) -> Attachment:
+    return Attachment("sticker", sticker.url, sticker.name, _STICKER_TYPES.get(sticker.format))
+
+
+def _poll_text(poll: discord.Poll) -> str:
+    answers = " / ".join(answer.text for answer in poll.answers)
+    return f"[poll: {poll.question} — {answers}]"
 
 
 def _own_role_id(message: discord.Message) -> int | None:

@@ -52,6 +52,7 @@ READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 10.0
 POOL_TIMEOUT = 5.0
 DOWNLOAD_TIMEOUT = 120.0  # a 20 MB file over a slow link
+TOO_BIG_TO_DOWNLOAD = "it is larger than the 20 MB Telegram lets bots download"  # getFile: "file is too big"
 # Connections to the Bot API for everything but getUpdates. httpcore looks at every pooled connection on
 # every request (is it idle, has it expired): with 64 a burst of 150 messages cost ~40% more CPU than
 # with 16 (benchmarks/gateway.py), and 16 requests in flight at ~0.1 s each is far more than the ~30
@@ -349,7 +350,12 @@ class TelegramAdapter(Adapter):
         """``getFile``, then the file from Telegram's file server (bots may download up to 20 MB)."""
         bot = self._started()
         with self._typed_errors("getFile"):
-            file = await self._to_the_end(bot.get_file(attachment.file_id))
+            try:
+                file = await self._to_the_end(bot.get_file(attachment.file_id))
+            except TelegramError as exc:
+                if is_bad_request(exc, "file is too big"):
+                    raise DeliveryError(TOO_BIG_TO_DOWNLOAD, permanent=True) from None
+                raise
             size = file.file_size or attachment.size
             if size is not None and size > max_bytes:
                 raise DeliveryError(

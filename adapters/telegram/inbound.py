@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telegram import Chat, Message, MessageEntity, Sticker, User
+from telegram import Chat, Location, Message, MessageEntity, Sticker, User
 from telegram.constants import MessageEntityType
 
 from adapters.base import Attachment, ChatType, InboundMessage
@@ -47,14 +47,16 @@ def to_inbound(message: Message, me: BotIdentity) -> InboundMessage | None:
     """The neutral form of ``message``, or None when it carries nothing for the bot.
 
     None for: messages from bots (the bot itself included; an anonymous group admin, who writes
-    through Telegram's GroupAnonymousBot on behalf of the group, is a person), service messages
-    (members joining, pins, topic changes...) and content we do not model (locations, polls...).
+    through Telegram's GroupAnonymousBot on behalf of the group, is a person) and service messages
+    (members joining, pins, topic changes...). Everything a person sends gets an answer: what has
+    words (a location, a contact, a poll, a dice roll) arrives as a line of text, everything else as
+    an attachment (a round video, a GIF, a story...) that the gateway answers for.
     """
     sender = _sender(message, me)
     if sender is None:
         return None
     attachments = _attachments(message)
-    raw_text = message.text if message.text is not None else (message.caption or "")
+    raw_text = message.text if message.text is not None else (message.caption or _described(message))
     if not raw_text and not attachments:
         return None
     user_id, user_name = sender
@@ -171,13 +173,21 @@ def _leading_command(message: Message) -> _Command | None:
     return None
 
 
+# Content with no file Herald reads and no words: named, so the person is told it was not read.
+_UNREAD = ("game", "invoice", "story", "paid_media", "checklist", "giveaway")
+
+
 def _attachments(message: Message) -> tuple[Attachment, ...]:
     found: list[Attachment] = []
-    if message.document is not None:
+    if message.animation is not None:  # Telegram sets ``document`` too, for old clients: one of them
+        gif = message.animation
+        found.append(Attachment("animation", gif.file_id, gif.file_name, gif.mime_type, gif.file_size))
+    elif message.document is not None:
         doc = message.document
         found.append(Attachment("document", doc.file_id, doc.file_name, doc.mime_type, doc.file_size))
-    if message.photo:
-        largest = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
+    photo = message.photo or (message.live_photo.photo if message.live_photo is not None else ())
+    if photo:  # a live photo is read as its still picture
+        largest = max(photo, key=lambda p: (p.width * p.height, p.file_size or 0))
         found.append(Attachment("photo", largest.file_id, None, "image/jpeg", largest.file_size))
     if message.audio is not None:
         audio = message.audio
@@ -188,10 +198,39 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
     if message.video is not None:
         video = message.video
         found.append(Attachment("video", video.file_id, video.file_name, video.mime_type, video.file_size))
+    if message.video_note is not None:
+        note = message.video_note
+        found.append(Attachment("video_note", note.file_id, None, "video/mp4", note.file_size))
     if message.sticker is not None:
         sticker = message.sticker
         found.append(Attachment("sticker", sticker.file_id, None, _sticker_mime(sticker), sticker.file_size))
+    found.extend(Attachment(kind, "") for kind in _UNREAD if getattr(message, kind, None) is not None)
     return tuple(found)
+
+
+def _described(message: Message) -> str:
+    """The words of a message that has no text but says something: a place, a contact, a poll, a roll
+    of the dice ("" for anything else)."""
+    if message.venue is not None:
+        venue = message.venue
+        return f"[place: {venue.title}, {venue.address} ({_where(venue.location)})]"
+    if message.location is not None:
+        live = "live location" if message.location.live_period else "location"
+        return f"[{live}: {_where(message.location)}]"
+    if message.contact is not None:
+        contact = message.contact
+        name = " ".join(part for part in (contact.first_name, contact.last_name) if part)
+        return f"[contact: {name}, {contact.phone_number}]"
+    if message.poll is not None:
+        options = " / ".join(option.text for option in message.poll.options)
+        return f"[poll: {message.poll.question} — {options}]"
+    if message.dice is not None:
+        return f"[rolled {message.dice.emoji}: {message.dice.value}]"
+    return ""
+
+
+def _where(location: Location) -> str:
+    return f"{location.latitude:.5f}, {location.longitude:.5f}"
 
 
 def _sticker_mime(sticker: Sticker) -> str:

@@ -5,10 +5,14 @@
   what was found) and to estimate its cost.
 - A PDF for any other model, and any text-like file (txt, md, csv, json, code...), becomes text in
   the untrusted envelope (``agent.untrusted``).
-- Anything else is named in the message, so the model knows a file came and that it was not read.
+- Anything else is named in the message, so the model knows a file came and that it was not read, and
+  the person is told (``PreparedDocument.problem``); so is a PDF without text for a model that reads
+  only text.
 
 A file over a limit (pages, characters) is refused with one sentence that names the limit: nothing of
-its message reaches the model. Blocking work (pypdf): call :func:`prepare_document` in a thread.
+its message reaches the model. Blocking work (pypdf): call :func:`prepare_document` in a thread. Text
+extraction stops at ``max_seconds`` (checked between pages; a thread cannot be stopped mid-page, so the
+caller bounds its wait too): a PDF whose pages take longer to read is refused, not waited for.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import io
 import logging
 import math
+import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -33,6 +38,7 @@ log = logging.getLogger(__name__)
 PDF = "application/pdf"
 PDF_PAGE_IMAGE_TOKENS = 1_600  # each page is also seen as an image (Anthropic: ~1,500-3,000 per page)
 CHARS_PER_TOKEN = 4
+EXTRACT_SECONDS = 30.0  # reading a PDF's text; a 100-page text PDF takes about a second
 TEXT_MEDIA_TYPES = frozenset(
     {
         "application/json",
@@ -108,12 +114,13 @@ BINARY_SNIFF_BYTES = 8192
 
 @dataclass(frozen=True)
 class PreparedDocument:
-    """What a document adds to its message: a native file (or None) and a text part; ``readable`` is
-    false when the text only says the file could not be read."""
+    """What a document adds to its message: a native file (or None) and a text part. ``problem`` is
+    set when the model cannot read the file (the text then only names it): one sentence for the person,
+    who is told instead of the model being asked about nothing."""
 
     media: Media | None
     text: str
-    readable: bool = True
+    problem: str | None = None
 
 
 def is_pdf(data: bytes, media_type: str | None) -> bool:
@@ -135,11 +142,12 @@ def prepare_document(
     native_pdf: bool,
     max_pages: int,
     max_chars: int,
+    max_seconds: float = EXTRACT_SECONDS,
 ) -> PreparedDocument:
     """``data`` as the model will get it, or :class:`MediaRefused` naming the limit or problem."""
     what = name or "the document"
     if is_pdf(data, media_type):
-        return _pdf(data, what, name, native_pdf, max_pages, max_chars)
+        return _pdf(data, what, name, native_pdf, max_pages, max_chars, max_seconds)
     if is_text_like(name, media_type) and b"\x00" not in data[:BINARY_SNIFF_BYTES]:
         text = valid_text(data.decode("utf-8", errors="replace")).removeprefix("\ufeff")
         if len(text) > max_chars:
@@ -149,13 +157,16 @@ def prepare_document(
             )
         return PreparedDocument(None, mark_untrusted(f"the file {what}", text))
     kind = media_type or "unknown type"
+    other = f", not {media_type}" if media_type else ""
     return PreparedDocument(
-        None, f"[file {what} ({kind}, {_size(len(data))}): not a kind of file I can read]"
+        None,
+        f"[file {what} ({kind}, {_size(len(data))}): not a kind of file I can read]",
+        f"I can't read {what}: I read PDFs, text files and images{other}.",
     )
 
 
 def _pdf(
-    data: bytes, what: str, name: str | None, native: bool, max_pages: int, max_chars: int
+    data: bytes, what: str, name: str | None, native: bool, max_pages: int, max_chars: int, max_seconds: float
 ) -> PreparedDocument:
     reader = _open_pdf(data, what)
     try:
@@ -167,7 +178,7 @@ def _pdf(
             f"{what} has {pages:,} pages; I take PDFs up to {max_pages:,} pages (media.pdf_max_pages). "
             "Send the pages that matter."
         )
-    text = _extract(reader, what, limit=max_chars + 1)
+    text = _extract(reader, what, limit=max_chars + 1, max_seconds=max_seconds)
     if native:
         tokens = math.ceil(len(text) / CHARS_PER_TOKEN) + pages * PDF_PAGE_IMAGE_TOKENS
         media = Media.of("document", PDF, data, name=name, tokens=tokens, pages=pages)
@@ -185,6 +196,8 @@ def _pdf(
         return PreparedDocument(
             None,
             f"[PDF {what} ({pages} pages) has no text layer (scanned pages?); this model cannot read it]",
+            f"I can't read {what}: it has no text to extract (scanned pages?), and this model reads only "
+            "the text of PDFs. A model that reads the pages themselves (Claude) can: /model, then /new.",
         )
     return PreparedDocument(None, mark_untrusted(f"the PDF {what} ({pages} pages, text only)", text))
 
@@ -203,11 +216,19 @@ def _open_pdf(data: bytes, what: str) -> PdfReader:
     return reader
 
 
-def _extract(reader: PdfReader, what: str, *, limit: int) -> str:
-    """The PDF's text, page by page, stopping once ``limit`` characters are reached."""
+def _extract(reader: PdfReader, what: str, *, limit: int, max_seconds: float) -> str:
+    """The PDF's text, page by page, stopping once ``limit`` characters are reached; refused when the
+    pages take more than ``max_seconds`` to read (a crafted page can take minutes)."""
     parts: list[str] = []
     total = 0
+    started = time.monotonic()
+    pages = len(reader.pages)
     for index, page in enumerate(reader.pages):
+        if index and time.monotonic() - started >= max_seconds:
+            raise MediaRefused(
+                f"Reading {what} took too long (over {max_seconds:g} seconds for {index} of its {pages} "
+                "pages); send a smaller PDF, or the pages that matter."
+            )
         try:
             text = page.extract_text() or ""
         except (PyPdfError, ValueError, KeyError, RecursionError) as error:

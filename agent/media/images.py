@@ -13,12 +13,22 @@ from __future__ import annotations
 import io
 import math
 import warnings
+from pathlib import PurePosixPath
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from agent.media.errors import MediaRefused
 from agent.media.types import Media
 
+# What Herald opens, and so what "an image" is: formats whose bytes Pillow recognizes by their header.
+# Not Pillow's every plugin: EPS would run Ghostscript, and text-based formats (XBM, XPM) could claim a
+# source file. Everything opened is re-encoded as JPEG or PNG, so a BMP or a TIFF reaches the model too.
+FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "ICO", "PPM", "JPEG2000")
+IMAGE_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".ico", ".ppm", ".jp2"}
+    | {".heic", ".heif"}
+)
+HEIF_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1")
 JPEG_QUALITY = 85
 MAX_ENCODED_BYTES = 3_750_000  # Anthropic takes 5 MB of base64 per image: 3.75 MB of bytes
 TOKENS_PER_PIXEL = 1 / 750  # Anthropic: tokens = width x height / 750
@@ -27,6 +37,23 @@ TOKENS_PER_PIXEL = 1 / 750  # Anthropic: tokens = width x height / 750
 def image_tokens(width: int, height: int) -> int:
     """What an image of this size costs as input, by Anthropic's published rule."""
     return max(1, math.ceil(width * height * TOKENS_PER_PIXEL))
+
+
+def is_image_file(data: bytes, *, name: str | None, media_type: str | None) -> bool:
+    """Whether a file sent as a file (not as a photo) is an image: its bytes are one of :data:`FORMATS`,
+    or its type or name says image (so a damaged one is refused as a damaged image, not described as an
+    unknown file). An SVG is text, not a picture, here."""
+    if media_type == "image/svg+xml":
+        return False
+    if (media_type or "").startswith("image/") or PurePosixPath(name or "").suffix.lower() in IMAGE_SUFFIXES:
+        return True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            Image.open(io.BytesIO(data), formats=FORMATS).close()  # reads the header only
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return False
+    return True
 
 
 def prepare_image(data: bytes, *, name: str | None, max_edge: int, max_megapixels: float) -> Media:
@@ -39,7 +66,7 @@ def prepare_image(data: bytes, *, name: str | None, max_edge: int, max_megapixel
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            image = Image.open(io.BytesIO(data), formats=FORMATS)
             width, height = image.size
             if width * height > max_megapixels * 1_000_000:
                 raise MediaRefused(
@@ -56,6 +83,11 @@ def prepare_image(data: bytes, *, name: str | None, max_edge: int, max_megapixel
             "(media.image_max_megapixels)."
         ) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        if _is_heif(data, name):
+            raise MediaRefused(
+                f"I can't open HEIC images like {what}; send it as a photo rather than as a file (the app "
+                "then sends a JPEG), or as a JPEG."
+            ) from None
         raise MediaRefused(
             f"I could not read {what}: it is not an image I can open ({_reason(error)})."
         ) from None
@@ -90,6 +122,14 @@ def _encode(image: Image.Image, transparent: bool) -> tuple[bytes, str]:
     return buffer.getvalue(), "image/jpeg"
 
 
+def _is_heif(data: bytes, name: str | None) -> bool:
+    """An iPhone's HEIC/HEIF photo (Pillow opens it only with the pillow-heif plugin, not installed)."""
+    brand = data[8:12] if data[4:8] == b"ftyp" else b""
+    return brand in HEIF_BRANDS or PurePosixPath(name or "").suffix.lower() in (".heic", ".heif")
+
+
 def _reason(error: BaseException) -> str:
+    if isinstance(error, UnidentifiedImageError):
+        return "not a format I know"
     text = " ".join(str(error).split())
     return text[:120] if text else type(error).__name__

@@ -8,7 +8,9 @@ the request is sent: the bytes on the wire are the same on every request, after 
 
 Only the places a file can be are filled in (an image or document block's ``source.data``, an
 ``image_url``'s ``url``), and only with files of the message itself, so text that happens to contain
-the placeholder stays text.
+the placeholder stays text. A file whose bytes are gone from the store (a damaged or hand-edited
+database) becomes a text block saying so: a placeholder sent as base64 would make every request of the
+session fail.
 """
 
 from __future__ import annotations
@@ -49,11 +51,14 @@ def openai_part(media: Media) -> dict[str, Any]:
 
 def hydrate(fragment: dict[str, Any], media: Mapping[str, Media]) -> dict[str, Any]:
     """``fragment`` with the files' base64 in place of their placeholders (a new dict; the stored one is
-    never changed). A placeholder whose file is not in ``media`` is left as is."""
+    never changed). A block whose file is not in ``media`` becomes a text block naming the lost file."""
     content = fragment.get("content")
     if not isinstance(content, list):
         return fragment
-    return {**fragment, "content": [_hydrate_block(block, media) for block in content]}
+    blocks = [_hydrate_block(block, media) for block in content]
+    if all(new is old for new, old in zip(blocks, content, strict=True)):
+        return fragment  # no file in it: nothing to copy
+    return {**fragment, "content": blocks}
 
 
 def _hydrate_block(block: Any, media: Mapping[str, Media]) -> Any:
@@ -62,22 +67,30 @@ def _hydrate_block(block: Any, media: Mapping[str, Media]) -> Any:
     kind = block.get("type")
     if kind in ("image", "document"):
         source = block.get("source")
-        if isinstance(source, dict):
-            found = _lookup(source.get("data"), media)
-            if found is not None:
-                return {**block, "source": {**source, "data": found.base64}}
+        data = source.get("data") if isinstance(source, dict) else None
+        if isinstance(source, dict) and _is_placeholder(data):
+            found = media.get(str(data).removeprefix(PLACEHOLDER))
+            if found is None:
+                return _lost(kind, block.get("title"))
+            return {**block, "source": {**source, "data": found.base64}}
     elif kind == "image_url":
         image = block.get("image_url")
         if isinstance(image, dict):
             url = image.get("url")
             head, sep, tail = url.partition(";base64,") if isinstance(url, str) else ("", "", "")
-            found = _lookup(tail, media) if sep else None
-            if found is not None:
+            if sep and _is_placeholder(tail):
+                found = media.get(tail.removeprefix(PLACEHOLDER))
+                if found is None:
+                    return _lost("image", None)
                 return {**block, "image_url": {**image, "url": f"{head};base64,{found.base64}"}}
     return block
 
 
-def _lookup(value: Any, media: Mapping[str, Media]) -> Media | None:
-    if isinstance(value, str) and value.startswith(PLACEHOLDER):
-        return media.get(value.removeprefix(PLACEHOLDER))
-    return None
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(PLACEHOLDER)
+
+
+def _lost(kind: str, title: Any) -> dict[str, Any]:
+    """What the model reads where a file was whose bytes are gone: the same words on every request."""
+    what = f"{kind} {title}" if isinstance(title, str) and title else kind
+    return {"type": "text", "text": f"[{what}: no longer available, its stored file is missing]"}

@@ -180,4 +180,6 @@ class Provider(ABC):
             fragment = message.payload
         else:
             fragment = self.wire_message(message)
-        return hydrate(fragment, {m.sha256: m for m in message.media}) if message.media else fragment
+        if message.role != "user":  # only what a person sent carries files
+            return fragment
+        return hydrate(fragment, {m.sha256: m for m in message.media})  # a lost file included

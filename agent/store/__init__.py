@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.media.budget import MediaLoad
 from agent.messages import Message
 from agent.storage.base import Storage
 from agent.store.messages import Messages, SearchHit
@@ -83,6 +84,10 @@ class SessionStore:
 
     async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
         return await self.messages.load(session_id, include_inactive=include_inactive)
+
+    async def media_load(self, session_id: str) -> MediaLoad:
+        """What the files still in the conversation add to every request (:meth:`Messages.media_load`)."""
+        return await self.messages.media_load(session_id)
 
     async def deactivate_messages(self, message_ids: Sequence[int], reason: str) -> None:
         """Take messages out of the conversation while keeping them for search and audit."""

@@ -9,14 +9,18 @@ message and its files are stored together or not at all. A message keeps its fil
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from agent.media.budget import MediaLoad
 from agent.media.types import Media
 from agent.storage.schema import media
 from agent.storage.sql import insert_or_ignore
+
+log = logging.getLogger(__name__)
 
 _DATA = sa.select(media.c.sha256, media.c.data).where(
     media.c.sha256.in_(sa.bindparam("hashes", expanding=True))
@@ -54,8 +58,22 @@ def load_files(conn: sa.Connection, stored_references: Iterable[str | None]) -> 
     return {row.sha256: bytes(row.data) for row in rows}
 
 
+def load_of(stored_references: Iterable[str | None]) -> MediaLoad:
+    """What the files named in ``stored_references`` (``messages.media`` values) add to a request."""
+    return MediaLoad.of_refs(ref for text in stored_references if text for ref in json.loads(text))
+
+
 def attached(stored: str | None, files: dict[str, bytes]) -> tuple[Media, ...]:
     """The files of one message, from its ``messages.media`` value and the bytes :func:`load_files`
-    found (a file whose bytes are missing is left out)."""
+    found. A file whose bytes are missing is left out, logged: its message's stored payload names it,
+    and the request says it is gone (``agent.media.wire.hydrate``)."""
     refs: list[dict[str, Any]] = json.loads(stored) if stored else []
+    missing = [ref for ref in refs if ref["sha256"] not in files]
+    for ref in missing:
+        log.warning(
+            "the stored %s %s (sha256 %s…) is missing",
+            ref.get("kind"),
+            ref.get("name") or "",
+            ref["sha256"][:12],
+        )
     return tuple(Media.from_ref(ref, files[ref["sha256"]]) for ref in refs if ref["sha256"] in files)

@@ -28,11 +28,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.media.budget import MediaLoad
 from agent.messages import Message, ToolCall
 from agent.storage.base import Storage
 from agent.storage.schema import messages, sessions
 from agent.storage.search import text_match
-from agent.store.media import attached, load_files, references, store_files
+from agent.store.media import attached, load_files, load_of, references, store_files
 from agent.store.sessions import UPDATE_SESSION
 
 
@@ -77,6 +78,11 @@ _ALL = (
     .order_by(messages.c.position, messages.c.id)
 )
 _ACTIVE = _ALL.where(messages.c.active == sa.true())
+_ACTIVE_MEDIA = sa.select(messages.c.media).where(
+    messages.c.session_id == sa.bindparam("session_id"),
+    messages.c.active == sa.true(),
+    messages.c.media.is_not(None),
+)
 _METAS = (
     sa.select(messages.c.id, messages.c.meta)
     .where(messages.c.id.in_(sa.bindparam("ids", expanding=True)))
@@ -128,6 +134,15 @@ class Messages:
             rows = conn.execute(_ALL if include_inactive else _ACTIVE, {"session_id": session_id}).all()
             files = load_files(conn, (row.media for row in rows))
             return [_message(row, files) for row in rows]
+
+        return await self.storage.read(select)
+
+    async def media_load(self, session_id: str) -> MediaLoad:
+        """What the files of the session's active messages add to every request (their references
+        only: no file is read)."""
+
+        def select(conn: sa.Connection) -> MediaLoad:
+            return load_of(conn.execute(_ACTIVE_MEDIA, {"session_id": session_id}).scalars())
 
         return await self.storage.read(select)
 

@@ -15,8 +15,10 @@ from typing import Any
 
 from .errors import RequestInvalid
 from .media import (
-    anthropic_block_tokens,
+    MediaCost,
+    anthropic_block_cost,
     anthropic_image_tokens,
+    check_media_count,
     image_part_size,
     is_media_block,
     openai_serializable,
@@ -141,14 +143,14 @@ def _items_openai(body: dict[str, Any]) -> tuple[list[_Item], int]:
     return items, messages_start
 
 
-def _tokens(block: Any, where: str) -> int:
-    """A block's tokens: files by their pixels and pages (validated like the API does), the rest by size."""
+def _cost(block: Any, where: str) -> MediaCost:
+    """A block's cost: files by their pixels and pages (validated like the API does), the rest by size."""
     if not is_media_block(block):
-        return block_tokens(block)
+        return MediaCost(block_tokens(block))
     if block["type"] == "image_url":  # Claude behind OpenRouter: counted by Anthropic's rule
         _, width, height = image_part_size(block, where)
-        return anthropic_image_tokens(width, height)
-    return anthropic_block_tokens(block, where)
+        return MediaCost(anthropic_image_tokens(width, height), images=1)
+    return anthropic_block_cost(block, where)
 
 
 def _marker_ttl(marker: dict[str, Any]) -> str:
@@ -159,17 +161,19 @@ def _marker_ttl(marker: dict[str, Any]) -> str:
 
 
 def _build(model: str, items: list[_Item], messages_start: int, salt: str, top: Any) -> Layout:
-    """Positions with cumulative hashes; validates the breakpoint count and TTL order."""
+    """Positions with cumulative hashes; validates the breakpoint count, TTL order and media count."""
     h = hashlib.sha256(model.encode())
     positions: list[Position] = []
-    markers = 0
+    markers = images = pages = 0
     cum = 0
     for i, item in enumerate(items):
         if i == messages_start:
             h.update(salt.encode() + b"\x1d")
         text = canonical_json(item.block)
         h.update(item.tag.encode() + b"\x1f" + text.encode() + b"\x1e")
-        tokens = _tokens(item.block, f"{item.tag} block {i}")
+        cost = _cost(item.block, f"{item.tag} block {i}")
+        tokens = cost.tokens
+        images, pages = images + cost.images, pages + cost.pages
         cum += tokens
         ttl = _marker_ttl(item.markers[-1]) if item.markers else None
         markers += len(item.markers)
@@ -179,6 +183,7 @@ def _build(model: str, items: list[_Item], messages_start: int, salt: str, top: 
         if last.ttl is None:
             positions[-1] = Position(last.tokens, last.cum_tokens, last.prefix_hash, _marker_ttl(top))
             markers += 1
+    check_media_count(images, pages)
     if markers > MAX_BREAKPOINTS:
         raise RequestInvalid(
             f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {markers}."

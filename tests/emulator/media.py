@@ -3,7 +3,9 @@
 - Anthropic (and Claude behind OpenRouter): an image costs ``width x height / 750`` tokens after the
   API's own downscale to a long edge of 1568 px; more than 8000 px on a side, more than 5 MB of base64,
   or bytes that are not the declared image type are a 400. A PDF document block costs its text plus
-  about 1,600 tokens per page (each page is also seen as an image); more than 100 pages is a 400.
+  about 1,600 tokens per page (each page is also seen as an image); more than 100 pages is a 400, and
+  so is a request whose images and PDF pages together are more than 100 (``Too much media: ...``,
+  however many earlier messages carry them).
 - OpenAI: an ``image_url`` costs 85 + 170 per 512 px tile (fit in 2048 px, shortest side 768 px);
   models without vision answer 400.
 
@@ -17,6 +19,7 @@ import binascii
 import hashlib
 import io
 import math
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import RequestInvalid
@@ -25,6 +28,7 @@ ANTHROPIC_MAX_EDGE = 1568
 ANTHROPIC_MAX_PIXELS = 8000
 ANTHROPIC_MAX_BASE64 = 5 * 1024 * 1024
 MAX_PDF_PAGES = 100
+MAX_MEDIA_PER_REQUEST = 100  # images + PDF pages, all messages of one request together
 PDF_PAGE_TOKENS = 1_600
 IMAGE_FORMATS = {"image/jpeg": "JPEG", "image/png": "PNG", "image/gif": "GIF", "image/webp": "WEBP"}
 NO_VISION_PREFIXES = ("deepseek",)
@@ -32,7 +36,7 @@ CACHE_ENTRIES = 256
 V = TypeVar("V")
 
 _sizes: dict[str, tuple[int, int]] = {}  # by sha256 of the bytes
-_pdf_counts: dict[str, int] = {}
+_pdf_counts: dict[str, tuple[int, int]] = {}  # by sha256: (pages, tokens)
 
 
 def _remember(cache: dict[str, V], key: str, value: V) -> V:
@@ -83,7 +87,24 @@ def anthropic_image_tokens(width: int, height: int) -> int:
     return max(1, math.ceil((width * scale) * (height * scale) / 750))
 
 
-def _pdf_tokens(digest: str, raw: bytes) -> int:
+@dataclass(frozen=True)
+class MediaCost:
+    """What one image or document block costs a request: tokens, and what counts against the limit."""
+
+    tokens: int
+    images: int = 0
+    pages: int = 0
+
+
+def check_media_count(images: int, pages: int) -> None:
+    """The request-wide limit on images and PDF pages, with the API's own message."""
+    if images + pages > MAX_MEDIA_PER_REQUEST:
+        raise RequestInvalid(
+            f"Too much media: {pages} document pages + {images} images > {MAX_MEDIA_PER_REQUEST}"
+        )
+
+
+def _pdf_cost(digest: str, raw: bytes) -> tuple[int, int]:
     if digest in _pdf_counts:
         return _pdf_counts[digest]
     from pypdf import PdfReader  # loaded with the first PDF
@@ -99,11 +120,11 @@ def _pdf_tokens(digest: str, raw: bytes) -> int:
         raise
     except (PyPdfError, ValueError, KeyError, OSError):
         raise RequestInvalid("The PDF specified could not be processed") from None
-    return _remember(_pdf_counts, digest, math.ceil(chars / 4) + pages * PDF_PAGE_TOKENS)
+    return _remember(_pdf_counts, digest, (pages, math.ceil(chars / 4) + pages * PDF_PAGE_TOKENS))
 
 
-def anthropic_block_tokens(block: dict[str, Any], where: str) -> int:
-    """Tokens of an ``image`` / ``document`` block (Anthropic's format); validates it like the API."""
+def anthropic_block_cost(block: dict[str, Any], where: str) -> MediaCost:
+    """What an ``image`` / ``document`` block (Anthropic's format) costs; validates it like the API."""
     source = block.get("source")
     if not isinstance(source, dict) or source.get("type") != "base64":
         raise RequestInvalid(f"{where}.source: only base64 sources are emulated")
@@ -118,13 +139,14 @@ def anthropic_block_tokens(block: dict[str, Any], where: str) -> int:
     if block["type"] == "document":
         if media_type != "application/pdf":
             raise RequestInvalid(f"{where}.source.media_type: only application/pdf documents are emulated")
-        return _pdf_tokens(digest, raw)
+        pages, tokens = _pdf_cost(digest, raw)
+        return MediaCost(tokens, pages=pages)
     width, height = _image_size(digest, raw, media_type)
     if max(width, height) > ANTHROPIC_MAX_PIXELS:
         raise RequestInvalid(
             f"{where}: image dimensions exceed max allowed size: {ANTHROPIC_MAX_PIXELS} pixels"
         )
-    return anthropic_image_tokens(width, height)
+    return MediaCost(anthropic_image_tokens(width, height), images=1)
 
 
 def _data_url(part: dict[str, Any], where: str) -> tuple[str, bytes]:

@@ -2,7 +2,8 @@
 
 Served over stdio (``python -m tests.fakes.mcp_server``: one process per server, where the process is
 the point: a crash, a hang, closing) or over streamable HTTP on 127.0.0.1 (:func:`serve_http`, port 0,
-in the test's own event loop).
+in the test's own event loop; ``python -m tests.fakes.mcp_server http``: a process of its own that
+prints its URL, for a server that dies in the middle of a call).
 
 Tools:
 - ``echo`` / ``add``: plain answers;
@@ -11,7 +12,7 @@ Tools:
 - ``fail``: an ``isError`` result;
 - ``add_tool`` / ``remove_tool``: change the catalogue and announce it (``tools/list_changed``);
 - ``whoami`` (HTTP only): the Authorization header the request came with;
-- ``crash`` (stdio only): the process exits mid-call.
+- ``crash`` (a process of its own only: stdio, or HTTP as a process): the process exits mid-call.
 
 ``serve_http(legacy=True)`` makes it a 2025-era server (it refuses ``server/discover``, so clients use
 the initialize handshake and hear ``notifications/tools/list_changed`` without listening), as most
@@ -25,6 +26,7 @@ import base64
 import contextlib
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -151,5 +153,19 @@ async def serve_http(*, legacy: bool = False) -> AsyncIterator[str]:
         sock.close()
 
 
+def serve_http_process() -> None:
+    """Streamable HTTP in this process, on a free port of 127.0.0.1; the URL is the first line printed
+    (the socket already listens then: connections wait in its backlog until the server accepts)."""
+    app = build_server(in_process=False).streamable_http_app()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+
+
 if __name__ == "__main__":
-    build_server(in_process=False).run("stdio")
+    if sys.argv[1:] == ["http"]:
+        serve_http_process()
+    else:
+        build_server(in_process=False).run("stdio")

@@ -28,6 +28,7 @@ OPTION_TYPES = {bool: 5, int: 4, float: 10, str: 3}
 SUB_COMMAND, SUB_COMMAND_GROUP, USER, CHANNEL, ROLE, MENTIONABLE = 1, 2, 6, 7, 8, 9
 APPLICATION_COMMAND = 2
 ATTACHMENT_LIMIT = 10 * 1024 * 1024
+IS_VOICE_MESSAGE = 1 << 13
 
 
 class Inject(DiscordState):
@@ -43,12 +44,20 @@ class Inject(DiscordState):
         username: str | None = None,
         reply_to: int | None = None,
         files: Mapping[str, bytes] | None = None,
+        untyped: bool = False,
+        voice: bytes | None = None,
     ) -> dict[str, Any]:
-        """``user_id`` writes ``text`` to the bot in their DM channel (created on first use)."""
+        """``user_id`` writes ``text`` to the bot in their DM channel (created on first use).
+
+        ``files`` are attached with a content type guessed from their names, or with none (``untyped``,
+        as Discord leaves it out for some uploads); ``voice`` sends a voice message (an Ogg file with a
+        duration and a waveform, flag ``IS_VOICE_MESSAGE``)."""
         with self.lock:
             self.add_user(user_id, username)
             channel_id = self.dm_channel(user_id)
-            return self._user_message(channel_id, user_id, text, reply_to=reply_to, files=files)
+            return self._user_message(
+                channel_id, user_id, text, reply_to=reply_to, files=files, untyped=untyped, voice=voice
+            )
 
     def guild_message(
         self,
@@ -131,6 +140,8 @@ class Inject(DiscordState):
         reply_to: int | None,
         files: Mapping[str, bytes] | None,
         ping_reply: bool = True,
+        untyped: bool = False,
+        voice: bytes | None = None,
     ) -> dict[str, Any]:
         channel = self.world.channels[channel_id]
         reference = None
@@ -163,8 +174,14 @@ class Inject(DiscordState):
             for i, (name, data) in enumerate((files or {}).items())
         ]
         msg.attachments = [
-            (self.snowflakes.next(), Attachment(u.filename, u.content_type, u.data)) for u in uploads
+            (self.snowflakes.next(), Attachment(u.filename, None if untyped else u.content_type, u.data))
+            for u in uploads
         ]
+        if voice is not None:
+            msg.attachments.append(
+                (self.snowflakes.next(), Attachment("voice-message.ogg", "audio/ogg", voice, voice=True))
+            )
+            msg.flags |= IS_VOICE_MESSAGE
         store(self, msg)
         payload = message_api(self, msg)
         self.inbound[msg.id] = copy.deepcopy(payload)

@@ -135,14 +135,18 @@ def attachment_api(
     state: DiscordState, msg: StoredMessage, attachment_id: int, file: Attachment
 ) -> dict[str, Any]:
     url = f"{state.base_url}/attachments/{msg.channel_id}/{attachment_id}/{file.filename}"
-    return {
+    out: dict[str, Any] = {
         "id": str(attachment_id),
         "filename": file.filename,
         "size": len(file.data),
         "url": url,
         "proxy_url": url,
-        "content_type": file.content_type,
     }
+    if file.content_type is not None:
+        out["content_type"] = file.content_type
+    if file.voice:
+        out.update(duration_secs=3.0, waveform="AAAA", flags=0)
+    return out
 
 
 def message_api(state: DiscordState, msg: StoredMessage, *, with_reference: bool = True) -> dict[str, Any]:

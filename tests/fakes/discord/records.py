@@ -40,8 +40,9 @@ class RecordedCall:
 @dataclass(frozen=True)
 class Attachment:
     filename: str
-    content_type: str
+    content_type: str | None  # None: left out, as Discord does for some uploads
     data: bytes = field(repr=False)
+    voice: bool = False  # a voice message (its attachment has a duration and a waveform)
 
 
 @dataclass

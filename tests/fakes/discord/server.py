@@ -236,7 +236,8 @@ class FakeDiscord(Inject):
             for msg in self.messages_by_id.values():
                 for attachment_id, file in msg.attachments:
                     if str(attachment_id) == wanted and file.filename == request.match_info["filename"]:
-                        return web.Response(body=file.data, headers={"Content-Type": file.content_type})
+                        kind = file.content_type or "application/octet-stream"
+                        return web.Response(body=file.data, headers={"Content-Type": kind})
         return json_response(404, ApiError(404, 0).body())
 
     async def _not_found(self, request: web.Request) -> web.StreamResponse:

@@ -270,6 +270,8 @@ def get_file(state: TelegramState, params: Params, uploads: Uploads) -> Any:
     stored = state.files.get(str(params.get("file_id") or ""))
     if stored is None:
         raise bad_request("invalid file_id")
+    if len(stored.content) > state.max_download_bytes:
+        raise bad_request("file is too big")
     return stored.api()
 
 

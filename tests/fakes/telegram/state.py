@@ -89,6 +89,7 @@ class TelegramState:
         self.slow: dict[str, list[float]] = {}  # method -> delays of its next answers
         self.forbidden: dict[int, str] = {}
         self.files: dict[str, StoredFile] = {}
+        self.max_download_bytes = 20 * 1024 * 1024  # larger files: getFile answers "file is too big"
         self.in_flight = 0  # requests being handled, long polls excluded
         self._calls: list[RecordedCall] = []
         self._chat_actions: list[ChatAction] = []
@@ -139,15 +140,20 @@ class TelegramState:
         document: bytes | None = None,
         photo: bytes | None = None,
         voice: bytes | None = None,
+        video_note: bytes | None = None,
         file_name: str = "document.txt",
         mime_type: str = "text/plain",
     ) -> dict[str, Any]:
-        """A user writes to the bot; ``document``/``photo``/``voice`` bytes attach a file (``text`` =
-        caption). A photo's sizes are read from its bytes; a voice note is an Ogg/Opus file."""
+        """A user writes to the bot; ``document``/``photo``/``voice``/``video_note`` bytes attach a file
+        (``text`` = caption). A photo's sizes are read from its bytes; a voice note is an Ogg/Opus file;
+        a video note is a round video message (an MP4 without a name)."""
         with self.lock:
             sender = self._user(user_id, first_name, username)
             self.register_chat(user_id, type="private", first_name=first_name, username=username)
             media = self._media(document, photo, voice, file_name, mime_type)
+            if video_note is not None:
+                stored = self.add_file(video_note, "video_notes", "mp4")
+                media = {"video_note": {**stored.api(), "length": 240, "duration": 4}}
             msg = self._user_message(user_id, sender, text, reply_to=reply_to, media=media)
             return self._enqueue({"message": self.message_api(msg)})
 
