@@ -149,13 +149,70 @@ async def test_stop_from_one_process_cancels_the_turn_running_in_another(
         running = await cluster.wait_running()
         await model_asked(emulator)
         other = next(index for index in cluster.live if index != running)
-        assert cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
+        assert await cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
         await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
         await cluster.settled(timeout=20)
         assert await cluster.queued(FIRST_CHAT) == ["Stopped."]
         assert cluster.answers(FIRST_CHAT) == ["Stopped."]
         states = await cluster.states()
         assert states["cancelled"] == 1 and states["answered"] == 1  # the turn, and /stop's own row
+
+
+async def test_stop_stops_a_turn_in_another_process_whose_control_messages_are_all_lost(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator.stall_next(60)
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        # Pub/sub keeps nothing for a subscriber that is reconnecting. redis-py resubscribes within
+        # milliseconds, so the loss is made certain: every message published from now on is dropped.
+        for index in cluster.live:
+            monkeypatch.setattr(cluster.queue(index).control, "_receive", lambda data: None)
+        redis = cluster.gateways[0].services.runtime.cluster.redis  # type: ignore[union-attr]
+        assert await redis.client_kill_filter(_type="pubsub") >= 2
+        cluster.fake.private_message(FIRST_CHAT, "a long question")
+        running = await cluster.wait_running()
+        await model_asked(emulator)
+        other = 1 - running
+        assert await cluster.queue(other).busy("telegram:dm:1000")  # not "idle": nothing to have heard
+        await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
+        await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Stopped."]  # not "Nothing is running.", no answer
+        assert cluster.answers(FIRST_CHAT) == ["Stopped."]
+        states = await cluster.states()
+        assert states["cancelled"] == 1 and states["answered"] == 1
+
+
+async def test_stop_while_redis_is_away_says_it_stopped_nothing(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=1
+    ) as cluster:
+        cluster.fake.register_chat(FIRST_CHAT)
+        await asyncio.to_thread(redis_server.halt)
+        await cluster.gateways[0].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
+        async with asyncio.timeout(20):
+            while not await cluster.queued(FIRST_CHAT):  # noqa: ASYNC110 - the outbox is a table
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(redis_server.restart)  # sending waits for the shared send budget
+        await cluster.settled(timeout=20)
+        said = (
+            "I can't reach the other gateway processes right now, so nothing was stopped; "
+            "send /stop again in a moment."
+        )
+        assert await cluster.queued(FIRST_CHAT) == [said]
+        assert cluster.answers(FIRST_CHAT) == [said]
 
 
 async def test_a_new_message_interrupts_a_turn_running_in_another_process(

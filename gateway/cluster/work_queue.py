@@ -26,7 +26,9 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
   one (:meth:`RedisWorkQueue.rebuild`, also done at start: a cold Redis starts from the database). A
   periodic pass does the same for messages older than ``lease_ttl`` (a process that died between
   storing a message and appending its entry).
-- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control``.
+- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control`` (records in
+  Redis of what runs where, and durable cancels); they raise ``RedisUnavailable`` when Redis cannot be
+  reached.
 - Lifecycle: :func:`open_work_queue` starts the background tasks and stops them on exit; the owner calls
   :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.lanes.Lanes``.
 """
@@ -75,6 +77,7 @@ class _Chat:
     fresh: set[int] = field(default_factory=set)  # inbox ids whose entries were read for the first time
     task: asyncio.Task[None] | None = None
     running: tuple[int, asyncio.Future[None]] | None = None  # (inbox id, the run) now
+    stopped: int | None = None  # the inbox id whose run was cancelled (INTERRUPTED), once
 
 
 class RedisWorkQueue:
@@ -93,7 +96,12 @@ class RedisWorkQueue:
     ) -> None:
         self.stream = WorkStream(redis, prefix=prefix, consumer=instance)
         self.control = ClusterControl(
-            redis, prefix=prefix, instance=instance, ttl=lease_ttl, on_cancel=self._cancel_here
+            redis,
+            prefix=prefix,
+            instance=instance,
+            ttl=lease_ttl,
+            on_cancel=self._cancel_here,
+            running_here=self._running_here,
         )
         self.redis = redis
         self.order = order
@@ -129,22 +137,21 @@ class RedisWorkQueue:
         self._submitted.append(item)
         self._submit_event.set()
 
-    def cancel_running(self, key: str) -> bool:
+    async def cancel_running(self, key: str) -> bool:
         chat = self._chats.get(key)
-        if chat is not None and chat.running is not None and not chat.running[1].done():
-            chat.running[1].cancel(INTERRUPTED)
-            return True
-        elsewhere = self.control.running_elsewhere(key)
+        if chat is not None and chat.running is not None:
+            return self._stop(chat, chat.running[0])
+        elsewhere = await self.control.running_elsewhere(key)
         if elsewhere is None:
             return False
-        instance, inbox_id = elsewhere
-        self.control.cancel(instance, key, inbox_id)
+        await self.control.cancel(key, elsewhere[1])
         return True
 
-    def busy(self, key: str) -> bool:
+    async def busy(self, key: str) -> bool:
         chat = self._chats.get(key)
-        here = chat is not None and chat.running is not None
-        return here or self.control.running_elsewhere(key) is not None
+        if chat is not None and chat.running is not None:
+            return True
+        return await self.control.running_elsewhere(key) is not None
 
     @property
     def depth(self) -> int:
@@ -202,7 +209,7 @@ class RedisWorkQueue:
             ("keeper", self._keep()),
             ("reader", self._read()),
             ("appender", self._append()),
-            ("control out", self.control.publish()),
+            ("control out", self.control.write()),
             ("control in", self.control.listen()),
         ):
             self._tasks.append(asyncio.create_task(job, name=f"work queue {name}"))
@@ -279,9 +286,8 @@ class RedisWorkQueue:
                 if now - last["touch"] >= self.lease_ttl / 3:
                     last["touch"] = now
                     await self.stream.touch(entry for chat in self._chats.values() for entry in chat.entries)
-                    self.control.heartbeat(
-                        [(chat.key, chat.running[0]) for chat in self._chats.values() if chat.running]
-                    )
+                    self.control.heartbeat(self._running_here())
+                await self.control.check()  # cancels whose message this process missed
                 await self._claim()
                 if now - last["rebuild"] >= self.lease_ttl:
                     last["rebuild"] = now
@@ -441,12 +447,24 @@ class RedisWorkQueue:
             self._room.set()
             self._count()
 
+    def _running_here(self) -> list[tuple[str, int]]:
+        return [(chat.key, chat.running[0]) for chat in self._chats.values() if chat.running is not None]
+
     def _cancel_here(self, key: str, inbox_id: int) -> None:
         """Another process asked to stop the turn of ``key`` on row ``inbox_id`` (``/stop``, interrupt)."""
         chat = self._chats.get(key)
-        if chat is not None and chat.running is not None and chat.running[0] == inbox_id:
+        if chat is not None and chat.running is not None and chat.stopped != inbox_id:
             log.info("session key %s: stopping inbox %d's turn at another process's request", key, inbox_id)
+            self._stop(chat, inbox_id)
+
+    def _stop(self, chat: _Chat, inbox_id: int) -> bool:
+        """Cancel ``chat``'s run of row ``inbox_id`` (``INTERRUPTED``) once; True when it runs it."""
+        if chat.running is None or chat.running[0] != inbox_id or chat.running[1].done():
+            return False
+        if chat.stopped != inbox_id:  # a second cancel would cut the first one's clean-up short
+            chat.stopped = inbox_id
             chat.running[1].cancel(INTERRUPTED)
+        return True
 
     def _count(self) -> None:
         if self._on_depth is not None:
