@@ -29,6 +29,8 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
 - ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control`` (records in
   Redis of what runs where, and durable cancels); they raise ``RedisUnavailable`` when Redis cannot be
   reached.
+- Background tasks (keeper, reader, appender, the control's writer and listener) run
+  ``gateway.cluster.supervision.supervised``: an unexpected exception is logged and the loop goes on.
 - Lifecycle: :func:`open_work_queue` starts the background tasks and stops them on exit; the owner calls
   :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.lanes.Lanes``.
 """
@@ -52,6 +54,7 @@ from gateway.cluster.control import ClusterControl
 from gateway.cluster.queue_metrics import QueueMetrics
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
+from gateway.cluster.supervision import supervised
 from gateway.cluster.work_stream import Entry, WorkStream
 from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.metrics import GatewayMetrics
@@ -205,13 +208,14 @@ class RedisWorkQueue:
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        for name, job in (
-            ("keeper", self._keep()),
-            ("reader", self._read()),
-            ("appender", self._append()),
-            ("control out", self.control.write()),
-            ("control in", self.control.listen()),
+        for name, loop in (
+            ("keeper", self._keep),
+            ("reader", self._read),
+            ("appender", self._append),
+            ("control writer", self.control.write),
+            ("control listener", self.control.listen),
         ):
+            job = supervised(f"the work queue's {name}", loop)
             self._tasks.append(asyncio.create_task(job, name=f"work queue {name}"))
 
     async def aclose(self) -> None:
@@ -381,6 +385,9 @@ class RedisWorkQueue:
         try:
             async with self._turn_slot():
                 done = await self._work_through(chat)
+        except Exception:  # its entries stay unacknowledged: claimed and run again after the lease time
+            log.exception("session key %s: running its work failed; it is tried again in %.0fs", chat.key,
+                          self.lease_ttl)  # fmt: skip
         finally:
             self._forget(chat)
         if done:
