@@ -8,9 +8,11 @@ the process running the turn; Redis going away loses nothing; the cluster-wide t
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import pytest
 
+from gateway.app import Gateway
 from gateway.home import HeraldHome
 from gateway.inbox import InboxEntry
 from gateway.work import Work, WorkKind
@@ -22,6 +24,11 @@ from tests.redis_server import RedisServer
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
 
 FIRST_CHAT = 1000
+
+
+async def cluster_report(gateway: Gateway) -> dict[str, Any]:
+    """What the gateway's ``/readyz`` says of it as a cluster member."""
+    return cast(dict[str, Any], (await gateway.http.readiness())["cluster"])
 
 
 async def model_asked(emulator: ProviderEmulator, count: int = 1) -> None:
@@ -148,6 +155,15 @@ async def test_stop_from_one_process_cancels_the_turn_running_in_another(
         cluster.fake.private_message(FIRST_CHAT, "a long question")
         running = await cluster.wait_running()
         await model_asked(emulator)
+        # /readyz of the process running the turn shows it, its session lease and the queue's lag.
+        async with asyncio.timeout(10):  # measured every 2 s; the entry waits for its turn to end
+            while True:
+                report = await cluster_report(cluster.gateways[running])
+                if (report["queue"]["oldest_seconds"] or 0) >= 1:
+                    break
+                await asyncio.sleep(0.05)
+        assert report["session_leases"] == 1
+        assert report["queue"]["running"] == 1 and report["queue"]["pending"] == 1
         other = next(index for index in cluster.live if index != running)
         assert await cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
         await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])

@@ -55,7 +55,7 @@ from gateway.cluster.queue_metrics import QueueMetrics
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
 from gateway.cluster.supervision import supervised
-from gateway.cluster.work_stream import Entry, WorkStream
+from gateway.cluster.work_stream import Entry, QueueStats, WorkStream
 from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.metrics import GatewayMetrics
 from gateway.work import Work
@@ -126,6 +126,7 @@ class RedisWorkQueue:
         self._closing = False  # set by shutdown: start nothing more
         self._tasks: list[asyncio.Task[None]] = []
         self.problem: str | None = NOT_REACHED
+        self.stats: QueueStats | None = None  # the stream's figures as last measured (every STATS_EVERY)
         self.rebuilds = 0  # times the stream was rebuilt from the database (for tests and logs)
 
     # --- gateway.work.WorkQueue -------------------------------------------------------------------
@@ -204,6 +205,18 @@ class RedisWorkQueue:
         """For ``/readyz``: raises while this process takes no new work."""
         if self.problem is not None:
             raise RuntimeError(self.problem)
+
+    def report(self) -> dict[str, object]:
+        """For ``/readyz``: the queue's lag as last measured (the age in seconds of the oldest entry not
+        finished, entries read and not finished, entries nobody read; null before the first
+        measurement) and the rows this process runs now."""
+        stats = self.stats
+        return {
+            "oldest_seconds": None if stats is None else round(stats.oldest_seconds, 1),
+            "pending": None if stats is None else stats.pending,
+            "unread": None if stats is None else stats.unread,
+            "running": self.running,
+        }
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -319,10 +332,9 @@ class RedisWorkQueue:
             self._take(entry, resumed=True)
 
     async def _measure(self) -> None:
-        if self.metrics is None:
-            return
-        stats = await self.stream.stats()
-        self.metrics.show(stats, running=self.running)
+        self.stats = await self.stream.stats()
+        if self.metrics is not None:
+            self.metrics.show(self.stats, running=self.running)
 
     async def _read(self) -> None:
         """Read entries while there is room for more chats; first the entries this consumer left
