@@ -114,6 +114,43 @@ async def test_a_message_stored_without_an_entry_is_queued_by_the_periodic_rebui
         assert cluster.answers(FIRST_CHAT) == ["Answer to forgotten"]
 
 
+async def test_a_message_stored_while_the_queue_comes_back_is_queued_without_waiting_for_the_periodic_pass(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=1,
+        cluster={"lease_ttl": 600.0},  # the periodic pass would take ten minutes to queue a forgotten row
+    ) as cluster:  # fmt: skip
+        cluster.fake.register_chat(FIRST_CHAT)
+        queue, router = cluster.queue(0), cluster.gateways[0].router
+        await asyncio.to_thread(redis_server.halt)
+        async with asyncio.timeout(20):
+            while queue.problem is None:  # noqa: ASYNC110 - the queue notices at its next command
+                await asyncio.sleep(0.05)
+        stored_work = queue.order.stored_work
+        arrived = asyncio.Event()
+
+        async def a_message_arrives_right_after_the_read(older_than: float = 0.0) -> list[Work]:
+            found = await stored_work(older_than)
+            if not arrived.is_set():
+                await router.handle([inbound(FIRST_CHAT, "just in time", "1")])  # stored and submitted
+                arrived.set()
+            return found
+
+        monkeypatch.setattr(queue.order, "stored_work", a_message_arrives_right_after_the_read)
+        await asyncio.to_thread(redis_server.restart)
+        async with asyncio.timeout(20):
+            await arrived.wait()
+        await cluster.settled(timeout=30)
+        assert cluster.answers(FIRST_CHAT) == ["Answer to just in time"]
+
+
 async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_the_lease_time(
     home: HeraldHome,
     emulator: ProviderEmulator,

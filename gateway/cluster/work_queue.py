@@ -18,8 +18,10 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
 - Caps: a process takes at most ``local_limit`` chats at once (it reads no more entries than it has room
   for; the rest wait in Redis for any process), and each chat it runs holds one slot of the cluster-wide
   turn cap (``turn_cap``, a ``RedisSemaphore``; none: no cluster-wide cap).
-- ``submit`` never blocks: entries are appended by a background task. When Redis cannot be reached the
-  entry is dropped and its row stays pending in the database.
+- ``submit`` never blocks: entries are appended by a background task. While Redis cannot be reached they
+  are kept in this process (their rows are pending in the database) and appended once it answers again,
+  except those the rebuild appended meanwhile; so a message stored while Redis returns (after the
+  rebuild read the database, before the queue took work again) is not left for the periodic pass.
 - Redis is infrastructure: when it cannot be reached the process takes no new work (``problem`` says
   why, for ``/readyz``); turns already running go on. When it is back, the stream and group are
   created if Redis lost them, and every pending lane message of the database that has no entry gets
@@ -278,6 +280,8 @@ class RedisWorkQueue:
         queued = await self.stream.queued_inbox_ids()
         missing = [work for work in stored if work.inbox_id not in queued]
         await self.stream.add(missing)
+        covered = queued | {work.inbox_id for work in missing}  # submitted meanwhile: queued once
+        self._submitted = [work for work in self._submitted if work.inbox_id not in covered]
         if missing:
             self.rebuilds += 1
             log.info("work stream: %d pending message(s) of the database queued again", len(missing))
@@ -358,16 +362,19 @@ class RedisWorkQueue:
             own_first = False
 
     async def _append(self) -> None:
+        """Append what was submitted once Redis answers; what could not be appended is kept for then
+        (the rebuild when Redis is back drops what it queued itself)."""
         while True:
             await self._submit_event.wait()
+            await self._up.wait()
             batch = self._take_submitted()
-            if not self._up.is_set():
-                continue  # the rows wait in the database; the rebuild queues them when Redis is back
             try:
                 await self.stream.add(batch)
             except RedisError as error:
                 self._lost(error)
-                log.warning("%d message(s) wait in the database until Redis is back", len(batch))
+                self._submitted[:0] = batch
+                self._submit_event.set()
+                log.warning("%d message(s) wait until Redis is back", len(batch))
 
     def _take_submitted(self) -> list[Work]:
         batch, self._submitted = self._submitted, []
