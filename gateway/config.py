@@ -241,7 +241,9 @@ class ClusterSettings(Section):
         "PostgreSQL); a value $NAME is read from the environment.",
     )
     instance_id: str | None = Field(
-        None, description="This process's name in the cluster (logs, /metrics, leases); null = host-pid."
+        None,
+        description="This process's name in the cluster (logs, /metrics, leases), one running process's: a "
+        "second one started with a name in use refuses to start; null = host-pid.",
     )
     leader_ttl: StrictFloat = Field(
         10.0,

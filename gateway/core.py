@@ -141,19 +141,26 @@ async def open_lanes(
     inbox: Inbox,
     metrics: GatewayMetrics,
 ) -> tuple[WorkQueue, list[ReadinessCheck]]:
-    """This process's lanes; or, for a gateway process of a cluster, the cluster's work queue (and what
-    ``/readyz`` must ask of it and of Redis)."""
+    """This process's lanes; or, for a gateway process of a cluster, its name claimed
+    (``gateway.cluster.instance``) and the cluster's work queue (and what ``/readyz`` must ask of them and
+    of Redis)."""
     if cluster is None:
         return Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set), []
     from gateway.cluster.chat_order import ChatOrder  # redis-py: cluster mode only
+    from gateway.cluster.instance import claimed
     from gateway.cluster.work_queue import cluster_work_queue
 
+    claim = await stack.enter_async_context(claimed(cluster))  # one process per name, before any work
     max_mb = config.gateway.max_attachment_mb
     order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb))
     queue = await stack.enter_async_context(
         cluster_work_queue(cluster, order, local_limit=config.gateway.max_concurrent_turns, metrics=metrics)
     )
-    return queue, [ReadinessCheck("redis", cluster.probe), ReadinessCheck("work queue", queue.probe)]
+    return queue, [
+        ReadinessCheck("redis", cluster.probe),
+        ReadinessCheck("work queue", queue.probe),
+        ReadinessCheck("instance id", claim.probe),
+    ]
 
 
 async def cancel(task: asyncio.Task[None]) -> None:

@@ -10,6 +10,7 @@ requests), ``budget`` (the shared send budget), ``sending`` (claims and budget, 
 (what the leader runs: a platform's receiving, the scheduler, the idle-review sweeper), ``shards``
 (Discord's gateway shards as leases spread over the processes), ``member`` (this process in the
 cluster: what it runs and holds, for ``/readyz`` and ``/metrics``), ``supervision`` (every background
-loop logs what it did not expect and goes on). Imported only in cluster mode: one
+loop logs what it did not expect and goes on), ``instance`` (one running process per
+``cluster.instance_id``). Imported only in cluster mode: one
 process needs no Redis.
 """
