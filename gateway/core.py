@@ -31,7 +31,7 @@ from gateway.outbox import Outbox
 from gateway.pairing import Pairing
 from gateway.readiness import ReadinessCheck
 from gateway.replies import Replies
-from gateway.reviews import Reviews
+from gateway.reviews import ReviewClaims, Reviews
 from gateway.router import Router, lane_work_kind
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
@@ -123,7 +123,7 @@ async def open_core(
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
             lanes=lanes,
-            reviews=Reviews(runtime, config.review, metrics),
+            reviews=Reviews(runtime, config.review, metrics, claims=review_claims(in_cluster)),
             media=MediaReader(config.media, config.gateway.max_attachment_mb, runtime.transcriber),
             metrics=metrics,
         )
@@ -132,6 +132,16 @@ async def open_core(
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
         yield Core(services, Router(services, require_mention=require_mention(config)), readiness)
+
+
+def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
+    """In a gateway process of a cluster: one review per chat over the processes, stopped by a live turn
+    on any of them."""
+    if cluster is None:
+        return None
+    from gateway.cluster.review_claims import ReviewClaims as ClusterReviewClaims  # redis-py: cluster only
+
+    return ClusterReviewClaims(cluster.redis, instance=cluster.instance_id, ttl=cluster.settings.lease_ttl)
 
 
 async def open_lanes(

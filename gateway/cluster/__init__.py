@@ -11,6 +11,7 @@ requests), ``budget`` (the shared send budget), ``sending`` (claims and budget, 
 (Discord's gateway shards as leases spread over the processes), ``member`` (this process in the
 cluster: what it runs and holds, for ``/readyz`` and ``/metrics``), ``supervision`` (every background
 loop logs what it did not expect and goes on), ``instance`` (one running process per
-``cluster.instance_id``). Imported only in cluster mode: one
+``cluster.instance_id``), ``review_claims`` (one background review per chat over the processes, stopped
+by a live turn on any of them). Imported only in cluster mode: one
 process needs no Redis.
 """
