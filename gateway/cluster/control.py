@@ -143,12 +143,22 @@ class ClusterControl:
         :data:`OUTGOING_LIMIT`)."""
         while True:
             change = await self._outgoing.get()
-            while True:
-                try:
-                    await self._apply(change)
-                    break
-                except RedisError:
-                    await asyncio.sleep(RETRY)
+            try:
+                while True:
+                    try:
+                        await self._apply(change)
+                        break
+                    except RedisError:
+                        await asyncio.sleep(RETRY)
+            finally:
+                self._outgoing.task_done()
+
+    async def flush(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the records written so far to reach Redis (at shutdown: the rows
+        this process stopped are not left looking as if they ran until their records expire)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._outgoing.join()
 
     async def listen(self) -> None:
         """Receive the cancels published for this process's rows; after subscribing, read the recorded
@@ -182,6 +192,7 @@ class ClusterControl:
         if self._outgoing.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 self._outgoing.get_nowait()
+                self._outgoing.task_done()
         self._outgoing.put_nowait(change)
 
     def _receive(self, data: str) -> None:

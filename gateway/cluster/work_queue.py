@@ -68,7 +68,7 @@ RETRY = 1.0  # seconds between attempts to reach Redis while it is down
 DATABASE_WAIT_MAX = 30.0
 STATS_EVERY = 2.0  # seconds between refreshes of the queue's metrics (and trims of the stream)
 FORGET_EVERY = 3600.0  # seconds between sweeps of consumers long gone
-CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted just before closing
+CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted, and writing control records, at close
 NOT_REACHED = "Redis: not reached yet"
 
 
@@ -236,10 +236,12 @@ class RedisWorkQueue:
     async def aclose(self) -> None:
         if not self._closing:
             await self.shutdown()
-        if self._submitted and self.problem is None:
-            with contextlib.suppress(RedisError, TimeoutError):
-                async with asyncio.timeout(CLOSE_FLUSH):
-                    await self.stream.add(self._take_submitted())
+        if self.problem is None:
+            if self._submitted:
+                with contextlib.suppress(RedisError, TimeoutError):
+                    async with asyncio.timeout(CLOSE_FLUSH):
+                        await self.stream.add(self._take_submitted())
+            await self.control.flush(CLOSE_FLUSH)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
