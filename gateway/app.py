@@ -189,11 +189,14 @@ async def open_gateway(
         member: ClusterMember | None = None
         if runtime.cluster is not None:
             from gateway.cluster.member import open_member  # redis-py: cluster mode only
+            from gateway.cluster.work_queue import RedisWorkQueue
 
+            queue = services.lanes
+            assert isinstance(queue, RedisWorkQueue), "a cluster process runs the cluster's work queue"
             member = await stack.enter_async_context(
                 open_member(
                     runtime.cluster, config, adapters=chosen, scheduler=scheduler, reviews=services.reviews,
-                    metrics=services.metrics,
+                    queue=queue, session_leases=lambda: runtime.locks.held, metrics=services.metrics,
                 )
             )  # fmt: skip
         else:

@@ -113,9 +113,15 @@ def _with_warnings(text: str, started: StartedSession) -> str:
 
 
 async def _stop(context: CommandContext) -> str:
-    if context.services.lanes.cancel_running(context.key):
-        return "Stopped."
-    return "Nothing is running."
+    try:
+        stopped = await context.services.lanes.cancel_running(context.key)
+    except StorageUnavailable as error:
+        log.warning("/stop in %s could not reach the cluster: %s", context.key, error)
+        return (
+            "I can't reach the other gateway processes right now, so nothing was stopped; "
+            "send /stop again in a moment."
+        )
+    return "Stopped." if stopped else "Nothing is running."
 
 
 async def _compress(context: CommandContext) -> str:
@@ -180,7 +186,10 @@ async def _status(context: CommandContext) -> str:
     services = context.services
     runtime = services.runtime
     session = await runtime.store.latest_session(context.key)
-    state = "answering now" if services.lanes.busy(context.key) else "idle"
+    try:
+        state = "answering now" if await services.lanes.busy(context.key) else "idle"
+    except StorageUnavailable:
+        state = "in an unknown state (the other gateway processes can't be reached)"
     uptime = int(time.time() - services.started_at)
     lines = [f"Up {uptime // 3600}h {uptime % 3600 // 60}m; this chat is {state}."]
     if session is None:

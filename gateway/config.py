@@ -241,7 +241,9 @@ class ClusterSettings(Section):
         "PostgreSQL); a value $NAME is read from the environment.",
     )
     instance_id: str | None = Field(
-        None, description="This process's name in the cluster (logs, /metrics, leases); null = host-pid."
+        None,
+        description="This process's name in the cluster (logs, /metrics, leases), one running process's: a "
+        "second one started with a name in use refuses to start; null = host-pid.",
     )
     leader_ttl: StrictFloat = Field(
         10.0,
@@ -287,6 +289,12 @@ class ClusterSettings(Section):
         return value
 
 
+CLUSTER_NEEDS_POSTGRESQL = (
+    "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
+    "same state (set storage.url: postgresql://..., see the README's Storage)"
+)
+
+
 class HeraldConfig(Section):
     model: ModelSettings = ModelSettings()
     storage: StorageSettings = StorageSettings()
@@ -316,12 +324,10 @@ class HeraldConfig(Section):
 
     @model_validator(mode="after")
     def _cluster_needs_a_shared_database(self) -> HeraldConfig:
+        """What the file shows; a ``$NAME`` is checked once resolved (``gateway.runtime``)."""
         url = self.storage.url
         if self.cluster.redis_url is not None and (url is None or url.startswith("sqlite")):
-            raise ValueError(
-                "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster "
-                "must see the same state (set storage.url: postgresql://..., see the README's Storage)"
-            )
+            raise ValueError(CLUSTER_NEEDS_POSTGRESQL)
         return self
 
     def model_info(self, name: str | None = None) -> ModelInfo:

@@ -31,7 +31,7 @@ from gateway.outbox import Outbox
 from gateway.pairing import Pairing
 from gateway.readiness import ReadinessCheck
 from gateway.replies import Replies
-from gateway.reviews import Reviews
+from gateway.reviews import ReviewClaims, Reviews
 from gateway.router import Router, lane_work_kind
 from gateway.runtime import open_runtime
 from gateway.sender import OutboxSender
@@ -123,7 +123,7 @@ async def open_core(
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
             lanes=lanes,
-            reviews=Reviews(runtime, config.review, metrics),
+            reviews=Reviews(runtime, config.review, metrics, claims=review_claims(in_cluster)),
             media=MediaReader(
                 config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
             ),
@@ -136,6 +136,16 @@ async def open_core(
         yield Core(services, Router(services, require_mention=require_mention(config)), readiness)
 
 
+def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
+    """In a gateway process of a cluster: one review per chat over the processes, stopped by a live turn
+    on any of them."""
+    if cluster is None:
+        return None
+    from gateway.cluster.review_claims import ReviewClaims as ClusterReviewClaims  # redis-py: cluster only
+
+    return ClusterReviewClaims(cluster.redis, instance=cluster.instance_id, ttl=cluster.settings.lease_ttl)
+
+
 async def open_lanes(
     stack: AsyncExitStack,
     config: HeraldConfig,
@@ -143,19 +153,26 @@ async def open_lanes(
     inbox: Inbox,
     metrics: GatewayMetrics,
 ) -> tuple[WorkQueue, list[ReadinessCheck]]:
-    """This process's lanes; or, for a gateway process of a cluster, the cluster's work queue (and what
-    ``/readyz`` must ask of it and of Redis)."""
+    """This process's lanes; or, for a gateway process of a cluster, its name claimed
+    (``gateway.cluster.instance``) and the cluster's work queue (and what ``/readyz`` must ask of them and
+    of Redis)."""
     if cluster is None:
         return Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set), []
     from gateway.cluster.chat_order import ChatOrder  # redis-py: cluster mode only
+    from gateway.cluster.instance import claimed
     from gateway.cluster.work_queue import cluster_work_queue
 
+    claim = await stack.enter_async_context(claimed(cluster))  # one process per name, before any work
     max_mb = config.gateway.max_attachment_mb
     order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb))
     queue = await stack.enter_async_context(
         cluster_work_queue(cluster, order, local_limit=config.gateway.max_concurrent_turns, metrics=metrics)
     )
-    return queue, [ReadinessCheck("redis", cluster.probe), ReadinessCheck("work queue", queue.probe)]
+    return queue, [
+        ReadinessCheck("redis", cluster.probe),
+        ReadinessCheck("work queue", queue.probe),
+        ReadinessCheck("instance id", claim.probe),
+    ]
 
 
 async def cancel(task: asyncio.Task[None]) -> None:

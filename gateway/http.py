@@ -33,7 +33,7 @@ SHUTDOWN_TIMEOUT = 5.0
 
 
 class ClusterReport(Protocol):
-    """A cluster member (``gateway.cluster.member``): its name, role and leases."""
+    """A cluster member (``gateway.cluster.member``): its name, role, leases and queue lag."""
 
     def report(self) -> dict[str, object]: ...
 

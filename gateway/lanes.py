@@ -63,7 +63,7 @@ class Lanes(Generic[Item]):
         """Keys with a lane now (idle keys have none)."""
         return len(self._lanes)
 
-    def busy(self, key: str) -> bool:
+    async def busy(self, key: str) -> bool:
         lane = self._lanes.get(key)
         return lane is not None and lane.running is not None
 
@@ -84,8 +84,10 @@ class Lanes(Generic[Item]):
         if lane.worker is None:
             lane.worker = asyncio.create_task(self._work(key, lane), name=f"lane {key}")
 
-    def cancel_running(self, key: str) -> bool:
-        """Cancel the job running in ``key``'s lane (``/stop``, the interrupt policy); True if one ran."""
+    async def cancel_running(self, key: str) -> bool:
+        """Cancel the job running in ``key``'s lane (``/stop``, the interrupt policy); True if one ran.
+        Async for the cluster's sake (``gateway.work.WorkQueue``); it awaits nothing, so a cancel and the
+        ``submit`` after it keep their order."""
         lane = self._lanes.get(key)
         if lane is None or lane.running is None or lane.running.done():
             return False

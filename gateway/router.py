@@ -112,7 +112,7 @@ class Router:
                          message.message_id)  # fmt: skip
                 continue
             metrics.messages_in.labels(message.platform).inc()
-            self.dispatch(row)
+            await self.dispatch(row)
 
     async def _admit(self, message: InboundMessage) -> InboxEntry | None:
         """The message to store, or None: not for the bot, or from someone not allowed (a stranger in a
@@ -134,7 +134,7 @@ class Router:
             return None
         return InboxEntry(message, session_key(message))
 
-    def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
+    async def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
         """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""
         services = self.services
         kind = lane_work_kind(row, services.settings.max_attachment_mb)
@@ -145,7 +145,7 @@ class Router:
         if kind is WorkKind.COMMAND:
             services.lanes.submit(Work(WorkKind.COMMAND, row.session_key, row.id))
             return
-        if services.settings.busy_policy == "interrupt" and services.lanes.cancel_running(row.session_key):
+        if services.settings.busy_policy == "interrupt" and await self._interrupt(row.session_key):
             log.info("session key %s: a new message interrupted the running turn", row.session_key)
         services.lanes.submit(Work(WorkKind.MESSAGE, row.session_key, row.id, resumed=resumed))
 
@@ -159,11 +159,20 @@ class Router:
             and adapter.serves(row.message.chat_id)
         ]
         for row in pending:
-            self.dispatch(row, resumed=True)
+            await self.dispatch(row, resumed=True)
         if pending:
             log.info("resuming %d message(s) left unanswered by the previous run", len(pending))
         self._recovered.set()
         return len(pending)
+
+    async def _interrupt(self, key: str) -> bool:
+        """Cancel ``key``'s running turn for a new message (``busy_policy: interrupt``); one that cannot be
+        reached is left to finish (the new message is answered after it)."""
+        try:
+            return await self.services.lanes.cancel_running(key)
+        except StorageUnavailable as error:
+            log.warning("session key %s: the running turn could not be interrupted (%s)", key, error)
+            return False
 
     def _in_background(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(_unless_answered(job))

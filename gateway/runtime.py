@@ -41,14 +41,14 @@ from agent.store.leases import SessionLeases
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
 from agent.tools.web import WebTools
-from gateway.config import ConfigError, HeraldConfig
+from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
-from gateway.storage import open_home_storage
+from gateway.storage import open_home_storage, storage_url
 
 if TYPE_CHECKING:
     from agent.mcp.servers import McpServers
@@ -293,6 +293,7 @@ async def open_runtime(
     kind = provider or config.model.provider
     name = model or config.model.name
     async with AsyncExitStack() as stack:
+        require_shared_storage(config, home)  # before a SQLite file is created for nothing
         storage = await stack.enter_async_context(open_home_storage(home, config))
         store = SessionStore(storage)
         cluster = await stack.enter_async_context(open_cluster(config, home))
@@ -349,6 +350,13 @@ async def open_runtime(
             mcp=mcp,
             cluster=cluster,
         )
+
+
+def require_shared_storage(config: HeraldConfig, home: HeraldHome) -> None:
+    """A cluster needs PostgreSQL: checked again on ``storage.url`` resolved (``$NAME`` may name SQLite),
+    with the sentence the config's own check gives."""
+    if config.cluster.redis_url is not None and storage_url(config, home).dialect != "postgresql":
+        raise ConfigError(CLUSTER_NEEDS_POSTGRESQL)
 
 
 @asynccontextmanager

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -92,6 +92,7 @@ class Terminal:
     core: Core
     console: ConsoleAdapter
     err: TextIO
+    _stopping: set[asyncio.Task[bool]] = field(default_factory=set)  # Ctrl-C's cancels under way
 
     @property
     def runtime(self) -> Runtime:
@@ -131,9 +132,14 @@ class Terminal:
                     return row
             await asyncio.sleep(SETTLE_POLL)
 
-    def stop_answer(self) -> bool:
-        """Ctrl-C during an answer: stop it (the turn is closed cleanly; the chat goes on)."""
-        return self.core.services.lanes.cancel_running(TERMINAL_SESSION_KEY)
+    def stop_answer(self) -> None:
+        """Ctrl-C during an answer (a signal handler): stop it (the turn is closed cleanly; the chat goes
+        on)."""
+        stopping = asyncio.get_running_loop().create_task(
+            self.core.services.lanes.cancel_running(TERMINAL_SESSION_KEY), name="stop the answer"
+        )
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
 
 
 async def resolve(terminal: Terminal, lease: Lease, *, resume: bool, model_requested: bool) -> SessionRecord:

@@ -37,7 +37,9 @@ class WorkQueue(Protocol):
       ``run`` handles its own errors (an escaping exception is logged, the queue goes on).
     - :meth:`submit` never blocks; an item is run after every item of its key submitted before it.
     - :meth:`cancel_running` cancels the item running now for ``key`` (with ``INTERRUPTED`` as the
-      cancellation message), wherever it runs; True when one was running.
+      cancellation message), wherever it runs; True when one was running (in a cluster: the cancel is
+      recorded, and the process running it stops it). :meth:`busy` says whether one runs for ``key``.
+      Both raise ``StorageUnavailable`` when they cannot tell (the cluster's Redis cannot be reached).
     - :meth:`drain` waits for the queued work to finish (True) or ``seconds`` to pass (False);
       :meth:`shutdown` cancels what runs (``SHUTTING_DOWN``) and starts nothing more: what was not done
       stays pending in the inbox and is run after the restart.
@@ -47,9 +49,9 @@ class WorkQueue(Protocol):
 
     def submit(self, item: Work) -> None: ...
 
-    def cancel_running(self, key: str) -> bool: ...
+    async def cancel_running(self, key: str) -> bool: ...
 
-    def busy(self, key: str) -> bool: ...
+    async def busy(self, key: str) -> bool: ...
 
     @property
     def depth(self) -> int: ...

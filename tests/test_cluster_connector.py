@@ -158,6 +158,9 @@ async def test_readyz_and_metrics_show_each_process_role(
         home, emulator_url, postgresql_database, redis_server.url, ["a", "b"]
     ) as cluster:
         leader = await cluster.leader()
+        for name in cluster.gateways:  # the queue's first measurement
+            queue = cluster.member(name).queue
+            await until(lambda queue=queue: queue.stats is not None, SLACK, "the queue measured")  # type: ignore[misc]
         async with aiohttp.ClientSession() as session:
             for name, gateway in cluster.gateways.items():
                 async with session.get(f"{gateway.http.url}/readyz") as response:
@@ -165,14 +168,22 @@ async def test_readyz_and_metrics_show_each_process_role(
                     assert response.status == 200, report
                 role = "leader" if name == leader else "worker"
                 assert report["cluster"] == {
-                    "instance": name, "role": role, "leases": ["leader"] if role == "leader" else []
-                }  # fmt: skip
+                    "instance": name,
+                    "role": role,
+                    "leases": ["leader"] if role == "leader" else [],
+                    "session_leases": 0,
+                    "queue": {"oldest_seconds": 0.0, "pending": 0, "unread": 0, "running": 0},
+                }
                 async with session.get(f"{gateway.http.url}/metrics") as response:
                     metrics = await response.text()
                 assert f'gateway_cluster_role{{instance="{name}",role="{role}"}} 1.0' in metrics
                 assert (
                     f'gateway_cluster_leases{{kind="leader"}} {1.0 if role == "leader" else 0.0}' in metrics
                 )
+                assert "gateway_session_leases_held 0.0" in metrics
+                assert "gateway_cluster_queue_oldest_seconds 0.0" in metrics
+                assert "gateway_cluster_queue_pending 0.0" in metrics
+                assert "gateway_cluster_running 0.0" in metrics
 
 
 async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_webhook(

@@ -15,11 +15,13 @@ from redis.asyncio import Redis
 
 from agent.storage.fencing import issue_token
 from agent.storage.schema import messages, session_fences
+from gateway.config import CLUSTER_NEEDS_POSTGRESQL
 from gateway.home import HeraldHome
 from gateway.http import READY_PROBE_SECONDS
 from gateway.inbox import InboxState
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
+from tests.helpers import Ran
 from tests.postgres import free_port
 from tests.redis_server import RedisServer
 
@@ -165,3 +167,19 @@ async def test_doctor_checks_the_redis_it_is_configured_for_without_printing_the
     assert code == 1
     assert "[FAIL] redis: redis://:***@127.0.0.1:" in text and "cannot be reached" in text
     assert "wrong-password" not in text
+
+
+@pytest.mark.parametrize("storage", ["null", "sqlite", "a variable naming SQLite"])
+def test_a_cluster_without_postgresql_is_refused_in_one_sentence(
+    home: HeraldHome, herald: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, storage: str
+) -> None:
+    sqlite = tmp_path / "elsewhere.db"
+    urls = {"null": "null", "sqlite": f"sqlite:///{sqlite}", "a variable naming SQLite": "$HERALD_STATE_URL"}
+    monkeypatch.setenv("HERALD_STATE_URL", f"sqlite:///{sqlite}")
+    home.config_path.write_text(
+        f"storage:\n  url: {urls[storage]}\ncluster:\n  redis_url: redis://127.0.0.1:9/0\n"  # never asked
+    )
+    result: Ran = herald("chat", "-q", "hi")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count(CLUSTER_NEEDS_POSTGRESQL) == 1 and "Traceback" not in result.stderr
+    assert not sqlite.exists()  # refused before any database was opened

@@ -8,9 +8,11 @@ the process running the turn; Redis going away loses nothing; the cluster-wide t
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import pytest
 
+from gateway.app import Gateway
 from gateway.home import HeraldHome
 from gateway.inbox import InboxEntry
 from gateway.work import Work, WorkKind
@@ -22,6 +24,11 @@ from tests.redis_server import RedisServer
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
 
 FIRST_CHAT = 1000
+
+
+async def cluster_report(gateway: Gateway) -> dict[str, Any]:
+    """What the gateway's ``/readyz`` says of it as a cluster member."""
+    return cast(dict[str, Any], (await gateway.http.readiness())["cluster"])
 
 
 async def model_asked(emulator: ProviderEmulator, count: int = 1) -> None:
@@ -107,6 +114,43 @@ async def test_a_message_stored_without_an_entry_is_queued_by_the_periodic_rebui
         assert cluster.answers(FIRST_CHAT) == ["Answer to forgotten"]
 
 
+async def test_a_message_stored_while_the_queue_comes_back_is_queued_without_waiting_for_the_periodic_pass(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=1,
+        cluster={"lease_ttl": 600.0},  # the periodic pass would take ten minutes to queue a forgotten row
+    ) as cluster:  # fmt: skip
+        cluster.fake.register_chat(FIRST_CHAT)
+        queue, router = cluster.queue(0), cluster.gateways[0].router
+        await asyncio.to_thread(redis_server.halt)
+        async with asyncio.timeout(20):
+            while queue.problem is None:  # noqa: ASYNC110 - the queue notices at its next command
+                await asyncio.sleep(0.05)
+        stored_work = queue.order.stored_work
+        arrived = asyncio.Event()
+
+        async def a_message_arrives_right_after_the_read(older_than: float = 0.0) -> list[Work]:
+            found = await stored_work(older_than)
+            if not arrived.is_set():
+                await router.handle([inbound(FIRST_CHAT, "just in time", "1")])  # stored and submitted
+                arrived.set()
+            return found
+
+        monkeypatch.setattr(queue.order, "stored_work", a_message_arrives_right_after_the_read)
+        await asyncio.to_thread(redis_server.restart)
+        async with asyncio.timeout(20):
+            await arrived.wait()
+        await cluster.settled(timeout=30)
+        assert cluster.answers(FIRST_CHAT) == ["Answer to just in time"]
+
+
 async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_the_lease_time(
     home: HeraldHome,
     emulator: ProviderEmulator,
@@ -148,14 +192,80 @@ async def test_stop_from_one_process_cancels_the_turn_running_in_another(
         cluster.fake.private_message(FIRST_CHAT, "a long question")
         running = await cluster.wait_running()
         await model_asked(emulator)
+        # /readyz of the process running the turn shows it, its session lease and the queue's lag.
+        async with asyncio.timeout(10):  # measured every 2 s; the entry waits for its turn to end
+            while True:
+                report = await cluster_report(cluster.gateways[running])
+                if (report["queue"]["oldest_seconds"] or 0) >= 1:
+                    break
+                await asyncio.sleep(0.05)
+        assert report["session_leases"] == 1
+        assert report["queue"]["running"] == 1 and report["queue"]["pending"] == 1
         other = next(index for index in cluster.live if index != running)
-        assert cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
+        assert await cluster.queue(other).busy("telegram:dm:1000")  # /status there says "answering now"
         await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
         await cluster.settled(timeout=20)
         assert await cluster.queued(FIRST_CHAT) == ["Stopped."]
         assert cluster.answers(FIRST_CHAT) == ["Stopped."]
         states = await cluster.states()
         assert states["cancelled"] == 1 and states["answered"] == 1  # the turn, and /stop's own row
+
+
+async def test_stop_stops_a_turn_in_another_process_whose_control_messages_are_all_lost(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator.stall_next(60)
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2
+    ) as cluster:
+        # Pub/sub keeps nothing for a subscriber that is reconnecting. redis-py resubscribes within
+        # milliseconds, so the loss is made certain: every message published from now on is dropped.
+        for index in cluster.live:
+            monkeypatch.setattr(cluster.queue(index).control, "_receive", lambda data: None)
+        redis = cluster.gateways[0].services.runtime.cluster.redis  # type: ignore[union-attr]
+        assert await redis.client_kill_filter(_type="pubsub") >= 2
+        cluster.fake.private_message(FIRST_CHAT, "a long question")
+        running = await cluster.wait_running()
+        await model_asked(emulator)
+        other = 1 - running
+        assert await cluster.queue(other).busy("telegram:dm:1000")  # not "idle": nothing to have heard
+        await cluster.gateways[other].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
+        await cluster.settled(timeout=20)
+        assert await cluster.queued(FIRST_CHAT) == ["Stopped."]  # not "Nothing is running.", no answer
+        assert cluster.answers(FIRST_CHAT) == ["Stopped."]
+        states = await cluster.states()
+        assert states["cancelled"] == 1 and states["answered"] == 1
+
+
+async def test_stop_while_redis_is_away_says_it_stopped_nothing(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=1
+    ) as cluster:
+        cluster.fake.register_chat(FIRST_CHAT)
+        await asyncio.to_thread(redis_server.halt)
+        await cluster.gateways[0].router.handle([inbound(FIRST_CHAT, "/stop", "9001")])
+        async with asyncio.timeout(20):
+            while not await cluster.queued(FIRST_CHAT):  # noqa: ASYNC110 - the outbox is a table
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(redis_server.restart)  # sending waits for the shared send budget
+        await cluster.settled(timeout=20)
+        said = (
+            "I can't reach the other gateway processes right now, so nothing was stopped; "
+            "send /stop again in a moment."
+        )
+        assert await cluster.queued(FIRST_CHAT) == [said]
+        assert cluster.answers(FIRST_CHAT) == [said]
 
 
 async def test_a_new_message_interrupts_a_turn_running_in_another_process(

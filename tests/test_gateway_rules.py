@@ -151,7 +151,7 @@ async def test_lanes_run_one_item_per_key_in_order_and_leave_nothing_behind() ->
     lanes.submit(Item("b", "b1"))
     await asyncio.sleep(0.01)
     assert log == ["start a1", "start b1", "end b1"]  # b is not blocked by a
-    assert lanes.busy("a") and lanes.depth == 2
+    assert await lanes.busy("a") and lanes.depth == 2
     release.set()
     assert await lanes.drain(1.0)
     assert log[3:] == ["end a1", "start a2", "end a2"]
@@ -181,10 +181,10 @@ async def test_cancel_running_interrupts_only_the_running_item() -> None:
     lanes.submit(Item("a", "long"))
     lanes.submit(Item("a", "next"))
     await asyncio.sleep(0.01)
-    assert lanes.cancel_running("a")
+    assert await lanes.cancel_running("a")
     assert await lanes.drain(1.0)
     assert reasons == [INTERRUPTED] and ran == ["next"]
-    assert not lanes.cancel_running("a")
+    assert not await lanes.cancel_running("a")
 
 
 async def test_the_global_cap_bounds_work_over_all_keys() -> None:

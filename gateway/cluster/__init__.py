@@ -9,6 +9,9 @@ requests), ``budget`` (the shared send budget), ``sending`` (claims and budget, 
 ``leader`` (the leader lease: one process at a time runs what may run only once per bot), ``duties``
 (what the leader runs: a platform's receiving, the scheduler, the idle-review sweeper), ``shards``
 (Discord's gateway shards as leases spread over the processes), ``member`` (this process in the
-cluster: what it runs and holds, for ``/readyz`` and ``/metrics``). Imported only in cluster mode: one
+cluster: what it runs and holds, for ``/readyz`` and ``/metrics``), ``supervision`` (every background
+loop logs what it did not expect and goes on), ``instance`` (one running process per
+``cluster.instance_id``), ``review_claims`` (one background review per chat over the processes, stopped
+by a live turn on any of them). Imported only in cluster mode: one
 process needs no Redis.
 """

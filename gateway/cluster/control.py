@@ -1,18 +1,24 @@
 """Control across the cluster: which process runs which chat's turn, and "stop that turn".
 
-One pub/sub channel carries small JSON messages between the processes:
+Both are records in Redis, so that a process learns them by asking, never by having listened at the
+right moment:
 
-- ``started`` / ``finished`` (instance, key, inbox): a process began or ended running a row of a chat;
-- ``running`` (instance, items): every ``ttl / 3`` seconds, each process's whole list, so a process
-  that started late learns what runs, and a process that died is forgotten ``ttl`` seconds later;
-- ``cancel`` (instance, key, inbox): the process ``instance`` cancels its turn of ``key`` if it is
-  still running row ``inbox`` (never a later row of the chat that started meanwhile).
-
-From these each process keeps a view of what runs elsewhere, so :meth:`ClusterControl.running_elsewhere`
-answers at once (``/stop`` says "Stopped." or "Nothing is running.", ``/status`` says "answering now").
-The view may lag by the time a message takes to arrive; a cancel is best effort in the same way a local
-``/stop`` that arrives as the answer completes is. Pub/sub keeps nothing: while Redis is down, no
-control crosses processes (and no new work starts either).
+- ``herald:running:<key>`` = ``"<inbox id> <instance>"``: the row of chat ``key`` whose turn or command
+  a process runs now. Written when the run starts, written again every ``ttl / 3`` while it runs (with a
+  TTL of ``ttl``: a process that died is forgotten ``ttl`` seconds later) and deleted when it ends
+  (compare-and-delete). These writes go through one queue in this process, in order (a row's end is
+  never written before its start); while Redis is down they wait. ``/stop`` and ``/status`` read the
+  record (:meth:`ClusterControl.running_elsewhere`): there is no view of other processes to lag behind.
+- ``herald:cancel:<key>`` = ``"<inbox id>"`` (TTL ``ttl``): row ``inbox`` of chat ``key`` is to be
+  stopped. :meth:`ClusterControl.cancel` writes it and publishes it on the control channel in one
+  transaction and returns only once Redis took both, so ``/stop`` says "Stopped." only for a cancel that
+  is recorded. The pub/sub message is the fast path; the record is what makes a cancel durable: pub/sub
+  keeps nothing for a subscriber that is reconnecting (and redis-py resubscribes silently), so the
+  process running a row also reads the records of the rows it runs after every subscription and at
+  every tick of its queue's keeper (:meth:`ClusterControl.check`, about once a second). A cancel is
+  lost only when the running process cannot reach Redis for the whole ``ttl`` after it was recorded (its
+  turn then answers, as a local ``/stop`` that comes as the answer completes does). Whichever process
+  runs row ``inbox`` honours the record; a later row of the chat never does.
 """
 
 from __future__ import annotations
@@ -21,26 +27,29 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from gateway.cluster.redis import COMPARE_AND_DELETE, reaching
+
 log = logging.getLogger(__name__)
 
-RETRY = 1.0  # seconds between reconnection attempts of the listener
-OUTGOING_LIMIT = 10_000  # control messages waiting for Redis; older ones are dropped past this
+RETRY = 1.0  # seconds between attempts while Redis cannot be reached
+OUTGOING_LIMIT = 10_000  # records waiting for Redis; older ones are dropped past this
 
 OnCancel = Callable[[str, int], None]  # (session key, inbox id) to cancel in this process
+RunningHere = Callable[[], Sequence[tuple[str, int]]]  # (session key, inbox id) of each row run here
 
 
-@dataclass
-class _Seen:
-    instance: str
-    inbox_id: int
-    at: float  # monotonic time it was last announced
+@dataclass(frozen=True)
+class _Write:
+    """One change to the running records, written in the order it was made."""
+
+    op: str  # "started", "finished" or "running"
+    items: tuple[tuple[str, int], ...]
 
 
 def channel_name(prefix: str) -> str:
@@ -48,62 +57,118 @@ def channel_name(prefix: str) -> str:
 
 
 class ClusterControl:
-    def __init__(self, redis: Redis, *, prefix: str, instance: str, ttl: float, on_cancel: OnCancel) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        prefix: str,
+        instance: str,
+        ttl: float,
+        on_cancel: OnCancel,
+        running_here: RunningHere,
+    ) -> None:
         self.redis = redis
+        self.prefix = prefix
         self.channel = channel_name(prefix)
         self.instance = instance
         self.ttl = ttl
         self.on_cancel = on_cancel
-        self._elsewhere: dict[str, _Seen] = {}
-        self._outgoing: asyncio.Queue[str] = asyncio.Queue(OUTGOING_LIMIT)
+        self.running_here = running_here
+        self._ttl_ms = max(1, round(ttl * 1000))
+        self._outgoing: asyncio.Queue[_Write] = asyncio.Queue(OUTGOING_LIMIT)
+        self._delete = redis.register_script(COMPARE_AND_DELETE)
         self.subscribed = asyncio.Event()  # set while the listener is subscribed (tests wait for it)
+
+    def _running_key(self, key: str) -> str:
+        return f"{self.prefix}:running:{key}"
+
+    def _cancel_key(self, key: str) -> str:
+        return f"{self.prefix}:cancel:{key}"
+
+    def _running_value(self, inbox_id: int) -> str:
+        return f"{inbox_id} {self.instance}"
 
     # --- what runs where ------------------------------------------------------------------------
 
-    def running_elsewhere(self, key: str) -> tuple[str, int] | None:
-        """(instance, inbox id) of the turn of ``key`` another process runs, as far as known now."""
-        seen = self._elsewhere.get(key)
-        if seen is None:
+    async def running_elsewhere(self, key: str) -> tuple[str, int] | None:
+        """(instance, inbox id) of the turn of ``key`` another process runs now; raises
+        ``RedisUnavailable`` when Redis cannot be reached."""
+        with reaching(self.redis):
+            value = await self.redis.get(self._running_key(key))
+        if value is None:
             return None
-        if time.monotonic() - seen.at > self.ttl:
-            del self._elsewhere[key]
+        inbox, _, instance = str(value).partition(" ")
+        if instance == self.instance or not inbox.isdigit():
             return None
-        return seen.instance, seen.inbox_id
+        return instance, int(inbox)
 
     def started(self, key: str, inbox_id: int) -> None:
-        self._send({"op": "started", "instance": self.instance, "key": key, "inbox": inbox_id})
+        self._write(_Write("started", ((key, inbox_id),)))
 
     def finished(self, key: str, inbox_id: int) -> None:
-        self._send({"op": "finished", "instance": self.instance, "key": key, "inbox": inbox_id})
+        self._write(_Write("finished", ((key, inbox_id),)))
 
     def heartbeat(self, items: Sequence[tuple[str, int]]) -> None:
-        self._send({"op": "running", "instance": self.instance, "items": [list(item) for item in items]})
+        """Keep the records of the rows this process runs (they expire ``ttl`` after the last)."""
+        if items:
+            self._write(_Write("running", tuple(items)))
 
-    def cancel(self, instance: str, key: str, inbox_id: int) -> None:
-        """Ask ``instance`` to cancel its turn of ``key`` on row ``inbox_id``."""
-        self._send({"op": "cancel", "instance": instance, "key": key, "inbox": inbox_id})
+    # --- stopping a turn --------------------------------------------------------------------------
+
+    async def cancel(self, key: str, inbox_id: int) -> None:
+        """Record and announce that row ``inbox_id`` of ``key`` is to be stopped, wherever it runs;
+        raises ``RedisUnavailable`` when Redis cannot be reached (then nothing was recorded)."""
+        message = json.dumps({"op": "cancel", "key": key, "inbox": inbox_id}, separators=(",", ":"))
+        with reaching(self.redis):
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self._cancel_key(key), str(inbox_id), px=self._ttl_ms)
+                pipe.publish(self.channel, message)
+                await pipe.execute()
+
+    async def check(self) -> None:
+        """Stop the rows run here that a recorded cancel names (those whose message this process missed).
+        Raises ``RedisError`` when Redis cannot be reached."""
+        items = list(self.running_here())
+        if not items:
+            return
+        recorded = await self.redis.mget([self._cancel_key(key) for key, _ in items])
+        for (key, inbox_id), value in zip(items, recorded, strict=True):
+            if value is not None and value == str(inbox_id):
+                self.on_cancel(key, inbox_id)
 
     # --- the two tasks ----------------------------------------------------------------------------
 
-    async def publish(self) -> None:
-        """Send queued messages in order; while Redis is down they wait (the oldest dropped past
+    async def write(self) -> None:
+        """Write the running records in order; while Redis is down they wait (the oldest dropped past
         :data:`OUTGOING_LIMIT`)."""
         while True:
-            message = await self._outgoing.get()
-            while True:
-                try:
-                    await self.redis.publish(self.channel, message)
-                    break
-                except RedisError:
-                    await asyncio.sleep(RETRY)
+            change = await self._outgoing.get()
+            try:
+                while True:
+                    try:
+                        await self._apply(change)
+                        break
+                    except RedisError:
+                        await asyncio.sleep(RETRY)
+            finally:
+                self._outgoing.task_done()
+
+    async def flush(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the records written so far to reach Redis (at shutdown: the rows
+        this process stopped are not left looking as if they ran until their records expire)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._outgoing.join()
 
     async def listen(self) -> None:
-        """Receive the other processes' messages, resubscribing after Redis comes back."""
+        """Receive the cancels published for this process's rows; after subscribing, read the recorded
+        ones (see the module)."""
         while True:
             try:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(self.channel)
                     self.subscribed.set()
+                    await self.check()
                     while True:
                         message = await pubsub.get_message(timeout=RETRY)
                         if message is not None and message.get("type") == "message":
@@ -113,43 +178,29 @@ class ClusterControl:
                 log.debug("control channel lost (%s); resubscribing", error)
                 await asyncio.sleep(RETRY)
 
-    def _send(self, message: dict[str, object]) -> None:
-        data = json.dumps(message, separators=(",", ":"))
+    async def _apply(self, change: _Write) -> None:
+        if change.op == "finished":
+            key, inbox_id = change.items[0]
+            await self._delete(keys=[self._running_key(key)], args=[self._running_value(inbox_id)])
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, inbox_id in change.items:
+                pipe.set(self._running_key(key), self._running_value(inbox_id), px=self._ttl_ms)
+            await pipe.execute()
+
+    def _write(self, change: _Write) -> None:
         if self._outgoing.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 self._outgoing.get_nowait()
-        self._outgoing.put_nowait(data)
+                self._outgoing.task_done()
+        self._outgoing.put_nowait(change)
 
     def _receive(self, data: str) -> None:
         try:
             message = json.loads(data)
-            op, instance = message["op"], str(message["instance"])
+            op, key, inbox_id = message["op"], str(message["key"]), int(message["inbox"])
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring a malformed control message: %.200s", data)
             return
-        now = time.monotonic()
         if op == "cancel":
-            if instance == self.instance:
-                self.on_cancel(str(message["key"]), int(message["inbox"]))
-            return
-        if instance == self.instance:
-            return
-        if op == "started":
-            self._elsewhere[str(message["key"])] = _Seen(instance, int(message["inbox"]), now)
-        elif op == "finished":
-            seen = self._elsewhere.get(str(message["key"]))
-            if seen is not None and seen.instance == instance and seen.inbox_id == int(message["inbox"]):
-                del self._elsewhere[str(message["key"])]
-        elif op == "running":
-            listed = {str(key): int(inbox) for key, inbox in message["items"]}
-            for key, seen in list(self._elsewhere.items()):
-                if seen.instance == instance and key not in listed:
-                    del self._elsewhere[key]
-            for key, inbox in listed.items():
-                self._elsewhere[key] = _Seen(instance, inbox, now)
-        self._forget_stale(now)
-
-    def _forget_stale(self, now: float) -> None:
-        for key, seen in list(self._elsewhere.items()):
-            if now - seen.at > self.ttl:
-                del self._elsewhere[key]
+            self.on_cancel(key, inbox_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from adapters.base import Adapter
 from gateway.cluster.leader import Duty
+from gateway.cluster.supervision import supervised
 from gateway.cron.scheduler import CronScheduler
 
 
@@ -45,11 +46,12 @@ def scheduling(scheduler: CronScheduler) -> Duty:
 
 
 def looping(name: str, loop: Callable[[], Coroutine[Any, Any, None]]) -> Duty:
-    """A loop that runs for the whole term in a task of its own (the idle-review sweeper)."""
+    """A loop that runs for the whole term in a task of its own (the idle-review sweeper), supervised (an
+    unexpected exception is logged and the loop goes on)."""
 
     @asynccontextmanager
     async def duty() -> AsyncIterator[None]:
-        task = asyncio.create_task(loop(), name=name)
+        task = asyncio.create_task(supervised(f"the {name}", loop), name=name)
         try:
             yield
         finally:

@@ -21,6 +21,9 @@ one elected process runs them — its *duties* — while it holds a lease in Red
 - A duty that fails to start ends the term: what started stops, the lease is released and the process
   campaigns again after a pause (another process may fare better).
 
+The election and the renewals run ``gateway.cluster.supervision.supervised``: an unexpected exception
+is logged and the loop goes on (a renewal that stays broken ends the term at ``ttl/2``, as above).
+
 Duties are async context managers, entered in order once elected and exited in reverse order when
 the term ends. Exiting must be quick (it races the lease's expiry) and should not raise (an exception
 is logged). Never concurrently: two terms of one :class:`Leadership`.
@@ -41,6 +44,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.cluster.redis import COMPARE_AND_DELETE, redis_key
+from gateway.cluster.supervision import supervised
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +136,9 @@ class Leadership:
         """Run :meth:`run` in a task for the life of the block; on exit :meth:`resign`."""
         if self._running is not None:
             raise RuntimeError("already campaigning")
-        self._running = asyncio.create_task(self.run(), name=f"leader election {self.instance_id}")
+        self._running = asyncio.create_task(
+            supervised("the leader election", self.run), name=f"leader election {self.instance_id}"
+        )
         try:
             yield self
         finally:
@@ -198,7 +204,9 @@ class Leadership:
         self.terms += 1
         log.info("%s leads now (leader lease %s, %.0fs)", self.instance_id, self.key, self.ttl)
         duties = asyncio.create_task(self._run_duties(), name="leader duties")
-        keeper = asyncio.create_task(self._keep(term), name="leader lease renewal")
+        keeper = asyncio.create_task(
+            supervised("the leader lease's renewal", lambda: self._keep(term)), name="leader lease renewal"
+        )
         try:
             await asyncio.wait({duties, keeper}, return_when=asyncio.FIRST_COMPLETED)
         finally:

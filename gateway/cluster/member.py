@@ -9,7 +9,7 @@ into shards, each a lease that any member may hold (``shards``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -20,6 +20,7 @@ from gateway.cluster.duties import looping, receiving, scheduling
 from gateway.cluster.leader import Leadership
 from gateway.cluster.redis import Cluster
 from gateway.cluster.shards import ShardedReceiver, ShardKeeper
+from gateway.cluster.work_queue import RedisWorkQueue
 from gateway.config import HeraldConfig
 from gateway.cron.scheduler import CronScheduler
 from gateway.metrics import GatewayMetrics
@@ -33,6 +34,8 @@ class ClusterMember:
     instance_id: str
     redis: Redis
     leadership: Leadership
+    queue: RedisWorkQueue
+    session_leases: Callable[[], int]  # session leases this process holds now
     shards: ShardKeeper | None = None  # Discord's shard leases, when Discord is enabled
 
     @property
@@ -54,9 +57,16 @@ class ClusterMember:
         return held
 
     def report(self) -> dict[str, object]:
-        """What ``/readyz`` shows of this process in the cluster (Redis itself is a readiness check of
-        its own: ``gateway.core``)."""
-        return {"instance": self.instance_id, "role": self.role, "leases": self.leases()}
+        """What ``/readyz`` shows of this process in the cluster: its name and role, the connector leases
+        and session leases it holds, and the work queue's lag (``RedisWorkQueue.report``). Redis itself
+        is a readiness check of its own (``gateway.core``)."""
+        return {
+            "instance": self.instance_id,
+            "role": self.role,
+            "leases": self.leases(),
+            "session_leases": self.session_leases(),
+            "queue": self.queue.report(),
+        }
 
     def observe(self, metrics: GatewayMetrics) -> None:
         """Let ``/metrics`` read this member's role and leases when scraped."""
@@ -78,11 +88,14 @@ async def open_member(
     adapters: Sequence[Adapter],
     scheduler: CronScheduler,
     reviews: Reviews,
+    queue: RedisWorkQueue,
+    session_leases: Callable[[], int],
     metrics: GatewayMetrics,
 ) -> AsyncIterator[ClusterMember]:
     """Join ``cluster`` and campaign to run the connector: the inbound side
     of ``adapters`` that receive on demand (started with ``receive=False``), ``scheduler`` (not
-    started) and ``reviews``' idle sweeper. On exit the term ends and the lease is released."""
+    started) and ``reviews``' idle sweeper. ``queue`` and ``session_leases`` are reported in
+    ``/readyz``. On exit the term ends and the lease is released."""
     settings, instance_id, redis = cluster.settings, cluster.instance_id, cluster.redis
     async with AsyncExitStack() as stack:
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
@@ -96,7 +109,7 @@ async def open_member(
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
         leadership.add_duty("scheduler", scheduling(scheduler))
         leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
-        member = ClusterMember(instance_id, redis, leadership, keeper)
+        member = ClusterMember(instance_id, redis, leadership, queue, session_leases, keeper)
         member.observe(metrics)
         await stack.enter_async_context(leadership.campaigning())
         if keeper is not None:

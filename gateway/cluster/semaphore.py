@@ -14,7 +14,8 @@ Contract:
 - While Redis cannot be reached, :meth:`RedisSemaphore.slot` waits for it, or, if the caller says
   so, runs the block without a slot. :meth:`RedisSemaphore.take` and ``try_take`` raise
   :class:`redis.exceptions.RedisError` then. Failed renewals and releases are
-  logged and otherwise ignored (the slot then lapses at its expiry).
+  logged and otherwise ignored (the slot then lapses at its expiry); a renewal that fails unexpectedly
+  is logged and goes on (``gateway.cluster.supervision``).
 - A holder paused for longer than ``ttl`` loses its slot to the cap's count: another process may then
   take it, so the cap can be exceeded by such stalled holders until they finish. It is a cap on load,
   not a lock; mutual exclusion is the session lease's job.
@@ -33,6 +34,8 @@ from typing import Literal
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from gateway.cluster.supervision import supervised
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +139,8 @@ class RedisSemaphore:
                     yield
                     return
                 await asyncio.sleep(UNREACHABLE_RETRY)
-        renewal = asyncio.create_task(self._renew(token), name=f"renew {self.key}")
+        renewing = supervised(f"the renewal of a slot of {self.key}", lambda: self._renew(token))
+        renewal = asyncio.create_task(renewing, name=f"renew {self.key}")
         try:
             yield
         finally:

@@ -8,7 +8,8 @@ processes the holder of the local lock takes a lease in Redis:
   ``lease_ttl``; it is taken with a Lua script (free, or already ours: set it), so a retried command
   never finds itself as "another holder";
 - while the block runs it is renewed every ``renew_every`` seconds (a third of the TTL); a renewal that
-  cannot reach Redis is tried again; a lease found held by another owner cancels the holder task (the
+  cannot reach Redis is tried again (and one that fails unexpectedly is logged and goes on:
+  ``gateway.cluster.supervision``); a lease found held by another owner cancels the holder task (the
   block ends rather than overlap the new holder's); a lease found gone (it expired while Redis could not
   be reached, or Redis restarted empty) is taken again, unless the database shows that another holder
   had the session meanwhile (then the holder is cancelled too);
@@ -45,6 +46,7 @@ from agent.storage.base import Storage
 from agent.storage.errors import StorageError
 from agent.storage.fencing import issue_token, newest_token
 from gateway.cluster.redis import COMPARE_AND_DELETE, RedisUnavailable, reaching, redis_key
+from gateway.cluster.supervision import supervised
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +141,8 @@ class RedisSessionLocks(LocalSessionLocks):
             raise
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
-        self._renewals[key] = asyncio.get_running_loop().create_task(
-            self._renew(key, token, holding), name=f"lease renewal {key}"
-        )
+        renewal = supervised(f"the lease renewal of session {key}", lambda: self._renew(key, token, holding))
+        self._renewals[key] = asyncio.get_running_loop().create_task(renewal, name=f"lease renewal {key}")
         return token
 
     async def _renew(self, key: str, token: int, holding: asyncio.Task[object]) -> None:

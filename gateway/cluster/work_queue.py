@@ -18,15 +18,21 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
 - Caps: a process takes at most ``local_limit`` chats at once (it reads no more entries than it has room
   for; the rest wait in Redis for any process), and each chat it runs holds one slot of the cluster-wide
   turn cap (``turn_cap``, a ``RedisSemaphore``; none: no cluster-wide cap).
-- ``submit`` never blocks: entries are appended by a background task. When Redis cannot be reached the
-  entry is dropped and its row stays pending in the database.
+- ``submit`` never blocks: entries are appended by a background task. While Redis cannot be reached they
+  are kept in this process (their rows are pending in the database) and appended once it answers again,
+  except those the rebuild appended meanwhile; so a message stored while Redis returns (after the
+  rebuild read the database, before the queue took work again) is not left for the periodic pass.
 - Redis is infrastructure: when it cannot be reached the process takes no new work (``problem`` says
   why, for ``/readyz``); turns already running go on. When it is back, the stream and group are
   created if Redis lost them, and every pending lane message of the database that has no entry gets
   one (:meth:`RedisWorkQueue.rebuild`, also done at start: a cold Redis starts from the database). A
   periodic pass does the same for messages older than ``lease_ttl`` (a process that died between
   storing a message and appending its entry).
-- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control``.
+- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control`` (records in
+  Redis of what runs where, and durable cancels); they raise ``RedisUnavailable`` when Redis cannot be
+  reached.
+- Background tasks (keeper, reader, appender, the control's writer and listener) run
+  ``gateway.cluster.supervision.supervised``: an unexpected exception is logged and the loop goes on.
 - Lifecycle: :func:`open_work_queue` starts the background tasks and stops them on exit; the owner calls
   :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.lanes.Lanes``.
 """
@@ -50,7 +56,8 @@ from gateway.cluster.control import ClusterControl
 from gateway.cluster.queue_metrics import QueueMetrics
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
-from gateway.cluster.work_stream import Entry, WorkStream
+from gateway.cluster.supervision import supervised
+from gateway.cluster.work_stream import Entry, QueueStats, WorkStream
 from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.metrics import GatewayMetrics
 from gateway.outage import until_reachable
@@ -61,7 +68,7 @@ log = logging.getLogger(__name__)
 RETRY = 1.0  # seconds between attempts to reach Redis while it is down
 STATS_EVERY = 2.0  # seconds between refreshes of the queue's metrics (and trims of the stream)
 FORGET_EVERY = 3600.0  # seconds between sweeps of consumers long gone
-CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted just before closing
+CLOSE_FLUSH = 2.0  # seconds given to appending what was submitted, and writing control records, at close
 NOT_REACHED = "Redis: not reached yet"
 
 
@@ -75,6 +82,7 @@ class _Chat:
     fresh: set[int] = field(default_factory=set)  # inbox ids whose entries were read for the first time
     task: asyncio.Task[None] | None = None
     running: tuple[int, asyncio.Future[None]] | None = None  # (inbox id, the run) now
+    stopped: int | None = None  # the inbox id whose run was cancelled (INTERRUPTED), once
 
 
 class RedisWorkQueue:
@@ -93,7 +101,12 @@ class RedisWorkQueue:
     ) -> None:
         self.stream = WorkStream(redis, prefix=prefix, consumer=instance)
         self.control = ClusterControl(
-            redis, prefix=prefix, instance=instance, ttl=lease_ttl, on_cancel=self._cancel_here
+            redis,
+            prefix=prefix,
+            instance=instance,
+            ttl=lease_ttl,
+            on_cancel=self._cancel_here,
+            running_here=self._running_here,
         )
         self.redis = redis
         self.order = order
@@ -115,6 +128,7 @@ class RedisWorkQueue:
         self._closing = False  # set by shutdown: start nothing more
         self._tasks: list[asyncio.Task[None]] = []
         self.problem: str | None = NOT_REACHED
+        self.stats: QueueStats | None = None  # the stream's figures as last measured (every STATS_EVERY)
         self.rebuilds = 0  # times the stream was rebuilt from the database (for tests and logs)
 
     # --- gateway.work.WorkQueue -------------------------------------------------------------------
@@ -129,22 +143,21 @@ class RedisWorkQueue:
         self._submitted.append(item)
         self._submit_event.set()
 
-    def cancel_running(self, key: str) -> bool:
+    async def cancel_running(self, key: str) -> bool:
         chat = self._chats.get(key)
-        if chat is not None and chat.running is not None and not chat.running[1].done():
-            chat.running[1].cancel(INTERRUPTED)
-            return True
-        elsewhere = self.control.running_elsewhere(key)
+        if chat is not None and chat.running is not None:
+            return self._stop(chat, chat.running[0])
+        elsewhere = await self.control.running_elsewhere(key)
         if elsewhere is None:
             return False
-        instance, inbox_id = elsewhere
-        self.control.cancel(instance, key, inbox_id)
+        await self.control.cancel(key, elsewhere[1])
         return True
 
-    def busy(self, key: str) -> bool:
+    async def busy(self, key: str) -> bool:
         chat = self._chats.get(key)
-        here = chat is not None and chat.running is not None
-        return here or self.control.running_elsewhere(key) is not None
+        if chat is not None and chat.running is not None:
+            return True
+        return await self.control.running_elsewhere(key) is not None
 
     @property
     def depth(self) -> int:
@@ -195,25 +208,40 @@ class RedisWorkQueue:
         if self.problem is not None:
             raise RuntimeError(self.problem)
 
+    def report(self) -> dict[str, object]:
+        """For ``/readyz``: the queue's lag as last measured (the age in seconds of the oldest entry not
+        finished, entries read and not finished, entries nobody read; null before the first
+        measurement) and the rows this process runs now."""
+        stats = self.stats
+        return {
+            "oldest_seconds": None if stats is None else round(stats.oldest_seconds, 1),
+            "pending": None if stats is None else stats.pending,
+            "unread": None if stats is None else stats.unread,
+            "running": self.running,
+        }
+
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        for name, job in (
-            ("keeper", self._keep()),
-            ("reader", self._read()),
-            ("appender", self._append()),
-            ("control out", self.control.publish()),
-            ("control in", self.control.listen()),
+        for name, loop in (
+            ("keeper", self._keep),
+            ("reader", self._read),
+            ("appender", self._append),
+            ("control writer", self.control.write),
+            ("control listener", self.control.listen),
         ):
+            job = supervised(f"the work queue's {name}", loop)
             self._tasks.append(asyncio.create_task(job, name=f"work queue {name}"))
 
     async def aclose(self) -> None:
         if not self._closing:
             await self.shutdown()
-        if self._submitted and self.problem is None:
-            with contextlib.suppress(RedisError, TimeoutError):
-                async with asyncio.timeout(CLOSE_FLUSH):
-                    await self.stream.add(self._take_submitted())
+        if self.problem is None:
+            if self._submitted:
+                with contextlib.suppress(RedisError, TimeoutError):
+                    async with asyncio.timeout(CLOSE_FLUSH):
+                        await self.stream.add(self._take_submitted())
+            await self.control.flush(CLOSE_FLUSH)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -254,6 +282,8 @@ class RedisWorkQueue:
         queued = await self.stream.queued_inbox_ids()
         missing = [work for work in stored if work.inbox_id not in queued]
         await self.stream.add(missing)
+        covered = queued | {work.inbox_id for work in missing}  # submitted meanwhile: queued once
+        self._submitted = [work for work in self._submitted if work.inbox_id not in covered]
         if missing:
             self.rebuilds += 1
             log.info("work stream: %d pending message(s) of the database queued again", len(missing))
@@ -279,9 +309,8 @@ class RedisWorkQueue:
                 if now - last["touch"] >= self.lease_ttl / 3:
                     last["touch"] = now
                     await self.stream.touch(entry for chat in self._chats.values() for entry in chat.entries)
-                    self.control.heartbeat(
-                        [(chat.key, chat.running[0]) for chat in self._chats.values() if chat.running]
-                    )
+                    self.control.heartbeat(self._running_here())
+                await self.control.check()  # cancels whose message this process missed
                 await self._claim()
                 if now - last["rebuild"] >= self.lease_ttl:
                     last["rebuild"] = now
@@ -309,10 +338,9 @@ class RedisWorkQueue:
             self._take(entry, resumed=True)
 
     async def _measure(self) -> None:
-        if self.metrics is None:
-            return
-        stats = await self.stream.stats()
-        self.metrics.show(stats, running=self.running)
+        self.stats = await self.stream.stats()
+        if self.metrics is not None:
+            self.metrics.show(self.stats, running=self.running)
 
     async def _read(self) -> None:
         """Read entries while there is room for more chats; first the entries this consumer left
@@ -336,16 +364,19 @@ class RedisWorkQueue:
             own_first = False
 
     async def _append(self) -> None:
+        """Append what was submitted once Redis answers; what could not be appended is kept for then
+        (the rebuild when Redis is back drops what it queued itself)."""
         while True:
             await self._submit_event.wait()
+            await self._up.wait()
             batch = self._take_submitted()
-            if not self._up.is_set():
-                continue  # the rows wait in the database; the rebuild queues them when Redis is back
             try:
                 await self.stream.add(batch)
             except RedisError as error:
                 self._lost(error)
-                log.warning("%d message(s) wait in the database until Redis is back", len(batch))
+                self._submitted[:0] = batch
+                self._submit_event.set()
+                log.warning("%d message(s) wait until Redis is back", len(batch))
 
     def _take_submitted(self) -> list[Work]:
         batch, self._submitted = self._submitted, []
@@ -375,6 +406,9 @@ class RedisWorkQueue:
         try:
             async with self._turn_slot():
                 done = await self._work_through(chat)
+        except Exception:  # its entries stay unacknowledged: claimed and run again after the lease time
+            log.exception("session key %s: running its work failed; it is tried again in %.0fs", chat.key,
+                          self.lease_ttl)  # fmt: skip
         finally:
             self._forget(chat)
         if done:
@@ -433,12 +467,24 @@ class RedisWorkQueue:
             self._room.set()
             self._count()
 
+    def _running_here(self) -> list[tuple[str, int]]:
+        return [(chat.key, chat.running[0]) for chat in self._chats.values() if chat.running is not None]
+
     def _cancel_here(self, key: str, inbox_id: int) -> None:
         """Another process asked to stop the turn of ``key`` on row ``inbox_id`` (``/stop``, interrupt)."""
         chat = self._chats.get(key)
-        if chat is not None and chat.running is not None and chat.running[0] == inbox_id:
+        if chat is not None and chat.running is not None and chat.stopped != inbox_id:
             log.info("session key %s: stopping inbox %d's turn at another process's request", key, inbox_id)
+            self._stop(chat, inbox_id)
+
+    def _stop(self, chat: _Chat, inbox_id: int) -> bool:
+        """Cancel ``chat``'s run of row ``inbox_id`` (``INTERRUPTED``) once; True when it runs it."""
+        if chat.running is None or chat.running[0] != inbox_id or chat.running[1].done():
+            return False
+        if chat.stopped != inbox_id:  # a second cancel would cut the first one's clean-up short
+            chat.stopped = inbox_id
             chat.running[1].cancel(INTERRUPTED)
+        return True
 
     def _count(self) -> None:
         if self._on_depth is not None:
