@@ -379,9 +379,11 @@ def session_locks(storage: Storage, cluster: Cluster | None) -> SessionLocks:
         return DatabaseSessionLocks(SessionLeases(storage))
     from gateway.cluster.session_locks import RedisSessionLocks, lease_owner
 
-    return RedisSessionLocks(
+    locks = RedisSessionLocks(
         cluster.redis,
         storage,
         owner=lease_owner(cluster.instance_id),
         lease_ttl=cluster.settings.lease_ttl,
     )
+    cluster.watch.on_lost(locks.suspect)
+    return locks

@@ -20,6 +20,7 @@ from gateway.budget import BudgetUnavailable
 from gateway.cluster.budget import RedisSendBudget
 from gateway.cluster.redis import Cluster, open_redis
 from gateway.cluster.sending import sending
+from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Operation, Outbox, Outgoing
@@ -219,7 +220,9 @@ async def test_cluster_mode_builds_the_shared_budget_and_a_claimant(
     assert alone.claimant is None and not isinstance(alone.budget, RedisSendBudget)
     settings = ClusterSettings(redis_url=redis_server.url, instance_id="gw-1", outbox_claim_ttl=12.0)
     async with open_redis(redis_server.url) as redis:
-        cluster = sending(Cluster("gw-1", redis, settings), {}, GatewayMetrics())
+        cluster = sending(
+            Cluster("gw-1", redis, settings, ConnectionWatch(redis, "watch")), {}, GatewayMetrics()
+        )
         assert isinstance(cluster.budget, RedisSendBudget)
         assert cluster.claimant is not None and cluster.claimant.holder.startswith("gw-1:")
         assert cluster.claimant.seconds == 12.0

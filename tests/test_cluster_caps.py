@@ -12,6 +12,7 @@ from agent.limits import LocalRequestLimiter
 from gateway.cluster.redis import Cluster
 from gateway.cluster.request_limits import ClusterRequestLimiter
 from gateway.cluster.semaphore import RedisSemaphore
+from gateway.cluster.watch import ConnectionWatch
 from gateway.runtime import request_limiter
 from tests.conftest import make_config
 from tests.redis_server import RedisServer
@@ -91,7 +92,10 @@ async def test_a_request_goes_on_under_the_local_cap_when_redis_is_unreachable(
 def test_the_cluster_request_cap_is_used_only_when_configured(redis: Redis) -> None:
     plain = make_config("http://127.0.0.1:1", cluster={"max_concurrent_requests": 4})
     assert isinstance(request_limiter(plain, None), LocalRequestLimiter)
-    cluster = Cluster("w1", redis, plain.cluster)
+    cluster = Cluster("w1", redis, plain.cluster, ConnectionWatch(redis, "watch"))
     assert isinstance(request_limiter(plain, cluster), ClusterRequestLimiter)
     uncapped = make_config("http://127.0.0.1:1", cluster={})
-    assert isinstance(request_limiter(uncapped, Cluster("w1", redis, uncapped.cluster)), LocalRequestLimiter)
+    assert isinstance(
+        request_limiter(uncapped, Cluster("w1", redis, uncapped.cluster, ConnectionWatch(redis, "watch"))),
+        LocalRequestLimiter,
+    )

@@ -14,6 +14,10 @@ one elected process runs them — its *duties* — while it holds a lease in Red
   a renewal finds the lease gone or someone else's. Its duties therefore stop ``ttl/2`` before anyone
   else can win, so at most one process believes it leads at any moment (this needs clocks that tick at
   about the same rate, not clocks in sync).
+- **Stepping down at once** when the connection to Redis breaks (:meth:`Leadership.suspect`, called by
+  ``gateway.cluster.watch``): a Redis that restarts empty forgets the lease, and another process could
+  win it as soon as Redis is back. The break is seen before that, so the duties stop before anybody
+  else can start them; the process then campaigns again like any other.
 - **Campaigning**: a process that does not lead tries to win every ``ttl/3``, or just after the
   lease's expiry (``PTTL``) when that comes sooner, so a dead leader's duties run again elsewhere
   within ``ttl`` of its last renewal; a leader that stops (shutdown) releases the lease
@@ -106,6 +110,7 @@ class Leadership:
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
         self._term: _Term | None = None
+        self._keeper: asyncio.Task[None] | None = None  # the current term's renewals
         self.terms = 0  # how many times this process won
         self._running: asyncio.Task[None] | None = None
         self._resigned = False
@@ -126,6 +131,16 @@ class Leadership:
         woken from a pause longer than its lease does nothing before it notices it stepped down."""
         term = self._term
         return term is not None and not term.over and self.clock() < term.deadline
+
+    def suspect(self) -> None:
+        """The connection to Redis broke: Redis may have forgotten the lease, so a term under way ends
+        now (``holds`` is False at once, the duties stop). Returns at once."""
+        term, keeper = self._term, self._keeper
+        if term is None or term.over or keeper is None:
+            return
+        log.warning("the connection to Redis broke: stepping down (Redis may have forgotten the lease)")
+        term.over = True
+        keeper.cancel()
 
     def add_duty(self, name: str, duty: Duty) -> None:
         """Run ``duty()`` while leading; before :meth:`run` only."""
@@ -204,7 +219,7 @@ class Leadership:
         self.terms += 1
         log.info("%s leads now (leader lease %s, %.0fs)", self.instance_id, self.key, self.ttl)
         duties = asyncio.create_task(self._run_duties(), name="leader duties")
-        keeper = asyncio.create_task(
+        keeper = self._keeper = asyncio.create_task(
             supervised("the leader lease's renewal", lambda: self._keep(term)), name="leader lease renewal"
         )
         try:

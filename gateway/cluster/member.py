@@ -99,6 +99,7 @@ async def open_member(
     settings, instance_id, redis = cluster.settings, cluster.instance_id, cluster.redis
     async with AsyncExitStack() as stack:
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
+        cluster.watch.on_lost(leadership.suspect)
         keeper: ShardKeeper | None = None
         for adapter in adapters:
             if isinstance(adapter, ShardedReceiver):  # each shard a lease of its own, on any process

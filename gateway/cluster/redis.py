@@ -34,6 +34,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from agent.storage.errors import StorageUnavailable
+from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings, ConfigError, HeraldConfig
 from gateway.home import HeraldHome, from_environment
 
@@ -161,11 +162,13 @@ async def ping(client: Redis, seconds: float) -> None:
 
 @dataclass(frozen=True)
 class Cluster:
-    """This process's part in a cluster: its name and the shared Redis connection."""
+    """This process's part in a cluster: its name, the shared Redis connection, and the watch that
+    tells the holders of leases at once when the connection to Redis breaks (``watch``)."""
 
     instance_id: str
     redis: Redis
     settings: ClusterSettings
+    watch: ConnectionWatch
 
     async def probe(self) -> None:
         """Readiness: Redis answers (raises :class:`RedisUnavailable` otherwise)."""
@@ -193,4 +196,11 @@ async def open_cluster(
     if url is None:
         raise ValueError("cluster.redis_url is not set: this process is not part of a cluster")
     async with open_redis(url) as client:
-        yield Cluster(instance_id(config.cluster), client, config.cluster)
+        watch = ConnectionWatch(client, redis_key("watch"))
+        watching = asyncio.create_task(watch.run(), name="Redis connection watch")
+        try:
+            yield Cluster(instance_id(config.cluster), client, config.cluster, watch)
+        finally:
+            watching.cancel()
+            await asyncio.wait({watching})
+            await watch.aclose()

@@ -23,7 +23,11 @@ once a newer holder took a token (``agent.storage.fencing``). So a holder that w
 lease and wakes up cannot append to the history nor queue a reply, whatever Redis says or forgot. What
 the store cannot fence (an edit streamed to a platform) asks ``Lease.trusted``: by this process's own
 clock, the lease is trusted until ``lease_ttl`` after the last acquire or renewal *sent* (so never
-after Redis may have let it lapse).
+after Redis may have let it lapse), and not at all from the moment the connection to Redis breaks
+(:meth:`RedisSessionLocks.suspect`, called by ``gateway.cluster.watch``: a Redis that restarts empty
+forgets every lease, and another process may take the session as soon as it is back) until a renewal,
+made at once and then every :data:`SUSPECT_RETRY` seconds, finds the lease still (or again) this
+holder's — or finds another's, and the holder is cancelled.
 
 Failures: :class:`gateway.cluster.redis.RedisUnavailable` when Redis cannot be reached while waiting
 (the caller retries later, as for a database that is away); ``StorageUnavailable`` when the token
@@ -49,6 +53,8 @@ from gateway.cluster.redis import COMPARE_AND_DELETE, RedisUnavailable, reaching
 from gateway.cluster.supervision import supervised
 
 log = logging.getLogger(__name__)
+
+SUSPECT_RETRY = 0.2  # seconds between renewals of a lease Redis may have forgotten, until one answers
 
 # KEYS[1] lease, ARGV[1] owner, ARGV[2] TTL in ms. Returns nil when taken (or already ours), else the holder.
 ACQUIRE = """
@@ -110,6 +116,14 @@ class RedisSessionLocks(LocalSessionLocks):
         self._release = redis.register_script(COMPARE_AND_DELETE)
         self._renewals: dict[str, asyncio.Task[None]] = {}
         self._trusted_until: dict[str, float] = {}  # key -> monotonic time its lease may lapse at
+        self._wake: dict[str, asyncio.Event] = {}  # key -> set to renew now (the lease is in doubt)
+
+    def suspect(self) -> None:
+        """The connection to Redis broke: Redis may have forgotten every lease. None is trusted (nothing
+        is streamed under it) until a renewal, made at once, confirms it. Returns at once."""
+        for key, wake in self._wake.items():
+            self._trusted_until[key] = 0.0
+            wake.set()
 
     @property
     def held(self) -> int:
@@ -141,6 +155,7 @@ class RedisSessionLocks(LocalSessionLocks):
             raise
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
+        self._wake[key] = asyncio.Event()
         renewal = supervised(f"the lease renewal of session {key}", lambda: self._renew(key, token, holding))
         self._renewals[key] = asyncio.get_running_loop().create_task(renewal, name=f"lease renewal {key}")
         return token
@@ -148,14 +163,22 @@ class RedisSessionLocks(LocalSessionLocks):
     async def _renew(self, key: str, token: int, holding: asyncio.Task[object]) -> None:
         """Keep the lease alive while the block runs; stop the holder once another has the session."""
         name = lease_key(key)
+        wake = self._wake[key]
+        pause = self._renew_every
         while True:
-            await asyncio.sleep(self._renew_every)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await wake.wait()
+            wake.clear()
+            pause = self._renew_every
             sent = time.monotonic()
             try:
                 with reaching(self._redis):
                     state = await self._renew_script(keys=[name], args=[self.owner, self._ttl_ms])
             except (RedisUnavailable, RedisError) as error:
                 log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
+                if not self._trusted(key):  # in doubt: confirm it as soon as Redis answers
+                    pause = SUSPECT_RETRY
                 continue
             if state == RENEWED:
                 self._trusted_until[key] = sent + self._ttl_ms / 1000
@@ -185,6 +208,7 @@ class RedisSessionLocks(LocalSessionLocks):
 
     async def _release_shared(self, key: str) -> None:
         self._trusted_until.pop(key, None)
+        self._wake.pop(key, None)
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()

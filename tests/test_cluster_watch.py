@@ -1,0 +1,91 @@
+"""A Redis that goes away may come back having forgotten every lease (``gateway.cluster.watch``): the
+holders hear of the break at once, before anybody could win what Redis forgot, and act on nothing they
+hold until Redis confirms it again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.cluster.leader import Leadership
+from gateway.cluster.redis import open_redis
+from gateway.cluster.session_locks import lease_key
+from gateway.cluster.watch import ConnectionWatch
+from tests.cluster_leader_support import until
+from tests.redis_server import RedisServer
+from tests.test_cluster_leader import Ledger
+from tests.test_cluster_leases import KEY, process
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
+
+
+@asynccontextmanager
+async def watching(redis: Redis) -> AsyncIterator[ConnectionWatch]:
+    watch = ConnectionWatch(redis, "herald:watch")
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.wait_for(watch.connected.wait(), 10)
+        yield watch
+    finally:
+        task.cancel()
+        await asyncio.wait({task})
+        await watch.aclose()
+
+
+async def test_a_broken_connection_is_told_before_redis_answers_again_and_watched_again(
+    redis_server: RedisServer,
+) -> None:
+    told: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a holder's bug")
+
+    async with open_redis(redis_server.url) as redis, watching(redis) as watch:
+        watch.on_lost(broken)  # one holder's bug does not keep the others from hearing it
+        watch.on_lost(lambda: told.append("lost"))
+        await asyncio.to_thread(redis_server.halt)
+        await until(lambda: told == ["lost"], 5, "the break told")
+        await asyncio.to_thread(redis_server.start)
+        await asyncio.wait_for(watch.connected.wait(), 10)
+        await asyncio.sleep(0.3)
+        assert told == ["lost"] and watch.lost == 1  # once per break, not once per reconnection try
+
+
+async def test_a_session_lease_is_not_trusted_from_the_break_until_redis_confirms_it(
+    postgresql_database: str, redis_server: RedisServer
+) -> None:
+    async with (
+        process(postgresql_database, redis_server.url, "a", lease_ttl=30.0) as a,  # renews every 10 s
+        watching(a.locks._redis) as watch,
+        a.locks.hold(KEY) as lease,
+    ):
+        watch.on_lost(a.locks.suspect)
+        assert lease.trusted()
+        await asyncio.to_thread(redis_server.halt)
+        await until(lambda: not lease.trusted(), 2, "the lease in doubt")  # not 30 s later
+        await asyncio.to_thread(redis_server.start)  # empty: it forgot the lease
+        await until(lease.trusted, 5, "the lease confirmed again")  # long before the next renewal
+        assert await a.locks._redis.get(lease_key(KEY)) == "a"  # taken again: nobody else had it
+
+
+async def test_a_leader_stops_its_duties_as_soon_as_the_connection_to_redis_breaks(
+    redis_server: RedisServer,
+) -> None:
+    ttl = 10.0  # without the watch it would act for ttl/2 = 5 s more
+    ledger = Ledger()
+    async with open_redis(redis_server.url) as redis, watching(redis) as watch:
+        leadership = Leadership(redis, "a", ttl)
+        leadership.add_duty("ledger", ledger.duty("a"))
+        watch.on_lost(leadership.suspect)
+        async with leadership.campaigning():
+            await until(leadership.holds, 5, "leading")
+            await until(lambda: ledger.running() == ["a"], 5, "the duty running")
+            await asyncio.to_thread(redis_server.halt)
+            await until(lambda: not leadership.holds() and ledger.running() == [], 2, "stepped down")
+            await asyncio.to_thread(redis_server.start)
+            await until(lambda: ledger.running() == ["a"], ttl, "leading again once Redis is back")
+        assert leadership.terms == 2
