@@ -1,11 +1,14 @@
-"""Three ``herald gateway run`` processes of one cluster; the leader is SIGKILLed while updates arrive.
+"""Three ``herald gateway run`` processes of one cluster: the leader SIGKILLed while updates arrive;
+Redis and then PostgreSQL restarted under their feet.
 
 Real processes because the process boundary is the point: a SIGKILLed leader releases nothing (its
 lease expires in Redis, its long poll is cut by the kernel), so the takeover rests on the lease's TTL
 alone. Checked: a new poller within the TTL, never two pollers at once, no update lost (every one
 confirmed only once stored), and every message answered exactly once — the messages the dead leader
 had stored or was answering are claimed by the survivors once the dead process's entries were idle
-``cluster.lease_ttl`` seconds, without restarting it.
+``cluster.lease_ttl`` seconds, without restarting it. With Redis restarted (empty) and PostgreSQL
+stopped and started again while messages arrive and turns run, every message is still answered exactly
+once and in order, and there is never a second poller.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from gateway.config import set_value
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
-from tests.postgres import free_port
+from tests.postgres import PostgresServer, free_port
 from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
@@ -183,3 +186,52 @@ def test_sigkill_the_leader_while_updates_arrive(
     assert {u: t for u, t in counts.items() if t != expected[u]} == {}
     assert fake.poll_overlaps == [], "two getUpdates callers at once"
     assert [c for c in fake.calls_to("getUpdates") if c.status == 409] == []
+
+
+def test_redis_and_then_postgresql_restarted_under_three_processes_lose_nothing_and_double_nothing(
+    emulator: ProviderEmulator, home: HeraldHome, own_postgres: PostgresServer, redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    fake = FakeTelegram()
+    emulator.responder = answer_each
+    emulator.stream_delay = 0.02
+    users = USERS[:20]
+    with ExitStack() as stack:
+        provider = stack.enter_context(emulator.serve_in_thread())
+        telegram = stack.enter_context(fake.serve_in_thread())
+        configure(home, provider, telegram, own_postgres.new_database(), redis_server.url)
+        processes = [
+            stack.enter_context(gateway_process(home, fake, name, free_port(), tmp_path)) for name in "abc"
+        ]
+        wait(lambda: [p.role() for p in processes].count("leader") == 1, START_TIMEOUT, "three up, a leader")
+
+        def ask(round_: str) -> None:
+            for user in users:
+                fake.private_message(user, f"{round_} from {user}")
+
+        def answered(round_: str) -> Callable[[], bool]:
+            return lambda: all(
+                any(m.text.startswith(f"Answer to {round_} from {u}:") for m in fake.messages(u))
+                for u in users
+            )
+
+        ask("first")
+        fake.wait_for_sync(lambda: emulator.requests, 30, what="turns under way")
+        redis_server.restart()  # mid-turn; empty when it is back: the queue is rebuilt from PostgreSQL
+        ask("second")
+        fake.wait_for_sync(answered("second"), 60, what="answers after Redis came back")
+        ask("third")
+        fake.wait_for_sync(lambda: len(emulator.requests) > 2 * len(users), 30, what="third round under way")
+        own_postgres.halt()  # mid-turn: updates cannot be stored, so they are not confirmed
+        time.sleep(1.0)
+        ask("fourth")
+        time.sleep(1.0)
+        own_postgres.resume()
+        fake.wait_for_sync(answered("fourth"), 90, what="answers after PostgreSQL came back")
+        fake.wait_for_sync(lambda: not fake.pending_updates(), 30, what="every update confirmed")
+        time.sleep(1.0)  # a doubled answer would show by now
+        counts = {user: [m.text for m in fake.messages(user)] for user in users}
+    rounds = ("first", "second", "third", "fourth")
+    expected = {u: [f"Answer to {r} from {u}:" + " more" * 20 + " END" for r in rounds] for u in users}
+    assert {u: t for u, t in counts.items() if t != expected[u]} == {}
+    assert fake.poll_overlaps == [], "two getUpdates callers at once"

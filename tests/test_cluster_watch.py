@@ -89,3 +89,30 @@ async def test_a_leader_stops_its_duties_as_soon_as_the_connection_to_redis_brea
             await asyncio.to_thread(redis_server.start)
             await until(lambda: ledger.running() == ["a"], ttl, "leading again once Redis is back")
         assert leadership.terms == 2
+
+
+async def test_a_lease_released_while_its_renewal_retries_against_a_redis_away_is_renewed_no_more(
+    postgresql_database: str, redis_server: RedisServer
+) -> None:
+    """The block ends while Redis is away and the renewal, in doubt, retries every 0.2 s: the release
+    ends the renewal (whatever becomes of its cancellation inside redis-py), so once Redis is back
+    nothing takes the lease again and another process gets the session at once."""
+    async with (
+        process(postgresql_database, redis_server.url, "a", lease_ttl=30.0) as a,
+        process(postgresql_database, redis_server.url, "b") as b,
+        watching(a.locks._redis) as watch,
+    ):
+        watch.on_lost(a.locks.suspect)
+        for _ in range(5):
+            async with a.locks.hold(KEY):
+                await asyncio.to_thread(redis_server.halt)
+                await until(lambda: watch.lost > 0, 2, "the break noticed")
+                await asyncio.sleep(0.5)  # a few renewals tried against nobody
+            assert a.locks.held == 0
+            await asyncio.to_thread(redis_server.start)
+            await asyncio.wait_for(watch.connected.wait(), 10)
+            await asyncio.sleep(0.5)
+            assert await a.locks._redis.get(lease_key(KEY)) is None
+            async with b.locks.hold(KEY, max_wait=1.0):
+                pass
+            watch.lost = 0

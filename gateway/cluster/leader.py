@@ -111,6 +111,7 @@ class Leadership:
         self._release = redis.register_script(RELEASE)
         self._term: _Term | None = None
         self._keeper: asyncio.Task[None] | None = None  # the current term's renewals
+        self._breaks = 0  # connection breaks so far: a win answered across one is confirmed first
         self.terms = 0  # how many times this process won
         self._running: asyncio.Task[None] | None = None
         self._resigned = False
@@ -135,6 +136,7 @@ class Leadership:
     def suspect(self) -> None:
         """The connection to Redis broke: Redis may have forgotten the lease, so a term under way ends
         now (``holds`` is False at once, the duties stop). Returns at once."""
+        self._breaks += 1
         term, keeper = self._term, self._keeper
         if term is None or term.over or keeper is None:
             return
@@ -188,7 +190,7 @@ class Leadership:
         failing = False
         while not self._resigned:
             value = f"{self.instance_id}/{secrets.token_hex(8)}"
-            sent = self.clock()
+            sent, breaks = self.clock(), self._breaks
             pause = self.interval
             try:
                 async with asyncio.timeout(self.interval):
@@ -206,10 +208,26 @@ class Leadership:
                 if failing:
                     log.info("Redis answers again; campaigning for the leader lease")
                 failing = False
+                if won and breaks != self._breaks:  # Redis may have forgotten it already
+                    confirmed = await self._confirm(value)
+                    if confirmed is None:
+                        continue
+                    sent = confirmed
                 if won:
                     return _Term(value, sent, self.ttl)
             await asyncio.sleep(max(0.0, sent + pause - self.clock()))
         return None
+
+    async def _confirm(self, value: str) -> float | None:
+        """Renew a lease just won across a connection break: when it was sent (the term counts from
+        then), or None when Redis no longer has it (or cannot say) and the campaign goes on."""
+        sent, breaks = self.clock(), self._breaks
+        try:
+            async with asyncio.timeout(self.interval):
+                renewed = await self._renew(keys=[self.key], args=[value, milliseconds(self.ttl)])
+        except REDIS_ERRORS:
+            return None
+        return sent if renewed and breaks == self._breaks else None
 
     # --- leading ----------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from agent.storage.errors import StorageUnavailable
+from gateway.cluster.supervision import supervised
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings, ConfigError, HeraldConfig
 from gateway.home import HeraldHome, from_environment
@@ -197,7 +198,9 @@ async def open_cluster(
         raise ValueError("cluster.redis_url is not set: this process is not part of a cluster")
     async with open_redis(url) as client:
         watch = ConnectionWatch(client, redis_key("watch"))
-        watching = asyncio.create_task(watch.run(), name="Redis connection watch")
+        watching = asyncio.create_task(
+            supervised("the Redis connection watch", watch.run), name="Redis connection watch"
+        )
         try:
             yield Cluster(instance_id(config.cluster), client, config.cluster, watch)
         finally:

@@ -117,10 +117,12 @@ class RedisSessionLocks(LocalSessionLocks):
         self._renewals: dict[str, asyncio.Task[None]] = {}
         self._trusted_until: dict[str, float] = {}  # key -> monotonic time its lease may lapse at
         self._wake: dict[str, asyncio.Event] = {}  # key -> set to renew now (the lease is in doubt)
+        self._breaks = 0  # connection breaks so far: an answer to a command sent before one confirms nothing
 
     def suspect(self) -> None:
         """The connection to Redis broke: Redis may have forgotten every lease. None is trusted (nothing
         is streamed under it) until a renewal, made at once, confirms it. Returns at once."""
+        self._breaks += 1
         for key, wake in self._wake.items():
             self._trusted_until[key] = 0.0
             wake.set()
@@ -134,10 +136,11 @@ class RedisSessionLocks(LocalSessionLocks):
     ) -> int | None:
         name = lease_key(key)
         sent = 0.0
+        breaks = self._breaks
 
         async def take() -> str | None:
-            nonlocal sent
-            sent = time.monotonic()
+            nonlocal sent, breaks
+            sent, breaks = time.monotonic(), self._breaks
             try:
                 with reaching(self._redis):
                     holder = await self._acquire(keys=[name], args=[self.owner, self._ttl_ms])
@@ -147,31 +150,40 @@ class RedisSessionLocks(LocalSessionLocks):
             return None if holder is None else str(holder)
 
         await wait_to_take(key, take, deadline, on_wait)
-        self._trusted_until[key] = sent + self._ttl_ms / 1000
+        wake = self._wake[key] = asyncio.Event()  # before any await: a break from now on is heard
+        self._confirmed(key, sent, breaks)
         try:
             token = await issue_token(self._storage, key)
         except BaseException:
+            self._wake.pop(key, None)
+            self._trusted_until.pop(key, None)
             await asyncio.shield(self._let_go(key))
             raise
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
-        self._wake[key] = asyncio.Event()
+        assert wake is self._wake[key]
         renewal = supervised(f"the lease renewal of session {key}", lambda: self._renew(key, token, holding))
         self._renewals[key] = asyncio.get_running_loop().create_task(renewal, name=f"lease renewal {key}")
         return token
 
     async def _renew(self, key: str, token: int, holding: asyncio.Task[object]) -> None:
-        """Keep the lease alive while the block runs; stop the holder once another has the session."""
+        """Keep the lease alive while the block runs; stop the holder once another has the session.
+
+        Ends when the block does: by cancellation, and also by the key's ``_wake`` entry going away
+        (:meth:`_release_shared` removes it first), because a cancellation that arrives while redis-py
+        is reconnecting can be lost in it, and a renewal that went on would keep the lease for ever."""
         name = lease_key(key)
-        wake = self._wake[key]
+        wake = self._wake.get(key)
         pause = self._renew_every
-        while True:
+        while wake is not None and self._wake.get(key) is wake:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(pause):
                     await wake.wait()
             wake.clear()
+            if self._wake.get(key) is not wake:
+                return
             pause = self._renew_every
-            sent = time.monotonic()
+            sent, breaks = time.monotonic(), self._breaks
             try:
                 with reaching(self._redis):
                     state = await self._renew_script(keys=[name], args=[self.owner, self._ttl_ms])
@@ -180,12 +192,14 @@ class RedisSessionLocks(LocalSessionLocks):
                 if not self._trusted(key):  # in doubt: confirm it as soon as Redis answers
                     pause = SUSPECT_RETRY
                 continue
+            if self._wake.get(key) is not wake:  # released meanwhile: _release_shared lets it go
+                return
             if state == RENEWED:
-                self._trusted_until[key] = sent + self._ttl_ms / 1000
+                self._confirmed(key, sent, breaks)
                 continue
             if state == TAKEN_AGAIN and await self._still_newest(key, token):
                 log.warning("the lease of session %s had expired in Redis; taken again", key)
-                self._trusted_until[key] = sent + self._ttl_ms / 1000
+                self._confirmed(key, sent, breaks)
                 continue
             log.error("the lease of session %s was taken over by another process; stopping", key)
             if state == TAKEN_AGAIN:
@@ -203,17 +217,30 @@ class RedisSessionLocks(LocalSessionLocks):
             return True
         return newest is None or newest <= token
 
+    def _confirmed(self, key: str, sent: float, breaks: int) -> None:
+        """Redis said the lease is ours, to a command sent at ``sent`` when ``breaks`` breaks had been
+        seen: trusted for a TTL from then, unless the connection broke since (then renewed at once)."""
+        if breaks == self._breaks:
+            self._trusted_until[key] = sent + self._ttl_ms / 1000
+            return
+        self._trusted_until[key] = 0.0
+        wake = self._wake.get(key)
+        if wake is not None:
+            wake.set()
+
     def _trusted(self, key: str) -> bool:
         return time.monotonic() < self._trusted_until.get(key, 0.0)
 
     async def _release_shared(self, key: str) -> None:
         self._trusted_until.pop(key, None)
-        self._wake.pop(key, None)
+        wake = self._wake.pop(key, None)  # first: the renewal ends even if its cancellation is lost
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()
+            if wake is not None:
+                wake.set()
             with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+                await renewal  # then nothing renews the lease after it is let go
         await self._let_go(key)
 
     async def _let_go(self, key: str) -> None:
