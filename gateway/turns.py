@@ -243,4 +243,7 @@ async def _cancelled(
         await services.replies.queue(operations, row=row, state=InboxState.CANCELLED)
     except (NoLongerPending, FencedOut):
         return  # closed meanwhile, or the session is another process's: nothing of ours to close
+    except StorageUnavailable as error:  # never in place of the cancellation: the stop must stand
+        log.warning("inbox %d was stopped; closing it waits for the database: %s", row.id, error)
+        return  # the worker tries to close it once more (gateway.worker); it is not answered now
     services.metrics.turns.labels("cancelled").inc()

@@ -13,12 +13,13 @@ from adapters.base import ChatType, InboundMessage
 from adapters.telegram import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
+from agent.storage.errors import StorageUnavailable
 from agent.tool_runs import with_payload
 from gateway.addressing import session_key, session_spec
 from gateway.app import open_gateway
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
-from gateway.inbox import Inbox
+from gateway.inbox import Inbox, InboxState
 from gateway.runtime import open_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
@@ -93,6 +94,35 @@ async def test_stop_cancels_the_running_answer(
         again = harness.texts(FRIEND)[-1]
     assert "Stopped." in texts and any(t.endswith("(stopped)") for t in texts)
     assert again == "Nothing is running."
+
+
+async def test_a_stop_whose_row_cannot_be_closed_is_still_a_stop_and_not_answered_later(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The database is away just as /stop closes the row: the turn stays stopped (the row stays pending
+    for the restart to look at), it is not run again as if the database had interrupted it."""
+    emulator.stream_delay = 0.05
+    emulator.script(Reply(text_tokens=400), Reply(text="never asked for"))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        replies = harness.gateway.services.replies
+        queue = replies.queue
+
+        async def database_away_when_closing_as_cancelled(*args: Any, **kwargs: Any) -> list[int]:
+            if kwargs.get("state") is InboxState.CANCELLED:
+                raise StorageUnavailable("the database cannot be reached (test)")
+            return await queue(*args, **kwargs)
+
+        replies.queue = database_away_when_closing_as_cancelled  # type: ignore[method-assign]
+        harness.fake.private_message(FRIEND, "tell me everything")
+        await wait_for_requests(emulator, 1)
+        await asyncio.sleep(0.2)
+        harness.fake.private_message(FRIEND, "/stop")
+        async with asyncio.timeout(10):
+            while "Stopped." not in harness.texts(FRIEND):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(1.5)  # a retry of the stopped turn would have asked the model again by now
+        assert len(emulator.requests) == 1
+        assert not any("never asked for" in text for text in harness.texts(FRIEND))
 
 
 async def test_session_hygiene_runs_before_the_turn_and_says_so_in_one_line(
