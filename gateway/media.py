@@ -20,6 +20,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -37,6 +38,8 @@ T = TypeVar("T")
 
 MB = 1_000_000
 DOWNLOAD_SECONDS = 180.0
+FILE_THREADS = 2  # threads that read files (Pillow, pypdf), apart from the event loop's own
+_FILE_WORK = ThreadPoolExecutor(max_workers=FILE_THREADS, thread_name_prefix="herald-files")
 PREPARE_SECONDS = 60.0  # reading one file (documents stop themselves at EXTRACT_SECONDS, between pages)
 TRANSCRIPT_LABEL = "[voice message, transcribed]"
 NO_STT = (
@@ -76,8 +79,8 @@ class _Parts:
         if self.unseen:
             what = _listed(self.unseen)
             lines.append(
-                f"{model} cannot see images, so it got only your text (pick a model that can with /model, "
-                "then /new)."
+                f"{model} cannot see images, so it got the rest of your message without {what} (pick a "
+                "model that can with /model, then /new)."
                 if self.usable
                 else f"{model} cannot see images, so I did not send it {what}: pick a model that can with "
                 "/model, then /new, or tell me in words what it shows."
@@ -85,7 +88,7 @@ class _Parts:
         if self.unopened:
             what = _listed(self.unopened)
             lines.append(
-                f"I can't watch or open {what}; I only read your text."
+                f"I can't watch or open {what}; I read the rest of your message."
                 if self.usable
                 else f"I can't watch or open {what}; please tell me in words."
             )
@@ -247,10 +250,12 @@ class MediaReader:
 
 async def _in_thread(attachment: Attachment, work: Callable[[], T]) -> T:
     """Blocking file work (Pillow, pypdf) in a thread, waited for at most :data:`PREPARE_SECONDS`: the
-    chat's lane must not hang on one file. A thread cannot be stopped; one given up on finishes alone."""
+    chat's lane must not hang on one file. A thread cannot be stopped; one given up on finishes alone,
+    in a pool of its own (:data:`FILE_THREADS`), so crafted files can slow other files down but never
+    take the threads the event loop needs (DNS lookups, the database)."""
     try:
         async with asyncio.timeout(PREPARE_SECONDS):
-            return await asyncio.to_thread(work)
+            return await asyncio.get_running_loop().run_in_executor(_FILE_WORK, work)
     except TimeoutError:
         log.warning("reading a %s took over %gs; given up", attachment.kind, PREPARE_SECONDS)
         what = attachment.name or _described(attachment)

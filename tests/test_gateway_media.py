@@ -68,9 +68,9 @@ async def test_a_model_without_vision_gets_the_text_and_the_person_a_notice(
         await harness.settled()
         answer, refusal = harness.texts(FRIEND)
     assert answer.startswith("Happy to help with the text.")
-    assert "deepseek-chat cannot see images, so it got only your text" in answer
+    assert "deepseek-chat cannot see images, so it got the rest of your message without the photo" in answer
     assert refusal.startswith("⚠️ deepseek-chat cannot see images, so I did not send it the photo: pick a")
-    assert "only your text" not in refusal  # it got nothing: the photo was alone
+    assert "the rest of your message" not in refusal  # it got nothing: the photo was alone
     [request] = [r for r in emulator.requests if r.ok]  # the photo alone cost nothing
     assert all(r.status == 200 for r in emulator.requests)  # never an API error
     assert "not shown, this model cannot see images" in texts(last_user_content(request.json))

@@ -63,13 +63,17 @@ def load_of(stored_references: Iterable[str | None]) -> MediaLoad:
     return MediaLoad.of_refs(ref for text in stored_references if text for ref in json.loads(text))
 
 
+_reported: set[str] = set()  # missing files already logged
+
+
 def attached(stored: str | None, files: dict[str, bytes]) -> tuple[Media, ...]:
     """The files of one message, from its ``messages.media`` value and the bytes :func:`load_files`
     found. A file whose bytes are missing is left out, logged: its message's stored payload names it,
     and the request says it is gone (``agent.media.wire.hydrate``)."""
     refs: list[dict[str, Any]] = json.loads(stored) if stored else []
-    missing = [ref for ref in refs if ref["sha256"] not in files]
+    missing = [ref for ref in refs if ref["sha256"] not in files and ref["sha256"] not in _reported]
     for ref in missing:
+        _reported.add(ref["sha256"])  # once per process: the message is loaded again on every turn
         log.warning(
             "the stored %s %s (sha256 %s…) is missing",
             ref.get("kind"),

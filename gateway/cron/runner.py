@@ -122,7 +122,9 @@ class CronRunner:
                 raise  # waited out: the next try goes on from here
             except Exception:
                 log.exception("cron job %s: the run failed unexpectedly", run.job_id)
-                run.answered, run.error, run.delivery = True, UNEXPECTED, None
+                if run.delivery is not None:  # its answer (or failure line) is queued: say nothing more
+                    return RunStatus.FAILED
+                run.answered, run.error = True, UNEXPECTED
                 return await self._failed(run, run.job)
 
     async def _turn(self, lease: Lease, run: _Run, job: CronJob, *, resumed: bool) -> None:
