@@ -118,8 +118,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         except MessageRefused as refusal:
             await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
             return
-        if not resumed:  # an earlier attempt echoed them already (the outbox sends what it queued)
-            await echo_transcripts(services, row, turn_input.transcripts)
+        await echo_transcripts(services, row, turn_input.transcripts)
         stream = ReplyStream(
             adapter,
             address,
@@ -213,12 +212,21 @@ async def take_turn(
 
 
 async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:
-    """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer."""
+    """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer; once per
+    message: the echo is queued with the row's id, and an attempt that finds something queued for the
+    row already (an earlier attempt's echo: the answer itself closes the row) does not echo again."""
     if not transcripts or not services.runtime.config.stt.reply_with_transcript:
         return
+    if await services.outbox.items_for(row.id):
+        return
     message = row.message
-    for transcript in transcripts:
-        await services.replies.post(reply_address(message), f"🎤 {transcript}", reply_to=message.message_id)
+    address = reply_address(message)
+    lines = [f"🎤 {transcript}" for transcript in transcripts]
+    replies = services.replies
+    operations = [
+        op for line in lines for op in replies.render(address, line, streamed=(), reply_to=message.message_id)
+    ]
+    await replies.queue(operations, row=row)
 
 
 async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agent.storage.errors import StorageUnavailable
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
@@ -410,6 +411,32 @@ async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restar
     emulator.script(Reply(text="Will do."))
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:
         await harness.settled()
+        assert harness.texts(FRIEND) == ["🎤 call me back", "Will do."]
+
+
+async def test_a_transcript_is_echoed_when_the_first_attempt_stopped_before_echoing_it(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away as the voice note was being read: the attempt that runs once it is back
+    is a resumed one, and still echoes the transcript (once) before the answer."""
+    echo = stt(emulator_url, reply_with_transcript=True)
+    emulator.script(Reply(text="Will do."))
+    async with telegram_gateway(home, emulator, emulator_url, stt=echo) as harness:
+        reader = type(harness.gateway.services.media)
+        read = reader.read
+        calls = 0
+
+        async def database_away_the_first_time(self: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise StorageUnavailable("the database cannot be reached (test)")
+            return await read(self, *args, **kwargs)
+
+        monkeypatch.setattr(reader, "read", database_away_the_first_time)
+        harness.fake.private_message(FRIEND, "", voice=voice_note("call me back"))
+        await harness.settled()
+        assert calls == 2
         assert harness.texts(FRIEND) == ["🎤 call me back", "Will do."]
 
 
