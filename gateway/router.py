@@ -30,6 +30,8 @@ from gateway.work import Work, WorkKind
 
 log = logging.getLogger(__name__)
 
+INTERRUPT_WAIT = 2.0  # seconds a new message waits to interrupt its chat's running turn (cluster: Redis)
+
 MB = 1_000_000
 FULL_REPLY_EVERY = 600.0
 TRACKED_REFUSALS = 4096
@@ -167,11 +169,14 @@ class Router:
 
     async def _interrupt(self, key: str) -> bool:
         """Cancel ``key``'s running turn for a new message (``busy_policy: interrupt``); one that cannot be
-        reached is left to finish (the new message is answered after it)."""
+        reached within :data:`INTERRUPT_WAIT` seconds is left to finish (the new message is answered
+        after it): the messages behind this one, and the platform's acknowledgement, do not wait longer."""
         try:
-            return await self.services.lanes.cancel_running(key)
-        except StorageUnavailable as error:
-            log.warning("session key %s: the running turn could not be interrupted (%s)", key, error)
+            async with asyncio.timeout(INTERRUPT_WAIT):
+                return await self.services.lanes.cancel_running(key)
+        except (StorageUnavailable, TimeoutError) as error:
+            reason = str(error) or f"no answer within {INTERRUPT_WAIT:g}s"
+            log.warning("session key %s: the running turn could not be interrupted (%s)", key, reason)
             return False
 
     def _in_background(self, job: Coroutine[Any, Any, None]) -> None:

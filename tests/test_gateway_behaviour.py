@@ -77,6 +77,35 @@ async def test_interrupt_policy_cancels_the_running_turn_for_the_newest_message(
     assert history[1].content == "(The user cancelled this turn.)"
 
 
+async def test_an_interrupt_that_cannot_get_through_leaves_the_turn_to_finish_and_answers_next(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reaching the running turn hangs (a cluster's Redis partitioned away): the new message waits
+    for that at most INTERRUPT_WAIT, then is queued behind the turn, which finishes; both answered."""
+    import gateway.router
+
+    monkeypatch.setattr(gateway.router, "INTERRUPT_WAIT", 0.3)
+    emulator.stream_delay = 0.02
+    emulator.script(Reply(text_tokens=60), Reply(text="Answer to the second."))
+    async with telegram_gateway(
+        home, emulator, emulator_url, gateway={"busy_policy": "interrupt"}
+    ) as harness:
+        lanes = type(harness.gateway.services.lanes)
+
+        async def unreachable(self: Any, key: str) -> bool:
+            await asyncio.sleep(60)
+            return False
+
+        monkeypatch.setattr(lanes, "cancel_running", unreachable)
+        harness.fake.private_message(FRIEND, "a long question")
+        await wait_for_requests(emulator, 1)
+        harness.fake.private_message(FRIEND, "never mind, this instead")
+        await harness.settled()
+        answers = harness.texts(FRIEND)
+    assert len(answers) == 2 and not answers[0].endswith("(stopped)")
+    assert answers[1] == "Answer to the second."
+
+
 async def test_stop_cancels_the_running_answer(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

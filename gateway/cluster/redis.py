@@ -54,10 +54,12 @@ end
 return 0
 """
 
-# redis-py's errors that mean "not reachable now"; an AuthenticationError is one too (a ConnectionError).
+# redis-py's errors that mean "not reachable now"; an AuthenticationError is one too (a ConnectionError),
+# and so is a replica's READONLY during a failover (a Redis still loading its data is a ConnectionError).
 UNREACHABLE: tuple[type[BaseException], ...] = (
     redis_errors.ConnectionError,
     redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,
     OSError,
     TimeoutError,
 )
