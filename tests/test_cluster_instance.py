@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from gateway.cluster.instance import claim_key
+from gateway.cluster.instance import claim_key, machine
 from gateway.cluster.redis import connect
 from gateway.failures import EXIT_UNUSABLE, CommandFailed, explain
 from gateway.home import HeraldHome
@@ -58,7 +58,7 @@ async def test_a_name_left_claimed_by_a_process_of_this_host_that_died_is_taken_
     await gone.wait()
     redis = connect(redis_server.url)
     async with redis:
-        left = f"{socket.gethostname()} {gone.pid} 0000"
+        left = f"{socket.gethostname()} {gone.pid} 0000 {machine()}"
         await redis.set(claim_key("g0"), left, px=600_000)  # it would not lapse during the test
         async with open_cluster(
             home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
@@ -86,3 +86,27 @@ async def test_the_default_instance_id_is_host_and_pid(
         redis = connect(redis_server.url)
         async with redis:
             assert await redis.exists(claim_key(name))
+
+
+async def test_a_claim_of_the_same_host_name_on_another_machine_is_never_taken_by_its_pid(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+) -> None:
+    """A cloned VM or a container with the same --hostname: its pid says nothing here, so a live claim
+    of it is waited for (it does not lapse) and refused, never taken over as a previous life's."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # a pid that is not running here, but may well be there
+    redis = connect(redis_server.url)
+    async with redis:
+        elsewhere = f"{socket.gethostname()} {gone.pid} 0000 another-machine"
+        await redis.set(claim_key("g0"), elsewhere, px=600_000)
+        with pytest.raises(CommandFailed, match="is in use by a running process"):
+            async with open_cluster(
+                home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
+                count=1, cluster={"leader_ttl": LEADER_TTL},
+            ):  # fmt: skip
+                pytest.fail("took over a live claim of another machine")
+        assert await redis.get(claim_key("g0")) == elsewhere

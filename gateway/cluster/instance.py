@@ -4,13 +4,15 @@ The name is the process's consumer in the work stream (``gateway.cluster.work_st
 the control records (``gateway.cluster.control``): two processes given one name would share a consumer
 and take each other's entries and cancels for their own, unnoticed. So a gateway process claims its
 name before it takes any work: the key ``herald:instance:<id>``, whose value names the claimant's host,
-pid and a random part, set with ``SET NX PX ttl`` (``ttl``: ``cluster.leader_ttl``), renewed every
-``ttl / 3`` while the process runs (compare-and-pexpire) and deleted when it stops (compare-and-delete).
+pid, a random part and its machine (:func:`machine`), set with ``SET NX PX ttl`` (``ttl``:
+``cluster.leader_ttl``), renewed every ``ttl / 3`` while the process runs (compare-and-pexpire) and
+deleted when it stops (compare-and-delete).
 
 A claim found taken at start is:
 
-- taken over at once when it was made on this host (by its host name) by a process that is no longer
-  running: a previous life that died holding it;
+- taken over at once when it was made on this machine (host name, boot id and pid namespace: a pid
+  says nothing about another machine or container that shares the host name) by a process that is no
+  longer running: a previous life that died holding it;
 - otherwise watched for ``ttl`` (plus a second): a dead holder's claim lapses within that time and is
   taken then; one still there belongs to a live process, and this one refuses to start with one
   sentence (exit 2).
@@ -18,13 +20,14 @@ A claim found taken at start is:
 A renewal that finds the claim gone (Redis restarted empty, or it lapsed while this process was
 paused) takes it again; one that finds another process's claim (one started under this name while this
 one could not renew) is logged as an error and makes ``/readyz`` answer 503 until it is this
-process's again. Renewals that cannot reach Redis are tried again (Redis being away is reported by the
-work queue).
+process's again. Renewals that cannot reach Redis are tried again, with one warning per outage (Redis
+being away is reported by the work queue).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -32,6 +35,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from redis.asyncio import Redis
 
@@ -60,6 +64,18 @@ def claim_key(instance_id: str) -> str:
     return redis_key("instance", instance_id)
 
 
+def machine() -> str:
+    """What tells this machine and pid namespace from others that share its host name (cloned VMs,
+    containers started with one ``--hostname``): the kernel's boot id and the pid namespace. Empty where
+    neither can be read: then no claim is ever taken for a previous life of this process's."""
+    parts = []
+    with contextlib.suppress(OSError):
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8])
+    with contextlib.suppress(OSError):
+        parts.append(os.readlink("/proc/self/ns/pid").strip("pid:[]"))
+    return "-".join(parts) if len(parts) == 2 else ""
+
+
 def describe(value: str) -> str:
     """Who made a claim, from its value: ``host box1, pid 4242``."""
     host, _, rest = value.partition(" ")
@@ -72,7 +88,7 @@ class InstanceClaim:
         self.instance_id = instance_id
         self.ttl = ttl
         self.key = claim_key(instance_id)
-        self.value = f"{socket.gethostname()} {os.getpid()} {secrets.token_hex(4)}"
+        self.value = f"{socket.gethostname()} {os.getpid()} {secrets.token_hex(4)} {machine()}"
         self.problem: str | None = None
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
@@ -110,13 +126,16 @@ class InstanceClaim:
             await asyncio.sleep(min(POLL, deadline - now))
 
     def _previous_life(self, holder: str) -> bool:
-        """Whether ``holder`` is a process of this host (by its name) that is no longer running."""
-        host, _, rest = holder.partition(" ")
-        pid = rest.partition(" ")[0]
-        return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+        """Whether ``holder`` is a process of this machine and pid namespace (by host name, boot id and
+        namespace: a pid means nothing elsewhere) that is no longer running."""
+        host, pid, _, where = [*holder.split(" "), "", "", "", ""][:4]
+        here = machine()
+        same = host == socket.gethostname() and bool(here) and where == here
+        return same and pid.isdigit() and not pid_alive(int(pid))
 
     async def keep(self) -> None:
         """Renew the claim every ``ttl / 3`` until cancelled (see the module)."""
+        failing = False
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
@@ -128,8 +147,13 @@ class InstanceClaim:
                     self._held()
                 else:
                     self._lost(str(await self.redis.get(self.key)))
-            except REDIS_ERRORS:
+            except REDIS_ERRORS as error:
+                if not failing:
+                    log.warning("cluster.instance_id %s: the claim cannot be renewed (%s); trying again",
+                                self.instance_id, error)  # fmt: skip
+                failing = True
                 continue
+            failing = False
 
     def _held(self) -> None:
         if self.problem is not None:
