@@ -203,6 +203,7 @@ async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_w
         ["a", "b", "c"],
         fake=fake,
         telegram=webhook,
+        cluster={"leader_ttl": 10.0},  # one term throughout, also on a loaded machine: one setWebhook
     ) as cluster:
         await cluster.leader()
         await until(lambda: len(fake.calls_to("setWebhook")) == 1, SLACK, "the leader setting the webhook")
