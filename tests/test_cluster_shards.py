@@ -115,3 +115,35 @@ async def test_a_configured_count_wins_and_a_holder_that_stops_heartbeating_is_t
         assert b.held() == {0: 2, 1: 2} and a.held() == {}
     assert a_receiver.asked == b_receiver.asked == 0
     assert world.overlaps == []
+
+
+async def test_a_keeper_closes_shards_redis_forgot_before_another_process_can_start_them(
+    redis_server: RedisServer,
+) -> None:
+    """Redis restarts empty: the keeper, told of the break at once (``gateway.cluster.watch``), renews
+    as soon as Redis answers, finds its leases gone and closes those shards; a process that comes a
+    second later takes them over without two connections to one shard (with its ordinary rounds, a
+    third of a 30 s TTL, it would have found out only seconds later)."""
+    from gateway.cluster.watch import ConnectionWatch
+
+    world = World(recommended=2)
+    async with AsyncExitStack() as stack:
+        redis = open_redis(redis_server.url)
+        stack.push_async_callback(redis.aclose)
+        a = await stack.enter_async_context(ShardKeeper(redis, "a", 30.0, Receiver("a", world)).keeping())
+        watch = ConnectionWatch(redis, "herald:watch")
+        watching = asyncio.create_task(watch.run())
+        stack.push_async_callback(watch.aclose)
+        stack.callback(watching.cancel)
+        await asyncio.wait_for(watch.connected.wait(), 10)
+        watch.on_lost(a.suspect)
+        await until(lambda: shares(world) == {"a": 2}, 2 * 0.3 + SLACK, "a runs both shards")
+        await asyncio.to_thread(redis_server.halt)
+        await asyncio.to_thread(redis_server.start)  # empty: both leases forgotten
+        await until(lambda: world.running == {} or a.held() == {}, SLACK, "a closing what Redis forgot")
+        await asyncio.sleep(1.0)
+        b_redis = open_redis(redis_server.url)
+        stack.push_async_callback(b_redis.aclose)
+        await stack.enter_async_context(ShardKeeper(b_redis, "b", 30.0, Receiver("b", world)).keeping())
+        await until(lambda: len(world.running) == 2, 2 * 0.3 + SLACK, "both shards running again")
+    assert world.overlaps == []

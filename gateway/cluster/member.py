@@ -106,6 +106,7 @@ async def open_member(
                 keeper = ShardKeeper(
                     redis, instance_id, settings.leader_ttl, adapter, shard_count=config.discord.shard_count
                 )
+                cluster.watch.on_lost(keeper.suspect)
             elif adapter.receive_on_demand:
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
         leadership.add_duty("scheduler", scheduling(scheduler))

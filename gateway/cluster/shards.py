@@ -50,6 +50,7 @@ COUNT_KEY = redis_key("discord", "shard_count")
 IDENTIFY_KEY = redis_key("discord", "identify")  # held for identify_spacing after each new connection
 COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
 FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
+DOUBT_RETRY = 0.2  # seconds between rounds while Redis may have forgotten the leases and does not answer
 
 # KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: {the live members'
 # count, ms until the soonest other member's entry expires (-1: none)}.
@@ -137,6 +138,17 @@ class ShardKeeper:
         self._running: asyncio.Task[None] | None = None
         self._stopped = False
         self._next_try: float | None = None  # when a taken shard this process wants expires
+        self._wake = asyncio.Event()  # set: run a round now
+        self._in_doubt = False  # the connection to Redis broke and no round has succeeded since
+
+    def suspect(self) -> None:
+        """The connection to Redis broke: Redis may have forgotten the shard leases, so they are renewed
+        at once, and again every :data:`DOUBT_RETRY` seconds until Redis answers; a lease found gone
+        closes its shard (``gateway.cluster.watch``). Should another process win one first, the shard
+        runs twice for that moment, and its messages are still answered once (the inbox is unique)."""
+        self._in_doubt = True
+        self._try_at(self.clock())
+        self._wake.set()
 
     @property
     def interval(self) -> float:
@@ -179,8 +191,13 @@ class ShardKeeper:
                     [h.renewed_at + self.ttl / 2 for h in self._held.values()]
                     + [now + self.interval, self._next_try or now + self.interval]
                 )
+                if self._in_doubt and self._failing:
+                    wake = min(wake, now + DOUBT_RETRY)
                 self._next_try = None
-                await asyncio.sleep(max(0.01, wake - now))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.01, wake - now)):
+                        await self._wake.wait()
+                self._wake.clear()
         finally:
             for held in list(self._held.values()):
                 await self._drop(held, release=True)
@@ -232,6 +249,7 @@ class ShardKeeper:
             if self._failing:
                 log.info("Redis answers again; keeping the Discord shard leases")
             self._failing = False
+            self._in_doubt = False
         for held in lost:
             log.warning(
                 "Discord shard %d/%d: its lease expired or was taken; closing it", held.shard_id, held.count
