@@ -3,12 +3,17 @@ refused whole, on SQLite and PostgreSQL alike; writes outside any lease are not 
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 
 from agent.storage.base import Storage
-from agent.storage.fencing import Fence, FencedOut, fenced, issue_token, newest_token
+from agent.storage.connect import open_storage
+from agent.storage.fencing import Fence, FencedOut, check_fences, fenced, issue_token, newest_token
 from agent.storage.schema import session_fences
+from agent.storage.urls import parse_storage_url
 
 KEY = "telegram:chat:42"
 
@@ -30,3 +35,26 @@ async def test_writes_under_an_older_token_are_refused_whole_on_either_database(
     assert await newest_token(storage, "marker") == 7
     await storage.write(lambda conn: None)  # outside any lease: not fenced
     assert await newest_token(storage, KEY) == second
+
+
+async def test_a_process_stopped_inside_a_fenced_write_does_not_hold_the_session_for_ever(
+    postgresql_database: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A process SIGSTOPped between its fence check and its commit keeps the session's fencing row
+    locked; the server ends such a transaction (idle_in_transaction_session_timeout), so the process
+    that takes the session over gets its token instead of waiting as long as the other stays stopped."""
+    import agent.storage.postgres
+
+    monkeypatch.setattr(agent.storage.postgres, "IDLE_IN_TRANSACTION_MS", 1000)
+    url = parse_storage_url(postgresql_database, tmp_path)
+    async with open_storage(url) as stopped, open_storage(url) as other:
+        first = await issue_token(stopped, KEY)
+        engine = stopped._engine_or_fail()  # type: ignore[attr-defined]
+        async with engine.connect() as conn:
+            await conn.begin()
+            await conn.run_sync(lambda sync: check_fences(sync, (Fence(KEY, first),)))  # the row is locked
+            # ... and the process stops here, its transaction open.
+            second = await asyncio.wait_for(issue_token(other, KEY), 10)
+            assert second == first + 1
+            with pytest.raises(sa.exc.DBAPIError):  # the stopped one wakes to a closed connection
+                await conn.execute(sa.select(1))

@@ -55,6 +55,14 @@ def unreachable(error: BaseException) -> bool:
     )
 
 
+# A transaction here is one function run at once (``run_sync``): it never waits on anything but the
+# server. One left open longer than this belongs to a process that stopped mid-transaction (SIGSTOP, a
+# frozen VM, a partition); the server ends that session so the row and advisory locks it holds (a
+# session's fencing row, say) do not stall every other process for as long as the process stays
+# stopped. The stopped process finds its connection closed when it wakes, and its writes are fenced.
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
 class PostgresStorage(Storage):
     """A PostgreSQL database at ``url``. Open with ``await PostgresStorage.open(url)``."""
 
@@ -71,7 +79,11 @@ class PostgresStorage(Storage):
             # dropped fails its operation as StorageUnavailable, SQLAlchemy drops the pool's stale
             # connections, and the caller's retry gets a fresh one.
             pool_timeout=connect_timeout,
-            connect_args={"timeout": connect_timeout, "command_timeout": 60},
+            connect_args={
+                "timeout": connect_timeout,
+                "command_timeout": 60,
+                "server_settings": {"idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)},
+            },
             hide_parameters=True,  # an error's text never carries the values (people's messages)
         )
 
