@@ -9,6 +9,7 @@ import os
 import socket
 
 import pytest
+from redis.asyncio import Redis
 
 from gateway.cluster.instance import claim_key, machine
 from gateway.cluster.redis import connect
@@ -21,6 +22,16 @@ from tests.redis_server import RedisServer
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]
 
 LEADER_TTL = 2.0  # the smallest: a claim of a process that died lapses this fast
+
+
+async def claim_left_by_a_dead_pid(redis: Redis, where: str) -> str:
+    """Process g0's name claimed on machine ``where`` by a pid that no longer runs here (the claim would
+    not lapse during a test); returns the claim's value."""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
+    value = f"{socket.gethostname()} {gone.pid} 0000 {where}"
+    await redis.set(claim_key("g0"), value, px=600_000)
+    return value
 
 
 async def test_a_second_process_with_the_same_instance_id_refuses_to_start_in_one_sentence(
@@ -54,12 +65,9 @@ async def test_a_name_left_claimed_by_a_process_of_this_host_that_died_is_taken_
     redis_server: RedisServer,
     postgresql_database: str,
 ) -> None:
-    gone = await asyncio.create_subprocess_exec("true")
-    await gone.wait()
     redis = connect(redis_server.url)
     async with redis:
-        left = f"{socket.gethostname()} {gone.pid} 0000 {machine()}"
-        await redis.set(claim_key("g0"), left, px=600_000)  # it would not lapse during the test
+        await claim_left_by_a_dead_pid(redis, machine())  # on this very machine
         async with open_cluster(
             home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,
             count=1, cluster={"leader_ttl": LEADER_TTL},
@@ -97,12 +105,9 @@ async def test_a_claim_of_the_same_host_name_on_another_machine_is_never_taken_b
 ) -> None:
     """A cloned VM or a container with the same --hostname: its pid says nothing here, so a live claim
     of it is waited for (it does not lapse) and refused, never taken over as a previous life's."""
-    gone = await asyncio.create_subprocess_exec("true")
-    await gone.wait()  # a pid that is not running here, but may well be there
     redis = connect(redis_server.url)
     async with redis:
-        elsewhere = f"{socket.gethostname()} {gone.pid} 0000 another-machine"
-        await redis.set(claim_key("g0"), elsewhere, px=600_000)
+        elsewhere = await claim_left_by_a_dead_pid(redis, "another-machine")  # where that pid may run
         with pytest.raises(CommandFailed, match="is in use by a running process"):
             async with open_cluster(
                 home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database,

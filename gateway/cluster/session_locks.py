@@ -150,7 +150,7 @@ class RedisSessionLocks(LocalSessionLocks):
             return None if holder is None else str(holder)
 
         await wait_to_take(key, take, deadline, on_wait)
-        wake = self._wake[key] = asyncio.Event()  # before any await: a break from now on is heard
+        self._wake[key] = asyncio.Event()  # before any await: a break from now on is heard
         self._confirmed(key, sent, breaks)
         try:
             token = await issue_token(self._storage, key)
@@ -161,7 +161,6 @@ class RedisSessionLocks(LocalSessionLocks):
             raise
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
-        assert wake is self._wake[key]
         renewal = supervised(f"the lease renewal of session {key}", lambda: self._renew(key, token, holding))
         self._renewals[key] = asyncio.get_running_loop().create_task(renewal, name=f"lease renewal {key}")
         return token
