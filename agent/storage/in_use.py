@@ -41,7 +41,7 @@ def claim(database: Path, *, exclusive: bool) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
     except OSError as error:
-        raise DatabaseUnwritable(database, f"cannot create {path}: {error.strerror or error}") from None
+        raise DatabaseUnwritable(database, f"cannot open {path}: {error.strerror or error}") from None
     try:
         fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:

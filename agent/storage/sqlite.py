@@ -77,13 +77,19 @@ def connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
     file, everything is in the main file."""
     quoted = urllib.parse.quote(str(path.resolve()))
     options = {"check_same_thread": False, "isolation_level": None, "uri": True}
+    raw = sqlite3.connect(f"file:{quoted}?mode=ro", timeout, **options)  # type: ignore[arg-type]
     try:
-        return sqlite3.connect(f"file:{quoted}?mode=ro", timeout, **options)  # type: ignore[arg-type]
+        raw.execute("PRAGMA schema_version").fetchone()  # the first read opens the WAL files, if any
     except sqlite3.OperationalError as error:
+        raw.close()
         wal = path.with_name(path.name + "-wal")
         if primary_code(error) != sqlite3.SQLITE_CANTOPEN or wal.exists() or os.access(path.parent, os.W_OK):
             raise
-        return sqlite3.connect(f"file:{quoted}?immutable=1", timeout, **options)  # type: ignore[arg-type]
+        raw = sqlite3.connect(f"file:{quoted}?immutable=1", timeout, **options)  # type: ignore[arg-type]
+    except BaseException:
+        raw.close()
+        raise
+    return raw
 
 
 class ReadOnlyStorage(RuntimeError):
