@@ -186,15 +186,19 @@ def test_migrate_refuses_while_a_gateway_runs_on_state_db_and_runs_once_it_is_go
     assert "Verified: every table has the same rows with the same values in every column" in done.stdout
 
 
-def test_no_herald_process_starts_on_state_db_while_it_is_being_copied(home: HeraldHome, herald) -> None:
+def test_no_herald_process_writes_state_db_while_it_is_being_copied(home: HeraldHome, herald) -> None:
+    add = ("cron", "add", "--target", "telegram:2", "--schedule", "every 2h", "Water the plants")
+
     async def hold_and_try() -> None:
         async with open_storage(parse_storage_url(None, home.db_path), exclusive=True):  # the migration
-            result = await asyncio.to_thread(herald, "cron", "list")
+            result = await asyncio.to_thread(herald, *add)
             assert result.returncode == 2, result
             assert f"herald: {home.db_path} is being copied by `herald storage migrate`" in result.stderr
+            listed = await asyncio.to_thread(herald, "cron", "list")  # reading harms no copy
+            assert (listed.returncode, listed.stdout) == (0, "No scheduled jobs.\n"), listed
 
     asyncio.run(hold_and_try())
-    assert herald("cron", "list").returncode == 0  # the copy is over
+    assert herald(*add).returncode == 0  # the copy is over
 
 
 def test_every_tables_states_are_copied_and_a_state_changed_after_the_copy_is_caught(
