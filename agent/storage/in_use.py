@@ -57,15 +57,13 @@ def claim(database: Path, *, exclusive: bool) -> int:
 def in_use_message(database: Path, holders: list[int], *, exclusive: bool) -> str:
     """One sentence: who holds ``database`` and what to do, for a migration (``exclusive``) or for a
     process that wants to use the file while a migration runs."""
-    pids = ", ".join(str(pid) for pid in holders)
+    which = f" (pid {', '.join(str(pid) for pid in holders)})" if holders else ""
     if exclusive:
-        which = f" (pid {pids})" if holders else ""
         return (
             f"{database} is in use by another Herald process{which}: stop the gateway (and any `herald "
             "chat`) first, then run `herald storage migrate` again; what it wrote after a copy would be "
             "left behind, and a reply it sent would be sent again."
         )
-    which = f" (pid {pids})" if holders else ""
     return (
         f"{database} is being copied by `herald storage migrate`{which}; start Herald again when it has "
         "finished (and storage.url names the new database)."
