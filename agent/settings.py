@@ -425,3 +425,14 @@ class StorageSettings(Section):
     connect_timeout: StrictFloat = Field(
         10.0, gt=0, le=300, description="Seconds to wait for a PostgreSQL connection."
     )
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        """The rule every command opens the database by (``parse_storage_url``), applied when the file is
+        read, at ``config set`` and in doctor; a ``$NAME`` is checked once resolved, by the same rule."""
+        if value is not None and not value.startswith("$"):
+            from agent.storage.urls import parse_storage_url  # SQLAlchemy: only when a URL is set
+
+            parse_storage_url(value, Path("state.db"))  # raises BadStorageUrl (a ValueError) saying why
+        return value

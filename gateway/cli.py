@@ -157,7 +157,7 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _insights(home: HeraldHome) -> int:
-    async with open_home_storage(home, pool_size=2) as storage:
+    async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         store = SessionStore(storage)
         sessions = await store.list_sessions(limit=100_000)
         print(insights.render(sessions, purposes=await store.usage_by_purpose()))

@@ -83,8 +83,8 @@ def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: i
 
 
 @asynccontextmanager
-async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, Outbox]]:
-    async with open_home_storage(home) as storage:
+async def _pairing(home: HeraldHome, *, read_only: bool) -> AsyncIterator[tuple[Pairing, Outbox]]:
+    async with open_home_storage(home, read_only=read_only) as storage:
         yield Pairing(storage), Outbox(storage)
 
 
@@ -93,7 +93,7 @@ def _when(timestamp: float) -> str:
 
 
 async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with _pairing(home) as (pairing, outbox):
+    async with _pairing(home, read_only=args.pairing_command == "list") as (pairing, outbox):
         if args.pairing_command == "list":
             pending, approved = await pairing.pending(), await pairing.approved()
             print("Pending codes:" if pending else "No pending codes.")

@@ -56,6 +56,7 @@ from agent.settings import (
     WebSettings,
 )
 from agent.text import read_text
+from agent.yaml_text import DuplicateKey, load_yaml
 from gateway.cron.schedule import resolve_timezone
 
 
@@ -351,8 +352,14 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         elif item["type"] == "extra_forbidden":
             lines.append(f"  - {key}: unknown key (check the spelling; see config/config.yaml for every key)")
         else:
-            lines.append(f"  - {key} = {item.get('input')!r}: {item['msg']}")
+            found = _without_password(item.get("input"))
+            lines.append(f"  - {key} = {found!r}: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+def _without_password(value: object) -> object:
+    """A refused value as it may be shown: a URL's password (``postgresql://u:PASSWORD@h/db``) hidden."""
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", value) if isinstance(value, str) else value
 
 
 def validate(data: object, source: str) -> HeraldConfig:
@@ -374,13 +381,16 @@ def _read(path: Path) -> str:
 
 
 def _not_yaml(path: Path, error: Exception) -> ConfigError:
+    if isinstance(error, DuplicateKey):
+        return ConfigError(f"{path}: {error}.")
     return ConfigError(f"{path} is not valid YAML: {error}")
 
 
 def _parse_file(path: Path) -> Any:
-    """The plain data of ``path`` (``get`` and ``set`` report a broken file the same way)."""
+    """The plain data of ``path`` (``get`` and ``set`` report a broken file the same way); a key given
+    twice is refused with both its lines."""
     try:
-        return yaml.safe_load(_read(path))
+        return load_yaml(_read(path))
     except yaml.YAMLError as exc:
         raise _not_yaml(path, exc) from None
 
@@ -450,7 +460,7 @@ def parse_value(key: str, raw: str) -> Any:
     if any(_is_text(option) for option in options):
         return None if raw == "null" and type(None) in options else raw
     try:
-        return yaml.safe_load(raw)
+        return load_yaml(raw)
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise ConfigError(f"cannot set '{key}': {raw!r} is not valid YAML or JSON ({problem})") from None

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from agent.private import loose_permissions
+from agent.private import loose_permissions, on_read_only_file_system
 from agent.providers.errors import missing_v1_hint
 from agent.providers.pool import ProviderKey
+from agent.storage.errors import READ_ONLY_HOME
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
@@ -81,6 +82,10 @@ async def check_home(ctx: DoctorContext) -> list[Finding]:
         return [Finding("fail", "home", f"{root} does not exist; create it with `herald setup`.")]
     if not root.is_dir():
         return [Finding("fail", "home", f"{root} is not a directory; point HERALD_HOME at a directory.")]
+    loose = [problem for path in private_paths(ctx.home) if (problem := loose_permissions(path))]
+    if on_read_only_file_system(root):
+        text = f"{root} is on a read-only file system: {READ_ONLY_HOME}."
+        return [Finding("warn", "home", text), *(Finding("warn", "permissions", text) for text in loose)]
     if not os.access(root, os.W_OK | os.X_OK):
         return [
             Finding(
@@ -89,7 +94,6 @@ async def check_home(ctx: DoctorContext) -> list[Finding]:
                 f"{root} is not writable for you; fix: chmod u+rwx {root}, or point HERALD_HOME elsewhere.",
             )
         ]
-    loose = [problem for path in private_paths(ctx.home) if (problem := loose_permissions(path))]
     if loose:
         return [Finding("warn", "permissions", problem) for problem in loose]
     return [Finding("ok", "home", f"{root} is private and writable.")]

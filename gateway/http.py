@@ -11,8 +11,10 @@ this process's name, role and leases. ``/metrics`` is Prometheus' text format. A
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
@@ -21,6 +23,7 @@ from aiohttp import web
 
 from adapters.base import Adapter
 from gateway.facts import GatewayFacts
+from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.metrics import GatewayMetrics
 from gateway.readiness import ReadinessCheck
 
@@ -30,6 +33,26 @@ READY_PROBE_SECONDS = 3.0
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """Why the server cannot listen on ``host:port``, in the words of the setting that fixes it (the
+    port is the usual culprit: another gateway, or another program, already has it)."""
+    where = f"the gateway's HTTP server cannot listen on {host}:{port}"
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"{where}: the port is in use (another Herald gateway, or another program); set "
+            f"gateway.http_port to a free port (`herald config set gateway.http_port {port + 1}`, or "
+            "`herald gateway run --http-port PORT` for this run), or stop what uses it."
+        )
+    if error.errno == errno.EACCES:
+        return f"{where}: ports below 1024 need privileges; set gateway.http_port to 1024 or above."
+    if error.errno == errno.EADDRNOTAVAIL or isinstance(error, socket.gaierror):
+        return (
+            f"{where}: {host} is not an address of this machine ({error.strerror or error}); set "
+            "gateway.http_host (127.0.0.1 for this machine only, 0.0.0.0 for every interface)."
+        )
+    return f"{where} ({error.strerror or error}); check gateway.http_host and gateway.http_port."
 
 
 class ClusterReport(Protocol):
@@ -78,7 +101,12 @@ class HttpServer:
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            self._runner = None
+            raise CommandFailed(cannot_listen(self.host, self.port, error), EXIT_UNUSABLE) from None
         bound = self._runner.addresses[0][1]
         self.url = f"http://{self.host}:{bound}"
         log.info("HTTP server at %s (/healthz, /readyz, /metrics)", self.url)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from agent.injection import scan_for_injection
+from agent.yaml_text import load_yaml
 
 SKILL_FILE = "SKILL.md"
 DEFAULT_CATEGORY = "general"
@@ -92,7 +93,7 @@ def split_front_matter(text: str) -> FrontMatter:
     else:
         raise ValueError("the YAML front matter has no closing '---' line")
     try:
-        fields = yaml.safe_load(header)
+        fields = load_yaml(header, first_line=2)  # the file's line numbers: "---" is line 1
     except yaml.YAMLError as exc:
         raise ValueError(f"the front matter is not valid YAML ({_one_line(str(exc))})") from exc
     if not isinstance(fields, dict):
