@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.agent_settings import AgentSettings
-from agent.cache_policy import ONE_HOUR, choose_ttls
+from agent.cache_policy import PACING_REQUESTS, PACING_WINDOW, Ttl, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.events import (
     Compressed,
@@ -169,9 +169,7 @@ class Agent:
             )
             messages = [*history, user_message]
             turn_ids.append(_id(user_message))
-            now = self.clock()
-            recent = await self.store.request_times(session.id, since=now - 2 * ONE_HOUR)
-            prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, recent, now)
+            prefix_ttl, tail_ttl = await self.ttls_for(session)
             while iteration < self.settings.max_iterations:
                 iteration += 1
                 request = ProviderRequest(
@@ -373,6 +371,7 @@ class Agent:
             streamed = False
 
         progress = StreamProgress()
+        sent_at = self.clock()
         try:
             response = await complete_with_retries(
                 provider,
@@ -386,16 +385,26 @@ class Agent:
         except asyncio.CancelledError:  # a stopped answer was still paid for: count it
             partial = progress.usage(request)
             if partial is not None:
-                await asyncio.shield(self.record_usage(provider, session, purpose, partial))
+                await asyncio.shield(self.record_usage(provider, session, purpose, partial, sent_at=sent_at))
             raise
-        await self.record_usage(provider, session, purpose, response.usage)
+        await self.record_usage(provider, session, purpose, response.usage, sent_at=sent_at)
         return response
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage, *, sent_at: float
     ) -> None:
+        """Store what a request cost; ``sent_at`` (this agent's clock when it was sent) paces the TTLs."""
         record = priced(purpose, provider.name, provider.model, self.model_info(provider.model), usage)
-        await self.store.record_request(session.id, record, at=self.clock())
+        await self.store.record_request(session.id, record, at=self.clock(), sent_at=sent_at)
+
+    async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]:
+        """The (prefix, tail) TTLs of the session's next requests, by how its chat is paced
+        (``agent.cache_policy.choose_ttls``)."""
+        now = self.clock()
+        recent = await self.store.chat_request_times(
+            session.session_key, since=now - PACING_WINDOW, limit=PACING_REQUESTS
+        )
+        return choose_ttls(self.settings.cache_ttl, recent, now)
 
     async def _run_tools(
         self,

@@ -47,6 +47,20 @@ async def test_a_direct_message_is_answered_by_streaming_into_one_message(
     assert user_messages(emulator.requests[-1].json) == ["Hi there"]
 
 
+async def test_a_streamed_message_that_already_shows_the_answer_is_not_edited_again(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """A quick answer is shown whole by its first streamed send: the final edit would change nothing
+    and cost a paced API call, so none is made (Telegram would answer "message is not modified")."""
+    emulator.script(Reply(text="Hello."))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "Hi there")
+        await harness.settled()
+        [answer] = harness.visible(FRIEND)
+    assert answer.text == "Hello."
+    assert harness.fake.calls_to("sendMessage") and not harness.fake.calls_to("editMessageText")
+
+
 async def test_strangers_get_a_pairing_code_and_cost_nothing_until_approved(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

@@ -83,6 +83,7 @@ class AnthropicProvider(Provider):
             tool_count=len(tools),
             system_layers=tuple(name for name, _ in layers),
             message_roles=tuple(m["role"] for m in messages),
+            task_appended=request.task_appended,
         )
         points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
         apply_breakpoints(tools, system, messages, points)

@@ -35,6 +35,7 @@ class ProviderRequest:
     cache_policy: Policy = "layered"
     prefix_ttl: Ttl = "5m"
     tail_ttl: Ttl = "5m"
+    task_appended: bool = False  # the last message is a side task after the session's history (review)
 
 
 def estimate_input_tokens(request: ProviderRequest) -> int:

@@ -107,6 +107,7 @@ class OpenAIProvider(Provider):
                 message_roles=tuple(
                     "assistant" if m["role"] == "assistant" else "user" for m in messages[1:]
                 ),
+                task_appended=request.task_appended,
             )
             points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
             _apply_part_markers(messages, points)

@@ -109,13 +109,13 @@ class SessionStore:
     # -- usage --------------------------------------------------------------------------------
 
     async def record_request(
-        self, session_id: str, request: RequestUsage, *, at: float | None = None
+        self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
     ) -> None:
         """Store one provider request's usage and add it to the session's totals."""
-        await self.usage.record(session_id, request, at=at)
+        await self.usage.record(session_id, request, at=at, sent_at=sent_at)
 
-    async def request_times(self, session_id: str, since: float) -> list[float]:
-        return await self.usage.request_times(session_id, since)
+    async def chat_request_times(self, session_key: str, since: float, limit: int) -> list[float]:
+        return await self.usage.chat_request_times(session_key, since, limit)
 
     async def usage_by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
         return await self.usage.by_purpose(session_key)
