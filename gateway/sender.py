@@ -32,6 +32,7 @@ from gateway.budget import BudgetUnavailable, SendBudget
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.text import plain_fallback
+from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +46,7 @@ IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pa
 PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
 
 
-def backoff(attempts: int, retry_after: float | None, rng: random.Random) -> float:
-    """Seconds before the next attempt: the platform's ``retry_after`` wins, else jittered doubling."""
-    if retry_after is not None and retry_after > 0:
-        return retry_after
-    delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, attempts - 1))
-    return float(delay * rng.uniform(0.8, 1.2))
+RETRIES = Backoff(FIRST_BACKOFF, MAX_BACKOFF)  # the platform's retry_after wins when it gives one
 
 
 class OutboxSender:
@@ -271,7 +267,7 @@ class OutboxSender:
         if not error.retryable or error.permanent or item.attempts + 1 >= MAX_ATTEMPTS:
             await self._give_up(item, str(error))
             return True
-        delay = backoff(item.attempts + 1, error.retry_after, self._rng)
+        delay = RETRIES.delay(item.attempts + 1, retry_after=error.retry_after, rng=self._rng)
         log.warning(
             "outbox item %d to %s chat %s failed (%s); retry %d in %.1fs",
             item.id, platform, outgoing.address.chat_id, error, item.attempts + 1, delay,
