@@ -43,5 +43,5 @@ def virtual_time() -> Iterator[VirtualClock]:
     try:
         yield clock
     finally:
-        del loop.time  # type: ignore[method-assign]
-        del selector.select  # type: ignore[method-assign]
+        del loop.time
+        del selector.select
