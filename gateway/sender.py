@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
 from gateway.budget import BudgetUnavailable, SendBudget
@@ -33,6 +33,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.text import plain_fallback
 from resilience.backoff import Backoff
+from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,20 @@ PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try a
 
 
 RETRIES = Backoff(FIRST_BACKOFF, MAX_BACKOFF)  # the platform's retry_after wins when it gives one
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """This sender's claim on an outbox item, as its renewer sees it."""
+
+    outbox: Outbox
+    item_id: int
+    claimant: Claimant
+    clock: Callable[[], float]
+
+    async def renew(self) -> Renewal:
+        held = await self.outbox.keep_claim(self.item_id, self.claimant, self.clock())
+        return Renewal.HELD if held else Renewal.LOST
 
 
 class OutboxSender:
@@ -177,26 +192,20 @@ class OutboxSender:
             else:
                 attempt.add_done_callback(lambda _: self._let_go(item.id, keeper))
 
-    def _keep_claim(self, item: OutboxItem) -> asyncio.Task[None] | None:
-        """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire)."""
+    def _keep_claim(self, item: OutboxItem) -> Renewer | None:
+        """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire). A claim
+        found settled or taken over is renewed no more: the attempt finds out when it marks the item."""
         claimant = self.claimant
         if claimant is None:
             return None
         self._held.add(item.id)
         self.metrics.outbox_claims.set(len(self._held))
+        claim = _Claim(self.outbox, item.id, claimant, self.clock)
+        renewer = Renewer(claim, Policy(claimant.seconds), name=f"the claim of outbox item {item.id}")
+        renewer.confirm(renewer.attempt())
+        return renewer.start()
 
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(claimant.seconds / 3)
-                try:
-                    if not await self.outbox.keep_claim(item.id, claimant, self.clock()):
-                        return  # settled meanwhile, or taken over: the attempt finds out when marking
-                except Exception:  # the next renewal may get through; the claim lasts until then
-                    log.warning("outbox item %d: could not renew its claim", item.id, exc_info=True)
-
-        return asyncio.create_task(renew(), name=f"outbox claim {item.id}")
-
-    def _let_go(self, item_id: int, keeper: asyncio.Task[None] | None) -> None:
+    def _let_go(self, item_id: int, keeper: Renewer | None) -> None:
         if keeper is not None:
             keeper.cancel()
             self._held.discard(item_id)

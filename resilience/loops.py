@@ -86,6 +86,12 @@ class BackgroundLoop:
         task.cancel()
         await asyncio.wait({task})  # its own cancellation is not this caller's
 
+    def cancel(self) -> None:
+        """Stop without waiting for the end (from a callback, which cannot wait)."""
+        self.stopping = True
+        if self._task is not None:
+            self._task.cancel()
+
     async def __aenter__(self) -> BackgroundLoop:
         return self.start()
 

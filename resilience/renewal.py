@@ -106,8 +106,8 @@ class Attempt:
 
 class Renewer:
     """Keeps ``lease`` alive under ``policy`` (see the module); ``name`` says what it is in the log
-    ("the leader lease"). The holder confirms the take (:meth:`confirm`), then :meth:`start`\\ s it, and
-    :meth:`stop`\\ s it before releasing the lease."""
+    ("the leader lease"). The holder confirms the take (:meth:`confirm`), then starts the renewals
+    (:meth:`start`), and stops them (:meth:`stop`) before it releases the lease."""
 
     def __init__(
         self,
@@ -185,7 +185,7 @@ class Renewer:
             return
         self._breaks += 1
         self._doubt = True
-        if self.policy.fence and self.policy.distrust_on_break:
+        if self.policy.fence and self.policy.distrust_on_break and self._confirmed_at is not None:
             self._lose(Loss.BROKEN)
             return
         self._due(self.now())
@@ -208,6 +208,12 @@ class Renewer:
         self._stopped = True
         self._wake.set()
         await self._loop.stop()
+
+    def cancel(self) -> None:
+        """:meth:`stop` without waiting for the renewals' task to end (from a callback)."""
+        self._stopped = True
+        self._wake.set()
+        self._loop.cancel()
 
     # --- the renewals --------------------------------------------------------------------------------
 

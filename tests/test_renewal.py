@@ -193,7 +193,7 @@ async def test_a_broken_connection_ends_the_trust_until_a_renewal_made_at_once_c
         broke = h.clock.now
         h.renewer.suspect()
         assert not h.renewer.trusted()  # at once: nothing is acted on under a lease Redis may have forgotten
-        await h.after(1.0)
+        await h.after(0.9)
         offsets = [round(at - broke, 6) for at in h.lease.calls]
         assert offsets == [round(i * DOUBT_RETRY, 6) for i in range(len(offsets))] and len(offsets) == 5
         h.lease.answer = Renewal.RETAKEN  # it forgot the lease; nobody else had taken it
