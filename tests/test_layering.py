@@ -112,3 +112,16 @@ def test_every_reply_takes_one_road() -> None:
         if "outbox.enqueue(" in path.read_text(encoding="utf-8")
     }
     assert queuing <= {"gateway/replies.py", "gateway/cli_gateway.py"}, queuing
+
+
+def test_resilience_is_neutral_ground() -> None:
+    """Backoff, background loops and lease renewal serve every layer, so they import none of them (and
+    no third-party library: nothing to install for an adapter that only needs a backoff)."""
+    herald = ("agent", "gateway", "adapters", "tests")
+    assert offending("resilience", herald) == {}
+    third_party = {
+        name for path in modules("resilience") for name in imports(path)
+        if name.split(".")[0] not in {"resilience", "__future__", "asyncio", "contextlib", "dataclasses",
+                                      "enum", "logging", "random", "types", "typing", "collections"}
+    }  # fmt: skip
+    assert third_party == set()

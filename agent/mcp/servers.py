@@ -13,8 +13,9 @@ dies mid-call all become error results the model can read.
 
 A server that is not running (it did not start, or it stopped: its process died, its HTTP connection
 broke) is started again in the background after ``RETRY_FIRST`` seconds, then after twice as long each
-time it fails again, up to ``RETRY_MAX``; only the first failure and the recovery are logged. Until it
-runs again its tools answer that it is not running, and new sessions do not get them.
+time it fails again, up to ``RETRY_MAX`` (the one jittered backoff, ``resilience.backoff``); only the
+first failure and the recovery are logged. Until it runs again its tools answer that it is not
+running, and new sessions do not get them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from agent.mcp.results import marked, result_text
 from agent.mcp.tools import herald_tool, offered, unavailable_tool
 from agent.settings import McpServer, McpSettings
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
+from resilience.backoff import Backoff, Streak
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +131,12 @@ class McpServers:
     async def _keep_running(self, server: _Server, ready: asyncio.Future[str | None]) -> None:
         """The server's task until Herald closes: run it, and start it again (after a growing wait)
         whenever it is not running. ``ready`` gets the outcome of the first start (None: it runs)."""
-        wait = RETRY_FIRST
+        restarts = Streak(Backoff(RETRY_FIRST, max(RETRY_FIRST, RETRY_MAX)))
         while not self._closing.is_set():
             if await self._run(server, ready):
-                wait = RETRY_FIRST  # it ran: the next failure starts the waits over
+                restarts.reset()  # it ran: the next failure starts the waits over
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), wait)
-            wait = min(wait * 2, RETRY_MAX)
+                await asyncio.wait_for(self._closing.wait(), restarts.next_delay())
 
     async def _run(self, server: _Server, ready: asyncio.Future[str | None]) -> bool:
         """Start the server and serve it until it stops or Herald closes; whether it started."""

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from agent.private import PRIVATE_FILE, on_read_only_file_system
+from resilience.unreachable import Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +17,10 @@ class StorageError(Exception):
     """The database cannot be used; the message says what is wrong and what to do."""
 
 
-class StorageUnavailable(StorageError):
+class StorageUnavailable(StorageError, Unreachable):
     """The database server cannot be reached now (down, restarting, network). Nothing was written by
-    the operation that raised it; the caller may retry later."""
+    the operation that raised it; the caller may retry later. Herald's one meaning of "away"
+    (``resilience.unreachable``), also for the cluster's Redis (``gateway.cluster.redis``)."""
 
 
 class SchemaTooNew(StorageError):
