@@ -13,8 +13,9 @@ dies mid-call all become error results the model can read.
 
 A server that is not running (it did not start, or it stopped: its process died, its HTTP connection
 broke) is started again in the background after ``RETRY_FIRST`` seconds, then after twice as long each
-time it fails again, up to ``RETRY_MAX``; only the first failure and the recovery are logged. Until it
-runs again its tools answer that it is not running, and new sessions do not get them.
+time it fails again, up to ``RETRY_MAX``; only the first failure and the recovery are logged (whatever
+the server writes: lines on its stdout that are not MCP are counted, see :mod:`agent.mcp.stdout`). Until
+it runs again its tools answer that it is not running, and new sessions do not get them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from agent.mcp.connection import McpConnection, StartFailed, connect
 from agent.mcp.failures import describe
 from agent.mcp.naming import server_of, tool_name
 from agent.mcp.results import marked, result_text
+from agent.mcp.stdout import StdoutNoise
 from agent.mcp.tools import herald_tool, offered, unavailable_tool
 from agent.settings import McpServer, McpSettings
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
@@ -60,6 +62,10 @@ class _Server:
     tools: dict[str, Tool] = field(default_factory=dict)  # by Herald name: what new sessions get
     down: str | None = STARTING
     task: asyncio.Task[None] | None = None
+    stdout: StdoutNoise = field(init=False)  # its stray stdout, over all its starts
+
+    def __post_init__(self) -> None:
+        self.stdout = StdoutNoise(self.name)
 
 
 class McpServers:
@@ -115,7 +121,10 @@ class McpServers:
         server.task = asyncio.create_task(self._keep_running(server, ready), name=f"mcp server {server.name}")
         done, _ = await asyncio.wait({ready}, timeout=server.settings.connect_timeout + START_GRACE)
         # not done: its task goes on closing what it opened in the background, then tries again later
-        reason = ready.result() if done else f"did not start within {server.settings.connect_timeout:g} s"
+        if done:
+            reason = ready.result()
+        else:  # the lines it wrote are told here: its own failure comes too late to be heard
+            reason = server.stdout.added_to(f"did not start within {server.settings.connect_timeout:g} s")
         if reason is not None:
             server.down = reason
             log.warning(
@@ -140,7 +149,9 @@ class McpServers:
     async def _run(self, server: _Server, ready: asyncio.Future[str | None]) -> bool:
         """Start the server and serve it until it stops or Herald closes; whether it started."""
         try:
-            async with connect(server.name, server.settings, self._environ, server.wake.set) as connection:
+            async with connect(
+                server.name, server.settings, self._environ, server.wake.set, server.stdout
+            ) as connection:
                 again = server.down != STARTING
                 server.connection = connection
                 self._install(server, connection.tools)
