@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agent.mcp.failures import describe
+from agent.mcp.failures import brief, describe
 from agent.mcp.stderr import StderrTail
 from agent.mcp.stdout import StdoutNoise, quiet_sdk_parse_errors
 from agent.mcp.transport import HttpErrors, make_client
@@ -46,11 +46,13 @@ quiet_sdk_parse_errors()  # a server's stray stdout is counted (StdoutNoise), no
 
 
 class StartFailed(Exception):
-    """The server did not start, or did not answer the handshake and tool list in time."""
+    """The server did not start, or did not answer the handshake and tool list in time. ``reason`` is
+    for the owner (the log, ``herald doctor``), ``brief`` for the model (:func:`failures.brief`)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, brief: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.brief = brief
 
 
 @dataclass
@@ -84,11 +86,13 @@ class McpConnection:
         async with asyncio.timeout(self.settings.timeout):
             return await self.client.call_tool(tool, arguments)
 
-    async def why_stopped(self, error: BaseException, since: float) -> str:
-        """A reason for a connection that broke with ``error``, with the last line a stdio server wrote
-        to stderr at ``since`` (the event loop's clock: when the failed request began) or later."""
+    async def why_stopped(self, error: BaseException, since: float) -> tuple[str, str]:
+        """Why a connection that broke with ``error`` did: for the owner, with the last line a stdio
+        server wrote to stderr at ``since`` (the event loop's clock: when the failed request began) or
+        later, and for the model (:func:`failures.brief`)."""
         line = await self.stderr.ended(since) if self.stderr is not None else None
-        return describe(error, self.settings, line, self.http_errors.last)
+        last = self.http_errors.last
+        return describe(error, self.settings, line, last), brief(error, self.settings, last)
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -131,12 +135,12 @@ async def connect(
             if stderr is not None:
                 stderr.release()
             line = await stderr.ended(began) if stderr is not None else None
-            reason = (
-                f"did not start within {settings.connect_timeout:g} s"
-                if isinstance(error, TimeoutError)
-                else describe(error, settings, line, http_errors.last)
-            )
-            raise StartFailed(noise.added_to(reason)) from error
+            if isinstance(error, TimeoutError):
+                reason = short = f"did not start within {settings.connect_timeout:g} s"
+            else:
+                reason = describe(error, settings, line, http_errors.last)
+                short = brief(error, settings, http_errors.last)
+            raise StartFailed(noise.added_to(reason), short) from error
         messages.running = True
         noise.heard_while_running(asyncio.get_running_loop().time())  # what it wrote while starting
         capability = client.server_capabilities.tools

@@ -76,8 +76,10 @@ def fail(reason: str) -> str:
     raise ToolError(f"cannot do that: {reason}")
 
 
-def crash() -> str:
-    """The server process exits without answering."""
+def crash(last_words: str = "") -> str:
+    """The server process exits without answering (after writing ``last_words`` to stderr)."""
+    if last_words:
+        print(last_words, file=sys.stderr, flush=True)
     os._exit(3)
 
 
