@@ -245,6 +245,14 @@ class MediaSettings(Section):
         le=500,
         description="Images with more pixels than this (in millions) are refused before they are decoded.",
     )
+    image_decode_memory_mb: StrictInt = Field(
+        256,
+        ge=64,
+        description="Memory (in MB) that decoding images may take at once, all images together. JPEG and "
+        "PNG decode reduced and need little (a 50-megapixel PNG about 70 MB); WebP, TIFF and JPEG 2000 "
+        "decode whole and need 10-20 bytes a pixel. Images wait their turn; one that alone needs more is "
+        "refused.",
+    )
     pdf_max_pages: StrictInt = Field(
         100, ge=1, le=1000, description="PDFs with more pages than this are refused."
     )

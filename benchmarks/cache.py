@@ -195,9 +195,12 @@ async def photo_in_history(bench: Bench, turns: int) -> None:
     """A phone photo in the first turn, then five more turns that keep it in the history: each later
     request sends the image again, byte for byte, and should read it from the cache."""
     from agent.media.images import prepare_image  # Pillow: not in the gateway benchmark's process
+    from agent.media.memory import DecodeBudget
     from tests.media_files import photo
 
-    picture = prepare_image(photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50)
+    picture = prepare_image(
+        photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50, budget=DecodeBudget(256_000_000)
+    )
     async with bench.runtime() as runtime:
         bench.sync_clock(runtime)
         session = (await runtime.new_session(spec())).record

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent.store import SessionRecord
@@ -42,6 +43,14 @@ async def wait_for_catalogue(runtime: Runtime, present: str | None = None, absen
     deadline = time.monotonic() + WAIT_TIMEOUT
     while not ((present is None or present in catalogue(runtime)) and absent not in catalogue(runtime)):
         assert time.monotonic() < deadline, f"catalogue never changed: {catalogue(runtime)}"
+        await asyncio.sleep(0.02)
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:  # noqa: ASYNC109
+    """Until ``condition`` holds (a server process started so often, ...)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
         await asyncio.sleep(0.02)
 
 

@@ -24,6 +24,13 @@ READ_CHUNK = 4096
 DRAIN_TIMEOUT = 0.5  # seconds to read what is left after the connection closed
 
 
+def shortened(line: str) -> str:
+    """A line a server wrote, for a log line: its runs of whitespace one space, at most
+    :data:`MAX_LINE_CHARS` characters."""
+    text = " ".join(line.split())
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
+
+
 class StderrTail:
     """The stderr pipe of one stdio server. Enter it before starting the server, exit after closing it."""
 
@@ -58,8 +65,7 @@ class StderrTail:
             if written < since:
                 break
             if line.strip():
-                text = " ".join(line.split())
-                return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
+                return shortened(line)
         return None
 
     async def __aenter__(self) -> Self:

@@ -220,9 +220,11 @@ def format_skills_index(skills: Iterable[SkillInfo]) -> str:
     return "\n".join(lines)
 
 
-def unknown_skill(name: str, index: SkillIndex, where: str) -> SkillError:
+def unknown_skill(name: str, index: SkillIndex) -> SkillError:
+    """Where the library lives is not said: the model reads this, and a folder or a database URL is the
+    owner's business (``herald skills list`` names it)."""
     if not index.skills:
-        return SkillError(f"Unknown skill '{name}': no skills are installed (looked in {where}).")
+        return SkillError(f"Unknown skill '{name}': no skills are installed.")
     available = ", ".join(sorted(skill.name for skill in index.skills))
     return SkillError(f"Unknown skill '{name}'. Available skills: {available}. Use one of these exact names.")
 

@@ -91,8 +91,9 @@ class SearchProvider(ABC):
                 f"Search failed: {self.name} gave no answer within {self.timeout:g} seconds "
                 "(web.search.timeout)."
             ) from None
-        except httpx.HTTPError as error:
-            raise SearchError(f"Search failed: could not reach {self.name} ({error_text(error)}).") from None
+        except httpx.HTTPError as error:  # its text may name the service's address: the owner's business
+            log.warning("web search: could not reach %s at %s: %s", self.name, url, error_text(error))
+            raise SearchError(f"Search failed: could not reach {self.name}; try again later.") from None
         if response.status_code >= 400:
             hint = (
                 f" ({self.hint_when_refused})"
