@@ -3,9 +3,13 @@ is fine. It changes nothing, so it is safe on a damaged home."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
+from aiohttp import web
 
 from gateway.config import HeraldConfig
 from gateway.doctor import (
@@ -15,11 +19,14 @@ from gateway.doctor import (
     check_keys,
     default_checks,
     run_doctor,
-    status_finding,
 )
+from gateway.doctor_provider import Answer, Endpoint, check_provider, judge_model_list, judge_request
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
 from tests.helpers import point_at
+from tests.threaded import serve_in_thread
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: HeraldHome, herald) -> None:
@@ -30,7 +37,7 @@ def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: He
     assert result.stdout.endswith("All checks passed.\n")
     for subject in ("home", "config", "database", "keys", "provider"):
         assert f"[ok]   {subject}: " in result.stdout
-    assert f"{served} is reachable" in result.stdout
+    assert f"[ok]   provider: {served} answered the model list (" in result.stdout
 
 
 @pytest.mark.sqlite_only  # a damaged state.db
@@ -82,12 +89,146 @@ def test_an_openai_endpoint_without_v1_gets_a_hint(
 
 
 def test_status_answers_are_explained() -> None:
-    assert (
-        status_finding("anthropic", "https://x", 401).text
-        == "https://x refused the API key (HTTP 401); check the key."
+    anthropic = Endpoint("anthropic", "claude-sonnet-4-6", "ANTHROPIC_API_KEY", "https://x")
+    openai = Endpoint("openai", "gpt-5", "OPENAI_API_KEY", "https://x/v1")
+    body = {"error": {"type": "authentication_error", "message": "bad\nkey"}}
+    refused = Answer(401, "application/json", body)
+    assert judge_model_list(anthropic, refused, 5) == Finding(
+        "fail", "provider", "https://x refused the API key (HTTP 401: bad key); check ANTHROPIC_API_KEY."
     )
-    assert status_finding("anthropic", "https://x", 529).status == "warn"
-    assert status_finding("openai", "https://x/v1", 404).status == "ok"
+    busy = judge_model_list(anthropic, Answer(529), 5)
+    assert busy is not None and busy.status == "warn"
+    not_there = Answer(404, "text/plain")
+    assert judge_model_list(openai, not_there, 5) is None  # no model list proves nothing: ask the model
+    answered = Answer(200, "application/json", {"choices": []})
+    assert judge_request(openai, answered, not_there, 5).status == "ok"
+    assert judge_request(openai, not_there, not_there, 5).status == "fail"
+    answered_html = judge_request(anthropic, Answer(200, "text/html; charset=utf-8"), not_there, 5)
+    assert answered_html.status == "fail" and "with a web page (HTTP 200)" in answered_html.text
+
+
+@asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """A small server on 127.0.0.1 answering every request with ``handler``; yields its URL."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPNotFound()
+
+
+async def a_web_site(request: web.Request) -> web.StreamResponse:
+    page = "<!doctype html><html><body><h1>Welcome</h1></body></html>"
+    return web.Response(text=page, content_type="text/html")
+
+
+async def a_refused_key(request: web.Request) -> web.StreamResponse:
+    error = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+    return web.json_response(error, status=401)
+
+
+async def never_answers(request: web.Request) -> web.StreamResponse:
+    await asyncio.Event().wait()  # cancelled when the client hangs up
+    raise AssertionError("unreachable")
+
+
+async def provider_finding(home: HeraldHome, provider: str, url: str, seconds: float = 5.0) -> Finding:
+    """What `herald doctor` says of the provider for a config pointed at ``url``."""
+    model = {"provider": provider, "name": "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"}
+    model["base_url"] = url if provider == "anthropic" else f"{url}/v1"
+    config = HeraldConfig.model_validate({"model": model})
+    environ = {"ANTHROPIC_API_KEY": "test-key", "OPENAI_API_KEY": "test-key"}
+    context = DoctorContext(home, environ, offline=False, config=config, timeout=seconds)
+    [finding] = await check_provider(context)
+    return finding
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_server_that_is_not_the_api_fails_the_provider_check_in_one_sentence(
+    home: HeraldHome, provider: str
+) -> None:
+    """Before, any 404 was "[ok] provider" and an HTML page ended the check in an AttributeError."""
+    base = "model.base_url or " + ("ANTHROPIC_BASE_URL" if provider == "anthropic" else "OPENAI_BASE_URL")
+    model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"
+    async with serving(not_found) as url:
+        finding = await provider_finding(home, provider, url)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert finding == Finding(
+        "fail",
+        "provider",
+        f"{endpoint} answered HTTP 404 to the model list and to a one-token request to {model}; it is not "
+        f"the {'Anthropic' if provider == 'anthropic' else 'OpenAI-compatible'} API or does not know the "
+        f"model: check the endpoint ({base}) and model.name.",
+    )
+    async with serving(a_web_site) as url:
+        finding = await provider_finding(home, provider, url)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert finding.status == "fail"
+    assert finding.text.startswith(f"{endpoint} answered the model list with a web page (HTTP 200), not the ")
+    assert finding.text.endswith(f"API; check the endpoint ({base}).")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_refused_key_and_a_server_that_hangs_are_failures_that_say_what_to_check(
+    home: HeraldHome, provider: str
+) -> None:
+    variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    async with serving(a_refused_key) as url:
+        refused = await provider_finding(home, provider, url)
+    async with serving(never_answers) as url:
+        hung = await provider_finding(home, provider, url, seconds=0.5)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert refused.status == "fail"
+    assert refused.text.endswith(f"refused the API key (HTTP 401: invalid x-api-key); check {variable}.")
+    assert hung.status == "fail"
+    assert hung.text.startswith(f"{endpoint} did not answer within 0.5 s; check the endpoint (model.base_url")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("model_list", [True, False])
+async def test_the_real_api_passes_with_or_without_a_model_list(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str, model_list: bool
+) -> None:
+    """A compatible server without GET /models is asked a one-token question instead, which it answers."""
+    emulator.model_list = model_list
+    finding = await provider_finding(home, provider, emulator_url)
+    endpoint = emulator_url if provider == "anthropic" else f"{emulator_url}/v1"
+    assert finding.status == "ok", finding.text
+    if model_list:
+        assert finding.text.startswith(f"{endpoint} answered the model list (")
+        assert emulator.requests == []  # the list is free: no model request was made
+    else:
+        model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"
+        request_line = f"a one-token request to {model}."
+        assert finding.text == f"{endpoint} has no model list (HTTP 404), but answered {request_line}"
+        [request] = emulator.requests
+        limit = "max_tokens" if provider == "anthropic" else "max_completion_tokens"
+        assert (request.model, request.json[limit]) == (model, 1)
+
+
+def test_doctor_prints_a_web_page_answer_as_one_line(home: HeraldHome, herald) -> None:
+    """Through the command: no internal error, one line saying what is wrong."""
+
+    async def serve_site() -> AsyncIterator[str]:
+        async with serving(a_web_site) as url:
+            yield url
+
+    with serve_in_thread(asynccontextmanager(serve_site), "a web site") as url:
+        point_at(home, url)
+        result = herald("doctor")
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if "provider" in line]
+    assert line.startswith(f"[FAIL] provider: {url} answered the model list with a web page (HTTP 200)")
+    assert "Error" not in result.stdout
 
 
 async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: HeraldHome) -> None:
