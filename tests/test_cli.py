@@ -190,3 +190,22 @@ def test_a_flagged_project_file_is_not_sent_and_the_user_is_told_why(
     assert "AGENTS.md was not loaded: it looks like a prompt injection" in result.stderr
     assert "instruction override" in result.stderr
     assert "reveal the system prompt" not in emulator.requests[-1].system_json
+
+
+def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
+    tmp_path: Path, herald, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the template left out the platform tokens and the web search keys."""
+    from agent.settings import WebSearchSettings
+    from gateway.app import DISCORD_TOKEN, TELEGRAM_TOKEN
+    from gateway.runtime import KEY_VARIABLES
+
+    fresh = HeraldHome(tmp_path / "fresh")
+    monkeypatch.setenv("HERALD_HOME", str(fresh.root))
+    assert herald("setup").returncode == 0
+    template = fresh.env_path.read_text()
+    search = WebSearchSettings()
+    secrets = [*KEY_VARIABLES.values(), TELEGRAM_TOKEN, DISCORD_TOKEN]
+    secrets += [search.brave_api_key_env, search.tavily_api_key_env]
+    assert [name for name in secrets if f"\n# {name}=\n" not in template] == []
+    assert all(line.startswith("#") for line in template.splitlines() if line)  # nothing set by itself
