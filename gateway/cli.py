@@ -194,8 +194,9 @@ def _dispatch(argv: Sequence[str]) -> int:
         from gateway.doctor import default_checks, run_doctor
         from gateway.doctor_mcp import check_mcp
         from gateway.doctor_platforms import check_platforms
+        from gateway.doctor_web import check_web_search
 
-        checks = [*default_checks(), check_platforms, check_mcp]
+        checks = [*default_checks(), check_platforms, check_web_search, check_mcp]
         return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout, checks=checks))
     ensure_home(home)
     load_env(home)

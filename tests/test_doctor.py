@@ -9,20 +9,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
+import yaml
 from aiohttp import web
 
 from gateway.config import HeraldConfig
 from gateway.doctor import (
     DoctorContext,
     Finding,
+    check_config,
     check_home,
     check_keys,
     default_checks,
     run_doctor,
 )
 from gateway.doctor_provider import Answer, Endpoint, check_provider, judge_model_list, judge_request
+from gateway.doctor_web import check_web_search
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
+from tests.fakes.web import BRAVE_KEY, TAVILY_KEY, FakeWeb
 from tests.helpers import point_at
 from tests.threaded import serve_in_thread
 
@@ -38,6 +42,7 @@ def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: He
     for subject in ("home", "config", "database", "keys", "provider"):
         assert f"[ok]   {subject}: " in result.stdout
     assert f"[ok]   provider: {served} answered the model list (" in result.stdout
+    assert "[skip] web search: not enabled (web.search.provider is not set).\n" in result.stdout
 
 
 @pytest.mark.sqlite_only  # a damaged state.db
@@ -226,7 +231,7 @@ def test_doctor_prints_a_web_page_answer_as_one_line(home: HeraldHome, herald) -
         point_at(home, url)
         result = herald("doctor")
     assert result.returncode == 1
-    [line] = [line for line in result.stdout.splitlines() if "provider" in line]
+    [line] = [line for line in result.stdout.splitlines() if "] provider: " in line]
     assert line.startswith(f"[FAIL] provider: {url} answered the model list with a web page (HTTP 200)")
     assert "Error" not in result.stdout
 
@@ -308,3 +313,58 @@ async def test_speech_to_text_at_a_server_of_your_own_needs_no_key(home: HeraldH
     assert [(f.status, f.text) for f in findings] == [
         ("ok", "speech-to-text at http://127.0.0.1:8000/v1 gets no key (OPENAI_API_KEY is not set).")
     ]
+
+
+async def web_search_report(
+    home: HeraldHome, search: dict, environ: dict[str, str], offline: bool = False
+) -> str:
+    """What `herald doctor` prints about web search for ``search`` (the web.search section)."""
+    home.config_path.write_text(yaml.safe_dump({"web": {"search": search}}))
+    out = io.StringIO()
+    await run_doctor(home, offline=offline, out=out, checks=[check_config, check_web_search], environ=environ)
+    lines = out.getvalue().splitlines(keepends=True)
+    return "".join(line for line in lines if line.startswith("[") and " web search: " in line)
+
+
+async def test_web_search_without_its_key_or_url_is_a_failure_that_says_what_to_set(
+    home: HeraldHome,
+) -> None:
+    """Before, a missing key only left web_search out of new sessions, with a line in the gateway's log."""
+    brave = await web_search_report(home, {"provider": "brave"}, {})
+    searxng = await web_search_report(home, {"provider": "searxng"}, {})
+    off = await web_search_report(home, {}, {})
+    assert brave == (
+        "[FAIL] web search: web.search.provider is brave but BRAVE_API_KEY is not set, so sessions get no "
+        f"web_search; put BRAVE_API_KEY in the environment or in {home.env_path}.\n"
+    )
+    assert searxng == (
+        "[FAIL] web search: web.search.provider is searxng but web.search.searxng_url is not set, so "
+        "sessions get no web_search; set web.search.searxng_url to your SearXNG's address.\n"
+    )
+    assert off == "[skip] web search: not enabled (web.search.provider is not set).\n"
+
+
+async def test_web_search_is_checked_with_one_search_and_a_refused_key_is_named_never_shown(
+    home: HeraldHome, fake_web: FakeWeb
+) -> None:
+    brave = {"provider": "brave", "brave_url": f"{fake_web.url}/brave"}
+    tavily = {"provider": "tavily", "tavily_url": f"{fake_web.url}/tavily"}
+    assert await web_search_report(home, brave, {"BRAVE_API_KEY": BRAVE_KEY}) == (
+        "[ok]   web search: Brave Search answered a test search.\n"
+    )
+    assert await web_search_report(home, tavily, {"TAVILY_API_KEY": TAVILY_KEY}) == (
+        "[ok]   web search: Tavily answered a test search.\n"
+    )
+    [request] = [r for r in fake_web.requests if r.path == "/brave"]
+    assert request.query["count"] == "1"
+    refused = await web_search_report(home, brave, {"BRAVE_API_KEY": "a-wrong-key"})
+    assert refused == (
+        "[FAIL] web search: Brave Search answered 401 Unauthorized (check the API key in BRAVE_API_KEY).\n"
+    )
+    fake_web.searxng_json = False
+    searxng = {"provider": "searxng", "searxng_url": f"{fake_web.url}/searxng"}
+    assert "is the json format enabled under search.formats" in await web_search_report(home, searxng, {})
+    before = len(fake_web.requests)
+    offline = await web_search_report(home, brave, {"BRAVE_API_KEY": BRAVE_KEY}, offline=True)
+    assert offline == "[skip] web search: brave is set up; not checked (--offline).\n"
+    assert len(fake_web.requests) == before
