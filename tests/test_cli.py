@@ -7,6 +7,7 @@ processes at once).
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,20 @@ def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
     secrets += [search.brave_api_key_env, search.tavily_api_key_env]
     assert [name for name in secrets if f"\n# {name}=\n" not in template] == []
     assert all(line.startswith("#") for line in template.splitlines() if line)  # nothing set by itself
+
+
+def test_a_command_leaves_its_objects_to_the_end_of_the_process_instead_of_collecting_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The interpreter's last garbage collection walked every object the SDKs and pydantic made: on a
+    busy machine, seconds between the answer (or a Ctrl-C) and the end of `herald chat -q`."""
+    from gateway.cli import main
+
+    before = gc.get_freeze_count()
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main(["--version"])
+        assert exit_.value.code == 0 and capsys.readouterr().out.startswith("herald ")
+        assert gc.get_freeze_count() > before  # the last collection will skip them
+    finally:
+        gc.unfreeze()
