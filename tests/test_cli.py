@@ -8,6 +8,8 @@ processes at once).
 from __future__ import annotations
 
 import gc
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -227,3 +229,47 @@ def test_a_command_leaves_its_objects_to_the_end_of_the_process_instead_of_colle
         assert gc.get_freeze_count() > before  # the last collection will skip them
     finally:
         gc.unfreeze()
+
+
+def test_continue_goes_before_or_after_the_one_shot_text(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald
+) -> None:
+    """Before, `herald chat -q --continue "TEXT"` (as the README wrote it) was a usage error."""
+    point_at(home, served)
+    emulator.script(Reply(text="One."), Reply(text="Two."), Reply(text="Three."))
+    runs = [
+        herald("chat", "-q", "first"),
+        herald("chat", "-q", "--continue", "second"),
+        herald("chat", "--continue", "-q", "third"),
+    ]
+    assert [(r.returncode, r.stdout) for r in runs] == [(0, "One.\n"), (0, "Two.\n"), (0, "Three.\n")]
+    assert len(emulator.requests[-1].json["messages"]) == 5  # one session: both resumed it
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-q"], '-q needs the message to send: herald chat -q "TEXT" (or - to read it from stdin).'),
+        (["-q", "--continue"], '-q needs the message to send: herald chat -q "TEXT"'),
+        (["--continue", "what now?"], "To send one message, use -q: herald chat -q 'what now?'"),
+        (["-q", "one", "two"], "-q takes one message, but got two (one and two); put the message in quotes."),
+    ],
+)
+def test_a_one_shot_text_given_wrong_is_a_usage_error_in_one_sentence(
+    home: HeraldHome, herald, args: list[str], said: str
+) -> None:
+    result = herald("chat", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"herald: {said}") and result.stderr.count("\n") == 1
+
+
+def test_every_herald_chat_line_of_the_readme_is_accepted() -> None:
+    """The README's examples are real command lines (TEXT stands for a message)."""
+    from gateway.cli import build_parser, one_shot_text
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    lines = {" ".join(found.split()) for found in re.findall(r"`(herald chat\b[^`]*)`", readme)}
+    assert 'herald chat -q --continue "TEXT"' in lines
+    for line in sorted(lines):
+        args = build_parser().parse_args(shlex.split(line)[1:])  # a usage error exits: the test fails
+        one_shot_text(args.query, args.text)  # raises on a usage error
