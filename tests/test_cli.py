@@ -8,8 +8,6 @@ processes at once).
 from __future__ import annotations
 
 import gc
-import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -262,14 +260,3 @@ def test_a_one_shot_text_given_wrong_is_a_usage_error_in_one_sentence(
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"herald: {said}") and result.stderr.count("\n") == 1
 
-
-def test_every_herald_chat_line_of_the_readme_is_accepted() -> None:
-    """The README's examples are real command lines (TEXT stands for a message)."""
-    from gateway.cli import build_parser, one_shot_text
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    lines = {" ".join(found.split()) for found in re.findall(r"`(herald chat\b[^`]*)`", readme)}
-    assert 'herald chat -q --continue "TEXT"' in lines
-    for line in sorted(lines):
-        args = build_parser().parse_args(shlex.split(line)[1:])  # a usage error exits: the test fails
-        one_shot_text(args.query, args.text)  # raises on a usage error
