@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.providers.errors import error_message, missing_v1_hint
+from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderKey
 from gateway.doctor import DoctorContext, Finding
 from gateway.runtime import configured_base_url, key_variable
@@ -211,7 +211,7 @@ async def probe(
         found = judge_model_list(endpoint, listed, seconds)
         if found is None:
             found = judge_request(endpoint, await ask(sdk, one_token), listed, seconds)
-    return found
+    return Finding(found.status, found.subject, redact(found.text, [api_key]))  # a server may echo it
 
 
 async def ask(sdk: Any, call: Callable[[], Awaitable[Any]]) -> Answer:

@@ -137,8 +137,10 @@ async def a_web_site(request: web.Request) -> web.StreamResponse:
 
 
 async def a_refused_key(request: web.Request) -> web.StreamResponse:
-    error = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
-    return web.json_response(error, status=401)
+    """Refuses any key, repeating it in its message as some servers do."""
+    given = request.headers.get("x-api-key") or request.headers["authorization"].removeprefix("Bearer ")
+    error = {"type": "authentication_error", "message": f"invalid x-api-key {given}"}
+    return web.json_response({"type": "error", "error": error}, status=401)
 
 
 async def never_answers(request: web.Request) -> web.StreamResponse:
@@ -193,7 +195,9 @@ async def test_a_refused_key_and_a_server_that_hangs_are_failures_that_say_what_
         hung = await provider_finding(home, provider, url, seconds=0.5)
     endpoint = url if provider == "anthropic" else f"{url}/v1"
     assert refused.status == "fail"
-    assert refused.text.endswith(f"refused the API key (HTTP 401: invalid x-api-key); check {variable}.")
+    said = "invalid x-api-key [REDACTED]"  # the server repeated the key
+    assert refused.text.endswith(f"refused the API key (HTTP 401: {said}); check {variable}.")
+    assert "test-key" not in refused.text
     assert hung.status == "fail"
     assert hung.text.startswith(f"{endpoint} did not answer within 0.5 s; check the endpoint (model.base_url")
 
