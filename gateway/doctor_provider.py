@@ -183,35 +183,42 @@ async def probe(
     provider: str, model: str, variable: str, api_key: str, base_url: str | None, seconds: float
 ) -> Finding:
     """The model list, then (when there is none) a one-token request; each given up after ``seconds``."""
-    sdk: Any
-    if provider == "anthropic":
-        import anthropic as sdk  # imported here: an SDK takes about a second to import
+    try:
+        sdk, client = sdk_client(provider, api_key, base_url, seconds)
+    except Exception as error:  # the SDK parses base_url here (httpx's InvalidURL is no ValueError)
+        where = Endpoint(provider, model, variable, str(base_url)).where
+        text = f"{base_url} is not a URL that can be used ({error}); fix the endpoint ({where})."
+        return Finding("fail", "provider", text)
+    endpoint = Endpoint(provider, model, variable, str(client.base_url).rstrip("/"))
+    message = [{"role": "user", "content": "ping"}]
 
-        client: Any = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
-
-        async def one_token() -> Any:
-            message = [{"role": "user", "content": "ping"}]
+    async def one_token() -> Any:
+        if provider == "anthropic":
             return await client.messages.with_raw_response.create(model=model, max_tokens=1, messages=message)
-    else:
-        import openai as sdk
-
         from agent.providers.openai_provider import max_tokens_field
 
-        client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
+        create = client.chat.completions.with_raw_response.create
+        return await create(model=model, messages=message, **{max_tokens_field(model): 1})
 
-        async def one_token() -> Any:
-            limit = {max_tokens_field(model): 1}
-            message = [{"role": "user", "content": "ping"}]
-            create = client.chat.completions.with_raw_response.create
-            return await create(model=model, messages=message, **limit)
-
-    endpoint = Endpoint(provider, model, variable, str(client.base_url).rstrip("/"))
     async with client:
         listed = await ask(sdk, client.models.with_raw_response.list)
         found = judge_model_list(endpoint, listed, seconds)
         if found is None:
             found = judge_request(endpoint, await ask(sdk, one_token), listed, seconds)
     return Finding(found.status, found.subject, redact(found.text, [api_key]))  # a server may echo it
+
+
+def sdk_client(provider: str, api_key: str, base_url: str | None, seconds: float) -> tuple[Any, Any]:
+    """The provider's SDK module and a client of it that neither retries nor waits past ``seconds``."""
+    if provider == "anthropic":
+        import anthropic  # imported here: an SDK takes about a second to import
+
+        return anthropic, anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0
+        )
+    import openai
+
+    return openai, openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
 
 
 async def ask(sdk: Any, call: Callable[[], Awaitable[Any]]) -> Answer:

@@ -203,6 +203,14 @@ async def test_a_refused_key_and_a_server_that_hangs_are_failures_that_say_what_
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_base_url_that_is_no_url_is_a_failure_that_says_so(home: HeraldHome, provider: str) -> None:
+    finding = await provider_finding(home, provider, "http://[::1")
+    assert finding.status == "fail"
+    said = "is not a URL that can be used (Invalid port: ':1'); fix the endpoint (model.base_url"
+    assert said in finding.text
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
 @pytest.mark.parametrize("model_list", [True, False])
 async def test_the_real_api_passes_with_or_without_a_model_list(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str, model_list: bool
