@@ -139,7 +139,8 @@ async def _compress(context: CommandContext) -> str:
 async def _insights(context: CommandContext) -> str:
     store = context.services.runtime.store
     sessions = await store.sessions_for(context.key)
-    return insights.render(sessions, shown=5, purposes=await store.usage_by_purpose(context.key))
+    purposes = await store.usage_by_purpose(context.key)
+    return insights.render(sessions, shown=5, purposes=purposes, markdown=True)
 
 
 async def _cron(context: CommandContext) -> str:

@@ -21,10 +21,21 @@ from gateway.config_doc import render_config_yaml
 
 ENV_TEMPLATE = """\
 # Secrets for Herald. Values already set in the environment win over this file.
+# Remove the # before a line you fill in.
+
+# The model provider (the key of the one in model.provider is enough):
 # ANTHROPIC_API_KEY=
 # OPENAI_API_KEY=
 # ANTHROPIC_BASE_URL=
 # OPENAI_BASE_URL=
+
+# Chat platforms for `herald gateway run` (each is enabled when its token is set):
+# TELEGRAM_BOT_TOKEN=
+# DISCORD_BOT_TOKEN=
+
+# web_search (web.search.provider: brave or tavily):
+# BRAVE_API_KEY=
+# TAVILY_API_KEY=
 """
 
 

@@ -10,6 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, replace
 
 from agent.store import PurposeUsage, SessionRecord
+from gateway.text.fences import code_block
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,27 @@ def format_table(rows: list[UsageRow], first: str = "session") -> str:
     return "\n".join(lines)
 
 
-def render(sessions: list[SessionRecord], shown: int = 20, purposes: list[PurposeUsage] | None = None) -> str:
+def render(
+    sessions: list[SessionRecord],
+    shown: int = 20,
+    purposes: list[PurposeUsage] | None = None,
+    *,
+    markdown: bool = False,
+) -> str:
     """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``; then, when
-    given, the same requests by purpose."""
+    given, the same requests by purpose. ``markdown`` (a chat, where the reply is Markdown): each table
+    in a code block, so it keeps its columns and its header line never becomes a heading."""
     if not sessions:
         return "No sessions yet."
+    table = code_block if markdown else str
     rows = [row_for_session(s) for s in sessions]
     total = total_row(rows)
     if len(rows) > shown:
         total = replace(total, label=f"all {len(rows)} sessions")
-    lines = [format_table([*rows[:shown], total])]
+    lines = [table(format_table([*rows[:shown], total]))]
     if purposes:
         lines.append("")
-        lines.append(format_table([row_for_purpose(p) for p in purposes], first="by purpose"))
+        lines.append(table(format_table([row_for_purpose(p) for p in purposes], first="by purpose")))
     lines.append(
         f"\nInput column = every prompt token; uncached = neither read from nor written to the cache. "
         f"Caching saved ${total.saving:.4f} of ${total.uncached_cost:.4f}."

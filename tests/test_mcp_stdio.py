@@ -24,6 +24,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.helpers import assert_well_formed, chat_in_terminal, herald_process, point_at, run_turn
 from tests.mcp_support import (
+    NPX_NOT_FOUND,
     call_through_the_model,
     catalogue,
     mcp_names,
@@ -151,6 +152,7 @@ async def test_doctor_starts_stdio_servers_even_offline_and_says_why_one_does_no
         "local": stdio_server(REPOSITORY, deny=["crash"]),
         "missing": {"command": "/nonexistent/mcp-server", "env": {"API_KEY": "$MISSING_KEY"}},
         "quits": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no config file found')"]},
+        "npx": {"command": sys.executable, "args": ["-c", f"import sys; sys.exit({NPX_NOT_FOUND!r})"]},
     }
     home.config_path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
     out = io.StringIO()
@@ -164,6 +166,8 @@ async def test_doctor_starts_stdio_servers_even_offline_and_says_why_one_does_no
     ) in report
     quits = "[FAIL] mcp quits: does not start: its process exited; its last words on stderr: no config file"
     assert f"{quits} found." in report
+    npx = "[FAIL] mcp npx: does not start: its process exited; its last words on stderr:"
+    assert f"{npx} {NPX_NOT_FOUND.splitlines()[1]}." in report  # npm's 404, not its update notice
 
 
 JUNK_LINES = 5000

@@ -31,6 +31,11 @@ from agent.usage import Usage
 _COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
 
 
+def max_tokens_field(model: str) -> str:
+    """The name of the output-token limit for ``model``: OpenAI's reasoning models refuse ``max_tokens``."""
+    return "max_completion_tokens" if model.startswith(_COMPLETION_TOKENS_MODELS) else "max_tokens"
+
+
 def is_claude_model(model: str) -> bool:
     return "claude" in model.lower()
 
@@ -118,10 +123,7 @@ class OpenAIProvider(Provider):
             "stream_options": {"include_usage": True},
             "prompt_cache_key": request.session_id,
         }
-        if self.model.startswith(_COMPLETION_TOKENS_MODELS):
-            body["max_completion_tokens"] = request.max_tokens
-        else:
-            body["max_tokens"] = request.max_tokens
+        body[max_tokens_field(self.model)] = request.max_tokens
         if tools:
             body["tools"] = tools
         return body
