@@ -3,7 +3,8 @@ unless it was made markup on purpose, so a chat titled ``<img src=x onerror=aler
 characters. The same holds inside the inline SVG charts (their text is printed by the same templates).
 
 The stylesheet is inlined into each page and allowed by its hash in the Content-Security-Policy, which
-allows nothing else: no script at all, no style from elsewhere, no framing, forms posting only here.
+allows nothing else: no script at all, no image or style from elsewhere, no framing, forms posting only
+here.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from gateway.console.charts import money, tokens
 STYLESHEET = (resources.files("gateway.console") / "templates" / "console.css").read_text(encoding="utf-8")
 _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLESHEET.encode()).digest()).decode()
 CONTENT_SECURITY_POLICY = (
-    f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src 'self' data:; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
 )
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
