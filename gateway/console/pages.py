@@ -48,9 +48,11 @@ class Dependency:
 
 
 class ConsolePages:
+    """The page handlers (routes relative to ``/console``), on the gateway's services."""
+
     def __init__(
         self,
-        web_: ConsoleWeb,
+        console: ConsoleWeb,
         services: Services,
         reports: Reports,
         *,
@@ -59,7 +61,7 @@ class ConsolePages:
         readiness: Readiness,
         member: ClusterMember | None,
     ) -> None:
-        self.web = web_
+        self.web = console
         self.services = services
         self.reports = reports
         self.budgets = budgets
@@ -158,7 +160,7 @@ class ConsolePages:
 
     async def jobs(self, request: web.Request) -> web.StreamResponse:
         manager = self.services.runtime.cron
-        jobs = [_job_view(job, self.timezone) for job in await manager.visible(COMMAND_LINE)]
+        jobs = [_job_view(job) for job in await manager.visible(COMMAND_LINE)]
         values = {"heading": "Scheduled jobs", "jobs": jobs, "timezone": str(self.timezone)}
         return self.web.render(request, "jobs.html", values)
 
@@ -315,8 +317,27 @@ def _number(value: str | None, default: int) -> int:
     return int(value) if value and value.isdigit() and len(value) < 9 else default
 
 
-def _job_view(job: CronJob, tz: dt.tzinfo) -> dict[str, Any]:
+@dataclass(frozen=True)
+class JobRow:
     """What a job's row shows: its state, its last run's outcome and the buttons it has."""
+
+    id: str
+    name: str
+    schedule: str
+    target_text: str
+    prompt_preview: str
+    enabled: bool
+    state: str
+    state_kind: str  # the pill's colour
+    next_run_at: float | None
+    last_run_at: float | None
+    outcome: str
+    outcome_kind: str
+    detail: str | None
+    actions: list[tuple[str, str, str]]  # (change, button label, button style)
+
+
+def _job_view(job: CronJob) -> JobRow:
     if job.enabled:
         state, state_kind = "active", "ok"
     elif job.repeat == 0:
@@ -328,22 +349,22 @@ def _job_view(job: CronJob, tz: dt.tzinfo) -> dict[str, Any]:
     if not job.enabled and job.repeat != 0:
         actions.append(("resume", "Resume", ""))
     actions.append(("remove", "Remove", "danger"))
-    return {
-        "id": job.id,
-        "name": job.name,
-        "schedule": job.schedule,
-        "target_text": format_target(job.target),
-        "prompt_preview": preview(job.prompt),
-        "enabled": job.enabled,
-        "state": state,
-        "state_kind": state_kind,
-        "next_run_at": job.next_run_at,
-        "last_run_at": job.last_run_at,
-        "outcome": outcome,
-        "outcome_kind": outcome_kind,
-        "detail": detail,
-        "actions": actions,
-    }
+    return JobRow(
+        id=job.id,
+        name=job.name,
+        schedule=job.schedule,
+        target_text=format_target(job.target),
+        prompt_preview=preview(job.prompt),
+        enabled=job.enabled,
+        state=state,
+        state_kind=state_kind,
+        next_run_at=job.next_run_at,
+        last_run_at=job.last_run_at,
+        outcome=outcome,
+        outcome_kind=outcome_kind,
+        detail=detail,
+        actions=actions,
+    )
 
 
 def _outcome(job: CronJob) -> tuple[str, str, str | None]:
