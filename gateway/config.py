@@ -111,7 +111,11 @@ class GatewaySettings(Section):
         "gateway.admins get; the rest is left out of their tool list. web_fetch never reaches private "
         "addresses for them, whatever web.allow_private says.",
     )
-    http_host: str = Field("127.0.0.1", description="Address of the health, metrics and webhook server.")
+    http_host: str = Field(
+        "127.0.0.1",
+        description="Address of the HTTP server (health, metrics, webhooks, the console at /console); "
+        "127.0.0.1 keeps it on this machine.",
+    )
     http_port: StrictInt = Field(8787, ge=0, le=65535, description="Port of that server (0 = any free port).")
 
     @field_validator("admins")
@@ -290,6 +294,37 @@ class ClusterSettings(Section):
         return value
 
 
+class ConsoleSettings(Section):
+    """The operator console: pages at /console on the gateway's HTTP server (gateway.http_host and
+    http_port). Log in with HERALD_CONSOLE_TOKEN (environment or .env) or a one-time link an admin gets
+    by sending /console to the bot."""
+
+    enabled: StrictBool = Field(
+        True,
+        description="Serve the console. On an address other than loopback (gateway.http_host) it is served "
+        "only when HERALD_CONSOLE_TOKEN is set.",
+    )
+    public_url: str | None = Field(
+        None,
+        description="The gateway's HTTP address as a browser reaches it, without a path (e.g. "
+        "https://herald.example.com behind a reverse proxy that passes /console on unchanged): used in "
+        "/console login links, and an https address marks the login cookie Secure; null = this process's "
+        "own address.",
+    )
+    session_hours: StrictFloat = Field(
+        12.0, gt=0, le=720, description="Hours a console login lasts before the browser must log in again."
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s/?#@]+/?", value):
+            raise ValueError(
+                "must be an http:// or https:// address without a path, such as https://herald.example.com"
+            )
+        return value.rstrip("/") if value is not None else None
+
+
 CLUSTER_NEEDS_POSTGRESQL = (
     "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
     "same state (set storage.url: postgresql://..., see the README's Storage)"
@@ -316,6 +351,7 @@ class HeraldConfig(Section):
     discord: DiscordSettings = DiscordSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     cluster: ClusterSettings = ClusterSettings()
+    console: ConsoleSettings = ConsoleSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "

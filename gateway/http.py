@@ -5,7 +5,8 @@ connected, the database takes a write and every extra :class:`ReadinessCheck` pa
 Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECONDS`, else 503 with
 what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
 this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
-``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
+``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode). Applications mounted before
+``start`` serve under their prefix (the operator console at ``/console``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from aiohttp import web
@@ -85,7 +86,18 @@ class HttpServer:
         self.checks = checks
         self.cluster = cluster
         self._runner: web.AppRunner | None = None
+        self._mounted: dict[str, web.Application] = {}
         self.url = ""
+
+    @property
+    def mounted(self) -> Mapping[str, web.Application]:
+        """The applications mounted, by prefix."""
+        return self._mounted
+
+    def mount(self, prefix: str, app: web.Application) -> None:
+        """Serve ``app`` under ``prefix`` (``/console``: ``/console/...``; ``/console`` itself redirects
+        there); before :meth:`start`."""
+        self._mounted[prefix] = app
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_WEBHOOK_BODY)
@@ -95,6 +107,9 @@ class HttpServer:
         for adapter in self.adapters:
             if adapter.webhook_path:
                 app.router.add_post(adapter.webhook_path, self._webhook(adapter))
+        for prefix, mounted in self._mounted.items():
+            app.router.add_get(prefix, _redirect(f"{prefix}/"))
+            app.add_subapp(prefix, mounted)
         return app
 
     async def start(self) -> None:
@@ -109,7 +124,8 @@ class HttpServer:
             raise CommandFailed(cannot_listen(self.host, self.port, error), EXIT_UNUSABLE) from None
         bound = self._runner.addresses[0][1]
         self.url = f"http://{self.host}:{bound}"
-        log.info("HTTP server at %s (/healthz, /readyz, /metrics)", self.url)
+        log.info("HTTP server at %s (/healthz, /readyz, /metrics%s)", self.url,
+                 "".join(f", {prefix}" for prefix in self._mounted))  # fmt: skip
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -161,3 +177,10 @@ class HttpServer:
             return web.Response(status=status)
 
         return handle
+
+
+def _redirect(location: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        raise web.HTTPFound(location)
+
+    return handle

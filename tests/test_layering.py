@@ -75,6 +75,8 @@ REPOSITORIES = {
     "agent/memory/database.py",
     "agent/skills/database.py",
     "gateway/chat_settings.py",
+    "gateway/console/links.py",
+    "gateway/console/reports.py",  # the console's read-only aggregates
     "gateway/cron/jobs.py",
     "gateway/discord_interactions.py",
     "gateway/facts.py",

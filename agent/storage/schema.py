@@ -45,6 +45,7 @@ sessions = sa.Table(
     sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("estimated_cost", sa.Double, nullable=False, server_default="0"),
     sa.Column("uncached_cost", sa.Double, nullable=False, server_default="0"),
+    sa.Column("request_count", sa.Integer, nullable=False, server_default="0"),  # rows in ``requests``
     sa.Column("last_prompt_tokens", sa.Integer),
     sa.Column("todos_json", sa.Text, nullable=False, server_default="[]"),
     sa.Column("memory_scope", sa.Text, nullable=False, server_default="owner"),
@@ -106,6 +107,7 @@ requests = sa.Table(
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Index("requests_by_session", "session_id"),
+    sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
     sqlite_autoincrement=True,
 )
 
@@ -289,4 +291,13 @@ session_fences = sa.Table(
     metadata,
     sa.Column("session_key", sa.Text, primary_key=True),
     sa.Column("token", sa.BigInteger, nullable=False),
+)
+
+console_links = sa.Table(  # gateway.console.links: one-time login links for the operator console
+    "console_links",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),  # SHA-256 of the link's secret, never the secret
+    sa.Column("created_by", sa.Text, nullable=False),  # the admin who asked for it (platform:user_id)
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
 )

@@ -3,7 +3,8 @@
 Contract:
 
 - :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
-  transaction: both or neither, so the totals always equal the sum of the session's requests. It is
+  transaction: both or neither, so the totals always equal the sum of the session's requests (and
+  ``request_count`` their number). It is
   not idempotent (each call adds); retry only a call that raised
   :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
 - ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
@@ -55,7 +56,7 @@ _ADD_TO_TOTALS = UPDATE_SESSION.values(
             sessions.c.uncached_cost,
         )
     }
-    | {"updated_at": sa.bindparam("now", type_=sa.Double)}
+    | {"request_count": sessions.c.request_count + 1, "updated_at": sa.bindparam("now", type_=sa.Double)}
 )
 _ADD_TO_TOTALS_AND_PROMPT = _ADD_TO_TOTALS.values(last_prompt_tokens=sa.bindparam("prompt_tokens"))
 # Not IN (...): the parameters of an IN list are expanded into the SQL at every execution.
