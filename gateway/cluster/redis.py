@@ -59,6 +59,8 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+# Anything redis-py may raise, for callers whose use of Redis is best effort (they carry on without it).
+ANY_REDIS_ERROR: tuple[type[BaseException], ...] = (redis_errors.RedisError, *UNREACHABLE)
 
 
 class RedisUnavailable(StorageUnavailable):

@@ -17,7 +17,7 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from redis.asyncio import Redis
 
-from gateway.cluster.leader import REDIS_ERRORS
+from gateway.cluster.redis import ANY_REDIS_ERROR
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class LoginAttempts:
                     return 0.0
                 stats = await limiter.get_window_stats(_LIMIT, address)
                 return max(1.0, stats.reset_time - time.time())
-            except REDIS_ERRORS as error:
+            except ANY_REDIS_ERROR as error:
                 log.warning("console logins are counted in this process only (Redis: %s)", error)
         return 0.0
 
@@ -55,7 +55,7 @@ class LoginAttempts:
         if self._shared is not None:
             try:
                 await self._shared.hit(_LIMIT, address)
-            except REDIS_ERRORS as error:
+            except ANY_REDIS_ERROR as error:
                 log.warning("a failed console login was counted in this process only (Redis: %s)", error)
 
     def _limiters(self) -> list[MovingWindowRateLimiter]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gateway.addressing import admin_id
-from gateway.cluster.leader import REDIS_ERRORS
+from gateway.cluster.redis import ANY_REDIS_ERROR
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
 from gateway.console.server import ConsoleWeb, Handler, Notice
@@ -283,7 +283,7 @@ class ConsolePages:
         try:
             async with asyncio.timeout(PROBE_SECONDS):
                 roster = await read_roster(member.redis)
-        except (TimeoutError, *REDIS_ERRORS) as error:
+        except ANY_REDIS_ERROR as error:
             values["roster_error"] = f"Redis did not say who is in the cluster ({error or 'no answer'})."
             return values
         values["members"], values["leader"] = roster.members, roster.leader
