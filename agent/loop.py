@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.agent_settings import AgentSettings
+from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import ONE_HOUR, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.events import (
@@ -106,6 +107,7 @@ class Agent:
         settings: AgentSettings,
         limiter: RequestLimiter,
         context_engine: ContextEngine | None = None,
+        cache_watch: CacheWatch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -117,6 +119,7 @@ class Agent:
         self.settings = settings
         self.limiter = limiter
         self.context_engine = context_engine
+        self.cache_watch = cache_watch  # judges every answered request's cache read (agent.cache_misses)
         self.clock = clock
 
     def provider_for(self, session: SessionRecord) -> Provider:
@@ -373,6 +376,7 @@ class Agent:
             streamed = False
 
         progress = StreamProgress()
+        started = self.clock()
         try:
             response = await complete_with_retries(
                 provider,
@@ -388,14 +392,28 @@ class Agent:
             if partial is not None:
                 await asyncio.shield(self.record_usage(provider, session, purpose, partial))
             raise
-        await self.record_usage(provider, session, purpose, response.usage)
+        await self.record_usage(provider, session, purpose, response.usage, sent=(request, started))
         return response
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        purpose: str,
+        usage: Usage,
+        *,
+        sent: tuple[ProviderRequest, float] | None = None,
     ) -> None:
+        """Record what a request cost; ``sent`` (the request and when it was sent) has its cache read
+        judged too: every answered request passes here, whatever its purpose."""
         record = priced(purpose, provider.name, provider.model, self.model_info(provider.model), usage)
-        await self.store.record_request(session.id, record, at=self.clock())
+        answered = self.clock()
+        request_id = await self.store.record_request(session.id, record, at=answered)
+        if sent is not None and self.cache_watch is not None:
+            request, started = sent
+            await self.cache_watch.observe(
+                Exchange(session, provider, request, record, request_id, started, answered)
+            )
 
     async def _run_tools(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,13 +44,20 @@ class Agent(Protocol):
     limiter: RequestLimiter
     registry: ToolRegistry
     store: SessionStore
+    clock: Callable[[], float]
 
     def provider_for(self, session: SessionRecord) -> Provider: ...
 
     def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        purpose: str,
+        usage: Usage,
+        *,
+        sent: tuple[ProviderRequest, float] | None = None,
     ) -> None: ...
 
 
@@ -148,10 +155,11 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
             prefix_ttl=prefix_ttl,
             tail_ttl=tail_ttl,
         )
+        started = agent.clock()
         response = await complete_with_retries(
             provider, request, policy=agent.settings.retry, limiter=agent.limiter
         )
-        await agent.record_usage(provider, session, task.purpose, response.usage)
+        await agent.record_usage(provider, session, task.purpose, response.usage, sent=(request, started))
         progress.usage = progress.usage + response.usage
         progress.text = response.text
         if not response.tool_calls:

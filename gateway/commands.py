@@ -139,7 +139,10 @@ async def _compress(context: CommandContext) -> str:
 async def _insights(context: CommandContext) -> str:
     store = context.services.runtime.store
     sessions = await store.sessions_for(context.key)
-    return insights.render(sessions, shown=5, purposes=await store.usage_by_purpose(context.key))
+    misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
+    return insights.render(
+        sessions, shown=5, purposes=await store.usage_by_purpose(context.key), misses=misses
+    )
 
 
 async def _cron(context: CommandContext) -> str:

@@ -41,7 +41,7 @@ def _added(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
     return column + sa.bindparam(f"add_{column.name}", type_=column.type)
 
 
-_INSERT = sa.insert(requests)
+_INSERT = sa.insert(requests).returning(requests.c.id)
 _ADD_TO_TOTALS = UPDATE_SESSION.values(
     {
         column.name: _added(column)
@@ -95,8 +95,8 @@ class UsageLedger:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
-    async def record(self, session_id: str, request: RequestUsage, *, at: float | None = None) -> None:
-        """Store one provider request's usage and add it to the session's totals."""
+    async def record(self, session_id: str, request: RequestUsage, *, at: float | None = None) -> int:
+        """Store one provider request's usage and add it to the session's totals; returns its row id."""
         now = time.time() if at is None else at
         u = request.usage
         row = {
@@ -126,11 +126,11 @@ class UsageLedger:
         }
         conversation = request.purpose in CONVERSATION_PURPOSES
 
-        def insert(conn: sa.Connection) -> None:
+        def insert(conn: sa.Connection) -> int:
             conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
-            conn.execute(_INSERT, row)
+            return int(conn.execute(_INSERT, row).scalar_one())
 
-        await self.storage.write(insert)
+        return await self.storage.write(insert)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         parameters = {"session_id": session_id, "last_prompt_tokens": tokens}
