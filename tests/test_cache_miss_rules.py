@@ -326,3 +326,42 @@ def test_durations_read_like_a_person_would_say_them() -> None:
         "1h",
         "1h 2m 5s",
     ]
+
+
+def test_a_dense_new_message_does_not_make_the_expected_read_drift() -> None:
+    """Token estimates are rescaled to the reported prompt size; a new message that is much denser in
+    tokens than its characters suggest (code, another script) inflates every scaled position. The
+    expected read is the size recorded with the entry (the earlier request's own reported size), so a
+    normal continuation is no miss however uneven the estimate."""
+    first = chain_of(anthropic_body(3))
+    entries = entries_of(first, 0.0)  # its end entry holds its (reported) size
+    later = chain_of(anthropic_body(4, marks=(6, -1))).scaled(chain_of(anthropic_body(4)).total_tokens + 4000)
+    assert later.positions[8].tokens > first.positions[8].tokens + 1500  # the drift
+    diagnosis = diagnose(judged(later, first.positions[8].tokens, at=60), entries, None, THRESHOLDS)
+    assert diagnosis.verdict is None and diagnosis.expected is not None
+    assert diagnosis.expected.tokens == first.positions[8].tokens
+
+
+def test_a_confirmed_read_teaches_the_entry_its_exact_size() -> None:
+    from agent.cache_misses.diagnosis import confirmed_read
+
+    first = chain_of(anthropic_body(3))
+    entries = entries_of(first, 0.0)
+    later = chain_of(anthropic_body(4, marks=(6, -1)))
+    system = next(e for e in entries if e.digest == first.positions[1].digest)
+    exact = system.tokens + 37  # what the provider counts for the system prompt
+    paused = judged(later, exact, at=400)  # the tail expired: only the system prompt is read
+    diagnosis = diagnose(paused, entries, None, THRESHOLDS)
+    assert diagnosis.expected is not None and diagnosis.expected.entry == system
+    left = left_behind(
+        later,
+        alive=by_digest(e for e in entries if e.expires > 400),
+        hit=diagnosis.expected,
+        min_tokens=1024,
+        model=SONNET,
+        session_id="s1",
+        sent_at=400,
+        confirmed=confirmed_read(paused, diagnosis.expected),
+    )
+    assert next(e for e in left if e.digest == system.digest).tokens == exact
+    assert confirmed_read(judged(later, exact * 2, at=400), diagnosis.expected) is None  # another read

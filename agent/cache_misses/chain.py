@@ -2,8 +2,8 @@
 
 Anthropic caches prefixes that end at a block: each tool definition, each system block, each content
 block of each message, in that order. OpenAI caches the token prefix of the whole prompt; its positions
-here are message boundaries. Each position carries a digest of the entire prefix through it (chained,
-so equal digests mean equal prefixes), an estimate of the prefix's tokens and the TTL of a
+here are message boundaries. Each position carries a digest of the entire prefix through it (one running
+hash, so equal digests mean equal prefixes), an estimate of the prefix's tokens and the TTL of a
 ``cache_control`` marker placed on it.
 
 Two things are left out of the digests on purpose: the markers (the provider hashes content, so moving
@@ -89,20 +89,41 @@ class _Item:
     group: int | None
 
 
-def canonical(block: Any) -> str:
-    """Compact JSON of ``block`` without its own ``cache_control`` marker, key order as sent."""
-    if isinstance(block, dict) and "cache_control" in block:
-        block = {key: value for key, value in block.items() if key != "cache_control"}
-    return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+LONG_TEXT = 256  # a block's text fields longer than this are hashed as they are, not JSON-escaped first
 
 
-def estimate_tokens(text: str, media_tokens: Mapping[str, int]) -> int:
-    """Tokens of a block's JSON text: ~4 characters each, files by their own estimate (pixels, pages)."""
+def canonical(block: Any) -> tuple[str, list[str]]:
+    """``block`` without its own ``cache_control`` marker, as compact JSON (key order as sent) with its
+    long text fields left empty, and those texts. JSON-escaping a whole prompt on every request would cost
+    more than everything else the check does; the texts are hashed as they are and counted with the
+    characters escaping would add."""
+    if not isinstance(block, dict):
+        return json.dumps(block, ensure_ascii=False, separators=(",", ":")), []
+    short: dict[str, Any] = {}
+    texts: list[str] = []
+    for key, value in block.items():
+        if key == "cache_control":
+            continue
+        if isinstance(value, str) and len(value) > LONG_TEXT:
+            texts.append(value)
+            value = ""
+        short[key] = value
+    return json.dumps(short, ensure_ascii=False, separators=(",", ":")), texts
+
+
+def escaped_length(text: str) -> int:
+    """About the characters ``text`` takes as a JSON string's contents (the commonest escapes counted)."""
+    return len(text) + text.count("\n") + text.count('"')
+
+
+def estimate_tokens(text: str, media_tokens: Mapping[str, int], chars: int = 0) -> int:
+    """Tokens of a block's JSON ``text`` plus ``chars`` more characters: ~4 characters each, files by
+    their own estimate (pixels, pages)."""
     if PLACEHOLDER not in text:
-        return math.ceil(len(text) / CHARS_PER_TOKEN)
+        return math.ceil((len(text) + chars) / CHARS_PER_TOKEN)
     files = _FILE.findall(text)
-    chars = len(text) - sum(len(PLACEHOLDER) + len(sha) for sha in files)
-    return math.ceil(chars / CHARS_PER_TOKEN) + sum(media_tokens.get(sha, 0) for sha in files)
+    length = len(text) + chars - sum(len(PLACEHOLDER) + len(sha) for sha in files)
+    return math.ceil(length / CHARS_PER_TOKEN) + sum(media_tokens.get(sha, 0) for sha in files)
 
 
 def _marker_ttl(block: Any) -> Ttl | None:
@@ -113,15 +134,21 @@ def _marker_ttl(block: Any) -> Ttl | None:
 
 
 def _chain(items: Iterator[_Item], marked: bool, media_tokens: Mapping[str, int]) -> Chain:
-    running = hashlib.blake2b(digest_size=16)
+    # SHA-1 names prefixes here, it guards nothing; it is the fastest hashlib has (~0.5 GB/s), and a whole
+    # prompt is hashed once per request.
+    running = hashlib.sha1(usedforsecurity=False)
     positions: list[Position] = []
     tokens = 0
     for item in items:
-        text = canonical(item.block)
-        running.update(item.tag.encode() + b"\x1f" + text.encode() + b"\x1e")
-        tokens += estimate_tokens(text, media_tokens)
+        text, texts = canonical(item.block)
+        running.update(item.tag.encode() + b"\x1f" + text.encode())
+        for long in texts:
+            running.update(b"\x1f")
+            running.update(long.encode())
+        running.update(b"\x1e")
+        tokens += estimate_tokens(text, media_tokens, sum(escaped_length(long) for long in texts))
         ttl = _marker_ttl(item.block)
-        positions.append(Position(running.hexdigest(), tokens, ttl, item.section, item.group))
+        positions.append(Position(running.hexdigest()[:32], tokens, ttl, item.section, item.group))
     return Chain(tuple(positions), marked)
 
 

@@ -189,6 +189,18 @@ def _intended(judged: Judged, anchor: Anchor | None) -> tuple[Cause, int, str] |
     return "history_edited", tokens, "messages sent before were sent again with other bytes"
 
 
+CONFIRMING_SHARE = 0.1  # a reported read this close to the expected one is that read
+
+
+def confirmed_read(judged: Judged, hit: Hit | None) -> int | None:
+    """The provider's reported read when it is the expected ``hit`` (on Anthropic, where a read is one
+    whole cached prefix): the exact size of that prefix, which the estimate only approached."""
+    if hit is None or not judged.chain.marked or judged.read_tokens <= 0:
+        return None
+    close = abs(judged.read_tokens - hit.tokens) <= CONFIRMING_SHARE * hit.tokens
+    return judged.read_tokens if close else None
+
+
 def anchor_of(
     chain: Chain, marks: Mapping[int, HistoryMark], left: Iterable[Entry], min_tokens: int
 ) -> Anchor | None:

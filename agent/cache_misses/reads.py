@@ -44,7 +44,9 @@ class Entry:
 
 @dataclass(frozen=True)
 class Hit:
-    """A read: it ends at position ``index`` of the reading request and counts ``tokens``."""
+    """A read: it ends at position ``index`` of the reading request and counts ``tokens``: the size
+    recorded with the entry (the request that left it knew it best: its own whole prompt is the size the
+    provider reported for it), in the provider's steps."""
 
     index: int
     tokens: int
@@ -90,7 +92,7 @@ def _anthropic_read(chain: Chain, cached: Mapping[str, Entry], min_tokens: int) 
                 break
             entry = cached.get(positions[index].digest)
             if entry is not None:
-                best = Hit(index, positions[index].tokens, entry)
+                best = Hit(index, entry.tokens, entry)
                 break
     return best
 
@@ -102,7 +104,7 @@ def _openai_read(chain: Chain, cached: Mapping[str, Entry], min_tokens: int) -> 
             return None
         entry = cached.get(position.digest)
         if entry is not None:
-            return Hit(index, openai_cached_tokens(position.tokens), entry)
+            return Hit(index, openai_cached_tokens(entry.tokens), entry)
     return None
 
 
@@ -115,18 +117,20 @@ def left_behind(
     model: str,
     session_id: str,
     sent_at: float,
+    confirmed: int | None = None,
 ) -> list[Entry]:
     """The entries a request leaves in the cache: the one it read (its TTL starts again) and, on
     Anthropic, each breakpoint that was not cached before (a write); on OpenAI its whole prompt and
-    its tools and system prompt. ``alive``: what was surely cached when it was sent."""
+    its tools and system prompt. ``alive``: what was surely cached when it was sent. ``confirmed``: the
+    read the provider reported when it is the ``hit``: the exact size of that prefix, kept from now on."""
 
-    def entry(index: int, ttl: float) -> Entry:
+    def entry(index: int, ttl: float, tokens: int | None = None) -> Entry:
         position = chain.positions[index]
-        return Entry(position.digest, position.tokens, ttl, sent_at, model, session_id)
+        return Entry(position.digest, tokens or position.tokens, ttl, sent_at, model, session_id)
 
     left: dict[str, Entry] = {}
     if hit is not None:
-        left[hit.entry.digest] = entry(hit.index, hit.entry.ttl)
+        left[hit.entry.digest] = entry(hit.index, hit.entry.ttl, confirmed or hit.entry.tokens)
     if chain.marked:
         for point in chain.breakpoints():
             position = chain.positions[point]

@@ -21,14 +21,16 @@ from dataclasses import dataclass
 from agent.cache_misses.chain import request_chain, wire_groups
 from agent.cache_misses.diagnosis import (
     CAUSE_LABELS,
+    Anchor,
     Judged,
     Thresholds,
     anchor_of,
+    confirmed_read,
     diagnose,
     marks_for,
     missed_cost,
 )
-from agent.cache_misses.reads import by_digest, left_behind
+from agent.cache_misses.reads import Entry, by_digest, left_behind
 from agent.models import ModelInfo
 from agent.providers.base import Provider, ProviderRequest
 from agent.store.cache_misses import CacheMiss, CacheMissLog, PrefixRecord
@@ -103,53 +105,15 @@ class CacheWatch:
             read_tokens=usage.cache_read_tokens,
             marks=marks,
         )
-        context = await self.misses.context(session.session_key, session.id)
-        diagnosis = diagnose(judged, context.entries, context.anchor, self.thresholds)
-        verdict = diagnosis.verdict
-        maybe_cached = by_digest(
-            e for e in context.entries if e.model == provider.model and e.expires > exchange.sent_at
-        )
-        read = None if verdict is not None and verdict.cause == "evicted" else diagnosis.expected
-        left = left_behind(
-            chain,
-            alive=maybe_cached,
-            hit=read,
-            min_tokens=judged.eligible_tokens,
-            model=provider.model,
-            session_id=session.id,
-            sent_at=exchange.sent_at,
-        )
-        record = PrefixRecord(
-            session_key=session.session_key,
-            session_id=session.id,
-            model=provider.model,
-            sent_at=exchange.sent_at,
-            entries=left,
-            anchor=anchor_of(chain, marks, left, judged.eligible_tokens),
-        )
-        miss = None
-        if verdict is not None:
-            miss = CacheMiss(
-                session_key=session.session_key,
-                session_id=session.id,
-                request_id=exchange.request_id,
-                purpose=exchange.usage.purpose,
-                model=provider.model,
-                cause=verdict.cause,
-                expected_tokens=verdict.expected_tokens,
-                read_tokens=verdict.read_tokens,
-                missed_tokens=verdict.missed_tokens,
-                missed_usd=missed_cost(verdict.missed_tokens, usage, info),
-                detail=verdict.detail,
-                created_at=exchange.answered_at,
-            )
-        if diagnosis.prompt_changed:
+        judge = _Judge(exchange, judged, info, self.thresholds)
+        wanted = {position.digest for position in chain.positions}
+        miss = await self.misses.record(session.session_key, session.id, wanted, judge)
+        if judge.prompt_changed:
             log.error(
                 "session %s: its tool list or system prompt changed since its previous request: the provider "
                 "cannot reuse its cache (a bug: a session's prompt bytes are never rebuilt)",
                 session.id,
             )
-        await self.misses.save(record, miss, context)
         if miss is not None:
             log.info(
                 "session %s: cache miss (%s) on a %s request: read %d of %d tokens, %d missed ($%.4f): %s",
@@ -157,3 +121,57 @@ class CacheWatch:
                 miss.missed_tokens, miss.missed_usd, miss.detail,
             )  # fmt: skip
         return miss
+
+
+@dataclass
+class _Judge:
+    """Decides a request's prefix record and miss from what the chat's earlier requests left in the
+    cache; called by the store inside the transaction that reads those and stores the result."""
+
+    exchange: Exchange
+    judged: Judged
+    info: ModelInfo
+    thresholds: Thresholds
+    prompt_changed: bool = False
+
+    def __call__(self, entries: list[Entry], anchor: Anchor | None) -> tuple[PrefixRecord, CacheMiss | None]:
+        exchange, judged = self.exchange, self.judged
+        diagnosis = diagnose(judged, entries, anchor, self.thresholds)
+        self.prompt_changed = diagnosis.prompt_changed
+        verdict = diagnosis.verdict
+        maybe_cached = by_digest(e for e in entries if e.model == judged.model and e.expires > judged.sent_at)
+        read = None if verdict is not None and verdict.cause == "evicted" else diagnosis.expected
+        left = left_behind(
+            judged.chain,
+            alive=maybe_cached,
+            hit=read,
+            min_tokens=judged.eligible_tokens,
+            model=judged.model,
+            session_id=exchange.session.id,
+            sent_at=judged.sent_at,
+            confirmed=confirmed_read(judged, read),
+        )
+        record = PrefixRecord(
+            session_key=exchange.session.session_key,
+            session_id=exchange.session.id,
+            model=judged.model,
+            sent_at=judged.sent_at,
+            entries=left,
+            anchor=anchor_of(judged.chain, judged.marks, left, judged.eligible_tokens),
+        )
+        if verdict is None:
+            return record, None
+        return record, CacheMiss(
+            session_key=exchange.session.session_key,
+            session_id=exchange.session.id,
+            request_id=exchange.request_id,
+            purpose=exchange.usage.purpose,
+            model=judged.model,
+            cause=verdict.cause,
+            expected_tokens=verdict.expected_tokens,
+            read_tokens=verdict.read_tokens,
+            missed_tokens=verdict.missed_tokens,
+            missed_usd=missed_cost(verdict.missed_tokens, exchange.usage.usage, self.info),
+            detail=verdict.detail,
+            created_at=exchange.answered_at,
+        )

@@ -3,11 +3,11 @@
 
 Contract:
 
-- :meth:`CacheMissLog.save` stores one request's prefix record, and its miss event if it had one, in
-  one transaction; it also forgets the chat's records older than :data:`KEPT_SECONDS` before this one
-  (no cache entry outlives an hour unused), except the session's latest history anchor. Not idempotent.
-- :meth:`CacheMissLog.context` reads what a chat's recent requests left: the newest :data:`CONTEXT_ROWS`
-  records, and the session's latest history anchor however old.
+- :meth:`CacheMissLog.record` judges one request in one transaction: it reads what the chat's recent
+  requests left (its newest :data:`CONTEXT_ROWS` records) and the session's latest history anchor
+  however old, stores the request's prefix record and its miss event if it had one, and forgets the
+  chat's records older than :data:`KEPT_SECONDS` before this one (no cache entry outlives an hour
+  unused), except that anchor. Not idempotent.
 - The read API (:meth:`of_session`, :meth:`of_chat`, :meth:`totals`, :meth:`totals_by_session`) sees
   every event saved before it was called. Times are seconds since the epoch; ``since`` is inclusive,
   ``until`` exclusive.
@@ -16,7 +16,7 @@ Contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,7 +27,7 @@ from agent.cache_misses.reads import Entry
 from agent.storage.base import Storage
 from agent.storage.schema import cache_misses, cache_prefixes
 
-CONTEXT_ROWS = 200  # a chat's newest records read per request: more than an hour of a busy chat's requests
+CONTEXT_ROWS = 64  # a chat's newest records read per request: what the next request can read is in these
 KEPT_SECONDS = 3600.0 + 600.0  # the longest TTL, and a margin for the slowest answers
 
 
@@ -72,13 +72,9 @@ class PrefixRecord:
     anchor: Anchor | None
 
 
-@dataclass(frozen=True)
-class PrefixContext:
-    entries: list[Entry]
-    anchor: Anchor | None
-    anchor_row: int | None  # kept when old records are forgotten
-    oldest: float | None  # sent_at of the oldest record read
-    full: bool  # CONTEXT_ROWS records were read: there may be more
+Judge = Callable[[list[Entry], Anchor | None], tuple[PrefixRecord, CacheMiss | None]]
+"""Given what the chat's recent requests left (the wanted prefixes) and the session's latest history
+anchor: the judged request's prefix record and its miss, if it was one."""
 
 
 _RECENT = (
@@ -138,6 +134,17 @@ def _entries_json(entries: Sequence[Entry]) -> str:
     return json.dumps([[e.digest, e.tokens, e.ttl] for e in entries], separators=(",", ":"))
 
 
+def _prefix_row(record: PrefixRecord) -> dict[str, Any]:
+    return {
+        "session_key": record.session_key,
+        "session_id": record.session_id,
+        "model": record.model,
+        "sent_at": record.sent_at,
+        "entries": _entries_json(record.entries),
+        "anchor": _anchor_json(record.anchor),
+    }
+
+
 def _anchor_json(anchor: Anchor | None) -> str | None:
     if anchor is None:
         return None
@@ -195,54 +202,40 @@ class CacheMissLog:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
-    async def context(self, session_key: str, session_id: str) -> PrefixContext:
-        """What the chat's recent requests left in the cache, and the session's latest history anchor."""
+    async def record(
+        self, session_key: str, session_id: str, wanted: Collection[str], judge: Judge
+    ) -> CacheMiss | None:
+        """In one transaction: read what the chat's recent requests left in the cache of the prefixes
+        ``wanted`` (the judged request's: no other can be read) and the session's latest history anchor;
+        let ``judge`` decide the request's record and miss (it runs inside the transaction: pure and
+        quick); store both; forget the chat's records too old to matter. Returns the miss."""
         parameters = {"session_key": session_key, "session_id": session_id}
 
-        def select(conn: sa.Connection) -> PrefixContext:
+        def transact(conn: sa.Connection) -> CacheMiss | None:
             rows = conn.execute(_RECENT, parameters).all()
             entries = [
-                Entry(str(digest), int(tokens), float(ttl), float(row.sent_at), row.model, row.session_id)
-                for row in rows
-                for digest, tokens, ttl in json.loads(row.entries)
+                Entry(digest, tokens, ttl, sent_at, model, row_session)
+                for sent_at, model, row_session, raw in (
+                    (r.sent_at, r.model, r.session_id, r.entries) for r in rows
+                )
+                for digest, tokens, ttl in json.loads(raw)
+                if digest in wanted
             ]
             found = next(((r.id, r.anchor) for r in rows if r.session_id == session_id and r.anchor), None)
             if found is None:
                 latest = conn.execute(_LATEST_ANCHOR, parameters).first()
                 found = None if latest is None else (latest.id, latest.anchor)
-            return PrefixContext(
-                entries=entries,
-                anchor=_anchor(found[1]) if found is not None else None,
-                anchor_row=int(found[0]) if found is not None else None,
-                oldest=float(rows[-1].sent_at) if rows else None,
-                full=len(rows) >= CONTEXT_ROWS,
-            )
-
-        return await self.storage.read(select)
-
-    async def save(self, record: PrefixRecord, miss: CacheMiss | None, context: PrefixContext) -> None:
-        """Store ``record`` (and ``miss``); forget the chat's records too old to matter (``context``:
-        what was read for this request, which says whether there are any)."""
-        prefix = {
-            "session_key": record.session_key,
-            "session_id": record.session_id,
-            "model": record.model,
-            "sent_at": record.sent_at,
-            "entries": _entries_json(record.entries),
-            "anchor": _anchor_json(record.anchor),
-        }
-        before = record.sent_at - KEPT_SECONDS
-        forget = context.full or (context.oldest is not None and context.oldest < before)
-        old = {"session_key": record.session_key, "before": before, "keep": context.anchor_row or -1}
-
-        def insert(conn: sa.Connection) -> None:
-            conn.execute(_INSERT_PREFIX, prefix)
+            record, miss = judge(entries, _anchor(found[1]) if found is not None else None)
+            conn.execute(_INSERT_PREFIX, _prefix_row(record))
             if miss is not None:
                 conn.execute(_INSERT_MISS, _miss_row(miss))
-            if forget:
-                conn.execute(_FORGET, old)
+            before = record.sent_at - KEPT_SECONDS
+            if len(rows) >= CONTEXT_ROWS or (rows and rows[-1].sent_at < before):
+                keep = int(found[0]) if found is not None else -1
+                conn.execute(_FORGET, {"session_key": session_key, "before": before, "keep": keep})
+            return miss
 
-        await self.storage.write(insert)
+        return await self.storage.write(transact)
 
     # -- the read API (insights, metrics, the console) ------------------------------------------
 
