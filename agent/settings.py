@@ -82,7 +82,7 @@ class ModelSettings(Section):
 
 
 class PromptCachingSettings(Section):
-    """How Anthropic cache breakpoints are placed."""
+    """How Anthropic cache breakpoints are placed, and when a request counts as a cache miss."""
 
     cache_ttl: Literal["5m", "1h", "auto"] = Field(
         "auto",
@@ -92,6 +92,19 @@ class PromptCachingSettings(Section):
     policy: Literal["layered", "system_and_3"] = Field(
         "layered",
         description="Breakpoint placement: layered (measured best in docs/benchmarks.md) | system_and_3.",
+    )
+    miss_min_tokens: StrictInt = Field(
+        1024,
+        ge=1,
+        description="A request that read at least this many tokens less from the cache than it should "
+        "have is reported as a cache miss with its cause (herald insights, /insights, /metrics).",
+    )
+    miss_min_share: StrictFloat = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="A cache miss must also be at least this share of what the request should have read "
+        "(token counts are estimates: smaller differences are noise).",
     )
 
 

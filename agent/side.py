@@ -50,7 +50,14 @@ class Agent(Protocol):
     def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage, *, sent_at: float
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        purpose: str,
+        usage: Usage,
+        *,
+        sent_at: float,
+        request: ProviderRequest | None = None,
     ) -> None: ...
 
     async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]: ...
@@ -159,7 +166,9 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
         response = await complete_with_retries(
             provider, request, policy=agent.settings.retry, limiter=agent.limiter
         )
-        await agent.record_usage(provider, session, task.purpose, response.usage, sent_at=sent_at)
+        await agent.record_usage(
+            provider, session, task.purpose, response.usage, sent_at=sent_at, request=request
+        )
         progress.usage = progress.usage + response.usage
         progress.text = response.text
         if not response.tool_calls:

@@ -140,8 +140,9 @@ async def _compress(context: CommandContext) -> str:
 async def _insights(context: CommandContext) -> str:
     store = context.services.runtime.store
     sessions = await store.sessions_for(context.key)
+    misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
     purposes = await store.usage_by_purpose(context.key)
-    return insights.render(sessions, shown=5, purposes=purposes, markdown=True)
+    return insights.render(sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
 
 
 async def _cron(context: CommandContext) -> str:

@@ -63,6 +63,9 @@ async def test_the_error_reports_how_many_calls_were_made() -> None:
         def wire_message(self, message):
             return {}
 
+        def build_body(self, request, *, with_files=True):
+            return {}
+
     request = ProviderRequest("s", None, (), (), 10)  # type: ignore[arg-type]
     policy = RetryPolicy(max_retries=3, base_delay=0)
     overloaded = [ProviderError("busy", retryable=True, status=529) for _ in range(2)]

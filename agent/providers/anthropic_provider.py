@@ -73,12 +73,13 @@ class AnthropicProvider(Provider):
             "content": [*files, {"type": "text", "text": message.content or "(empty message)"}],
         }
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
         """The request body, markers applied. Pure apart from reading stored payloads."""
         tools = [dict(tool) for tool in request.tools]
         layers = request.system.layers()
         system = [{"type": "text", "text": text} for _, text in layers]
-        messages = group_wire_messages(request.messages, self.wire_fragment)
+        fragment = self.wire_fragment if with_files else self.stored_fragment
+        messages = group_wire_messages(request.messages, fragment)
         shape = PromptShape(
             tool_count=len(tools),
             system_layers=tuple(name for name, _ in layers),

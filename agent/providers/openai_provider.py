@@ -84,8 +84,9 @@ class OpenAIProvider(Provider):
             return {"role": "user", "content": [*parts, *text]}
         return {"role": "user", "content": self._text(message.content or "(empty message)")}
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
         layers = request.system.layers()
+        fragment = self.wire_fragment if with_files else self.stored_fragment
         if self._markers:
             system: dict[str, Any] = {
                 "role": "system",
@@ -93,7 +94,7 @@ class OpenAIProvider(Provider):
             }
         else:
             system = {"role": "system", "content": request.system.text()}
-        messages = [system] + [self.wire_fragment(m) for m in request.messages]
+        messages = [system] + [fragment(m) for m in request.messages]
         tools = [
             {
                 "type": "function",

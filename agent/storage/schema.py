@@ -286,6 +286,42 @@ skill_files = sa.Table(  # agent.skills.database: the skill library's files, wit
     sa.Column("updated_at", Timestamp, nullable=False),
 )
 
+cache_prefixes = sa.Table(  # agent.store.cache_misses: what each recent request left in the provider's cache
+    "cache_prefixes",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("sent_at", Timestamp, nullable=False),
+    sa.Column("entries", sa.Text, nullable=False),  # JSON [[digest, tokens, ttl seconds], ...]
+    sa.Column("anchor", sa.Text),  # JSON of where it left the session's stored history; NULL: none sent
+    sa.Index("cache_prefixes_by_chat", "session_key", "id"),
+    sqlite_autoincrement=True,
+)
+
+cache_misses = sa.Table(  # agent.store.cache_misses: requests that read less from the cache than they should
+    "cache_misses",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("request_id", BigId),  # the requests row of the request that missed
+    sa.Column("purpose", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("cause", sa.Text, nullable=False),
+    sa.Column("expected_tokens", sa.Integer, nullable=False),
+    sa.Column("read_tokens", sa.Integer, nullable=False),
+    sa.Column("missed_tokens", sa.Integer, nullable=False),
+    sa.Column("missed_usd", sa.Double, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index("cache_misses_by_session", "session_id", "created_at"),
+    sa.Index("cache_misses_by_chat", "session_key", "created_at"),
+    sa.Index("cache_misses_by_time", "created_at"),
+    sqlite_autoincrement=True,
+)
+
 session_fences = sa.Table(
     "session_fences",
     metadata,

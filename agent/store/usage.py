@@ -43,7 +43,7 @@ def _added(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
 
 
 PACING_SESSIONS = 3  # a chat's latest sessions whose requests pace its TTLs (``/new`` keeps its pacing)
-_INSERT = sa.insert(requests)
+_INSERT = sa.insert(requests).returning(requests.c.id)
 _ADD_TO_TOTALS = UPDATE_SESSION.values(
     {
         column.name: _added(column)
@@ -106,8 +106,8 @@ class UsageLedger:
 
     async def record(
         self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
-    ) -> None:
-        """Store one provider request's usage and add it to the session's totals.
+    ) -> int:
+        """Store one provider request's usage and add it to the session's totals; returns its row id.
 
         ``at``: now (the session's last activity); ``sent_at``: when the request was sent, which is
         when its cache entries were written or refreshed (what TTL pacing measures); default ``at``."""
@@ -140,11 +140,11 @@ class UsageLedger:
         }
         conversation = request.purpose in CONVERSATION_PURPOSES
 
-        def insert(conn: sa.Connection) -> None:
+        def insert(conn: sa.Connection) -> int:
             conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
-            conn.execute(_INSERT, row)
+            return int(conn.execute(_INSERT, row).scalar_one())
 
-        await self.storage.write(insert)
+        return await self.storage.write(insert)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         parameters = {"session_id": session_id, "last_prompt_tokens": tokens}
