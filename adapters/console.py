@@ -122,7 +122,7 @@ class ConsoleAdapter(Adapter):
 def process_chat(pid: int) -> str:
     """A chat id for one terminal of process ``pid``: its lines and its answers, which no other
     terminal shows. The conversation is still the one terminal session
-    (``gateway.addressing.session_key``); the chat id only says who delivers the answers."""
+    (``gateway.conversation.addressing.session_key``); the chat id only says who delivers the answers."""
     return f"{CHAT}-{pid}-{uuid.uuid4().hex[:8]}"
 
 

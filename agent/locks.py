@@ -14,7 +14,7 @@ Implementations:
   process on this host has died is taken over at once.
 - ``gateway.cluster.session_locks.RedisSessionLocks``: local locks plus a lease in Redis (several
   machines), each acquisition with a fencing token that the store checks on every write the holder
-  makes (:mod:`agent.storage.fencing`).
+  makes (:mod:`agent.db.fencing`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from agent.storage.fencing import Fence, fenced
+from agent.db.fencing import Fence, fenced
 from agent.store.leases import SessionLeases
 from resilience.renewal import Policy, Renewal, Renewer
 
@@ -113,7 +113,7 @@ class SessionLocks(ABC):
       its holder task cancelled: the block ends rather than overlap the new holder's.
     - Memory: nothing is kept for a key once nobody holds or waits for it.
     - Fencing: when the lease has a ``token``, every ``Storage.write`` of the holding task (and of tasks
-      it starts) inside the block is fenced with it (``agent.storage.fencing``); a write after a newer
+      it starts) inside the block is fenced with it (``agent.db.fencing``); a write after a newer
       holder took the key raises ``FencedOut`` and stores nothing.
     """
 

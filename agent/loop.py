@@ -8,7 +8,7 @@ conversation (kept in the database, marked inactive), so the next request's pref
 cache already holds and the user can simply send the message again. A turn that a killed process left
 without its answer is closed the same way before anything else touches the session
 (:meth:`Agent.close_interrupted_turn`). No exception other than cancellation (and a database that
-cannot be used, ``agent.storage.errors``) leaves :meth:`Agent.run_turn`; a cancelled turn still records
+cannot be used, ``agent.db.errors``) leaves :meth:`Agent.run_turn`; a cancelled turn still records
 what its stopped model call cost.
 
 An answer cut off by ``max_tokens`` is never passed off as complete: by ``agent.on_max_tokens`` the

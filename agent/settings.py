@@ -453,7 +453,7 @@ class StorageSettings(Section):
         """The rule every command opens the database by (``parse_storage_url``), applied when the file is
         read, at ``config set`` and in doctor; a ``$NAME`` is checked once resolved, by the same rule."""
         if value is not None and not value.startswith("$"):
-            from agent.storage.urls import parse_storage_url  # SQLAlchemy: only when a URL is set
+            from agent.db.urls import parse_storage_url  # SQLAlchemy: only when a URL is set
 
             parse_storage_url(value, Path("state.db"))  # raises BadStorageUrl (a ValueError) saying why
         return value

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import aiohttp
 
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from benchmarks.console_data import seed
 from benchmarks.storage import describe, run_storage
 from gateway.app import open_gateway

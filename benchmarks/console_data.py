@@ -16,9 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import requests, sessions
 from agent.prompt import SystemPrompt
-from agent.storage.base import Storage
-from agent.storage.schema import cron_jobs, inbox, requests, sessions
+from gateway.tables import cron_jobs, inbox
 
 DAY = 86_400.0
 BATCH = 2_000

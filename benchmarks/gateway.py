@@ -46,7 +46,6 @@ from tempfile import TemporaryDirectory
 
 import sqlalchemy as sa
 
-from agent.storage.schema import inbox, outbox
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent
 from benchmarks.gateway_cache import cache
@@ -77,7 +76,8 @@ from benchmarks.gateway_memory import (
 from benchmarks.storage import describe
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
-from gateway.storage import open_home_storage
+from gateway.home.database import open_home_storage
+from gateway.tables import inbox, outbox
 
 # --- latency ---------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agent.storage.urls import parse_storage_url
+from agent.db.urls import parse_storage_url
 
 _names = itertools.count()
 

@@ -1,5 +1,5 @@
 """``python -m gateway`` is the same as the ``herald`` command."""
 
-from gateway.cli import main
+from gateway.cli.dispatch import main
 
 main()

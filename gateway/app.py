@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
-from agent.storage.base import Storage
-from agent.storage.errors import StorageUnavailable
+from agent.db.base import Storage
+from agent.db.errors import StorageUnavailable
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
@@ -36,12 +36,12 @@ from gateway.console.server import PREFIX
 from gateway.core import AdapterFactory, cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
-from gateway.facts import GatewayFacts
 from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
-from gateway.http import HttpServer
-from gateway.router import Router
+from gateway.home.facts import GatewayFacts
+from gateway.intake.router import Router
+from gateway.server.http import HttpServer
 from gateway.services import Services
 
 if TYPE_CHECKING:

@@ -18,21 +18,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import ChatType, CommandSpec
+from agent.db.errors import StorageUnavailable
+from agent.db.fencing import FencedOut
 from agent.prompt import frozen_memory
 from agent.session import StartedSession
-from agent.storage.errors import StorageUnavailable
-from agent.storage.fencing import FencedOut
 from gateway import insights
-from gateway.addressing import admin_id, chat_of_session_key, memory_scope
-from gateway.chat_settings import ModelChoice
+from gateway.access.pairing import welcome
 from gateway.console.links import LINK_SECONDS, LoginLinks
+from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope
+from gateway.conversation.chat_settings import ModelChoice
+from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
-from gateway.inbox import InboxRow, NoLongerPending
-from gateway.pairing import welcome
-from gateway.pending import hold_pending
+from gateway.intake.inbox import InboxRow, NoLongerPending
+from gateway.intake.pending import hold_pending
 from gateway.services import Services
-from gateway.turns import start_session
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
 COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)

@@ -1,6 +1,6 @@
 """The part every way of talking to Herald shares: runtime, stores, router, lanes, outbox sender.
 
-``herald gateway run`` (``gateway.app``) and ``herald chat`` (``gateway.terminal``) both open this
+``herald gateway run`` (``gateway.app``) and ``herald chat`` (``gateway.cli.chat``) both open this
 core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
 terminal's read loop). So a message typed in the terminal takes the same path as one sent on Telegram:
 the router, the command table, the turn runner, the outbox.
@@ -17,27 +17,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
-from agent.storage.base import Storage
-from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
-from gateway.chat_settings import ChatSettings
+from agent.db.base import Storage
+from gateway.access.auth import AccessPolicy, Authorizer, PlatformAccess
+from gateway.access.pairing import Pairing
 from gateway.cluster.sending import sending
 from gateway.config import HeraldConfig
+from gateway.conversation.chat_settings import ChatSettings
+from gateway.conversation.media import MediaReader
+from gateway.conversation.reviews import ReviewClaims, Reviews
+from gateway.delivery.outbox import Outbox
+from gateway.delivery.replies import Replies
+from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
-from gateway.inbox import Inbox
-from gateway.lanes import Lanes
-from gateway.media import MediaReader
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Outbox
-from gateway.pairing import Pairing
-from gateway.readiness import ReadinessCheck
-from gateway.replies import Replies
-from gateway.reviews import ReviewClaims, Reviews
-from gateway.router import Router, lane_work_kind
+from gateway.intake.inbox import Inbox
+from gateway.intake.lanes import Lanes
+from gateway.intake.router import Router, lane_work_kind
+from gateway.intake.work import WorkQueue
+from gateway.intake.worker import Worker
 from gateway.runtime import open_runtime
-from gateway.sender import OutboxSender
+from gateway.server.metrics import GatewayMetrics
+from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
-from gateway.work import WorkQueue
-from gateway.worker import Worker
 
 if TYPE_CHECKING:
     from gateway.cluster.redis import Cluster

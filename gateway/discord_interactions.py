@@ -23,10 +23,10 @@ from adapters.discord.interaction_records import (
     InteractionRecords,
     Role,
 )
-from agent.storage.base import Storage
-from agent.storage.schema import discord_interaction_messages as messages
-from agent.storage.schema import discord_interactions as interactions
-from agent.storage.sql import insert_ignoring_duplicates
+from agent.db.base import Storage
+from agent.db.sql import insert_ignoring_duplicates
+from gateway.tables import discord_interaction_messages as messages
+from gateway.tables import discord_interactions as interactions
 
 PRUNE_BATCH = 500  # old records dropped per new one: a backlog drains over a few commands
 

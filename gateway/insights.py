@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from agent.cache_misses.diagnosis import CAUSE_LABELS
 from agent.store import MissTotal, PurposeUsage, SessionRecord, SessionStore
-from gateway.text.fences import code_block
+from gateway.delivery.text.fences import code_block
 
 
 @dataclass(frozen=True)

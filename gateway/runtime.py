@@ -26,6 +26,7 @@ from agent.cache_misses.diagnosis import Thresholds
 from agent.cache_misses.watch import CacheWatch
 from agent.compression.engine import ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
+from agent.db.base import Storage
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent
@@ -37,7 +38,6 @@ from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
-from agent.storage.base import Storage
 from agent.store import SessionStore
 from agent.store.leases import SessionLeases
 from agent.tools.builtin import builtin_registry
@@ -49,8 +49,8 @@ from gateway.cron.manage import CronManager
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
-from gateway.memory_skills import memory_and_skills
-from gateway.storage import open_home_storage, storage_url
+from gateway.home.database import open_home_storage, storage_url
+from gateway.home.memory_skills import memory_and_skills
 
 if TYPE_CHECKING:
     from agent.mcp.servers import McpServers
@@ -150,7 +150,7 @@ class Runtime:
     limiter: RequestLimiter
     pool: ProviderPool
     registry: ToolRegistry
-    memory: MemoryBank  # files in the home on SQLite, the database on PostgreSQL (gateway.memory_skills)
+    memory: MemoryBank  # files in the home on SQLite, the database on PostgreSQL (gateway.home.memory_skills)
     skills: SkillLibrary  # likewise
     agent: Agent
     context_dir: Path | None

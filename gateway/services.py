@@ -11,20 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from adapters.base import Adapter
-from gateway.auth import Authorizer
-from gateway.budget import SendBudget
-from gateway.chat_settings import ChatSettings
+from gateway.access.auth import Authorizer
+from gateway.access.pairing import Pairing
 from gateway.config import GatewaySettings
-from gateway.inbox import Inbox
-from gateway.media import MediaReader
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Outbox
-from gateway.pairing import Pairing
-from gateway.replies import Replies
-from gateway.reviews import Reviews
+from gateway.conversation.chat_settings import ChatSettings
+from gateway.conversation.media import MediaReader
+from gateway.conversation.reviews import Reviews
+from gateway.delivery.outbox import Outbox
+from gateway.delivery.replies import Replies
+from gateway.delivery.send_budget import SendBudget
+from gateway.delivery.sender import OutboxSender
+from gateway.intake.inbox import Inbox
+from gateway.intake.work import WorkQueue
 from gateway.runtime import Runtime
-from gateway.sender import OutboxSender
-from gateway.work import WorkQueue
+from gateway.server.metrics import GatewayMetrics
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Services:
     authorizer: Authorizer
     pairing: Pairing
     chat_settings: ChatSettings
-    lanes: WorkQueue  # each chat's queue of work (gateway.lanes, or the cluster's); run by gateway.worker
+    lanes: WorkQueue  # each chat's queue of work (gateway.intake.lanes, or the cluster's), run by its worker
     reviews: Reviews
     media: MediaReader
     metrics: GatewayMetrics

@@ -17,11 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatType, InboundMessage
-from agent.storage.schema import inbox, outbox
 from gateway.app import Gateway, open_gateway
 from gateway.cluster.work_queue import RedisWorkQueue
 from gateway.home import HeraldHome
-from gateway.inbox import InboxState
+from gateway.intake.inbox import InboxState
+from gateway.tables import inbox, outbox
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.gateway_support import gateway_config

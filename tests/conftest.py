@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
-from gateway.cli import run
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
+from gateway.cli.dispatch import run
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator
@@ -180,7 +180,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | No
 
 @pytest.fixture
 def herald(capsys: pytest.CaptureFixture[str], home: HeraldHome) -> Callable[..., Ran]:
-    """``herald ARGS`` in this process (``gateway.cli.run``: the same parsing, home, runtime and exit
+    """``herald ARGS`` in this process (``gateway.cli.dispatch.run``: the same parsing, home, runtime and exit
     codes as the binary), with its exit code and what it printed."""
 
     def invoke(*args: str) -> Ran:

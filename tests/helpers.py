@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.compression.engine import CompressionOutcome
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from agent.events import EventCallback, TurnEvent
 from agent.loop import TurnResult
 from agent.memory import OWNER_SCOPE
 from agent.session import SessionSpec
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
 from agent.store import SessionRecord, SessionStore
-from gateway.cli import run as herald
+from gateway.cli.dispatch import run as herald
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
+from gateway.home.database import open_home_storage
 from gateway.runtime import Runtime
-from gateway.storage import open_home_storage
 from tests.emulator import RecordedRequest, Reply, ToolUse
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
@@ -226,7 +226,7 @@ async def chat_in_terminal(
     config: HeraldConfig, home: HeraldHome, *lines: str, resume: bool = False
 ) -> TerminalChat:
     """Run the interactive terminal in this process on ``lines`` (end with "/quit")."""
-    from gateway.terminal import chat_header, interactive, open_terminal
+    from gateway.cli.chat import chat_header, interactive, open_terminal
 
     queue = iter(lines)
 

@@ -20,8 +20,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 
 USER = "herald"
 TEMPLATE = "herald_template"

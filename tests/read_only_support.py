@@ -2,8 +2,8 @@
 of the child's own (``unshare -m``), so nothing outside the child sees it and nothing is left mounted
 however the test ends. File modes would not do: tests run as root, whom modes do not stop.
 
-The commands run in one interpreter (``gateway.cli.run`` each, as the binary does), so a dozen cost one
-start-up; each one's exit code and output come back as JSON.
+The commands run in one interpreter (``gateway.cli.dispatch.run`` each, as the binary does), so a dozen
+cost one start-up; each one's exit code and output come back as JSON.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def herald_on_read_only_home(home: HeraldHome, *commands: list[str]) -> list[Ran
 
 
 def main() -> None:
-    from gateway.cli import configure_streams, run
+    from gateway.cli.dispatch import configure_streams, run
 
     configure_streams()
     results = []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.db.base import Storage
 from agent.memory import OWNER_SCOPE, MemoryBank, MemoryTarget
 from agent.memory.database import DatabaseMemoryDocuments
 from agent.memory.files import FileMemoryDocuments
@@ -20,10 +21,9 @@ from agent.skills import SkillLibrary
 from agent.skills.database import DatabaseSkillTree
 from agent.skills.files import DiskSkillTree
 from agent.skills.library import Bundle
-from agent.storage.base import Storage
 from gateway.config import load_config
 from gateway.home import HeraldHome
-from gateway.memory_skills import open_memory_and_skills
+from gateway.home.memory_skills import open_memory_and_skills
 
 KINDS = ("files", "database")
 

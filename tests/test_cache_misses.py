@@ -18,9 +18,9 @@ import aiohttp
 import pytest
 import sqlalchemy as sa
 
+from agent.db.schema import messages, sessions
 from agent.prompt import SystemPrompt
 from agent.side import CHILD_PREAMBLE, REVIEW_TASK, review
-from agent.storage.schema import messages, sessions
 from agent.store import CacheMiss, SessionRecord
 from gateway.config import HeraldConfig
 from gateway.cron.jobs import RunStatus

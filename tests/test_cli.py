@@ -1,6 +1,6 @@
 """The `herald` command as a user runs it: real SDK, emulator on loopback.
 
-Most tests run the command in-process (``gateway.cli.run``: the same parsing, home, runtime and exit
+Most tests run the command in-process (``gateway.cli.dispatch.run``: the same parsing, home, runtime and exit
 codes); a test starts real processes only where the process boundary is the point (a restart, several
 processes at once).
 """
@@ -217,7 +217,7 @@ def test_a_command_leaves_its_objects_to_the_end_of_the_process_instead_of_colle
 ) -> None:
     """The interpreter's last garbage collection walked every object the SDKs and pydantic made: on a
     busy machine, seconds between the answer (or a Ctrl-C) and the end of `herald chat -q`."""
-    from gateway.cli import main
+    from gateway.cli.dispatch import main
 
     before = gc.get_freeze_count()
     try:

@@ -14,17 +14,17 @@ import pytest
 
 from adapters.base import ChatAddress, DeliveryError, OutboundText, SendRate
 from adapters.telegram.ratelimit import BOT_RATE, CHAT_RATE, GROUP_RATE, telegram_rates
-from agent.storage.connect import open_storage
-from agent.storage.urls import StorageUrl, parse_storage_url
-from gateway.budget import BudgetUnavailable
+from agent.db.connect import open_storage
+from agent.db.urls import StorageUrl, parse_storage_url
 from gateway.cluster.budget import RedisSendBudget
 from gateway.cluster.redis import Cluster, open_redis
 from gateway.cluster.sending import sending
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Operation, Outbox, Outgoing
-from gateway.sender import OutboxSender
+from gateway.delivery.outbox import Operation, Outbox, Outgoing
+from gateway.delivery.send_budget import BudgetUnavailable
+from gateway.delivery.sender import OutboxSender
+from gateway.server.metrics import GatewayMetrics
 from tests.conftest import postgres_server
 from tests.redis_server import RedisServer
 from tests.test_cluster_outbox import RecordingAdapter, Sent, row

@@ -13,7 +13,7 @@ import pytest
 
 from adapters.base import Adapter
 from adapters.discord import DiscordAdapter
-from agent.storage.base import Storage
+from agent.db.base import Storage
 from gateway.app import Gateway, open_gateway
 from gateway.cluster.member import ClusterMember
 from gateway.cluster.shards import ShardKeeper

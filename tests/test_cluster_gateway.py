@@ -13,12 +13,12 @@ import pytest
 import sqlalchemy as sa
 from redis.asyncio import Redis
 
-from agent.storage.fencing import issue_token
-from agent.storage.schema import messages, session_fences
+from agent.db.fencing import issue_token
+from agent.db.schema import messages, session_fences
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL
 from gateway.home import HeraldHome
-from gateway.http import READY_PROBE_SECONDS
-from gateway.inbox import InboxState
+from gateway.intake.inbox import InboxState
+from gateway.server.http import READY_PROBE_SECONDS
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.helpers import Ran
@@ -140,8 +140,8 @@ async def test_doctor_checks_the_redis_it_is_configured_for_without_printing_the
 ) -> None:
     from io import StringIO
 
-    from gateway.doctor import check_config, run_doctor
-    from gateway.doctor_cluster import check_redis
+    from gateway.doctor.cluster import check_redis
+    from gateway.doctor.run import check_config, run_doctor
 
     await require_password(redis_server)
     with_password = redis_server.url.replace("redis://", f"redis://:{PASSWORD}@")

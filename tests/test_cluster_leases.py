@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 
 from adapters.base import ChatAddress, OutboundText
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.fencing import FencedOut, issue_token, newest_token
+from agent.db.urls import parse_storage_url
 from agent.locks import LockTimeout
 from agent.messages import Message
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.fencing import FencedOut, issue_token, newest_token
-from agent.storage.urls import parse_storage_url
 from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.cluster.session_locks import RedisSessionLocks, lease_key
+from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.home import HeraldHome
-from gateway.outbox import Operation, Outbox, Outgoing
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.helpers import new_session

@@ -16,15 +16,15 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.base import Adapter, Capabilities, ChatAddress, InboundSink, OutboundText
-from agent.storage import schema
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
-from gateway.budget import LocalSendBudget
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
+from gateway import tables as schema
 from gateway.cluster.budget import RedisSendBudget
+from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxState, Outgoing
+from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Claimant, Operation, Outbox, OutboxState, Outgoing
-from gateway.sender import OutboxSender
+from gateway.server.metrics import GatewayMetrics
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.redis_server import RedisServer

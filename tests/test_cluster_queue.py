@@ -14,8 +14,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.home import HeraldHome
-from gateway.inbox import InboxEntry
-from gateway.work import Work, WorkKind
+from gateway.intake.inbox import InboxEntry
+from gateway.intake.work import Work, WorkKind
 from tests.cluster_support import LEASE_TTL, answer_each, inbound, open_cluster
 from tests.emulator import ProviderEmulator
 from tests.postgres import PostgresServer

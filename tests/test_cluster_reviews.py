@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from gateway import reviews as reviews_module
+from gateway.conversation import reviews as reviews_module
+from gateway.conversation.reviews import Reviews
 from gateway.home import HeraldHome
-from gateway.reviews import Reviews
 from tests.cluster_leader_support import LEADER_TTL, SLACK, telegram_cluster, until
 from tests.cluster_support import answer_each, open_cluster
 from tests.emulator import ProviderEmulator

@@ -14,10 +14,10 @@ from playwright.async_api import Browser
 from agent.prompt import SystemPrompt
 from agent.store import NewSession
 from agent.usage import RequestUsage, Usage
+from gateway.access.pairing import WELCOME
 from gateway.cron.jobs import RunStatus
 from gateway.cron.manage import COMMAND_LINE
 from gateway.home import HeraldHome
-from gateway.pairing import WELCOME
 from tests.browser_support import PHONE, Watched, chromium, screenshot_if_failed, watched_page
 from tests.console_support import CONSOLE_TOKEN, ConsoleHarness, console_gateway
 from tests.emulator import ProviderEmulator, Reply

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from gateway.console.auth import Signer, derive_key
 from gateway.console.links import LINK_SECONDS, LoginLinks
-from gateway.facts import GatewayFacts
 from gateway.home import HeraldHome
+from gateway.home.facts import GatewayFacts
 from tests.console_support import CSRF, console_client, console_gateway
 from tests.emulator import ProviderEmulator
 from tests.gateway_support import ADMIN, FRIEND

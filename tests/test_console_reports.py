@@ -11,14 +11,14 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.base import ChatType, InboundMessage
+from agent.db.base import Storage
 from agent.prompt import SystemPrompt
-from agent.storage.base import Storage
-from agent.storage.schema import cron_jobs
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
 from gateway.console import reports
 from gateway.console.reports import ChatSort, Reports, day_starts
-from gateway.inbox import Inbox, InboxEntry
+from gateway.intake.inbox import Inbox, InboxEntry
+from gateway.tables import cron_jobs
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = dt.datetime(2026, 3, 30, 12, 0, tzinfo=BERLIN).timestamp()  # the day after a 23-hour day

@@ -20,7 +20,7 @@ from agent.memory import OWNER_SCOPE, user_scope
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, RunStatus, parse_target
 from gateway.cron.runner import CronRunner
 from gateway.home import HeraldHome
-from gateway.storage import open_home_storage
+from gateway.home.database import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram

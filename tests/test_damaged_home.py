@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from gateway.access.pairing import Pairing
 from gateway.home import HeraldHome
-from gateway.pairing import Pairing
-from gateway.storage import open_home_storage
+from gateway.home.database import open_home_storage
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import Ran, herald_process, open_store, point_at
 from tests.read_only_support import can_mount_read_only, herald_on_read_only_home

@@ -15,7 +15,7 @@ from adapters.discord.interaction_records import (
     MemoryInteractionRecords,
     Role,
 )
-from agent.storage.base import Storage
+from agent.db.base import Storage
 from gateway.discord_interactions import StoredInteractions
 
 Clock = list[float]

@@ -13,17 +13,16 @@ import yaml
 from aiohttp import web
 
 from gateway.config import HeraldConfig
-from gateway.doctor import (
-    DoctorContext,
-    Finding,
+from gateway.doctor.findings import DoctorContext, Finding
+from gateway.doctor.provider import Answer, Endpoint, check_provider, judge_model_list, judge_request
+from gateway.doctor.run import (
     check_config,
     check_home,
     check_keys,
     default_checks,
     run_doctor,
 )
-from gateway.doctor_provider import Answer, Endpoint, check_provider, judge_model_list, judge_request
-from gateway.doctor_web import check_web_search
+from gateway.doctor.web import check_web_search
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
 from tests.fakes.web import BRAVE_KEY, TAVILY_KEY, FakeWeb

@@ -1,4 +1,4 @@
-"""Fencing in the store (agent.storage.fencing): a write made under a session's older fencing token is
+"""Fencing in the store (agent.db.fencing): a write made under a session's older fencing token is
 refused whole, on SQLite and PostgreSQL alike; writes outside any lease are not checked."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.fencing import Fence, FencedOut, check_fences, fenced, issue_token, newest_token
-from agent.storage.schema import session_fences
-from agent.storage.urls import parse_storage_url
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.fencing import Fence, FencedOut, check_fences, fenced, issue_token, newest_token
+from agent.db.schema import session_fences
+from agent.db.urls import parse_storage_url
 
 KEY = "telegram:chat:42"
 
@@ -43,9 +43,9 @@ async def test_a_process_stopped_inside_a_fenced_write_does_not_hold_the_session
     """A process SIGSTOPped between its fence check and its commit keeps the session's fencing row
     locked; the server ends such a transaction (idle_in_transaction_session_timeout), so the process
     that takes the session over gets its token instead of waiting as long as the other stays stopped."""
-    import agent.storage.postgres
+    import agent.db.postgres
 
-    monkeypatch.setattr(agent.storage.postgres, "IDLE_IN_TRANSACTION_MS", 1000)
+    monkeypatch.setattr(agent.db.postgres, "IDLE_IN_TRANSACTION_MS", 1000)
     url = parse_storage_url(postgresql_database, tmp_path)
     async with open_storage(url) as stopped, open_storage(url) as other:
         first = await issue_token(stopped, KEY)

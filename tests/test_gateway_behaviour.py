@@ -12,15 +12,15 @@ import pytest
 
 from adapters.base import ChatType, InboundMessage
 from adapters.telegram import SECRET_HEADER, webhook_secret
+from agent.db.errors import StorageUnavailable
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
-from agent.storage.errors import StorageUnavailable
 from agent.tool_runs import with_payload
-from gateway.addressing import session_key, session_spec
 from gateway.app import open_gateway
 from gateway.config import HeraldConfig
+from gateway.conversation.addressing import session_key, session_spec
 from gateway.home import HeraldHome
-from gateway.inbox import Inbox, InboxState
+from gateway.intake.inbox import Inbox, InboxState
 from gateway.runtime import open_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
@@ -83,9 +83,9 @@ async def test_an_interrupt_that_cannot_get_through_leaves_the_turn_to_finish_an
 ) -> None:
     """Reaching the running turn hangs (a cluster's Redis partitioned away): the new message waits
     for that at most INTERRUPT_WAIT, then is queued behind the turn, which finishes; both answered."""
-    import gateway.router
+    import gateway.intake.router
 
-    monkeypatch.setattr(gateway.router, "INTERRUPT_WAIT", 0.3)
+    monkeypatch.setattr(gateway.intake.router, "INTERRUPT_WAIT", 0.3)
     emulator.stream_delay = 0.02
     emulator.script(Reply(text_tokens=60), Reply(text="Answer to the second."))
     async with telegram_gateway(

@@ -19,12 +19,12 @@ import sqlalchemy as sa
 
 from adapters.base import Adapter
 from adapters.discord import DiscordAdapter
-from agent.storage import schema
-from agent.storage.base import Storage
+from agent.db.base import Storage
+from gateway import tables as schema
 from gateway.app import Gateway, open_gateway
 from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
-from gateway.storage import open_home_storage
+from gateway.home.database import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeDiscord, FakeTelegram

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.storage.errors import StorageUnavailable
+from agent.db.errors import StorageUnavailable
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
@@ -448,7 +448,7 @@ async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import agent.media.documents
-    import gateway.media
+    import gateway.conversation.media
 
     release = threading.Event()
 
@@ -456,7 +456,7 @@ async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
         release.wait(30)  # a page pypdf takes minutes over
         raise AssertionError("given up on: never used")
 
-    monkeypatch.setattr(gateway.media, "PREPARE_SECONDS", 0.05)
+    monkeypatch.setattr(gateway.conversation.media, "PREPARE_SECONDS", 0.05)
     monkeypatch.setattr(agent.media.documents, "prepare_document", stuck)
     try:
         async with telegram_gateway(home, emulator, emulator_url) as harness:

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from agent.memory import OWNER_SCOPE
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
-from gateway.addressing import memory_scope, session_key, user_text
-from gateway.budget import LocalSendBudget
+from gateway.access.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcome
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
-from gateway.delivery import answer_operations, render
-from gateway.lanes import INTERRUPTED, Lanes
-from gateway.outbox import Operation
-from gateway.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcome
+from gateway.conversation.addressing import memory_scope, session_key, user_text
+from gateway.delivery.outbox import Operation
+from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.stream import answer_operations, render
+from gateway.intake.lanes import INTERRUPTED, Lanes
 
 
 def message(chat_type: ChatType = ChatType.DIRECT, **fields: object) -> InboundMessage:

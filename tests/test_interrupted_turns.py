@@ -19,9 +19,9 @@ import pytest
 from agent.events import TextDelta
 from agent.history import unanswered_turn
 from agent.messages import Message, ToolCall, tool_result
+from gateway.cli.chat import DRAIN_SECONDS
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_runtime
-from gateway.terminal import DRAIN_SECONDS
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn

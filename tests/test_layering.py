@@ -74,15 +74,15 @@ def test_side_tasks_do_not_import_the_loop_that_builds_on_them() -> None:
 REPOSITORIES = {
     "agent/memory/database.py",
     "agent/skills/database.py",
-    "gateway/chat_settings.py",
+    "gateway/conversation/chat_settings.py",
     "gateway/console/links.py",
     "gateway/console/reports.py",  # the console's read-only aggregates
     "gateway/cron/jobs.py",
     "gateway/discord_interactions.py",
-    "gateway/facts.py",
-    "gateway/inbox.py",
-    "gateway/outbox.py",
-    "gateway/pairing.py",
+    "gateway/home/facts.py",
+    "gateway/intake/inbox.py",
+    "gateway/delivery/outbox.py",
+    "gateway/access/pairing.py",
 }
 
 
@@ -98,22 +98,22 @@ def users_of(module: str) -> set[str]:
 def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
     """SQLAlchemy (a connection, a statement, SQL text) only in the storage layer and the repositories;
     no sqlite3 anywhere but the SQLite storage itself (and the frozen migrations of old releases)."""
-    layer = ("agent/storage/", "agent/store/")
+    layer = ("agent/db/", "agent/store/")
     above = {user for user in users_of("sqlalchemy") if not user.startswith(layer)}
     assert above <= REPOSITORIES, above - REPOSITORIES
-    allowed = {"agent/storage/sqlite.py", "agent/storage/legacy.py"}
+    allowed = {"agent/db/sqlite.py", "agent/db/legacy.py"}
     assert users_of("sqlite3") <= allowed, users_of("sqlite3") - allowed
 
 
 def test_every_reply_takes_one_road() -> None:
-    """Only gateway.replies queues into the outbox (and `herald pairing approve`, a process without a
+    """Only gateway.delivery.replies queues into the outbox (and `herald pairing approve`, a process without a
     sender, which leaves the welcome for the running gateway to send)."""
     queuing = {
         str(path.relative_to(ROOT))
         for path in modules("gateway")
         if "outbox.enqueue(" in path.read_text(encoding="utf-8")
     }
-    assert queuing <= {"gateway/replies.py", "gateway/cli_gateway.py"}, queuing
+    assert queuing <= {"gateway/delivery/replies.py", "gateway/cli/gateway.py"}, queuing
 
 
 def test_resilience_is_neutral_ground() -> None:

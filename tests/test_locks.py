@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from agent.locks import DatabaseSessionLocks, LocalSessionLocks, LockNotHeld, LockTimeout, owner_alive
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.urls import parse_storage_url
 from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from agent.memory import chat_scope
 from agent.session import SessionSpec
-from gateway.doctor import check_config, check_keys, run_doctor
-from gateway.doctor_mcp import check_mcp
+from gateway.doctor.mcp import check_mcp
+from gateway.doctor.run import check_config, check_keys, run_doctor
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config

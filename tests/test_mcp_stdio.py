@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from agent.mcp import servers
-from gateway.doctor import check_config, run_doctor
-from gateway.doctor_mcp import check_mcp
+from gateway.doctor.mcp import check_mcp
+from gateway.doctor.run import check_config, run_doctor
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.emulator import ProviderEmulator, Reply

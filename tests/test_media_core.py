@@ -10,14 +10,14 @@ import pytest
 import sqlalchemy as sa
 from PIL import Image
 
+from agent.db.schema import media as media_table
+from agent.db.schema import messages
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.media.types import Media
-from agent.storage.schema import media as media_table
-from agent.storage.schema import messages
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config

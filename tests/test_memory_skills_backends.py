@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from agent.db.base import Storage
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.memory.database import DatabaseMemoryDocuments
 from agent.memory.files import FileMemoryDocuments
@@ -15,10 +16,9 @@ from agent.session import PromptSources, _gather
 from agent.skills import SkillLibrary
 from agent.skills.database import DatabaseSkillTree
 from agent.skills.files import DiskSkillTree
-from agent.storage.base import Storage
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
-from gateway.memory_skills import memory_and_skills
+from gateway.home.memory_skills import memory_and_skills
 from tests.state_support import bundle, database_bank, database_library, files_bank, files_library, skill_md
 
 SCOPE = "user:telegram:42"

@@ -18,18 +18,18 @@ from adapters.base import (
     OutboundText,
     TextEntity,
 )
+from agent.db.base import Storage
+from agent.db.errors import StorageUnavailable
+from agent.db.fencing import FencedOut
 from agent.events import TextDelta
-from agent.storage import schema
-from agent.storage.base import Storage
-from agent.storage.errors import StorageUnavailable
-from agent.storage.fencing import FencedOut
-from gateway import sender as sender_module
-from gateway.budget import LocalSendBudget
-from gateway.delivery import ReplyStream
-from gateway.inbox import Inbox
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Operation, Outbox, OutboxState, Outgoing
-from gateway.sender import OutboxSender
+from gateway import tables as schema
+from gateway.delivery import sender as sender_module
+from gateway.delivery.outbox import Operation, Outbox, OutboxState, Outgoing
+from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.sender import OutboxSender
+from gateway.delivery.stream import ReplyStream
+from gateway.intake.inbox import Inbox
+from gateway.server.metrics import GatewayMetrics
 
 
 class ScriptedAdapter(Adapter):

@@ -1,4 +1,4 @@
-"""The systemd units under ``systemd/`` are what ``gateway.service`` renders, and the template unit's
+"""The systemd units under ``systemd/`` are what ``gateway.cli.units`` renders, and the template unit's
 per-instance options are ones ``herald gateway run`` takes."""
 
 from __future__ import annotations
@@ -7,11 +7,9 @@ import shlex
 
 import pytest
 
-from gateway.cli import build_parser
-from gateway.cli_gateway import with_run_options
-from gateway.config import ConfigError, HeraldConfig
-from gateway.config_doc import REPO_ROOT
-from gateway.service import (
+from gateway.cli.dispatch import build_parser
+from gateway.cli.gateway import with_run_options
+from gateway.cli.units import (
     DOC_SYSTEM,
     DOC_USER,
     TEMPLATE_UNIT_NAME,
@@ -20,6 +18,8 @@ from gateway.service import (
     render_template_unit,
     render_user_unit,
 )
+from gateway.config import ConfigError, HeraldConfig
+from gateway.config_doc import REPO_ROOT
 
 UNITS = REPO_ROOT / "systemd"
 

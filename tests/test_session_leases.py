@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.storage.base import Storage
+from agent.db.base import Storage
 from agent.store.leases import SessionLeases
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.providers.pool import ProviderKey
-from gateway.cli import run
+from gateway.cli.dispatch import run
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config

@@ -7,9 +7,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.schema import requests
 from agent.session import SessionSpec
 from agent.side import CHILD_PREAMBLE, REVIEW_TASK, review
-from agent.storage.schema import requests
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime

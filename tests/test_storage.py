@@ -16,16 +16,17 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from agent.storage.base import Storage
-from agent.storage.connect import open_storage
-from agent.storage.errors import StorageUnavailable
-from agent.storage.migrate import current_revision, head_revision, migrate, upgrade
-from agent.storage.postgres import PostgresStorage
-from agent.storage.schema import gateway_state, metadata
-from agent.storage.sqlite import SqliteStorage
-from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
-from gateway.chat_settings import ChatSettings, ModelChoice
-from gateway.facts import GatewayFacts
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.errors import StorageUnavailable
+from agent.db.migrate import current_revision, head_revision, migrate, upgrade
+from agent.db.postgres import PostgresStorage
+from agent.db.schema import metadata
+from agent.db.sqlite import SqliteStorage
+from agent.db.urls import BadStorageUrl, StorageUrl, parse_storage_url
+from gateway.conversation.chat_settings import ChatSettings, ModelChoice
+from gateway.home.facts import GatewayFacts
+from gateway.tables import gateway_state
 from tests.conftest import postgres_server
 from tests.postgres import free_port
 
@@ -40,7 +41,7 @@ async def test_a_new_database_is_at_the_head_revision_and_migrating_again_change
 
 
 def _full_text_search(difference: Any) -> bool:
-    """A difference the migrations make on purpose: full-text search is theirs alone (agent.storage.search),
+    """A difference the migrations make on purpose: full-text search is theirs alone (agent.db.search),
     FTS5 tables on SQLite, a generated tsvector column with its GIN index on PostgreSQL."""
     kind = difference[0] if isinstance(difference, tuple) else None
     if kind == "remove_table":
@@ -53,7 +54,7 @@ def _full_text_search(difference: Any) -> bool:
 
 
 async def test_the_migrated_schema_is_the_schema_the_queries_are_written_for(storage: Storage) -> None:
-    """Every table, column, type, default, index and key the migrations made is what agent.storage.schema
+    """Every table, column, type, default, index and key the migrations made is what agent.db.schema
     declares (Alembic's autogenerate comparison), on either database."""
 
     def differences(conn: sa.Connection) -> list[str]:
@@ -94,7 +95,7 @@ async def test_two_processes_migrating_an_empty_database_at_once_migrate_it_once
     first, second = await _unmigrated(empty_database_url), await _unmigrated(empty_database_url)
     try:
         assert await first.read(current_revision) is None and await second.read(current_revision) is None
-        caplog.set_level(logging.INFO, logger="agent.storage.migrate")
+        caplog.set_level(logging.INFO, logger="agent.db.migrate")
         both = [storage.write(partial(upgrade, where=storage.description)) for storage in (first, second)]
         found = await asyncio.gather(*both)
         assert set(found) == {None, head_revision()}  # one migrated it; the other found it done
@@ -190,6 +191,6 @@ def test_storage_urls_are_checked_and_never_show_a_password(tmp_path: Path) -> N
 def test_the_known_head_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
-    from agent.storage.migrate import alembic_config
+    from agent.db.migrate import alembic_config
 
     assert ScriptDirectory.from_config(alembic_config()).get_current_head() == head_revision()

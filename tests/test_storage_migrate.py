@@ -14,12 +14,13 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText
-from agent.storage.connect import open_storage
-from agent.storage.schema import cron_jobs, messages, outbox, sessions
-from agent.storage.transfer import prompt_hash
-from agent.storage.urls import parse_storage_url
+from agent.db.connect import open_storage
+from agent.db.schema import messages, sessions
+from agent.db.transfer import prompt_hash
+from agent.db.urls import parse_storage_url
+from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.home import HeraldHome
-from gateway.outbox import Operation, Outbox, Outgoing
+from gateway.tables import cron_jobs, outbox
 from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
 from tests.test_gateway_crash import configure, gateway_process

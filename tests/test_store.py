@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from agent.db import legacy
+from agent.db.base import Storage
+from agent.db.errors import SchemaTooNew
+from agent.db.migrate import head_revision
+from agent.db.schema import media
+from agent.db.search import fts_query
 from agent.history import SUMMARY_MARK
 from agent.media.types import Media
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
-from agent.storage import legacy
-from agent.storage.base import Storage
-from agent.storage.errors import SchemaTooNew
-from agent.storage.migrate import head_revision
-from agent.storage.schema import media
-from agent.storage.search import fts_query
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
 from gateway.home import HeraldHome
-from gateway.storage import open_home_storage
+from gateway.home.database import open_home_storage
 from tests.helpers import open_store
 
 PROMPT = SystemPrompt(stable="stable", context="", volatile="volatile")

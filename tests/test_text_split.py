@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.text import fences
-from gateway.text.markdown import render_markdown
-from gateway.text.split import split_markdown
-from gateway.text.units import utf16_len
+from gateway.delivery.text import fences
+from gateway.delivery.text.markdown import render_markdown
+from gateway.delivery.text.split import split_markdown
+from gateway.delivery.text.units import utf16_len
 from tests.text_support import (
     any_text,
     chain_starts,

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.base import OutboundText, TextEntity
-from gateway.text import telegram
-from gateway.text.entities import clip_entities, split_outbound
-from gateway.text.telegram import TELEGRAM_LIMIT, plain_fallback, render_telegram
-from gateway.text.units import utf16_len, utf16_offsets
+from gateway.delivery.text import telegram
+from gateway.delivery.text.entities import clip_entities, split_outbound
+from gateway.delivery.text.telegram import TELEGRAM_LIMIT, plain_fallback, render_telegram
+from gateway.delivery.text.units import utf16_len, utf16_offsets
 from tests.text_support import (
     any_text,
     assert_valid_part,

@@ -16,11 +16,11 @@ import time
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import memory_documents as table
+from agent.db.sql import insert_ignoring_duplicates
 from agent.memory.entries import FILE_NAMES, TARGETS, Edit, MemoryTarget
 from agent.memory.store import MemoryDocuments
-from agent.storage.base import Storage
-from agent.storage.schema import memory_documents as table
-from agent.storage.sql import insert_ignoring_duplicates
 
 
 class DatabaseMemoryDocuments(MemoryDocuments):

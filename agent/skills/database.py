@@ -17,11 +17,11 @@ from pathlib import PurePosixPath
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import skill_files as table
+from agent.db.sql import insert_ignoring_duplicates
 from agent.skills.library import FileRead, SkillChanged, SkillTree
 from agent.skills.rules import SKILL_FILE, SkillDocument
-from agent.storage.base import Storage
-from agent.storage.schema import skill_files as table
-from agent.storage.sql import insert_ignoring_duplicates
 
 
 def _under(directory: str) -> sa.ColumnElement[bool]:

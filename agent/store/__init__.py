@@ -10,7 +10,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
 :class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
-repositories on one :class:`~agent.storage.base.Storage` and forwards each call to the repository that
+repositories on one :class:`~agent.db.base.Storage` and forwards each call to the repository that
 owns it (nothing here touches the database).
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.db.base import Storage
 from agent.media.budget import MediaLoad
 from agent.messages import Message
-from agent.storage.base import Storage
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule

@@ -24,8 +24,8 @@ import sqlalchemy as sa
 
 from agent.cache_misses.diagnosis import Anchor, Cause
 from agent.cache_misses.reads import Entry
-from agent.storage.base import Storage
-from agent.storage.schema import cache_misses, cache_prefixes
+from agent.db.base import Storage
+from agent.db.schema import cache_misses, cache_prefixes
 
 CONTEXT_ROWS = 64  # a chat's newest records read per request: what the next request can read is in these
 KEPT_SECONDS = 3600.0 + 600.0  # the longest TTL, and a margin for the slowest answers

@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from agent.storage.base import Storage
-from agent.storage.schema import leases
-from agent.storage.sql import insert_ignoring_duplicates
+from agent.db.base import Storage
+from agent.db.schema import leases
+from agent.db.sql import insert_ignoring_duplicates
 
 log = logging.getLogger(__name__)
 

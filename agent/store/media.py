@@ -15,10 +15,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.schema import media
+from agent.db.sql import insert_or_ignore
 from agent.media.budget import MediaLoad
 from agent.media.types import Media
-from agent.storage.schema import media
-from agent.storage.sql import insert_or_ignore
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Contract:
   PostgreSQL locks the row until commit, so a second writer reads ``MAX(position)`` only after the
   first committed; on SQLite the write transaction holds the database's write lock. (The session's
   lease keeps two writers apart anyway; this holds without it.) Not idempotent: retry only an append
-  that raised :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
+  that raised :class:`~agent.db.errors.StorageUnavailable` (nothing was stored).
 - :meth:`Messages.rewrite` is compression's one sanctioned rewrite, atomically: take messages out of
   the conversation and insert their replacements at positions the caller chose.
 - :meth:`Messages.deactivate` is idempotent: a message taken out stays in the database, searchable,
@@ -28,11 +28,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import messages, sessions
+from agent.db.search import text_match
 from agent.media.budget import MediaLoad
 from agent.messages import Message, ToolCall
-from agent.storage.base import Storage
-from agent.storage.schema import messages, sessions
-from agent.storage.search import text_match
 from agent.store.media import attached, load_files, load_of, references, store_files
 from agent.store.sessions import UPDATE_SESSION
 

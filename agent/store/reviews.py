@@ -16,10 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import messages, sessions
+from agent.db.sql import json_text
 from agent.history import SYNTHETIC_MARKS
-from agent.storage.base import Storage
-from agent.storage.schema import messages, sessions
-from agent.storage.sql import json_text
 from agent.store.sessions import RECORD_COLUMNS, SessionRecord, session_record
 
 _UNREVIEWED_TURN = (

@@ -22,10 +22,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.db.base import Storage
+from agent.db.schema import sessions
 from agent.memory import OWNER_SCOPE
 from agent.prompt import SystemPrompt
-from agent.storage.base import Storage
-from agent.storage.schema import sessions
 
 
 @dataclass(frozen=True)

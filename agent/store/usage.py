@@ -6,7 +6,7 @@ Contract:
   transaction: both or neither, so the totals always equal the sum of the session's requests (and
   ``request_count`` their number). It is
   not idempotent (each call adds); retry only a call that raised
-  :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
+  :class:`~agent.db.errors.StorageUnavailable` (nothing was stored).
 - ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
   :meth:`UsageLedger.record` for conversation requests (:data:`agent.usage.CONVERSATION_PURPOSES`) and
   by compression (:meth:`UsageLedger.set_last_prompt_tokens`) after it shrank the history.
@@ -20,8 +20,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.storage.base import Storage
-from agent.storage.schema import requests, sessions
+from agent.db.base import Storage
+from agent.db.schema import requests, sessions
 from agent.store.sessions import UPDATE_SESSION
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
 

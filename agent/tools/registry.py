@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent.db.errors import StorageError
 from agent.messages import Message, ToolCall, tool_result
-from agent.storage.errors import StorageError
 from agent.text import valid_text
 
 if TYPE_CHECKING:

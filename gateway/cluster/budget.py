@@ -18,14 +18,14 @@ budget is the layer above them that all processes share:
   for the chat or, when the platform says so (Discord's global limit), for the whole bot: every
   process holds back until it expires. A 429 the SDK retried inside a request stays in that process.
 
-Contract (as ``gateway.budget.SendBudget``): ``wait`` counts the operation in every window before it
-returns, so call it once right before the request; ``paused_for`` includes a full window's wait, so the
-outbox sender postpones a chat whose group window is full instead of waiting a minute. Taking the slots
-of several windows is not one atomic step: when another process takes the last slot of one window in
-between, the slots already taken are spent unused (the budget errs on the slow side, never the fast).
-Windows are kept with each process's clock (the machines keep their clocks in sync) and pauses with
-Redis's. Redis unreachable: ``wait`` and ``paused_for`` raise ``BudgetUnavailable`` (send nothing
-now); ``penalize`` still pauses the chat in this process and logs that the others were not told.
+Contract (as ``gateway.delivery.send_budget.SendBudget``): ``wait`` counts the operation in every window
+before it returns, so call it once right before the request; ``paused_for`` includes a full window's
+wait, so the outbox sender postpones a chat whose group window is full instead of waiting a minute.
+Taking the slots of several windows is not one atomic step: when another process takes the last slot of
+one window in between, the slots already taken are spent unused (the budget errs on the slow side, never
+the fast). Windows are kept with each process's clock (the machines keep their clocks in sync) and
+pauses with Redis's. Redis unreachable: ``wait`` and ``paused_for`` raise ``BudgetUnavailable`` (send
+nothing now); ``penalize`` still pauses the chat in this process and logs that the others were not told.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.base import ChatAddress, SendRate
-from gateway.budget import BudgetUnavailable, LocalSendBudget, SendBudget
-from gateway.metrics import GatewayMetrics
+from gateway.delivery.send_budget import BudgetUnavailable, LocalSendBudget, SendBudget
+from gateway.server.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Two entries of one chat may be read by two processes at once, and entries may be
 twice (a claimed entry, a rebuilt queue). So an entry does not say "run this message" but "chat K has
 work up to inbox id N": whoever runs it answers K's *oldest* pending lane message first, then the next,
 until nothing of K up to N is pending. Each answer runs under K's session lease and re-checks under it
-that its row is still pending (``gateway.pending``), so:
+that its row is still pending (``gateway.intake.pending``), so:
 
 - a later message never overtakes an earlier one (the earlier one is always picked first, and a closed
   row never becomes pending again);
@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gateway.inbox import Inbox, InboxRow
-from gateway.work import Work, WorkKind
+from gateway.intake.inbox import Inbox, InboxRow
+from gateway.intake.work import Work, WorkKind
 
 KindOf = Callable[[InboxRow], WorkKind | None]  # a row's lane work, or None (answered outside the lane)
 

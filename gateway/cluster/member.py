@@ -22,9 +22,9 @@ from gateway.cluster.redis import Cluster
 from gateway.cluster.shards import ShardedReceiver, ShardKeeper
 from gateway.cluster.work_queue import RedisWorkQueue
 from gateway.config import HeraldConfig
+from gateway.conversation.reviews import Reviews
 from gateway.cron.scheduler import CronScheduler
-from gateway.metrics import GatewayMetrics
-from gateway.reviews import Reviews
+from gateway.server.metrics import GatewayMetrics
 
 LEADER, WORKER = "leader", "worker"
 

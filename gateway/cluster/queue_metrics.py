@@ -1,5 +1,5 @@
 """The cluster work queue's figures on ``/metrics``: the queue's lag as seen from this process, and what
-this process runs. Registered on the gateway's own registry (``gateway.metrics``)."""
+this process runs. Registered on the gateway's own registry (``gateway.server.metrics``)."""
 
 from __future__ import annotations
 

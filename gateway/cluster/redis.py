@@ -26,21 +26,18 @@ import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from agent.storage.errors import StorageUnavailable
+from agent.db.errors import StorageUnavailable
+from gateway.cluster.redis_errors import UNREACHABLE
+from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings, ConfigError, HeraldConfig
 from gateway.home import HeraldHome, from_environment
 from resilience.loops import BackgroundLoop
-
-if TYPE_CHECKING:
-    from gateway.cluster.watch import ConnectionWatch
 
 CONNECT_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 10.0
@@ -48,20 +45,6 @@ START_TIMEOUT = 15.0  # the first PING at start-up, retries included
 HEALTH_CHECK_SECONDS = 15  # a pooled connection idle for longer is PINGed before it is used
 RETRIES = 2
 KEY_PREFIX = "herald"  # every key and channel of the cluster starts with it (one bot per Redis database)
-
-# The cluster's one "Redis is away": redis-py's errors that mean "not reachable now" (an
-# AuthenticationError is one too, a ConnectionError, and so is a replica's READONLY during a failover; a
-# Redis still loading its data is a ConnectionError). Converted by reaching() into RedisUnavailable.
-UNREACHABLE: tuple[type[BaseException], ...] = (
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
-    redis_errors.ReadOnlyError,
-    OSError,
-    TimeoutError,
-)
-# Anything redis-py may raise, for callers whose use of Redis is best effort (they carry on without it).
-ANY_REDIS_ERROR: tuple[type[BaseException], ...] = (redis_errors.RedisError, *UNREACHABLE)
-
 
 class RedisUnavailable(StorageUnavailable):
     """The cluster's Redis cannot be reached now (down, restarting, a network partition, a refused
@@ -194,7 +177,6 @@ async def open_cluster(
     config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str] | None = None
 ) -> AsyncIterator[Cluster]:
     """The cluster ``cluster.redis_url`` names (it must be set), connected; closed on exit."""
-    from gateway.cluster.watch import ConnectionWatch  # it imports this module's idea of "away"
 
     url = redis_url(config, home, environ)
     if url is None:

@@ -1,7 +1,7 @@
 """Background reviews across the cluster: at most one per chat over every process, and a live turn of the
 chat on any process stops it.
 
-A review (``gateway.reviews``) does not hold the chat's session lease (it never writes into the
+A review (``gateway.conversation.reviews``) does not hold the chat's session lease (it never writes into the
 conversation), so within one process ``Reviews`` keeps one per chat and a live turn cancels it; across
 processes each review runs only while its process holds the chat's review claim, the key
 ``herald:review:<key>``, a :class:`gateway.cluster.lease.RedisLease` (its value names this instance and
@@ -41,7 +41,7 @@ def review_key(session_key: str) -> str:
 
 
 class ReviewClaims:
-    """``gateway.reviews.ReviewClaims`` on the cluster's Redis."""
+    """``gateway.conversation.reviews.ReviewClaims`` on the cluster's Redis."""
 
     def __init__(self, redis: Redis, *, instance: str, ttl: float) -> None:
         self.redis = redis

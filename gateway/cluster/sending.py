@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, ChatAddress, SendRate
-from gateway.budget import LocalSendBudget, SendBudget
-from gateway.metrics import GatewayMetrics
-from gateway.outbox import Claimant
+from gateway.delivery.outbox import Claimant
+from gateway.delivery.send_budget import LocalSendBudget, SendBudget
+from gateway.server.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
     from gateway.cluster.budget import RatesFor

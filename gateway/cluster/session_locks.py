@@ -17,9 +17,9 @@ processes the holder of the local lock takes a lease in Redis:
   release that cannot reach Redis is left to expire;
 - a waiter polls with growing pauses and is told once (``on_wait``; ``agent.locks.wait_to_take``).
 
-Each acquisition takes a fencing token from the database (:func:`agent.storage.fencing.issue_token`)
+Each acquisition takes a fencing token from the database (:func:`agent.db.fencing.issue_token`)
 right after winning the Redis lease; the lease carries it, and the store refuses the holder's writes
-once a newer holder took a token (``agent.storage.fencing``). So a holder that was paused past its
+once a newer holder took a token (``agent.db.fencing``). So a holder that was paused past its
 lease and wakes up cannot append to the history nor queue a reply, whatever Redis says or forgot. What
 the store cannot fence (an edit streamed to a platform) asks ``Lease.trusted``: by this process's own
 clock, the lease is trusted until ``lease_ttl`` after the last acquire or renewal *sent* (so never
@@ -43,10 +43,10 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from agent.db.base import Storage
+from agent.db.errors import StorageError
+from agent.db.fencing import issue_token, newest_token
 from agent.locks import LocalSessionLocks, WaitNotice, wait_to_take
-from agent.storage.base import Storage
-from agent.storage.errors import StorageError
-from agent.storage.fencing import issue_token, newest_token
 from gateway.cluster.lease import RedisLease
 from gateway.cluster.redis import RedisUnavailable, redis_key
 from resilience.renewal import Loss, Policy, Renewal, Renewer

@@ -29,7 +29,7 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.cluster.redis import UNREACHABLE
+from gateway.cluster.redis_errors import UNREACHABLE
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
-"""The cluster's work queue: ``gateway.work.WorkQueue`` over a Redis stream, for N gateway processes.
+"""The cluster's work queue: ``gateway.intake.work.WorkQueue`` over a Redis stream, for N gateway processes.
 
 What the router submits is appended to one stream (``gateway.cluster.work_stream``); every process
 reads it in one consumer group and runs what it read with the one ``run`` function (``Worker.run``).
 
-Contract (beyond ``gateway.work.WorkQueue``'s):
+Contract (beyond ``gateway.intake.work.WorkQueue``'s):
 
 - Order and exclusion per chat come from the database, not from the stream: an entry means "chat K has
   lane work up to inbox id N", and running it answers K's oldest pending lane message first, each under
   K's session lease with the row re-checked under it (``gateway.cluster.chat_order``,
-  ``gateway.pending``). So entries delivered twice, out of order, or to two processes at once are
+  ``gateway.intake.pending``). So entries delivered twice, out of order, or to two processes at once are
   harmless. In one process, the entries of one chat are run by one task, one row at a time.
 - An entry is acknowledged only once nothing of its chat up to its inbox id is pending (the answers are
   in the outbox, or the rows were otherwise closed). An item cut off by :meth:`shutdown`, or a row that
@@ -34,7 +34,7 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
 - Background tasks (keeper, reader, appender, the control's writer and listener) are
   :class:`resilience.loops.BackgroundLoop` instances: an unexpected exception is logged and the loop goes on.
 - Lifecycle: :func:`open_work_queue` starts the background tasks and stops them on exit; the owner calls
-  :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.lanes.Lanes``.
+  :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.intake.lanes.Lanes``.
 """
 
 from __future__ import annotations
@@ -50,17 +50,17 @@ from dataclasses import dataclass, field, replace
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent.storage.errors import StorageUnavailable
+from agent.db.errors import StorageUnavailable
 from gateway.cluster.chat_order import ChatOrder
 from gateway.cluster.control import ClusterControl
 from gateway.cluster.queue_metrics import QueueMetrics
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
 from gateway.cluster.work_stream import Entry, QueueStats, WorkStream
-from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
-from gateway.metrics import GatewayMetrics
-from gateway.outage import until_reachable
-from gateway.work import Work
+from gateway.intake.lanes import INTERRUPTED, SHUTTING_DOWN
+from gateway.intake.outage import until_reachable
+from gateway.intake.work import Work
+from gateway.server.metrics import GatewayMetrics
 from resilience.loops import BackgroundLoop
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class RedisWorkQueue:
         self.stats: QueueStats | None = None  # the stream's figures as last measured (every STATS_EVERY)
         self.rebuilds = 0  # times the stream was rebuilt from the database (for tests and logs)
 
-    # --- gateway.work.WorkQueue -------------------------------------------------------------------
+    # --- gateway.intake.work.WorkQueue -------------------------------------------------------------------
 
     def serve(self, run: Callable[[Work], Awaitable[None]]) -> None:
         self._run = run

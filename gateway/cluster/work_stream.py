@@ -20,7 +20,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from gateway.work import Work, WorkKind
+from gateway.intake.work import Work, WorkKind
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from redis.asyncio import Redis
 
-from gateway.cluster.redis import ANY_REDIS_ERROR
+from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from agent.storage.base import Storage
-from agent.storage.schema import console_links
+from agent.db.base import Storage
+from gateway.tables import console_links
 
 LINK_SECONDS = 600.0
 

@@ -2,7 +2,7 @@
 
 Actions reuse what the chat commands and ``herald`` use, with the same rules: scheduled jobs change
 through ``gateway.cron.manage`` as the owner (the console's user is the bot's owner, like the command
-line), pairing through ``gateway.pairing`` (an approved person is told at once, as ``/approve`` does),
+line), pairing through ``gateway.access.pairing`` (an approved person is told at once, as ``/approve`` does),
 readiness is ``/readyz``'s own report.
 """
 
@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.addressing import admin_id
-from gateway.cluster.redis import ANY_REDIS_ERROR
+from gateway.access.pairing import welcome
+from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
 from gateway.console.server import ConsoleWeb, Handler, Notice
 from gateway.console.sources import BudgetSource, CacheMissSource
+from gateway.conversation.addressing import admin_id
 from gateway.cron.describe import delivery_text, preview, when
 from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
 from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
-from gateway.facts import GatewayFacts
+from gateway.home.facts import GatewayFacts
 from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
-from gateway.pairing import welcome
 from gateway.services import Services
 
 if TYPE_CHECKING:

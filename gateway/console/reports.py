@@ -20,14 +20,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.storage.base import Storage
-from agent.storage.schema import cron_jobs, inbox, requests, sessions
-from agent.storage.sql import json_text
+from agent.db.base import Storage
+from agent.db.schema import requests, sessions
+from agent.db.sql import json_text
 from agent.store import PurposeUsage, SessionStore
 from agent.usage import Usage
-from gateway.addressing import chat_of_session_key
+from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
 from gateway.insights import UsageRow, row_for_purpose, total_row
+from gateway.tables import cron_jobs, inbox
 
 DAYS = 30  # the overview's chart and its longest window
 WINDOWS = (("today", 1), ("7 days", 7), ("30 days", DAYS))

@@ -25,7 +25,7 @@ from gateway.console.render import Renderer
 from gateway.console.reports import Reports
 from gateway.console.server import PREFIX, ConsoleWeb
 from gateway.console.sources import NO_BUDGETS, NO_CACHE_MISSES, BudgetSource, CacheMissSource
-from gateway.facts import GatewayFacts
+from gateway.home.facts import GatewayFacts
 from gateway.services import Services
 
 if TYPE_CHECKING:

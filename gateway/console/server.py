@@ -1,6 +1,6 @@
 """The console's web application: login, the guard in front of every page, and the page routes.
 
-Mounted by the gateway's HTTP server at ``/console`` (``gateway.http``). Every route but the login page
+Mounted by the gateway's HTTP server at ``/console`` (``gateway.server.http``). Every route but the login page
 needs a login cookie (``gateway.console.auth``): a page asked for without one redirects to the login
 page, anything else gets 401. Every POST must carry the CSRF token of its login (the login form: of its
 own cookie), else 403 and nothing is done. A POST that changes something answers with a redirect to the

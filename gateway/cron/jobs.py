@@ -33,10 +33,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress
-from agent.storage.base import Storage
-from agent.storage.schema import cron_jobs
-from agent.storage.sql import insert_ignoring_duplicates
-from gateway.outbox import OutboxState, item_states
+from agent.db.base import Storage
+from agent.db.sql import insert_ignoring_duplicates
+from gateway.delivery.outbox import OutboxState, item_states
+from gateway.tables import cron_jobs
 
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"  # no 0/o, 1/l/i look-alikes
 ID_LENGTH = 6

@@ -20,7 +20,7 @@ from typing import Literal
 
 from adapters.base import ChatAddress
 from agent.memory import OWNER_SCOPE
-from gateway.addressing import TERMINAL_SESSION_KEY
+from gateway.conversation.addressing import TERMINAL_SESSION_KEY
 from gateway.cron.describe import describe
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, format_target, parse_target
 from gateway.cron.schedule import Schedule, ScheduleError, check_future, parse_schedule

@@ -13,7 +13,7 @@
   ``[SILENT]`` is not delivered. A run that produced no answer is recorded as failed, and one line
   saying so is delivered to the target chat: a job that silently stops working is worse than a
   message about it.
-- A database that cannot be reached during a run is waited out (``gateway.outage``, as a chat's turn
+- A database that cannot be reached during a run is waited out (``gateway.intake.outage``, as a chat's turn
   is): the occurrence was claimed, so it is not lost but finished once the database is back. What the
   run did before is not done again: the claim, a queued answer; a turn cut off by the outage is looked
   for first (its stored answer is delivered, a half-done one is closed and run again). A gateway that
@@ -31,16 +31,16 @@ from typing import Any
 
 from adapters.base import ChatAddress
 from agent.compression.engine import CompressionOutcome
+from agent.db.errors import StorageUnavailable
 from agent.locks import Lease
 from agent.session import SessionSpec
-from agent.storage.errors import StorageUnavailable
 from agent.store import SessionRecord
-from gateway.addressing import display_name
+from gateway.conversation.addressing import display_name
+from gateway.conversation.turns import UNEXPECTED, take_turn
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
-from gateway.outage import until_reachable
-from gateway.replies import PlatformNotConnected
+from gateway.delivery.replies import PlatformNotConnected
+from gateway.intake.outage import until_reachable
 from gateway.services import Services
-from gateway.turns import UNEXPECTED, take_turn
 
 log = logging.getLogger(__name__)
 

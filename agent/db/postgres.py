@@ -1,0 +1,190 @@
+"""PostgreSQL: a pool of asyncpg connections; repositories' functions run on SQLAlchemy's async bridge.
+
+A repository function takes a synchronous SQLAlchemy ``Connection`` (the same code serves SQLite);
+``AsyncConnection.run_sync`` runs it on this pool without blocking the event loop. Reads and writes of
+different sessions run concurrently.
+
+A server that cannot be reached (down, restarting, a network partition, a dropped connection) is
+:class:`StorageUnavailable`, never a crash: the caller decides to wait and retry. Nothing is committed
+by an operation that raised it, so a retry never doubles a write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from agent.db.base import Storage
+from agent.db.errors import StorageUnavailable
+from agent.db.migrate import current_revision
+from agent.db.schema import metadata
+from agent.db.urls import StorageUrl
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors below SQLAlchemy that mean "the server is not there", by module and class name (looked up
+# lazily: asyncpg is imported only when PostgreSQL is configured).
+_UNREACHABLE = (ConnectionError, TimeoutError, OSError)
+_ASYNCPG_UNREACHABLE = ("CannotConnectNowError", "ConnectionDoesNotExistError", "InterfaceError",
+                        "ConnectionFailureError", "AdminShutdownError", "CrashShutdownError",
+                        "TooManyConnectionsError")  # fmt: skip
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` means the database could not be reached (as opposed to a query's error)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    cause: BaseException | None = error.orig if isinstance(error, DBAPIError) else error
+    seen = 0
+    while cause is not None and seen < 5:
+        if isinstance(cause, _UNREACHABLE):
+            return True
+        if type(cause).__module__.startswith("asyncpg") and type(cause).__name__ in _ASYNCPG_UNREACHABLE:
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return isinstance(error, OperationalError | InterfaceError) and not isinstance(
+        error, sa.exc.IntegrityError
+    )
+
+
+# A transaction here is one function run at once (``run_sync``): it never waits on anything but the
+# server. One left open longer than this belongs to a process that stopped mid-transaction (SIGSTOP, a
+# frozen VM, a partition); the server ends that session so the row and advisory locks it holds (a
+# session's fencing row, say) do not stall every other process for as long as the process stays
+# stopped. The stopped process finds its connection closed when it wakes, and its writes are fenced.
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
+class PostgresStorage(Storage):
+    """A PostgreSQL database at ``url``. Open with ``await PostgresStorage.open(url)``."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: StorageUrl, *, pool_size: int, connect_timeout: float) -> None:
+        self.url = url
+        self.description = url.redacted
+        self._engine: AsyncEngine | None = create_async_engine(
+            url.sqlalchemy,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            # No ping per checkout (a round trip more on every operation): a connection the server
+            # dropped fails its operation as StorageUnavailable, SQLAlchemy drops the pool's stale
+            # connections, and the caller's retry gets a fresh one.
+            pool_timeout=connect_timeout,
+            connect_args={
+                "timeout": connect_timeout,
+                "command_timeout": 60,
+                "server_settings": {"idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)},
+            },
+            hide_parameters=True,  # an error's text never carries the values (people's messages)
+        )
+
+    @classmethod
+    async def open(
+        cls, url: StorageUrl, *, pool_size: int = 10, connect_timeout: float = 10.0
+    ) -> PostgresStorage:
+        """Connect once (so a server that is not there is reported at start-up)."""
+        storage = cls(url, pool_size=pool_size, connect_timeout=connect_timeout)
+        try:
+            await storage.read(lambda conn: conn.execute(sa.text("SELECT 1")).scalar())
+        except BaseException:
+            await storage.close()
+            raise
+        return storage
+
+    @property
+    def closed(self) -> bool:
+        return self._engine is None
+
+    async def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await engine.dispose()
+
+    def _engine_or_fail(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError(f"the database {self.description} is closed")
+        return self._engine
+
+    async def read(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            async with self._engine_or_fail().connect() as conn:
+                return await conn.run_sync(fn)
+        except Exception as error:
+            raise self._explain(error) from error
+
+    async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            async with self._engine_or_fail().begin() as conn:
+                return await conn.run_sync(fn)
+        except Exception as error:
+            raise self._explain(error) from error
+
+    async def run_sync(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` in one transaction (migrations: transactional DDL), never fenced."""
+        return await self._transact(fn)
+
+    def _explain(self, error: Exception) -> Exception:
+        if isinstance(error, StorageUnavailable) or not unreachable(error):
+            return error
+        detail = " ".join(str(error.orig if isinstance(error, DBAPIError) else error).split())[:200]
+        return StorageUnavailable(
+            f"the database {self.description} cannot be reached ({detail}); check that PostgreSQL is running "
+            "and storage.url is right"
+        )
+
+
+TABLE_RIGHTS = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What ``herald doctor`` needs to know about a PostgreSQL database, read without changing it."""
+
+    version: int  # server_version_num: 150018 for 15.18
+    may_create: bool  # CREATE in schema public (migrations create tables)
+    denied: list[tuple[str, str]]  # (table, right) the user lacks on Herald's tables that exist
+    revision: str | None  # Alembic's revision (None: no Herald tables yet, or unreadable)
+    unreadable: bool = False  # Herald's tables are there but their revision cannot be read
+
+
+async def inspect_server(url: StorageUrl, *, connect_timeout: float) -> ServerFacts:
+    """Connect to ``url`` with one connection and read its :class:`ServerFacts`; migrates nothing.
+    Raises :class:`StorageUnavailable` when it cannot be reached."""
+    storage = await PostgresStorage.open(url, pool_size=1, connect_timeout=connect_timeout)
+    try:
+        return await storage.read(server_facts)
+    finally:
+        await storage.close()
+
+
+def server_facts(conn: sa.Connection) -> ServerFacts:
+    version = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one())
+    may_create = bool(
+        conn.execute(sa.text("SELECT has_schema_privilege(current_user, 'public', 'CREATE')")).scalar_one()
+    )
+    existing = set(sa.inspect(conn).get_table_names())
+    denied = []
+    for name in ["alembic_version", *(table.name for table in metadata.sorted_tables)]:
+        if name not in existing:
+            continue
+        for right in TABLE_RIGHTS:
+            allowed = conn.execute(
+                sa.text("SELECT has_table_privilege(current_user, :table, :right)"),
+                {"table": name, "right": right},
+            ).scalar_one()
+            if not allowed:
+                denied.append((name, right))
+    readable = "alembic_version" in existing and ("alembic_version", "SELECT") not in denied
+    revision = current_revision(conn) if readable else None
+    return ServerFacts(
+        version, may_create, denied, revision, unreadable="alembic_version" in existing and not readable
+    )

@@ -1,0 +1,2 @@
+"""Who may talk to the bot: allowlists, admins and DM pairing.
+"""

@@ -1,0 +1,128 @@
+"""``herald gateway run|install`` and ``herald pairing list|approve|revoke``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from gateway.access.pairing import Pairing, welcome
+from gateway.cli.units import install_user_unit, user_unit_path
+from gateway.config import HeraldConfig, load_config, validate
+from gateway.delivery.outbox import Outbox
+from gateway.home import HeraldHome
+from gateway.home.database import open_home_storage
+
+
+def add_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add the gateway's subcommands; ``common`` carries the options every command takes (``-v``)."""
+    gateway = commands.add_parser(
+        "gateway", parents=[common], help="run the chat gateway, or install it as a service"
+    )
+    gateway_commands = gateway.add_subparsers(dest="gateway_command", required=True)
+    run = gateway_commands.add_parser(
+        "run", parents=[common], help="serve every enabled platform until SIGTERM"
+    )
+    run.add_argument(
+        "--instance", metavar="NAME", help="this process's name in a cluster (overrides cluster.instance_id)"
+    )
+    run.add_argument(
+        "--http-port", type=int, metavar="PORT", help="the HTTP server's port (overrides gateway.http_port)"
+    )
+    install = gateway_commands.add_parser(
+        "install", parents=[common], help="write a systemd unit for `herald gateway run`"
+    )
+    install.add_argument("--user", action="store_true", required=True, help="a user unit (no root needed)")
+
+    pairing = commands.add_parser(
+        "pairing", parents=[common], help="approve people who asked for access in a direct chat"
+    )
+    pairing_commands = pairing.add_subparsers(dest="pairing_command", required=True)
+    pairing_commands.add_parser("list", parents=[common], help="pending codes and approved people")
+    approve = pairing_commands.add_parser("approve", parents=[common], help="approve the person who got CODE")
+    approve.add_argument("platform")
+    approve.add_argument("code")
+    revoke = pairing_commands.add_parser("revoke", parents=[common], help="withdraw a person's approval")
+    revoke.add_argument("platform")
+    revoke.add_argument("user_id")
+
+
+def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
+    if args.gateway_command == "install":
+        path = install_user_unit(home.root)
+        print(f"wrote {path}")
+        print("now: systemctl --user daemon-reload && systemctl --user enable --now herald-gateway")
+        print("logs: journalctl --user -u herald-gateway -f   (loginctl enable-linger keeps it running)")
+        return 0
+    from gateway.app import run_gateway  # imports the SDKs: only when the gateway runs
+
+    config = with_run_options(load_config(home.config_path), instance=args.instance, http_port=args.http_port)
+    return asyncio.run(run_gateway(config, home))
+
+
+def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: int | None) -> HeraldConfig:
+    """``config`` with the command line's per-process settings (several instances share one config
+    file: systemd's ``herald-gateway@PORT`` passes ``--instance %H-%i --http-port %i``). Raises
+    ``gateway.config.ConfigError`` for a value the setting refuses."""
+    changes: dict[str, dict[str, object]] = {}
+    if instance is not None:
+        changes["cluster"] = {"instance_id": instance}
+    if http_port is not None:
+        changes["gateway"] = {"http_port": http_port}
+    if not changes:
+        return config
+    data = config.model_dump()
+    for section, values in changes.items():
+        data[section].update(values)
+    return validate(data, "the command line with the config")
+
+
+@asynccontextmanager
+async def _pairing(home: HeraldHome, *, read_only: bool) -> AsyncIterator[tuple[Pairing, Outbox]]:
+    async with open_home_storage(home, read_only=read_only) as storage:
+        yield Pairing(storage), Outbox(storage)
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
+    async with _pairing(home, read_only=args.pairing_command == "list") as (pairing, outbox):
+        if args.pairing_command == "list":
+            pending, approved = await pairing.pending(), await pairing.approved()
+            print("Pending codes:" if pending else "No pending codes.")
+            for code in pending:
+                who = f"{code.platform}:{code.user_id}  {code.user_name}"
+                print(f"  {code.code}  {who}  (until {_when(code.expires_at)})")
+            print("Approved:" if approved else "Nobody approved yet.")
+            for person in approved:
+                who = f"{person.platform}:{person.user_id}  {person.user_name}"
+                print(f"  {who}  (since {_when(person.approved_at)})")
+            return 0
+        if args.pairing_command == "approve":
+            user = await pairing.approve(args.platform, args.code, "cli")
+            if user is None:
+                missing = f"No pending {args.platform} code {args.code.upper()} (codes expire after an hour)."
+                print(missing, file=sys.stderr)
+                return 1
+            await outbox.enqueue([welcome(user)])  # the running gateway sends it
+            print(f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told.")
+            return 0
+        if await pairing.revoke(args.platform, args.user_id):
+            print(f"Revoked {args.platform}:{args.user_id}.")
+            return 0
+        print(f"{args.platform}:{args.user_id} was not approved.", file=sys.stderr)
+        return 1
+
+
+def run_pairing_command(home: HeraldHome, args: argparse.Namespace) -> int:
+    return asyncio.run(_run_pairing(home, args))
+
+
+__all__ = ["add_commands", "run_gateway_command", "run_pairing_command", "user_unit_path"]

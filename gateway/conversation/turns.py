@@ -1,0 +1,257 @@
+"""Answering one stored message: session, hygiene, the agent's turn, the answer queued for delivery.
+
+Everything here happens while holding the session's lock (one turn at a time per session, across
+processes). The turn's user message carries the inbox row's id, so a restart can tell what a crash
+left behind: a turn that finished but was not queued is delivered as it is; a turn cut off half-way is
+closed the way a failed turn is (its messages leave the conversation, so the history stays valid and
+the prefix stays cached) and answered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from adapters.base import InboundMessage, OutboundText
+from agent.compression.engine import CompressionOutcome
+from agent.db.errors import StorageUnavailable
+from agent.db.fencing import FencedOut
+from agent.events import EventCallback
+from agent.locks import Lease
+from agent.loop import TurnResult
+from agent.media.types import Media
+from agent.session import SessionSpec, StartedSession
+from agent.store import SessionRecord
+from gateway.conversation.addressing import reply_address, session_spec, user_text
+from gateway.conversation.media import MessageRefused
+from gateway.delivery.outbox import Operation, Outgoing
+from gateway.delivery.stream import ReplyStream
+from gateway.intake.inbox import InboxRow, InboxState, NoLongerPending
+from gateway.intake.lanes import INTERRUPTED
+from gateway.intake.pending import hold_pending
+from gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+INBOX_META = "inbox"
+STOPPED_SUFFIX = "\n\n(stopped)"
+UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
+
+
+async def current_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
+    """The chat's latest session, or a new one built for the chat's chosen model.
+
+    A new one too when the latest reads another memory than the speaker may now: someone taken off
+    ``gateway.admins`` must not go on reading the owner's memory in their direct chat.
+    """
+    store = services.runtime.store
+    latest = await store.latest_session(row.session_key)
+    spec = _spec(services, row.message)
+    if latest is not None and latest.memory_scope == spec.memory_scope:
+        return latest
+    if latest is not None:
+        log.info("session key %s: the memory scope changed; starting a new session", row.session_key)
+    return (await start_session(services, lease, row.message)).record
+
+
+def _spec(services: Services, message: InboundMessage) -> SessionSpec:
+    return session_spec(message, is_admin=services.authorizer.is_admin(message.platform, message.user_id))
+
+
+async def start_session(services: Services, lease: Lease, message: InboundMessage) -> StartedSession:
+    """A new session for the chat of ``message`` (also what ``/new`` does), with warnings to show
+    (a project context file that was not loaded)."""
+    spec = _spec(services, message)
+    lease.check(spec.session_key)
+    choice = await services.chat_settings.model_for(spec.session_key)
+    started = await services.runtime.new_session(
+        spec,
+        provider=choice.provider if choice else None,
+        model=choice.model if choice else None,
+    )
+    for warning in started.warnings:
+        log.warning("session %s: %s", started.record.id, warning)
+    return started
+
+
+async def answer(services: Services, row: InboxRow, *, resumed: bool = False) -> None:
+    """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
+
+    ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
+    did for it is looked for first. Raises only for cancellation, ``StorageUnavailable`` (the row is
+    still pending: run it again once the database is back), ``FencedOut`` (another process took the
+    session over: nothing more may be written or said for it here) and ``NoLongerPending`` (another
+    worker answered it first); a bug becomes one line for the person and a traceback in the log, and
+    the row is closed as failed (not retried at every start).
+    """
+    try:
+        await _answer(services, row, resumed=resumed)
+    except (StorageUnavailable, FencedOut, NoLongerPending):
+        raise  # the database is down (the worker waits and runs this again), or the work is not ours
+    except Exception:
+        log.exception("inbox %d: answering failed unexpectedly", row.id)
+        await services.replies.answer(row, f"⚠️ No answer: {UNEXPECTED}.", state=InboxState.FAILED)
+
+
+async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
+    runtime = services.runtime
+    message = row.message
+    address = reply_address(message)
+    adapter = services.adapters[message.platform]
+    services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
+    async with hold_pending(services, row) as lease:
+        session = await current_session(services, lease, row)
+        streamed = [row.stream_message_id] if row.stream_message_id else []
+        earlier = {INBOX_META: row.id}
+        recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
+        if recovered is not None:
+            await services.replies.answer(row, recovered, streamed=streamed)
+            return
+        try:
+            turn_input = await services.media.read(
+                adapter, message, session, runtime.config.model_info(session.model)
+            )
+        except MessageRefused as refusal:
+            await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
+            return
+        await echo_transcripts(services, row, turn_input.transcripts)
+        stream = ReplyStream(
+            adapter,
+            address,
+            reply_to=message.message_id,
+            budget=services.budget,
+            interval=services.stream_interval,
+            inbox=services.inbox,
+            inbox_id=row.id,
+            streamed=streamed,
+            trusted=lease.trusted,
+        )
+        async with stream:  # typing shows from here, also while hygiene compresses
+            try:
+                result = await take_turn(
+                    services,
+                    lease,
+                    session,
+                    user_text(message, turn_input.text),
+                    what=f"{message.platform} chat {message.chat_id}",
+                    meta={INBOX_META: row.id},
+                    on_compressed=partial(notify, services, row),
+                    on_event=stream.on_event,
+                    media=turn_input.media,
+                )
+            except asyncio.CancelledError as cancel:
+                await asyncio.shield(_cancelled(services, row, stream, cancel))
+                raise
+        await _finish(services, row, stream, result, session, turn_input.notices)
+    if not result.error:
+        await services.reviews.after_turn(session)
+
+
+async def _finish(
+    services: Services,
+    row: InboxRow,
+    stream: ReplyStream,
+    result: TurnResult,
+    session: SessionRecord,
+    notices: tuple[str, ...] = (),
+) -> None:
+    metrics = services.metrics
+    if result.error:
+        await services.replies.queue(stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED)
+        metrics.turns.labels("failed").inc()
+        metrics.delivery_failures.labels(row.message.platform).inc()
+    else:
+        lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
+        text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
+        await services.replies.queue(stream.final(text), row=row, state=InboxState.ANSWERED)
+        metrics.turns.labels("answered").inc()
+    metrics.turn_seconds.observe(time.time() - row.received_at)
+
+
+async def take_turn(
+    services: Services,
+    lease: Lease,
+    session: SessionRecord,
+    text: str,
+    *,
+    what: str,
+    meta: Mapping[str, Any],
+    on_compressed: Callable[[CompressionOutcome], Awaitable[None]],
+    on_event: EventCallback | None = None,
+    media: Sequence[Media] = (),
+    refuse: Collection[str] = (),
+    purpose: str = "turn",
+) -> TurnResult:
+    """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
+
+    Session hygiene first (a session at 85% of its window is compressed before the agent reads it;
+    ``on_compressed`` tells whoever should know), then the agent's turn (``Agent.run_turn``: the
+    arguments are its own), its usage counted for ``/metrics``, and one log line with its tokens
+    (``what`` names the chat or the job). Raises what ``run_turn`` raises; the caller delivers.
+    """
+    agent = services.runtime.agent
+    outcome = await agent.hygiene(lease, session)
+    if outcome is not None:
+        await on_compressed(outcome)
+    started = time.monotonic()
+    result = await agent.run_turn(
+        lease, session, text, on_event, meta=meta, refuse=refuse, purpose=purpose, media=media
+    )
+    services.metrics.count_usage(result.usage)
+    usage = result.usage
+    log.info(
+        "%s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
+        what, session.id, "failed" if result.error else "answered", time.monotonic() - started,
+        usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+    )  # fmt: skip
+    return result
+
+
+async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:
+    """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer; once per
+    message: the echo is queued with the row's id, and an attempt that finds something queued for the
+    row already (an earlier attempt's echo: the answer itself closes the row) does not echo again."""
+    if not transcripts or not services.runtime.config.stt.reply_with_transcript:
+        return
+    if await services.outbox.items_for(row.id):
+        return
+    message = row.message
+    address = reply_address(message)
+    lines = [f"🎤 {transcript}" for transcript in transcripts]
+    replies = services.replies
+    operations = [
+        op for line in lines for op in replies.render(address, line, streamed=(), reply_to=message.message_id)
+    ]
+    await replies.queue(operations, row=row)
+
+
+async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:
+    """One line before the answer: session hygiene compressed the conversation."""
+    line = outcome.notice or outcome.line()
+    address = reply_address(row.message)
+    adapter = services.adapters[address.platform]
+    if adapter.capabilities.appends:  # a terminal shows it at once, before the answer streams
+        await adapter.notice(address, f"[{line}]")
+        return
+    await services.replies.queue([Outgoing(address, Operation.SEND, OutboundText(f"ℹ️ {line}"))])
+
+
+async def _cancelled(
+    services: Services, row: InboxRow, stream: ReplyStream, cancel: asyncio.CancelledError
+) -> None:
+    """A stopped turn: ``/stop`` or a newer message closes the row; a shutdown leaves it for the restart."""
+    if not (cancel.args and cancel.args[0] == INTERRUPTED):
+        return
+    operations = stream.final(stream.shown_text() + STOPPED_SUFFIX) if stream.messages else []
+    try:
+        await services.replies.queue(operations, row=row, state=InboxState.CANCELLED)
+    except (NoLongerPending, FencedOut):
+        return  # closed meanwhile, or the session is another process's: nothing of ours to close
+    except StorageUnavailable as error:  # never in place of the cancellation: the stop must stand
+        log.warning("inbox %d was stopped; closing it waits for the database: %s", row.id, error)
+        return  # the worker tries to close it once more (gateway.intake.worker); it is not answered now
+    services.metrics.turns.labels("cancelled").inc()

@@ -1,0 +1,324 @@
+"""The outbox: every reply is recorded before it is sent and marked sent after.
+
+A reply is queued in the same transaction that marks its inbox row answered, so after a crash either
+the message is still pending (and is answered again) or its reply is queued (and is sent): never
+neither. The sender (``gateway.delivery.sender``) marks a row sent together with the platform's message id.
+The one window where a reply can go out twice is between the platform accepting a send and that
+single ``UPDATE``; a crash exactly there resends it after the restart.
+
+Contract:
+
+- :meth:`Outbox.enqueue` is atomic: every item and the closing of the inbox row, or nothing. It is not
+  idempotent (each call queues new items): a caller retries it only when it raised, which committed
+  nothing.
+- Each state change (:meth:`~Outbox.mark_sent`, :meth:`~Outbox.reschedule`, ...) is one ``UPDATE`` of
+  one row; repeating one repeats its effect (``attempts`` counts again), nothing else.
+- A chat's items go out in order: only its oldest pending item (its head) is ever handed to a sender,
+  and an item leaves ``pending`` only for good (sent or failed), so a later item of the chat becomes
+  the head only after every earlier one is settled.
+
+Claims (several gateway processes, ``cluster.redis_url``). Every process may send for every chat, so
+a sender passes a :class:`Claimant` and each item is sent by the one process that claimed it:
+
+- :meth:`Outbox.due_heads` with a claimant claims the heads it returns in one transaction (``FOR
+  UPDATE SKIP LOCKED`` on PostgreSQL: two processes claiming at once take different rows; SQLite's
+  single writer needs nothing): it writes ``claimed_by`` (the claimant's name, unique per process
+  start) and ``claimed_until``. A head claimed by another process is not returned until that claim
+  has expired, so while an item of chat C is claimed and unsent, no process sends a later item of C.
+- The claim lasts ``Claimant.seconds`` and is renewed while the attempt runs
+  (:meth:`Outbox.keep_claim`, also called right before the platform gets the request); a process that
+  dies leaves it to expire, and another process sends the item after ``claimed_until``.
+- With a claimant, every state change is a compare-and-set on ``claimed_by``: it changes the item
+  only while it is pending and the claimant still holds it, and says whether it did. A process whose
+  claim expired and was taken over can neither mark the item nor (checking :meth:`~Outbox.keep_claim`
+  right before sending) send it. Sent and failed items keep ``claimed_by`` (who settled them); a
+  retry, a postponement or a replacement releases the claim, so any process may try next.
+- Expiry compares ``claimed_until`` with the claiming process's clock: the processes' machines keep
+  their clocks in sync (NTP), and a skew of s seconds lets a claim be taken over s seconds early.
+- The one window where a reply goes out twice stays the one above (the platform accepted, the process
+  died or stalled before its ``UPDATE``), now also across processes: a process stalled (SIGSTOP, GC,
+  a partition) longer than the claim between its last check and the platform's answer.
+
+Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and the claim columns stay
+empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
+Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+
+from adapters.base import ChatAddress, OutboundText, TextEntity
+from agent.db.base import Storage
+from gateway.intake.inbox import InboxState, finish_row
+from gateway.tables import outbox
+
+# What a process delivers: platform -> its only chat, or None for every chat of the platform.
+Served = Mapping[str, str | None]
+
+
+class Operation(StrEnum):
+    SEND = "send"
+    EDIT = "edit"  # replace the text of ``target_message_id`` (a message streamed during the turn)
+    DELETE = "delete"  # remove ``target_message_id`` (a streamed message the final answer no longer needs)
+
+
+class OutboxState(StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"  # given up: counted in gateway_delivery_failures_total and logged
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One operation to queue."""
+
+    address: ChatAddress
+    operation: Operation
+    text: OutboundText
+    reply_to: str | None = None
+    target_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    id: int
+    inbox_id: int | None
+    outgoing: Outgoing
+    state: OutboxState
+    attempts: int
+    next_attempt_at: float
+    platform_message_id: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """A sender among several processes: the name it writes into the items it claims (unique per
+    process start, so a restarted process never mistakes an old claim for its own) and how long a
+    claim lasts unless it is renewed."""
+
+    holder: str
+    seconds: float
+
+
+PENDING = outbox.c.state == OutboxState.PENDING.value
+# When a pending item may be tried: its next attempt, or the end of its claim if that is later.
+DUE_AT = sa.case(
+    (outbox.c.claimed_until > outbox.c.next_attempt_at, outbox.c.claimed_until),
+    else_=outbox.c.next_attempt_at,
+)
+RELEASED = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
+SETTLED = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
+
+
+class Outbox:
+    """The ``outbox`` table."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    async def enqueue(
+        self,
+        items: Sequence[Outgoing],
+        *,
+        inbox_id: int | None = None,
+        finish: InboxState | None = None,
+    ) -> list[int]:
+        """Queue ``items`` in order; when ``finish`` is given, close ``inbox_id`` in the same transaction."""
+
+        def insert(conn: sa.Connection) -> list[int]:
+            now = time.time()
+            statement = sa.insert(outbox).returning(outbox.c.id)
+            ids = [int(conn.execute(statement, _values(item, inbox_id, now)).scalar_one()) for item in items]
+            if finish is not None and inbox_id is not None:
+                finish_row(conn, inbox_id, finish)
+            return ids
+
+        return await self.storage.write(insert)
+
+    async def due_heads(
+        self, now: float, served: Served, *, claimant: Claimant | None = None, limit: int | None = None
+    ) -> list[OutboxItem]:
+        """The oldest pending item of each chat ``served``, if it is due (a chat's replies go out in
+        order), at most ``limit`` of them. Only this process's chats: another process may serve the
+        others. With ``claimant``: only heads nobody else holds a live claim on, claimed for it."""
+        query = sa.select(outbox).where(outbox.c.id.in_(_heads(served)), outbox.c.next_attempt_at <= now)
+        query = query.order_by(outbox.c.id).limit(limit)
+        if claimant is None:
+            return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+        claimable = sa.or_(
+            outbox.c.claimed_until.is_(None),
+            outbox.c.claimed_until <= now,
+            outbox.c.claimed_by == claimant.holder,
+        )
+        locked = query.where(claimable).with_for_update(skip_locked=True, of=outbox)
+
+        def claim(conn: sa.Connection) -> list[OutboxItem]:
+            items = [_item(row) for row in conn.execute(locked)]
+            if items:
+                claimed = {"claimed_by": claimant.holder, "claimed_until": now + claimant.seconds}
+                ids = [item.id for item in items]
+                conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(**claimed))
+            return items
+
+        return await self.storage.write(claim)
+
+    async def keep_claim(self, item_id: int, claimant: Claimant, now: float) -> bool:
+        """Extend ``claimant``'s claim on ``item_id`` to ``claimant.seconds`` from ``now``; False when
+        the item is no longer pending or another process took it over (then do not send it)."""
+        return await self._update(item_id, claimant, claimed_until=now + claimant.seconds)
+
+    async def next_attempt_at(self, served: Served) -> float | None:
+        """When the earliest head of the chats ``served`` becomes due, or its claim ends if that is
+        later (None: nothing pending)."""
+        query = sa.select(sa.func.min(DUE_AT)).where(outbox.c.id.in_(_heads(served)))
+
+        def select(conn: sa.Connection) -> float | None:
+            found = conn.execute(query).scalar()
+            return None if found is None else float(found)
+
+        return await self.storage.read(select)
+
+    async def pending_count(self, served: Served | None = None) -> int:
+        """Pending items (of the chats ``served``, or all)."""
+        query = sa.select(sa.func.count()).select_from(outbox).where(PENDING)
+        if served is not None:
+            query = query.where(_served(served))
+        return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
+
+    # The state changes below: with ``claimant``, only while it still holds the item (see the module
+    # docstring); each returns whether the item was changed.
+
+    async def mark_sent(
+        self, item_id: int, platform_message_id: str, *, claimant: Claimant | None = None
+    ) -> bool:
+        return await self._update(
+            item_id,
+            claimant,
+            state=OutboxState.SENT.value,
+            platform_message_id=platform_message_id,
+            sent_at=time.time(),
+            attempts=outbox.c.attempts + 1,
+            **SETTLED,
+        )
+
+    async def reschedule(
+        self, item_id: int, error: str, at: float, *, claimant: Claimant | None = None
+    ) -> bool:
+        return await self._update(
+            item_id, claimant, attempts=outbox.c.attempts + 1, error=error, next_attempt_at=at, **RELEASED
+        )
+
+    async def postpone(self, item_id: int, at: float, *, claimant: Claimant | None = None) -> bool:
+        """Try ``item_id`` again at ``at`` without counting an attempt (its chat is paused)."""
+        return await self._update(item_id, claimant, next_attempt_at=at, **RELEASED)
+
+    async def mark_failed(self, item_id: int, error: str, *, claimant: Claimant | None = None) -> bool:
+        return await self._update(
+            item_id,
+            claimant,
+            state=OutboxState.FAILED.value,
+            attempts=outbox.c.attempts + 1,
+            error=error,
+            **SETTLED,
+        )
+
+    async def replace(self, item_id: int, outgoing: Outgoing, *, claimant: Claimant | None = None) -> bool:
+        """Change what a pending item does (plain text after a formatting refusal; a send for a lost edit)."""
+        return await self._update(
+            item_id,
+            claimant,
+            operation=outgoing.operation.value,
+            target_message_id=outgoing.target_message_id,
+            text=outgoing.text.text,
+            entities=_entities_json(outgoing.text.entities),
+            **RELEASED,
+        )
+
+    async def items_for(self, inbox_id: int) -> list[OutboxItem]:
+        query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
+        return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+
+    async def _update(self, item_id: int, claimant: Claimant | None, **values: Any) -> bool:
+        statement = sa.update(outbox).where(outbox.c.id == item_id).values(**values)
+        if claimant is not None:
+            statement = statement.where(PENDING, outbox.c.claimed_by == claimant.holder)
+        return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
+
+
+def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple[OutboxState, str | None]]:
+    """The state and last error of each of ``item_ids`` that exists (for use inside another read)."""
+    if not item_ids:
+        return {}
+    query = sa.select(outbox.c.id, outbox.c.state, outbox.c.error).where(
+        outbox.c.id.in_(sorted(set(item_ids)))
+    )
+    return {int(row.id): (OutboxState(row.state), row.error) for row in conn.execute(query)}
+
+
+def _heads(served: Served) -> sa.Select[tuple[Any]]:
+    """The id of the oldest pending item of each chat ``served``."""
+    return (
+        sa.select(sa.func.min(outbox.c.id))
+        .where(PENDING, _served(served))
+        .group_by(outbox.c.platform, outbox.c.chat_id)
+    )
+
+
+def _served(served: Served) -> sa.ColumnElement[bool]:
+    """A condition matching the chats ``served`` (nothing when empty)."""
+    clauses = [
+        outbox.c.platform == platform
+        if chat_id is None
+        else sa.and_(outbox.c.platform == platform, outbox.c.chat_id == chat_id)
+        for platform, chat_id in sorted(served.items())
+    ]
+    return sa.or_(sa.false(), *clauses)
+
+
+def _entities_json(entities: Sequence[TextEntity]) -> str:
+    return json.dumps([asdict(entity) for entity in entities], ensure_ascii=False, separators=(",", ":"))
+
+
+def _values(item: Outgoing, inbox_id: int | None, now: float) -> dict[str, Any]:
+    return {
+        "inbox_id": inbox_id,
+        "platform": item.address.platform,
+        "chat_id": item.address.chat_id,
+        "thread_id": item.address.thread_id,
+        "reply_to": item.reply_to,
+        "operation": item.operation.value,
+        "target_message_id": item.target_message_id,
+        "text": item.text.text,
+        "entities": _entities_json(item.text.entities),
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+
+
+def _item(row: sa.Row[Any]) -> OutboxItem:
+    entities = tuple(TextEntity(**entity) for entity in json.loads(row.entities))
+    return OutboxItem(
+        id=int(row.id),
+        inbox_id=None if row.inbox_id is None else int(row.inbox_id),
+        outgoing=Outgoing(
+            address=ChatAddress(row.platform, row.chat_id, row.thread_id),
+            operation=Operation(row.operation),
+            text=OutboundText(row.text, entities),
+            reply_to=row.reply_to,
+            target_message_id=row.target_message_id,
+        ),
+        state=OutboxState(row.state),
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at,
+        platform_message_id=row.platform_message_id,
+        error=row.error,
+    )

@@ -1,0 +1,2 @@
+"""The gateway's HTTP server and what it says about the process: health, readiness, metrics.
+"""
