@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.injection import scan_for_injection
+from agent.untrusted.scan import scan_for_injection
 
 # Searched from the working directory up to the git root, nearest directory first.
 WALK_UP_NAMES: tuple[str, ...] = (".herald.md", "HERALD.md")

@@ -41,6 +41,7 @@ from agent.events import (
     ToolFinished,
     ToolStarted,
 )
+from agent.files.text import valid_text
 from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.limits import RequestLimiter
 from agent.locks import Lease
@@ -60,7 +61,6 @@ from agent.providers.retry import complete_with_retries, user_facing_error
 from agent.side import delegate_for
 from agent.skills import SkillLibrary
 from agent.store import SessionRecord, SessionStore
-from agent.text import valid_text
 from agent.tool_runs import run_tool_calls, with_payload
 from agent.tools.registry import ToolContext, ToolRegistry
 from agent.usage import Usage, priced

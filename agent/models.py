@@ -102,3 +102,11 @@ def lookup_model(name: str, overrides: dict[str, ModelInfo] | None = None) -> Mo
 
 def with_context_length(info: ModelInfo, context_length: int | None) -> ModelInfo:
     return info if context_length is None else replace(info, context_length=context_length)
+
+
+_COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
+
+
+def max_tokens_field(model: str) -> str:
+    """The name of the output-token limit for ``model``: OpenAI's reasoning models refuse ``max_tokens``."""
+    return "max_completion_tokens" if model.startswith(_COMPLETION_TOKENS_MODELS) else "max_tokens"

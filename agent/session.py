@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.context_files import load_project_context
+from agent.files.text import read_text
 from agent.memory import MemoryBank, MemorySnapshot
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
 from agent.skills import SkillLibrary
 from agent.store import NewSession, SessionRecord, SessionStore
-from agent.text import read_text
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
 
 log = logging.getLogger(__name__)

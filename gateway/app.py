@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
-from agent.db.base import Storage
-from agent.db.errors import StorageUnavailable
+from agent.db import Storage, StorageUnavailable
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url

@@ -18,10 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import ChatType, CommandSpec
-from agent.db.errors import StorageUnavailable
-from agent.db.fencing import FencedOut
-from agent.prompt import frozen_memory
-from agent.session import StartedSession
+from agent.api import StartedSession, frozen_memory
+from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
 from gateway.access.pairing import welcome
 from gateway.console.links import LINK_SECONDS, LoginLinks

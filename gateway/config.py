@@ -33,8 +33,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
-from agent.models import ModelInfo, lookup_model, with_context_length
-from agent.private import make_private_dirs
+from agent.api import ModelInfo, lookup_model, with_context_length
+from agent.files import DuplicateKey, load_yaml, make_private_dirs, read_text
 from agent.settings import (
     GUEST_TOOLSETS,
     AgentSection,
@@ -55,8 +55,6 @@ from agent.settings import (
     Toolset,
     WebSettings,
 )
-from agent.text import read_text
-from agent.yaml_text import DuplicateKey, load_yaml
 from gateway.cron.schedule import resolve_timezone
 
 

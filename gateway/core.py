@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
-from agent.db.base import Storage
+from agent.db import Storage
 from gateway.access.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.access.pairing import Pairing
 from gateway.cluster.sending import sending

@@ -23,8 +23,7 @@ from adapters.discord.interaction_records import (
     InteractionRecords,
     Role,
 )
-from agent.db.base import Storage
-from agent.db.sql import insert_ignoring_duplicates
+from agent.db import Storage, insert_ignoring_duplicates
 from gateway.tables import discord_interaction_messages as messages
 from gateway.tables import discord_interactions as interactions
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agent.db.errors import StorageError
+from agent.db import StorageError
 from gateway.config import ConfigError
 
 log = logging.getLogger(__name__)

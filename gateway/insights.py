@@ -11,8 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from agent.cache_misses.diagnosis import CAUSE_LABELS
-from agent.store import MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.api import CAUSE_LABELS, MissTotal, PurposeUsage, SessionRecord, SessionStore
 from gateway.delivery.text.fences import code_block
 
 

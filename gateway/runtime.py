@@ -21,28 +21,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.agent_settings import AgentSettings
-from agent.cache_misses.diagnosis import Thresholds
-from agent.cache_misses.watch import CacheWatch
-from agent.compression.engine import ContextCompressor, ContextEngine
-from agent.compression.summary import Summarizer
-from agent.db.base import Storage
-from agent.limits import LocalRequestLimiter, RequestLimiter
-from agent.locks import DatabaseSessionLocks, SessionLocks
-from agent.loop import Agent
-from agent.media.transcribe import Transcriber
+from agent.api import (
+    Agent,
+    AgentSettings,
+    CacheWatch,
+    ContextCompressor,
+    ContextEngine,
+    DatabaseSessionLocks,
+    LocalRequestLimiter,
+    PromptSources,
+    Provider,
+    ProviderError,
+    ProviderFactory,
+    ProviderKey,
+    ProviderPool,
+    RequestLimiter,
+    RetryPolicy,
+    SessionLeases,
+    SessionLocks,
+    SessionSpec,
+    SessionStore,
+    StartedSession,
+    Summarizer,
+    Thresholds,
+    ToolRegistry,
+    Transcriber,
+    WebTools,
+    build_provider,
+    builtin_registry,
+    start_session,
+)
+from agent.db import Storage
 from agent.memory import OWNER_SCOPE, MemoryBank
-from agent.providers.base import Provider, ProviderError
-from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
-from agent.providers.retry import RetryPolicy
-from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
-from agent.store import SessionStore
-from agent.store.leases import SessionLeases
-from agent.tools.builtin import builtin_registry
-from agent.tools.registry import ToolRegistry
-from agent.tools.web import WebTools
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
@@ -53,7 +65,7 @@ from gateway.home.database import open_home_storage, storage_url
 from gateway.home.memory_skills import memory_and_skills
 
 if TYPE_CHECKING:
-    from agent.mcp.servers import McpServers
+    from agent.mcp import McpServers
     from gateway.cluster.redis import Cluster
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -91,14 +103,8 @@ def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
     if not api_key:
         raise missing_key_error(key.provider, variable)
     url = configured_base_url(config, key)
-    # Imported here: each SDK takes about a second to import, and only the chosen one is needed.
-    if key.provider == "anthropic":
-        from agent.providers.anthropic_provider import AnthropicProvider
-
-        return AnthropicProvider(model=key.model, api_key=api_key, base_url=url, timeout=config.model.timeout)
-    from agent.providers.openai_provider import OpenAIProvider
-
-    return OpenAIProvider(model=key.model, api_key=api_key, base_url=url, timeout=config.model.timeout)
+    timeout = config.model.timeout
+    return build_provider(key.provider, model=key.model, api_key=api_key, base_url=url, timeout=timeout)
 
 
 def provider_factory(config: HeraldConfig) -> ProviderFactory:
@@ -217,7 +223,7 @@ def make_transcriber(config: HeraldConfig) -> Transcriber | None:
     api_key = stt_api_key(config, os.environ)
     if api_key is None:
         raise ConfigError(missing_stt_key(config, ".env in your Herald home"))
-    from agent.media.transcribe import OpenAITranscriber  # imports the openai SDK: only when configured
+    from agent.api import OpenAITranscriber  # imports the openai SDK: only when configured
 
     return OpenAITranscriber(
         model=stt.model,
@@ -325,7 +331,7 @@ async def open_runtime(
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
         mcp: McpServers | None = None
         if mcp_settings(config).servers:
-            from agent.mcp.servers import McpServers  # the MCP SDK is large: only for configured servers
+            from agent.mcp import McpServers  # the MCP SDK is large: only for configured servers
 
             mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
             registry = registry.with_source(mcp)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agent.db.schema import BigId, Flag, Timestamp, metadata
+from agent.db import BigId, Flag, Timestamp, metadata
 
 inbox = sa.Table(
     "inbox",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.text import REPLACEMENT, valid_text
+from agent.files.text import REPLACEMENT, valid_text
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config

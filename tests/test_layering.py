@@ -72,6 +72,7 @@ def test_side_tasks_do_not_import_the_loop_that_builds_on_them() -> None:
 
 # Repositories outside agent/store: each is the one module that knows SQL for its kind of state.
 REPOSITORIES = {
+    "gateway/tables.py",  # the gateway's tables (declared, not queried)
     "agent/memory/database.py",
     "agent/skills/database.py",
     "gateway/conversation/chat_settings.py",
@@ -127,3 +128,128 @@ def test_resilience_is_neutral_ground() -> None:
                                       "enum", "logging", "random", "types", "typing", "collections"}
     }  # fmt: skip
     assert third_party == set()
+
+
+# The agent's doors (agent/api.py says what each is for): the gateway imports nothing else of it.
+AGENT_DOORS = {
+    "agent",
+    "agent.api",
+    "agent.settings",
+    "agent.db",
+    "agent.memory",
+    "agent.skills",
+    "agent.mcp",
+    "agent.files",
+}
+
+
+def test_the_gateway_imports_the_agent_only_through_its_doors() -> None:
+    behind = {
+        str(path.relative_to(ROOT)): sorted(names)
+        for path in modules("gateway")
+        if (names := {name for name in imports(path) if name.split(".")[0] == "agent"} - AGENT_DOORS)
+    }
+    assert behind == {}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The Herald modules ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks left out); ``from
+    package import module`` is an import of the module, not of the package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    own = module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                prefix = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{prefix}.{base}" if base else prefix
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(base)
+    return found & known
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Herald's modules form no import circle (a circle is a sign that one module does two modules'
+    jobs, or that a type lives in the wrong one)."""
+    paths = {module_name(path): path for package in HERALD for path in modules(package)}
+    graph = {name: runtime_imports(path, set(paths)) for name, path in paths.items()}
+    circles = [sorted(component) for component in strongly_connected(graph) if len(component) > 1]
+    assert circles == []
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iteratively (the graph has hundreds of modules)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                found.append(component)
+    return found
+
+
+HERALD = ("agent", "gateway", "adapters", "resilience")
+ROOM_SIZE = 22  # modules in one folder before it wants sub-packages by role
+
+
+def test_no_folder_holds_more_rooms_than_a_reader_can_take_in() -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for package in HERALD
+        for folder in [ROOT / package, *(p for p in (ROOT / package).rglob("*") if p.is_dir())]
+        if (count := len(list(folder.glob("*.py")))) > ROOM_SIZE
+    }
+    assert crowded == {}

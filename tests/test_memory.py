@@ -322,7 +322,7 @@ async def test_a_failed_write_keeps_the_old_file_and_cleans_up(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("agent.atomic.os.replace", broken_replace)
+    monkeypatch.setattr("agent.files.atomic.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         await store.add("memory", "new")
     monkeypatch.undo()

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.compression.boundaries import choose_boundaries, prune_tool_outputs, repair_tool_pairs
+from agent.files.text import valid_text
 from agent.history import unanswered_turn
-from agent.injection import scan_for_injection
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall, tool_result
 from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
-from agent.text import valid_text
+from agent.untrusted.scan import scan_for_injection
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from agent.text import valid_text
+from agent.files.text import valid_text
 from gateway.delivery.text.sanitize import mask_controls, sanitize_text
 from gateway.delivery.text.units import from_utf16_offset, to_utf16_offset, utf16_len, utf16_offsets
 from tests.text_support import any_text

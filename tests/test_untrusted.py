@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.untrusted import mark_untrusted
+from agent.untrusted.envelope import mark_untrusted
 
 
 def test_clean_content_is_marked_as_data_with_its_source() -> None:

@@ -10,3 +10,49 @@ Repositories (sessions, inbox, outbox, pairings, jobs ...) are the only code tha
 hand a function of a SQLAlchemy ``Connection`` to :meth:`Storage.read` / :meth:`Storage.write`. Code
 above them never sees a connection.
 """
+
+from agent.db.base import Storage
+from agent.db.connect import open_storage
+from agent.db.errors import READ_ONLY_HOME, StorageError, StorageUnavailable
+from agent.db.fencing import FencedOut, issue_token, newest_token
+from agent.db.migrate import head_revision, known_revision
+from agent.db.postgres import inspect_server
+from agent.db.schema import BigId, Flag, Timestamp, metadata, requests, sessions
+from agent.db.sql import insert_for, insert_ignoring_duplicates, json_text, serialize, upsert
+from agent.db.sqlite import Integrity, check_integrity
+from agent.db.transfer import REPLAYED, TableCopy, copy_tables, verify
+from agent.db.urls import BadStorageUrl, StorageUrl, parse_storage_url
+
+__all__ = [
+    "READ_ONLY_HOME",
+    "REPLAYED",
+    "BadStorageUrl",
+    "BigId",
+    "FencedOut",
+    "Flag",
+    "Integrity",
+    "Storage",
+    "StorageError",
+    "StorageUnavailable",
+    "StorageUrl",
+    "TableCopy",
+    "Timestamp",
+    "check_integrity",
+    "copy_tables",
+    "head_revision",
+    "insert_for",
+    "insert_ignoring_duplicates",
+    "inspect_server",
+    "issue_token",
+    "json_text",
+    "known_revision",
+    "metadata",
+    "newest_token",
+    "open_storage",
+    "parse_storage_url",
+    "requests",
+    "serialize",
+    "sessions",
+    "upsert",
+    "verify",
+]

@@ -7,7 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
-from agent.private import PRIVATE_FILE, on_read_only_file_system
+from agent.files.private import PRIVATE_FILE, on_read_only_file_system
 from resilience.unreachable import Unreachable
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from agent.db.errors import DatabaseUnwritable, StorageError
-from agent.private import PRIVATE_FILE
+from agent.files.private import PRIVATE_FILE
 
 
 class DatabaseInUse(StorageError):

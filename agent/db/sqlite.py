@@ -43,7 +43,7 @@ from sqlalchemy.pool import StaticPool
 from agent.db.base import Storage
 from agent.db.errors import DatabaseDamaged, DatabaseUnwritable, StorageError, save_damaged_copy
 from agent.db.in_use import claim
-from agent.private import create_private_file
+from agent.files.private import create_private_file
 
 T = TypeVar("T")
 

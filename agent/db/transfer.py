@@ -6,7 +6,7 @@ positions and stored wire payloads; sessions their exact prompt bytes), and a ro
 already has (same primary key) is left alone: a second run copies nothing and changes nothing. On
 PostgreSQL the id sequences are moved past the copied ids afterwards, so new rows never collide.
 
-Text is made valid on the way (:func:`agent.text.valid_text`, the rule every new text already passes):
+Text is made valid on the way (:func:`agent.files.text.valid_text`, the rule every new text already passes):
 releases before NUL characters were dropped stored them in SQLite as they came, and PostgreSQL's
 ``text`` cannot hold one. Each table's copy says how many values were changed so.
 
@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from agent.db.base import Storage
 from agent.db.schema import metadata, sessions
 from agent.db.sql import insert_for
-from agent.text import valid_text
+from agent.files.text import valid_text
 
 log = logging.getLogger(__name__)
 

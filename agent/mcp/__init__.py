@@ -12,3 +12,9 @@
 A session's tool list is fixed when it starts (ARCHITECTURE.md, "Media and tools"): a server's new tools
 serve new sessions only, and a session calling a tool that has gone since gets a clear error result.
 """
+
+from agent.mcp.connection import StartFailed, connect
+from agent.mcp.servers import McpServers
+from agent.mcp.tools import offered
+
+__all__ = ["McpServers", "StartFailed", "connect", "offered"]

@@ -15,7 +15,7 @@ import json
 import mcp_types as types
 
 from agent.tools.registry import MAX_RESULT_CHARS
-from agent.untrusted import mark_untrusted
+from agent.untrusted.envelope import mark_untrusted
 
 MAX_TEXT_CHARS = MAX_RESULT_CHARS - 2_000  # room for the envelope and the injection scan's note
 

@@ -4,7 +4,7 @@
   included. Its text is still extracted, to scan it for prompt injection (the envelope's note says
   what was found) and to estimate its cost.
 - A PDF for any other model, and any text-like file (txt, md, csv, json, code...), becomes text in
-  the untrusted envelope (``agent.untrusted``).
+  the untrusted envelope (``agent.untrusted.envelope``).
 - Anything else is named in the message, so the model knows a file came and that it was not read, and
   the person is told (``PreparedDocument.problem``); so is a PDF without text for a model that reads
   only text.
@@ -27,11 +27,11 @@ from pathlib import PurePosixPath
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
-from agent.injection import scan_for_injection
+from agent.files.text import valid_text
 from agent.media.errors import MediaRefused
 from agent.media.types import Media
-from agent.text import valid_text
-from agent.untrusted import mark_untrusted, scan_note
+from agent.untrusted.envelope import mark_untrusted, scan_note
+from agent.untrusted.scan import scan_for_injection
 
 log = logging.getLogger(__name__)
 

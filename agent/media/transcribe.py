@@ -15,10 +15,10 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
+from agent.files.text import valid_text
 from agent.providers.base import ProviderError
 from agent.providers.errors import provider_failures
 from agent.providers.retry import RetryPolicy, call_with_retries
-from agent.text import valid_text
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ session stores it.
   and :mod:`agent.memory.database` (the ``memory_documents`` table, with PostgreSQL).
 """
 
+from agent.memory.database import DatabaseMemoryDocuments
 from agent.memory.entries import (
     ENTRY_JOINER,
     FILE_NAMES,
@@ -37,8 +38,10 @@ from agent.memory.entries import (
     numbered_entries,
     parse_entries,
     scope_parts,
+    usage_of,
     user_scope,
 )
+from agent.memory.files import FileMemoryDocuments
 from agent.memory.store import MemoryBank, MemoryDocuments, MemoryStore
 
 __all__ = [
@@ -47,6 +50,8 @@ __all__ = [
     "OWNER_SCOPE",
     "SEPARATOR",
     "TARGETS",
+    "DatabaseMemoryDocuments",
+    "FileMemoryDocuments",
     "MemoryBank",
     "MemoryChangedError",
     "MemoryDocuments",
@@ -62,5 +67,6 @@ __all__ = [
     "numbered_entries",
     "parse_entries",
     "scope_parts",
+    "usage_of",
     "user_scope",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from agent.injection import scan_for_injection
+from agent.untrusted.scan import scan_for_injection
 
 MemoryTarget = Literal["memory", "user"]
 

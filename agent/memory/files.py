@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from agent.atomic import atomic_write_text, directory_lock
+from agent.files.atomic import atomic_write_text, directory_lock
+from agent.files.text import read_text
 from agent.memory.entries import (
     FILE_NAMES,
     OWNER_SCOPE,
@@ -30,7 +31,6 @@ from agent.memory.entries import (
     scope_parts,
 )
 from agent.memory.store import MemoryDocuments
-from agent.text import read_text
 
 log = logging.getLogger(__name__)
 

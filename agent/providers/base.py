@@ -10,10 +10,10 @@ from typing import Any
 
 from agent.cache_policy import Policy, Ttl
 from agent.compression.boundaries import CHARS_PER_TOKEN, estimate_total
+from agent.files.text import valid_text
 from agent.media.wire import hydrate
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
-from agent.text import valid_text
 from agent.usage import Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
@@ -90,7 +90,7 @@ class StreamProgress:
 class StreamedReply:
     """Collects a streamed answer (text deltas, tool calls by index) into a ``ProviderResponse``.
 
-    Text from the provider is made valid here (:func:`agent.text.valid_text`): a JSON string may
+    Text from the provider is made valid here (:func:`agent.files.text.valid_text`): a JSON string may
     escape a lone surrogate, which could be neither printed nor stored.
     """
 

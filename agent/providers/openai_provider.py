@@ -16,6 +16,7 @@ import openai
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.media.wire import openai_part
 from agent.messages import Message
+from agent.models import max_tokens_field
 from agent.providers.base import (
     Provider,
     ProviderError,
@@ -27,13 +28,6 @@ from agent.providers.base import (
 )
 from agent.providers.errors import incomplete_stream, missing_v1_hint, provider_failures
 from agent.usage import Usage
-
-_COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
-
-
-def max_tokens_field(model: str) -> str:
-    """The name of the output-token limit for ``model``: OpenAI's reasoning models refuse ``max_tokens``."""
-    return "max_completion_tokens" if model.startswith(_COMPLETION_TOKENS_MODELS) else "max_tokens"
 
 
 def is_claude_model(model: str) -> bool:

@@ -14,7 +14,10 @@ never spliced into the system prompt.
 - :mod:`agent.skills.bundles`: reading skill folders from disk to import them.
 """
 
-from agent.skills.library import SkillLibrary, SkillTree
+from agent.skills.bundles import Unreadable, read_bundles
+from agent.skills.database import DatabaseSkillTree
+from agent.skills.files import DiskSkillTree
+from agent.skills.library import Bundle, SkillLibrary, SkillTree
 from agent.skills.rules import (
     DEFAULT_CATEGORY,
     MAX_SKILL_FILE_BYTES,
@@ -32,11 +35,16 @@ __all__ = [
     "MAX_SKILL_FILE_BYTES",
     "SKILL_FILE",
     "VIEW_TOOL",
+    "Bundle",
+    "DatabaseSkillTree",
+    "DiskSkillTree",
     "SkillError",
     "SkillIndex",
     "SkillInfo",
     "SkillLibrary",
     "SkillTree",
+    "Unreadable",
     "format_skills_index",
+    "read_bundles",
     "split_front_matter",
 ]

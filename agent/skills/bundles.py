@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.files.text import valid_text
 from agent.skills.library import Bundle
 from agent.skills.rules import SKILL_FILE, UNLISTED_FOLDERS, SkillError, is_hidden
-from agent.text import valid_text
 
 MAX_IMPORT_FILE_BYTES = 10 * 1024 * 1024
 

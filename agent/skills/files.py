@@ -21,8 +21,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from agent.atomic import atomic_write_bytes, directory_lock, fsync_directory
-from agent.private import make_private_dirs
+from agent.files.atomic import atomic_write_bytes, directory_lock, fsync_directory
+from agent.files.private import make_private_dirs
 from agent.skills.library import FileRead, OutsideSkill, SkillChanged, SkillTree
 from agent.skills.rules import SKILL_FILE, UNLISTED_FOLDERS, SkillDocument
 

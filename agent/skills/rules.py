@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from agent.injection import scan_for_injection
-from agent.yaml_text import load_yaml
+from agent.files.yaml_text import load_yaml
+from agent.untrusted.scan import scan_for_injection
 
 SKILL_FILE = "SKILL.md"
 DEFAULT_CATEGORY = "general"

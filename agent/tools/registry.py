@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.db.errors import StorageError
+from agent.files.text import valid_text
 from agent.messages import Message, ToolCall, tool_result
-from agent.text import valid_text
 
 if TYPE_CHECKING:
     from agent.memory import MemoryStore

@@ -32,8 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText
-from agent.db.base import Storage
-from agent.db.sql import serialize, upsert
+from agent.db import Storage, serialize, upsert
 from gateway.delivery.outbox import Operation, Outgoing
 from gateway.tables import approved_users, pairing_codes
 

@@ -26,9 +26,8 @@ from prompt_toolkit import PromptSession
 from adapters import console
 from adapters.base import ChatType, InboundMessage
 from adapters.console import ConsoleAdapter
-from agent.locks import Lease, pid_alive
-from agent.store import SessionRecord
-from agent.text import valid_text
+from agent.api import Lease, SessionRecord, pid_alive
+from agent.files import valid_text
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import TERMINAL_SESSION_KEY, admin_id
 from gateway.conversation.turns import start_session

@@ -3,7 +3,7 @@ cron, memory and skills commands live in modules of their own).
 
 Whatever goes wrong, a command ends with one sentence on stderr and an exit code, never a traceback:
 :func:`run` hands every failure to :func:`gateway.failures.explain`, the one place that puts
-failures into words. Arguments and stdin are made valid text where they enter (``agent.text``).
+failures into words. Arguments and stdin are made valid text where they enter (``agent.files.text``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent import version
-from agent.store import SessionStore
-from agent.text import valid_text
+from agent.api import SessionStore
+from agent.files import valid_text
 from gateway import insights
 from gateway.cli import cron as cli_cron
 from gateway.cli import gateway as cli_gateway
@@ -138,7 +138,7 @@ def configure_logging(verbose: bool, *, level: int = logging.WARNING) -> None:
 
 def configure_streams() -> None:
     """Reading stdin never fails on bytes that are not UTF-8 (they are replaced later, see
-    ``agent.text``), and printing never fails on a terminal that cannot show a character."""
+    ``agent.files.text``), and printing never fails on a terminal that cannot show a character."""
     for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "replace"), (sys.stderr, "replace")):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

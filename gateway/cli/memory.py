@@ -12,8 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from agent.memory import FILE_NAMES, OWNER_SCOPE, TARGETS, MemoryStore, MemoryTarget, MemoryToolError
-from agent.memory.entries import usage_of
+from agent.memory import (
+    FILE_NAMES,
+    OWNER_SCOPE,
+    TARGETS,
+    MemoryStore,
+    MemoryTarget,
+    MemoryToolError,
+    usage_of,
+)
 from gateway.cli.editor import edit_then_save
 from gateway.config import load_config
 from gateway.failures import EXIT_UNUSABLE, CommandFailed

@@ -13,9 +13,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from agent.skills import SKILL_FILE, SkillError, SkillLibrary
-from agent.skills.bundles import Unreadable, read_bundles
-from agent.skills.library import Bundle
+from agent.skills import SKILL_FILE, Bundle, SkillError, SkillLibrary, Unreadable, read_bundles
 from gateway.cli.editor import edit_then_save
 from gateway.config import load_config
 from gateway.failures import EXIT_FAILED, EXIT_UNUSABLE, CommandFailed

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from agent.db.connect import open_storage
-from agent.db.transfer import REPLAYED, TableCopy, copy_tables, verify
-from agent.db.urls import BadStorageUrl, parse_storage_url
+from agent.db import REPLAYED, BadStorageUrl, TableCopy, copy_tables, open_storage, parse_storage_url, verify
 from gateway.config import ConfigError, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK
 from gateway.home import HeraldHome, from_environment

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from agent.locks import pid_alive
+from agent.api import pid_alive
 from gateway.cluster.lease import RedisLease
 from gateway.cluster.redis import Cluster, RedisUnavailable, redis_key
 from gateway.failures import EXIT_UNUSABLE, CommandFailed

@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from agent.db.errors import StorageUnavailable
+from agent.db import StorageUnavailable
 from gateway.cluster.redis_errors import UNREACHABLE
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings, ConfigError, HeraldConfig

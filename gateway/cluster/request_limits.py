@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agent.limits import LocalRequestLimiter, RequestLimiter
+from agent.api import LocalRequestLimiter, RequestLimiter
 from gateway.cluster.redis import Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
 

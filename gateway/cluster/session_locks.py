@@ -43,10 +43,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from agent.db.base import Storage
-from agent.db.errors import StorageError
-from agent.db.fencing import issue_token, newest_token
-from agent.locks import LocalSessionLocks, WaitNotice, wait_to_take
+from agent.api import LocalSessionLocks, WaitNotice, wait_to_take
+from agent.db import Storage, StorageError, issue_token, newest_token
 from gateway.cluster.lease import RedisLease
 from gateway.cluster.redis import RedisUnavailable, redis_key
 from resilience.renewal import Loss, Policy, Renewal, Renewer

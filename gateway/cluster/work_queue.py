@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent.db.errors import StorageUnavailable
+from agent.db import StorageUnavailable
 from gateway.cluster.chat_order import ChatOrder
 from gateway.cluster.control import ClusterControl
 from gateway.cluster.queue_metrics import QueueMetrics

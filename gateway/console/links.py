@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from agent.db.base import Storage
+from agent.db import Storage
 from gateway.tables import console_links
 
 LINK_SECONDS = 600.0

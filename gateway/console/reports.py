@@ -20,11 +20,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.db.base import Storage
-from agent.db.schema import requests, sessions
-from agent.db.sql import json_text
-from agent.store import PurposeUsage, SessionStore
-from agent.usage import Usage
+from agent.api import PurposeUsage, SessionStore, Usage
+from agent.db import Storage, json_text, requests, sessions
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
 from gateway.insights import UsageRow, row_for_purpose, total_row

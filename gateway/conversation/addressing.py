@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from adapters import console
 from adapters.base import ChatAddress, ChatType, InboundMessage
+from agent.api import SessionSpec
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
-from agent.session import SessionSpec
 
 MAX_NAME_CHARS = 64
 TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"

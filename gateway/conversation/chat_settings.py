@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from agent.db.base import Storage
-from agent.db.sql import upsert
+from agent.db import Storage, upsert
 from gateway.tables import chat_settings
 
 

@@ -25,14 +25,20 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
-from agent.media.budget import MediaLimits, MediaLoad, check_load
-from agent.media.errors import MediaRefused
-from agent.media.memory import DecodeBudget
-from agent.media.transcribe import Transcriber, TranscriptionFailed
-from agent.media.types import Media
-from agent.models import ModelInfo
+from agent.api import (
+    DecodeBudget,
+    Media,
+    MediaLimits,
+    MediaLoad,
+    MediaRefused,
+    ModelInfo,
+    SessionRecord,
+    SessionStore,
+    Transcriber,
+    TranscriptionFailed,
+    check_load,
+)
 from agent.settings import MediaSettings
-from agent.store import SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -157,7 +163,7 @@ class MediaReader:
             self._unseen(parts, attachment, name)
         else:
             data = await self._download(adapter, attachment, name)
-            from agent.media.images import is_image_file  # Pillow: loaded with the first file
+            from agent.api import is_image_file  # Pillow: loaded with the first file
 
             if kind == "image" or is_image_file(data, name=attachment.name, media_type=attachment.mime_type):
                 if model.vision:
@@ -173,7 +179,7 @@ class MediaReader:
         parts.unseen.append(name)
 
     async def _add_image(self, parts: _Parts, data: bytes, attachment: Attachment) -> None:
-        from agent.media.images import prepare_image  # Pillow: loaded with the first image
+        from agent.api import prepare_image  # Pillow: loaded with the first image
 
         media = await _in_thread(
             attachment,
@@ -193,7 +199,7 @@ class MediaReader:
     async def _add_document(
         self, parts: _Parts, data: bytes, attachment: Attachment, session: SessionRecord, model: ModelInfo
     ) -> None:
-        from agent.media.documents import prepare_document  # pypdf: loaded with the first document
+        from agent.api import prepare_document  # pypdf: loaded with the first document
 
         document = await _in_thread(
             attachment,

@@ -20,9 +20,8 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Protocol
 
+from agent.api import SessionRecord, review
 from agent.settings import ReviewSettings
-from agent.side import review
-from agent.store import SessionRecord
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 

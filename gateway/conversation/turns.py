@@ -17,15 +17,17 @@ from functools import partial
 from typing import Any
 
 from adapters.base import InboundMessage, OutboundText
-from agent.compression.engine import CompressionOutcome
-from agent.db.errors import StorageUnavailable
-from agent.db.fencing import FencedOut
-from agent.events import EventCallback
-from agent.locks import Lease
-from agent.loop import TurnResult
-from agent.media.types import Media
-from agent.session import SessionSpec, StartedSession
-from agent.store import SessionRecord
+from agent.api import (
+    CompressionOutcome,
+    EventCallback,
+    Lease,
+    Media,
+    SessionRecord,
+    SessionSpec,
+    StartedSession,
+    TurnResult,
+)
+from agent.db import FencedOut, StorageUnavailable
 from gateway.conversation.addressing import reply_address, session_spec, user_text
 from gateway.conversation.media import MessageRefused
 from gateway.delivery.outbox import Operation, Outgoing

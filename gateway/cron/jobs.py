@@ -33,8 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress
-from agent.db.base import Storage
-from agent.db.sql import insert_ignoring_duplicates
+from agent.db import Storage, insert_ignoring_duplicates
 from gateway.delivery.outbox import OutboxState, item_states
 from gateway.tables import cron_jobs
 

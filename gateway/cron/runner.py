@@ -30,11 +30,8 @@ from functools import partial
 from typing import Any
 
 from adapters.base import ChatAddress
-from agent.compression.engine import CompressionOutcome
-from agent.db.errors import StorageUnavailable
-from agent.locks import Lease
-from agent.session import SessionSpec
-from agent.store import SessionRecord
+from agent.api import CompressionOutcome, Lease, SessionRecord, SessionSpec
+from agent.db import StorageUnavailable
 from gateway.conversation.addressing import display_name
 from gateway.conversation.turns import UNEXPECTED, take_turn
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key

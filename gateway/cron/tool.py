@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.tools.registry import Tool, ToolContext, ToolError
+from agent.api import Tool, ToolContext, ToolError
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.describe import created, describe_all
 from gateway.cron.manage import Caller, Change, CronError, CronManager, change_job

@@ -56,7 +56,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText, TextEntity
-from agent.db.base import Storage
+from agent.db import Storage
 from gateway.intake.inbox import InboxState, finish_row
 from gateway.tables import outbox
 

@@ -20,9 +20,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
-from agent.db.errors import StorageUnavailable
-from agent.db.fencing import FencedOut
-from agent.events import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.api import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.db import FencedOut, StorageUnavailable
 from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.delivery.text.markdown import render_markdown

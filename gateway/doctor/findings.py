@@ -1,6 +1,6 @@
 """What ``herald doctor``'s checks share: a finding, the context they look at, and what a check is.
 
-Its own module so that every check (``gateway.doctor.*``) and the runner (``gateway.doctor.run``) import
+Its own module so that every check (``gateway.doctor.run.*``) and the runner (``gateway.doctor.run``) import
 these types from here, not from each other.
 """
 

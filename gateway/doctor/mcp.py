@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.mcp.connection import StartFailed, connect
-from agent.mcp.tools import offered
+from agent.mcp import StartFailed, connect, offered
 from agent.settings import McpServer
 from gateway.doctor.findings import DoctorContext, Finding
 

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.providers.errors import error_message, missing_v1_hint, redact
-from agent.providers.pool import ProviderKey
+from agent.api import ProviderKey, error_message, missing_v1_hint, redact
 from gateway.doctor.findings import DoctorContext, Finding
 from gateway.runtime import configured_base_url, key_variable
 
@@ -195,7 +194,7 @@ async def probe(
     async def one_token() -> Any:
         if provider == "anthropic":
             return await client.messages.with_raw_response.create(model=model, max_tokens=1, messages=message)
-        from agent.providers.openai_provider import max_tokens_field
+        from agent.api import max_tokens_field
 
         create = client.chat.completions.with_raw_response.create
         return await create(model=model, messages=message, **{max_tokens_field(model): 1})

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from agent.db.errors import READ_ONLY_HOME
-from agent.private import loose_permissions, on_read_only_file_system
+from agent.db import READ_ONLY_HOME
+from agent.files import loose_permissions, on_read_only_file_system
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.doctor.findings import MARKS, PROBLEMS, Check, DoctorContext, Finding
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error

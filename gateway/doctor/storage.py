@@ -14,11 +14,8 @@ import asyncio
 import os
 from pathlib import Path
 
-from agent.db.errors import StorageUnavailable
-from agent.db.migrate import head_revision, known_revision
-from agent.db.sqlite import Integrity, check_integrity
-from agent.db.urls import StorageUrl
-from agent.private import on_read_only_file_system
+from agent.db import Integrity, StorageUnavailable, StorageUrl, check_integrity, head_revision, known_revision
+from agent.files import on_read_only_file_system
 from gateway.config import ConfigError
 from gateway.doctor.findings import DoctorContext, Finding
 from gateway.home import load_env
@@ -61,7 +58,7 @@ def inspect_sqlite(path: Path) -> Finding:
 
 
 async def inspect_postgresql(url: StorageUrl, connect_seconds: float) -> list[Finding]:
-    from agent.db.postgres import inspect_server  # asyncpg: only for PostgreSQL
+    from agent.db import inspect_server  # asyncpg: only for PostgreSQL
 
     where = url.redacted
     try:

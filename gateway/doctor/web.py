@@ -9,8 +9,7 @@ checks the endpoint and the key. The key is never printed, only its variable.
 
 from __future__ import annotations
 
-from agent.tools.web.search import SearchError, key_variable, search_provider, unusable
-from agent.tools.web.tools import TOOLSET, search_client
+from agent.api import TOOLSET, SearchError, key_variable, search_client, search_provider, unusable
 from gateway.doctor.findings import DoctorContext, Finding
 
 SUBJECT = "web search"

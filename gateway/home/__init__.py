@@ -1,6 +1,6 @@
 """HERALD_HOME: where configuration, secrets, identity, memory, skills and the database live.
 
-The home is private (``agent.private``): created 0700, its files 0600, since it holds chat history,
+The home is private (``agent.files.private``): created 0700, its files 0600, since it holds chat history,
 memory about people and API keys.
 """
 
@@ -15,8 +15,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from agent.private import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs
-from agent.text import read_text
+from agent.files import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs, read_text
 from gateway.config_doc import render_config_yaml
 
 ENV_TEMPLATE = """\

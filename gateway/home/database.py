@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 
-from agent.db.base import Storage
-from agent.db.connect import open_storage
-from agent.db.urls import BadStorageUrl, StorageUrl, parse_storage_url
+from agent.db import BadStorageUrl, Storage, StorageUrl, open_storage, parse_storage_url
 from gateway import tables as gateway_tables
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.home import HeraldHome, from_environment

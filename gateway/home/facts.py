@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agent.db.base import Storage
-from agent.db.sql import insert_ignoring_duplicates, upsert
+from agent.db import Storage, insert_ignoring_duplicates, upsert
 from gateway.tables import gateway_state
 
 

@@ -16,13 +16,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from agent.db.base import Storage
-from agent.memory import MemoryBank
-from agent.memory.database import DatabaseMemoryDocuments
-from agent.memory.files import FileMemoryDocuments
-from agent.skills import SkillLibrary
-from agent.skills.database import DatabaseSkillTree
-from agent.skills.files import DiskSkillTree
+from agent.db import Storage
+from agent.memory import DatabaseMemoryDocuments, FileMemoryDocuments, MemoryBank
+from agent.skills import DatabaseSkillTree, DiskSkillTree, SkillLibrary
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage, storage_url

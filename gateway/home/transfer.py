@@ -14,14 +14,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from agent.db.base import Storage
-from agent.memory import TARGETS
-from agent.memory.database import DatabaseMemoryDocuments
-from agent.memory.files import FileMemoryDocuments
-from agent.skills.bundles import Unreadable, read_bundles
-from agent.skills.database import DatabaseSkillTree
-from agent.skills.library import Bundle, SkillTree
-from agent.skills.rules import SkillError
+from agent.db import Storage
+from agent.memory import TARGETS, DatabaseMemoryDocuments, FileMemoryDocuments
+from agent.skills import Bundle, DatabaseSkillTree, SkillError, SkillTree, Unreadable, read_bundles
 
 
 @dataclass

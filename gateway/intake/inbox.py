@@ -32,8 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import Attachment, ChatType, InboundMessage
-from agent.db.base import Storage
-from agent.db.sql import insert_for
+from agent.db import Storage, insert_for
 from gateway.tables import inbox
 
 BATCH_ROWS = 1000  # rows per INSERT statement: 6 parameters each, far below either database's limit

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from agent.db.errors import StorageUnavailable
+from agent.db import StorageUnavailable
 from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agent.locks import Lease
+from agent.api import Lease
 from gateway.intake.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.services import Services
 

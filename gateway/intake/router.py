@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from adapters.base import ChatType, InboundMessage, SinkUnavailable
-from agent.db.errors import StorageUnavailable
-from agent.text import valid_text
+from agent.db import StorageUnavailable
+from agent.files import valid_text
 from gateway.access.pairing import RequestOutcome
 from gateway.commands import BY_NAME, answer_command, parse_command
 from gateway.conversation.addressing import reply_address, session_key

@@ -24,8 +24,7 @@ import logging
 from dataclasses import replace
 from functools import partial
 
-from agent.db.errors import StorageUnavailable
-from agent.db.fencing import FencedOut
+from agent.db import FencedOut, StorageUnavailable
 from gateway.commands import answer_command
 from gateway.conversation.turns import answer
 from gateway.intake.inbox import InboxState, NoLongerPending

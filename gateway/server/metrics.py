@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
-from agent.store import CacheMiss
-from agent.usage import Usage
+from agent.api import CacheMiss, Usage
 
 TURN_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 

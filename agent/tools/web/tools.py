@@ -4,7 +4,7 @@ Descriptions and guidance are fixed text: the tool list is part of the prompt pr
 bot shares (ARCHITECTURE.md, cache invariant 2). Who calls decides at call time what a fetch may
 reach: the owner's sessions get private addresses when ``web.allow_private`` is on, guests never
 (``ToolContext.trusted``). Everything fetched or found reaches the model inside the untrusted envelope
-(:func:`agent.untrusted.mark_untrusted`), after the prompt-injection scan.
+(:func:`agent.untrusted.envelope.mark_untrusted`), after the prompt-injection scan.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agent.tools.web.addresses import AddressPolicy, guest_policy, owner_policy
 from agent.tools.web.extract import Kind, content_kind, not_readable, readable_text
 from agent.tools.web.fetch import Fetched, Fetcher
 from agent.tools.web.search import SearchProvider, format_results, search_provider
-from agent.untrusted import mark_untrusted
+from agent.untrusted.envelope import mark_untrusted
 
 TOOLSET = "web"
 

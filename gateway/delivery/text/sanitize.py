@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from agent.text import valid_text
+from agent.files import valid_text
 
 _REPLACEMENT = "\N{REPLACEMENT CHARACTER}"
 

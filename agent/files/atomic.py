@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.private import make_private_dirs
+from agent.files.private import make_private_dirs
 
 LOCK_FILE = ".lock"
 

@@ -4,7 +4,7 @@ MCP tool results.
 Such text is written by whoever controls the page or the server, not by the person talking to the bot
 (ARCHITECTURE.md, "Media and tools"). It reaches the model inside one envelope that says where it came
 from, that it is data and not instructions, and what the prompt-injection scan
-(:func:`agent.injection.scan_for_injection`) found in it. The envelope cannot be closed from inside:
+(:func:`agent.untrusted.scan.scan_for_injection`) found in it. The envelope cannot be closed from inside:
 a closing tag in the content is defused, so a page cannot end the envelope early and speak as Herald.
 
 Pure functions: the same content always gives the same bytes (tool results are part of the cached
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from agent.injection import scan_for_injection
+from agent.untrusted.scan import scan_for_injection
 
 MAX_FINDINGS = 5
 _CLOSING_TAG = re.compile(r"</\s*untrusted", re.IGNORECASE)

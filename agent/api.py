@@ -1,0 +1,144 @@
+"""The agent's public surface for the gateway: running turns of stored sessions, and what that needs.
+
+The gateway imports the agent only through its doors (``tests/test_layering.py`` holds it to them):
+
+- :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
+  tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss
+  watch, files a person sends (images, documents, voice notes), the tool registry and the built-in
+  tools, provider clients (:func:`build_provider`: an SDK is imported only when a client of its provider
+  is built);
+- :mod:`agent.settings`: the configuration sections the agent reads;
+- :mod:`agent.db`: the database layer under every repository (the gateway's too);
+- :mod:`agent.memory`, :mod:`agent.skills`, :mod:`agent.mcp`: each subsystem's own package, for the
+  commands that manage it (MCP's SDK is imported with it: import it where it is used);
+- :mod:`agent.files`: files written privately and atomically, text made valid, YAML read strictly.
+
+Everything else under ``agent/`` is the agent's own business and may change without notice.
+"""
+
+from __future__ import annotations
+
+from agent import version
+from agent.agent_settings import AgentSettings
+from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
+from agent.cache_misses.watch import CacheWatch
+from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
+from agent.compression.summary import Summarizer
+from agent.events import Compressed, EventCallback, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.limits import LocalRequestLimiter, RequestLimiter
+from agent.locks import (
+    DatabaseSessionLocks,
+    Lease,
+    LocalSessionLocks,
+    SessionLocks,
+    WaitNotice,
+    pid_alive,
+    wait_to_take,
+)
+from agent.loop import Agent, TurnResult
+from agent.media.budget import MediaLimits, MediaLoad, check_load
+from agent.media.documents import prepare_document
+from agent.media.errors import MediaRefused
+from agent.media.images import is_image_file, prepare_image
+from agent.media.memory import DecodeBudget
+from agent.media.transcribe import OpenAITranscriber, Transcriber, TranscriptionFailed
+from agent.media.types import Media
+from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
+from agent.prompt import frozen_memory
+from agent.providers import PROVIDERS, build_provider
+from agent.providers.base import Provider, ProviderError
+from agent.providers.errors import error_message, missing_v1_hint, redact
+from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
+from agent.providers.retry import RetryPolicy
+from agent.session import PromptSources, SessionSpec, StartedSession, start_session
+from agent.side import review
+from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.store.leases import SessionLeases
+from agent.tools.builtin import builtin_registry
+from agent.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from agent.tools.web import WebTools
+from agent.tools.web.search import SearchError, key_variable, search_provider, unusable
+from agent.tools.web.tools import TOOLSET, search_client
+from agent.usage import Usage
+
+__all__ = [
+    "CAUSE_LABELS",
+    "PROVIDERS",
+    "TOOLSET",
+    "Agent",
+    "AgentSettings",
+    "CacheMiss",
+    "CacheWatch",
+    "Compressed",
+    "CompressionOutcome",
+    "ContextCompressor",
+    "ContextEngine",
+    "DatabaseSessionLocks",
+    "DecodeBudget",
+    "EventCallback",
+    "Lease",
+    "LocalRequestLimiter",
+    "LocalSessionLocks",
+    "Media",
+    "MediaLimits",
+    "MediaLoad",
+    "MediaRefused",
+    "MissTotal",
+    "ModelInfo",
+    "OpenAITranscriber",
+    "PromptSources",
+    "Provider",
+    "ProviderError",
+    "ProviderFactory",
+    "ProviderKey",
+    "ProviderPool",
+    "PurposeUsage",
+    "RequestLimiter",
+    "RetryPolicy",
+    "Retrying",
+    "SearchError",
+    "SessionLeases",
+    "SessionLocks",
+    "SessionRecord",
+    "SessionSpec",
+    "SessionStore",
+    "StartedSession",
+    "Summarizer",
+    "TextDelta",
+    "Thresholds",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolFinished",
+    "ToolRegistry",
+    "ToolStarted",
+    "Transcriber",
+    "TranscriptionFailed",
+    "TurnEvent",
+    "TurnResult",
+    "Usage",
+    "WaitNotice",
+    "WebTools",
+    "build_provider",
+    "builtin_registry",
+    "check_load",
+    "error_message",
+    "frozen_memory",
+    "is_image_file",
+    "key_variable",
+    "lookup_model",
+    "max_tokens_field",
+    "missing_v1_hint",
+    "pid_alive",
+    "prepare_document",
+    "prepare_image",
+    "redact",
+    "review",
+    "search_client",
+    "search_provider",
+    "start_session",
+    "unusable",
+    "version",
+    "wait_to_take",
+    "with_context_length",
+]
