@@ -25,10 +25,11 @@ from typing import Protocol
 
 from agent.agent_settings import AgentSettings
 from agent.cache_policy import choose_ttls
-from agent.limits import RequestLimiter
 from agent.messages import Message
+from agent.model_calls import ModelCalls
 from agent.providers.base import Provider, ProviderError, ProviderRequest
-from agent.providers.retry import complete_with_retries, user_facing_error
+from agent.providers.retry import user_facing_error
+from agent.spending.gate import OverBudget
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
 from agent.tools.registry import Delegate, SideOutcome, ToolContext, ToolRegistry
@@ -37,11 +38,12 @@ from agent.usage import Usage
 
 class Agent(Protocol):
     """What a side task uses of the agent (``agent.loop.Agent`` is one): the session's provider, the
-    loop's settings and request cap, usage recording, tools and their context, and the store. A
-    protocol, so this module needs nothing of ``agent.loop`` (which builds on it: delegation)."""
+    loop's settings, the road to the model (spend gate, retries, usage record), tools and their
+    context, and the store. A protocol, so this module needs nothing of ``agent.loop`` (which builds on
+    it: delegation)."""
 
     settings: AgentSettings
-    limiter: RequestLimiter
+    calls: ModelCalls
     registry: ToolRegistry
     store: SessionStore
 
@@ -49,15 +51,12 @@ class Agent(Protocol):
 
     def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
 
-    async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
-    ) -> None: ...
-
 
 log = logging.getLogger(__name__)
 
 SUBAGENT = "subagent"
 REVIEW = "review"
+SKIPPED = "skipped"  # how a side task's error starts when a spend limit stopped it
 NEVER_IN_CHILDREN = frozenset({"todo", "cron"})  # they act on the parent's own session or chat
 
 CHILD_PREAMBLE = (
@@ -120,6 +119,8 @@ async def run_side_task(agent: Agent, session: SessionRecord, task: SideTask) ->
             error = await _loop(agent, session, task, progress)
     except TimeoutError:
         error = f"stopped after {task.timeout:.0f} seconds"
+    except OverBudget as refusal:  # the request that would have crossed a limit was not sent
+        error = f"{SKIPPED}: {refusal}"
     except ProviderError as failure:
         error = user_facing_error(failure, attempts=failure.attempts)
     return SideResult(progress.text, progress.usage, progress.iterations, error)
@@ -148,10 +149,9 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
             prefix_ttl=prefix_ttl,
             tail_ttl=tail_ttl,
         )
-        response = await complete_with_retries(
-            provider, request, policy=agent.settings.retry, limiter=agent.limiter
+        response = await agent.calls.complete(
+            provider, request, purpose=task.purpose, policy=agent.settings.retry
         )
-        await agent.record_usage(provider, session, task.purpose, response.usage)
         progress.usage = progress.usage + response.usage
         progress.text = response.text
         if not response.tool_calls:

@@ -19,7 +19,7 @@ from pathlib import Path
 from agent import version
 from agent.store import SessionStore
 from agent.text import valid_text
-from gateway import cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
+from gateway import cli_budget, cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
 from gateway.config import format_value, get_value, load_config, set_value
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_gateway.add_commands(commands, common)
     cli_cron.add_commands(commands, common)
+    cli_budget.add_commands(commands, common)
     cli_storage.add_commands(commands, common)
     cli_memory.add_commands(commands, common)
     cli_skills.add_commands(commands, common)
@@ -211,6 +212,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_gateway.run_pairing_command(home, args)
     if args.command == "cron":
         return cli_cron.run_cron_command(home, args)
+    if args.command == "budget":
+        return cli_budget.run_budget_command(home, args)
     if args.command == "storage":
         return cli_storage.run_storage_command(home, args)
     if args.command == "memory":

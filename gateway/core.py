@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from adapters.base import Adapter
 from agent.storage.base import Storage
 from gateway.auth import AccessPolicy, Authorizer, PlatformAccess
+from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.chat_settings import ChatSettings
 from gateway.cluster.sending import sending
 from gateway.config import HeraldConfig
@@ -128,6 +129,10 @@ async def open_core(
                 config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
             ),
             metrics=metrics,
+            budgets=Budgets(config.budgets, runtime.spending, runtime.store.spending),
+        )
+        runtime.spending.on_warning(
+            AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)
         )
         services.lanes.serve(Worker(services).run)
         stack.push_async_callback(services.reviews.aclose)

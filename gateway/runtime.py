@@ -29,18 +29,22 @@ from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent
 from agent.media.transcribe import Transcriber
 from agent.memory import OWNER_SCOPE, MemoryBank
+from agent.model_calls import ModelCalls
 from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
-from agent.providers.retry import RetryPolicy
+from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
+from agent.spending.counters import LocalCounters, SpendCounters
+from agent.spending.gate import SpendGate
 from agent.storage.base import Storage
 from agent.store import SessionStore
 from agent.store.leases import SessionLeases
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import ToolRegistry
 from agent.tools.web import WebTools
+from gateway.budgets.limits import default_charge
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
@@ -157,6 +161,7 @@ class Runtime:
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
     mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
+    spending: SpendGate  # every model request passes it (agent.model_calls); budgets: from the config
     cluster: Cluster | None = None  # this process's part in a cluster (cluster.redis_url); None: one process
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
@@ -227,15 +232,14 @@ def make_transcriber(config: HeraldConfig) -> Transcriber | None:
 
 
 def make_context_engine(
-    config: HeraldConfig, store: SessionStore, pool: ProviderPool, limiter: RequestLimiter
+    config: HeraldConfig, store: SessionStore, pool: ProviderPool, calls: ModelCalls
 ) -> ContextEngine:
     """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
     summarizer = Summarizer(
-        store=store,
+        calls=calls,
         pool=pool,
         model_info=config.model_info,
         auxiliary=auxiliary_key(config),
-        limiter=limiter,
         timeout=config.model.timeout,
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
@@ -262,6 +266,22 @@ def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLim
     from gateway.cluster.request_limits import cluster_request_limiter  # redis-py: cluster mode only
 
     return cluster_request_limiter(cluster, local)
+
+
+def hold_ttl(config: HeraldConfig) -> float:
+    """How long a spend reservation lives at most: a request's every attempt and wait between them."""
+    model = config.model
+    return model.timeout * (model.max_retries + 1) + model.max_retries * MAX_RETRY_AFTER + 60.0
+
+
+def spend_counters(config: HeraldConfig, store: SessionStore, cluster: Cluster | None) -> SpendCounters:
+    """Where the spend gate keeps its figures: this process's memory, or the cluster's Redis (shared by
+    every process, so together they overshoot a limit by at most one request each)."""
+    if cluster is None:
+        return LocalCounters(store.spending.spent, hold_ttl=hold_ttl(config))
+    from gateway.cluster.spending import RedisCounters  # redis-py: cluster mode only
+
+    return RedisCounters(cluster.redis, store.spending.spent, hold_ttl=hold_ttl(config))
 
 
 def agent_settings(config: HeraldConfig) -> AgentSettings:
@@ -309,7 +329,17 @@ async def open_runtime(
             stack.push_async_callback(transcriber.aclose)
         limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
-        cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
+        zone = resolve_timezone(config.scheduler.timezone)
+        cron = CronManager(CronJobs(storage), zone)
+        spending = SpendGate(
+            spend_counters(config, store, cluster),
+            store.spending,
+            zone=zone,
+            warn_at=config.budgets.warn_at,
+            default=default_charge(config.budgets),
+        )
+        stack.push_async_callback(spending.aclose)
+        calls = ModelCalls(store=store, limiter=limiter, gate=spending, model_info=config.model_info)
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
@@ -327,8 +357,8 @@ async def open_runtime(
             skills=kept.skills,
             model_info=config.model_info,
             settings=agent_settings(config),
-            limiter=limiter,
-            context_engine=make_context_engine(config, store, pool, limiter),
+            calls=calls,
+            context_engine=make_context_engine(config, store, pool, calls),
         )
         yield Runtime(
             config=config,
@@ -348,6 +378,7 @@ async def open_runtime(
             cron=cron,
             transcriber=transcriber,
             mcp=mcp,
+            spending=spending,
             cluster=cluster,
         )
 

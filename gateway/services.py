@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from adapters.base import Adapter
 from gateway.auth import Authorizer
 from gateway.budget import SendBudget
+from gateway.budgets.service import Budgets
 from gateway.chat_settings import ChatSettings
 from gateway.config import GatewaySettings
 from gateway.inbox import Inbox
@@ -44,6 +45,7 @@ class Services:
     reviews: Reviews
     media: MediaReader
     metrics: GatewayMetrics
+    budgets: Budgets  # spend limits: whom to charge, what to tell (gateway.budgets)
     started_at: float = field(default_factory=time.time)
 
     @property

@@ -5,6 +5,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.sessions`: sessions (prompt bytes, title, todos, compression state).
 - :mod:`agent.store.messages`: messages in order with their files (:mod:`agent.store.media`), search.
 - :mod:`agent.store.usage`: per-request usage and the session totals it adds to.
+- :mod:`agent.store.spending`: what each scope spent per window (spend limits), who was told.
 - :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
@@ -24,6 +25,7 @@ from agent.storage.base import Storage
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
 from agent.store.sessions import NewSession, SessionRecord, Sessions
+from agent.store.spending import SpendKey, SpendLedger
 from agent.store.usage import PurposeUsage, UsageLedger
 from agent.usage import RequestUsage
 
@@ -38,6 +40,7 @@ class SessionStore:
         self.messages = Messages(storage)
         self.usage = UsageLedger(storage)
         self.reviews = ReviewSchedule(storage)
+        self.spending = SpendLedger(storage)
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -109,10 +112,16 @@ class SessionStore:
     # -- usage --------------------------------------------------------------------------------
 
     async def record_request(
-        self, session_id: str, request: RequestUsage, *, at: float | None = None
-    ) -> None:
-        """Store one provider request's usage and add it to the session's totals."""
-        await self.usage.record(session_id, request, at=at)
+        self,
+        session_id: str,
+        request: RequestUsage,
+        *,
+        at: float | None = None,
+        spend: Sequence[SpendKey] = (),
+    ) -> dict[SpendKey, float]:
+        """Store one provider request's usage and add it to the session's totals (and to the ``spend``
+        windows, whose new totals are returned)."""
+        return await self.usage.record(session_id, request, at=at, spend=spend)
 
     async def request_times(self, session_id: str, since: float) -> list[float]:
         return await self.usage.request_times(session_id, since)

@@ -3,9 +3,10 @@
 Contract:
 
 - :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
-  transaction: both or neither, so the totals always equal the sum of the session's requests. It is
-  not idempotent (each call adds); retry only a call that raised
-  :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
+  transaction: both or neither, so the totals always equal the sum of the session's requests. Given
+  ``spend`` keys, the request's cost is added to those spending windows in the same transaction
+  (:func:`agent.store.spending.add_spend`). It is not idempotent (each call adds); retry only a call
+  that raised :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
 - ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
   :meth:`UsageLedger.record` for conversation requests (:data:`agent.usage.CONVERSATION_PURPOSES`) and
   by compression (:meth:`UsageLedger.set_last_prompt_tokens`) after it shrank the history.
@@ -14,6 +15,7 @@ Contract:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,7 @@ import sqlalchemy as sa
 from agent.storage.base import Storage
 from agent.storage.schema import requests, sessions
 from agent.store.sessions import UPDATE_SESSION
+from agent.store.spending import SpendKey, add_spend
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
 
 
@@ -95,8 +98,16 @@ class UsageLedger:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
-    async def record(self, session_id: str, request: RequestUsage, *, at: float | None = None) -> None:
-        """Store one provider request's usage and add it to the session's totals."""
+    async def record(
+        self,
+        session_id: str,
+        request: RequestUsage,
+        *,
+        at: float | None = None,
+        spend: Sequence[SpendKey] = (),
+    ) -> dict[SpendKey, float]:
+        """Store one provider request's usage and add it to the session's totals (and its cost to the
+        ``spend`` windows: returns what each of them has spent now)."""
         now = time.time() if at is None else at
         u = request.usage
         row = {
@@ -126,11 +137,12 @@ class UsageLedger:
         }
         conversation = request.purpose in CONVERSATION_PURPOSES
 
-        def insert(conn: sa.Connection) -> None:
+        def insert(conn: sa.Connection) -> dict[SpendKey, float]:
             conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
             conn.execute(_INSERT, row)
+            return add_spend(conn, spend, request.cost, now)
 
-        await self.storage.write(insert)
+        return await self.storage.write(insert)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         parameters = {"session_id": session_id, "last_prompt_tokens": tokens}
