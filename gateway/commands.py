@@ -140,6 +140,8 @@ async def _compress(context: CommandContext) -> str:
             return f"Not compressed: {services.budgets.line(over)}"
         with charging(charge):  # the summary is charged like the asker's turn
             outcome = await runtime.agent.compress(lease, session)
+    if outcome is not None and outcome.refused is not None:
+        return f"Not compressed: {services.budgets.line(outcome.refused)}"
     if outcome is None:
         return NOTHING_TO_COMPRESS
     return outcome.notice or outcome.line()

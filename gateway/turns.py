@@ -206,7 +206,7 @@ async def take_turn(
     """
     agent = services.runtime.agent
     outcome = await agent.hygiene(lease, session)
-    if outcome is not None:
+    if outcome is not None and outcome.method != "skipped":  # over a limit: the turn's own line says so
         await on_compressed(outcome)
     started = time.monotonic()
     result = await agent.run_turn(

@@ -69,6 +69,7 @@ async def test_a_compression_over_a_limit_is_skipped_not_sent_and_not_a_failure(
             outcome = await compress(runtime, session)
         stored = await runtime.store.get_session(session.id)
     assert outcome is not None and outcome.method == "skipped"
+    assert outcome.refused is not None and outcome.refused.scope.key == "chat:test:chat"
     assert "spend limit of chat:test:chat ($0.00 per day) is reached" in outcome.line()
     assert len(emulator.requests) == asked  # the summary was never sent
     assert stored is not None and stored.compress_failures == 0 and stored.compress_retry_at is None

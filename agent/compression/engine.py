@@ -31,7 +31,7 @@ from agent.history import DROPPED_MARK, SUMMARY_MARK
 from agent.messages import Message
 from agent.models import ModelInfo
 from agent.settings import CompressionSettings
-from agent.spending.gate import OverBudget
+from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.usage import Usage
 
@@ -56,6 +56,7 @@ class CompressionOutcome:
     tokens_before: int
     tokens_after: int
     notice: str | None = None  # one line for the user when context was lost or nothing changed
+    refused: Refusal | None = None  # "skipped": the spend limit its summary did not fit under
 
     def line(self) -> str:
         if self.method == "failed":
@@ -200,6 +201,7 @@ class ContextCompressor(ContextEngine):
             return CompressionOutcome(
                 "skipped", count, count, tokens_before, tokens_before,
                 notice=f"Compression skipped ({refusal}); the conversation is unchanged.",
+                refused=refusal.refusal,
             )  # fmt: skip
         except SummaryFailed as exc:
             return await self._after_failure(

@@ -42,20 +42,10 @@ class SpendRow:
 
 
 @functools.cache
-def _adding(dialect: str, count: int) -> Any:
-    """``INSERT`` of ``count`` windows, adding to those that exist, returning what each spent now."""
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(spend_windows)
-    rows = [
-        {
-            "scope": sa.bindparam(f"scope_{index}", type_=sa.Text),
-            "period": sa.bindparam(f"period_{index}", type_=sa.Text),
-            "spent": sa.bindparam(f"cost_{index}", type_=sa.Double),
-            "requests": 1,
-            "updated_at": sa.bindparam(f"now_{index}", type_=sa.Double),
-        }
-        for index in range(count)
-    ]
-    statement = insert.values(rows)
+def _adding(dialect: str) -> Any:
+    """``INSERT`` of a window, adding to it when it exists, returning what it spent now. Built once per
+    dialect and run with every window's parameters at once (SQLAlchemy sends them as one statement)."""
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(spend_windows)
     return statement.on_conflict_do_update(
         index_elements=["scope", "period"],
         set_={
@@ -74,12 +64,12 @@ def add_spend(
     unique = sorted(set(keys))  # in one order everywhere: two transactions never wait for each other
     if not unique:
         return {}
-    parameters: dict[str, Any] = {}
-    for index, (scope, period) in enumerate(unique):
-        parameters |= {f"scope_{index}": scope, f"period_{index}": period, f"cost_{index}": cost,
-                       f"now_{index}": now}  # fmt: skip
-    rows = conn.execute(_adding(conn.dialect.name, len(unique)), parameters)
-    return {(row.scope, row.period): float(row.spent) for row in rows}
+    rows = [
+        {"scope": scope, "period": period, "spent": cost, "requests": 1, "updated_at": now}
+        for scope, period in unique
+    ]
+    found = conn.execute(_adding(conn.dialect.name), rows)
+    return {(row.scope, row.period): float(row.spent) for row in found}
 
 
 _SPENT = sa.select(spend_windows.c.scope, spend_windows.c.period, spend_windows.c.spent).where(
