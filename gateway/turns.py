@@ -5,6 +5,10 @@ processes). The turn's user message carries the inbox row's id, so a restart can
 left behind: a turn that finished but was not queued is delivered as it is; a turn cut off half-way is
 closed the way a failed turn is (its messages leave the conversation, so the history stays valid and
 the prefix stays cached) and answered again.
+
+Every model request of a turn is charged to the bot, the chat and the person who wrote
+(``gateway.budgets``): a message over one of their spend limits starts no turn, a turn that reaches one
+stops before its next request, and the chat is told once per limit and window (:func:`refuse`).
 """
 
 from __future__ import annotations
