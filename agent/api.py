@@ -43,17 +43,31 @@ from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.media.transcribe import OpenAITranscriber, Transcriber, TranscriptionFailed
 from agent.media.types import Media
+from agent.model_calls import ModelCalls
 from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
 from agent.prompt import frozen_memory
 from agent.providers import PROVIDERS, build_provider
 from agent.providers.base import Provider, ProviderError
 from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
-from agent.providers.retry import RetryPolicy
+from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
-from agent.side import review
+from agent.side import SKIPPED, review
+from agent.spending.charge import Charge, Limit, Scope, charging
+from agent.spending.counters import (
+    Capped,
+    Loader,
+    LocalCounters,
+    Shortfall,
+    SpendCounters,
+    SpendKey,
+    Standing,
+)
+from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
+from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
 from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
 from agent.store.leases import SessionLeases
+from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
 from agent.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 from agent.tools.web import WebTools
@@ -63,12 +77,16 @@ from agent.usage import Usage
 
 __all__ = [
     "CAUSE_LABELS",
+    "MAX_RETRY_AFTER",
     "PROVIDERS",
+    "SKIPPED",
     "TOOLSET",
     "Agent",
     "AgentSettings",
     "CacheMiss",
     "CacheWatch",
+    "Capped",
+    "Charge",
     "Compressed",
     "CompressionOutcome",
     "ContextCompressor",
@@ -77,6 +95,9 @@ __all__ = [
     "DecodeBudget",
     "EventCallback",
     "Lease",
+    "Limit",
+    "Loader",
+    "LocalCounters",
     "LocalRequestLimiter",
     "LocalSessionLocks",
     "Media",
@@ -84,8 +105,10 @@ __all__ = [
     "MediaLoad",
     "MediaRefused",
     "MissTotal",
+    "ModelCalls",
     "ModelInfo",
     "OpenAITranscriber",
+    "OverBudget",
     "PromptSources",
     "Provider",
     "ProviderError",
@@ -93,15 +116,24 @@ __all__ = [
     "ProviderKey",
     "ProviderPool",
     "PurposeUsage",
+    "Refusal",
     "RequestLimiter",
     "RetryPolicy",
     "Retrying",
+    "Scope",
     "SearchError",
     "SessionLeases",
     "SessionLocks",
     "SessionRecord",
     "SessionSpec",
     "SessionStore",
+    "Shortfall",
+    "SpendCounters",
+    "SpendGate",
+    "SpendKey",
+    "SpendLedger",
+    "SpendWarning",
+    "Standing",
     "StartedSession",
     "Summarizer",
     "TextDelta",
@@ -119,9 +151,13 @@ __all__ = [
     "Usage",
     "WaitNotice",
     "WebTools",
+    "Window",
+    "WindowKind",
     "build_provider",
     "builtin_registry",
+    "charging",
     "check_load",
+    "day_window",
     "error_message",
     "frozen_memory",
     "is_image_file",
@@ -129,6 +165,7 @@ __all__ = [
     "lookup_model",
     "max_tokens_field",
     "missing_v1_hint",
+    "month_window",
     "pid_alive",
     "prepare_document",
     "prepare_image",
@@ -141,4 +178,5 @@ __all__ = [
     "version",
     "wait_to_take",
     "with_context_length",
+    "zone_name",
 ]

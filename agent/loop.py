@@ -11,6 +11,10 @@ without its answer is closed the same way before anything else touches the sessi
 cannot be used, ``agent.db.errors``) leaves :meth:`Agent.run_turn`; a cancelled turn still records
 what its stopped model call cost.
 
+A request over a spend limit is not sent (``agent.model_calls``): the turn ends there, before that
+request, and is closed like a failed one, with ``TurnResult.refused`` saying which limit; whatever its
+earlier requests answered was complete (never a half-written answer).
+
 An answer cut off by ``max_tokens`` is never passed off as complete: by ``agent.on_max_tokens`` the
 model is asked once to continue, and an answer still cut off comes with a one-line notice.
 
@@ -24,11 +28,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.agent_settings import AgentSettings
-from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import PACING_REQUESTS, PACING_WINDOW, Ttl, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.events import (
@@ -43,27 +46,22 @@ from agent.events import (
 )
 from agent.files.text import valid_text
 from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
-from agent.limits import RequestLimiter
 from agent.locks import Lease
 from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.messages import Message, ToolCall
+from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
-from agent.providers.base import (
-    Provider,
-    ProviderError,
-    ProviderRequest,
-    ProviderResponse,
-    StreamProgress,
-)
+from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.providers.pool import ProviderPool
-from agent.providers.retry import complete_with_retries, user_facing_error
+from agent.providers.retry import user_facing_error
 from agent.side import delegate_for
 from agent.skills import SkillLibrary
+from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
 from agent.tools.registry import ToolContext, ToolRegistry
-from agent.usage import Usage, priced
+from agent.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +84,14 @@ class TurnResult:
     iterations: int
     error: str | None = None  # one sentence for the user when no answer could be produced
     notice: str | None = None  # one line for the user about an answer that came (e.g. it was cut off)
+    refused: Refusal | None = None  # the spend limit that stopped the turn before its next request
 
 
 class Agent:
     """Runs turns of stored sessions. Holds no per-session state: everything lives in the store.
 
     Each session's requests go to the client for the session's own provider and model (from
-    ``pool``); every provider attempt holds a slot of ``limiter``.
+    ``pool``), through ``calls`` (the spend gate, retries and the usage record).
     """
 
     def __init__(
@@ -105,9 +104,8 @@ class Agent:
         skills: SkillLibrary,
         model_info: Callable[[str], ModelInfo],
         settings: AgentSettings,
-        limiter: RequestLimiter,
+        calls: ModelCalls,
         context_engine: ContextEngine | None = None,
-        cache_watch: CacheWatch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -117,9 +115,8 @@ class Agent:
         self.skills = skills
         self.model_info = model_info
         self.settings = settings
-        self.limiter = limiter
+        self.calls = calls
         self.context_engine = context_engine
-        self.cache_watch = cache_watch  # judges every answered request's cache read (agent.cache_misses)
         self.clock = clock
 
     def provider_for(self, session: SessionRecord) -> Provider:
@@ -231,6 +228,10 @@ class Agent:
             answered = True
             await pump.flush()
             return TurnResult(text=note, usage=total, iterations=iteration)
+        except OverBudget as refusal:  # the request that would have crossed a limit was not sent
+            log.info("session %s: turn stopped before request %d: %s", session.id, iteration, refusal)
+            result = await self._fail(session, turn_ids, total, iteration, str(refusal), pump)
+            return replace(result, refused=refusal.refusal)
         except ProviderError as error:
             sentence = user_facing_error(error, attempts=error.attempts)
             log.error("session %s: turn failed: %s (%s)", session.id, error, error.kind)
@@ -324,7 +325,7 @@ class Agent:
         if self.context_engine is None:
             return messages
         outcome = await self.context_engine.after_response(session, messages, response.usage)
-        if outcome is None or outcome.method == "failed":
+        if outcome is None or outcome.method in ("failed", "skipped"):
             return messages
         pump.emit(Compressed(outcome))
         return await self.store.load_messages(session.id)
@@ -373,46 +374,15 @@ class Agent:
             pump.emit(Retrying(attempt, delay, str(error), discard_partial=streamed))
             streamed = False
 
-        progress = StreamProgress()
-        sent_at = self.clock()
-        try:
-            response = await complete_with_retries(
-                provider,
-                request,
-                policy=self.settings.retry,
-                limiter=self.limiter,
-                on_text=on_text,
-                on_retry=on_retry,
-                progress=progress,
-            )
-        except asyncio.CancelledError:  # a stopped answer was still paid for: count it
-            partial = progress.usage(request)
-            if partial is not None:
-                await asyncio.shield(self.record_usage(provider, session, purpose, partial, sent_at=sent_at))
-            raise
-        await self.record_usage(provider, session, purpose, response.usage, sent_at=sent_at, request=request)
-        return response
-
-    async def record_usage(
-        self,
-        provider: Provider,
-        session: SessionRecord,
-        purpose: str,
-        usage: Usage,
-        *,
-        sent_at: float,
-        request: ProviderRequest | None = None,
-    ) -> None:
-        """Record what a request cost. ``sent_at`` (this agent's clock when it was sent: the provider
-        wrote or refreshed its cache entries then) paces the TTLs; ``request``, given for an answered
-        request, has its cache read judged too: every answered request passes here, whatever its purpose."""
-        record = priced(purpose, provider.name, provider.model, self.model_info(provider.model), usage)
-        answered = self.clock()
-        request_id = await self.store.record_request(session.id, record, at=answered, sent_at=sent_at)
-        if request is not None and self.cache_watch is not None:
-            await self.cache_watch.observe(
-                Exchange(session, provider, request, record, request_id, sent_at, answered)
-            )
+        return await self.calls.complete(
+            provider,
+            request,
+            session=session,
+            purpose=purpose,
+            policy=self.settings.retry,
+            on_text=on_text,
+            on_retry=on_retry,
+        )
 
     async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]:
         """The (prefix, tail) TTLs of the session's next requests, by how its chat is paced

@@ -24,10 +24,11 @@ from typing import Protocol
 
 from agent.agent_settings import AgentSettings
 from agent.cache_policy import Ttl
-from agent.limits import RequestLimiter
 from agent.messages import Message
+from agent.model_calls import ModelCalls
 from agent.providers.base import Provider, ProviderError, ProviderRequest
-from agent.providers.retry import complete_with_retries, user_facing_error
+from agent.providers.retry import user_facing_error
+from agent.spending.gate import OverBudget
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
 from agent.tools.registry import Delegate, SideOutcome, ToolContext, ToolRegistry
@@ -36,11 +37,12 @@ from agent.usage import Usage
 
 class Agent(Protocol):
     """What a side task uses of the agent (``agent.loop.Agent`` is one): the session's provider, the
-    loop's settings and request cap, usage recording, tools and their context, and the store. A
-    protocol, so this module needs nothing of ``agent.loop`` (which builds on it: delegation)."""
+    loop's settings, the road to the model (spend gate, retries, usage record), tools and their
+    context, and the store. A protocol, so this module needs nothing of ``agent.loop`` (which builds on
+    it: delegation)."""
 
     settings: AgentSettings
-    limiter: RequestLimiter
+    calls: ModelCalls
     registry: ToolRegistry
     store: SessionStore
     clock: Callable[[], float]  # the time requests are recorded at (their pacing chooses TTLs)
@@ -49,17 +51,6 @@ class Agent(Protocol):
 
     def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
 
-    async def record_usage(
-        self,
-        provider: Provider,
-        session: SessionRecord,
-        purpose: str,
-        usage: Usage,
-        *,
-        sent_at: float,
-        request: ProviderRequest | None = None,
-    ) -> None: ...
-
     async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]: ...
 
 
@@ -67,6 +58,7 @@ log = logging.getLogger(__name__)
 
 SUBAGENT = "subagent"
 REVIEW = "review"
+SKIPPED = "skipped"  # how a side task's error starts when a spend limit stopped it
 NEVER_IN_CHILDREN = frozenset({"todo", "cron"})  # they act on the parent's own session or chat
 
 CHILD_PREAMBLE = (
@@ -129,6 +121,8 @@ async def run_side_task(agent: Agent, session: SessionRecord, task: SideTask) ->
             error = await _loop(agent, session, task, progress)
     except TimeoutError:
         error = f"stopped after {task.timeout:.0f} seconds"
+    except OverBudget as refusal:  # the request that would have crossed a limit was not sent
+        error = f"{SKIPPED}: {refusal}"
     except ProviderError as failure:
         error = user_facing_error(failure, attempts=failure.attempts)
     return SideResult(progress.text, progress.usage, progress.iterations, error)
@@ -162,12 +156,8 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
             # next turn reads the history through its last answer, which this request sent.
             task_appended=bool(task.prefix) and progress.iterations == 1,
         )
-        sent_at = agent.clock()
-        response = await complete_with_retries(
-            provider, request, policy=agent.settings.retry, limiter=agent.limiter
-        )
-        await agent.record_usage(
-            provider, session, task.purpose, response.usage, sent_at=sent_at, request=request
+        response = await agent.calls.complete(
+            provider, request, session=session, purpose=task.purpose, policy=agent.settings.retry
         )
         progress.usage = progress.usage + response.usage
         progress.text = response.text

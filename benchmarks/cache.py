@@ -133,6 +133,7 @@ class Bench:
 
     def sync_clock(self, runtime: Runtime) -> None:
         runtime.agent.clock = lambda: WALL_START + self.emulator.clock.now()
+        runtime.agent.calls.clock = runtime.agent.clock  # requests are recorded at the emulator's time
 
     async def turn(self, runtime: Runtime, session_id: str, number: int) -> None:
         if number % 4 == 3:

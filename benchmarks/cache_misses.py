@@ -26,7 +26,7 @@ from typing import Any
 
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.store.cache_misses import CacheMiss, CacheMissLog
-from agent.store.usage import UsageLedger
+from agent.store.usage import Recorded, UsageLedger
 from benchmarks.cache import SCENARIOS, VARIANTS, Bench, Variant, run_scenario, spec
 from benchmarks.storage import describe, run_storage
 from tests.emulator import Reply
@@ -68,7 +68,7 @@ async def timed() -> AsyncIterator[Timings]:
         finally:
             timings.database.append(time.perf_counter() - start)
 
-    async def timed_usage(self: UsageLedger, *args: Any, **options: Any) -> int:
+    async def timed_usage(self: UsageLedger, *args: Any, **options: Any) -> Recorded:
         start = time.perf_counter()
         try:
             return await usage(self, *args, **options)

@@ -18,10 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import ChatType, CommandSpec
-from agent.api import StartedSession, frozen_memory
+from agent.api import StartedSession, charging, frozen_memory
 from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
 from gateway.access.pairing import welcome
+from gateway.budgets.limits import bot_scope
+from gateway.budgets.lines import chat_report
 from gateway.console.links import LINK_SECONDS, LoginLinks
 from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope
 from gateway.conversation.chat_settings import ModelChoice
@@ -124,12 +126,20 @@ async def _stop(context: CommandContext) -> str:
 
 
 async def _compress(context: CommandContext) -> str:
-    runtime = context.services.runtime
-    async with hold_pending(context.services, context.row) as lease:
+    services = context.services
+    runtime = services.runtime
+    charge = services.budgets.for_turn(context.row.message, context.key, is_admin=context.is_admin)
+    async with hold_pending(services, context.row) as lease:
         session = await runtime.store.latest_session(context.key)
         if session is None:
             return NOTHING_TO_COMPRESS
-        outcome = await runtime.agent.compress(lease, session)
+        over = await services.budgets.check(charge)
+        if over is not None:
+            return f"Not compressed: {services.budgets.line(over)}"
+        with charging(charge):  # the summary is charged like the asker's turn
+            outcome = await runtime.agent.compress(lease, session)
+    if outcome is not None and outcome.refused is not None:
+        return f"Not compressed: {services.budgets.line(outcome.refused)}"
     if outcome is None:
         return NOTHING_TO_COMPRESS
     return outcome.notice or outcome.line()
@@ -141,6 +151,16 @@ async def _insights(context: CommandContext) -> str:
     misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
     purposes = await store.usage_by_purpose(context.key)
     return insights.render(sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
+
+
+async def _budget(context: CommandContext) -> str:
+    budgets = context.services.budgets
+    message = context.row.message
+    with_bot = context.is_admin or bool(bot_scope(budgets.settings).limits)
+    person = admin_id(message.platform, message.user_id)
+    rows = await budgets.book.chat_standing(context.key, person, with_bot=with_bot)
+    exempt = context.is_admin and budgets.settings.exempt_admins
+    return chat_report(rows, budgets.book.zone, exempt=exempt)
 
 
 async def _cron(context: CommandContext) -> str:
@@ -254,6 +274,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("stop", "stop the answer being written", _stop),
     Command("compress", "compress the conversation now", _compress, in_lane=True),
     Command("insights", "tokens, cache use and cost of this chat", _insights, private=True),
+    Command("budget", "what this chat and you spent today and this month, and limits", _budget, private=True),
     Command("cron", "scheduled jobs of this chat: list, add, pause, resume, run, remove", _cron),
     Command("model", "show or choose the model for the next session", _model),
     Command("memory", "show the memory this session started with", _memory, private=True),

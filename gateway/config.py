@@ -323,6 +323,85 @@ class ConsoleSettings(Section):
         return value.rstrip("/") if value is not None else None
 
 
+class ScopeLimits(Section):
+    """USD limits of one kind of scope per window (day and month in scheduler.timezone)."""
+
+    daily_usd: StrictFloat | None = Field(
+        None, ge=0, description="USD per day (midnight to midnight in scheduler.timezone); null = no limit."
+    )
+    monthly_usd: StrictFloat | None = Field(
+        None, ge=0, description="USD per calendar month in scheduler.timezone; null = no limit."
+    )
+
+
+class CronLimits(ScopeLimits):
+    """The limits of each scheduled job: per run, and per day and month like the other scopes."""
+
+    per_run_usd: StrictFloat | None = Field(
+        None, ge=0, description="USD one run of a job may spend: the run stops before its limit; null = none."
+    )
+
+
+class LimitOverride(Section):
+    """The limits of one chat, person or job: a key given here replaces the scope's default; an explicit
+    null lifts that limit."""
+
+    daily_usd: StrictFloat | None = Field(None, ge=0)
+    monthly_usd: StrictFloat | None = Field(None, ge=0)
+    per_run_usd: StrictFloat | None = Field(None, ge=0)
+
+    def given(self) -> dict[str, float | None]:
+        """The limits this override sets (an explicit null included), by field name."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+OVERRIDE_KEY = re.compile(r"[a-z][a-z0-9_]*:\S+")
+
+
+class BudgetSettings(Section):
+    """Spend limits in USD, priced from the model table with its cache prices. Checked before every model
+    request (turns, tool rounds, sub-agents, reviews, compression, cron); null everywhere = no limits."""
+
+    bot: ScopeLimits = Field(default_factory=ScopeLimits, description="The whole bot, every chat and job.")
+    chat: ScopeLimits = Field(
+        default_factory=ScopeLimits, description="Each chat (each forum topic; the terminal is one chat)."
+    )
+    person: ScopeLimits = Field(
+        default_factory=ScopeLimits,
+        description="Each person (platform:user_id), over every chat they write in.",
+    )
+    cron: CronLimits = Field(default_factory=CronLimits, description="Each scheduled job.")
+    overrides: dict[str, LimitOverride] = Field(
+        default_factory=dict,
+        description="Limits of particular chats, people or jobs, e.g. {\"telegram:-100123\": {daily_usd: "
+        "5}}: keys are platform:chat_id (platform:chat_id:thread_id for a topic, or a session key such as "
+        "telegram:group:-100123), platform:user_id for a person, cron:JOB_ID for a job; a key platform:id "
+        "applies to the chat and to the person with that id. An explicit null lifts a limit.",
+    )
+    warn_at: StrictFloat | None = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Share of a limit at which the admins get one direct message per scope and window; "
+        "null = no warnings.",
+    )
+    exempt_admins: StrictBool = Field(
+        False,
+        description="Requests on behalf of gateway.admins are never refused (their spend still counts).",
+    )
+
+    @field_validator("overrides")
+    @classmethod
+    def _override_keys(cls, value: dict[str, LimitOverride]) -> dict[str, LimitOverride]:
+        for key in value:
+            if not OVERRIDE_KEY.fullmatch(key):
+                raise ValueError(
+                    f"'{key}' is not platform:chat_id, platform:user_id or cron:JOB_ID "
+                    "(e.g. telegram:-100123)"
+                )
+        return value
+
+
 CLUSTER_NEEDS_POSTGRESQL = (
     "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
     "same state (set storage.url: postgresql://..., see the README's Storage)"
@@ -350,6 +429,7 @@ class HeraldConfig(Section):
     scheduler: SchedulerSettings = SchedulerSettings()
     cluster: ClusterSettings = ClusterSettings()
     console: ConsoleSettings = ConsoleSettings()
+    budgets: BudgetSettings = BudgetSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "

@@ -20,6 +20,7 @@ from adapters.base import Adapter
 from agent.db import Storage
 from gateway.access.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.access.pairing import Pairing
+from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.sending import sending
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
@@ -129,6 +130,10 @@ async def open_core(
                 config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
             ),
             metrics=metrics,
+            budgets=Budgets(config.budgets, runtime.spending, runtime.store.spending),
+        )
+        runtime.spending.on_warning(
+            AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)
         )
         services.lanes.serve(Worker(services).run)
         stack.push_async_callback(services.reviews.aclose)

@@ -15,20 +15,23 @@ is logged and left out (``agent.mcp.servers``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.api import (
+    MAX_RETRY_AFTER,
     Agent,
     AgentSettings,
     CacheWatch,
     ContextCompressor,
     ContextEngine,
     DatabaseSessionLocks,
+    LocalCounters,
     LocalRequestLimiter,
+    ModelCalls,
     PromptSources,
     Provider,
     ProviderError,
@@ -41,6 +44,8 @@ from agent.api import (
     SessionLocks,
     SessionSpec,
     SessionStore,
+    SpendCounters,
+    SpendGate,
     StartedSession,
     Summarizer,
     Thresholds,
@@ -55,6 +60,7 @@ from agent.db import Storage
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.settings import McpSettings
 from agent.skills import SkillLibrary
+from gateway.budgets.limits import default_charge
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager
@@ -166,6 +172,7 @@ class Runtime:
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
     mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
     cache_watch: CacheWatch  # judges every model request's cache read; the gateway counts its misses
+    spending: SpendGate  # every model request passes it (agent.model_calls); budgets: from the config
     cluster: Cluster | None = None  # this process's part in a cluster (cluster.redis_url); None: one process
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
@@ -236,25 +243,17 @@ def make_transcriber(config: HeraldConfig) -> Transcriber | None:
 
 
 def make_context_engine(
-    config: HeraldConfig,
-    store: SessionStore,
-    pool: ProviderPool,
-    limiter: RequestLimiter,
-    cache_watch: CacheWatch,
-    clock: Callable[[], float],
+    config: HeraldConfig, store: SessionStore, pool: ProviderPool, calls: ModelCalls
 ) -> ContextEngine:
     """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
     summarizer = Summarizer(
-        store=store,
+        calls=calls,
         pool=pool,
         model_info=config.model_info,
         auxiliary=auxiliary_key(config),
-        limiter=limiter,
         timeout=config.model.timeout,
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
-        cache_watch=cache_watch,
-        clock=clock,
     )
     return ContextCompressor(
         store=store,
@@ -278,6 +277,22 @@ def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLim
     from gateway.cluster.request_limits import cluster_request_limiter  # redis-py: cluster mode only
 
     return cluster_request_limiter(cluster, local)
+
+
+def hold_ttl(config: HeraldConfig) -> float:
+    """How long a spend reservation lives at most: a request's every attempt and wait between them."""
+    model = config.model
+    return model.timeout * (model.max_retries + 1) + model.max_retries * MAX_RETRY_AFTER + 60.0
+
+
+def spend_counters(config: HeraldConfig, store: SessionStore, cluster: Cluster | None) -> SpendCounters:
+    """Where the spend gate keeps its figures: this process's memory, or the cluster's Redis (shared by
+    every process, so together they overshoot a limit by at most one request each)."""
+    if cluster is None:
+        return LocalCounters(store.spending.spent, hold_ttl=hold_ttl(config))
+    from gateway.cluster.spending import RedisCounters  # redis-py: cluster mode only
+
+    return RedisCounters(cluster.redis, store.spending.spent, hold_ttl=hold_ttl(config))
 
 
 def agent_settings(config: HeraldConfig) -> AgentSettings:
@@ -325,7 +340,26 @@ async def open_runtime(
             stack.push_async_callback(transcriber.aclose)
         limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
-        cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
+        zone = resolve_timezone(config.scheduler.timezone)
+        cron = CronManager(CronJobs(storage), zone)
+        spending = SpendGate(
+            spend_counters(config, store, cluster),
+            store.spending,
+            zone=zone,
+            warn_at=config.budgets.warn_at,
+            default=default_charge(config.budgets),
+        )
+        stack.push_async_callback(spending.aclose)
+        watch = cache_watch(config, store)
+        # The road to the model keeps the agent's time (a test or a benchmark may move the agent's clock).
+        calls = ModelCalls(
+            store=store,
+            limiter=limiter,
+            gate=spending,
+            model_info=config.model_info,
+            cache_watch=watch,
+            clock=lambda: agent.clock(),
+        )
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
@@ -335,7 +369,6 @@ async def open_runtime(
 
             mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
             registry = registry.with_source(mcp)
-        watch = cache_watch(config, store)
         agent = Agent(
             store=store,
             pool=pool,
@@ -344,11 +377,9 @@ async def open_runtime(
             skills=kept.skills,
             model_info=config.model_info,
             settings=agent_settings(config),
-            limiter=limiter,
-            cache_watch=watch,
+            calls=calls,
+            context_engine=make_context_engine(config, store, pool, calls),
         )
-        # The summary call keeps the agent's time (a test may move the agent's clock).
-        agent.context_engine = make_context_engine(config, store, pool, limiter, watch, lambda: agent.clock())
         yield Runtime(
             config=config,
             home=home,
@@ -368,6 +399,7 @@ async def open_runtime(
             transcriber=transcriber,
             mcp=mcp,
             cache_watch=watch,
+            spending=spending,
             cluster=cluster,
         )
 

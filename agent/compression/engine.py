@@ -5,7 +5,8 @@ engine. It compresses when the provider-reported prompt reaches ``threshold`` of
 tool loop) or ``hygiene_threshold`` (before a turn, for chats that grew between turns). The system
 prompt and tool list are never touched: the summary is a message, and the session keeps its id.
 A failed summary never loses context: the transcript stays, a cooldown starts, and only a request that
-could not fit the window at all makes it drop the oldest middle turns (saved, marked inactive).
+could not fit the window at all makes it drop the oldest middle turns (saved, marked inactive). A
+summary over a spend limit is not sent and not a failure: the compression is skipped (logged).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agent.history import DROPPED_MARK, SUMMARY_MARK
 from agent.messages import Message
 from agent.models import ModelInfo
 from agent.settings import CompressionSettings
+from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.usage import Usage
 
@@ -43,7 +45,7 @@ DROPPED_NOTE = (
     "a summary could not be made. They are still saved; session_search finds them.]"
 )
 
-Method = Literal["summary", "pruned", "dropped", "failed"]
+Method = Literal["summary", "pruned", "dropped", "failed", "skipped"]
 
 
 @dataclass(frozen=True)
@@ -54,10 +56,13 @@ class CompressionOutcome:
     tokens_before: int
     tokens_after: int
     notice: str | None = None  # one line for the user when context was lost or nothing changed
+    refused: Refusal | None = None  # "skipped": the spend limit its summary did not fit under
 
     def line(self) -> str:
         if self.method == "failed":
             return self.notice or "Compression failed; the conversation is unchanged."
+        if self.method == "skipped":
+            return self.notice or "Compression skipped; the conversation is unchanged."
         return (
             f"Compressed ({self.method}): {self.messages_before} messages, ~{self.tokens_before:,} tokens "
             f"→ {self.messages_after} messages, ~{self.tokens_after:,} tokens."
@@ -190,6 +195,14 @@ class ContextCompressor(ContextEngine):
         )
         try:
             text = await self.summarizer.summarize(session, messages, instruction, budget)
+        except OverBudget as refusal:  # not a failure: nothing was sent, no cooldown, nothing dropped
+            log.info("session %s: compression skipped: %s", session.id, refusal)
+            count = len(messages)
+            return CompressionOutcome(
+                "skipped", count, count, tokens_before, tokens_before,
+                notice=f"Compression skipped ({refusal}); the conversation is unchanged.",
+                refused=refusal.refusal,
+            )  # fmt: skip
         except SummaryFailed as exc:
             return await self._after_failure(
                 session, messages, pruned, bounds, tokens_before, scale, str(exc)

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
 from agent.compression.boundaries import PRUNE_MIN_CHARS, PRUNED_TOOL_OUTPUT
-from agent.limits import RequestLimiter
 from agent.messages import Message
+from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
 from agent.prompt import SystemPrompt
 from agent.providers.base import Provider, ProviderError, ProviderRequest
 from agent.providers.pool import ProviderKey, ProviderPool
-from agent.store import SessionRecord, SessionStore
-from agent.usage import priced
+from agent.providers.retry import RetryPolicy
+from agent.spending.gate import OverBudget
+from agent.store import SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,10 @@ AUXILIARY_SYSTEM = (
     "You write precise, structured summaries of conversations between a user and an AI assistant, "
     "so the assistant can continue the work from the summary alone."
 )
+
+
+# One attempt per model: a failed summary is retried once, on the session's own model (``summarize``).
+ONE_ATTEMPT = RetryPolicy(max_retries=0, base_delay=0.0)
 
 
 class SummaryFailed(Exception):
@@ -104,27 +107,21 @@ class Summarizer:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        calls: ModelCalls,
         pool: ProviderPool,
         model_info: Callable[[str], ModelInfo],
         auxiliary: ProviderKey | None,
-        limiter: RequestLimiter,
         timeout: float,
         cache_policy: Policy,
         cache_ttl: TtlSetting,
-        cache_watch: CacheWatch | None = None,
-        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store = store
+        self.calls = calls
         self.pool = pool
         self.model_info = model_info
         self.auxiliary = auxiliary
-        self.limiter = limiter
         self.timeout = timeout
         self.cache_policy = cache_policy
         self.cache_ttl = cache_ttl
-        self.cache_watch = cache_watch  # judges the summary request's cache read (agent.cache_misses)
-        self.clock = clock
 
     def _models(self, session: SessionRecord) -> list[SummaryModel]:
         own = ProviderKey(session.provider, session.model)
@@ -139,13 +136,18 @@ class Summarizer:
     async def summarize(
         self, session: SessionRecord, history: Sequence[Message], instruction: str, max_tokens: int
     ) -> str:
-        """Return the summary text; on an error or timeout retry once (on the session's own model)."""
+        """Return the summary text; on an error or timeout retry once (on the session's own model).
+
+        A summary over a spend limit is not tried on another model: ``OverBudget`` is raised (the same
+        limits apply to it)."""
         failure: Exception | None = None
         for model in self._models(session):
             try:
                 return await asyncio.wait_for(
                     self._attempt(model, session, history, instruction, max_tokens), self.timeout
                 )
+            except OverBudget:
+                raise
             except (ProviderError, TimeoutError, ValueError) as exc:
                 failure = exc
                 log.warning("session %s: summary by %s failed: %s", session.id, model.provider.model, exc)
@@ -181,15 +183,9 @@ class Summarizer:
                 messages=[transcript],
                 max_tokens=max_tokens,
             )
-        started = self.clock()
-        async with self.limiter.slot():
-            response = await model.provider.complete(request)
-        record = priced("summary", model.provider.name, model.provider.model, model.info, response.usage)
-        answered = self.clock()
-        request_id = await self.store.record_request(session.id, record, at=answered)
-        if self.cache_watch is not None:
-            exchange = Exchange(session, model.provider, request, record, request_id, started, answered)
-            await self.cache_watch.observe(exchange)
+        response = await self.calls.complete(
+            model.provider, request, session=session, purpose="summary", policy=ONE_ATTEMPT
+        )
         if not response.text.strip():
             raise ValueError("the summary came back empty")
         return response.text

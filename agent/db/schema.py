@@ -179,3 +179,23 @@ session_fences = sa.Table(
     sa.Column("session_key", sa.Text, primary_key=True),
     sa.Column("token", sa.BigInteger, nullable=False),
 )
+
+spend_windows = sa.Table(  # agent.store.spending: what each scope spent in each window (day, month, run)
+    "spend_windows",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),  # bot, chat:SESSION_KEY, person:PLATFORM:ID, cron:JOB
+    sa.Column("period", sa.Text, primary_key=True),  # day:2026-03-14, month:2026-03, run:OCCURRENCE
+    sa.Column("spent", sa.Double, nullable=False, server_default="0"),  # USD
+    sa.Column("requests", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Index("spend_windows_by_period", "period", "scope"),
+)
+
+spend_notices = sa.Table(  # who was told about a scope's window once (warned admins, a refused chat)
+    "spend_notices",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("period", sa.Text, primary_key=True),
+    sa.Column("audience", sa.Text, primary_key=True),  # "admins", or the session key of a chat told
+    sa.Column("created_at", Timestamp, nullable=False),
+)

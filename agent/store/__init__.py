@@ -5,6 +5,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.sessions`: sessions (prompt bytes, title, todos, compression state).
 - :mod:`agent.store.messages`: messages in order with their files (:mod:`agent.store.media`), search.
 - :mod:`agent.store.usage`: per-request usage and the session totals it adds to.
+- :mod:`agent.store.spending`: what each scope spent per window (spend limits), who was told.
 - :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
 - :mod:`agent.store.cache_misses`: cache-miss events, and what recent requests left in the cache.
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
@@ -26,7 +27,8 @@ from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
 from agent.store.sessions import NewSession, SessionRecord, Sessions
-from agent.store.usage import PurposeUsage, UsageLedger
+from agent.store.spending import SpendKey, SpendLedger
+from agent.store.usage import PurposeUsage, Recorded, UsageLedger
 from agent.usage import RequestUsage
 
 __all__ = [
@@ -49,6 +51,7 @@ class SessionStore:
         self.usage = UsageLedger(storage)
         self.reviews = ReviewSchedule(storage)
         self.cache_misses = CacheMissLog(storage)
+        self.spending = SpendLedger(storage)
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -120,10 +123,17 @@ class SessionStore:
     # -- usage --------------------------------------------------------------------------------
 
     async def record_request(
-        self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
-    ) -> int:
-        """Store one provider request's usage and add it to the session's totals; returns its row id."""
-        return await self.usage.record(session_id, request, at=at, sent_at=sent_at)
+        self,
+        session_id: str,
+        request: RequestUsage,
+        *,
+        at: float | None = None,
+        sent_at: float | None = None,
+        spend: Sequence[SpendKey] = (),
+    ) -> Recorded:
+        """Store one provider request's usage and add it to the session's totals (and its cost to the
+        ``spend`` windows): its row id, and what those windows have spent now."""
+        return await self.usage.record(session_id, request, at=at, sent_at=sent_at, spend=spend)
 
     async def chat_request_times(self, session_key: str, since: float, limit: int) -> list[float]:
         return await self.usage.chat_request_times(session_key, since, limit)

@@ -82,6 +82,12 @@ _INSERT = sa.insert(sessions).returning(*RECORD_COLUMNS)
 _BY_ID = sa.select(*RECORD_COLUMNS).where(sessions.c.id == sa.bindparam("session_id"))
 _RECENT = sa.select(*RECORD_COLUMNS).order_by(sessions.c.updated_at.desc()).limit(sa.bindparam("limit"))
 _RECENT_OF_KEY = _RECENT.where(sessions.c.session_key == sa.bindparam("session_key"))
+# A direct chat's sessions carry the person's id (gateway.conversation.addressing).
+_DIRECT_OF_USER = _RECENT.where(
+    sessions.c.platform == sa.bindparam("platform"),
+    sessions.c.user_id == sa.bindparam("user_id"),
+    sessions.c.session_key.startswith(sa.bindparam("dm_prefix")),  # platform names are letters
+)
 _TODOS = sa.select(sessions.c.todos_json).where(sessions.c.id == sa.bindparam("session_id"))
 # Parameters named after columns are what it sets (``session_id`` is not a column of ``sessions``).
 UPDATE_SESSION = sa.update(sessions).where(sessions.c.id == sa.bindparam("session_id"))
@@ -132,6 +138,13 @@ class Sessions:
     async def of_key(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:
         """The sessions of one chat, most recently used first."""
         return await self._select(_RECENT_OF_KEY, {"session_key": session_key, "limit": limit})
+
+    async def direct_with(self, platform: str, user_id: str) -> SessionRecord | None:
+        """The latest session of the person's direct chat with the bot on ``platform`` (None: they never
+        wrote to it directly)."""
+        parameters = {"platform": platform, "user_id": user_id, "dm_prefix": f"{platform}:dm:", "limit": 1}
+        found = await self._select(_DIRECT_OF_USER, parameters)
+        return found[0] if found else None
 
     async def set_title(self, session_id: str, title: str) -> None:
         await self._update(session_id, title=title)

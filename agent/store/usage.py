@@ -4,9 +4,10 @@ Contract:
 
 - :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
   transaction: both or neither, so the totals always equal the sum of the session's requests (and
-  ``request_count`` their number). It is
-  not idempotent (each call adds); retry only a call that raised
-  :class:`~agent.db.errors.StorageUnavailable` (nothing was stored).
+  ``request_count`` their number). Given ``spend`` keys, the request's cost is added to those spending
+  windows in the same transaction (:func:`agent.store.spending.add_spend`). It is not idempotent (each
+  call adds); retry only a call that raised :class:`~agent.db.errors.StorageUnavailable` (nothing was
+  stored).
 - ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
   :meth:`UsageLedger.record` for conversation requests (:data:`agent.usage.CONVERSATION_PURPOSES`) and
   by compression (:meth:`UsageLedger.set_last_prompt_tokens`) after it shrank the history.
@@ -15,6 +16,7 @@ Contract:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,17 @@ import sqlalchemy as sa
 from agent.db.base import Storage
 from agent.db.schema import requests, sessions
 from agent.store.sessions import UPDATE_SESSION
+from agent.store.spending import SpendKey, add_spend
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A request once stored: its row in ``requests``, and what each spending window it was added to
+    has spent now."""
+
+    request_id: int
+    spent: dict[SpendKey, float]
 
 
 @dataclass(frozen=True)
@@ -105,9 +117,16 @@ class UsageLedger:
         self.storage = storage
 
     async def record(
-        self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
-    ) -> int:
-        """Store one provider request's usage and add it to the session's totals; returns its row id.
+        self,
+        session_id: str,
+        request: RequestUsage,
+        *,
+        at: float | None = None,
+        sent_at: float | None = None,
+        spend: Sequence[SpendKey] = (),
+    ) -> Recorded:
+        """Store one provider request's usage and add it to the session's totals (and its cost to the
+        ``spend`` windows).
 
         ``at``: now (the session's last activity); ``sent_at``: when the request was sent, which is
         when its cache entries were written or refreshed (what TTL pacing measures); default ``at``."""
@@ -140,9 +159,10 @@ class UsageLedger:
         }
         conversation = request.purpose in CONVERSATION_PURPOSES
 
-        def insert(conn: sa.Connection) -> int:
+        def insert(conn: sa.Connection) -> Recorded:
             conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
-            return int(conn.execute(_INSERT, row).scalar_one())
+            request_id = int(conn.execute(_INSERT, row).scalar_one())
+            return Recorded(request_id, add_spend(conn, spend, request.cost, now))
 
         return await self.storage.write(insert)
 

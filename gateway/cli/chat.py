@@ -216,6 +216,9 @@ async def close_exited_terminals(core: Core) -> None:
         log.info("cancelled the unanswered lines of %d terminal(s) that exited", len(gone))
 
 
+OVER_LIMIT = "No answer: a spend limit is reached (/budget shows where this chat stands)."
+
+
 @contextmanager
 def ctrl_c_stops_the_answer(terminal: Terminal) -> Iterator[None]:
     """While inside, Ctrl-C (SIGINT) stops the running answer instead of interrupting the program: the
@@ -253,6 +256,9 @@ async def ask_once(terminal: Terminal, text: str, *, out: TextIO, err: TextIO) -
     if row.state is InboxState.FAILED:
         err.write(text_out.removeprefix("⚠️ ") + "\n")
         return EXIT_FAILED
+    if row.state is InboxState.REFUSED:  # the chat hears of a limit once per window; a script every time
+        err.write((text_out or OVER_LIMIT) + "\n")
+        return EXIT_FAILED
     if row.state is InboxState.CANCELLED:
         err.write("[stopped]\n")
         return EXIT_INTERRUPTED
@@ -284,4 +290,10 @@ async def interactive(terminal: Terminal, *, out: TextIO, read: InputFn) -> int:
         terminal.console.end_line()
         if row is not None and row.state is InboxState.CANCELLED:
             out.write("[stopped]\n")
+        elif (
+            row is not None
+            and row.state is InboxState.REFUSED
+            and not await terminal.core.services.outbox.items_for(row.id)  # told earlier in the window
+        ):
+            out.write(f"[{OVER_LIMIT}]\n")
         out.flush()

@@ -4,7 +4,9 @@ A review (``agent.side.review``) reads the chat's cached transcript and may only
 read skills and past sessions. It does not hold the chat's lock — it never writes into the
 conversation — and a live turn of the same chat cancels it, so a review never delays an answer.
 What is due is computed from the database (user turns after the last reviewed message), so the
-schedule survives restarts. At most one review per chat runs at a time: in a cluster, over every
+schedule survives restarts. A review is charged to the bot and the chat (``budgets``): one whose next
+request would not fit their limits stops there, skipped and logged, that request never sent. At most
+one review per chat runs at a time: in a cluster, over every
 process, with a live turn on any process cancelling it (``ReviewClaims``,
 ``gateway.cluster.review_claims``).
 """
@@ -20,8 +22,9 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Protocol
 
-from agent.api import SessionRecord, review
+from agent.api import SKIPPED, SessionRecord, charging, review
 from agent.settings import ReviewSettings
+from gateway.budgets.limits import review_charge
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 
@@ -139,12 +142,18 @@ class Reviews:
                 log.info("session %s: no background review here (another process reviews it)", session.id)
 
     async def _reviewed(self, session: SessionRecord) -> None:
+        charge = review_charge(self.runtime.config.budgets, session.session_key)
+        iterations = self.settings.max_iterations
         try:
-            result = await review(self.runtime.agent, session, max_iterations=self.settings.max_iterations)
+            with charging(charge):  # the bot's and the chat's limits; a request over one is not sent
+                result = await review(self.runtime.agent, session, max_iterations=iterations)
         except asyncio.CancelledError:
             self.metrics.reviews.labels("cancelled").inc()
             raise
-        if result.error:
+        if result.error and result.error.startswith(SKIPPED):
+            self.metrics.reviews.labels("skipped").inc()
+            log.info("session %s: background review %s", session.id, result.error)
+        elif result.error:
             self.metrics.reviews.labels("failed").inc()
             log.warning("session %s: background review ended early: %s", session.id, result.error)
         else:

@@ -5,6 +5,10 @@ processes). The turn's user message carries the inbox row's id, so a restart can
 left behind: a turn that finished but was not queued is delivered as it is; a turn cut off half-way is
 closed the way a failed turn is (its messages leave the conversation, so the history stays valid and
 the prefix stays cached) and answered again.
+
+Every model request of a turn is charged to the bot, the chat and the person who wrote
+(``gateway.budgets``): a message over one of their spend limits starts no turn, a turn that reaches one
+stops before its next request, and the chat is told once per limit and window (:func:`refuse`).
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from agent.api import (
     EventCallback,
     Lease,
     Media,
+    Refusal,
     SessionRecord,
     SessionSpec,
     StartedSession,
     TurnResult,
+    charging,
 )
 from agent.db import FencedOut, StorageUnavailable
 from gateway.conversation.addressing import reply_address, session_spec, user_text
@@ -113,6 +119,12 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         if recovered is not None:
             await services.replies.answer(row, recovered, streamed=streamed)
             return
+        is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+        charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
+        over = await services.budgets.check(charge)
+        if over is not None:  # a turn over a limit does not start: nothing reaches the model
+            await refuse(services, row, over, streamed=streamed)
+            return
         try:
             turn_input = await services.media.read(
                 adapter, message, session, runtime.config.model_info(session.model)
@@ -134,17 +146,18 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         )
         async with stream:  # typing shows from here, also while hygiene compresses
             try:
-                result = await take_turn(
-                    services,
-                    lease,
-                    session,
-                    user_text(message, turn_input.text),
-                    what=f"{message.platform} chat {message.chat_id}",
-                    meta={INBOX_META: row.id},
-                    on_compressed=partial(notify, services, row),
-                    on_event=stream.on_event,
-                    media=turn_input.media,
-                )
+                with charging(charge):  # every model request of the turn counts against its limits
+                    result = await take_turn(
+                        services,
+                        lease,
+                        session,
+                        user_text(message, turn_input.text),
+                        what=f"{message.platform} chat {message.chat_id}",
+                        meta={INBOX_META: row.id},
+                        on_compressed=partial(notify, services, row),
+                        on_event=stream.on_event,
+                        media=turn_input.media,
+                    )
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
@@ -162,7 +175,9 @@ async def _finish(
     notices: tuple[str, ...] = (),
 ) -> None:
     metrics = services.metrics
-    if result.error:
+    if result.refused is not None:  # a limit stopped it before its next request
+        await refuse(services, row, result.refused, stream=stream)
+    elif result.error:
         await services.replies.queue(stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED)
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
@@ -197,7 +212,7 @@ async def take_turn(
     """
     agent = services.runtime.agent
     outcome = await agent.hygiene(lease, session)
-    if outcome is not None:
+    if outcome is not None and outcome.method != "skipped":  # over a limit: the turn's own line says so
         await on_compressed(outcome)
     started = time.monotonic()
     result = await agent.run_turn(
@@ -207,10 +222,44 @@ async def take_turn(
     usage = result.usage
     log.info(
         "%s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
-        what, session.id, "failed" if result.error else "answered", time.monotonic() - started,
+        what, session.id, _outcome(result), time.monotonic() - started,
         usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
     )  # fmt: skip
     return result
+
+
+def _outcome(result: TurnResult) -> str:
+    if result.refused is not None:
+        return "stopped by a spend limit"
+    return "failed" if result.error else "answered"
+
+
+async def refuse(
+    services: Services,
+    row: InboxRow,
+    refusal: Refusal,
+    *,
+    stream: ReplyStream | None = None,
+    streamed: Sequence[str] = (),
+) -> None:
+    """Close ``row`` as refused by a spend limit. The chat is told once per limit and window, never once
+    per message; a later message in that window is stored and closed without a word (``/budget`` says
+    where the chat stands). What a stopped turn had shown is replaced by the line, never left half
+    written."""
+    budgets = services.budgets
+    first = await budgets.first_told(refusal, row.session_key)
+    shown = bool(streamed) or (stream is not None and bool(stream.messages))
+    services.metrics.turns.labels("refused").inc()
+    log.info("inbox %d: refused by the spend limit of %s (%s)%s", row.id, refusal.scope.key,
+             refusal.window.id, "" if first else "; the chat was told already")  # fmt: skip
+    if not first and not shown:
+        await services.replies.queue([], row=row, state=InboxState.REFUSED)
+        return
+    line = budgets.line(refusal)
+    if stream is not None:
+        await services.replies.queue(stream.final(line), row=row, state=InboxState.REFUSED)
+    else:
+        await services.replies.answer(row, line, streamed=streamed, state=InboxState.REFUSED)
 
 
 async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:

@@ -6,7 +6,10 @@
   and reused by every run, so from the second run on the prompt is read from the provider's cache.
   Hygiene compresses it when it grows, as it does for chats.
 - The prompt is the user message; the ``cron`` tool is refused inside the run (no job makes jobs).
-  Usage is recorded with purpose ``cron``.
+  Usage is recorded with purpose ``cron``, charged to the bot and the job (``budgets``; the job's
+  ``per_run_usd`` counts in this run alone): a run whose next request would cross a limit stops before
+  it and fails with the limit's line, delivered once per limit and window (every run over its per-run
+  limit says so).
 - The answer takes the normal delivery path: rendered and split for the target's capabilities and
   queued in the outbox, whose sender retries; which outbox items carry it is recorded with the job, so
   ``herald cron list`` shows whether it was sent, is pending or failed. An answer that is exactly
@@ -30,7 +33,7 @@ from functools import partial
 from typing import Any
 
 from adapters.base import ChatAddress
-from agent.api import CompressionOutcome, Lease, SessionRecord, SessionSpec
+from agent.api import CompressionOutcome, Lease, Refusal, SessionRecord, SessionSpec, charging
 from agent.db import StorageUnavailable
 from gateway.conversation.addressing import display_name
 from gateway.conversation.turns import UNEXPECTED, take_turn
@@ -67,6 +70,7 @@ class _Run:
     answered: bool = False  # text / error hold the turn's outcome
     text: str = ""
     error: str | None = None  # the sentence of a run that produced no answer
+    refused: Refusal | None = None  # the spend limit that stopped the run (its line is ``error``)
     delivery: list[int] | None = None  # the outbox items queued for it
 
     @property
@@ -135,18 +139,21 @@ class CronRunner:
         async def compressed(outcome: CompressionOutcome) -> None:
             log.info("cron job %s: %s", job.id, outcome.line())
 
-        result = await take_turn(
-            self.services,
-            lease,
-            session,
-            job.prompt,
-            what=f"cron job {job.id}",
-            meta=run.meta,
-            on_compressed=compressed,
-            refuse=REFUSED,
-            purpose=PURPOSE,
-        )
+        with charging(self.services.budgets.for_run(job.id, run.occurrence)):
+            result = await take_turn(
+                self.services,
+                lease,
+                session,
+                job.prompt,
+                what=f"cron job {job.id}",
+                meta=run.meta,
+                on_compressed=compressed,
+                refuse=REFUSED,
+                purpose=PURPOSE,
+            )
         run.answered, run.text, run.error = True, result.text, result.error
+        if result.refused is not None:
+            run.error, run.refused = self.services.budgets.line(result.refused), result.refused
 
     async def _record(self, run: _Run, job: CronJob) -> RunStatus:
         """Deliver the outcome (once) and record how the run ended."""
@@ -205,6 +212,10 @@ class CronRunner:
     async def _failed(self, run: _Run, job: CronJob) -> RunStatus:
         """Record the failure and tell the target chat in one line."""
         assert run.error is not None
+        if run.delivery is None and run.refused is not None:
+            first = await self.services.budgets.first_told(run.refused, job.session_key)
+            if not first:  # the target chat heard of this limit in this window already: say it once
+                run.delivery = []
         if run.delivery is None:
             line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {run.error}'
             try:

@@ -52,6 +52,7 @@ class InboxState(StrEnum):
     ANSWERED = "answered"  # the answer (or a command's reply) is in the outbox
     FAILED = "failed"  # the turn failed for good; the user was told so (the outbox has that line)
     CANCELLED = "cancelled"  # /stop or a newer message interrupted it; nothing more will be sent
+    REFUSED = "refused"  # over a spend limit: no model request (the chat is told once per window)
 
 
 @dataclass(frozen=True)

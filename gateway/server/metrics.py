@@ -31,7 +31,9 @@ class GatewayMetrics:
             "gateway_messages_out", "Outbound operations the platform accepted", ["platform", "operation"],
             registry=self.registry,
         )  # fmt: skip
-        self.turns = Counter("gateway_turns", "Agent turns by outcome", ["outcome"], registry=self.registry)
+        self.turns = Counter(  # answered, failed, cancelled, refused (a spend limit)
+            "gateway_turns", "Agent turns by outcome", ["outcome"], registry=self.registry
+        )
         self.turn_seconds = Histogram(
             "gateway_turn_seconds", "Time from a message's arrival to its answer being queued",
             buckets=TURN_SECONDS_BUCKETS, registry=self.registry,
@@ -50,8 +52,8 @@ class GatewayMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.reviews = Counter(
-            "gateway_reviews", "Background reviews by outcome (done, failed, cancelled)", ["outcome"],
-            registry=self.registry,
+            "gateway_reviews", "Background reviews by outcome (done, failed, cancelled, skipped)",
+            ["outcome"], registry=self.registry,
         )  # fmt: skip
         self.rate_limited = Counter(
             "gateway_rate_limited", "429 answers from a platform", ["platform"], registry=self.registry

@@ -1,0 +1,108 @@
+"""The read API of spend limits: every scope's spending and limit in the current day and month.
+
+For ``/budget``, ``herald budget`` and the console. Reads the database (settled spending of every
+process; requests in flight are not in it), and the limits from ``budgets:``.
+
+- :meth:`BudgetBook.standing`: every scope with spending today or this month (and the bot when it has a
+  limit), each window as a :class:`~gateway.budgets.lines.ScopeStanding` (kind, id, window, spent,
+  limit, requests), bot first, then chats, people and jobs, the most spent today first.
+- :meth:`BudgetBook.chat_standing`: one chat, one person (and the bot), as (today, this month) pairs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+
+from agent.api import Scope, SpendLedger, Window, day_window, month_window
+from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, bot_scope, chat_scope, job_scope, person_scope
+from gateway.budgets.lines import ScopeStanding
+from gateway.config import BudgetSettings
+
+KIND_ORDER = {BOT: 0, CHAT: 1, PERSON: 2, CRON: 3}
+
+
+def split_scope(key: str) -> tuple[str, str]:
+    """``chat:telegram:dm:42`` → ("chat", "telegram:dm:42"); ``bot`` → ("bot", "")."""
+    kind, _, ident = key.partition(":")
+    return kind, ident
+
+
+class BudgetBook:
+    def __init__(
+        self,
+        settings: BudgetSettings,
+        ledger: SpendLedger,
+        zone: dt.tzinfo,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.zone = zone
+        self.clock = clock
+
+    def scope(self, kind: str, ident: str) -> Scope:
+        """The scope ``kind``/``ident`` with its configured limits."""
+        if kind == CHAT:
+            return chat_scope(self.settings, ident)
+        if kind == PERSON:
+            return person_scope(self.settings, ident)
+        if kind == CRON:
+            return job_scope(self.settings, ident)
+        return bot_scope(self.settings)
+
+    def current_windows(self, now: float | None = None) -> tuple[Window, Window]:
+        """Today and this month in ``scheduler.timezone``."""
+        moment = self.clock() if now is None else now
+        return day_window(moment, self.zone), month_window(moment, self.zone)
+
+    async def standing(self, now: float | None = None) -> list[ScopeStanding]:
+        """Every scope with spending today or this month (and the bot when it has a limit), each with its
+        day and its month: bot first, then chats, people and jobs, the most spent today first."""
+        day, month = self.current_windows(now)
+        rows = await self.ledger.in_periods([day.id, month.id])
+        spent = {(row.scope, row.period): (row.spent, row.requests) for row in rows}
+        keys = {row.scope for row in rows}
+        if bot_scope(self.settings).limits:
+            keys.add(BOT)
+
+        def order(key: str) -> tuple[int, float, str]:
+            return KIND_ORDER.get(split_scope(key)[0], 9), -spent.get((key, day.id), (0.0, 0))[0], key
+
+        found: list[ScopeStanding] = []
+        for key in sorted(keys, key=order):
+            kind, ident = split_scope(key)
+            scope = self.scope(kind, ident)
+            for window in (day, month):
+                amount, requests = spent.get((key, window.id), (0.0, 0))
+                found.append(ScopeStanding(kind, ident, window, amount, _limit(scope, window), requests))
+        return found
+
+    async def chat_standing(
+        self, session_key: str, person: str, *, with_bot: bool, now: float | None = None
+    ) -> list[tuple[ScopeStanding, ScopeStanding]]:
+        """``/budget``: the chat, the person and (``with_bot``) the bot, each as (today, this month)."""
+        day, month = self.current_windows(now)
+        scopes = [chat_scope(self.settings, session_key), person_scope(self.settings, person)]
+        if with_bot:
+            scopes.append(bot_scope(self.settings))
+        spent = await self.ledger.spent([(s.key, w.id) for s in scopes for w in (day, month)])
+        return [
+            (
+                ScopeStanding(s.kind, s.id, day, spent.get((s.key, day.id), 0.0), _limit(s, day)),
+                ScopeStanding(s.kind, s.id, month, spent.get((s.key, month.id), 0.0), _limit(s, month)),
+            )
+            for s in scopes
+        ]
+
+
+def _limit(scope: Scope, window: Window) -> float | None:
+    return next((limit.usd for limit in scope.limits if limit.window == window.kind), None)
+
+
+def pairs(standings: Sequence[ScopeStanding]) -> list[tuple[ScopeStanding, ScopeStanding]]:
+    """:meth:`BudgetBook.standing`'s rows as (today, this month) per scope."""
+    return [(standings[index], standings[index + 1]) for index in range(0, len(standings) - 1, 2)]
+

@@ -1,0 +1,81 @@
+"""The gateway's side of spend limits: whom to charge, the one line a chat gets per window, and the
+admins' warnings. What is shown (``/budget``, ``herald budget``, the console) is read from
+:class:`~gateway.budgets.book.BudgetBook` (``Budgets.book``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from adapters.base import InboundMessage
+from agent.api import Charge, Refusal, SessionStore, SpendGate, SpendLedger, SpendWarning
+from gateway.budgets.book import BudgetBook
+from gateway.budgets.limits import review_charge, run_charge, turn_charge
+from gateway.budgets.lines import refusal_line, warning_text
+from gateway.config import BudgetSettings
+from gateway.conversation.addressing import admin_id, chat_of_session_key
+from gateway.delivery.replies import PlatformNotConnected, Replies
+
+log = logging.getLogger(__name__)
+
+
+class Budgets:
+    def __init__(self, settings: BudgetSettings, gate: SpendGate, ledger: SpendLedger) -> None:
+        self.settings = settings
+        self.gate = gate
+        self.ledger = ledger
+        self.book = BudgetBook(settings, ledger, gate.zone, clock=lambda: gate.clock())
+
+    # -- who pays -----------------------------------------------------------------------------
+
+    def for_turn(self, message: InboundMessage, session_key: str, *, is_admin: bool) -> Charge:
+        person = admin_id(message.platform, message.user_id)
+        return turn_charge(self.settings, session_key, person, is_admin=is_admin)
+
+    def for_review(self, session_key: str) -> Charge:
+        return review_charge(self.settings, session_key)
+
+    def for_run(self, job_id: str, run: str) -> Charge:
+        return run_charge(self.settings, job_id, run)
+
+    async def check(self, charge: Charge) -> Refusal | None:
+        """Before work starts: the first of the charge's limits with nothing left, if any."""
+        return await self.gate.check(charge)
+
+    # -- what people are told -------------------------------------------------------------------
+
+    def line(self, refusal: Refusal) -> str:
+        return refusal_line(refusal, self.gate.zone)
+
+    async def first_told(self, refusal: Refusal, audience: str) -> bool:
+        """Whether ``audience`` (a chat's session key) hears of this limit for the first time in its window
+        (noted now, over every process): one line per chat and window, never one per message."""
+        return await self.ledger.note_once(refusal.scope.key, refusal.window.id, audience)
+
+
+class AdminWarnings:
+    """Tells every admin (``gateway.admins``) in their direct chat with the bot that a scope's window
+    reached ``budgets.warn_at`` of its limit (the gate calls it once per scope and window). An admin who
+    never wrote to the bot directly cannot be written to: that is logged."""
+
+    def __init__(self, admins: Sequence[str], store: SessionStore, replies: Replies, gate: SpendGate) -> None:
+        self.admins = admins
+        self.store = store
+        self.replies = replies
+        self.gate = gate
+
+    async def __call__(self, warning: SpendWarning) -> None:
+        text = warning_text(warning, self.gate.zone)
+        log.warning("spend warning: %s", text)
+        for admin in self.admins:
+            platform, _, user_id = admin.partition(":")
+            session = await self.store.sessions.direct_with(platform, user_id)
+            address = chat_of_session_key(session.session_key) if session is not None else None
+            if address is None:
+                log.warning("could not warn %s about %s's spending: they never wrote to the bot directly",
+                            admin, warning.scope.key)  # fmt: skip
+                continue
+            try:
+                await self.replies.post(address, text)
+            except PlatformNotConnected as error:
+                log.warning("could not warn %s about %s's spending: %s", admin, warning.scope.key, error)

@@ -1,0 +1,226 @@
+"""Spend limits end to end: real python-telegram-bot against the fake Bot API, the real anthropic SDK
+against the emulator. Requests are counted at the emulator: a refused message must reach no model.
+
+Costs come from the model table (claude-sonnet-4-6, with its cache prices) and the emulator's reported
+usage; the tests do not assume what a turn costs exactly: they go on until a limit stops something, then
+check what happened around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from agent.db.schema import requests, sessions
+from agent.spending.windows import day_window
+from gateway.budgets.lines import usd
+from gateway.cron.jobs import RunStatus
+from gateway.cron.manage import COMMAND_LINE
+from gateway.cron.schedule import resolve_timezone
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
+
+pytestmark = pytest.mark.timeout(120)
+
+BERLIN = resolve_timezone("Europe/Berlin")
+ZONE = {"timezone": "Europe/Berlin"}
+SHORT = {"max_tokens": 100}  # an answer is estimated at 100 output tokens before it is sent
+TODO = {"todos": [{"id": "1", "content": "check", "status": "pending"}], "merge": True}
+WAIT = 15.0
+
+
+async def costs(harness: Harness, session_key: str | None = None) -> list[float]:
+    """What each request recorded cost (of one chat's sessions, or all), in order."""
+    query = sa.select(requests.c.estimated_cost).order_by(requests.c.id)
+    if session_key is not None:
+        query = query.join_from(requests, sessions, sessions.c.id == requests.c.session_id).where(
+            sessions.c.session_key == session_key
+        )
+    storage = harness.gateway.services.runtime.storage
+    return await storage.read(lambda conn: [float(cost) for cost in conn.execute(query).scalars()])
+
+
+async def spent(harness: Harness, scope: str) -> float:
+    """What the spending window of ``scope`` says today (in Berlin, by the gate's clock)."""
+    gate = harness.gateway.services.runtime.spending
+    period = day_window(gate.clock(), BERLIN).id
+    found = await harness.gateway.services.runtime.store.spending.spent([(scope, period)])
+    return found.get((scope, period), 0.0)
+
+
+async def until(check: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_more_and_others_go_on(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    limit = 0.015  # the first turn writes the prompt to the cache (~$0.010), later ones read it (~$0.001)
+    line = "This chat has used its $0.015 for today; it resets at 00:00 Europe/Berlin."
+    budgets = {"chat": {"daily_usd": limit}}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
+    ) as harness:
+        fake = harness.fake
+        for number in range(40):
+            fake.private_message(FRIEND, f"question {number}")
+            await harness.settled()
+            if harness.texts(FRIEND)[-1] == line:
+                break
+        else:
+            pytest.fail("the chat was never refused")
+        answered = harness.texts(FRIEND)[:-1]
+        asked = len(emulator.requests)
+        assert number >= 2 and len(answered) == number == asked  # every earlier message was answered
+
+        for extra in range(3):
+            fake.private_message(FRIEND, f"and another thing {extra}")
+        await harness.settled()
+        assert harness.texts(FRIEND) == [*answered, line]  # one line for the window, none per message
+        assert len(emulator.requests) == asked  # and no model request for them
+
+        fake.private_message(ADMIN, "meanwhile in another chat")
+        await harness.settled()
+        assert len(emulator.requests) == asked + 1 and len(harness.texts(ADMIN)) == 1
+
+        fake.private_message(FRIEND, "/budget")
+        await harness.settled()
+        report = harness.texts(FRIEND)[-1]
+        chat_spent = await spent(harness, f"chat:telegram:dm:{FRIEND}")
+        friend_costs = await costs(harness, f"telegram:dm:{FRIEND}")
+        assert chat_spent == pytest.approx(sum(friend_costs))  # what the requests cost, cache prices included
+        assert chat_spent <= limit + max(friend_costs)  # overshot by one request at most (here: none)
+        assert report.splitlines()[1].startswith(f"• This chat: {usd(chat_spent)} of $0.015 (")
+        assert "Days start again at 00:00 Europe/Berlin" in report
+
+        gate = harness.gateway.services.runtime.spending
+        midnight = day_window(time.time(), BERLIN).end
+        assert midnight is not None
+        shift = midnight + 1 - time.time()
+        gate.clock = lambda: time.time() + shift  # a second after midnight in Berlin
+        fake.private_message(FRIEND, "a new day")
+        await harness.settled()
+        assert len(emulator.requests) == asked + 2
+        assert harness.texts(FRIEND)[-1] != line and len(harness.texts(FRIEND)) == len(answered) + 3
+
+
+def tool_rounds(count: int) -> list[Reply]:
+    """A turn that calls a tool ``count`` times (each round says something first), then answers."""
+    rounds = [Reply(text=f"Step {n}: checking.", text_tokens=300, tool_calls=[ToolUse("todo", TODO)])
+              for n in range(count)]  # fmt: skip
+    return [*rounds, Reply(text="All done.")]
+
+
+async def test_a_turn_that_reaches_the_limit_mid_way_stops_before_its_next_request(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(*tool_rounds(40))  # far more rounds than the limit pays for
+    budgets = {"person": {"daily_usd": 0.05}}
+    line = "You have used your $0.05 for today; it resets at 00:00 Europe/Berlin."
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model={"max_tokens": 400}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "check everything")
+        await harness.settled()
+        shown = harness.texts(FRIEND)
+        paid = await costs(harness)
+        person_spent = await spent(harness, f"person:telegram:{FRIEND}")
+    assert 2 <= len(emulator.requests) < 41  # it ran some rounds, then stopped before the next request
+    assert shown == [line]  # the rounds' streamed words replaced by the line: never a half answer
+    assert person_spent == pytest.approx(sum(paid))
+    assert person_spent <= 0.05 + max(paid)
+
+
+async def test_exempt_admins_go_on_and_a_background_review_over_the_limit_is_skipped_unbilled(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    budgets = {"chat": {"daily_usd": 0}, "exempt_admins": True}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, review={"every_turns": 1}
+    ) as harness:
+        harness.fake.private_message(ADMIN, "hello, it's me")
+        await harness.settled()
+        reviews = harness.gateway.services.metrics.reviews
+        await until(lambda: reviews.labels("skipped")._value.get() == 1, "the review to be skipped")
+        assert len(emulator.requests) == 1  # the admin's turn; the review never reached the model
+        assert len(harness.texts(ADMIN)) == 1
+
+        harness.fake.private_message(FRIEND, "hello")
+        await harness.settled()
+        assert harness.texts(FRIEND) == ["This chat has a spend limit of $0.00 for today: no model requests."]
+        assert len(emulator.requests) == 1
+        admin_spent = await spent(harness, f"chat:telegram:dm:{ADMIN}")
+        paid = await costs(harness)
+    assert admin_spent == pytest.approx(sum(paid)) and len(paid) == 1  # counted, and nothing for the review
+
+
+async def test_the_admins_are_warned_once_when_a_scope_nears_its_limit(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    budgets = {"bot": {"daily_usd": 10.0}, "warn_at": 0.0005}  # a turn costs more than $0.005
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
+    ) as harness:
+        harness.fake.private_message(ADMIN, "hello")  # the admin's direct chat: where warnings go
+        await harness.settled()
+        for number in range(3):
+            harness.fake.private_message(FRIEND, f"question {number}")
+            await harness.settled()
+        admin_sees = harness.texts(ADMIN)
+        friend_sees = harness.texts(FRIEND)
+    warnings = [text for text in admin_sees if text.startswith("💸 Spend warning")]
+    assert len(warnings) == 1 and len(admin_sees) == 2  # the answer and one warning, not one per turn
+    assert warnings[0].startswith("💸 Spend warning: The bot has spent $")
+    assert warnings[0].endswith("of its $10.00 for today (0%); it resets at 00:00 Europe/Berlin.")
+    assert len(friend_sees) == 3 and not any("Spend warning" in text for text in friend_sees)
+
+
+async def test_a_scheduled_job_over_its_per_run_limit_stops_and_says_so_each_run(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Hi."), *tool_rounds(40), *tool_rounds(40))
+    budgets = {"cron": {"per_run_usd": 0.05}}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model={"max_tokens": 400}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "hi")  # the chat the job posts to
+        await harness.settled()
+        runtime = harness.gateway.services.runtime
+        job = await runtime.cron.create(
+            COMMAND_LINE, prompt="Check every feed.", schedule="every 1h", name="Feeds",
+            target=f"telegram:{FRIEND}",
+        )  # fmt: skip
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.FAILED
+        first_run = len(emulator.requests) - 1
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.FAILED
+        await harness.settled()
+        shown = harness.texts(FRIEND)
+        stored = await runtime.cron.jobs.get(job.id)
+        paid = await costs(harness, job.session_key)
+    line = f'⚠️ Scheduled job "Feeds" ({job.id}) failed: This scheduled job has used its $0.05 for this run.'
+    assert shown == ["Hi.", line, line]  # every run is a window of its own: each says so
+    assert 2 <= first_run < 41 and 2 <= len(emulator.requests) - 1 - first_run < 41
+    assert stored is not None and stored.last_error == "This scheduled job has used its $0.05 for this run."
+    assert sum(paid) <= 2 * 0.05 + 2 * max(paid)
+
+
+async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    budgets = {"chat": {"daily_usd": 0}}
+    line = "This chat has a spend limit of $0.00 for today: no model requests."
+    async with telegram_gateway(home, emulator, emulator_url, budgets=budgets, scheduler=ZONE) as harness:
+        harness.fake.private_message(FRIEND, "remember this")
+        await harness.settled()
+        harness.fake.private_message(FRIEND, "/compress")
+        await harness.settled()
+        shown = harness.texts(FRIEND)
+    assert shown == [line, f"Not compressed: {line}"] and emulator.requests == []

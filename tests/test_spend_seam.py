@@ -1,0 +1,47 @@
+"""Every model request takes one road: ``agent.model_calls.ModelCalls.complete`` (the spend gate before,
+the usage record after). A new call site that went to a provider some other way would skip both; this
+reads the code to make sure none does."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.test_layering import ROOT, modules
+
+SEAM = "agent/model_calls.py"
+RETRIES = "agent/providers/retry.py"  # the one attempt loop, called by the seam only
+
+
+def calls(attribute: str) -> dict[str, list[str]]:
+    """Per module, the receivers of every call ``<receiver>.<attribute>(...)`` or ``<attribute>(...)``."""
+    found: dict[str, list[str]] = {}
+    for package in ("agent", "gateway", "adapters"):
+        for path in modules(package):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                function = node.func
+                if isinstance(function, ast.Attribute) and function.attr == attribute:
+                    receiver = ast.unparse(function.value)
+                elif isinstance(function, ast.Name) and function.id == attribute:
+                    receiver = ""
+                else:
+                    continue
+                found.setdefault(str(path.relative_to(ROOT)), []).append(receiver)
+    return found
+
+
+def test_only_the_seam_sends_model_requests() -> None:
+    assert set(calls("complete_with_retries")) == {SEAM}
+    senders = {module: receivers for module, receivers in calls("complete").items() if module != RETRIES}
+    # everything else that says .complete( asks the seam (``self.calls`` / ``agent.calls``)
+    receivers = {receiver for found in senders.values() for receiver in found}
+    assert receivers <= {"self.calls", "agent.calls"}, senders
+    assert calls("complete")[RETRIES] == ["provider"]
+
+
+def test_the_seam_gates_before_it_sends_and_records_after() -> None:
+    source = (ROOT / SEAM).read_text(encoding="utf-8")
+    steps = ("gate.admit(", "complete_with_retries(", "record_request(")
+    admit, send, record = (source.index(step) for step in steps)
+    assert admit < send < record
