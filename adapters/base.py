@@ -139,7 +139,8 @@ class Capabilities:
 class SendRate:
     """A limit a platform publishes on outbound operations: at most ``amount`` per ``seconds``, counted
     for the whole bot (``scope`` "bot") or per chat ("chat"). Honoured across processes by the cluster's
-    shared send budget (``gateway.cluster.budget``); one process leaves pacing to the platform SDK."""
+    shared send budget (``gateway.cluster.limits.send_budget``); one process leaves pacing to the
+    platform SDK."""
 
     scope: Literal["bot", "chat"]
     amount: int

@@ -12,7 +12,7 @@ Implementations:
   (``herald chat -q --continue`` started five times at once, a gateway and a CLI; on PostgreSQL,
   gateways on several machines) take turns. A lease expires unless renewed, and a lease whose owner
   process on this host has died is taken over at once.
-- ``gateway.cluster.session_locks.RedisSessionLocks``: local locks plus a lease in Redis (several
+- ``gateway.cluster.leases.session_locks.RedisSessionLocks``: local locks plus a lease in Redis (several
   machines), each acquisition with a fencing token that the store checks on every write the holder
   makes (:mod:`agent.db.fencing`).
 """

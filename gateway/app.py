@@ -192,7 +192,7 @@ async def open_gateway(
         member: ClusterMember | None = None
         if runtime.cluster is not None:
             from gateway.cluster.member import open_member  # redis-py: cluster mode only
-            from gateway.cluster.work_queue import RedisWorkQueue
+            from gateway.cluster.queue.work_queue import RedisWorkQueue
 
             queue = services.lanes
             assert isinstance(queue, RedisWorkQueue), "a cluster process runs the cluster's work queue"

@@ -21,7 +21,7 @@ from agent.db import Storage
 from gateway.access.auth import AccessPolicy, Authorizer, PlatformAccess
 from gateway.access.pairing import Pairing
 from gateway.budgets.service import AdminWarnings, Budgets
-from gateway.cluster.sending import sending
+from gateway.cluster.limits.sending import sending
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
@@ -147,7 +147,9 @@ def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
     on any of them."""
     if cluster is None:
         return None
-    from gateway.cluster.review_claims import ReviewClaims as ClusterReviewClaims  # redis-py: cluster only
+    from gateway.cluster.leases.review_claims import (
+        ReviewClaims as ClusterReviewClaims,  # redis-py: cluster only
+    )
 
     return ClusterReviewClaims(cluster.redis, instance=cluster.instance_id, ttl=cluster.settings.lease_ttl)
 
@@ -164,9 +166,9 @@ async def open_lanes(
     of Redis)."""
     if cluster is None:
         return Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set), []
-    from gateway.cluster.chat_order import ChatOrder  # redis-py: cluster mode only
     from gateway.cluster.instance import claimed
-    from gateway.cluster.work_queue import cluster_work_queue
+    from gateway.cluster.queue.chat_order import ChatOrder  # redis-py: cluster mode only
+    from gateway.cluster.queue.work_queue import cluster_work_queue
 
     claim = await stack.enter_async_context(claimed(cluster))  # one process per name, before any work
     max_mb = config.gateway.max_attachment_mb

@@ -7,7 +7,7 @@ Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure ha
 closes what was already opened, and shutdown closes in reverse order (MCP servers first, locks before
 the database and the Redis they live in, provider clients last of all). With ``cluster.redis_url`` the
 runtime opens the cluster's Redis (``runtime.cluster``, shared by every part of the cluster) and the
-session locks are fenced Redis leases (``gateway.cluster.session_locks``); without it nothing of Redis
+session locks are fenced Redis leases (``gateway.cluster.leases.session_locks``); without it nothing of Redis
 is imported. MCP servers start together, each within its ``connect_timeout``; one that does not start
 is logged and left out (``agent.mcp.servers``).
 """
@@ -274,7 +274,7 @@ def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLim
     local = LocalRequestLimiter(config.agent.max_concurrent_requests)
     if cluster is None:
         return local
-    from gateway.cluster.request_limits import cluster_request_limiter  # redis-py: cluster mode only
+    from gateway.cluster.limits.requests import cluster_request_limiter  # redis-py: cluster mode only
 
     return cluster_request_limiter(cluster, local)
 
@@ -290,7 +290,7 @@ def spend_counters(config: HeraldConfig, store: SessionStore, cluster: Cluster |
     every process, so together they overshoot a limit by at most one request each)."""
     if cluster is None:
         return LocalCounters(store.spending.spent, hold_ttl=hold_ttl(config))
-    from gateway.cluster.spending import RedisCounters  # redis-py: cluster mode only
+    from gateway.cluster.limits.spending import RedisCounters  # redis-py: cluster mode only
 
     return RedisCounters(cluster.redis, store.spending.spent, hold_ttl=hold_ttl(config))
 
@@ -436,7 +436,7 @@ def session_locks(storage: Storage, cluster: Cluster | None) -> SessionLocks:
     processes sharing one database)."""
     if cluster is None:
         return DatabaseSessionLocks(SessionLeases(storage))
-    from gateway.cluster.session_locks import RedisSessionLocks, lease_owner
+    from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_owner
 
     locks = RedisSessionLocks(
         cluster.redis,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway, open_gateway
-from gateway.cluster.lease import RedisLease
+from gateway.cluster.leases.lease import RedisLease
 from gateway.cluster.member import ClusterMember
 from gateway.home import HeraldHome
 from tests.fakes import FakeTelegram

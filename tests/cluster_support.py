@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from adapters.base import ChatType, InboundMessage
 from gateway.app import Gateway, open_gateway
-from gateway.cluster.work_queue import RedisWorkQueue
+from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.home import HeraldHome
 from gateway.intake.inbox import InboxState
 from gateway.tables import inbox, outbox

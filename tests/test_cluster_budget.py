@@ -16,9 +16,9 @@ from adapters.base import ChatAddress, DeliveryError, OutboundText, SendRate
 from adapters.telegram.ratelimit import BOT_RATE, CHAT_RATE, GROUP_RATE, telegram_rates
 from agent.db.connect import open_storage
 from agent.db.urls import StorageUrl, parse_storage_url
-from gateway.cluster.budget import RedisSendBudget
+from gateway.cluster.limits.send_budget import RedisSendBudget
+from gateway.cluster.limits.sending import sending
 from gateway.cluster.redis import Cluster, open_redis
-from gateway.cluster.sending import sending
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings
 from gateway.delivery.outbox import Operation, Outbox, Outgoing

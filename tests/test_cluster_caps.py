@@ -1,4 +1,5 @@
-"""Cluster-wide caps in Redis (``gateway.cluster.semaphore``): turns and model requests over every process."""
+"""Cluster-wide caps in Redis (``gateway.cluster.limits.semaphore``): turns and model requests over
+every process."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 from redis.asyncio import Redis
 
 from agent.limits import LocalRequestLimiter
+from gateway.cluster.limits.requests import ClusterRequestLimiter
+from gateway.cluster.limits.semaphore import RedisSemaphore
 from gateway.cluster.redis import Cluster
-from gateway.cluster.request_limits import ClusterRequestLimiter
-from gateway.cluster.semaphore import RedisSemaphore
 from gateway.cluster.watch import ConnectionWatch
 from gateway.runtime import request_limiter
 from tests.conftest import make_config

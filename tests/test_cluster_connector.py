@@ -13,7 +13,7 @@ import pytest
 
 from adapters.telegram import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
-from gateway.cluster.leader import Leadership
+from gateway.cluster.leases.leader import Leadership
 from gateway.cron.jobs import NewJob, parse_target
 from gateway.home import HeraldHome
 from tests.cluster_leader_support import (

@@ -15,8 +15,8 @@ from adapters.base import Adapter
 from adapters.discord import DiscordAdapter
 from agent.db.base import Storage
 from gateway.app import Gateway, open_gateway
+from gateway.cluster.leases.shards import ShardKeeper
 from gateway.cluster.member import ClusterMember
-from gateway.cluster.shards import ShardKeeper
 from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
 from tests.cluster_leader_support import LEADER_TTL, SLACK, cut_off, hang, until

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gateway.cluster.leader import LEADER_KEY, Leadership
+from gateway.cluster.leases.leader import LEADER_KEY, Leadership
 from gateway.cluster.redis import connect as open_redis
 from resilience.renewal import Loss
 from tests.cluster_leader_support import until
@@ -125,7 +125,7 @@ async def test_a_taken_lease_ends_the_term_at_the_next_renewal(redis_url: str) -
 async def test_a_duty_that_fails_to_start_ends_the_term(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("gateway.cluster.leader.FAILED_DUTY_PAUSE", 30.0)
+    monkeypatch.setattr("gateway.cluster.leases.leader.FAILED_DUTY_PAUSE", 30.0)
     ledger = Ledger()
 
     @asynccontextmanager

@@ -23,8 +23,8 @@ from agent.db.fencing import FencedOut, issue_token, newest_token
 from agent.db.urls import parse_storage_url
 from agent.locks import LockTimeout
 from agent.messages import Message
+from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_key
 from gateway.cluster.redis import RedisUnavailable, open_redis
-from gateway.cluster.session_locks import RedisSessionLocks, lease_key
 from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime

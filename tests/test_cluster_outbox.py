@@ -19,7 +19,7 @@ from adapters.base import Adapter, Capabilities, ChatAddress, InboundSink, Outbo
 from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
 from gateway import tables as schema
-from gateway.cluster.budget import RedisSendBudget
+from gateway.cluster.limits.send_budget import RedisSendBudget
 from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxState, Outgoing
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.sender import OutboxSender

@@ -1,5 +1,5 @@
 """Background reviews in a cluster: one per chat over every process, stopped by a live turn of the chat
-on any process (``gateway.cluster.review_claims``), and the idle-review sweeper runs on the leader
+on any process (``gateway.cluster.leases.review_claims``), and the idle-review sweeper runs on the leader
 only."""
 
 from __future__ import annotations

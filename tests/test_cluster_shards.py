@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+from gateway.cluster.leases.shards import COUNT_KEY, ShardedReceiver, ShardKeeper
 from gateway.cluster.redis import connect as open_redis
-from gateway.cluster.shards import COUNT_KEY, ShardedReceiver, ShardKeeper
 from tests.cluster_leader_support import until
 from tests.redis_server import RedisServer
 

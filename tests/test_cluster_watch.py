@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 import pytest
 from redis.asyncio import Redis
 
-from gateway.cluster.leader import Leadership
+from gateway.cluster.leases.leader import Leadership
+from gateway.cluster.leases.session_locks import lease_key
 from gateway.cluster.redis import open_redis
-from gateway.cluster.session_locks import lease_key
 from gateway.cluster.watch import ConnectionWatch
 from tests.cluster_leader_support import until
 from tests.redis_server import RedisServer

@@ -1,6 +1,6 @@
 """Fencing tokens: a process that lost its session lease cannot write for that session any more.
 
-A cross-process lease (``gateway.cluster.session_locks``) can be lost without its holder noticing: a
+A cross-process lease (``gateway.cluster.leases.session_locks``) can be lost without its holder noticing: a
 holder paused past its lease (GC, SIGSTOP, a network partition) wakes up still believing it holds it.
 So each acquisition of a session's lease takes a *fencing token* — :func:`issue_token`, a counter per
 session key in ``session_fences`` that only grows — and the store refuses a write made under an older

@@ -1,10 +1,10 @@
 """One running gateway process per ``cluster.instance_id``.
 
-The name is the process's consumer in the work stream (``gateway.cluster.work_stream``) and names it in
-the control records (``gateway.cluster.control``): two processes given one name would share a consumer
+The name is the process's consumer in the work stream (``gateway.cluster.queue.work_stream``) and names it in
+the control records (``gateway.cluster.queue.control``): two processes given one name would share a consumer
 and take each other's entries and cancels for their own, unnoticed. So a gateway process claims its
 name before it takes any work: the key ``herald:instance:<id>``, whose value names the claimant's host,
-pid, a random part and its machine (:func:`machine`): a :class:`gateway.cluster.lease.RedisLease` of
+pid, a random part and its machine (:func:`machine`): a :class:`gateway.cluster.leases.lease.RedisLease` of
 ``ttl`` seconds (``cluster.leader_ttl``), renewed every ``ttl / 3`` while the process runs
 (:class:`resilience.renewal.Renewer`) and released when it stops.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from agent.api import pid_alive
-from gateway.cluster.lease import RedisLease
+from gateway.cluster.leases.lease import RedisLease
 from gateway.cluster.redis import Cluster, RedisUnavailable, redis_key
 from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from resilience.renewal import Policy, Renewal, Renewer

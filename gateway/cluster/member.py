@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from adapters.base import Adapter
-from gateway.cluster.duties import looping, receiving, scheduling
-from gateway.cluster.leader import Leadership
+from gateway.cluster.leases.duties import looping, receiving, scheduling
+from gateway.cluster.leases.leader import Leadership
+from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper
+from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.cluster.redis import Cluster
-from gateway.cluster.shards import ShardedReceiver, ShardKeeper
-from gateway.cluster.work_queue import RedisWorkQueue
 from gateway.config import HeraldConfig
 from gateway.conversation.reviews import Reviews
 from gateway.cron.scheduler import CronScheduler

@@ -1,5 +1,5 @@
 """Who is in the cluster now, as Redis knows it: the processes that hold their name's claim
-(``gateway.cluster.instance``) and the one that holds the leader lease (``gateway.cluster.leader``).
+(``gateway.cluster.instance``) and the one that holds the leader lease (``gateway.cluster.leases.leader``).
 
 Read-only, for the console's health page; every key read is one of those two kinds, found with
 ``SCAN`` (never ``KEYS``, which blocks Redis).
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from gateway.cluster.instance import claim_key, describe
-from gateway.cluster.leader import LEADER_KEY
+from gateway.cluster.leases.leader import LEADER_KEY
 
 
 @dataclass(frozen=True)

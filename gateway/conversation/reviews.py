@@ -8,7 +8,7 @@ schedule survives restarts. A review is charged to the bot and the chat (``budge
 request would not fit their limits stops there, skipped and logged, that request never sent. At most
 one review per chat runs at a time: in a cluster, over every
 process, with a live turn on any process cancelling it (``ReviewClaims``,
-``gateway.cluster.review_claims``).
+``gateway.cluster.leases.review_claims``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ SKIPPED_KEYS = ("cron:",)  # scheduled runs are not conversations worth reviewin
 
 
 class ReviewClaims(Protocol):
-    """Reviews across the processes of a cluster (``gateway.cluster.review_claims``)."""
+    """Reviews across the processes of a cluster (``gateway.cluster.leases.review_claims``)."""
 
     def holding(self, session_key: str) -> AbstractAsyncContextManager[bool]:
         """Run the block as the chat's one review (False: run none); the task is cancelled when a live

@@ -8,7 +8,8 @@ Two implementations of :class:`SendBudget`:
 
 - :class:`LocalSendBudget` (one process, the default): remembers 429 pauses in memory. The pacing
   itself is the platform SDK's (python-telegram-bot's ``AIORateLimiter``, discord.py's buckets).
-- ``gateway.cluster.budget.RedisSendBudget`` (``cluster.redis_url``): the pauses and the platforms'
+- ``gateway.cluster.limits.send_budget.RedisSendBudget`` (``cluster.redis_url``): the pauses and the
+platforms'
   published rates (``Adapter.send_rates``) are counted in Redis, so several processes together stay
   under the limits one bot has.
 

@@ -146,7 +146,7 @@ class Inbox:
 
     async def pending_of(self, session_key: str, up_to: int) -> list[InboxRow]:
         """The rows of one chat without an answer, with ids up to ``up_to``, oldest first (a cluster's
-        workers answer a chat's oldest message first: ``gateway.cluster.chat_order``)."""
+        workers answer a chat's oldest message first: ``gateway.cluster.queue.chat_order``)."""
         query = (
             sa.select(inbox)
             .where(

@@ -30,8 +30,8 @@ class Work:
 class WorkQueue(Protocol):
     """Where work waits for its chat's turn: one item at a time per session key, in order, different keys
     at once, a cap over all. ``gateway.intake.lanes.Lanes`` is the one-process implementation;
-    ``gateway.cluster.work_queue.RedisWorkQueue`` the cluster's (a chat's order there comes from the
-    stored inbox: ``gateway.cluster.chat_order``). Both keep this contract:
+    ``gateway.cluster.queue.work_queue.RedisWorkQueue`` the cluster's (a chat's order there comes from the
+    stored inbox: ``gateway.cluster.queue.chat_order``). Both keep this contract:
 
     - :meth:`serve` is called once, before the first :meth:`submit`, with what running an item means;
       ``run`` handles its own errors (an escaping exception is logged, the queue goes on).

@@ -4,7 +4,7 @@ Telegram answers a second ``getUpdates`` caller with 409, Discord sends every ev
 connection of a shard, and APScheduler and the idle-review sweeper would fire once per process. So
 one elected process runs them — its *duties* — while it holds a lease in Redis:
 
-The lease is a :class:`gateway.cluster.lease.RedisLease` kept by a :class:`resilience.renewal.Renewer`
+The lease is a :class:`gateway.cluster.leases.lease.RedisLease` kept by a :class:`resilience.renewal.Renewer`
 whose policy is the strictest of the cluster's (the holder fences itself, and distrusts the lease when
 the connection breaks):
 
@@ -47,7 +47,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 
 from redis.asyncio import Redis
 
-from gateway.cluster.lease import RedisLease, holder_value
+from gateway.cluster.leases.lease import RedisLease, holder_value
 from gateway.cluster.redis import RedisUnavailable, redis_key
 from resilience.loops import BackgroundLoop
 from resilience.renewal import Loss, Policy, Renewer

@@ -1,4 +1,4 @@
-"""What the elected process runs, as leader duties (``gateway.cluster.leader``): each an async context
+"""What the elected process runs, as leader duties (``gateway.cluster.leases.leader``): each an async context
 manager that starts a thing on entry and stops it, quickly, on exit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from adapters.base import Adapter
-from gateway.cluster.leader import Duty
+from gateway.cluster.leases.leader import Duty
 from gateway.cron.scheduler import CronScheduler
 from resilience.loops import BackgroundLoop
 

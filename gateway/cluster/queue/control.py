@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.cluster.lease import COMPARE_AND_DELETE
+from gateway.cluster.leases.lease import COMPARE_AND_DELETE
 from gateway.cluster.redis import reaching
 
 log = logging.getLogger(__name__)

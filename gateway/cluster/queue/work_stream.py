@@ -1,7 +1,7 @@
 """The Redis side of the cluster's work queue: one stream, one consumer group, one consumer per process.
 
 An entry says "chat K has lane work up to inbox id N" (fields ``kind``, ``key``, ``inbox``, ``resumed``);
-the message itself is in the database already (``gateway.cluster.chat_order`` says what running an
+the message itself is in the database already (``gateway.cluster.queue.chat_order`` says what running an
 entry means). Every method is one or a few Redis commands and raises :class:`redis.exceptions.RedisError`
 when Redis cannot be reached or lost the stream (the queue treats both as "Redis is down").
 

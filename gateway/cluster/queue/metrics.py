@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from gateway.cluster.work_stream import QueueStats
+from gateway.cluster.queue.work_stream import QueueStats
 
 
 class QueueMetrics:

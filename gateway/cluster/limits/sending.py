@@ -15,7 +15,7 @@ from gateway.delivery.send_budget import LocalSendBudget, SendBudget
 from gateway.server.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
-    from gateway.cluster.budget import RatesFor
+    from gateway.cluster.limits.send_budget import RatesFor
     from gateway.cluster.redis import Cluster
 
 
@@ -29,7 +29,7 @@ def sending(cluster: Cluster | None, adapters: Mapping[str, Adapter], metrics: G
     """The budget and claimant for ``adapters``: alone, or as one of ``cluster`` (on its Redis)."""
     if cluster is None:
         return Sending(LocalSendBudget(), None)
-    from gateway.cluster.budget import RedisSendBudget  # redis-py and limits: cluster mode only
+    from gateway.cluster.limits.send_budget import RedisSendBudget  # redis-py and limits: cluster mode only
 
     budget = RedisSendBudget(cluster.redis, published_rates(adapters), metrics)
     settings = cluster.settings

@@ -4,7 +4,7 @@ chat on any process stops it.
 A review (``gateway.conversation.reviews``) does not hold the chat's session lease (it never writes into the
 conversation), so within one process ``Reviews`` keeps one per chat and a live turn cancels it; across
 processes each review runs only while its process holds the chat's review claim, the key
-``herald:review:<key>``, a :class:`gateway.cluster.lease.RedisLease` (its value names this instance and
+``herald:review:<key>``, a :class:`gateway.cluster.leases.lease.RedisLease` (its value names this instance and
 a random part; ``ttl`` is ``cluster.lease_ttl``, so a dead process's claim lapses):
 
 - a review whose claim is taken elsewhere does not start (one review per chat in the cluster);
@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
-from gateway.cluster.lease import RedisLease, holder_value
+from gateway.cluster.leases.lease import RedisLease, holder_value
 from gateway.cluster.redis import RedisUnavailable, reaching, redis_key
 from resilience.renewal import Policy, Renewer
 

@@ -5,7 +5,7 @@ local lock serves waiters in arrival order (as :class:`agent.locks.LocalSessionL
 processes the holder of the local lock takes a lease in Redis:
 
 - the lease is the key ``herald:lease:session:<key>`` holding this instance's ``owner``, with a TTL of
-  ``lease_ttl`` (a :class:`gateway.cluster.lease.RedisLease`: taken when free or already ours, so a
+  ``lease_ttl`` (a :class:`gateway.cluster.leases.lease.RedisLease`: taken when free or already ours, so a
   retried command never finds itself as "another holder");
 - while the block runs it is renewed every ``renew_every`` seconds (a third of the TTL) by a
   :class:`resilience.renewal.Renewer` (a renewal that fails is tried again); a lease found held by
@@ -45,7 +45,7 @@ from redis.asyncio import Redis
 
 from agent.api import LocalSessionLocks, WaitNotice, wait_to_take
 from agent.db import Storage, StorageError, issue_token, newest_token
-from gateway.cluster.lease import RedisLease
+from gateway.cluster.leases.lease import RedisLease
 from gateway.cluster.redis import RedisUnavailable, redis_key
 from resilience.renewal import Loss, Policy, Renewal, Renewer
 

@@ -1,13 +1,13 @@
 """The cluster's work queue: ``gateway.intake.work.WorkQueue`` over a Redis stream, for N gateway processes.
 
-What the router submits is appended to one stream (``gateway.cluster.work_stream``); every process
+What the router submits is appended to one stream (``gateway.cluster.queue.work_stream``); every process
 reads it in one consumer group and runs what it read with the one ``run`` function (``Worker.run``).
 
 Contract (beyond ``gateway.intake.work.WorkQueue``'s):
 
 - Order and exclusion per chat come from the database, not from the stream: an entry means "chat K has
   lane work up to inbox id N", and running it answers K's oldest pending lane message first, each under
-  K's session lease with the row re-checked under it (``gateway.cluster.chat_order``,
+  K's session lease with the row re-checked under it (``gateway.cluster.queue.chat_order``,
   ``gateway.intake.pending``). So entries delivered twice, out of order, or to two processes at once are
   harmless. In one process, the entries of one chat are run by one task, one row at a time.
 - An entry is acknowledged only once nothing of its chat up to its inbox id is pending (the answers are
@@ -28,7 +28,7 @@ Contract (beyond ``gateway.intake.work.WorkQueue``'s):
   one (:meth:`RedisWorkQueue.rebuild`, also done at start: a cold Redis starts from the database). A
   periodic pass does the same for messages older than ``lease_ttl`` (a process that died between
   storing a message and appending its entry).
-- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control`` (records in
+- ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.queue.control`` (records in
   Redis of what runs where, and durable cancels); they raise ``RedisUnavailable`` when Redis cannot be
   reached.
 - Background tasks (keeper, reader, appender, the control's writer and listener) are
@@ -51,12 +51,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent.db import StorageUnavailable
-from gateway.cluster.chat_order import ChatOrder
-from gateway.cluster.control import ClusterControl
-from gateway.cluster.queue_metrics import QueueMetrics
+from gateway.cluster.limits.semaphore import RedisSemaphore
+from gateway.cluster.queue.chat_order import ChatOrder
+from gateway.cluster.queue.control import ClusterControl
+from gateway.cluster.queue.metrics import QueueMetrics
+from gateway.cluster.queue.work_stream import Entry, QueueStats, WorkStream
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
-from gateway.cluster.semaphore import RedisSemaphore
-from gateway.cluster.work_stream import Entry, QueueStats, WorkStream
 from gateway.intake.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.intake.outage import until_reachable
 from gateway.intake.work import Work

@@ -2,9 +2,9 @@
 
 A bot in more than 2,500 servers must split its gateway connection into shards; one process holding
 them all would cap the bot at one machine. So each shard is a lease (``herald:discord:shard:N:I``
-for shard I of N), held and run by one process at a time: a :class:`gateway.cluster.lease.RedisLease`
+for shard I of N), held and run by one process at a time: a :class:`gateway.cluster.leases.lease.RedisLease`
 kept by a :class:`resilience.renewal.Renewer` that fences itself as the leader's does
-(``gateway.cluster.leader``): renewed every ``ttl/3``, and its connection closed by its holder once
+(``gateway.cluster.leases.leader``): renewed every ``ttl/3``, and its connection closed by its holder once
 ``ttl/2`` has passed without a successful renewal — before the lease can expire and another process
 connect the same shard. When the connection to Redis breaks (``gateway.cluster.watch``), every shard's
 lease is renewed at once and then every 0.2 s until Redis answers; a lease found gone closes its shard.
@@ -43,7 +43,7 @@ from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
 
-from gateway.cluster.lease import RedisLease, holder_value, milliseconds
+from gateway.cluster.leases.lease import RedisLease, holder_value, milliseconds
 from gateway.cluster.redis import RedisUnavailable, reaching, redis_key
 from resilience.loops import BackgroundLoop
 from resilience.renewal import Loss, Policy, Renewer
