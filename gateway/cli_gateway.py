@@ -11,8 +11,7 @@ from contextlib import asynccontextmanager
 
 from gateway.config import HeraldConfig, load_config, validate
 from gateway.home import HeraldHome
-from gateway.outbox import Outbox
-from gateway.pairing import Pairing, welcome
+from gateway.pairing import Pairing
 from gateway.service import install_user_unit, user_unit_path
 from gateway.storage import open_home_storage
 
@@ -83,9 +82,9 @@ def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: i
 
 
 @asynccontextmanager
-async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, Outbox]]:
+async def _pairing(home: HeraldHome) -> AsyncIterator[Pairing]:
     async with open_home_storage(home) as storage:
-        yield Pairing(storage), Outbox(storage)
+        yield Pairing(storage)
 
 
 def _when(timestamp: float) -> str:
@@ -93,7 +92,7 @@ def _when(timestamp: float) -> str:
 
 
 async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with _pairing(home) as (pairing, outbox):
+    async with _pairing(home) as pairing:
         if args.pairing_command == "list":
             pending, approved = await pairing.pending(), await pairing.approved()
             print("Pending codes:" if pending else "No pending codes.")
@@ -106,12 +105,11 @@ async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
                 print(f"  {who}  (since {_when(person.approved_at)})")
             return 0
         if args.pairing_command == "approve":
-            user = await pairing.approve(args.platform, args.code, "cli")
+            user = await pairing.approve(args.platform, args.code, "cli")  # queues the welcome too
             if user is None:
                 missing = f"No pending {args.platform} code {args.code.upper()} (codes expire after an hour)."
                 print(missing, file=sys.stderr)
                 return 1
-            await outbox.enqueue([welcome(user)])  # the running gateway sends it
             print(f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told.")
             return 0
         if await pairing.revoke(args.platform, args.user_id):

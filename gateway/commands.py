@@ -28,7 +28,6 @@ from gateway.chat_settings import ModelChoice
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
 from gateway.inbox import InboxRow, NoLongerPending
-from gateway.pairing import welcome
 from gateway.pending import hold_pending
 from gateway.services import Services
 from gateway.turns import start_session
@@ -213,7 +212,7 @@ async def _approve(context: CommandContext) -> str:
     user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
-    await context.services.replies.queue([welcome(user)])
+    context.services.sender.notify()  # the welcome was queued with the approval
     return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
 
 

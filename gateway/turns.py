@@ -129,6 +129,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             inbox_id=row.id,
             streamed=streamed,
             trusted=lease.trusted,
+            earlier=partial(services.replies.delivered, address),
         )
         async with stream:  # typing shows from here, also while hygiene compresses
             try:
