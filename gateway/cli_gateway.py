@@ -9,7 +9,11 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from gateway.addressing import admin_id
+from gateway.auth import Authorizer, access_policy
 from gateway.config import HeraldConfig, load_config, validate
+from gateway.cron.jobs import CronJobs
+from gateway.cron.standing import pause_lost
 from gateway.home import HeraldHome
 from gateway.pairing import Pairing
 from gateway.service import install_user_unit, user_unit_path
@@ -46,7 +50,9 @@ def add_commands(
     approve = pairing_commands.add_parser("approve", parents=[common], help="approve the person who got CODE")
     approve.add_argument("platform")
     approve.add_argument("code")
-    revoke = pairing_commands.add_parser("revoke", parents=[common], help="withdraw a person's approval")
+    revoke = pairing_commands.add_parser(
+        "revoke", parents=[common], help="withdraw a person's approval (and pause the jobs they made)"
+    )
     revoke.add_argument("platform")
     revoke.add_argument("user_id")
 
@@ -82,9 +88,12 @@ def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: i
 
 
 @asynccontextmanager
-async def _pairing(home: HeraldHome) -> AsyncIterator[Pairing]:
-    async with open_home_storage(home) as storage:
-        yield Pairing(storage)
+async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, CronJobs, Authorizer]]:
+    """The pairing tables, the jobs, and who may use the bot by the home's configuration."""
+    config = load_config(home.config_path)
+    async with open_home_storage(home, config) as storage:
+        pairing = Pairing(storage)
+        yield pairing, CronJobs(storage), Authorizer(access_policy(config), pairing)
 
 
 def _when(timestamp: float) -> str:
@@ -92,7 +101,7 @@ def _when(timestamp: float) -> str:
 
 
 async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with _pairing(home) as pairing:
+    async with _pairing(home) as (pairing, jobs, authorizer):
         if args.pairing_command == "list":
             pending, approved = await pairing.pending(), await pairing.approved()
             print("Pending codes:" if pending else "No pending codes.")
@@ -112,11 +121,18 @@ async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
                 return 1
             print(f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told.")
             return 0
-        if await pairing.revoke(args.platform, args.user_id):
-            print(f"Revoked {args.platform}:{args.user_id}.")
-            return 0
-        print(f"{args.platform}:{args.user_id} was not approved.", file=sys.stderr)
-        return 1
+        who = admin_id(args.platform, args.user_id)
+        if not await pairing.revoke(args.platform, args.user_id):
+            print(f"{who} was not approved.", file=sys.stderr)
+            return 1
+        paused = await pause_lost(jobs, authorizer, person=who)
+        print(f"Revoked {who}.")
+        if paused:
+            print(f"Paused {len(paused)} scheduled job(s) they made (they never run for them again unless "
+                  "resumed):")  # fmt: skip
+            for item in paused:
+                print(f'  {item.job.id}  "{item.job.name}"')
+        return 0
 
 
 def run_pairing_command(home: HeraldHome, args: argparse.Namespace) -> int:

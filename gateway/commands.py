@@ -24,6 +24,7 @@ from agent.storage.errors import StorageUnavailable
 from agent.storage.fencing import FencedOut
 from gateway import insights
 from gateway.addressing import admin_id, chat_of_session_key, memory_scope
+from gateway.auth import speaker_of
 from gateway.chat_settings import ModelChoice
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
@@ -143,8 +144,10 @@ async def _insights(context: CommandContext) -> str:
 
 async def _cron(context: CommandContext) -> str:
     message = context.row.message
-    scope = memory_scope(message, is_admin=context.is_admin)
-    caller = Caller(context.key, scope, chat_of_session_key(context.key))  # None in the terminal
+    admin = context.is_admin
+    scope = memory_scope(message, is_admin=admin)
+    chat = chat_of_session_key(context.key)  # None in the terminal
+    caller = Caller(context.key, scope, chat, creator=speaker_of(message), admin=admin)
     return await cron_command(context.services.runtime.cron, caller, context.args)
 
 

@@ -90,9 +90,9 @@ class ReplyStream:
         earlier: Callable[[float], Awaitable[bool]] | None = None,
     ) -> None:
         """``trusted``: asked right before each streamed send or edit; once it says no (the session's
-        lease may have lapsed: ``agent.locks.Lease.trusted``), streaming stops for good. ``earlier``:
-        waits (at most the seconds given) until the chat's earlier replies are sent, True when they
-        are; asked before the first streamed message (``Replies.delivered``)."""
+        lease may have lapsed: ``agent.locks.Lease.trusted``; the person lost access), streaming stops
+        for good. ``earlier``: waits (at most the seconds given) until the chat's earlier replies are
+        sent, True when they are; asked before the first streamed message (``Replies.delivered``)."""
         self.adapter = adapter
         self.address = address
         self.reply_to = reply_to
@@ -219,7 +219,8 @@ class ReplyStream:
                     continue
                 await self.budget.wait(self.address)
                 if not self.trusted():
-                    log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed",
+                    log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed, "
+                                "or the person lost access",
                                 self.address.platform, self.address.chat_id)  # fmt: skip
                     self._live = False
                     return

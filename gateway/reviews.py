@@ -1,7 +1,8 @@
 """When background reviews run: every ``review.every_turns`` user turns, and when a chat goes idle.
 
 A review (``agent.side.review``) reads the chat's cached transcript and may only write memory and
-read skills and past sessions. It does not hold the chat's lock — it never writes into the
+read skills and past sessions, those of its tools the session's memory scope may still use
+(``gateway.rights``). It does not hold the chat's lock — it never writes into the
 conversation — and a live turn of the same chat cancels it, so a review never delays an answer.
 What is due is computed from the database (user turns after the last reviewed message), so the
 schedule survives restarts. At most one review per chat runs at a time: in a cluster, over every
@@ -23,7 +24,9 @@ from typing import Protocol
 from agent.settings import ReviewSettings
 from agent.side import review
 from agent.store import SessionRecord
+from gateway.auth import Authorizer
 from gateway.metrics import GatewayMetrics
+from gateway.rights import rights_for
 from gateway.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -52,11 +55,13 @@ class Reviews:
         runtime: Runtime,
         settings: ReviewSettings,
         metrics: GatewayMetrics,
+        authorizer: Authorizer,
         *,
         claims: ReviewClaims | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.runtime = runtime
+        self.authorizer = authorizer
         self.settings = settings
         self.metrics = metrics
         self.claims = claims
@@ -140,8 +145,12 @@ class Reviews:
                 log.info("session %s: no background review here (another process reviews it)", session.id)
 
     async def _reviewed(self, session: SessionRecord) -> None:
+        runtime = self.runtime  # its tools: those of the session's memory scope now (gateway.rights)
+        gate = rights_for(runtime.config, runtime.registry.fixed, self.authorizer, None, session.memory_scope)
         try:
-            result = await review(self.runtime.agent, session, max_iterations=self.settings.max_iterations)
+            result = await review(
+                runtime.agent, session, max_iterations=self.settings.max_iterations, gate=gate
+            )
         except asyncio.CancelledError:
             self.metrics.reviews.labels("cancelled").inc()
             raise

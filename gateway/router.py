@@ -22,6 +22,7 @@ from adapters.base import ChatType, InboundMessage, SinkUnavailable
 from agent.storage.errors import StorageUnavailable
 from agent.text import valid_text
 from gateway.addressing import reply_address, session_key
+from gateway.auth import speaker_of
 from gateway.commands import BY_NAME, answer_command, parse_command
 from gateway.inbox import InboxEntry, InboxRow, NoLongerPending
 from gateway.pairing import RequestOutcome
@@ -129,7 +130,7 @@ class Router:
         if not direct and not message.addressed and self.require_mention.get(message.platform, True):
             metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
             return None
-        if not await services.authorizer.is_allowed(message):
+        if not await services.authorizer.is_allowed(speaker_of(message)):
             metrics.messages_ignored.labels(message.platform, "unauthorized").inc()
             if direct:
                 await self._pairing(message)

@@ -28,12 +28,11 @@ from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import DatabaseSessionLocks, SessionLocks
 from agent.loop import Agent
 from agent.media.transcribe import Transcriber
-from agent.memory import OWNER_SCOPE, MemoryBank
+from agent.memory import MemoryBank
 from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, start_session
-from agent.settings import McpSettings
 from agent.skills import SkillLibrary
 from agent.storage.base import Storage
 from agent.store import SessionStore
@@ -43,11 +42,12 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.web import WebTools
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
-from gateway.cron.manage import CronManager
+from gateway.cron.manage import CronManager, JobLimits
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.memory_skills import memory_and_skills
+from gateway.rights import mcp_settings, session_toolsets
 from gateway.storage import open_home_storage, storage_url
 
 if TYPE_CHECKING:
@@ -111,20 +111,6 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
             raise ProviderError(str(error), retryable=False, kind="configuration") from None
 
     return factory
-
-
-def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]:
-    """The tool sets a new session gets: all of ``agent.toolsets`` for the owner, only those
-    ``gateway.tools_for_guests`` also names for anyone else (a group, another person, their jobs).
-
-    Guests share one tool list among themselves and owners another, so each family still reads its
-    prompt prefix from the cache (ARCHITECTURE.md, cache invariant 2).
-    """
-    enabled = config.agent.toolsets
-    if memory_scope == OWNER_SCOPE:
-        return tuple(enabled)
-    guests = set(config.gateway.tools_for_guests)
-    return tuple(toolset for toolset in enabled if toolset in guests)
 
 
 def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
@@ -249,11 +235,6 @@ def make_context_engine(
     )
 
 
-def mcp_settings(config: HeraldConfig) -> McpSettings:
-    """The MCP servers to start: none when the mcp tool set is off (nobody could use their tools)."""
-    return config.mcp if "mcp" in config.agent.toolsets else McpSettings()
-
-
 def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLimiter:
     """This process's cap on model requests in flight, and the cluster's on top when one is set."""
     local = LocalRequestLimiter(config.agent.max_concurrent_requests)
@@ -309,7 +290,9 @@ async def open_runtime(
             stack.push_async_callback(transcriber.aclose)
         limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
-        cron = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
+        cron = CronManager(
+            CronJobs(storage), resolve_timezone(config.scheduler.timezone), JobLimits.of(config.scheduler)
+        )
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)

@@ -7,6 +7,9 @@
   Hygiene compresses it when it grows, as it does for chats.
 - The prompt is the user message; the ``cron`` tool is refused inside the run (no job makes jobs).
   Usage is recorded with purpose ``cron``.
+- The run acts for the job's maker: its tools are put to the maker's rights of the moment
+  (``gateway.rights``), and a job whose maker lost access is paused instead of run, and is not
+  delivered when the access went while it ran (``gateway.cron.standing``).
 - The answer takes the normal delivery path: rendered and split for the target's capabilities and
   queued in the outbox, whose sender retries; which outbox items carry it is recorded with the job, so
   ``herald cron list`` shows whether it was sent, is pending or failed. An answer that is exactly
@@ -29,18 +32,19 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from adapters.base import ChatAddress
 from agent.compression.engine import CompressionOutcome
 from agent.locks import Lease
 from agent.session import SessionSpec
 from agent.storage.errors import StorageUnavailable
 from agent.store import SessionRecord
+from agent.tools.registry import Refuse, both
 from gateway.addressing import display_name
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
+from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.outage import until_reachable
 from gateway.replies import PlatformNotConnected
 from gateway.services import Services
-from gateway.turns import UNEXPECTED, take_turn
+from gateway.turns import UNEXPECTED, take_turn, turn_rights
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ CONTEXT = (
 
 
 class DeliveryUnavailable(Exception):
-    """The target's platform is not served by this gateway process."""
+    """The target's platform is not served by this gateway process, or the job's maker lost access."""
 
 
 @dataclass
@@ -111,6 +115,8 @@ class CronRunner:
         """One try at ``run``, from where the last one (cut off by the database) stopped."""
         async with self.services.runtime.locks.hold(job_session_key(run.job_id)) as lease:
             if run.job is None:
+                if await self._maker_lost_access(run.job_id):
+                    return None
                 run.job = await self.jobs.claim(run.job_id, next_run_at, due_only=due_only)
                 if run.job is None:
                     return None
@@ -146,10 +152,21 @@ class CronRunner:
             what=f"cron job {job.id}",
             meta=run.meta,
             on_compressed=compressed,
-            refuse=REFUSED,
+            gate=both(turn_rights(self.services, job.creator, job.memory_scope), Refuse(REFUSED)),
             purpose=PURPOSE,
         )
         run.answered, run.text, run.error = True, result.text, result.error
+
+    async def pause_lost(self) -> list[PausedJob]:
+        """Pause the jobs whose makers lost access (at start-up: the configuration may have changed)."""
+        return await pause_lost(self.jobs, self.services.authorizer)
+
+    async def _maker_lost_access(self, job_id: str) -> bool:
+        """Whether the job's maker lost access (the job is then paused, and not run)."""
+        job = await self.jobs.get(job_id)
+        if job is None or not job.enabled:
+            return False  # the claim finds nothing to run
+        return await pause_if_lost(self.jobs, job, self.services.authorizer) is not None
 
     async def _record(self, run: _Run, job: CronJob) -> RunStatus:
         """Deliver the outcome (once) and record how the run ended."""
@@ -160,7 +177,7 @@ class CronRunner:
             return RunStatus.SILENT
         if run.delivery is None:
             try:
-                run.delivery = await self._deliver(job.target, run.text)
+                run.delivery = await self._deliver(job, run.text)
             except DeliveryUnavailable as error:
                 await self.jobs.finish(job.id, RunStatus.FAILED, output=run.text, error=str(error))
                 return RunStatus.FAILED
@@ -198,10 +215,14 @@ class CronRunner:
         await self.jobs.set_session(job.id, started.record.id)
         return started.record
 
-    async def _deliver(self, target: ChatAddress, text: str) -> list[int]:
-        """Queue ``text`` for ``target``; returns the outbox ids that carry it."""
+    async def _deliver(self, job: CronJob, text: str) -> list[int]:
+        """Queue ``text`` for the job's target; returns the outbox ids that carry it. Nothing is queued
+        (and the job is paused) when its maker lost access, also while this run went on."""
+        paused = await pause_if_lost(self.jobs, job, self.services.authorizer)
+        if paused is not None:
+            raise DeliveryUnavailable(f"not delivered: {paused.line()}")
         try:
-            return await self.services.replies.post(target, text)
+            return await self.services.replies.post(job.target, text)
         except PlatformNotConnected as error:
             raise DeliveryUnavailable(str(error)) from None
 
@@ -211,7 +232,7 @@ class CronRunner:
         if run.delivery is None:
             line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {run.error}'
             try:
-                run.delivery = await self._deliver(job.target, line)
+                run.delivery = await self._deliver(job, line)
             except DeliveryUnavailable as error:
                 run.error, run.delivery = f"{run.error} (and {error})", []
         await self.jobs.finish(job.id, RunStatus.FAILED, error=run.error, delivery=run.delivery)
