@@ -29,6 +29,8 @@ TtlSetting = Literal["5m", "1h", "auto"]
 MAX_BREAKPOINTS = 4
 FIVE_MINUTES = 300.0
 ONE_HOUR = 3600.0
+PACING_WINDOW = 24 * ONE_HOUR  # how far back a chat's pauses count for its TTL
+PACING_REQUESTS = 200  # at most this many of its latest requests
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,10 @@ class PromptShape:
     tool_count: int
     system_layers: tuple[str, ...]  # names of the system blocks in order, e.g. ("stable", "volatile")
     message_roles: tuple[str, ...]  # wire roles in order ("user" / "assistant")
+    # The last message is a task appended to a conversation that ends just before it (a background
+    # review's first request): the breakpoint that would mark the end of the previous request marks
+    # the conversation's end instead, so the conversation's next turn reads all the task sent.
+    task_appended: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,12 @@ class Breakpoint:
 def choose_ttls(setting: TtlSetting, request_times: Sequence[float], now: float) -> tuple[Ttl, Ttl]:
     """TTL for (prefix breakpoints, conversation-tail breakpoints).
 
-    ``request_times`` are the session's recent request timestamps (oldest first). ``auto`` keeps the
-    system prompt for an hour (written once per session, read by every later turn, sub-agent and
-    review) and the rolling tail for 5 minutes, unless the session has shown in the last hour that it
-    pauses longer than that: then the tail gets 1h too, so the next pause still finds it cached.
-    1h markers always precede 5m ones, as the API requires.
+    ``request_times`` are when the chat's recent requests were sent (oldest first, over
+    :data:`PACING_WINDOW`, all of the chat's sessions). ``auto`` keeps the system prompt for an hour
+    (written once per session, read by every later turn, sub-agent and review) and the rolling tail for
+    5 minutes, unless the chat has shown that it pauses longer than that but not past an hour: then the
+    tail gets 1h too, so the next such pause still finds it cached. 1h markers always precede 5m ones,
+    as the API requires.
     """
     if setting == "5m":
         return "5m", "5m"
@@ -66,12 +73,14 @@ def choose_ttls(setting: TtlSetting, request_times: Sequence[float], now: float)
 
 
 def paces_slowly(request_times: Sequence[float], now: float) -> bool:
-    """Whether any gap between requests within the last hour (up to now) exceeded 5 minutes."""
-    recent = [t for t in request_times if now - t <= ONE_HOUR]
-    if len(recent) < len(request_times):  # the gap from the last request before the hour counts too
-        recent.insert(0, request_times[len(request_times) - len(recent) - 1])
-    points = [*recent, now]
-    return any(later - earlier > FIVE_MINUTES for earlier, later in itertools.pairwise(points))
+    """Whether a gap between two requests (or since the last one, up to ``now``) lasted longer than a
+    5-minute entry lives but not longer than a 1-hour one: a pause the 1-hour TTL would have bridged.
+
+    Times are when requests were *sent*: the provider writes (and refreshes) an entry when it takes a
+    request, so a pause is measured from there, not from when a long answer finished streaming.
+    """
+    points = [*request_times, now]
+    return any(FIVE_MINUTES < later - earlier <= ONE_HOUR for earlier, later in itertools.pairwise(points))
 
 
 def place_breakpoints(
@@ -99,7 +108,7 @@ def _layered(shape: PromptShape, prefix_ttl: Ttl, tail_ttl: Ttl) -> tuple[Breakp
     roles = shape.message_roles
     if roles:
         last = len(roles) - 1
-        previous_end = _previous_request_end(roles)
+        previous_end = last - 1 if shape.task_appended and last > 0 else _previous_request_end(roles)
         if previous_end is not None and previous_end != last:
             points.append(Breakpoint("message", previous_end, tail_ttl))
         points.append(Breakpoint("message", last, tail_ttl))

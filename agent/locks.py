@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from agent.storage.fencing import Fence, fenced
 from agent.store.leases import SessionLeases
+from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +205,11 @@ class DatabaseSessionLocks(LocalSessionLocks):
     one holder per key among every process that shares the database (SQLite: processes on this
     machine; PostgreSQL: processes on any machine).
 
-    A holder renews its lease every ``RENEW_EVERY`` seconds. Another process takes a lease over when it
-    has expired or when its owner is on this host and no longer running, so a crashed process blocks
-    nobody; an owner on another machine cannot be checked, so its lease is trusted until it expires.
+    A holder renews its lease every ``RENEW_EVERY`` seconds (:class:`resilience.renewal.Renewer`); a
+    lease found taken over cancels the holder (two turns of one session must never run at once); a
+    renewal that fails (the database locked or away) is tried again. Another process takes a lease over
+    when it has expired or when its owner is on this host and no longer running, so a crashed process
+    blocks nobody; an owner on another machine cannot be checked, so its lease is trusted until it expires.
     """
 
     def __init__(self, leases: SessionLeases, *, lease_seconds: float = LEASE_SECONDS) -> None:
@@ -214,7 +217,8 @@ class DatabaseSessionLocks(LocalSessionLocks):
         self._leases = leases
         self._lease_seconds = lease_seconds
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self._renewals: dict[str, asyncio.Task[None]] = {}
+        self.policy = Policy(lease_seconds, every=min(RENEW_EVERY, lease_seconds / 3))
+        self._renewals: dict[str, Renewer] = {}
 
     async def _acquire_shared(
         self, key: str, deadline: float | None, on_wait: WaitNotice | None
@@ -227,36 +231,40 @@ class DatabaseSessionLocks(LocalSessionLocks):
         )
         holding = asyncio.current_task()
         assert holding is not None, "hold() runs in a task"
-        self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(key, holding))
+
+        def stop_the_holder(_: object) -> None:
+            log.error("the lease of session %s was taken over by another process; stopping", key)
+            holding.cancel()
+
+        lease = _DatabaseLease(self._leases, key, self.owner, self._lease_seconds)
+        renewer = Renewer(lease, self.policy, name=f"the lease of session {key}", on_lost=stop_the_holder)
+        renewer.confirm(renewer.attempt())
+        self._renewals[key] = renewer.start()
         return None
 
-    async def _renew(self, key: str, holding: asyncio.Task[object]) -> None:
-        """Keep the lease alive; if another process took it over, stop the holder (two turns of one
-        session must never run at once). A failed renewal (database locked or unreachable) is tried
-        again."""
-        while True:
-            await asyncio.sleep(min(RENEW_EVERY, self._lease_seconds / 3))
-            try:
-                renewed = await self._leases.extend(key, self.owner, self._lease_seconds)
-            except Exception as error:
-                log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
-                continue
-            if not renewed:
-                log.error("the lease of session %s was taken over by another process; stopping", key)
-                holding.cancel()
-                return
-
     async def _release_shared(self, key: str) -> None:
-        renewal = self._renewals.pop(key, None)
-        if renewal is not None:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+        renewer = self._renewals.pop(key, None)
+        if renewer is not None:
+            await renewer.stop()
         await self._leases.release(key, self.owner)
 
     async def aclose(self) -> None:
         for key in list(self._renewals):
             await self._release_shared(key)
+
+
+@dataclass(frozen=True)
+class _DatabaseLease:
+    """A session's lease row, as its renewer sees it."""
+
+    leases: SessionLeases
+    key: str
+    owner: str
+    seconds: float
+
+    async def renew(self) -> Renewal:
+        extended = await self.leases.extend(self.key, self.owner, self.seconds)
+        return Renewal.HELD if extended else Renewal.LOST
 
 
 def _owner_gone(owner: str) -> bool:

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.agent_settings import AgentSettings
-from agent.cache_policy import ONE_HOUR, choose_ttls
+from agent.cache_misses.watch import CacheWatch, Exchange
+from agent.cache_policy import PACING_REQUESTS, PACING_WINDOW, Ttl, choose_ttls
 from agent.compression.engine import CompressionOutcome, ContextEngine
 from agent.events import (
     Compressed,
@@ -106,6 +107,7 @@ class Agent:
         settings: AgentSettings,
         limiter: RequestLimiter,
         context_engine: ContextEngine | None = None,
+        cache_watch: CacheWatch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -117,6 +119,7 @@ class Agent:
         self.settings = settings
         self.limiter = limiter
         self.context_engine = context_engine
+        self.cache_watch = cache_watch  # judges every answered request's cache read (agent.cache_misses)
         self.clock = clock
 
     def provider_for(self, session: SessionRecord) -> Provider:
@@ -170,9 +173,7 @@ class Agent:
             )
             messages = [*history, user_message]
             turn_ids.append(_id(user_message))
-            now = self.clock()
-            recent = await self.store.request_times(session.id, since=now - 2 * ONE_HOUR)
-            prefix_ttl, tail_ttl = choose_ttls(self.settings.cache_ttl, recent, now)
+            prefix_ttl, tail_ttl = await self.ttls_for(session)
             while iteration < self.settings.max_iterations:
                 iteration += 1
                 request = ProviderRequest(
@@ -374,6 +375,7 @@ class Agent:
             streamed = False
 
         progress = StreamProgress()
+        sent_at = self.clock()
         try:
             response = await complete_with_retries(
                 provider,
@@ -387,16 +389,40 @@ class Agent:
         except asyncio.CancelledError:  # a stopped answer was still paid for: count it
             partial = progress.usage(request)
             if partial is not None:
-                await asyncio.shield(self.record_usage(provider, session, purpose, partial))
+                await asyncio.shield(self.record_usage(provider, session, purpose, partial, sent_at=sent_at))
             raise
-        await self.record_usage(provider, session, purpose, response.usage)
+        await self.record_usage(provider, session, purpose, response.usage, sent_at=sent_at, request=request)
         return response
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        purpose: str,
+        usage: Usage,
+        *,
+        sent_at: float,
+        request: ProviderRequest | None = None,
     ) -> None:
+        """Record what a request cost. ``sent_at`` (this agent's clock when it was sent: the provider
+        wrote or refreshed its cache entries then) paces the TTLs; ``request``, given for an answered
+        request, has its cache read judged too: every answered request passes here, whatever its purpose."""
         record = priced(purpose, provider.name, provider.model, self.model_info(provider.model), usage)
-        await self.store.record_request(session.id, record, at=self.clock())
+        answered = self.clock()
+        request_id = await self.store.record_request(session.id, record, at=answered, sent_at=sent_at)
+        if request is not None and self.cache_watch is not None:
+            await self.cache_watch.observe(
+                Exchange(session, provider, request, record, request_id, sent_at, answered)
+            )
+
+    async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]:
+        """The (prefix, tail) TTLs of the session's next requests, by how its chat is paced
+        (``agent.cache_policy.choose_ttls``)."""
+        now = self.clock()
+        recent = await self.store.chat_request_times(
+            session.session_key, since=now - PACING_WINDOW, limit=PACING_REQUESTS
+        )
+        return choose_ttls(self.settings.cache_ttl, recent, now)
 
     async def _run_tools(
         self,

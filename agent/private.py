@@ -47,6 +47,18 @@ def create_private_file(path: Path, text: str = "") -> bool:
     return True
 
 
+def on_read_only_file_system(path: Path) -> bool:
+    """Whether ``path`` (or, when it does not exist, the nearest folder above it that does) is on a file
+    system mounted read-only: no mode change makes it writable, so advice to ``chmod`` would be wrong."""
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    try:
+        return bool(os.statvfs(current).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def loose_permissions(path: Path) -> str | None:
     """What is too open about ``path`` and the command that fixes it; None when it is private."""
     with contextlib.suppress(FileNotFoundError):

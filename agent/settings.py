@@ -82,7 +82,7 @@ class ModelSettings(Section):
 
 
 class PromptCachingSettings(Section):
-    """How Anthropic cache breakpoints are placed."""
+    """How Anthropic cache breakpoints are placed, and when a request counts as a cache miss."""
 
     cache_ttl: Literal["5m", "1h", "auto"] = Field(
         "auto",
@@ -92,6 +92,19 @@ class PromptCachingSettings(Section):
     policy: Literal["layered", "system_and_3"] = Field(
         "layered",
         description="Breakpoint placement: layered (measured best in docs/benchmarks.md) | system_and_3.",
+    )
+    miss_min_tokens: StrictInt = Field(
+        1024,
+        ge=1,
+        description="A request that read at least this many tokens less from the cache than it should "
+        "have is reported as a cache miss with its cause (herald insights, /insights, /metrics).",
+    )
+    miss_min_share: StrictFloat = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="A cache miss must also be at least this share of what the request should have read "
+        "(token counts are estimates: smaller differences are noise).",
     )
 
 
@@ -244,6 +257,14 @@ class MediaSettings(Section):
         gt=0,
         le=500,
         description="Images with more pixels than this (in millions) are refused before they are decoded.",
+    )
+    image_decode_memory_mb: StrictInt = Field(
+        256,
+        ge=64,
+        description="Memory (in MB) that decoding images may take at once, all images together. JPEG and "
+        "PNG decode reduced and need little (a 50-megapixel PNG about 70 MB); WebP, TIFF and JPEG 2000 "
+        "decode whole and need 10-20 bytes a pixel. Images wait their turn; one that alone needs more is "
+        "refused.",
     )
     pdf_max_pages: StrictInt = Field(
         100, ge=1, le=1000, description="PDFs with more pages than this are refused."
@@ -425,3 +446,14 @@ class StorageSettings(Section):
     connect_timeout: StrictFloat = Field(
         10.0, gt=0, le=300, description="Seconds to wait for a PostgreSQL connection."
     )
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        """The rule every command opens the database by (``parse_storage_url``), applied when the file is
+        read, at ``config set`` and in doctor; a ``$NAME`` is checked once resolved, by the same rule."""
+        if value is not None and not value.startswith("$"):
+            from agent.storage.urls import parse_storage_url  # SQLAlchemy: only when a URL is set
+
+            parse_storage_url(value, Path("state.db"))  # raises BadStorageUrl (a ValueError) saying why
+        return value

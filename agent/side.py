@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.agent_settings import AgentSettings
-from agent.cache_policy import choose_ttls
+from agent.cache_policy import Ttl
 from agent.limits import RequestLimiter
 from agent.messages import Message
 from agent.providers.base import Provider, ProviderError, ProviderRequest
@@ -53,14 +52,24 @@ class Agent(Protocol):
     limiter: RequestLimiter
     registry: ToolRegistry
     store: SessionStore
+    clock: Callable[[], float]  # the time requests are recorded at (their pacing chooses TTLs)
 
     def provider_for(self, session: SessionRecord) -> Provider: ...
 
     def tool_context(self, session: SessionRecord, *, depth: int, gate: ToolGate = ...) -> ToolContext: ...
 
     async def record_usage(
-        self, provider: Provider, session: SessionRecord, purpose: str, usage: Usage
+        self,
+        provider: Provider,
+        session: SessionRecord,
+        purpose: str,
+        usage: Usage,
+        *,
+        sent_at: float,
+        request: ProviderRequest | None = None,
     ) -> None: ...
+
+    async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]: ...
 
 
 log = logging.getLogger(__name__)
@@ -142,7 +151,9 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
     advertised = {tool["name"] for tool in session.tools}
     limits = Refuse(frozenset(advertised - task.allowed_tools))
     context = agent.tool_context(session, depth=task.depth, gate=both(task.gate, limits))
-    prefix_ttl, tail_ttl = choose_ttls(agent.settings.cache_ttl, (), time.time())
+    # Paced like the session's own turns: a review of a chat that pauses writes the history's end
+    # with the TTL the chat's next turn needs to still find it.
+    prefix_ttl, tail_ttl = await agent.ttls_for(session)
     while progress.iterations < task.max_iterations:
         remaining = task.max_output_tokens - progress.usage.output_tokens
         if remaining <= 0:
@@ -157,11 +168,17 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
             cache_policy=agent.settings.cache_policy,
             prefix_ttl=prefix_ttl,
             tail_ttl=tail_ttl,
+            # A review's first request ends the session's history with a breakpoint, so the chat's
+            # next turn reads the history through its last answer, which this request sent.
+            task_appended=bool(task.prefix) and progress.iterations == 1,
         )
+        sent_at = agent.clock()
         response = await complete_with_retries(
             provider, request, policy=agent.settings.retry, limiter=agent.limiter
         )
-        await agent.record_usage(provider, session, task.purpose, response.usage)
+        await agent.record_usage(
+            provider, session, task.purpose, response.usage, sent_at=sent_at, request=request
+        )
         progress.usage = progress.usage + response.usage
         progress.text = response.text
         if not response.tool_calls:

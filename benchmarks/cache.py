@@ -100,8 +100,16 @@ class Result:
 class Bench:
     """One emulator + one HERALD_HOME; opens runtimes (processes, in effect) on demand."""
 
-    def __init__(self, emulator: ProviderEmulator, url: str, home: HeraldHome, variant: Variant) -> None:
+    def __init__(
+        self,
+        emulator: ProviderEmulator,
+        url: str,
+        home: HeraldHome,
+        variant: Variant,
+        storage: dict[str, Any] | None = None,
+    ) -> None:
         self.emulator, self.url, self.home, self.variant = emulator, url, home, variant
+        self.storage = storage or {}  # the ``storage`` section: {} is state.db in the home
 
     def config(self, context_length: int | None = None) -> HeraldConfig:
         base = self.url if self.variant.api == "anthropic" else self.url + "/v1"
@@ -116,6 +124,7 @@ class Bench:
                 },
                 "agent": {"context_dir": str(Path.cwd())},
                 "prompt_caching": {"policy": self.variant.policy, "cache_ttl": self.variant.ttl},
+                "storage": self.storage,
             }
         )
 
@@ -195,9 +204,12 @@ async def photo_in_history(bench: Bench, turns: int) -> None:
     """A phone photo in the first turn, then five more turns that keep it in the history: each later
     request sends the image again, byte for byte, and should read it from the cache."""
     from agent.media.images import prepare_image  # Pillow: not in the gateway benchmark's process
+    from agent.media.memory import DecodeBudget
     from tests.media_files import photo
 
-    picture = prepare_image(photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50)
+    picture = prepare_image(
+        photo(4000, 3000), name=None, max_edge=1568, max_megapixels=50, budget=DecodeBudget(256_000_000)
+    )
     async with bench.runtime() as runtime:
         bench.sync_clock(runtime)
         session = (await runtime.new_session(spec())).record
@@ -372,9 +384,14 @@ async def run_one(name: str, variant: Variant, turns: int) -> Result:
 
 
 async def run_scenario(
-    name: str, scenario: Callable[[Bench, int], Awaitable[None]], variant: Variant, turns: int
+    name: str,
+    scenario: Callable[[Bench, int], Awaitable[None]],
+    variant: Variant,
+    turns: int,
+    storage: dict[str, Any] | None = None,
 ) -> Result:
-    """``scenario`` against a fresh emulator and HERALD_HOME, with ``AGENTS.md`` in the working directory."""
+    """``scenario`` against a fresh emulator and HERALD_HOME, with ``AGENTS.md`` in the working directory
+    (``storage``: the config's ``storage`` section, by default state.db in that home)."""
     emulator = ProviderEmulator()
     with tempfile.TemporaryDirectory() as tmp:
         home = HeraldHome(Path(tmp) / "home")
@@ -384,7 +401,7 @@ async def run_scenario(
         (work / "AGENTS.md").write_text(PROJECT_NOTES)
         with chdir(work):
             async with emulator.serve() as url:
-                await scenario(Bench(emulator, url, home, variant), turns)
+                await scenario(Bench(emulator, url, home, variant, storage), turns)
     return Result(name, variant, list(emulator.requests))
 
 

@@ -101,6 +101,19 @@ def _inject(fake: FakeTelegram, injected: list[Sent], messages: list[tuple[int, 
     return out
 
 
+def _inject_file(
+    fake: FakeTelegram, injected: list[Sent], chat: int, tag: str, data: bytes, name: str, mime_type: str
+) -> Sent:
+    at = time.monotonic()
+    update = fake.private_message(
+        chat, f"{tag}: what is it?", first_name=f"User {chat}", document=data, file_name=name,
+        mime_type=mime_type,
+    )  # fmt: skip
+    sent = Sent(chat, update["message"]["message_id"], tag, at)
+    injected.append(sent)
+    return sent
+
+
 def _inject_quietly(fake: FakeTelegram, injected: list[Sent], messages: list[tuple[int, str, str]]) -> int:
     return len(_inject(fake, injected, messages))
 
@@ -148,6 +161,7 @@ def _answers(fake: FakeTelegram, injected: list[Sent], chats: list[int]) -> tupl
 COMMANDS: dict[str, Callable[..., Any]] = {
     "inject": _inject,
     "inject_quietly": _inject_quietly,
+    "inject_file": _inject_file,
     "answers": _answers,
     "check": _check,
     "rss": lambda fake, injected: rss_kb(),
@@ -222,6 +236,11 @@ class FakeTelegramProcess:
         """:meth:`inject` that keeps the records in the fake's process; returns how many."""
         count: int = await asyncio.to_thread(self._request, "inject_quietly", messages)
         return count
+
+    async def inject_file(self, chat: int, tag: str, data: bytes, *, name: str, mime_type: str) -> Sent:
+        """A direct message from ``chat`` with a file sent as a file, captioned ``"<tag>: what is it?"``."""
+        sent: Sent = await asyncio.to_thread(self._request, "inject_file", chat, tag, data, name, mime_type)
+        return sent
 
     async def check(self, chats: list[int]) -> tuple[int, int, list[str]]:
         """(answered exactly once, injected, problems) over every message injected into ``chats``."""

@@ -19,6 +19,10 @@ cache measurement both run on this loop, so the emulated clock and the scripted 
   and the connection-pool slots python-telegram-bot's HTTP client leaked.
 - **memory**: 10,000 messages across 1,000 chats in waves; the gateway process's RSS as chats appear
   and as messages accumulate, next to its live C heap, SQLite's heap and its Python objects.
+- **images**: four people send a 7000×7000 PNG of zeros (a ~200 KB file) at the same moment; the
+  gateway process's peak RSS while it reads them, and what stays in use afterwards. Then one such
+  image in each format, alone in a fresh process: how it is decoded, the memory estimated before
+  and the peak measured.
 - **cache**: scripted conversations through the gateway; efficiency = cache read ÷ what an oracle could
   have read (see ``benchmarks/cache.py``), and what a new chat's first request reads.
 
@@ -62,7 +66,14 @@ from benchmarks.gateway_harness import (
     table,
     use_storage,
 )
-from benchmarks.gateway_memory import MEMORY_COLUMNS, memory
+from benchmarks.gateway_memory import (
+    DECODE_COLUMNS,
+    IMAGE_COLUMNS,
+    MEMORY_COLUMNS,
+    decode_costs,
+    images,
+    memory,
+)
 from benchmarks.storage import describe
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
@@ -192,7 +203,7 @@ class Size:
 
 FULL = Size(300, 100, 5, 1000, 10_000, 250, 30)
 QUICK = Size(60, 100, 2, 200, 2_000, 50, 10)
-SECTIONS = ("latency", "throughput", "memory", "cache")
+SECTIONS = ("latency", "throughput", "memory", "images", "cache")
 
 
 @contextlib.contextmanager
@@ -231,6 +242,10 @@ async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
             print("\n" + run.summary)
             if run.traces:
                 print("\n" + run.traces)
+    if "images" in only:
+        with section("Huge images at once"):
+            print(table(IMAGE_COLUMNS, [await fresh(images(4, 7000))]))
+            print("\nOne image alone, each in a fresh process:\n\n" + table(DECODE_COLUMNS, decode_costs()))
     if "cache" in only:
         with section("Prompt cache through the gateway"):
             main, firsts, lost = await cache(size.turns)

@@ -1,14 +1,20 @@
-"""The gateway benchmark's memory measurement: RSS, C heap, SQLite heap and Python objects as chats
-appear and messages accumulate (``python -m benchmarks.gateway --only memory``)."""
+"""The gateway benchmark's memory measurements: RSS, C heap, SQLite heap and Python objects as chats
+appear and messages accumulate (``python -m benchmarks.gateway --only memory``), and the peak RSS
+while people send huge images at the same moment (``--only images``)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import gc
+import io
+import json
+import subprocess
+import sys
 import time
 import tracemalloc
 from dataclasses import dataclass
+from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from benchmarks.concurrency import emulator_process
@@ -169,3 +175,122 @@ def _short(filename: str) -> str:
         if marker in filename:
             return filename.split(marker, 1)[1]
     return filename
+
+
+# --- huge images at once ---------------------------------------------------------------------------
+
+IMAGE_COLUMNS = [
+    "images at once", "each", "file", "decoded whole", "gateway RSS idle", "peak", "peak vs idle",
+    "after", "after vs idle", "answered", "elapsed",
+]  # fmt: skip
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set size since the last :func:`reset_peak_rss` (``VmHWM``), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Start the kernel's high-water mark again from the current RSS: a peak between two samples is
+    still seen."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+async def images(count: int, side: int) -> list[str]:
+    """``count`` people each send a ``side``×``side`` PNG of zeros (transparent black, a ~200 KB file)
+    as a file at the same moment: the gateway process's peak RSS while it reads them and its RSS once
+    it answered them all, against its RSS when idle just before (a small photo already answered, so
+    Pillow and the rest are loaded)."""
+    from tests.media_files import photo, png_file  # Pillow: not in the process of the other measurements
+
+    users = [20_000 + n for n in range(count)]
+    zeros = png_file(side, side)
+    with TemporaryDirectory() as tmp, emulator_process(0.0) as url, FakeTelegramProcess() as fake:
+        config = process_config(url, fake.base_url, users, interval=1.0)
+        async with running_gateway(config, fresh_home(tmp), fake.token, paced=False) as gateway:
+            await fake.inject_file(users[0], "warm-up", photo(600, 400), name="a.jpg", mime_type="image/jpeg")
+            await settle(gateway, 1)
+            gc.collect()
+            reset_peak_rss()
+            idle = rss_kb()
+            started = time.monotonic()
+            sent = [
+                await fake.inject_file(user, f"image{user}", zeros, name="zeros.png", mime_type="image/png")
+                for user in users
+            ]
+            await settle(gateway, 1 + count)
+            elapsed = time.monotonic() - started
+            gc.collect()
+            peak, after = peak_rss_kb(), rss_kb()
+            answers, _ = await fake.answers(users)
+    answer_to = {(user, a.reply_to): a for user in users for a in answers[user] if not a.deleted}
+    replied = {key for key, answer in answer_to.items() if "⚠️" not in answer.text}  # not a refusal
+    answered = sum(1 for message in sent if (message.chat, message.message_id) in replied)
+    return [
+        str(count), f"{side}×{side} PNG of zeros", f"{len(zeros) / 1024:.0f} KiB",
+        mib(side * side * 4 / 1024), mib(idle), mib(peak), f"{(peak - idle) / 1024:+.1f} MiB", mib(after),
+        f"{(after - idle) / 1024:+.1f} MiB", f"{answered}/{count}", f"{elapsed:.1f} s",
+    ]  # fmt: skip
+
+
+DECODE_COLUMNS = ["7000×7000 zeros as", "file", "decoded", "estimate", "peak RSS growth", "time"]
+_DECODE_ONE = """
+import json, pathlib, sys, time
+from agent.media.decode import plan_decode
+from agent.media.images import _open, prepare_image
+from agent.media.memory import DecodeBudget
+
+def kb(key):
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key + ":"))
+
+data = pathlib.Path(sys.argv[1]).read_bytes()
+plan = plan_decode(_open(data), data, 1568)
+pathlib.Path("/proc/self/clear_refs").write_text("5")
+before, started = kb("VmRSS"), time.monotonic()
+prepare_image(data, name="x", max_edge=1568, max_megapixels=50, budget=DecodeBudget(10**10))
+print(json.dumps([plan.route, plan.cost, (kb("VmHWM") - before) * 1024, time.monotonic() - started]))
+"""
+
+
+def decode_costs(side: int = 7000) -> list[list[str]]:
+    """One image of each kind, ``side``×``side`` zeros, prepared in a fresh process each: how it is
+    decoded, the memory estimated before, and the peak RSS growth measured (the kernel's high-water
+    mark). The estimates' constants (``agent.media.decode``) come from this table."""
+    from PIL import Image  # Pillow: not in the process of the other measurements
+
+    from tests.media_files import png_file, rle_bitmap
+
+    def saved(mode: str, image_format: str, **options: object) -> bytes:
+        buffer = io.BytesIO()
+        Image.new(mode, (side, side)).save(buffer, image_format, **options)
+        return buffer.getvalue()
+
+    files = {
+        "PNG, 8-bit RGBA": png_file(side, side),
+        "PNG, 16-bit RGBA": png_file(side, side, depth=16),
+        "PNG, interlaced": png_file(side, side, interlaced=True),
+        "JPEG": saved("RGB", "JPEG"),
+        "JPEG, progressive": saved("RGB", "JPEG", progressive=True),
+        "JPEG 2000": saved("RGB", "JPEG2000"),
+        "GIF": saved("P", "GIF"),
+        "WebP, lossless": saved("RGB", "WEBP", lossless=True),
+        "TIFF, LZW, one strip": saved("RGB", "TIFF", compression="tiff_lzw", strip_size=2**31 - 1),
+        "BMP, 8-bit RLE": rle_bitmap(side, side),
+    }
+    rows = []
+    with TemporaryDirectory() as tmp:
+        for kind, data in files.items():
+            path = Path(tmp) / "image"
+            path.write_bytes(data)
+            ran = subprocess.run(
+                [sys.executable, "-c", _DECODE_ONE, str(path)], capture_output=True, text=True, check=True
+            )
+            route, cost, peak, seconds = json.loads(ran.stdout)
+            rows.append(
+                [kind, f"{len(data) / 1024:,.0f} KiB", route, f"{cost / 2**20:,.0f} MiB",
+                 f"{peak / 2**20:,.0f} MiB", f"{seconds:.1f} s"]
+            )  # fmt: skip
+    return rows

@@ -3,7 +3,7 @@
 Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime (with the
 gateway's tables), the outbox sender, the adapters, recovery of what a previous run left unanswered,
 the command menus (published only when they changed), the scheduler of cron jobs (runs missed while
-the gateway was down happen now), the HTTP server.
+the gateway was down happen now), the HTTP server (with the operator console, ``gateway.console``).
 
 In a cluster (``cluster.redis_url``) every process starts the same way, except that adapters which
 receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
@@ -31,6 +31,8 @@ from agent.storage.base import Storage
 from agent.storage.errors import StorageUnavailable
 from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
+from gateway.console.serve import build_console, console_token, console_url
+from gateway.console.server import PREFIX
 from gateway.core import AdapterFactory, cancel, open_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
@@ -161,6 +163,8 @@ async def open_gateway(
     tokens = environ or os.environ
     if adapters is None and not any(tokens.get(name, "").strip() for name in (TELEGRAM_TOKEN, DISCORD_TOKEN)):
         raise no_platform(home)  # before anything is opened
+    if config.console.enabled:
+        console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
     if config.gateway.allow_all:
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     build = adapters or (lambda storage: build_adapters(config, tokens, storage))
@@ -210,8 +214,13 @@ async def open_gateway(
             checks=core.readiness,
             cluster=member,
         )
+        console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
+        if console is not None:
+            http.mount(PREFIX, console)
         await http.start()
         stack.push_async_callback(http.stop)
+        if console is not None:
+            services.console_url = console_url(config, http.url)
         gateway = Gateway(services, router, http, chosen, scheduler, member)
         log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
         try:

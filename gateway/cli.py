@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +23,11 @@ from agent.store import SessionStore
 from agent.text import valid_text
 from gateway import cli_cron, cli_gateway, cli_memory, cli_skills, cli_storage, insights
 from gateway.config import format_value, get_value, load_config, set_value
-from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, explain
+from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, CommandFailed, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
 from gateway.storage import open_home_storage
+
+TEXT_LATER = "\0"  # -q followed by another option: its text comes later (argv can hold no NUL)
 
 
 def non_empty(value: str) -> str:
@@ -31,6 +35,33 @@ def non_empty(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return value
+
+
+def one_shot_text(query: str | None, text: str | None) -> str | None:
+    """The message of ``herald chat -q`` (None: an interactive chat): the word after ``-q``, or, when
+    another option follows ``-q`` (``-q --continue "TEXT"``: argparse gives ``-q`` no value then), the
+    one word left on the line. Raises CommandFailed (a usage error) for a message without ``-q``, ``-q``
+    without a message, or two messages."""
+    if query is None:
+        if text is None:
+            return None
+        raise CommandFailed(
+            f"To send one message, use -q: herald chat -q {shlex.quote(text)}", EXIT_UNUSABLE
+        )
+    if query != TEXT_LATER:
+        if text is not None:
+            raise CommandFailed(
+                f"-q takes one message, but got two ({shlex.quote(query)} and "
+                f"{shlex.quote(text)}); put the message in quotes.",
+                EXIT_UNUSABLE,
+            )
+        return query
+    if text is None:
+        raise CommandFailed(
+            '-q needs the message to send: herald chat -q "TEXT" (or - to read it from stdin).',
+            EXIT_UNUSABLE,
+        )
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = commands.add_parser("chat", parents=[common], help="chat in the terminal")
     chat.add_argument(
-        "-q", "--query", help="answer once, print the answer to stdout and exit ('-' reads it from stdin)"
+        "-q",
+        "--query",
+        nargs="?",
+        const=TEXT_LATER,
+        metavar="TEXT",
+        help="answer once, print the answer to stdout and exit ('-' reads it from stdin); the text may "
+        "also come after the other options (-q --continue TEXT)",
     )
+    chat.add_argument("text", nargs="?", help=argparse.SUPPRESS)  # -q's, when other options came between
     chat.add_argument(
         "-c", "--continue", dest="resume", action="store_true", help="resume the latest session"
     )
@@ -157,10 +195,11 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _insights(home: HeraldHome) -> int:
-    async with open_home_storage(home, pool_size=2) as storage:
+    async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         store = SessionStore(storage)
         sessions = await store.list_sessions(limit=100_000)
-        print(insights.render(sessions, purposes=await store.usage_by_purpose()))
+        misses = await insights.miss_report(store, sessions, shown=20)
+        print(insights.render(sessions, purposes=await store.usage_by_purpose(), misses=misses))
     return 0
 
 
@@ -184,6 +223,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "chat":  # a usage error before anything is created or read
+        args.query = one_shot_text(args.query, args.text)
     configure_logging(getattr(args, "verbose", False))
     home = resolve_home()
     if args.command == "setup":
@@ -194,8 +235,9 @@ def _dispatch(argv: Sequence[str]) -> int:
         from gateway.doctor import default_checks, run_doctor
         from gateway.doctor_mcp import check_mcp
         from gateway.doctor_platforms import check_platforms
+        from gateway.doctor_web import check_web_search
 
-        checks = [*default_checks(), check_platforms, check_mcp]
+        checks = [*default_checks(), check_platforms, check_web_search, check_mcp]
         return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout, checks=checks))
     ensure_home(home)
     load_env(home)
@@ -228,4 +270,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:  # the reader left: say nothing more (Python would, at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = code or EXIT_FAILED
+    # Everything was closed explicitly; without this, the interpreter's last garbage collection walks
+    # every object the SDKs and pydantic made, which took seconds on a busy machine after the answer
+    # was printed (or Ctrl-C stopped it). Frozen objects are left to the process's end instead.
+    gc.freeze()
     sys.exit(code)

@@ -52,7 +52,7 @@ def add_commands(
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
-    async with open_home_storage(home) as storage:
+    async with open_home_storage(home, read_only=args.cron_command == "list") as storage:
         manager = CronManager(
             CronJobs(storage), resolve_timezone(config.scheduler.timezone), JobLimits.of(config.scheduler)
         )

@@ -88,10 +88,12 @@ def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: i
 
 
 @asynccontextmanager
-async def _pairing(home: HeraldHome) -> AsyncIterator[tuple[Pairing, CronJobs, Authorizer]]:
+async def _pairing(
+    home: HeraldHome, *, read_only: bool
+) -> AsyncIterator[tuple[Pairing, CronJobs, Authorizer]]:
     """The pairing tables, the jobs, and who may use the bot by the home's configuration."""
     config = load_config(home.config_path)
-    async with open_home_storage(home, config) as storage:
+    async with open_home_storage(home, config, read_only=read_only) as storage:
         pairing = Pairing(storage)
         yield pairing, CronJobs(storage), Authorizer(access_policy(config), pairing)
 
@@ -101,7 +103,7 @@ def _when(timestamp: float) -> str:
 
 
 async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with _pairing(home) as (pairing, jobs, authorizer):
+    async with _pairing(home, read_only=args.pairing_command == "list") as (pairing, jobs, authorizer):
         if args.pairing_command == "list":
             pending, approved = await pairing.pending(), await pairing.approved()
             print("Pending codes:" if pending else "No pending codes.")

@@ -46,7 +46,8 @@ def run_memory_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with open_memory_and_skills(load_config(home.config_path), home) as kept:
+    reads = args.memory_command in ("list", "show")
+    async with open_memory_and_skills(load_config(home.config_path), home, read_only=reads) as kept:
         if args.memory_command == "list":
             print(await _list(kept))
         elif args.memory_command == "show":

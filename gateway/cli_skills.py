@@ -50,7 +50,8 @@ def run_skills_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with open_memory_and_skills(load_config(home.config_path), home) as kept:
+    reads = args.skills_command in ("list", "show")
+    async with open_memory_and_skills(load_config(home.config_path), home, read_only=reads) as kept:
         library = kept.skills
         try:
             if args.skills_command == "list":

@@ -1,13 +1,18 @@
 """``herald storage migrate --to postgresql://…``: move a bot's whole state from SQLite to PostgreSQL.
 
 Everything in ``state.db`` (sessions with their exact prompt bytes, messages with their stored wire
-payloads and files, usage, inbox, outbox, jobs, pairings, chat settings) and the home's memory and
-skills files (which PostgreSQL keeps in tables) are copied into the database the URL names (migrated to
-this Herald's schema first), then verified: the same rows in every table, the same memory and skills,
-the same hash over every session's prompt bytes. A second run copies nothing and changes nothing, so a
-copy cut short is finished by running it again. Stop the gateway first: rows written while the copy
-runs may be left behind (run it again after stopping to take them along), and a row changed after it
-was copied (a message compression took out) is never overwritten, so it is reported as different.
+payloads and files, usage, inbox, outbox, jobs, pairings, chat settings: every table of the schema) and
+the home's memory and skills files (which PostgreSQL keeps in tables) are copied into the database the
+URL names (migrated to this Herald's schema first), then verified: the same rows with the same values
+in every column of every table, the same memory and skills, the same hash over every session's prompt
+bytes. A second run copies nothing and changes nothing, so a copy cut short is finished by running it
+again.
+
+It refuses to start while another process uses ``state.db`` (a gateway, a terminal chat), and no
+process can start using it until the copy is over (:mod:`agent.storage.in_use`): what a gateway wrote
+after a copy would be left behind, and a reply it sent from ``state.db`` after the copy took it as
+pending would be sent again from PostgreSQL. A row changed in ``state.db`` after it was copied (the
+gateway ran again between two runs) is never overwritten, so it is reported as different.
 """
 
 from __future__ import annotations
@@ -60,9 +65,12 @@ async def _migrate(home: HeraldHome, target: str) -> int:
     if destination_url.dialect != "postgresql":
         raise ConfigError("--to must be a PostgreSQL URL: postgresql://USER@HOST:PORT/DATABASE")
     source_url = parse_storage_url(None, home.db_path)
-    print(f"Copying {source_url.redacted} into {destination_url.redacted}")
     files = FilesCopy()
-    async with open_storage(source_url) as source, open_storage(destination_url) as destination:
+    async with (
+        open_storage(source_url, exclusive=True) as source,  # refused while a gateway uses state.db
+        open_storage(destination_url) as destination,
+    ):
+        print(f"Copying {source_url.redacted} into {destination_url.redacted}")
         steps = await copy_tables(source, destination, progress=_report)
         await copy_memory(home.memories_dir, destination, files)
         await copy_skills(home.skills_dir, destination, files)
@@ -80,18 +88,18 @@ async def _migrate(home: HeraldHome, target: str) -> int:
             print(f"  different: {line}")
         print(
             "Not verified: the destination differs from state.db (above), and rows it has are never "
-            "overwritten. Is it another bot's database, or a copy made while the gateway ran? Copy into an "
-            "empty database."
+            "overwritten. Is it another bot's database, or did the gateway run on state.db after an "
+            "earlier copy? Copy into an empty database."
         )
         return EXIT_FAILED
     print(
-        f"Verified: every table has the same rows ({total:,} in all, {copied:,} copied now), and memory and "
-        "skills are the same."
+        f"Verified: every table has the same rows with the same values in every column ({total:,} rows in "
+        f"all, {copied:,} copied now), and memory and skills are the same."
     )
     print("Verified: what the sessions send again is identical (hashed in key order on both sides):")
     for part in REPLAYED:
-        rows = check.counts[part.table][0]
-        print(f"  {part.table} ({rows:,}): {part.what}, sha256 {check.hashes[part.table][0][:12]}")
+        digest = check.source[part.table]
+        print(f"  {part.table} ({digest.rows:,}): {part.what}, sha256 {digest.replayed[:12]}")
     if made_valid:
         they = "they were" if made_valid > 1 else "it was"
         print(

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from adapters.base import CommandSpec
+from adapters.base import ChatType, CommandSpec
 from agent.prompt import frozen_memory
 from agent.session import StartedSession
 from agent.storage.errors import StorageUnavailable
@@ -26,6 +26,7 @@ from gateway import insights
 from gateway.addressing import admin_id, chat_of_session_key, memory_scope
 from gateway.auth import speaker_of
 from gateway.chat_settings import ModelChoice
+from gateway.console.links import LINK_SECONDS, LoginLinks
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller
 from gateway.inbox import InboxRow, NoLongerPending
@@ -139,7 +140,9 @@ async def _compress(context: CommandContext) -> str:
 async def _insights(context: CommandContext) -> str:
     store = context.services.runtime.store
     sessions = await store.sessions_for(context.key)
-    return insights.render(sessions, shown=5, purposes=await store.usage_by_purpose(context.key))
+    misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
+    purposes = await store.usage_by_purpose(context.key)
+    return insights.render(sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
 
 
 async def _cron(context: CommandContext) -> str:
@@ -231,6 +234,24 @@ async def _pairing(context: CommandContext) -> str:
     return "\n".join(lines)
 
 
+async def _console(context: CommandContext) -> str:
+    services = context.services
+    message = context.row.message
+    if services.console_url is None:
+        return (
+            "The console is not served here: it needs `herald gateway run` with console.enabled, and "
+            "HERALD_CONSOLE_TOKEN set when gateway.http_host is not loopback."
+        )
+    if message.chat_type is not ChatType.DIRECT:
+        return "Ask me for /console in a direct chat: a login link must not be shown to a group."
+    secret = await LoginLinks(services.runtime.storage).issue(admin_id(message.platform, message.user_id))
+    minutes = LINK_SECONDS / 60
+    return (
+        f"Your console login link (it works once, within {minutes:.0f} minutes):\n"
+        f"{services.console_url}/login?link={secret}"
+    )
+
+
 COMMANDS: tuple[Command, ...] = (
     Command("new", "start a new session (a fresh prompt: memory edits show up)", _new, in_lane=True),
     Command("reset", "forget the conversation and start over", _reset, in_lane=True),
@@ -245,6 +266,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("approve", "approve a pairing code (admins)", _approve, admin_only=True, private=True),
     Command(
         "pairing", "list pairing codes and approved people (admins)", _pairing, admin_only=True, private=True
+    ),
+    Command(
+        "console", "a one-time login link for the operator console (admins)", _console, admin_only=True,
+        private=True,
     ),
 )
 BY_NAME = {command.name: command for command in COMMANDS}

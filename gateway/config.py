@@ -56,6 +56,7 @@ from agent.settings import (
     WebSettings,
 )
 from agent.text import read_text
+from agent.yaml_text import DuplicateKey, load_yaml
 from gateway.cron.schedule import resolve_timezone
 
 
@@ -110,7 +111,11 @@ class GatewaySettings(Section):
         "gateway.admins get; the rest is left out of their tool list. web_fetch never reaches private "
         "addresses for them, whatever web.allow_private says.",
     )
-    http_host: str = Field("127.0.0.1", description="Address of the health, metrics and webhook server.")
+    http_host: str = Field(
+        "127.0.0.1",
+        description="Address of the HTTP server (health, metrics, webhooks, the console at /console); "
+        "127.0.0.1 keeps it on this machine.",
+    )
     http_port: StrictInt = Field(8787, ge=0, le=65535, description="Port of that server (0 = any free port).")
 
     @field_validator("admins")
@@ -310,6 +315,37 @@ class ClusterSettings(Section):
         return value
 
 
+class ConsoleSettings(Section):
+    """The operator console: pages at /console on the gateway's HTTP server (gateway.http_host and
+    http_port). Log in with HERALD_CONSOLE_TOKEN (environment or .env) or a one-time link an admin gets
+    by sending /console to the bot."""
+
+    enabled: StrictBool = Field(
+        True,
+        description="Serve the console. On an address other than loopback (gateway.http_host) it is served "
+        "only when HERALD_CONSOLE_TOKEN is set.",
+    )
+    public_url: str | None = Field(
+        None,
+        description="The gateway's HTTP address as a browser reaches it, without a path (e.g. "
+        "https://herald.example.com behind a reverse proxy that passes /console on unchanged): used in "
+        "/console login links, and an https address marks the login cookie Secure; null = this process's "
+        "own address.",
+    )
+    session_hours: StrictFloat = Field(
+        12.0, gt=0, le=720, description="Hours a console login lasts before the browser must log in again."
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s/?#@]+/?", value):
+            raise ValueError(
+                "must be an http:// or https:// address without a path, such as https://herald.example.com"
+            )
+        return value.rstrip("/") if value is not None else None
+
+
 CLUSTER_NEEDS_POSTGRESQL = (
     "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
     "same state (set storage.url: postgresql://..., see the README's Storage)"
@@ -336,6 +372,7 @@ class HeraldConfig(Section):
     discord: DiscordSettings = DiscordSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     cluster: ClusterSettings = ClusterSettings()
+    console: ConsoleSettings = ConsoleSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "
@@ -372,8 +409,14 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         elif item["type"] == "extra_forbidden":
             lines.append(f"  - {key}: unknown key (check the spelling; see config/config.yaml for every key)")
         else:
-            lines.append(f"  - {key} = {item.get('input')!r}: {item['msg']}")
+            found = _without_password(item.get("input"))
+            lines.append(f"  - {key} = {found!r}: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+def _without_password(value: object) -> object:
+    """A refused value as it may be shown: a URL's password (``postgresql://u:PASSWORD@h/db``) hidden."""
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", value) if isinstance(value, str) else value
 
 
 def validate(data: object, source: str) -> HeraldConfig:
@@ -395,13 +438,16 @@ def _read(path: Path) -> str:
 
 
 def _not_yaml(path: Path, error: Exception) -> ConfigError:
+    if isinstance(error, DuplicateKey):
+        return ConfigError(f"{path}: {error}.")
     return ConfigError(f"{path} is not valid YAML: {error}")
 
 
 def _parse_file(path: Path) -> Any:
-    """The plain data of ``path`` (``get`` and ``set`` report a broken file the same way)."""
+    """The plain data of ``path`` (``get`` and ``set`` report a broken file the same way); a key given
+    twice is refused with both its lines."""
     try:
-        return yaml.safe_load(_read(path))
+        return load_yaml(_read(path))
     except yaml.YAMLError as exc:
         raise _not_yaml(path, exc) from None
 
@@ -471,7 +517,7 @@ def parse_value(key: str, raw: str) -> Any:
     if any(_is_text(option) for option in options):
         return None if raw == "null" and type(None) in options else raw
     try:
-        return yaml.safe_load(raw)
+        return load_yaml(raw)
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise ConfigError(f"cannot set '{key}': {raw!r} is not valid YAML or JSON ({problem})") from None

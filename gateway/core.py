@@ -83,6 +83,7 @@ async def open_core(
         )
         metrics = GatewayMetrics()
         metrics.session_leases.set_function(lambda: runtime.locks.held)
+        runtime.cache_watch.on_miss(metrics.count_cache_miss)
         if runtime.cluster is not None:
             metrics.in_cluster(runtime.cluster.instance_id)
         outbox = Outbox(runtime.storage)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
@@ -54,14 +54,25 @@ def render(text: str, capabilities: Capabilities) -> list[OutboundText]:
 
 
 def answer_operations(
-    capabilities: Capabilities, address: ChatAddress, text: str, *, streamed: list[str], reply_to: str | None
+    capabilities: Capabilities,
+    address: ChatAddress,
+    text: str,
+    *,
+    streamed: list[str],
+    reply_to: str | None,
+    shown: Sequence[OutboundText] = (),
 ) -> list[Outgoing]:
     """What delivers ``text`` as the answer: edit the streamed messages in order, send the rest,
-    delete streamed messages the final text no longer needs."""
+    delete streamed messages the final text no longer needs.
+
+    ``shown``: what each streamed message is known to show now; one that already shows its final part
+    is left alone (an edit to the same text costs a paced API call and changes nothing)."""
     parts = render(text, capabilities)
     operations: list[Outgoing] = []
     for index, part in enumerate(parts):
         if index < len(streamed):
+            if index < len(shown) and shown[index] == part:
+                continue
             operations.append(Outgoing(address, Operation.EDIT, part, target_message_id=streamed[index]))
         else:
             first = index == 0
@@ -105,7 +116,7 @@ class ReplyStream:
         self.earlier = earlier
         self.messages: list[str] = list(streamed or [])  # platform ids of the streamed messages
         self._unrecorded: list[str] = []  # streamed messages whose id the inbox could not store
-        self._shown: list[str] = []  # the text each streamed message shows now
+        self._shown: list[OutboundText] = []  # what each streamed message shows now
         self._text = ""
         self._last_edit = 0.0
         self._live = interval > 0 and adapter.capabilities.can_edit
@@ -215,7 +226,7 @@ class ReplyStream:
         parts = render(self._text, self.adapter.capabilities)
         try:
             for index, part in enumerate(parts):
-                if index < len(self._shown) and self._shown[index] == part.text:
+                if index < len(self._shown) and self._shown[index] == part:
                     continue
                 await self.budget.wait(self.address)
                 if not self.trusted():
@@ -233,9 +244,9 @@ class ReplyStream:
                     if index == 0:
                         await self._record(message_id)
                 if index < len(self._shown):
-                    self._shown[index] = part.text
+                    self._shown[index] = part
                 else:
-                    self._shown.append(part.text)
+                    self._shown.append(part)
         except (DeliveryError, BudgetUnavailable) as error:
             if isinstance(error, DeliveryError) and error.retry_after is not None:
                 await self.budget.penalize(self.address, error.retry_after, bot_wide=error.bot_wide)
@@ -272,5 +283,10 @@ class ReplyStream:
                 return []
             return [Outgoing(self.address, Operation.SEND, OutboundText(rest.strip("\n")))]
         return answer_operations(
-            self.adapter.capabilities, self.address, text, streamed=self.messages, reply_to=self.reply_to
+            self.adapter.capabilities,
+            self.address,
+            text,
+            streamed=self.messages,
+            reply_to=self.reply_to,
+            shown=self._shown,
         )

@@ -16,16 +16,14 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
-from agent.private import loose_permissions
-from agent.providers.errors import missing_v1_hint
-from agent.providers.pool import ProviderKey
+from agent.private import loose_permissions, on_read_only_file_system
+from agent.storage.errors import READ_ONLY_HOME
 from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
 from gateway.runtime import (
-    configured_base_url,
     key_variable,
     missing_key_error,
     missing_stt_key,
@@ -35,8 +33,7 @@ from gateway.runtime import (
 Status = Literal["ok", "warn", "fail", "skip"]
 MARKS: dict[Status, str] = {"ok": "[ok]  ", "warn": "[warn]", "fail": "[FAIL]", "skip": "[skip]"}
 PROBLEMS: tuple[Status, ...] = ("warn", "fail")
-PROBE_TIMEOUT = 5.0  # seconds for the reachability request
-BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+PROBE_TIMEOUT = 5.0  # seconds for each request a check sends
 
 
 @dataclass(frozen=True)
@@ -81,6 +78,10 @@ async def check_home(ctx: DoctorContext) -> list[Finding]:
         return [Finding("fail", "home", f"{root} does not exist; create it with `herald setup`.")]
     if not root.is_dir():
         return [Finding("fail", "home", f"{root} is not a directory; point HERALD_HOME at a directory.")]
+    loose = [problem for path in private_paths(ctx.home) if (problem := loose_permissions(path))]
+    if on_read_only_file_system(root):
+        text = f"{root} is on a read-only file system: {READ_ONLY_HOME}."
+        return [Finding("warn", "home", text), *(Finding("warn", "permissions", text) for text in loose)]
     if not os.access(root, os.W_OK | os.X_OK):
         return [
             Finding(
@@ -89,7 +90,6 @@ async def check_home(ctx: DoctorContext) -> list[Finding]:
                 f"{root} is not writable for you; fix: chmod u+rwx {root}, or point HERALD_HOME elsewhere.",
             )
         ]
-    loose = [problem for path in private_paths(ctx.home) if (problem := loose_permissions(path))]
     if loose:
         return [Finding("warn", "permissions", problem) for problem in loose]
     return [Finding("ok", "home", f"{root} is private and writable.")]
@@ -145,63 +145,9 @@ async def check_keys(ctx: DoctorContext) -> list[Finding]:
     return findings
 
 
-async def check_provider(ctx: DoctorContext) -> list[Finding]:
-    """One cheap request (the model list) with a short timeout: is the endpoint there, is the key good."""
-    if ctx.offline:
-        return [Finding("skip", "provider", "not checked (--offline).")]
-    if ctx.config is None:
-        return [Finding("skip", "provider", "not checked: config.yaml is invalid (see above).")]
-    provider = ctx.config.model.provider
-    api_key = ctx.environ.get(key_variable(ctx.config, provider))
-    if not api_key:
-        return [Finding("skip", "provider", f"not checked: no API key for {provider}.")]
-    base_url = configured_base_url(ctx.config, ProviderKey(provider, ctx.config.model.name))
-    base_url = base_url or ctx.environ.get(BASE_URL_VARIABLES[provider]) or None
-    return [await probe(provider, api_key, base_url, ctx.timeout)]
-
-
-async def probe(provider: str, api_key: str, base_url: str | None, seconds: float) -> Finding:
-    """One model-list request to the endpoint, given up after ``seconds``."""
-    sdk: Any
-    if provider == "anthropic":
-        import anthropic as sdk  # imported here: an SDK takes about a second to import
-
-        client: Any = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
-    else:
-        import openai as sdk
-
-        client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=seconds, max_retries=0)
-    url = str(client.base_url).rstrip("/")
-    try:
-        async with client:
-            await client.models.list()
-    except sdk.APIStatusError as error:
-        return status_finding(provider, url, error.status_code)
-    except sdk.APIError as error:  # no connection, a timeout
-        variable = BASE_URL_VARIABLES[provider]
-        return Finding(
-            "fail",
-            "provider",
-            f"cannot reach {url} ({error}); check the network and the endpoint (model.base_url or "
-            f"{variable}), or run `herald doctor --offline` where no network is expected.",
-        )
-    return Finding("ok", "provider", f"{url} answered.")
-
-
-def status_finding(provider: str, url: str, status: int) -> Finding:
-    """What an HTTP error status from the model list means for the user."""
-    if status in (401, 403):
-        return Finding("fail", "provider", f"{url} refused the API key (HTTP {status}); check the key.")
-    hint = missing_v1_hint(url) if provider == "openai" and status == 404 else None
-    if hint is not None:
-        return Finding("fail", "provider", f"{url} answered HTTP 404: {hint}.")
-    if status == 429 or status >= 500:
-        return Finding("warn", "provider", f"{url} is reachable but answered HTTP {status}: it may be busy.")
-    return Finding("ok", "provider", f"{url} is reachable (HTTP {status} for the model list).")
-
-
 def default_checks() -> list[Check]:
     from gateway.doctor_cluster import check_redis  # these build on this module's findings
+    from gateway.doctor_provider import check_provider
     from gateway.doctor_storage import check_storage
 
     return [check_home, check_config, check_storage, check_redis, check_keys, check_provider]

@@ -37,6 +37,7 @@ async def check_server(ctx: DoctorContext, name: str, settings: McpServer) -> Fi
     try:
         async with connect(name, settings, ctx.environ) as connection:
             listed = connection.tools
+            stray = connection.stdout.reason()
     except StartFailed as failure:
         return Finding(
             "fail", subject, f"does not start: {failure.reason}. Fix mcp.servers.{name} in config.yaml."
@@ -48,5 +49,12 @@ async def check_server(ctx: DoctorContext, name: str, settings: McpServer) -> Fi
     if unknown:
         return Finding(
             "warn", subject, f"{text}; allow/deny name tools it does not have: {', '.join(unknown)}."
+        )
+    if stray:
+        return Finding(
+            "warn",
+            subject,
+            f"{text}, but {stray}: Herald ignores them, and a stdio server should write only MCP messages "
+            "to stdout (its logs on stderr).",
         )
     return Finding("ok", subject, f"{text}.")

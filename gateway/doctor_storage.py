@@ -14,6 +14,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from agent.private import on_read_only_file_system
 from agent.storage.errors import StorageUnavailable
 from agent.storage.migrate import head_revision, known_revision
 from agent.storage.sqlite import Integrity, check_integrity
@@ -50,6 +51,10 @@ def inspect_sqlite(path: Path) -> Finding:
         return Finding("fail", "database", f"{path} is damaged ({report.detail}); {fresh}.")
     if report.state is Integrity.UNREADABLE:
         return Finding("fail", "database", f"cannot read {path} ({report.detail}); check its permissions.")
+    if on_read_only_file_system(path):
+        return Finding(
+            "warn", "database", f"{path} passed SQLite's integrity check; it is on a read-only file system."
+        )
     if not os.access(path, os.W_OK):
         return Finding("fail", "database", f"{path} is read-only; fix: chmod u+w {path}.")
     return Finding("ok", "database", f"{path} passed SQLite's integrity check.")

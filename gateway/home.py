@@ -15,16 +15,27 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from agent.private import PRIVATE_FILE, create_private_file, make_private_dirs
+from agent.private import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs
 from agent.text import read_text
 from gateway.config_doc import render_config_yaml
 
 ENV_TEMPLATE = """\
 # Secrets for Herald. Values already set in the environment win over this file.
+# Remove the # before a line you fill in.
+
+# The model provider (the key of the one in model.provider is enough):
 # ANTHROPIC_API_KEY=
 # OPENAI_API_KEY=
 # ANTHROPIC_BASE_URL=
 # OPENAI_BASE_URL=
+
+# Chat platforms for `herald gateway run` (each is enabled when its token is set):
+# TELEGRAM_BOT_TOKEN=
+# DISCORD_BOT_TOKEN=
+
+# web_search (web.search.provider: brave or tavily):
+# BRAVE_API_KEY=
+# TAVILY_API_KEY=
 """
 
 
@@ -81,8 +92,8 @@ def ensure_home(home: HeraldHome) -> list[Path]:
         home.memories_dir / "USER.md": "",
     }
     created.extend(path for path, text in files.items() if create_private_file(path, text))
-    if home.env_path.is_file():  # secrets: tightened even in an older home
-        home.env_path.chmod(PRIVATE_FILE)
+    if home.env_path.is_file() and loose_permissions(home.env_path):  # secrets: tightened in an older home
+        home.env_path.chmod(PRIVATE_FILE)  # only then: a private .env on a read-only home is left alone
     return created
 
 

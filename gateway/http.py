@@ -5,22 +5,26 @@ connected, the database takes a write and every extra :class:`ReadinessCheck` pa
 Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECONDS`, else 503 with
 what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
 this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
-``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode).
+``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode). Applications mounted before
+``start`` serve under their prefix (the operator console at ``/console``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from aiohttp import web
 
 from adapters.base import Adapter
 from gateway.facts import GatewayFacts
+from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.metrics import GatewayMetrics
 from gateway.readiness import ReadinessCheck
 
@@ -30,6 +34,26 @@ READY_PROBE_SECONDS = 3.0
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """Why the server cannot listen on ``host:port``, in the words of the setting that fixes it (the
+    port is the usual culprit: another gateway, or another program, already has it)."""
+    where = f"the gateway's HTTP server cannot listen on {host}:{port}"
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"{where}: the port is in use (another Herald gateway, or another program); set "
+            f"gateway.http_port to a free port (`herald config set gateway.http_port {port + 1}`, or "
+            "`herald gateway run --http-port PORT` for this run), or stop what uses it."
+        )
+    if error.errno == errno.EACCES:
+        return f"{where}: ports below 1024 need privileges; set gateway.http_port to 1024 or above."
+    if error.errno == errno.EADDRNOTAVAIL or isinstance(error, socket.gaierror):
+        return (
+            f"{where}: {host} is not an address of this machine ({error.strerror or error}); set "
+            "gateway.http_host (127.0.0.1 for this machine only, 0.0.0.0 for every interface)."
+        )
+    return f"{where} ({error.strerror or error}); check gateway.http_host and gateway.http_port."
 
 
 class ClusterReport(Protocol):
@@ -62,7 +86,18 @@ class HttpServer:
         self.checks = checks
         self.cluster = cluster
         self._runner: web.AppRunner | None = None
+        self._mounted: dict[str, web.Application] = {}
         self.url = ""
+
+    @property
+    def mounted(self) -> Mapping[str, web.Application]:
+        """The applications mounted, by prefix."""
+        return self._mounted
+
+    def mount(self, prefix: str, app: web.Application) -> None:
+        """Serve ``app`` under ``prefix`` (``/console``: ``/console/...``; ``/console`` itself redirects
+        there); before :meth:`start`."""
+        self._mounted[prefix] = app
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_WEBHOOK_BODY)
@@ -72,16 +107,25 @@ class HttpServer:
         for adapter in self.adapters:
             if adapter.webhook_path:
                 app.router.add_post(adapter.webhook_path, self._webhook(adapter))
+        for prefix, mounted in self._mounted.items():
+            app.router.add_get(prefix, _redirect(f"{prefix}/"))
+            app.add_subapp(prefix, mounted)
         return app
 
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            self._runner = None
+            raise CommandFailed(cannot_listen(self.host, self.port, error), EXIT_UNUSABLE) from None
         bound = self._runner.addresses[0][1]
         self.url = f"http://{self.host}:{bound}"
-        log.info("HTTP server at %s (/healthz, /readyz, /metrics)", self.url)
+        log.info("HTTP server at %s (/healthz, /readyz, /metrics%s)", self.url,
+                 "".join(f", {prefix}" for prefix in self._mounted))  # fmt: skip
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -133,3 +177,10 @@ class HttpServer:
             return web.Response(status=status)
 
         return handle
+
+
+def _redirect(location: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        raise web.HTTPFound(location)
+
+    return handle

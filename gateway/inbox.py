@@ -139,6 +139,11 @@ class Inbox:
         query = sa.select(inbox).where(inbox.c.state == InboxState.PENDING.value).order_by(inbox.c.id)
         return await self.storage.read(lambda conn: [_row(row) for row in conn.execute(query)])
 
+    async def pending_count(self) -> int:
+        """Rows without an answer (the console's health page)."""
+        query = sa.select(sa.func.count()).select_from(inbox).where(inbox.c.state == InboxState.PENDING.value)
+        return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
+
     async def pending_of(self, session_key: str, up_to: int) -> list[InboxRow]:
         """The rows of one chat without an answer, with ids up to ``up_to``, oldest first (a cluster's
         workers answer a chat's oldest message first: ``gateway.cluster.chat_order``)."""

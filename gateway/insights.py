@@ -1,4 +1,5 @@
-"""``herald insights``: tokens, cache use and cost per session, per purpose and overall.
+"""``herald insights``: tokens, cache use and cost per session, per purpose and overall, and the
+cache misses (``agent.cache_misses``) per session by cause.
 
 The purpose breakdown is generic: every purpose the ``requests`` table holds gets a row (main turns,
 summaries, cron runs, and whatever later side requests record), labelled readably when known.
@@ -7,9 +8,12 @@ summaries, cron runs, and whatever later side requests record), labelled readabl
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from agent.store import PurposeUsage, SessionRecord
+from agent.cache_misses.diagnosis import CAUSE_LABELS
+from agent.store import MissTotal, PurposeUsage, SessionRecord, SessionStore
+from gateway.text.fences import code_block
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,14 @@ class UsageRow:
         return self.uncached_cost - self.cost
 
 
-def row_for_session(session: SessionRecord) -> UsageRow:
+def session_label(session: SessionRecord) -> str:
     day = dt.datetime.fromtimestamp(session.updated_at).strftime("%Y-%m-%d")
-    title = (session.title or "untitled")[:28]
+    return f"{day} {(session.title or 'untitled')[:28]}"
+
+
+def row_for_session(session: SessionRecord) -> UsageRow:
     return UsageRow(
-        label=f"{day} {title}",
+        label=session_label(session),
         input_tokens=session.input_tokens,
         cache_read=session.cache_read_tokens,
         cache_write=session.cache_write_tokens,
@@ -98,21 +105,80 @@ def format_table(rows: list[UsageRow], first: str = "session") -> str:
     return "\n".join(lines)
 
 
-def render(sessions: list[SessionRecord], shown: int = 20, purposes: list[PurposeUsage] | None = None) -> str:
+@dataclass(frozen=True)
+class MissReport:
+    """Cache misses to show: by cause for each session that had any, and for all of them together."""
+
+    by_session: Mapping[str, list[MissTotal]]
+    totals: list[MissTotal]
+
+
+def _cause_line(total: MissTotal) -> str:
+    label = f"  {CAUSE_LABELS[total.cause]}"
+    return f"{label:<40} {total.count:>7,} {total.missed_tokens:>12,} {total.missed_usd:>9.4f}"
+
+
+NO_MISSES = "Cache misses: none (every request read from the cache what it should have)."
+MISSES_FOOTNOTE = (
+    "Tokens = what should have been read from the cache and was paid in full; cost $ = the difference. "
+    "What to do about each cause: the README's \"Cache misses\"."
+)
+
+
+def format_misses(sessions: list[SessionRecord], report: MissReport) -> str:
+    """The shown sessions' misses by cause, then every session's together (a table: see
+    :data:`NO_MISSES` when there are none, and :data:`MISSES_FOOTNOTE` for what it means)."""
+    header = f"{'cache misses':<40} {'misses':>7} {'tokens':>12} {'cost $':>9}"
+    lines = [header, "-" * len(header)]
+    for session in sessions:
+        totals = report.by_session.get(session.id)
+        if totals:
+            lines.append(session_label(session))
+            lines.extend(_cause_line(total) for total in totals)
+    lines.append("all sessions")
+    lines.extend(_cause_line(total) for total in report.totals)
+    return "\n".join(lines)
+
+
+def render(
+    sessions: list[SessionRecord],
+    shown: int = 20,
+    purposes: list[PurposeUsage] | None = None,
+    misses: MissReport | None = None,
+    *,
+    markdown: bool = False,
+) -> str:
     """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``; then, when
-    given, the same requests by purpose."""
+    given, the same requests by purpose and the cache misses. ``markdown`` (a chat, where the reply is
+    Markdown): each table in a code block, so it keeps its columns and its header line never becomes a
+    heading."""
     if not sessions:
         return "No sessions yet."
+    table = code_block if markdown else str
     rows = [row_for_session(s) for s in sessions]
     total = total_row(rows)
     if len(rows) > shown:
         total = replace(total, label=f"all {len(rows)} sessions")
-    lines = [format_table([*rows[:shown], total])]
+    lines = [table(format_table([*rows[:shown], total]))]
     if purposes:
         lines.append("")
-        lines.append(format_table([row_for_purpose(p) for p in purposes], first="by purpose"))
+        lines.append(table(format_table([row_for_purpose(p) for p in purposes], first="by purpose")))
     lines.append(
         f"\nInput column = every prompt token; uncached = neither read from nor written to the cache. "
         f"Caching saved ${total.saving:.4f} of ${total.uncached_cost:.4f}."
     )
+    if misses is not None:
+        lines.append("")
+        if misses.totals:
+            lines.extend([table(format_misses(sessions[:shown], misses)), MISSES_FOOTNOTE])
+        else:
+            lines.append(NO_MISSES)
     return "\n".join(lines)
+
+
+async def miss_report(
+    store: SessionStore, sessions: list[SessionRecord], shown: int, session_key: str | None = None
+) -> MissReport:
+    """The misses :func:`render` shows: of the ``shown`` first ``sessions``, and in all (of one chat)."""
+    by_session = await store.cache_miss_totals_by_session([s.id for s in sessions[:shown]])
+    return MissReport(by_session, await store.cache_miss_totals(session_key=session_key))

@@ -27,6 +27,7 @@ from typing import TypeVar
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.errors import MediaRefused
+from agent.media.memory import DecodeBudget
 from agent.media.transcribe import Transcriber, TranscriptionFailed
 from agent.media.types import Media
 from agent.models import ModelInfo
@@ -103,6 +104,10 @@ class MediaReader:
     max_attachment_mb: float
     transcriber: Transcriber | None
     store: SessionStore
+    decode_budget: DecodeBudget = field(init=False)
+
+    def __post_init__(self) -> None:  # one budget for every image this gateway reads
+        object.__setattr__(self, "decode_budget", DecodeBudget(self.settings.image_decode_memory_mb * MB))
 
     async def read(
         self, adapter: Adapter, message: InboundMessage, session: SessionRecord, model: ModelInfo
@@ -178,6 +183,7 @@ class MediaReader:
                 name=attachment.name,
                 max_edge=self.settings.image_max_edge,
                 max_megapixels=self.settings.image_max_megapixels,
+                budget=self.decode_budget,
             ),
         )
         parts.lines.append(f"[{_image_label(attachment)}]")

@@ -48,11 +48,14 @@ def memory_and_skills(config: HeraldConfig, home: HeraldHome, storage: Storage |
 
 
 @asynccontextmanager
-async def open_memory_and_skills(config: HeraldConfig, home: HeraldHome) -> AsyncIterator[MemoryAndSkills]:
+async def open_memory_and_skills(
+    config: HeraldConfig, home: HeraldHome, *, read_only: bool = False
+) -> AsyncIterator[MemoryAndSkills]:
     """Memory and skills as the configuration places them, for the command line: on SQLite the files
-    (the database is not opened), on PostgreSQL the database (connected and migrated, closed on exit)."""
+    (the database is not opened), on PostgreSQL the database (connected and migrated, closed on exit).
+    ``read_only``: the command only reads (see ``open_home_storage``)."""
     if storage_url(config, home).dialect == "sqlite":
         yield memory_and_skills(config, home, None)
         return
-    async with open_home_storage(home, config, pool_size=2) as storage:
+    async with open_home_storage(home, config, pool_size=2, read_only=read_only) as storage:
         yield memory_and_skills(config, home, storage)

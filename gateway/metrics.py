@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
+from agent.store import CacheMiss
 from agent.usage import Usage
 
 TURN_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
@@ -82,6 +83,15 @@ class GatewayMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.cluster: Info | None = None  # set by in_cluster: one process shows none
+        # agent.cache_misses: requests that read less from the provider's cache than they should have.
+        self.cache_misses = Counter(
+            "herald_cache_miss", "Model requests that missed the prompt cache, by cause", ["cause"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.cache_miss_usd = Counter(
+            "herald_cache_miss_usd", "USD the cache misses cost over reading from the cache, by cause",
+            ["cause"], registry=self.registry,
+        )  # fmt: skip
 
     def in_cluster(self, instance_id: str) -> None:
         """Show this process's name in the cluster (``gateway_cluster_info{instance_id=...} 1``)."""
@@ -96,6 +106,10 @@ class GatewayMetrics:
         self.provider_tokens.labels("output").inc(usage.output_tokens)
         self.provider_tokens.labels("cache_read").inc(usage.cache_read_tokens)
         self.provider_tokens.labels("cache_write").inc(usage.cache_write_tokens)
+
+    def count_cache_miss(self, miss: CacheMiss) -> None:
+        self.cache_misses.labels(miss.cause).inc()
+        self.cache_miss_usd.labels(miss.cause).inc(miss.missed_usd)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

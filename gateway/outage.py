@@ -3,9 +3,9 @@
 An operation that raised :class:`~agent.storage.errors.StorageUnavailable` committed nothing, so it can
 be tried again once the server is back. :func:`until_reachable` is the one loop that does so for the
 gateway's work (a chat's turn, a scheduled run, the next work of a chat): it backs off from
-:data:`FIRST_WAIT` seconds, doubling up to :data:`MAX_WAIT` between tries, for as long as it takes;
-cancellation (the gateway stopping) ends the wait. An operator reads one warning when the wait starts
-and one line when it ends, not one per try.
+:data:`FIRST_WAIT` seconds, doubling up to :data:`MAX_WAIT` between tries (the one jittered backoff), for
+as long as it takes; cancellation (the gateway stopping) ends the wait. An operator reads one warning
+when the wait starts and one line when it ends, not one per try.
 """
 
 from __future__ import annotations
@@ -16,17 +16,14 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from agent.storage.errors import StorageUnavailable
+from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FIRST_WAIT = 0.5
 MAX_WAIT = 30.0
-
-
-def wait_before(tries: int) -> float:
-    """Seconds to wait after ``tries`` failed tries (1, 2, ...)."""
-    return min(MAX_WAIT, FIRST_WAIT * 2.0 ** (tries - 1))
+WAITS = Backoff(FIRST_WAIT, MAX_WAIT)
 
 
 async def until_reachable(attempt: Callable[[bool], Awaitable[T]], what: str) -> T:
@@ -44,7 +41,7 @@ async def until_reachable(attempt: Callable[[bool], Awaitable[T]], what: str) ->
             failed += 1
             if failed == 1:
                 log.warning("%s waits: %s", what, error)
-            await asyncio.sleep(wait_before(failed))
+            await asyncio.sleep(WAITS.delay(failed))
             continue
         if failed:
             log.info("%s: reachable again; done after %d wait(s)", what, failed)

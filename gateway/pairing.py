@@ -18,7 +18,8 @@ Contract:
   transaction as the approval: the person can write (and be answered) only once it is queued, so it
   is never said after their first answer (``gateway.delivery`` streams nothing before what a chat's
   outbox holds).
-- :meth:`Pairing.revoke` is idempotent.
+- :meth:`Pairing.deny` consumes a code like an approval does, approving nobody (the operator console's
+  "deny"); :meth:`Pairing.revoke` is idempotent.
 """
 
 from __future__ import annotations
@@ -139,24 +140,21 @@ class Pairing:
 
         def approve(conn: sa.Connection) -> ApprovedUser | None:
             now = self.clock()
-            live = sa.select(pairing_codes).where(
-                pairing_codes.c.platform == platform, pairing_codes.c.expires_at > now
-            )
-            match = None
-            for row in conn.execute(live):  # every code is compared, in constant time, whatever matched
-                if hmac.compare_digest(row.code.encode(), wanted.encode()):
-                    match = _code(row)
+            match = _consume(conn, platform, wanted, now)
             if match is None:
                 return None
-            consumed = conn.execute(sa.delete(pairing_codes).where(pairing_codes.c.code == match.code))
-            if consumed.rowcount != 1:
-                return None  # another approval consumed it since it was read
             user = ApprovedUser(platform, match.user_id, match.user_name, match.chat_id, now, approved_by)
             upsert(conn, approved_users, asdict(user), ["platform", "user_id"])
             insert_items(conn, [welcome(user)])
             return user
 
         return await self.storage.write(approve)
+
+    async def deny(self, platform: str, typed: str) -> PairingCode | None:
+        """Withdraw the live code ``typed`` without approving anyone: the person whose code it was, or
+        None when no code matches. The person may ask again later (a new code, under the usual rules)."""
+        wanted = normalize_code(typed)
+        return await self.storage.write(lambda conn: _consume(conn, platform, wanted, self.clock()))
 
     async def is_approved(self, platform: str, user_id: str) -> bool:
         query = sa.select(sa.literal(1)).where(
@@ -182,6 +180,22 @@ class Pairing:
             approved_users.c.platform == platform, approved_users.c.user_id == user_id
         )
         return await self.storage.write(lambda conn: bool(conn.execute(statement).rowcount))
+
+
+def _consume(conn: sa.Connection, platform: str, wanted: str, now: float) -> PairingCode | None:
+    """Delete the live code of ``platform`` that is ``wanted`` and return it; None when none matches or
+    another transaction consumed it since it was read."""
+    live = sa.select(pairing_codes).where(
+        pairing_codes.c.platform == platform, pairing_codes.c.expires_at > now
+    )
+    match = None
+    for row in conn.execute(live):  # every code is compared, in constant time, whatever matched
+        if hmac.compare_digest(row.code.encode(), wanted.encode()):
+            match = _code(row)
+    if match is None:
+        return None
+    consumed = conn.execute(sa.delete(pairing_codes).where(pairing_codes.c.code == match.code))
+    return match if consumed.rowcount == 1 else None
 
 
 def _code(row: sa.Row[Any]) -> PairingCode:

@@ -15,13 +15,15 @@ is logged and left out (``agent.mcp.servers``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.agent_settings import AgentSettings
+from agent.cache_misses.diagnosis import Thresholds
+from agent.cache_misses.watch import CacheWatch
 from agent.compression.engine import ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.limits import LocalRequestLimiter, RequestLimiter
@@ -143,6 +145,7 @@ class Runtime:
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
     mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
+    cache_watch: CacheWatch  # judges every model request's cache read; the gateway counts its misses
     cluster: Cluster | None = None  # this process's part in a cluster (cluster.redis_url); None: one process
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
@@ -213,7 +216,12 @@ def make_transcriber(config: HeraldConfig) -> Transcriber | None:
 
 
 def make_context_engine(
-    config: HeraldConfig, store: SessionStore, pool: ProviderPool, limiter: RequestLimiter
+    config: HeraldConfig,
+    store: SessionStore,
+    pool: ProviderPool,
+    limiter: RequestLimiter,
+    cache_watch: CacheWatch,
+    clock: Callable[[], float],
 ) -> ContextEngine:
     """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
     summarizer = Summarizer(
@@ -225,6 +233,8 @@ def make_context_engine(
         timeout=config.model.timeout,
         cache_policy=config.prompt_caching.policy,
         cache_ttl=config.prompt_caching.cache_ttl,
+        cache_watch=cache_watch,
+        clock=clock,
     )
     return ContextCompressor(
         store=store,
@@ -302,6 +312,7 @@ async def open_runtime(
 
             mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
             registry = registry.with_source(mcp)
+        watch = cache_watch(config, store)
         agent = Agent(
             store=store,
             pool=pool,
@@ -311,8 +322,10 @@ async def open_runtime(
             model_info=config.model_info,
             settings=agent_settings(config),
             limiter=limiter,
-            context_engine=make_context_engine(config, store, pool, limiter),
+            cache_watch=watch,
         )
+        # The summary call keeps the agent's time (a test may move the agent's clock).
+        agent.context_engine = make_context_engine(config, store, pool, limiter, watch, lambda: agent.clock())
         yield Runtime(
             config=config,
             home=home,
@@ -331,8 +344,16 @@ async def open_runtime(
             cron=cron,
             transcriber=transcriber,
             mcp=mcp,
+            cache_watch=watch,
             cluster=cluster,
         )
+
+
+def cache_watch(config: HeraldConfig, store: SessionStore) -> CacheWatch:
+    """The cache-miss check of every model request (``agent.cache_misses``), on the store's database."""
+    caching = config.prompt_caching
+    thresholds = Thresholds(min_tokens=caching.miss_min_tokens, min_share=caching.miss_min_share)
+    return CacheWatch(store.cache_misses, config.model_info, thresholds)
 
 
 def require_shared_storage(config: HeraldConfig, home: HeraldHome) -> None:

@@ -25,13 +25,15 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
 from gateway.budget import BudgetUnavailable, SendBudget
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.text import plain_fallback
+from resilience.backoff import Backoff
+from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +47,21 @@ IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pa
 PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
 
 
-def backoff(attempts: int, retry_after: float | None, rng: random.Random) -> float:
-    """Seconds before the next attempt: the platform's ``retry_after`` wins, else jittered doubling."""
-    if retry_after is not None and retry_after > 0:
-        return retry_after
-    delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, attempts - 1))
-    return float(delay * rng.uniform(0.8, 1.2))
+RETRIES = Backoff(FIRST_BACKOFF, MAX_BACKOFF)  # the platform's retry_after wins when it gives one
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """This sender's claim on an outbox item, as its renewer sees it."""
+
+    outbox: Outbox
+    item_id: int
+    claimant: Claimant
+    clock: Callable[[], float]
+
+    async def renew(self) -> Renewal:
+        held = await self.outbox.keep_claim(self.item_id, self.claimant, self.clock())
+        return Renewal.HELD if held else Renewal.LOST
 
 
 class OutboxSender:
@@ -181,26 +192,20 @@ class OutboxSender:
             else:
                 attempt.add_done_callback(lambda _: self._let_go(item.id, keeper))
 
-    def _keep_claim(self, item: OutboxItem) -> asyncio.Task[None] | None:
-        """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire)."""
+    def _keep_claim(self, item: OutboxItem) -> Renewer | None:
+        """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire). A claim
+        found settled or taken over is renewed no more: the attempt finds out when it marks the item."""
         claimant = self.claimant
         if claimant is None:
             return None
         self._held.add(item.id)
         self.metrics.outbox_claims.set(len(self._held))
+        claim = _Claim(self.outbox, item.id, claimant, self.clock)
+        renewer = Renewer(claim, Policy(claimant.seconds), name=f"the claim of outbox item {item.id}")
+        renewer.confirm(renewer.attempt())
+        return renewer.start()
 
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(claimant.seconds / 3)
-                try:
-                    if not await self.outbox.keep_claim(item.id, claimant, self.clock()):
-                        return  # settled meanwhile, or taken over: the attempt finds out when marking
-                except Exception:  # the next renewal may get through; the claim lasts until then
-                    log.warning("outbox item %d: could not renew its claim", item.id, exc_info=True)
-
-        return asyncio.create_task(renew(), name=f"outbox claim {item.id}")
-
-    def _let_go(self, item_id: int, keeper: asyncio.Task[None] | None) -> None:
+    def _let_go(self, item_id: int, keeper: Renewer | None) -> None:
         if keeper is not None:
             keeper.cancel()
             self._held.discard(item_id)
@@ -271,7 +276,7 @@ class OutboxSender:
         if not error.retryable or error.permanent or item.attempts + 1 >= MAX_ATTEMPTS:
             await self._give_up(item, str(error))
             return True
-        delay = backoff(item.attempts + 1, error.retry_after, self._rng)
+        delay = RETRIES.delay(item.attempts + 1, retry_after=error.retry_after, rng=self._rng)
         log.warning(
             "outbox item %d to %s chat %s failed (%s); retry %d in %.1fs",
             item.id, platform, outgoing.address.chat_id, error, item.attempts + 1, delay,

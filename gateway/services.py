@@ -45,6 +45,7 @@ class Services:
     media: MediaReader
     metrics: GatewayMetrics
     started_at: float = field(default_factory=time.time)
+    console_url: str | None = None  # the operator console's address, once the HTTP server serves it
 
     @property
     def stream_interval(self) -> float:

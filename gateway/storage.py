@@ -31,16 +31,23 @@ def storage_url(
 
 
 def open_home_storage(
-    home: HeraldHome, config: HeraldConfig | None = None, *, pool_size: int | None = None
+    home: HeraldHome,
+    config: HeraldConfig | None = None,
+    *,
+    pool_size: int | None = None,
+    read_only: bool = False,
 ) -> AbstractAsyncContextManager[Storage]:
     """``async with open_home_storage(home) as storage``: connected and migrated; closed on exit.
 
     ``config`` defaults to the home's ``config.yaml``; ``pool_size`` to ``storage.pool_size`` (a
-    command-line tool needs only a couple of connections)."""
+    command-line tool needs only a couple of connections). ``read_only``: for a command that only reads
+    (a report, a listing): ``state.db`` is opened read-only, so it works on a read-only home and writes
+    nothing (``agent.storage.connect.open_storage``)."""
     config = config if config is not None else load_config(home.config_path)
     settings = config.storage
     return open_storage(
         storage_url(config, home),
         pool_size=pool_size or settings.pool_size,
         connect_timeout=settings.connect_timeout,
+        read_only=read_only,
     )

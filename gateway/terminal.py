@@ -15,8 +15,8 @@ import logging
 import signal
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -217,12 +217,29 @@ async def close_exited_terminals(core: Core) -> None:
         log.info("cancelled the unanswered lines of %d terminal(s) that exited", len(gone))
 
 
+@contextmanager
+def ctrl_c_stops_the_answer(terminal: Terminal) -> Iterator[None]:
+    """While inside, Ctrl-C (SIGINT) stops the running answer instead of interrupting the program: the
+    turn is closed at once, where an interrupted program would wait for it to end before exiting."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, terminal.stop_answer)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (a thread, Windows)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
 async def ask_once(terminal: Terminal, text: str, *, out: TextIO, err: TextIO) -> int:
     """``herald chat -q``: the answer on ``out`` once complete; notices and errors on ``err``."""
     if not text.strip():
         err.write("Nothing to send: give `herald chat -q` a non-empty message.\n")
         return EXIT_UNUSABLE
-    row = await terminal.say(text)
+    with ctrl_c_stops_the_answer(terminal):
+        row = await terminal.say(text)
     if row is None:
         err.write("The message was not taken (it looked like nothing to answer).\n")
         return EXIT_FAILED
@@ -238,6 +255,7 @@ async def ask_once(terminal: Terminal, text: str, *, out: TextIO, err: TextIO) -
         err.write(text_out.removeprefix("⚠️ ") + "\n")
         return EXIT_FAILED
     if row.state is InboxState.CANCELLED:
+        err.write("[stopped]\n")
         return EXIT_INTERRUPTED
     body, _, notice = text_out.partition("\n\nℹ️ ")
     out.write(body + "\n")
@@ -252,7 +270,6 @@ def chat_header(session: SessionRecord) -> str:
 
 async def interactive(terminal: Terminal, *, out: TextIO, read: InputFn) -> int:
     """The read loop: each line to the router; Ctrl-C stops a running answer, at the prompt it leaves."""
-    loop = asyncio.get_running_loop()
     while True:
         try:
             line = (await read("\n› ")).strip()
@@ -263,16 +280,8 @@ async def interactive(terminal: Terminal, *, out: TextIO, read: InputFn) -> int:
             continue
         if line.split()[0].lower() in QUIT:
             return EXIT_OK
-        try:
-            loop.add_signal_handler(signal.SIGINT, terminal.stop_answer)
-            handled = True
-        except (NotImplementedError, RuntimeError, ValueError):  # no signals here (a thread, Windows)
-            handled = False
-        try:
+        with ctrl_c_stops_the_answer(terminal):
             row = await terminal.say(line)
-        finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
         terminal.console.end_line()
         if row is not None and row.state is InboxState.CANCELLED:
             out.write("[stopped]\n")

@@ -13,15 +13,18 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from gateway.app import Gateway, open_gateway
+from gateway.cluster.lease import RedisLease
 from gateway.cluster.member import ClusterMember
 from gateway.home import HeraldHome
 from tests.fakes import FakeTelegram
 from tests.gateway_support import gateway_config
 
-LEADER_TTL = 2.0  # the smallest cluster.leader_ttl: takeovers within seconds
-SLACK = 5.0  # on top of a TTL, for a loaded machine
-SETTLE_TIMEOUT = 30.0
+LEADER_TTL = 10.0  # the default: a leader stalled by a loaded machine for less than 5 s stays leader
+SLACK = 10.0  # on top of a TTL, for a loaded machine
+SETTLE_TIMEOUT = 90.0  # a bound on waiting for a state: generous costs nothing when all is well
 USERS = list(range(100, 400))  # allowed Telegram users, one private chat each
 
 
@@ -114,3 +117,22 @@ async def telegram_cluster(
                 open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token})
             )
         yield cluster
+
+
+async def hang(*_: object, **__: object) -> Any:
+    """A Redis command that never gets an answer."""
+    await asyncio.Event().wait()
+
+
+def cut_off(monkeypatch: pytest.MonkeyPatch, instance_id: str) -> None:
+    """From now on the commands on ``instance_id``'s leader, shard and review leases hang, as across a
+    partition between that process and Redis (its other connections go on)."""
+    for name in ("take", "renew", "release"):
+        command = getattr(RedisLease, name)
+
+        async def partitioned(lease: RedisLease, *args: Any, command: Any = command, **kwargs: Any) -> Any:
+            if lease.value.startswith(f"{instance_id}/"):
+                await hang()
+            return await command(lease, *args, **kwargs)
+
+        monkeypatch.setattr(RedisLease, name, partitioned)

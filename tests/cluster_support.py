@@ -158,8 +158,10 @@ async def open_cluster(
     count: int = 3,
     cluster: dict[str, Any] | None = None,
     gateway: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
 ) -> AsyncIterator[Cluster]:
-    """``count`` gateways on one PostgreSQL and one Redis; the first receives the webhooks."""
+    """``count`` gateways on one PostgreSQL and one Redis; the first receives the webhooks; ``environ``:
+    more variables each reads (besides the bot token)."""
     fake = FakeTelegram()
     port = free_port()
     async with fake.serve() as base_url:
@@ -180,8 +182,8 @@ async def open_cluster(
                     },
                 )
                 stack = AsyncExitStack()
-                environ = {"TELEGRAM_BOT_TOKEN": fake.token}
-                opened = await stack.enter_async_context(open_gateway(config, home, environ=environ))
+                variables = {"TELEGRAM_BOT_TOKEN": fake.token, **(environ or {})}
+                opened = await stack.enter_async_context(open_gateway(config, home, environ=variables))
                 result.gateways.append(opened)
                 result.stacks.append(stack)
             async with asyncio.timeout(10):

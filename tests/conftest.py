@@ -33,6 +33,15 @@ def _restore_log_levels() -> Iterator[None]:
         logging.getLogger(name).setLevel(level)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test (``item.report_call``...), for fixtures that act on a
+    failure in their teardown (a browser test's screenshot)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"report_{report.when}", report)
+
+
 @pytest.fixture
 def emulator() -> ProviderEmulator:
     return ProviderEmulator()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -70,12 +70,15 @@ async def telegram_gateway(
     *,
     fake: FakeTelegram | None = None,
     provider: str = "anthropic",
+    environ: Mapping[str, str] | None = None,
     **sections: Any,
 ) -> AsyncIterator[Harness]:
     """A running gateway; pass ``fake`` to keep one fake Telegram (its chats, its messages) across
-    restarts, or to prepare it before the gateway starts."""
+    restarts, or to prepare it before the gateway starts; ``environ``: more variables it reads (besides
+    the bot token)."""
     fake = fake or FakeTelegram()
     async with fake.serve() as base_url:
         config = gateway_config(emulator_url, base_url, provider, **sections)
-        async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
+        variables = {"TELEGRAM_BOT_TOKEN": fake.token, **(environ or {})}
+        async with open_gateway(config, home, environ=variables) as gateway:
             yield Harness(gateway, fake, emulator)

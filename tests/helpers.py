@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import io
 import itertools
@@ -23,6 +25,7 @@ from agent.session import SessionSpec
 from agent.storage.connect import open_storage
 from agent.storage.urls import parse_storage_url
 from agent.store import SessionRecord, SessionStore
+from gateway.cli import run as herald
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
@@ -164,6 +167,19 @@ def assert_well_formed(request: RecordedRequest) -> None:
             wanted = {b["id"] for b in previous if isinstance(b, dict) and b.get("type") == "tool_use"}
             got = {b["tool_use_id"] for b in message["content"] if b.get("type") == "tool_result"}
             assert got <= wanted, (got, wanted)
+
+
+async def herald_cli(*args: str) -> str:
+    """``herald ARGS`` in this process (off the event loop: it runs its own), returning its stdout."""
+
+    def call() -> str:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = herald(list(args))
+        assert code == 0, err.getvalue()
+        return out.getvalue()
+
+    return await asyncio.to_thread(call)
 
 
 HERALD = [sys.executable, "-m", "gateway"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent.store import SessionRecord
@@ -16,6 +17,22 @@ from tests.helpers import SPEC, run_turn
 
 WAIT_TIMEOUT = 10.0
 STDIO_SERVER = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"]}
+# What `npx -y @modelcontextprotocol/server-nope` writes to stderr (npm 10): npm's update notice comes last.
+NPX_NOT_FOUND = """\
+npm error code E404
+npm error 404 Not Found - GET https://registry.npmjs.org/@modelcontextprotocol%2fserver-nope - Not found
+npm error 404
+npm error 404  '@modelcontextprotocol/server-nope@*' is not in this registry.
+npm error 404
+npm error 404 Note that you can also install from a
+npm error 404 tarball, folder, http url, or git url.
+npm error A complete log of this run can be found in: /home/bot/.npm/_logs/2025-03-01-debug-0.log
+npm notice
+npm notice New major version of npm available! 10.8.2 -> 11.1.0
+npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.1.0
+npm notice To update run: npm install -g npm@11.1.0
+npm notice
+"""
 
 
 def with_servers(emulator_url: str, **servers: dict[str, Any]) -> HeraldConfig:
@@ -42,6 +59,14 @@ async def wait_for_catalogue(runtime: Runtime, present: str | None = None, absen
     deadline = time.monotonic() + WAIT_TIMEOUT
     while not ((present is None or present in catalogue(runtime)) and absent not in catalogue(runtime)):
         assert time.monotonic() < deadline, f"catalogue never changed: {catalogue(runtime)}"
+        await asyncio.sleep(0.02)
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:  # noqa: ASYNC109
+    """Until ``condition`` holds (a server process started so often, ...)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
         await asyncio.sleep(0.02)
 
 

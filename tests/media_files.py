@@ -112,3 +112,103 @@ def pdf(pages: int = 2, text: str | None = "Quarterly report: revenue grew 12 pe
 def voice_note(words: str) -> bytes:
     """An Ogg file whose words the provider emulator reads back (it does not listen: ``SPEECH:``)."""
     return b"OggS\x00\x02" + b"\x00" * 20 + b"SPEECH:" + words.encode() + b"\x00"
+
+
+PNG_SAMPLES = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # samples a pixel, by colour type
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_file(
+    width: int,
+    height: int,
+    *,
+    depth: int = 8,
+    color_type: int = 6,
+    pixels: bytes | None = None,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+    interlaced: bool = False,
+    idat_size: int = 1000,
+) -> bytes:
+    """A PNG written byte by byte, in any of the format's pixel layouts (Pillow writes 8-bit ones only,
+    and chooses its own filters): ``pixels`` are the raw rows (zeros when None), row *n* is filtered
+    with filter *n* mod 5 (none, sub, up, average, Paeth), the data is split over IDAT chunks of
+    ``idat_size`` bytes, and ``extra`` chunks (PLTE, tRNS, eXIf...) come before them."""
+    bits = depth * PNG_SAMPLES[color_type]
+    row_bytes = (width * bits + 7) // 8
+    step = max(1, bits // 8)  # the byte distance a filter looks back
+    if pixels is None:
+        rows = [bytes(row_bytes)] * height
+    else:
+        assert len(pixels) == row_bytes * height
+        rows = [pixels[y * row_bytes : (y + 1) * row_bytes] for y in range(height)]
+    passes = [rows]
+    if interlaced:
+        assert bits >= 8, "interlacing is written for whole-byte pixels only"
+        passes = [
+            [
+                bytes(len(range(x0, width, dx)) * step)
+                if pixels is None
+                else b"".join(row[x * step : (x + 1) * step] for x in range(x0, width, dx))
+                for row in rows[y0::dy]
+            ]
+            for x0, y0, dx, dy in ADAM7
+            if x0 < width and y0 < height
+        ]
+    deflate = zlib.compressobj(9)
+    parts: list[bytes] = []
+    number = 0
+    for rows_of_pass in passes:
+        above = bytes(len(rows_of_pass[0])) if rows_of_pass else b""
+        for row in rows_of_pass:
+            kind = number % 5
+            filtered = row if pixels is None else _filtered(kind, row, above, step)  # zeros stay zeros
+            parts.append(deflate.compress(bytes([kind]) + filtered))
+            above = row
+            number += 1
+    parts.append(deflate.flush())
+    compressed = b"".join(parts)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 1 if interlaced else 0)
+    idats = [chunk(b"IDAT", compressed[i : i + idat_size]) for i in range(0, len(compressed), idat_size)]
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + b"".join(chunk(kind, data) for kind, data in extra)
+        + b"".join(idats)
+        + chunk(b"IEND", b"")
+    )
+
+
+def _filtered(kind: int, row: bytes, above: bytes, step: int) -> bytes:
+    out = bytearray(len(row))
+    for i, value in enumerate(row):
+        left = row[i - step] if i >= step else 0
+        up = above[i]
+        corner = above[i - step] if i >= step else 0
+        if kind == 1:
+            value -= left
+        elif kind == 2:
+            value -= up
+        elif kind == 3:
+            value -= (left + up) // 2
+        elif kind == 4:
+            estimate = left + up - corner  # Paeth: the nearest of the three, ties in this order
+            distances = [(abs(estimate - near), order, near) for order, near in enumerate((left, up, corner))]
+            value -= min(distances)[2]
+        out[i] = value & 0xFF
+    return bytes(out)
+
+
+def rle_bitmap(width: int, height: int) -> bytes:
+    """A BMP of ``width``×``height`` black pixels in 8-bit run-length encoding: runs of 255 pixels,
+    two bytes each (~400 KB for 7000×7000, 49 million pixels)."""
+    run = bytes([255, 0]) * (width // 255) + (bytes([width % 255, 0]) if width % 255 else b"")
+    data = (run + b"\x00\x00") * height + b"\x00\x01"  # each row, end of line; end of bitmap
+    palette = bytes(4 * 256)
+    offset = 14 + 40 + len(palette)
+    header = b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset)
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(data), 2835, 2835, 256, 0)
+    return header + info + palette + data

@@ -26,8 +26,8 @@ from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
 from tests.fakes.web import FakeWeb
 from tests.gateway_support import ADMIN, FRIEND, STRANGER, Harness, telegram_gateway
+from tests.helpers import herald_cli
 from tests.mcp_support import stdio_server
-from tests.test_cron_gateway import herald_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -91,6 +91,7 @@ async def test_tools_taken_from_guests_at_a_restart_are_refused_and_the_chat_sta
         emulator.script(calls, Reply(text="Nothing to report."))
         assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
         in_job = tool_results(emulator.requests[-1])
+        await harness.settled()  # the run's answer is sent
         shown = harness.texts(FRIEND)
 
     # the chat: a new session without them, said in one line before the answer

@@ -7,6 +7,7 @@ processes at once).
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,72 @@ def test_a_flagged_project_file_is_not_sent_and_the_user_is_told_why(
     assert "AGENTS.md was not loaded: it looks like a prompt injection" in result.stderr
     assert "instruction override" in result.stderr
     assert "reveal the system prompt" not in emulator.requests[-1].system_json
+
+
+def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
+    tmp_path: Path, herald, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the template left out the platform tokens and the web search keys."""
+    from agent.settings import WebSearchSettings
+    from gateway.app import DISCORD_TOKEN, TELEGRAM_TOKEN
+    from gateway.runtime import KEY_VARIABLES
+
+    fresh = HeraldHome(tmp_path / "fresh")
+    monkeypatch.setenv("HERALD_HOME", str(fresh.root))
+    assert herald("setup").returncode == 0
+    template = fresh.env_path.read_text()
+    search = WebSearchSettings()
+    secrets = [*KEY_VARIABLES.values(), TELEGRAM_TOKEN, DISCORD_TOKEN]
+    secrets += [search.brave_api_key_env, search.tavily_api_key_env]
+    assert [name for name in secrets if f"\n# {name}=\n" not in template] == []
+    assert all(line.startswith("#") for line in template.splitlines() if line)  # nothing set by itself
+
+
+def test_a_command_leaves_its_objects_to_the_end_of_the_process_instead_of_collecting_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The interpreter's last garbage collection walked every object the SDKs and pydantic made: on a
+    busy machine, seconds between the answer (or a Ctrl-C) and the end of `herald chat -q`."""
+    from gateway.cli import main
+
+    before = gc.get_freeze_count()
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main(["--version"])
+        assert exit_.value.code == 0 and capsys.readouterr().out.startswith("herald ")
+        assert gc.get_freeze_count() > before  # the last collection will skip them
+    finally:
+        gc.unfreeze()
+
+
+def test_continue_goes_before_or_after_the_one_shot_text(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald
+) -> None:
+    """Before, `herald chat -q --continue "TEXT"` (as the README wrote it) was a usage error."""
+    point_at(home, served)
+    emulator.script(Reply(text="One."), Reply(text="Two."), Reply(text="Three."))
+    runs = [
+        herald("chat", "-q", "first"),
+        herald("chat", "-q", "--continue", "second"),
+        herald("chat", "--continue", "-q", "third"),
+    ]
+    assert [(r.returncode, r.stdout) for r in runs] == [(0, "One.\n"), (0, "Two.\n"), (0, "Three.\n")]
+    assert len(emulator.requests[-1].json["messages"]) == 5  # one session: both resumed it
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-q"], '-q needs the message to send: herald chat -q "TEXT" (or - to read it from stdin).'),
+        (["-q", "--continue"], '-q needs the message to send: herald chat -q "TEXT"'),
+        (["--continue", "what now?"], "To send one message, use -q: herald chat -q 'what now?'"),
+        (["-q", "one", "two"], "-q takes one message, but got two (one and two); put the message in quotes."),
+    ],
+)
+def test_a_one_shot_text_given_wrong_is_a_usage_error_in_one_sentence(
+    home: HeraldHome, herald, args: list[str], said: str
+) -> None:
+    result = herald("chat", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"herald: {said}") and result.stderr.count("\n") == 1
+

@@ -4,7 +4,6 @@ taken over within the lease's TTL — never two connections for one shard at onc
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from gateway.cluster.member import ClusterMember
 from gateway.cluster.shards import ShardKeeper
 from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
-from tests.cluster_leader_support import LEADER_TTL, SLACK, until
+from tests.cluster_leader_support import LEADER_TTL, SLACK, cut_off, hang, until
 from tests.conftest import make_config
 from tests.fakes import FakeDiscord
 from tests.redis_server import RedisServer
@@ -158,12 +157,8 @@ async def test_a_shard_whose_holder_cannot_renew_is_taken_over_after_its_lease(
         stalled = next(name for name, held in cluster.held().items() if held == [1])
         other = next(name for name in cluster.gateways if name != stalled)
         keeper = cluster.keeper(stalled)
-
-        async def hang(**_: object) -> int:
-            await asyncio.Event().wait()
-            return 0
-
-        for script in ("_renew", "_release", "_heartbeat", "_leave"):  # cut off from Redis
+        cut_off(monkeypatch, stalled)  # cut off from Redis: its shard's renewals hang
+        for script in ("_heartbeat", "_leave"):
             monkeypatch.setattr(keeper, script, hang)
         await until(lambda: keeper.held() == {}, LEADER_TTL, "the stalled holder closing its shard")
         await until(lambda: cluster.held()[other] == [0, 1], LEADER_TTL + SLACK, "the shard taken over")

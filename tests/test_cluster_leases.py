@@ -31,6 +31,7 @@ from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.helpers import new_session
 from tests.redis_server import RedisServer
+from tests.virtual_time import virtual_time
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
 
@@ -211,8 +212,10 @@ async def test_a_lease_redis_forgot_is_taken_again_unless_another_holder_had_the
         holder = asyncio.create_task(long_turn())
         await a_has_it.wait()
         await redis.delete(lease_key(KEY))
-        await asyncio.sleep(0.6)  # three renewals
-        assert await redis.get(lease_key(KEY)) == "a" and not holder.done()
+        async with asyncio.timeout(10):  # at its next renewal (every 0.2 s), however slow the machine
+            while await redis.get(lease_key(KEY)) != "a":  # noqa: ASYNC110 - a state in Redis
+                await asyncio.sleep(0.05)
+        assert not holder.done()
 
         await redis.delete(lease_key(KEY))
         await issue_token(a.storage, KEY)  # another process held the session meanwhile
@@ -240,11 +243,13 @@ async def test_a_lease_is_trusted_while_renewed_and_not_once_its_holder_was_paus
     postgresql_database: str, redis_server: RedisServer
 ) -> None:
     """What a platform call asks before it is made (nothing fences it): a process stopped for longer
-    than the lease (here: the event loop blocked, as SIGSTOP would) must not trust it on waking."""
-    async with process(postgresql_database, redis_server.url, "paused", lease_ttl=0.6) as a:
+    than the lease (SIGSTOP: to the process, its clock jumped past the lease) must not trust it on
+    waking. (How trust follows the renewals: ``tests/test_renewal.py``.)"""
+    async with process(postgresql_database, redis_server.url, "paused", lease_ttl=30.0) as a:
         async with a.locks.hold(KEY) as lease:
-            await asyncio.sleep(1.5)  # renewed twice a TTL meanwhile
             assert lease.trusted()
-            time.sleep(0.8)  # the whole process stands still past its lease  # noqa: ASYNC251
-            assert not lease.trusted()
+            with virtual_time() as clock:
+                clock.now += 30.0  # the whole process stood still past its lease
+                assert not lease.trusted()
+            assert lease.trusted()  # (the clock back where it was: this was the only difference)
         assert not lease.trusted()  # nor after the block

@@ -15,8 +15,8 @@ from gateway.cluster.shards import COUNT_KEY, ShardedReceiver, ShardKeeper
 from tests.cluster_leader_support import until
 from tests.redis_server import RedisServer
 
-TTL = 2.0
-SLACK = 5.0
+TTL = 10.0  # a keeper stalled by a loaded machine for less than 5 s keeps its shards
+SLACK = 10.0
 
 
 @dataclass
@@ -93,28 +93,17 @@ async def test_shards_are_shared_out_identified_one_at_a_time_and_handed_over(
     assert world.overlaps == []
 
 
-async def test_a_configured_count_wins_and_a_holder_that_stops_heartbeating_is_taken_over(
-    redis_server: RedisServer,
-) -> None:
+async def test_a_configured_count_wins_over_discords_recommendation(redis_server: RedisServer) -> None:
+    """(A holder cut off from Redis closes its shard before another takes it: the renewal policy,
+    ``tests/test_renewal.py``, and end to end ``tests/test_cluster_discord.py``.)"""
     world = World(recommended=7)  # not asked: the configured count is used
     async with AsyncExitStack() as stack:
         redis = open_redis(redis_server.url)
         stack.push_async_callback(redis.aclose)
         a_receiver, b_receiver = Receiver("a", world, 0.0), Receiver("b", world, 0.0)
-        a = await stack.enter_async_context(ShardKeeper(redis, "a", TTL, a_receiver, shard_count=2).keeping())
-        b = await stack.enter_async_context(ShardKeeper(redis, "b", TTL, b_receiver, shard_count=2).keeping())
+        await stack.enter_async_context(ShardKeeper(redis, "a", TTL, a_receiver, shard_count=2).keeping())
+        await stack.enter_async_context(ShardKeeper(redis, "b", TTL, b_receiver, shard_count=2).keeping())
         await until(lambda: shares(world) == {"a": 1, "b": 1}, 3 * TTL + SLACK, "one each")
-
-        async def hang(**_: object) -> int:
-            await asyncio.Event().wait()
-            return 0
-
-        for script in ("_renew", "_release", "_heartbeat", "_leave"):
-            setattr(a, script, hang)  # a is cut off from Redis: it closes its shard, b takes it
-        cut_off = time.monotonic()
-        await until(lambda: shares(world) == {"b": 2}, TTL + SLACK, "b runs both")
-        assert time.monotonic() - cut_off <= TTL + 1.5
-        assert b.held() == {0: 2, 1: 2} and a.held() == {}
     assert a_receiver.asked == b_receiver.asked == 0
     assert world.overlaps == []
 

@@ -1,21 +1,20 @@
 """A cluster process's background loops survive what they did not expect: the exception is logged with
-the loop's name and the loop goes on (``gateway.cluster.supervision``)."""
+the loop's name and the loop goes on (``resilience.loops``). (A lease renewal that fails unexpectedly is
+logged and the lease kept: ``tests/test_renewal.py``.)"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import pytest
 
-from gateway.cluster.session_locks import lease_key
-from gateway.cluster.supervision import supervised
 from gateway.home import HeraldHome
+from resilience.backoff import Backoff
+from resilience.loops import supervised
 from tests.cluster_support import answer_each, open_cluster
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
-from tests.test_cluster_leases import KEY, process
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(90)]
 
@@ -42,7 +41,7 @@ async def test_a_loop_that_raises_is_logged_and_started_again_and_one_that_retur
             raise RuntimeError(f"a bug, round {len(rounds)}")
 
     async with asyncio.timeout(5):
-        await supervised("the test loop", loop, pause=0.01)
+        await supervised("the test loop", loop, pauses=Backoff(0.01, 0.01))
     assert rounds == [0, 1, 2]  # ran again after each failure, and ended once it returned
     failures = [r for r in caplog.records if "the test loop failed unexpectedly" in r.getMessage()]
     assert len(failures) == 2 and all(r.levelno == logging.ERROR and r.exc_info for r in failures)
@@ -87,25 +86,3 @@ async def test_the_work_queue_keeper_survives_a_bug_and_still_brings_the_queue_b
         cluster.fake.private_message(CHAT, "still there?")
         await cluster.settled(timeout=30)
         assert cluster.answers(CHAT) == ["Answer to still there?"]
-
-
-async def test_a_session_lease_renewal_that_fails_unexpectedly_is_logged_and_the_lease_kept(
-    postgresql_database: str, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    async with process(postgresql_database, redis_server.url, "a", lease_ttl=2.0, renew_every=0.2) as a:
-        renew = a.locks._renew_script
-        calls = 0
-
-        async def renew_once_broken(**arguments: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise RuntimeError("an error nobody foresaw")
-            return await renew(**arguments)
-
-        a.locks._renew_script = renew_once_broken  # type: ignore[assignment]
-        async with a.locks.hold(KEY):
-            await until_logged(caplog, f"the lease renewal of session {KEY} failed unexpectedly")
-            await asyncio.sleep(2.5)  # longer than the lease lives without renewals
-            assert await a.locks._redis.get(lease_key(KEY)) == "a"
-            assert calls > 2

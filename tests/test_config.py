@@ -153,3 +153,45 @@ def test_set_before_setup_installs_the_commented_default_file(tmp_path: Path, he
     text = fresh.config_path.read_text()
     assert text.startswith("# Herald configuration.") and "name: claude-opus-4-1" in text
     assert "# Maximum tokens per answer." in text
+
+
+def test_a_storage_url_herald_cannot_use_is_refused_at_set_at_load_and_by_doctor(
+    home: HeraldHome, herald
+) -> None:
+    """One rule (the schema's) everywhere: before, `set` wrote it, doctor called the file valid, and only
+    opening the database failed."""
+    before = home.config_path.read_text()
+    refused = herald("config", "set", "storage.url", "mysql://herald:secret@db/herald")
+    assert refused.returncode == 2 and home.config_path.read_text() == before
+    assert "storage.url = 'mysql://herald:***@db/herald': storage.url uses 'mysql'" in refused.stderr
+    assert "secret" not in refused.stderr
+    assert herald("config", "set", "storage.url", "postgresql://herald@db/herald").returncode == 0
+
+    home.config_path.write_text("storage:\n  url: mysql://x\n")
+    got = herald("config", "get", "model.name")
+    assert got.returncode == 2 and "storage.url uses 'mysql'; Herald stores its state in SQLite" in got.stderr
+    doctor = herald("doctor", "--offline")
+    assert doctor.returncode == 1
+    assert "[FAIL] config: " in doctor.stdout and "storage.url uses 'mysql'" in doctor.stdout
+
+
+def test_a_key_given_twice_is_refused_with_both_its_lines(home: HeraldHome, herald, tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  name: claude-opus-4-1\n  max_tokens: 900\n  name: gpt-5\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: the key model.name is given twice (lines 2 and 4); keep one of them."
+
+    home.config_path.write_text("model:\n  name: gpt-5\nagent:\n  max_turns: 5\nmodel:\n  timeout: 3\n")
+    before = home.config_path.read_text()
+    for command in (("config", "get", "model.name"), ("config", "set", "model.name", "x"), ("insights",)):
+        result = herald(*command)
+        assert result.returncode == 2, (command, result)
+        assert "the key model is given twice (lines 1 and 5)" in result.stderr, (command, result.stderr)
+    assert home.config_path.read_text() == before
+    doctor = herald("doctor", "--offline")
+    assert "[FAIL] config: " in doctor.stdout and "the key model is given twice" in doctor.stdout
+
+    home.config_path.write_text("")
+    value = herald("config", "set", "models", "{my-model: {input: 1}, my-model: {input: 2}}")
+    assert value.returncode == 2 and "the key my-model is given twice (both on line 1)" in value.stderr

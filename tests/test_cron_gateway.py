@@ -11,14 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import io
 import time
 from collections.abc import Callable
 
 import pytest
 
 from agent.memory import OWNER_SCOPE, user_scope
-from gateway.cli import run as herald
 from gateway.cron.jobs import CronJob, CronJobs, NewJob, RunStatus, parse_target
 from gateway.cron.runner import CronRunner
 from gateway.home import HeraldHome
@@ -27,24 +25,11 @@ from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
-from tests.helpers import chat_in_terminal, prompt_hashes, write_project_notes
+from tests.helpers import chat_in_terminal, herald_cli, prompt_hashes, write_project_notes
 
 pytestmark = pytest.mark.timeout(60)
 
 WAIT = 15.0
-
-
-async def herald_cli(*args: str) -> str:
-    """``herald ARGS`` in this process (off the event loop: it runs its own), returning its stdout."""
-
-    def call() -> str:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = herald(list(args))
-        assert code == 0, err.getvalue()
-        return out.getvalue()
-
-    return await asyncio.to_thread(call)
 
 
 async def eventually(check: Callable[[], object], what: str, timeout: float = WAIT) -> None:  # noqa: ASYNC109

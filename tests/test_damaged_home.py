@@ -21,8 +21,12 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.home import HeraldHome
+from gateway.pairing import Pairing
+from gateway.storage import open_home_storage
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import Ran, herald_process, open_store, point_at
+from tests.read_only_support import can_mount_read_only, herald_on_read_only_home
+from tests.state_support import skill_md
 
 COMMANDS: list[tuple[str, ...]] = [
     ("setup",),
@@ -210,3 +214,59 @@ def test_a_database_error_shows_neither_its_statement_nor_the_values_it_carried(
     [line] = result.stderr.strip().splitlines()
     assert "(OperationalError: (sqlite3.OperationalError) no such table: nowhere). This is a bug" in line
     assert "private" not in result.stderr and "INSERT" not in result.stderr
+
+
+@pytest.mark.sqlite_only  # state.db in the home
+@pytest.mark.skipif(not can_mount_read_only(), reason="needs unshare and mount (a read-only bind mount)")
+def test_reports_and_listings_work_on_a_read_only_home_and_the_rest_say_why_they_cannot(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald: Callable[..., Ran]
+) -> None:
+    """A home on a read-only mount (a backup, a container's read-only volume): what only reads works;
+    chat rewrote .env, reports tried to migrate or lock the database, doctor said to chmod and that a
+    readable database could not be read."""
+    point_at(home, served)
+    emulator.script(Reply(text="Tea, always."))
+    assert herald("chat", "-q", "What do I drink?").returncode == 0
+    job = herald("cron", "add", "--target", "telegram:2", "--schedule", "every 2h", "Water the plants")
+    assert job.returncode == 0, job.stderr
+
+    async def approve() -> None:
+        async with open_home_storage(home) as storage:
+            pairing = Pairing(storage)
+            request = await pairing.request("telegram", "7", "Ada", "7")
+            assert request.code is not None
+            await pairing.approve("telegram", request.code.code, "cli")
+
+    asyncio.run(approve())
+    (home.memories_dir / "MEMORY.md").write_text("The owner drinks tea.\n")
+    (home.skills_dir / "tea").mkdir()
+    (home.skills_dir / "tea" / "SKILL.md").write_bytes(skill_md("tea", "Brew tea", body="Steep 4 minutes.\n"))
+    before = {path: path.read_bytes() for path in home.root.rglob("*") if path.is_file()}
+
+    (insights, memory, memories, skills, skill, jobs, pairings, doctor, chat) = herald_on_read_only_home(
+        home,
+        ["insights"],
+        ["memory", "show"],
+        ["memory", "list"],
+        ["skills", "list"],
+        ["skills", "show", "tea"],
+        ["cron", "list"],
+        ["pairing", "list"],
+        ["doctor", "--offline"],
+        ["chat", "-q", "hi"],
+    )
+    for ran in (insights, memory, memories, skills, skill, jobs, pairings):
+        assert (ran.returncode, ran.stderr) == (0, ""), ran
+    assert "What do I drink?" in insights.stdout and "main turns (1 requests)" in insights.stdout
+    assert "The owner drinks tea." in memory.stdout and "owner" in memories.stdout
+    assert "tea" in skills.stdout and "Steep 4 minutes." in skill.stdout
+    assert "Water the plants" in jobs.stdout and "telegram:7  Ada" in pairings.stdout
+    assert f"[warn] home: {home.root} is on a read-only file system: commands that only read" in doctor.stdout
+    assert f"[warn] database: {home.db_path} passed SQLite's integrity check" in doctor.stdout
+    assert "chmod" not in doctor.stdout and "cannot read" not in doctor.stdout
+    assert chat.returncode == 2 and chat.stdout == ""
+    [line] = chat.stderr.splitlines()
+    assert line.startswith(f"herald: cannot use the database {home.db_path} (") and ".env" not in line
+    assert "it is on a read-only file system: commands that only read (herald insights" in line
+    assert "chmod" not in line
+    assert {path: path.read_bytes() for path in home.root.rglob("*") if path.is_file()} == before

@@ -3,23 +3,34 @@ is fine. It changes nothing, so it is safe on a damaged home."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
+import yaml
+from aiohttp import web
 
 from gateway.config import HeraldConfig
 from gateway.doctor import (
     DoctorContext,
     Finding,
+    check_config,
     check_home,
     check_keys,
     default_checks,
     run_doctor,
-    status_finding,
 )
+from gateway.doctor_provider import Answer, Endpoint, check_provider, judge_model_list, judge_request
+from gateway.doctor_web import check_web_search
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
+from tests.fakes.web import BRAVE_KEY, TAVILY_KEY, FakeWeb
 from tests.helpers import point_at
+from tests.threaded import serve_in_thread
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: HeraldHome, herald) -> None:
@@ -30,7 +41,8 @@ def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: He
     assert result.stdout.endswith("All checks passed.\n")
     for subject in ("home", "config", "database", "keys", "provider"):
         assert f"[ok]   {subject}: " in result.stdout
-    assert f"{served} is reachable" in result.stdout
+    assert f"[ok]   provider: {served} answered the model list (" in result.stdout
+    assert "[skip] web search: not enabled (web.search.provider is not set).\n" in result.stdout
 
 
 @pytest.mark.sqlite_only  # a damaged state.db
@@ -82,12 +94,158 @@ def test_an_openai_endpoint_without_v1_gets_a_hint(
 
 
 def test_status_answers_are_explained() -> None:
-    assert (
-        status_finding("anthropic", "https://x", 401).text
-        == "https://x refused the API key (HTTP 401); check the key."
+    anthropic = Endpoint("anthropic", "claude-sonnet-4-6", "ANTHROPIC_API_KEY", "https://x")
+    openai = Endpoint("openai", "gpt-5", "OPENAI_API_KEY", "https://x/v1")
+    body = {"error": {"type": "authentication_error", "message": "bad\nkey"}}
+    refused = Answer(401, "application/json", body)
+    assert judge_model_list(anthropic, refused, 5) == Finding(
+        "fail", "provider", "https://x refused the API key (HTTP 401: bad key); check ANTHROPIC_API_KEY."
     )
-    assert status_finding("anthropic", "https://x", 529).status == "warn"
-    assert status_finding("openai", "https://x/v1", 404).status == "ok"
+    busy = judge_model_list(anthropic, Answer(529), 5)
+    assert busy is not None and busy.status == "warn"
+    not_there = Answer(404, "text/plain")
+    assert judge_model_list(openai, not_there, 5) is None  # no model list proves nothing: ask the model
+    answered = Answer(200, "application/json", {"choices": []})
+    assert judge_request(openai, answered, not_there, 5).status == "ok"
+    assert judge_request(openai, not_there, not_there, 5).status == "fail"
+    answered_html = judge_request(anthropic, Answer(200, "text/html; charset=utf-8"), not_there, 5)
+    assert answered_html.status == "fail" and "with a web page (HTTP 200)" in answered_html.text
+
+
+@asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """A small server on 127.0.0.1 answering every request with ``handler``; yields its URL."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPNotFound()
+
+
+async def a_web_site(request: web.Request) -> web.StreamResponse:
+    page = "<!doctype html><html><body><h1>Welcome</h1></body></html>"
+    return web.Response(text=page, content_type="text/html")
+
+
+async def a_refused_key(request: web.Request) -> web.StreamResponse:
+    """Refuses any key, repeating it in its message as some servers do."""
+    given = request.headers.get("x-api-key") or request.headers["authorization"].removeprefix("Bearer ")
+    error = {"type": "authentication_error", "message": f"invalid x-api-key {given}"}
+    return web.json_response({"type": "error", "error": error}, status=401)
+
+
+async def never_answers(request: web.Request) -> web.StreamResponse:
+    await asyncio.Event().wait()  # cancelled when the client hangs up
+    raise AssertionError("unreachable")
+
+
+async def provider_finding(home: HeraldHome, provider: str, url: str, seconds: float = 5.0) -> Finding:
+    """What `herald doctor` says of the provider for a config pointed at ``url``."""
+    model = {"provider": provider, "name": "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"}
+    model["base_url"] = url if provider == "anthropic" else f"{url}/v1"
+    config = HeraldConfig.model_validate({"model": model})
+    environ = {"ANTHROPIC_API_KEY": "test-key", "OPENAI_API_KEY": "test-key"}
+    context = DoctorContext(home, environ, offline=False, config=config, timeout=seconds)
+    [finding] = await check_provider(context)
+    return finding
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_server_that_is_not_the_api_fails_the_provider_check_in_one_sentence(
+    home: HeraldHome, provider: str
+) -> None:
+    """Before, any 404 was "[ok] provider" and an HTML page ended the check in an AttributeError."""
+    base = "model.base_url or " + ("ANTHROPIC_BASE_URL" if provider == "anthropic" else "OPENAI_BASE_URL")
+    model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"
+    async with serving(not_found) as url:
+        finding = await provider_finding(home, provider, url)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert finding == Finding(
+        "fail",
+        "provider",
+        f"{endpoint} answered HTTP 404 to the model list and to a one-token request to {model}; it is not "
+        f"the {'Anthropic' if provider == 'anthropic' else 'OpenAI-compatible'} API or does not know the "
+        f"model: check the endpoint ({base}) and model.name.",
+    )
+    async with serving(a_web_site) as url:
+        finding = await provider_finding(home, provider, url)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert finding.status == "fail"
+    assert finding.text.startswith(f"{endpoint} answered the model list with a web page (HTTP 200), not the ")
+    assert finding.text.endswith(f"API; check the endpoint ({base}).")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_refused_key_and_a_server_that_hangs_are_failures_that_say_what_to_check(
+    home: HeraldHome, provider: str
+) -> None:
+    variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    async with serving(a_refused_key) as url:
+        refused = await provider_finding(home, provider, url)
+    async with serving(never_answers) as url:
+        hung = await provider_finding(home, provider, url, seconds=0.5)
+    endpoint = url if provider == "anthropic" else f"{url}/v1"
+    assert refused.status == "fail"
+    said = "invalid x-api-key [REDACTED]"  # the server repeated the key
+    assert refused.text.endswith(f"refused the API key (HTTP 401: {said}); check {variable}.")
+    assert "test-key" not in refused.text
+    assert hung.status == "fail"
+    assert hung.text.startswith(f"{endpoint} did not answer within 0.5 s; check the endpoint (model.base_url")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_base_url_that_is_no_url_is_a_failure_that_says_so(home: HeraldHome, provider: str) -> None:
+    finding = await provider_finding(home, provider, "http://[::1")
+    assert finding.status == "fail"
+    said = "is not a URL that can be used (Invalid port: ':1'); fix the endpoint (model.base_url"
+    assert said in finding.text
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("model_list", [True, False])
+async def test_the_real_api_passes_with_or_without_a_model_list(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str, model_list: bool
+) -> None:
+    """A compatible server without GET /models is asked a one-token question instead, which it answers."""
+    emulator.model_list = model_list
+    finding = await provider_finding(home, provider, emulator_url)
+    endpoint = emulator_url if provider == "anthropic" else f"{emulator_url}/v1"
+    assert finding.status == "ok", finding.text
+    if model_list:
+        assert finding.text.startswith(f"{endpoint} answered the model list (")
+        assert emulator.requests == []  # the list is free: no model request was made
+    else:
+        model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5"
+        request_line = f"a one-token request to {model}."
+        assert finding.text == f"{endpoint} has no model list (HTTP 404), but answered {request_line}"
+        [request] = emulator.requests
+        limit = "max_tokens" if provider == "anthropic" else "max_completion_tokens"
+        assert (request.model, request.json[limit]) == (model, 1)
+
+
+def test_doctor_prints_a_web_page_answer_as_one_line(home: HeraldHome, herald) -> None:
+    """Through the command: no internal error, one line saying what is wrong."""
+
+    async def serve_site() -> AsyncIterator[str]:
+        async with serving(a_web_site) as url:
+            yield url
+
+    with serve_in_thread(asynccontextmanager(serve_site), "a web site") as url:
+        point_at(home, url)
+        result = herald("doctor")
+    assert result.returncode == 1
+    [line] = [line for line in result.stdout.splitlines() if "] provider: " in line]
+    assert line.startswith(f"[FAIL] provider: {url} answered the model list with a web page (HTTP 200)")
+    assert "Error" not in result.stdout
 
 
 async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: HeraldHome) -> None:
@@ -167,3 +325,58 @@ async def test_speech_to_text_at_a_server_of_your_own_needs_no_key(home: HeraldH
     assert [(f.status, f.text) for f in findings] == [
         ("ok", "speech-to-text at http://127.0.0.1:8000/v1 gets no key (OPENAI_API_KEY is not set).")
     ]
+
+
+async def web_search_report(
+    home: HeraldHome, search: dict, environ: dict[str, str], offline: bool = False
+) -> str:
+    """What `herald doctor` prints about web search for ``search`` (the web.search section)."""
+    home.config_path.write_text(yaml.safe_dump({"web": {"search": search}}))
+    out = io.StringIO()
+    await run_doctor(home, offline=offline, out=out, checks=[check_config, check_web_search], environ=environ)
+    lines = out.getvalue().splitlines(keepends=True)
+    return "".join(line for line in lines if line.startswith("[") and " web search: " in line)
+
+
+async def test_web_search_without_its_key_or_url_is_a_failure_that_says_what_to_set(
+    home: HeraldHome,
+) -> None:
+    """Before, a missing key only left web_search out of new sessions, with a line in the gateway's log."""
+    brave = await web_search_report(home, {"provider": "brave"}, {})
+    searxng = await web_search_report(home, {"provider": "searxng"}, {})
+    off = await web_search_report(home, {}, {})
+    assert brave == (
+        "[FAIL] web search: web.search.provider is brave but BRAVE_API_KEY is not set, so sessions get no "
+        f"web_search; put BRAVE_API_KEY in the environment or in {home.env_path}.\n"
+    )
+    assert searxng == (
+        "[FAIL] web search: web.search.provider is searxng but web.search.searxng_url is not set, so "
+        "sessions get no web_search; set web.search.searxng_url to your SearXNG's address.\n"
+    )
+    assert off == "[skip] web search: not enabled (web.search.provider is not set).\n"
+
+
+async def test_web_search_is_checked_with_one_search_and_a_refused_key_is_named_never_shown(
+    home: HeraldHome, fake_web: FakeWeb
+) -> None:
+    brave = {"provider": "brave", "brave_url": f"{fake_web.url}/brave"}
+    tavily = {"provider": "tavily", "tavily_url": f"{fake_web.url}/tavily"}
+    assert await web_search_report(home, brave, {"BRAVE_API_KEY": BRAVE_KEY}) == (
+        "[ok]   web search: Brave Search answered a test search.\n"
+    )
+    assert await web_search_report(home, tavily, {"TAVILY_API_KEY": TAVILY_KEY}) == (
+        "[ok]   web search: Tavily answered a test search.\n"
+    )
+    [request] = [r for r in fake_web.requests if r.path == "/brave"]
+    assert request.query["count"] == "1"
+    refused = await web_search_report(home, brave, {"BRAVE_API_KEY": "a-wrong-key"})
+    assert refused == (
+        "[FAIL] web search: Brave Search answered 401 Unauthorized (check the API key in BRAVE_API_KEY).\n"
+    )
+    fake_web.searxng_json = False
+    searxng = {"provider": "searxng", "searxng_url": f"{fake_web.url}/searxng"}
+    assert "is the json format enabled under search.formats" in await web_search_report(home, searxng, {})
+    before = len(fake_web.requests)
+    offline = await web_search_report(home, brave, {"BRAVE_API_KEY": BRAVE_KEY}, offline=True)
+    assert offline == "[skip] web search: brave is set up; not checked (--offline).\n"
+    assert len(fake_web.requests) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import aiohttp
@@ -329,6 +330,36 @@ def test_gateway_run_without_any_platform_says_which_token_to_set(
     assert result.returncode == 2
     assert "No chat platform is enabled: set TELEGRAM_BOT_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_gateway_run_on_a_port_in_use_names_the_port_and_the_setting(
+    home: HeraldHome, herald: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It used to say to check HERALD_HOME, which had nothing to do with it."""
+    from gateway.config import set_value
+
+    fake = FakeTelegram()
+    with socket.socket() as taken, fake.serve_in_thread() as telegram_url:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        set_value(home.config_path, "telegram.base_url", telegram_url)
+        set_value(home.config_path, "gateway.http_port", str(port))
+        monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
+        result = herald("gateway", "run")
+        assert result.returncode == 2, result
+        assert f"herald: the gateway's HTTP server cannot listen on 127.0.0.1:{port}: the port is in use" in (
+            result.stderr
+        )
+        assert f"set gateway.http_port to a free port (`herald config set gateway.http_port {port + 1}`" in (
+            result.stderr
+        )
+        assert "HERALD_HOME" not in result.stderr and "Traceback" not in result.stderr
+
+        set_value(home.config_path, "gateway.http_host", "192.0.2.1")  # TEST-NET-1: nobody's address
+        result = herald("gateway", "run")
+        assert result.returncode == 2, result
+        assert "cannot listen on 192.0.2.1:" in result.stderr and "set gateway.http_host" in result.stderr
 
 
 def test_doctor_checks_each_platform_token_without_printing_it(

@@ -414,3 +414,21 @@ async def test_a_deferred_slash_command_is_answered_in_its_interaction_after_a_r
     assert original is not None and fake.message(original).content.startswith("New session started")
     texts = harness.texts(channel)
     assert "Thought it through." in texts and sum(t.startswith("New session") for t in texts) == 1
+
+
+async def test_insights_tables_arrive_in_code_blocks(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Discord shows Markdown in a proportional font: a table keeps its columns only in a code block."""
+    fake = FakeDiscord()
+    async with discord_gateway(home, emulator, emulator_url, fake) as harness:
+        fake.dm_message(FRIEND, "Hello there")
+        await harness.settled()
+        interaction = fake.interaction("insights", user_id=FRIEND, channel_id=fake.dm_channel(FRIEND))
+        await harness.settled()
+        responses = fake.interaction_responses(int(interaction["id"]))
+    [report] = [r.data["content"] for r in responses if "content" in r.data]
+    blocks = report.split("```")
+    assert len(blocks) == 5  # two tables, each between its fences
+    assert blocks[1].lstrip("\n").startswith("session ") and "Hello there" in blocks[1]
+    assert blocks[3].lstrip("\n").startswith("by purpose ")

@@ -4,7 +4,11 @@ against the fake platforms, the real anthropic/openai SDKs against the emulator.
 from __future__ import annotations
 
 import base64
+import contextlib
+import gc
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +19,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
-from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, photo, voice_note
+from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, photo, png_file, voice_note
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
@@ -465,3 +469,52 @@ async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
         release.set()
     assert refusal == "⚠️ Reading hard.pdf took too long (over 0.05 seconds); send a smaller file."
     assert emulator.requests == []
+
+
+def _status_kb(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
+@contextlib.contextmanager
+def rss_growth() -> Iterator[list[float]]:
+    """How far this process's resident memory rose above where it was while the block ran, at its peak
+    and at the end, in MB: the kernel's high-water mark, reset first, so no peak falls between two
+    samples."""
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak to what is resident now
+    before = _status_kb("VmRSS")
+    growth: list[float] = []
+    yield growth
+    gc.collect()
+    growth += [(_status_kb("VmHWM") - before) / 1024, (_status_kb("VmRSS") - before) / 1024]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.sqlite_only  # memory is the database's no more than the images', and one run is enough
+async def test_four_huge_images_at_once_keep_the_gateway_within_its_memory_and_give_it_back(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """A 7000×7000 PNG of zeros is a 200 KB file and 196 MB of pixels; four at once took a gateway
+    from 168 MB to 1.83 GB, and 1.4 GB stayed in use (which hides the next such peak from this
+    measurement: freed memory kept is reused without growing)."""
+    zeros = png_file(7000, 7000)
+    people = [FRIEND, 21, 22, 23]
+    async with telegram_gateway(home, emulator, emulator_url, telegram={"allowed_users": people}) as harness:
+        harness.fake.private_message(FRIEND, "hello")  # everything loaded, Pillow too, before measuring
+        harness.fake.private_message(FRIEND, "", photo=photo(600, 400))
+        await harness.settled()
+        with rss_growth() as growth:
+            for person in people:
+                harness.fake.private_message(
+                    person, "what is it?", document=zeros, file_name="zeros.png", mime_type="image/png"
+                )
+            await harness.settled(timeout=200)
+    peak, after = growth
+    assert peak < 300, f"the gateway's memory rose by {peak:.0f} MB while it read four images"
+    assert after < 100, f"{after:.0f} MB stayed in use after the gateway read four images"
+    images = [last_user_content(request.json)[0] for request in emulator.requests[2:]]
+    kinds = [(block["type"], block["source"]["media_type"]) for block in images]
+    assert kinds == [("image", "image/png")] * 4  # each scaled, its transparency kept

@@ -68,8 +68,8 @@ def test_commands_are_recognised_by_their_first_word() -> None:
     assert parse_command("/") is None
     names = [command.name for command in COMMANDS]
     assert {"new", "reset", "stop", "compress", "insights", "cron", "model", "memory", "status", "help",
-            "approve", "pairing"} == set(names)  # fmt: skip
-    assert "approve" not in [spec.name for spec in menu()]
+            "approve", "pairing", "console"} == set(names)  # fmt: skip
+    assert "approve" not in [spec.name for spec in menu()] and "console" not in [spec.name for spec in menu()]
     assert menu_hash(menu()) == menu_hash(menu()) and len(menu_hash(menu())) == 64
 
 

@@ -47,6 +47,20 @@ async def test_a_direct_message_is_answered_by_streaming_into_one_message(
     assert user_messages(emulator.requests[-1].json) == ["Hi there"]
 
 
+async def test_a_streamed_message_that_already_shows_the_answer_is_not_edited_again(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """A quick answer is shown whole by its first streamed send: the final edit would change nothing
+    and cost a paced API call, so none is made (Telegram would answer "message is not modified")."""
+    emulator.script(Reply(text="Hello."))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "Hi there")
+        await harness.settled()
+        [answer] = harness.visible(FRIEND)
+    assert answer.text == "Hello."
+    assert harness.fake.calls_to("sendMessage") and not harness.fake.calls_to("editMessageText")
+
+
 async def test_strangers_get_a_pairing_code_and_cost_nothing_until_approved(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
@@ -207,3 +221,26 @@ async def test_an_answer_cut_off_at_the_token_limit_says_so_in_the_chat(
         await harness.settled()
         [answer] = harness.texts(FRIEND)
     assert "cut off at the model.max_tokens limit of 50 tokens" in answer
+
+
+async def test_insights_tables_arrive_as_preformatted_text_without_headings(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Before, each table's header line, with the line of dashes under it, became a heading (bold,
+    underlined, with a pencil) and the columns lost their alignment."""
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "Hello there")
+        await harness.settled()
+        harness.fake.private_message(FRIEND, "/insights")
+        await harness.settled()
+        [report] = harness.visible(FRIEND)[1:]
+    kinds = {entity["type"] for entity in report.entities}
+    assert kinds == {"pre"}  # no bold, no underline: no heading anywhere
+    assert "✏" not in report.text
+    for header in ("session ", "by purpose "):
+        start = report.text.index(header)
+        dashes = report.text.index("-" * 40, start)  # the line under it, shown as it is
+        assert any(
+            e["offset"] <= start and dashes < e["offset"] + e["length"] for e in report.entities
+        ), header  # the header line and the line under it are inside one pre block
+    assert "Hello there" in report.text and "main turns (1 requests)" in report.text

@@ -8,6 +8,7 @@ stream was never recorded.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from agent.history import unanswered_turn
 from agent.messages import Message, ToolCall, tool_result
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_runtime
+from gateway.terminal import DRAIN_SECONDS
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn
@@ -83,6 +85,19 @@ async def test_compress_and_hygiene_see_a_closed_turn_too(
         assert [m.role for m in await runtime.store.load_messages(session.id)] == ["user", "assistant"]
 
 
+def wait_until_streaming(emulator: ProviderEmulator, process: subprocess.Popen[bytes], text: str) -> None:
+    """Until the answer to ``text`` streams: its request was taken (the emulator records it once it has
+    used the scripted reply; ``in_flight`` alone counts a request whose body is still being read)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and process.poll() is None:
+        with emulator.lock:
+            asked = any(text in json.dumps(request.json.get("messages")) for request in emulator.requests)
+            if asked and emulator.in_flight == 1:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"the answer to {text!r} never streamed (process exit code {process.poll()})")
+
+
 def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
@@ -99,10 +114,7 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while emulator.in_flight == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert emulator.in_flight == 1
+        wait_until_streaming(emulator, process, "tell me a long story")
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
@@ -114,6 +126,40 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     request = emulator.requests[-1]
     assert_well_formed(request)
     assert [m["role"] for m in request.json["messages"]] == ["user", "assistant", "user"]
+
+
+def test_ctrl_c_on_a_one_shot_question_stops_the_answer_and_exits_at_once(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald
+) -> None:
+    """A real process, Ctrl-C (SIGINT) while the answer streams slowly. Before, `chat -q` left the turn
+    running and waited for it (DRAIN_SECONDS, as for any exit) before it stopped it, said nothing, and
+    exited 5-7 s after the Ctrl-C; `herald chat` stopped the answer in a moment."""
+    point_at(home, served)
+    emulator.stream_delay = 0.2
+    emulator.script(Reply(text_tokens=400))  # about 80 s to stream in full
+    environment = {**os.environ, "HERALD_HOME": str(home.root)}
+    process = subprocess.Popen(
+        [*HERALD, "chat", "-q", "tell me a long story"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until_streaming(emulator, process, "tell me a long story")
+        process.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        out, err = process.communicate(timeout=30)
+        took = time.monotonic() - stopped
+    finally:
+        process.kill()
+    assert (process.returncode, out, err) == (130, b"", b"[stopped]\n")
+    assert took < DRAIN_SECONDS  # it did not wait for the answer (nor long for anything else)
+    emulator.stream_delay = 0.0
+    emulator.script(Reply(text="Next."))
+    result = herald("chat", "-q", "next question", "--continue")
+    # the stopped turn was closed, so nothing says it was interrupted
+    assert (result.returncode, result.stdout, result.stderr) == (0, "Next.\n", "")
+    assert [m["role"] for m in emulator.requests[-1].json["messages"]] == ["user", "assistant", "user"]
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])

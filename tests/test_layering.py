@@ -75,6 +75,8 @@ REPOSITORIES = {
     "agent/memory/database.py",
     "agent/skills/database.py",
     "gateway/chat_settings.py",
+    "gateway/console/links.py",
+    "gateway/console/reports.py",  # the console's read-only aggregates
     "gateway/cron/jobs.py",
     "gateway/discord_interactions.py",
     "gateway/facts.py",
@@ -116,3 +118,16 @@ def test_every_reply_takes_one_road() -> None:
 
     assert users("outbox.enqueue(") <= {"gateway/replies.py"}, users("outbox.enqueue(")
     assert users("insert_items(") <= {"gateway/outbox.py", "gateway/pairing.py"}, users("insert_items(")
+
+
+def test_resilience_is_neutral_ground() -> None:
+    """Backoff, background loops and lease renewal serve every layer, so they import none of them (and
+    no third-party library: nothing to install for an adapter that only needs a backoff)."""
+    herald = ("agent", "gateway", "adapters", "tests")
+    assert offending("resilience", herald) == {}
+    third_party = {
+        name for path in modules("resilience") for name in imports(path)
+        if name.split(".")[0] not in {"resilience", "__future__", "asyncio", "contextlib", "dataclasses",
+                                      "enum", "logging", "random", "types", "typing", "collections"}
+    }  # fmt: skip
+    assert third_party == set()

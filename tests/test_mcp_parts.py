@@ -8,10 +8,12 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from agent.mcp.last_words import last_words
 from agent.mcp.naming import server_of, tool_name
 from agent.mcp.results import MAX_TEXT_CHARS, marked, result_text
 from agent.mcp.transport import SetupError, expand
 from agent.tools.registry import Tool, ToolContext, ToolRegistry, tools_json
+from tests.mcp_support import NPX_NOT_FOUND
 
 PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -113,3 +115,65 @@ def test_the_registry_lists_a_source_s_current_tools_in_name_order_and_fixed_too
         ToolRegistry([fixed]).with_source(Catalogue(*first)).enabled(["memory", "mcp"])
     )
     assert registry.with_tools(tool("todo", "todo")).get("files__append") is not None  # sources kept
+
+
+NPM_8_MISSING_FILE = """\
+npm WARN exec The following package was not found and will be installed: my-server@1.0.0
+npm ERR! code ENOENT
+npm ERR! syscall open
+npm ERR! path /srv/my-server/package.json
+npm ERR! errno -2
+npm ERR! enoent ENOENT: no such file or directory, open '/srv/my-server/package.json'
+npm ERR! enoent This is related to npm not being able to find a file.
+npm ERR! enoent
+
+npm ERR! A complete log of this run can be found in:
+npm ERR!     /root/.npm/_logs/2024-01-01T00_00_00_000Z-debug-0.log
+"""
+NODE_CRASH = """\
+/srv/server/index.js:12
+  throw new Error("GITHUB_TOKEN is required");
+  ^
+
+Error: GITHUB_TOKEN is required
+    at Object.<anonymous> (/srv/server/index.js:12:9)
+    at Module._compile (node:internal/modules/cjs/loader:1469:14)
+    at node:internal/main/run_main_module:28:49
+
+Node.js v20.18.0
+"""
+SCRIPT_FAILED = """\
+Error: listen EADDRINUSE: address already in use :::3000
+npm error Lifecycle script `start` failed with error:
+npm error code 1
+npm error path /srv/server
+npm error workspace server@1.0.0
+npm error location /srv/server
+npm error command failed
+npm error command sh -c node index.js
+"""
+PYTHON_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/srv/server.py", line 3, in <module>
+    import httpx
+ModuleNotFoundError: No module named 'httpx'
+"""
+
+
+@pytest.mark.parametrize(
+    ("stderr", "said"),
+    [
+        (NPX_NOT_FOUND, NPX_NOT_FOUND.splitlines()[1]),
+        (NPM_8_MISSING_FILE, NPM_8_MISSING_FILE.splitlines()[5]),
+        (NODE_CRASH, "Error: GITHUB_TOKEN is required"),
+        (SCRIPT_FAILED, "Error: listen EADDRINUSE: address already in use :::3000"),
+        (PYTHON_TRACEBACK, "ModuleNotFoundError: No module named 'httpx'"),
+        ("at least one --root is required\n", "at least one --root is required"),
+        ("npm notice\nnpm notice New major version of npm available! 10.8.2 -> 11.1.0\n", None),
+    ],
+)
+def test_a_server_s_last_words_skip_launcher_banners_and_name_the_real_error(
+    stderr: str, said: str | None
+) -> None:
+    """Before, npx's update notice was shown as the reason a server did not start."""
+    assert last_words(stderr.splitlines()) == said

@@ -21,8 +21,10 @@ from gateway.doctor_mcp import check_mcp
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.emulator import ProviderEmulator, Reply
-from tests.helpers import assert_well_formed, run_turn
+from tests.gateway_support import FRIEND, telegram_gateway
+from tests.helpers import assert_well_formed, chat_in_terminal, herald_process, point_at, run_turn
 from tests.mcp_support import (
+    NPX_NOT_FOUND,
     call_through_the_model,
     catalogue,
     mcp_names,
@@ -30,6 +32,7 @@ from tests.mcp_support import (
     stdio_server,
     stored,
     wait_for_catalogue,
+    wait_until,
     with_servers,
 )
 
@@ -149,6 +152,7 @@ async def test_doctor_starts_stdio_servers_even_offline_and_says_why_one_does_no
         "local": stdio_server(REPOSITORY, deny=["crash"]),
         "missing": {"command": "/nonexistent/mcp-server", "env": {"API_KEY": "$MISSING_KEY"}},
         "quits": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no config file found')"]},
+        "npx": {"command": sys.executable, "args": ["-c", f"import sys; sys.exit({NPX_NOT_FOUND!r})"]},
     }
     home.config_path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
     out = io.StringIO()
@@ -162,3 +166,106 @@ async def test_doctor_starts_stdio_servers_even_offline_and_says_why_one_does_no
     ) in report
     quits = "[FAIL] mcp quits: does not start: its process exited; its last words on stderr: no config file"
     assert f"{quits} found." in report
+    npx = "[FAIL] mcp npx: does not start: its process exited; its last words on stderr:"
+    assert f"{npx} {NPX_NOT_FOUND.splitlines()[1]}." in report  # npm's 404, not its update notice
+
+
+JUNK_LINES = 5000
+CHATTY = ["-m", "tests.fakes.mcp_server", "noisy", "300"]
+
+
+def not_a_server(starts: Path) -> dict[str, object]:
+    """A command that is no MCP server: it writes a page of notices to stdout and exits (a wrong
+    command, an ``npx`` that prints its notices first), and notes each start in ``starts``."""
+    code = (
+        "import pathlib, sys\n"
+        "with pathlib.Path(sys.argv[1]).open('a') as starts: starts.write('started\\n')\n"
+        f"for n in range({JUNK_LINES}): print(f'npm notice {{n}}: a new version is available')\n"
+    )
+    return {"command": sys.executable, "args": ["-c", code, str(starts)]}
+
+
+BROKEN_LINE = (
+    "MCP server 'broken' did not start (its process exited; it wrote 5,000 lines to stdout that are not "
+    "MCP messages (the first: 'npm notice 0: a new version is available')); Herald goes on without its "
+    "tools and tries again in {retry:g} s (`herald doctor` checks it)"
+)
+CHATTY_LINE = (
+    "MCP server 'chatty' runs, but it wrote 300 lines to stdout that are not MCP messages (the first: "
+    "'server.js: listening, worker 0 ready'); Herald ignores them. A stdio server may write only MCP "
+    "messages to stdout (its logs belong on stderr)"
+)
+
+
+async def test_junk_on_a_servers_stdout_costs_the_gateway_one_line_however_often_it_restarts(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setattr(servers, "RETRY_FIRST", 0.1)  # restarts at 0.1, 0.2, 0.4 s...: no waiting
+    starts = tmp_path / "starts"
+    mcp = {"servers": {"broken": not_a_server(starts), "chatty": stdio_server(REPOSITORY, args=CHATTY)}}
+    emulator.script(Reply(text="Hello."))
+    with caplog.at_level(logging.DEBUG):  # every logger, the SDK's too
+        async with telegram_gateway(home, emulator, emulator_url, mcp=mcp) as harness:
+            await wait_until(lambda: starts.exists() and starts.read_text().count("started") >= 4, "restarts")
+            assert catalogue(harness.gateway.services.runtime)[:2] == ["chatty__add", "chatty__add_tool"]
+            harness.fake.private_message(FRIEND, "Hi")
+            await harness.settled()
+            assert harness.texts(FRIEND) == ["Hello."]
+    shown = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert sorted(shown) == [BROKEN_LINE.format(retry=0.1), CHATTY_LINE]  # the servers start at once
+    assert [record for record in caplog.records if record.name.startswith("mcp")] == []  # the SDK's
+
+
+def test_herald_chat_q_prints_the_answer_and_one_line_for_a_server_that_writes_junk(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    point_at(home, served)
+    config = yaml.safe_load(home.config_path.read_text())
+    config["mcp"] = {"servers": {"broken": not_a_server(tmp_path / "starts")}}
+    home.config_path.write_text(yaml.safe_dump(config))
+    emulator.script(Reply(text="Hello."))
+    ran = herald_process(home, "chat", "-q", "Hi")
+    assert (ran.returncode, ran.stdout) == (0, "Hello.\n")
+    [line] = ran.stderr.splitlines()  # the SDK logged a ten-line traceback for each of the 5,000
+    assert line.endswith(" WARNING agent.mcp.servers: " + BROKEN_LINE.format(retry=30))
+
+
+async def test_doctor_and_the_terminal_chat_say_it_in_one_line_too(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    chatty = stdio_server(REPOSITORY, args=CHATTY)
+    mcp = {"servers": {"broken": not_a_server(tmp_path / "starts"), "chatty": chatty}}
+    config = yaml.safe_load(home.config_path.read_text()) or {}
+    home.config_path.write_text(yaml.safe_dump({**config, "mcp": mcp}))
+    out = io.StringIO()
+    with caplog.at_level(logging.DEBUG):
+        code = await run_doctor(home, offline=True, out=out, checks=[check_config, check_mcp])
+        doctor_records = len(caplog.records)
+        emulator.script(Reply(text="Hello."))
+        chat = await chat_in_terminal(with_servers(emulator_url, **mcp["servers"]), home, "Hi", "/quit")
+    report = out.getvalue()
+    assert code == 1
+    assert (
+        "[FAIL] mcp broken: does not start: its process exited; it wrote 5,000 lines to stdout that are not "
+        "MCP messages (the first: 'npm notice 0: a new version is available'). Fix mcp.servers.broken in "
+        "config.yaml.\n"
+    ) in report
+    assert (
+        "[warn] mcp chatty: 8 tools, but it wrote 300 lines to stdout that are not MCP messages (the first: "
+        "'server.js: listening, worker 0 ready'): Herald ignores them, and a stdio server should write only "
+        "MCP messages to stdout (its logs on stderr).\n"
+    ) in report
+    assert doctor_records == 0  # its findings are the report
+    assert chat.code == 0 and "Hello." in chat.out
+    shown = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert sorted(shown) == [BROKEN_LINE.format(retry=30), CHATTY_LINE]  # the servers start at once
+    assert [record for record in caplog.records if record.name.startswith("mcp")] == []

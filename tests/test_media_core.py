@@ -14,6 +14,7 @@ from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import is_image_file, prepare_image
+from agent.media.memory import DecodeBudget
 from agent.media.types import Media
 from agent.storage.schema import media as media_table
 from agent.storage.schema import messages
@@ -28,7 +29,7 @@ EDGE = 1568
 
 
 def image(data: bytes, name: str | None = "photo.jpg") -> Media:
-    return prepare_image(data, name=name, max_edge=EDGE, max_megapixels=50)
+    return prepare_image(data, name=name, max_edge=EDGE, max_megapixels=50, budget=DecodeBudget(256_000_000))
 
 
 def test_a_phone_photo_is_scaled_to_the_edge_and_loses_its_location() -> None:

@@ -333,9 +333,10 @@ async def test_a_failed_write_keeps_the_old_file_and_cleans_up(
 async def test_a_non_utf8_file_gives_an_actionable_error_and_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "USER.md").write_bytes(b"caf\xe9")
     store = files_bank(tmp_path).store(OWNER_SCOPE)
-    with pytest.raises(MemoryToolError, match="Fix or delete the file"):
+    unreadable = r"^USER.md is not UTF-8 text, so it cannot be read or edited; the owner can fix it \(the log"
+    with pytest.raises(MemoryToolError, match=unreadable):
         await store.entries("user")
-    with pytest.raises(MemoryToolError, match="Fix or delete the file"):
+    with pytest.raises(MemoryToolError, match=unreadable):
         await store.add("user", "new")
     assert (tmp_path / "USER.md").read_bytes() == b"caf\xe9"
     assert "caf\ufffd" in (await store.snapshot()).text  # the prompt still gets what can be read

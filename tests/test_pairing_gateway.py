@@ -10,7 +10,7 @@ from gateway.home import HeraldHome
 from gateway.pairing import WELCOME
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import STRANGER, telegram_gateway
-from tests.test_cron_gateway import herald_cli
+from tests.helpers import herald_cli
 
 pytestmark = pytest.mark.timeout(60)
 

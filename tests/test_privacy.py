@@ -46,6 +46,7 @@ def test_the_home_is_private_whatever_the_umask(tmp_path: Path, open_umask: None
         "state.db": "0o600",
         "state.db-wal": "0o600",
         "state.db-shm": "0o600",
+        "state.db.lock": "0o600",  # empty, but private like the rest
     }
     bank = files_bank(home.memories_dir)
     asyncio.run(bank.store(OWNER_SCOPE).add("memory", "Project uses uv"))

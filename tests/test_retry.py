@@ -15,7 +15,8 @@ def test_retry_after_wins_over_backoff() -> None:
     assert backoff_delay(3, RetryPolicy(max_retries=3, base_delay=1.0), 7.5, random.Random(0)) == 7.5
 
 
-def test_backoff_grows_with_jitter_and_is_capped() -> None:
+def test_the_backoff_follows_model_settings() -> None:
+    """``model.retry_base_delay`` is the first wait of the one backoff (``tests/test_backoff.py``)."""
     policy = RetryPolicy(max_retries=3, base_delay=1.0, max_delay=10.0)
     rng = random.Random(1)
     first = [backoff_delay(1, policy, None, rng) for _ in range(50)]
@@ -23,6 +24,7 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
     assert all(0.75 <= d <= 1.25 for d in first) and len(set(first)) > 1
     assert all(3.0 <= d <= 5.0 for d in third)
     assert all(d <= 12.5 for d in (backoff_delay(10, policy, None, rng) for _ in range(20)))
+    assert backoff_delay(1, RetryPolicy(max_retries=3, base_delay=0), None, rng) == 0  # no wait at all
 
 
 def test_user_facing_errors_are_one_sentence() -> None:
@@ -59,6 +61,9 @@ async def test_the_error_reports_how_many_calls_were_made() -> None:
             raise self.errors.pop(0)
 
         def wire_message(self, message):
+            return {}
+
+        def build_body(self, request, *, with_files=True):
             return {}
 
     request = ProviderRequest("s", None, (), (), 10)  # type: ignore[arg-type]

@@ -104,6 +104,26 @@ async def test_three_children_and_a_review_read_the_parents_prompt_from_cache(
     assert "The user prefers short answers." in later.system_prompt.volatile
 
 
+async def test_the_turn_after_a_review_reads_the_history_through_its_last_answer_from_cache(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The review sent the history up to the last answer; the chat's next turn reads all of it (the
+    oracle: the longest prefix an earlier request sent), not only up to the message before it."""
+    write_project_notes()
+    emulator.responder = Model()
+    async with open_runtime(make_config(emulator_url), home) as runtime:
+        session = await new_session(runtime)
+        await run_turn(runtime, session, "Hello, I keep my answers short.")
+        await run_turn(runtime, session, "Tell me about the weather.")
+        outcome = await review(runtime.agent, session, max_iterations=3)
+        await run_turn(runtime, session, "And tomorrow?")
+    assert outcome.error is None
+    after_review = emulator.requests[-1]
+    assert "And tomorrow?" in last_text(after_review.json)
+    assert after_review.oracle_tokens > 0
+    assert after_review.cache_read == after_review.oracle_tokens
+
+
 async def test_children_are_refused_tools_they_may_not_use_and_cannot_delegate_again(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

@@ -137,6 +137,8 @@ async def test_a_state_db_of_the_last_release_is_upgraded_in_place_with_nothing_
     assert "schema_versions" not in {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     hits = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'Zürich'").fetchone()
     assert hits == (1,)  # full-text search still finds what the release stored
+    counts = conn.execute("SELECT id, request_count FROM sessions ORDER BY id").fetchall()
+    assert [count for _, count in counts] == [1, 21, 1]  # counted from the release's requests
 
 
 RELEASE_TABLES = [

@@ -252,7 +252,7 @@ async def test_usage_accumulates_per_session(store: SessionStore) -> None:
     assert session is not None
     assert (session.input_tokens, session.cache_read_tokens, session.cache_write_tokens) == (20, 200, 40)
     assert session.last_prompt_tokens == 130
-    assert await store.request_times("s1", since=0) == [1000.0, 1000.0]
+    assert await store.chat_request_times(session.session_key, since=0, limit=10) == [1000.0, 1000.0]
     assert session.estimated_cost == 1.0 and session.uncached_cost == 2.0
 
 
@@ -265,7 +265,7 @@ async def test_side_requests_count_without_moving_the_prompt_size(store: Session
     await store.record_request("s2", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=7), 0.1, 0.1))
     session = await store.get_session("s1")
     assert session is not None and session.last_prompt_tokens == 50 and session.input_tokens == 950
-    assert len(await store.request_times("s1", since=0)) == 1  # summaries do not pace the cache
+    assert len(await store.chat_request_times("chat:a", since=0, limit=10)) == 1  # summaries do not pace
     purposes = await store.usage_by_purpose("chat:a")
     assert [(p.purpose, p.requests, p.usage.input_tokens) for p in purposes] == [
         ("summary", 1, 900),

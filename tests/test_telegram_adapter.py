@@ -12,7 +12,6 @@ import asyncio
 import datetime as dtm
 import json
 import logging
-import random
 import re
 import time
 import warnings
@@ -49,7 +48,6 @@ from adapters.base import (
 from adapters.telegram import SECRET_HEADER, BotIdentity, TelegramAdapter, to_inbound, webhook_secret
 from adapters.telegram.errors import delivery_error, retry_after_seconds
 from adapters.telegram.inbound import display_name
-from adapters.telegram.polling import Backoff
 from adapters.telegram.redaction import TokenFilter, describe
 from tests.fakes import FakeTelegram
 from tests.fakes.telegram.formatting import detect_entities
@@ -373,15 +371,6 @@ def test_webhook_secret_is_stable_and_allowed_by_telegram() -> None:
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret) and len(secret) == 64
     assert "ABC" not in secret
     assert TelegramAdapter("123:ABC").webhook_secret == secret
-
-
-def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    backoff = Backoff(base=1.0, cap=8.0, rng=random.Random(1))
-    delays = [backoff.next_delay() for _ in range(100)]
-    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0
-    assert all(d <= 8.0 for d in delays) and min(delays[10:]) >= 4.0
-    assert backoff.reset() == 100 and backoff.failures == 0
-    assert 4.0 <= backoff.next_delay(slow=True) <= 8.0
 
 
 def test_the_token_never_reaches_log_text(caplog: pytest.LogCaptureFixture) -> None:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.text import fences
 from gateway.text.markdown import render_markdown
 from gateway.text.split import split_markdown
 from gateway.text.units import utf16_len
@@ -229,3 +230,13 @@ def test_long_texts_split_within_the_limit(text: str) -> None:
     parts = render_markdown(text, DISCORD_LIMIT)
     assert all(0 < len(part) <= DISCORD_LIMIT for part in parts)
     assert_preserved(text, parts)
+
+
+@given(st.text(alphabet="`ab \n-", max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_a_code_block_holds_any_text_as_it_is(text: str) -> None:
+    """Nothing inside (backticks included: a session title may have them) closes the block early."""
+    block = fences.code_block(text)
+    [fence] = fences.find_fences(block)
+    assert block[fence.body_start : fence.close_start] == text + "\n"
+    assert fence.close_end == len(block)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dtm
 import logging
-import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 from telegram import Bot, Update
 from telegram.error import Conflict
 
 from adapters.base import AdapterStatus, SinkUnavailable
+from resilience.backoff import Backoff, Streak
 
 from .redaction import describe
 
@@ -29,30 +28,6 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = ("message",)
 NOT_ALLOWED_PAUSE = 0.05  # seconds between looks at ``allowed`` while it says no
 UpdateHandler = Callable[[Sequence[Update]], Awaitable[None]]
-
-
-@dataclass
-class Backoff:
-    """Capped exponential backoff with jitter: ``base * 2**(n-1)``, at most ``cap``, times 0.5–1.0.
-
-    The jitter keeps several Herald processes (or a restart storm) from retrying in lockstep.
-    """
-
-    base: float
-    cap: float
-    rng: random.Random = field(default_factory=random.Random)
-    failures: int = 0
-
-    def next_delay(self, *, slow: bool = False) -> float:
-        """Count a failure and return the wait before the next try (``slow``: wait the cap)."""
-        self.failures += 1
-        raw = self.cap if slow else min(self.cap, self.base * 2 ** min(self.failures - 1, 32))
-        return raw * self.rng.uniform(0.5, 1.0)
-
-    def reset(self) -> int:
-        """Forget the streak; returns how many failures it had."""
-        failures, self.failures = self.failures, 0
-        return failures
 
 
 class Poller:
@@ -82,8 +57,9 @@ class Poller:
         self._status = status
         self._token = token
         self._timeout = dtm.timedelta(seconds=poll_timeout)  # PTB sends whole seconds as an int
-        self._fetch_backoff = Backoff(retry_base, retry_cap)
-        self._handle_backoff = Backoff(retry_base, retry_cap)
+        backoff = Backoff(retry_base, max(retry_base, retry_cap))  # jittered: no lockstep across processes
+        self._fetch_backoff = Streak(backoff)
+        self._handle_backoff = Streak(backoff)
         self._streak: str | None = None  # the kind of fetch failure being retried, if any
 
     async def run(self) -> None:
@@ -110,7 +86,7 @@ class Poller:
                 "while a webhook is set. Stop the other instance or use webhook mode; retrying slowly.",
                 exc,
             )
-            await asyncio.sleep(self._fetch_backoff.next_delay(slow=True))
+            await asyncio.sleep(self._fetch_backoff.next_delay(longest=True))
             return ()
         except Exception as exc:  # network, 5xx, a bad token, a PTB parsing bug: never end the loop
             self._failed("error", logging.WARNING, "Telegram getUpdates failed (%s); backing off", exc)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
 from agent.compression.boundaries import PRUNE_MIN_CHARS, PRUNED_TOOL_OUTPUT
 from agent.limits import RequestLimiter
@@ -110,6 +112,8 @@ class Summarizer:
         timeout: float,
         cache_policy: Policy,
         cache_ttl: TtlSetting,
+        cache_watch: CacheWatch | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -119,6 +123,8 @@ class Summarizer:
         self.timeout = timeout
         self.cache_policy = cache_policy
         self.cache_ttl = cache_ttl
+        self.cache_watch = cache_watch  # judges the summary request's cache read (agent.cache_misses)
+        self.clock = clock
 
     def _models(self, session: SessionRecord) -> list[SummaryModel]:
         own = ProviderKey(session.provider, session.model)
@@ -175,10 +181,15 @@ class Summarizer:
                 messages=[transcript],
                 max_tokens=max_tokens,
             )
+        started = self.clock()
         async with self.limiter.slot():
             response = await model.provider.complete(request)
         record = priced("summary", model.provider.name, model.provider.model, model.info, response.usage)
-        await self.store.record_request(session.id, record)
+        answered = self.clock()
+        request_id = await self.store.record_request(session.id, record, at=answered)
+        if self.cache_watch is not None:
+            exchange = Exchange(session, model.provider, request, record, request_id, started, answered)
+            await self.cache_watch.observe(exchange)
         if not response.text.strip():
             raise ValueError("the summary came back empty")
         return response.text

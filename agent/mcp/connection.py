@@ -25,14 +25,15 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp.client.session import IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agent.mcp.failures import describe
+from agent.mcp.failures import brief, describe
 from agent.mcp.stderr import StderrTail
+from agent.mcp.stdout import StdoutNoise, quiet_sdk_parse_errors
 from agent.mcp.transport import HttpErrors, make_client
 from agent.settings import McpServer
 
@@ -41,13 +42,17 @@ log = logging.getLogger(__name__)
 MAX_PAGES = 100  # tools/list pages read at most: a server whose cursor never ends cannot hang a start
 RELISTEN_DELAY = 5.0  # seconds before listening again after a server dropped the subscription
 
+quiet_sdk_parse_errors()  # a server's stray stdout is counted (StdoutNoise), not logged line by line
+
 
 class StartFailed(Exception):
-    """The server did not start, or did not answer the handshake and tool list in time."""
+    """The server did not start, or did not answer the handshake and tool list in time. ``reason`` is
+    for the owner (the log, ``herald doctor``), ``brief`` for the model (:func:`failures.brief`)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, brief: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.brief = brief
 
 
 @dataclass
@@ -58,6 +63,7 @@ class McpConnection:
     settings: McpServer
     client: Client
     stderr: StderrTail | None  # stdio servers only
+    stdout: StdoutNoise  # stdio servers: lines on stdout that are not MCP messages
     http_errors: HttpErrors  # URL servers: the last HTTP error status
     tools: list[types.Tool]
 
@@ -80,11 +86,13 @@ class McpConnection:
         async with asyncio.timeout(self.settings.timeout):
             return await self.client.call_tool(tool, arguments)
 
-    async def why_stopped(self, error: BaseException, since: float) -> str:
-        """A reason for a connection that broke with ``error``, with the last line a stdio server wrote
-        to stderr at ``since`` (the event loop's clock: when the failed request began) or later."""
+    async def why_stopped(self, error: BaseException, since: float) -> tuple[str, str]:
+        """Why a connection that broke with ``error`` did: for the owner, with the last line a stdio
+        server wrote to stderr at ``since`` (the event loop's clock: when the failed request began) or
+        later, and for the model (:func:`failures.brief`)."""
         line = await self.stderr.ended(since) if self.stderr is not None else None
-        return describe(error, self.settings, line, self.http_errors.last)
+        last = self.http_errors.last
+        return describe(error, self.settings, line, last), brief(error, self.settings, last)
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -105,8 +113,12 @@ async def connect(
     settings: McpServer,
     environ: Mapping[str, str],
     on_tools_changed: Callable[[], None] = lambda: None,
+    stdout: StdoutNoise | None = None,
 ) -> AsyncIterator[McpConnection]:
-    """The started server ``name`` (see the module docstring); raises :class:`StartFailed`."""
+    """The started server ``name`` (see the module docstring); raises :class:`StartFailed`. ``stdout``
+    counts its stray stdout over several starts (default: this one's alone, never logged)."""
+    noise = stdout if stdout is not None else StdoutNoise(name, logged=False)
+    messages = _Messages(name, on_tools_changed, noise)
     async with AsyncExitStack() as stack:
         stderr = await stack.enter_async_context(StderrTail(name)) if settings.command is not None else None
         http_errors = HttpErrors()
@@ -114,9 +126,7 @@ async def connect(
         try:
             async with asyncio.timeout(settings.connect_timeout):
                 errlog = stderr.file if stderr is not None else None
-                client = make_client(
-                    settings, environ, errlog, http_errors, _on_message(name, on_tools_changed)
-                )
+                client = make_client(settings, environ, errlog, http_errors, messages)
                 await stack.enter_async_context(client)
                 if stderr is not None:
                     stderr.release()  # the server process has its own copy now
@@ -125,31 +135,40 @@ async def connect(
             if stderr is not None:
                 stderr.release()
             line = await stderr.ended(began) if stderr is not None else None
-            reason = (
-                f"did not start within {settings.connect_timeout:g} s"
-                if isinstance(error, TimeoutError)
-                else describe(error, settings, line, http_errors.last)
-            )
-            raise StartFailed(reason) from error
+            if isinstance(error, TimeoutError):
+                reason = short = f"did not start within {settings.connect_timeout:g} s"
+            else:
+                reason = describe(error, settings, line, http_errors.last)
+                short = brief(error, settings, http_errors.last)
+            raise StartFailed(noise.added_to(reason), short) from error
+        messages.running = True
+        noise.heard_while_running(asyncio.get_running_loop().time())  # what it wrote while starting
         capability = client.server_capabilities.tools
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capability and capability.list_changed:
             watch = asyncio.create_task(
                 _listen_for_changes(name, client, on_tools_changed), name=f"mcp {name}"
             )
             stack.push_async_callback(_cancel, watch)
-        yield McpConnection(name, settings, client, stderr, http_errors, tools)
+        yield McpConnection(name, settings, client, stderr, noise, http_errors, tools)
 
 
-def _on_message(name: str, on_tools_changed: Callable[[], None]) -> MessageHandlerFnT:
+@dataclass
+class _Messages:
     """What the SDK calls for each server notification (and transport error)."""
 
-    async def on_message(message: IncomingMessage) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            on_tools_changed()
-        elif isinstance(message, Exception):
-            log.debug("MCP server %s: transport error: %r", name, message)
+    name: str
+    on_tools_changed: Callable[[], None]
+    stdout: StdoutNoise
+    running: bool = False  # started: stray stdout is logged now, not kept for a failed start's reason
 
-    return on_message
+    async def __call__(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.on_tools_changed()
+        elif isinstance(message, Exception):
+            if not self.stdout.note(message):
+                log.debug("MCP server %s: transport error: %r", self.name, message)
+            elif self.running:
+                self.stdout.heard_while_running(asyncio.get_running_loop().time())
 
 
 async def _listen_for_changes(name: str, client: Client, on_tools_changed: Callable[[], None]) -> None:

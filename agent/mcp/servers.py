@@ -13,8 +13,10 @@ dies mid-call all become error results the model can read.
 
 A server that is not running (it did not start, or it stopped: its process died, its HTTP connection
 broke) is started again in the background after ``RETRY_FIRST`` seconds, then after twice as long each
-time it fails again, up to ``RETRY_MAX``; only the first failure and the recovery are logged. Until it
-runs again its tools answer that it is not running, and new sessions do not get them.
+time it fails again, up to ``RETRY_MAX`` (the one jittered backoff, ``resilience.backoff``); only the
+first failure and the recovery are logged (whatever the server writes: lines on its stdout that are not
+MCP are counted, see :mod:`agent.mcp.stdout`). Until it runs again its tools answer that it is not
+running, and new sessions do not get them.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import ValidationError
 
 from agent.mcp.connection import McpConnection, StartFailed, connect
-from agent.mcp.failures import describe
+from agent.mcp.failures import brief, describe
 from agent.mcp.naming import server_of, tool_name
 from agent.mcp.results import marked, result_text
+from agent.mcp.stdout import StdoutNoise
 from agent.mcp.tools import herald_tool, offered, unavailable_tool
 from agent.settings import McpServer, McpSettings
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
+from resilience.backoff import Backoff, Streak
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,8 @@ STARTING = "it is starting"
 
 @dataclass
 class _Server:
-    """One configured server's state. ``down`` says why it is not running (None while it runs)."""
+    """One configured server's state. ``down`` says why it is not running (None while it runs), for the
+    owner; ``brief`` says it for the model (no command, path, URL or stderr line: ``failures.brief``)."""
 
     name: str
     settings: McpServer
@@ -59,7 +64,12 @@ class _Server:
     connection: McpConnection | None = None
     tools: dict[str, Tool] = field(default_factory=dict)  # by Herald name: what new sessions get
     down: str | None = STARTING
+    brief: str = STARTING
     task: asyncio.Task[None] | None = None
+    stdout: StdoutNoise = field(init=False)  # its stray stdout, over all its starts
+
+    def __post_init__(self) -> None:
+        self.stdout = StdoutNoise(self.name)
 
 
 class McpServers:
@@ -71,7 +81,7 @@ class McpServers:
         self._servers = {name: _Server(name, server) for name, server in settings.servers.items()}
         for server in self._servers.values():
             if not server.settings.enabled:
-                server.down = "it is disabled in config (enabled: false)"
+                server.down = server.brief = "it is disabled in config (enabled: false)"
 
     @classmethod
     @asynccontextmanager
@@ -111,36 +121,41 @@ class McpServers:
         await asyncio.gather(*(self._start(server) for server in enabled))
 
     async def _start(self, server: _Server) -> None:
-        ready: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[StartFailed | None] = asyncio.get_running_loop().create_future()
         server.task = asyncio.create_task(self._keep_running(server, ready), name=f"mcp server {server.name}")
         done, _ = await asyncio.wait({ready}, timeout=server.settings.connect_timeout + START_GRACE)
-        # not done: its task goes on closing what it opened in the background, then tries again later
-        reason = ready.result() if done else f"did not start within {server.settings.connect_timeout:g} s"
-        if reason is not None:
-            server.down = reason
+        if done:
+            failed = ready.result()
+        else:  # its task goes on closing what it opened in the background, then tries again later; the
+            # lines it wrote are told here, as its own failure comes too late to be heard
+            late = f"did not start within {server.settings.connect_timeout:g} s"
+            failed = StartFailed(server.stdout.added_to(late), late)
+        if failed is not None:
+            server.down, server.brief = failed.reason, failed.brief
             log.warning(
                 "MCP server '%s' did not start (%s); Herald goes on without its tools and tries again in "
                 "%g s (`herald doctor` checks it)",
                 server.name,
-                reason,
+                failed.reason,
                 RETRY_FIRST,
             )
 
-    async def _keep_running(self, server: _Server, ready: asyncio.Future[str | None]) -> None:
+    async def _keep_running(self, server: _Server, ready: asyncio.Future[StartFailed | None]) -> None:
         """The server's task until Herald closes: run it, and start it again (after a growing wait)
         whenever it is not running. ``ready`` gets the outcome of the first start (None: it runs)."""
-        wait = RETRY_FIRST
+        restarts = Streak(Backoff(RETRY_FIRST, max(RETRY_FIRST, RETRY_MAX)))
         while not self._closing.is_set():
             if await self._run(server, ready):
-                wait = RETRY_FIRST  # it ran: the next failure starts the waits over
+                restarts.reset()  # it ran: the next failure starts the waits over
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), wait)
-            wait = min(wait * 2, RETRY_MAX)
+                await asyncio.wait_for(self._closing.wait(), restarts.next_delay())
 
-    async def _run(self, server: _Server, ready: asyncio.Future[str | None]) -> bool:
+    async def _run(self, server: _Server, ready: asyncio.Future[StartFailed | None]) -> bool:
         """Start the server and serve it until it stops or Herald closes; whether it started."""
         try:
-            async with connect(server.name, server.settings, self._environ, server.wake.set) as connection:
+            async with connect(
+                server.name, server.settings, self._environ, server.wake.set, server.stdout
+            ) as connection:
                 again = server.down != STARTING
                 server.connection = connection
                 self._install(server, connection.tools)
@@ -153,21 +168,22 @@ class McpServers:
             return True
         except StartFailed as failure:
             if not ready.done():
-                ready.set_result(failure.reason)
+                ready.set_result(failure)
             else:
                 log.debug("MCP server '%s' did not start again: %s", server.name, failure.reason)
-                server.down = failure.reason
+                server.down, server.brief = failure.reason, failure.brief
             return False
         except Exception as error:  # the SDK's task group failed under the connection (transport error)
-            reason = describe(error, server.settings)
+            why = describe(error, server.settings), brief(error, server.settings)
             if not ready.done():
-                ready.set_result(reason)
-            self._stopped(server, reason)
+                ready.set_result(StartFailed(*why))
+            self._stopped(server, why)
             return True
         finally:
             server.connection = None
             if not ready.done():  # Herald closed before it started
-                ready.set_result("Herald closed before it started")
+                closed = "Herald closed before it started"
+                ready.set_result(StartFailed(closed, closed))
 
     async def _follow_changes(self, server: _Server) -> None:
         """Re-list the tools whenever the server announces a change; return once it stopped or Herald
@@ -251,10 +267,10 @@ class McpServers:
                 raise ToolError(
                     f"The MCP server '{server.name}' refused the call to {name}:\n{refusal}"
                 ) from None
-            reason = await connection.why_stopped(error, began)
-            self._stopped(server, reason)
+            why = await connection.why_stopped(error, began)
+            self._stopped(server, why)
             raise ToolError(
-                f"The MCP server '{server.name}' stopped during the call to {name} ({reason}); its tools are "
+                f"The MCP server '{server.name}' stopped during the call to {name} ({why[1]}); its tools are "
                 "unavailable for now."
             ) from None
         except (RuntimeError, ValidationError) as error:  # an answer that breaks the protocol
@@ -267,8 +283,10 @@ class McpServers:
             raise ToolError(text)
         return text
 
-    def _stopped(self, server: _Server, reason: str) -> None:
-        """Take a server that stopped out of the catalogue; its task closes what is left and restarts it."""
+    def _stopped(self, server: _Server, why: tuple[str, str]) -> None:
+        """Take a server that stopped out of the catalogue (``why``: for the owner, for the model); its
+        task closes what is left and restarts it."""
+        reason, server.brief = why
         if server.down is None:
             server.down = reason
             server.tools = {}
@@ -297,7 +315,7 @@ class McpServers:
 def _not_running(name: str, server: _Server) -> str:
     return (
         f"The tool {name} is not available now: the MCP server '{server.name}' is not running "
-        f"({server.down})."
+        f"({server.brief})."
     )
 
 

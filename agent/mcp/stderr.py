@@ -1,8 +1,9 @@
 """What a stdio MCP server writes to stderr: logged at debug level, the last lines kept.
 
 A server that exits at start-up usually says why on stderr (a missing module, a bad argument); that
-line is what ``herald doctor`` and the start-up log show. Servers also chat on stderr in normal
-operation (banners, request logs), which is why it is not printed by default (``herald -v`` shows it).
+line (``agent.mcp.last_words``) is what ``herald doctor`` and the start-up log show. Servers also chat
+on stderr in normal operation (banners, request logs), which is why it is not printed by default
+(``herald -v`` shows it).
 A pipe, not a file: a long-running server's chatter costs nothing.
 """
 
@@ -16,12 +17,21 @@ import os
 from types import TracebackType
 from typing import Self, TextIO
 
+from agent.mcp.last_words import last_words
+
 log = logging.getLogger(__name__)
 
 KEEP_LINES = 20
 MAX_LINE_CHARS = 300
 READ_CHUNK = 4096
 DRAIN_TIMEOUT = 0.5  # seconds to read what is left after the connection closed
+
+
+def shortened(line: str) -> str:
+    """A line a server wrote, for a log line: its runs of whitespace one space, at most
+    :data:`MAX_LINE_CHARS` characters."""
+    text = " ".join(line.split())
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
 
 
 class StderrTail:
@@ -52,15 +62,11 @@ class StderrTail:
         return self.last_line(since)
 
     def last_line(self, since: float) -> str | None:
-        """The last non-blank line the server wrote at ``since`` (the event loop's clock) or later,
-        shortened; None when it wrote none (older lines say nothing about a crash now)."""
-        for written, line in reversed(self._lines):
-            if written < since:
-                break
-            if line.strip():
-                text = " ".join(line.split())
-                return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
-        return None
+        """The line that says why the server stopped (:func:`last_words`: launchers' notices skipped)
+        among those it wrote at ``since`` (the event loop's clock) or later, shortened; None when it
+        wrote none (older lines say nothing about a crash now)."""
+        text = last_words([line for written, line in self._lines if written >= since])
+        return None if text is None else shortened(text)
 
     async def __aenter__(self) -> Self:
         read_fd, write_fd = os.pipe()

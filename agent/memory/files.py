@@ -14,6 +14,7 @@ the event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -30,6 +31,8 @@ from agent.memory.entries import (
 )
 from agent.memory.store import MemoryDocuments
 from agent.text import read_text
+
+log = logging.getLogger(__name__)
 
 
 def scope_directory(root: Path, scope: str) -> Path:
@@ -127,7 +130,9 @@ class FileMemoryDocuments(MemoryDocuments):
             return None
         try:
             return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
+        except UnicodeDecodeError as exc:  # the model reads the error: the file's place is in the log
+            log.warning("%s is not UTF-8 text, so the memory tool cannot edit it; fix or delete it", path)
             raise MemoryToolError(
-                f"{path} is not UTF-8 text, so it cannot be edited. Fix or delete the file."
+                f"{path.name} is not UTF-8 text, so it cannot be read or edited; the owner can fix it (the "
+                "log says where it is)."
             ) from exc

@@ -73,16 +73,18 @@ class AnthropicProvider(Provider):
             "content": [*files, {"type": "text", "text": message.content or "(empty message)"}],
         }
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
         """The request body, markers applied. Pure apart from reading stored payloads."""
         tools = [dict(tool) for tool in request.tools]
         layers = request.system.layers()
         system = [{"type": "text", "text": text} for _, text in layers]
-        messages = group_wire_messages(request.messages, self.wire_fragment)
+        fragment = self.wire_fragment if with_files else self.stored_fragment
+        messages = group_wire_messages(request.messages, fragment)
         shape = PromptShape(
             tool_count=len(tools),
             system_layers=tuple(name for name, _ in layers),
             message_roles=tuple(m["role"] for m in messages),
+            task_appended=request.task_appended,
         )
         points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
         apply_breakpoints(tools, system, messages, points)

@@ -35,6 +35,7 @@ class ProviderRequest:
     cache_policy: Policy = "layered"
     prefix_ttl: Ttl = "5m"
     tail_ttl: Ttl = "5m"
+    task_appended: bool = False  # the last message is a side task after the session's history (review)
 
 
 def estimate_input_tokens(request: ProviderRequest) -> int:
@@ -173,13 +174,22 @@ class Provider(ABC):
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release network resources."""
 
-    def wire_fragment(self, message: Message) -> dict[str, Any]:
-        """What goes on the wire for ``message``: the stored payload when it is in this provider's
-        format, else a fresh conversion; with the bytes of its files filled in."""
+    @abstractmethod
+    def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
+        """The request body as sent, cache markers applied. ``with_files=False``: files stay placeholders
+        (``agent.media.wire``), as stored: what the cache-miss check hashes instead of their bytes."""
+
+    def stored_fragment(self, message: Message) -> dict[str, Any]:
+        """The wire fragment of ``message`` with files as placeholders: the stored payload when it is in
+        this provider's format, else a fresh conversion."""
         if message.payload is not None and message.payload_api == self.api:
-            fragment = message.payload
-        else:
-            fragment = self.wire_message(message)
+            return message.payload
+        return self.wire_message(message)
+
+    def wire_fragment(self, message: Message) -> dict[str, Any]:
+        """What goes on the wire for ``message``: :meth:`stored_fragment` with the bytes of its files
+        filled in."""
+        fragment = self.stored_fragment(message)
         if message.role != "user":  # only what a person sent carries files
             return fragment
         return hydrate(fragment, {m.sha256: m for m in message.media})  # a lost file included

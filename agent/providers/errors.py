@@ -96,7 +96,8 @@ def _body_error_type(body: object) -> str | None:
     return None
 
 
-def _body_message(body: object, fallback: str) -> str:
+def error_message(body: object, fallback: str) -> str:
+    """The message of a provider's error body (both APIs: ``{"error": {"message"}}``), else ``fallback``."""
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -141,7 +142,7 @@ def from_sdk_exception(exc: Exception, sdk: ModuleType) -> ProviderError:
             status = 529 if body_type == "overloaded_error" else (429 if "rate_limit" in body_type else 500)
         retryable = status in RETRYABLE_STATUS or body_type in RETRYABLE_BODY_TYPES
         return ProviderError(
-            _body_message(exc.body, str(exc)),
+            error_message(exc.body, str(exc)),
             retryable=retryable,
             status=status,
             retry_after=parse_retry_after(exc.response.headers),
@@ -150,7 +151,7 @@ def from_sdk_exception(exc: Exception, sdk: ModuleType) -> ProviderError:
     if isinstance(exc, sdk.APIError):
         body_type = _body_error_type(exc.body)
         return ProviderError(
-            _body_message(exc.body, str(exc)),
+            error_message(exc.body, str(exc)),
             retryable=body_type in RETRYABLE_BODY_TYPES or body_type is None,
             status=529 if body_type == "overloaded_error" else None,
             kind=body_type or "stream",

@@ -31,6 +31,11 @@ from agent.usage import Usage
 _COMPLETION_TOKENS_MODELS = ("gpt-5", "o1", "o3", "o4")
 
 
+def max_tokens_field(model: str) -> str:
+    """The name of the output-token limit for ``model``: OpenAI's reasoning models refuse ``max_tokens``."""
+    return "max_completion_tokens" if model.startswith(_COMPLETION_TOKENS_MODELS) else "max_tokens"
+
+
 def is_claude_model(model: str) -> bool:
     return "claude" in model.lower()
 
@@ -79,8 +84,9 @@ class OpenAIProvider(Provider):
             return {"role": "user", "content": [*parts, *text]}
         return {"role": "user", "content": self._text(message.content or "(empty message)")}
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
         layers = request.system.layers()
+        fragment = self.wire_fragment if with_files else self.stored_fragment
         if self._markers:
             system: dict[str, Any] = {
                 "role": "system",
@@ -88,7 +94,7 @@ class OpenAIProvider(Provider):
             }
         else:
             system = {"role": "system", "content": request.system.text()}
-        messages = [system] + [self.wire_fragment(m) for m in request.messages]
+        messages = [system] + [fragment(m) for m in request.messages]
         tools = [
             {
                 "type": "function",
@@ -107,6 +113,7 @@ class OpenAIProvider(Provider):
                 message_roles=tuple(
                     "assistant" if m["role"] == "assistant" else "user" for m in messages[1:]
                 ),
+                task_appended=request.task_appended,
             )
             points = place_breakpoints(shape, request.cache_policy, request.prefix_ttl, request.tail_ttl)
             _apply_part_markers(messages, points)
@@ -117,10 +124,7 @@ class OpenAIProvider(Provider):
             "stream_options": {"include_usage": True},
             "prompt_cache_key": request.session_id,
         }
-        if self.model.startswith(_COMPLETION_TOKENS_MODELS):
-            body["max_completion_tokens"] = request.max_tokens
-        else:
-            body["max_tokens"] = request.max_tokens
+        body[max_tokens_field(self.model)] = request.max_tokens
         if tools:
             body["tools"] = tools
         return body

@@ -1,4 +1,4 @@
-"""Retrying model calls: jittered exponential backoff that honours ``retry-after``."""
+"""Retrying model calls: the one backoff (``resilience.backoff``), which honours ``retry-after``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
+from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,17 +36,16 @@ class RetryPolicy:
     base_delay: float
     max_delay: float = 30.0
 
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(self.base_delay, max(self.base_delay, self.max_delay))
+
 
 def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, rng: random.Random) -> float:
-    """Seconds to wait before retry number ``attempt`` (1-based).
-
-    A provider's ``retry-after`` wins when given (it knows when capacity returns); otherwise exponential
-    backoff with ±25% jitter so many sessions failing together do not retry in lockstep.
-    """
-    if retry_after is not None and retry_after >= 0:
-        return retry_after
-    delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
-    return float(delay * rng.uniform(0.75, 1.25))
+    """Seconds to wait before retry number ``attempt`` (1-based): a provider's positive ``retry-after``
+    wins (it knows when capacity returns), else the jittered backoff, so that many sessions failing
+    together do not retry in lockstep."""
+    return policy.backoff.delay(attempt, retry_after=retry_after, rng=rng)
 
 
 STATUS_REASONS = {

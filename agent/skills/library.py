@@ -154,7 +154,7 @@ class SkillLibrary:
         index = await self.index()
         skill = index.find(name)
         if skill is None:
-            raise unknown_skill(name, index, self.tree.description)
+            raise unknown_skill(name, index)
         return skill
 
     async def files(self, skill: SkillInfo) -> list[str]:

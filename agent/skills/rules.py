@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from agent.injection import scan_for_injection
+from agent.yaml_text import load_yaml
 
 SKILL_FILE = "SKILL.md"
 DEFAULT_CATEGORY = "general"
@@ -92,7 +93,7 @@ def split_front_matter(text: str) -> FrontMatter:
     else:
         raise ValueError("the YAML front matter has no closing '---' line")
     try:
-        fields = yaml.safe_load(header)
+        fields = load_yaml(header, first_line=2)  # the file's line numbers: "---" is line 1
     except yaml.YAMLError as exc:
         raise ValueError(f"the front matter is not valid YAML ({_one_line(str(exc))})") from exc
     if not isinstance(fields, dict):
@@ -219,9 +220,11 @@ def format_skills_index(skills: Iterable[SkillInfo]) -> str:
     return "\n".join(lines)
 
 
-def unknown_skill(name: str, index: SkillIndex, where: str) -> SkillError:
+def unknown_skill(name: str, index: SkillIndex) -> SkillError:
+    """Where the library lives is not said: the model reads this, and a folder or a database URL is the
+    owner's business (``herald skills list`` names it)."""
     if not index.skills:
-        return SkillError(f"Unknown skill '{name}': no skills are installed (looked in {where}).")
+        return SkillError(f"Unknown skill '{name}': no skills are installed.")
     available = ", ".join(sorted(skill.name for skill in index.skills))
     return SkillError(f"Unknown skill '{name}'. Available skills: {available}. Use one of these exact names.")
 

@@ -7,7 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
-from agent.private import PRIVATE_FILE
+from agent.private import PRIVATE_FILE, on_read_only_file_system
+from resilience.unreachable import Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +17,10 @@ class StorageError(Exception):
     """The database cannot be used; the message says what is wrong and what to do."""
 
 
-class StorageUnavailable(StorageError):
+class StorageUnavailable(StorageError, Unreachable):
     """The database server cannot be reached now (down, restarting, network). Nothing was written by
-    the operation that raised it; the caller may retry later."""
+    the operation that raised it; the caller may retry later. Herald's one meaning of "away"
+    (``resilience.unreachable``), also for the cluster's Redis (``gateway.cluster.redis``)."""
 
 
 class SchemaTooNew(StorageError):
@@ -38,15 +40,25 @@ class DatabaseDamaged(StorageError):
         self.backup = backup
 
 
+READ_ONLY_HOME = (
+    "commands that only read (herald insights, memory show, skills list, cron list, pairing list, doctor) "
+    "work there, the others need it writable: remount it read-write, or point HERALD_HOME at a writable copy"
+)
+
+
 class DatabaseUnwritable(StorageError):
-    """SQLite cannot open or write the file: read-only, in a folder that is not writable, disk full."""
+    """SQLite cannot open or write the file: read-only, in a folder that is not writable, disk full, or
+    on a file system mounted read-only (where ``chmod`` cannot help, so it is not suggested)."""
 
     def __init__(self, path: Path, detail: str) -> None:
-        super().__init__(
-            f"cannot use the database {path} ({detail}); make the file and its folder writable "
-            f"(chmod u+w {path} {path.parent}) and check there is disk space, or point HERALD_HOME at "
-            "another directory."
-        )
+        if on_read_only_file_system(path):
+            advice = f"it is on a read-only file system: {READ_ONLY_HOME}."
+        else:
+            advice = (
+                f"make the file and its folder writable (chmod u+w {path} {path.parent}) and check there is "
+                "disk space, or point HERALD_HOME at another directory."
+            )
+        super().__init__(f"cannot use the database {path} ({detail}); {advice}")
         self.path = path
 
 

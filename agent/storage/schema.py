@@ -45,6 +45,7 @@ sessions = sa.Table(
     sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("estimated_cost", sa.Double, nullable=False, server_default="0"),
     sa.Column("uncached_cost", sa.Double, nullable=False, server_default="0"),
+    sa.Column("request_count", sa.Integer, nullable=False, server_default="0"),  # rows in ``requests``
     sa.Column("last_prompt_tokens", sa.Integer),
     sa.Column("todos_json", sa.Text, nullable=False, server_default="[]"),
     sa.Column("memory_scope", sa.Text, nullable=False, server_default="owner"),
@@ -106,6 +107,7 @@ requests = sa.Table(
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Index("requests_by_session", "session_id"),
+    sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
     sqlite_autoincrement=True,
 )
 
@@ -287,9 +289,54 @@ skill_files = sa.Table(  # agent.skills.database: the skill library's files, wit
     sa.Column("updated_at", Timestamp, nullable=False),
 )
 
+cache_prefixes = sa.Table(  # agent.store.cache_misses: what each recent request left in the provider's cache
+    "cache_prefixes",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("sent_at", Timestamp, nullable=False),
+    sa.Column("entries", sa.Text, nullable=False),  # JSON [[digest, tokens, ttl seconds], ...]
+    sa.Column("anchor", sa.Text),  # JSON of where it left the session's stored history; NULL: none sent
+    sa.Index("cache_prefixes_by_chat", "session_key", "id"),
+    sqlite_autoincrement=True,
+)
+
+cache_misses = sa.Table(  # agent.store.cache_misses: requests that read less from the cache than they should
+    "cache_misses",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("request_id", BigId),  # the requests row of the request that missed
+    sa.Column("purpose", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("cause", sa.Text, nullable=False),
+    sa.Column("expected_tokens", sa.Integer, nullable=False),
+    sa.Column("read_tokens", sa.Integer, nullable=False),
+    sa.Column("missed_tokens", sa.Integer, nullable=False),
+    sa.Column("missed_usd", sa.Double, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index("cache_misses_by_session", "session_id", "created_at"),
+    sa.Index("cache_misses_by_chat", "session_key", "created_at"),
+    sa.Index("cache_misses_by_time", "created_at"),
+    sqlite_autoincrement=True,
+)
+
 session_fences = sa.Table(
     "session_fences",
     metadata,
     sa.Column("session_key", sa.Text, primary_key=True),
     sa.Column("token", sa.BigInteger, nullable=False),
+)
+
+console_links = sa.Table(  # gateway.console.links: one-time login links for the operator console
+    "console_links",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),  # SHA-256 of the link's secret, never the secret
+    sa.Column("created_by", sa.Text, nullable=False),  # the admin who asked for it (platform:user_id)
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
 )

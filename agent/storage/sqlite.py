@@ -15,13 +15,20 @@ or written become :class:`DatabaseUnwritable`, each with a message that names th
 SQLAlchemy runs on the same ``sqlite3`` connection (``creator`` + ``StaticPool``), which stays in the
 driver's autocommit mode: this module emits ``BEGIN IMMEDIATE`` itself and ends the transaction with
 the SQLAlchemy connection's ``commit()`` / ``rollback()``.
+
+A process that opens the file to write holds its in-use lock (:mod:`agent.storage.in_use`) while it
+is open, shared, or exclusive for ``herald storage migrate``. A command that only reads (``herald
+insights``, ``memory show`` ...) opens it read-only (:func:`connect_read_only`): no lock, no pragma
+that writes, nothing created beside it, so it works on a read-only file system too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +43,7 @@ from sqlalchemy.pool import StaticPool
 from agent.private import create_private_file
 from agent.storage.base import Storage
 from agent.storage.errors import DatabaseDamaged, DatabaseUnwritable, StorageError, save_damaged_copy
+from agent.storage.in_use import claim
 
 T = TypeVar("T")
 
@@ -60,24 +68,56 @@ def is_damage(error: sqlite3.DatabaseError) -> bool:
     return primary_code(error) in _DAMAGED
 
 
+def connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """A connection to the existing file ``path`` that cannot write it and creates nothing.
+
+    SQLite opens a WAL file read-only when its ``-shm`` and ``-wal`` files are there (a process has it
+    open, or one was killed) or can be created; on a read-only file system after a clean close they are
+    neither, and then the file is opened ``immutable``, which is right exactly then: with no ``-wal``
+    file, everything is in the main file."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    options = {"check_same_thread": False, "isolation_level": None, "uri": True}
+    raw = sqlite3.connect(f"file:{quoted}?mode=ro", timeout, **options)  # type: ignore[arg-type]
+    try:
+        raw.execute("PRAGMA schema_version").fetchone()  # the first read opens the WAL files, if any
+    except sqlite3.OperationalError as error:
+        raw.close()
+        wal = path.with_name(path.name + "-wal")
+        if primary_code(error) != sqlite3.SQLITE_CANTOPEN or wal.exists() or os.access(path.parent, os.W_OK):
+            raise
+        raw = sqlite3.connect(f"file:{quoted}?immutable=1", timeout, **options)  # type: ignore[arg-type]
+    except BaseException:
+        raw.close()
+        raise
+    return raw
+
+
+class ReadOnlyStorage(RuntimeError):
+    """A write through storage opened read-only: a command that said it only reads wrote (a bug)."""
+
+
 class SqliteStorage(Storage):
     """``state.db``. Open with ``await SqliteStorage.open(path)``; use as an async context manager or
-    call :meth:`close`."""
+    call :meth:`close`. ``read_only``: for a command that only reads (the file must exist); ``exclusive``:
+    no other process may use the file meanwhile (``herald storage migrate``)."""
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, exclusive: bool = False) -> None:
         self.path = path
         self.description = str(path)
+        self.read_only = read_only
+        self._exclusive = exclusive
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-db")
         self._raw: sqlite3.Connection | None = None
         self._conn: sa.Connection | None = None
         self._engine: sa.Engine | None = None
+        self._claim: int | None = None  # the descriptor holding the in-use lock
         self._damage: DatabaseDamaged | None = None  # found once: later errors say the same
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteStorage:
-        storage = cls(path)
+    async def open(cls, path: Path, *, read_only: bool = False, exclusive: bool = False) -> SqliteStorage:
+        storage = cls(path, read_only=read_only, exclusive=exclusive)
         try:
             await storage._submit(storage._connect)
         except BaseException:
@@ -90,21 +130,26 @@ class SqliteStorage(Storage):
         return self._raw is None
 
     async def close(self) -> None:
-        if self._raw is not None:
+        if self._raw is not None or self._claim is not None:  # a claim alone: connecting failed after it
             await self._submit(self._disconnect)
         self._executor.shutdown(wait=True)
 
     def _connect(self) -> None:
-        with contextlib.suppress(OSError):  # if it cannot be created, SQLite says why below
-            create_private_file(self.path)  # before SQLite creates it with the umask's mode
-        raw = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
-        )
+        if self.read_only:
+            raw = connect_read_only(self.path, BUSY_TIMEOUT_MS / 1000)
+        else:
+            self._claim = claim(self.path, exclusive=self._exclusive)  # released by _disconnect
+            with contextlib.suppress(OSError):  # if it cannot be created, SQLite says why below
+                create_private_file(self.path)  # before SQLite creates it with the umask's mode
+            raw = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
+            )
         try:
             raw.row_factory = sqlite3.Row
-            raw.execute("PRAGMA journal_mode=WAL")
+            if not self.read_only:
+                raw.execute("PRAGMA journal_mode=WAL")
+                raw.execute("PRAGMA synchronous=NORMAL")
             raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            raw.execute("PRAGMA synchronous=NORMAL")
             raw.execute("PRAGMA foreign_keys=ON")
             engine = sa.create_engine(  # an error's text never carries the values (people's messages)
                 "sqlite://", creator=lambda: raw, poolclass=StaticPool, hide_parameters=True
@@ -125,6 +170,9 @@ class SqliteStorage(Storage):
             engine.dispose()
         if raw is not None:
             raw.close()
+        if self._claim is not None:
+            os.close(self._claim)  # releases the in-use lock
+            self._claim = None
 
     async def _submit(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -166,6 +214,9 @@ class SqliteStorage(Storage):
         return await self._submit(run)
 
     async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
+        if self.read_only:
+            raise ReadOnlyStorage(f"{self.path} was opened read-only, for a command that only reads")
+
         def transact() -> T:
             raw, conn = self._connection()
             raw.execute("BEGIN IMMEDIATE")
@@ -213,7 +264,7 @@ def check_integrity(path: Path) -> IntegrityReport:
     """SQLite's own integrity check of the existing file ``path``. Nothing is created, migrated or
     repaired, so it is safe on a damaged file. Blocking: run it in a thread."""
     try:
-        raw = sqlite3.connect(path, timeout=5)
+        raw = connect_read_only(path, timeout=5)
         try:
             rows = [str(row[0]) for row in raw.execute("PRAGMA integrity_check").fetchall()]
         finally:

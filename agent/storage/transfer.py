@@ -10,11 +10,14 @@ Text is made valid on the way (:func:`agent.text.valid_text`, the rule every new
 releases before NUL characters were dropped stored them in SQLite as they came, and PostgreSQL's
 ``text`` cannot hold one. Each table's copy says how many values were changed so.
 
-:func:`verify` then compares the two: row counts of every table, and hashes over what a copied session
-sends again (:data:`REPLAYED`): every session's stored system prompt and tool list (the bytes the
-provider's cache is keyed on), every message's stored contents, and every file's bytes, each in key
-order on both sides. A row the destination had already with other contents (a copy made while the
-gateway ran, another bot's database) is left alone by the copy and so differs here. The source's text
+:func:`verify` then compares the two, every table the schema has (a table added later is verified
+without being named here): its row count and a hash of each column's values in key order on both
+sides, so an outbox row copied as pending that the source has since sent, a job paused after the
+copy or a pairing revoked is found, not only a missing row. What a copied session sends again
+(:data:`REPLAYED`: every session's stored system prompt and tool list, the bytes the provider's cache
+is keyed on; every message's stored contents; every file's bytes) is also hashed on its own, for the
+report. A row the destination had already with other contents (another bot's database, a copy the
+gateway ran on ``state.db`` after) is left alone by the copy and so differs here. The source's text
 is hashed as the copy made it (valid), so a cleaned value compares with its copy.
 """
 
@@ -25,11 +28,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import sqlalchemy as sa
 
 from agent.storage.base import Storage
-from agent.storage.schema import media, messages, metadata, sessions
+from agent.storage.schema import metadata, sessions
 from agent.storage.sql import insert_for
 from agent.text import valid_text
 
@@ -51,59 +55,70 @@ class TableCopy:
 
 @dataclass(frozen=True)
 class Replayed:
-    """One part of what a session sends again, hashed on both sides: ``query`` selects it in key order."""
+    """One part of what a session sends again, named in the output with its own hash: ``columns`` of
+    ``table`` in key order."""
 
     table: str
     what: str  # for the output: "the prompt bytes of N sessions (...)"
-    query: sa.Select[tuple[object, ...]]
+    columns: tuple[str, ...]
 
 
 REPLAYED = (
     Replayed(
-        "sessions",
-        "the prompt bytes (system prompt, tool list)",
-        sa.select(sessions.c.id, sessions.c.system_prompt, sessions.c.tools_json).order_by(sessions.c.id),
+        "sessions", "the prompt bytes (system prompt, tool list)", ("id", "system_prompt", "tools_json")
     ),
     Replayed(
         "messages",
         "the stored contents (session, position, role, content, tool calls, payload, files, active)",
-        sa.select(
-            messages.c.id,
-            messages.c.session_id,
-            messages.c.position,
-            messages.c.role,
-            messages.c.content,
-            messages.c.tool_calls,
-            messages.c.tool_call_id,
-            messages.c.tool_name,
-            messages.c.is_error,
-            messages.c.payload,
-            messages.c.payload_api,
-            messages.c.media,
-            messages.c.active,
-        ).order_by(messages.c.id),
+        (
+            "id",
+            "session_id",
+            "position",
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "tool_name",
+            "is_error",
+            "payload",
+            "payload_api",
+            "media",
+            "active",
+        ),
     ),
-    Replayed(
-        "media",
-        "the bytes",
-        sa.select(media.c.sha256, media.c.media_type, media.c.data).order_by(media.c.sha256),
-    ),
+    Replayed("media", "the bytes", ("sha256", "media_type", "data")),
 )
+
+
+@dataclass(frozen=True)
+class TableDigest:
+    """One table read in key order: its rows, a hash per column, and the hash of its :data:`REPLAYED`
+    columns (empty when it has none)."""
+
+    rows: int
+    columns: dict[str, str]
+    replayed: str = ""
 
 
 @dataclass
 class Verification:
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (source, destination)
-    hashes: dict[str, tuple[str, str]] = field(default_factory=dict)  # REPLAYED table -> (source, dest.)
+    source: dict[str, TableDigest] = field(default_factory=dict)
+    destination: dict[str, TableDigest] = field(default_factory=dict)
 
     @property
     def mismatched(self) -> list[str]:
-        """What differs, one line each: counts, then replayed contents."""
-        counts = [f"{t}: {s:,} here, {d:,} there" for t, (s, d) in self.counts.items() if s != d]
-        contents = [
-            f"{part.table}: {part.what}" for part in REPLAYED if len(set(self.hashes[part.table])) > 1
-        ]
-        return counts + contents
+        """What differs, one line per table: its row counts, else the columns whose values differ."""
+        lines = []
+        for table, here in self.source.items():
+            there = self.destination[table]
+            if here.rows != there.rows:
+                lines.append(f"{table}: {here.rows:,} here, {there.rows:,} there")
+                continue
+            differing = [name for name, digest in here.columns.items() if there.columns[name] != digest]
+            if differing:
+                both = f"{here.rows:,} row{'s' if here.rows != 1 else ''} on both sides"
+                lines.append(f"{table}: {both}, but other values in {', '.join(differing)}")
+        return lines
 
     @property
     def ok(self) -> bool:
@@ -179,33 +194,55 @@ def _advance_sequence(conn: sa.Connection, *, table: sa.Table) -> None:
 
 
 async def verify(source: Storage, destination: Storage) -> Verification:
-    """Row counts of every copied table on both sides, and the hashes of what sessions send again."""
+    """Every copied table read whole on both sides, in key order: its row count and a hash of every
+    column (so a state, a flag or a timestamp that differs is found, not only a missing row), with the
+    tables taken from the schema itself, so a new table is verified without being named here."""
     result = Verification()
     for table in copied_tables():
-        count = partial(_count, table=table)
-        result.counts[table.name] = (await source.read(count), await destination.read(count))
-    for part in REPLAYED:
-        digest = partial(content_hash, query=part.query)
-        result.hashes[part.table] = (await source.read(digest), await destination.read(digest))
+        replayed = next((part.columns for part in REPLAYED if part.table == table.name), ())
+        result.source[table.name] = await source.read(partial(table_digest, table=table, replayed=replayed))
+        result.destination[table.name] = await destination.read(
+            partial(table_digest, table=table, replayed=replayed)
+        )
     return result
+
+
+def table_digest(conn: sa.Connection, *, table: sa.Table, replayed: tuple[str, ...] = ()) -> TableDigest:
+    """Read ``table`` in primary-key order (bytewise on both databases: PostgreSQL sorts text by its
+    collation unless told ``COLLATE "C"``) and hash each column's values (see :func:`_canonical`), and
+    the ``replayed`` columns together, row by row."""
+    names = [column.name for column in table.columns]
+    digests = {name: hashlib.sha256() for name in names}
+    together = hashlib.sha256()
+    query = sa.select(table).order_by(*_key_order(table, conn.dialect.name))
+    rows = 0
+    for row in conn.execute(query.execution_options(yield_per=BATCH)):
+        rows += 1
+        values = row._mapping
+        for name in names:
+            digests[name].update(_canonical(values[name]))
+        for name in replayed:
+            together.update(_canonical(values[name]))
+    columns = {name: digest.hexdigest() for name, digest in digests.items()}
+    return TableDigest(rows, columns, together.hexdigest() if replayed else "")
+
+
+def _key_order(table: sa.Table, dialect: str) -> list[sa.ColumnElement[Any]]:
+    order: list[sa.ColumnElement[Any]] = []
+    for column in table.primary_key.columns:
+        text = isinstance(column.type, sa.String) and dialect == "postgresql"
+        order.append(column.collate("C") if text else column)
+    return order
 
 
 def prompt_hash(conn: sa.Connection) -> str:
     """SHA-256 over every session's id, stored system prompt and tool list, in id order."""
-    return content_hash(conn, query=REPLAYED[0].query)
-
-
-def content_hash(conn: sa.Connection, *, query: sa.Select[tuple[object, ...]]) -> str:
-    """SHA-256 over every value ``query`` selects, in its order; text as valid text (so a source whose
-    text the copy made valid compares with its copy), each value tagged with its kind and length."""
-    digest = hashlib.sha256()
-    for row in conn.execute(query.execution_options(yield_per=BATCH)):
-        for value in row:
-            digest.update(_canonical(value))
-    return digest.hexdigest()
+    return table_digest(conn, table=sessions, replayed=REPLAYED[0].columns).replayed
 
 
 def _canonical(value: object) -> bytes:
+    """One value for a hash, tagged with its kind and length; text as valid text (so a source whose text
+    the copy made valid compares with its copy)."""
     if value is None:
         return b"N;"
     if isinstance(value, str):

@@ -6,6 +6,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.messages`: messages in order with their files (:mod:`agent.store.media`), search.
 - :mod:`agent.store.usage`: per-request usage and the session totals it adds to.
 - :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
+- :mod:`agent.store.cache_misses`: cache-miss events, and what recent requests left in the cache.
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
 :class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
@@ -21,13 +22,22 @@ from typing import Any
 from agent.media.budget import MediaLoad
 from agent.messages import Message
 from agent.storage.base import Storage
+from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
 from agent.store.sessions import NewSession, SessionRecord, Sessions
 from agent.store.usage import PurposeUsage, UsageLedger
 from agent.usage import RequestUsage
 
-__all__ = ["NewSession", "PurposeUsage", "SearchHit", "SessionRecord", "SessionStore"]
+__all__ = [
+    "CacheMiss",
+    "MissTotal",
+    "NewSession",
+    "PurposeUsage",
+    "SearchHit",
+    "SessionRecord",
+    "SessionStore",
+]
 
 
 class SessionStore:
@@ -38,6 +48,7 @@ class SessionStore:
         self.messages = Messages(storage)
         self.usage = UsageLedger(storage)
         self.reviews = ReviewSchedule(storage)
+        self.cache_misses = CacheMissLog(storage)
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -109,19 +120,41 @@ class SessionStore:
     # -- usage --------------------------------------------------------------------------------
 
     async def record_request(
-        self, session_id: str, request: RequestUsage, *, at: float | None = None
-    ) -> None:
-        """Store one provider request's usage and add it to the session's totals."""
-        await self.usage.record(session_id, request, at=at)
+        self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
+    ) -> int:
+        """Store one provider request's usage and add it to the session's totals; returns its row id."""
+        return await self.usage.record(session_id, request, at=at, sent_at=sent_at)
 
-    async def request_times(self, session_id: str, since: float) -> list[float]:
-        return await self.usage.request_times(session_id, since)
+    async def chat_request_times(self, session_key: str, since: float, limit: int) -> list[float]:
+        return await self.usage.chat_request_times(session_key, since, limit)
 
     async def usage_by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
         return await self.usage.by_purpose(session_key)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         await self.usage.set_last_prompt_tokens(session_id, tokens)
+
+    # -- cache misses (agent.cache_misses) ------------------------------------------------------
+
+    async def cache_misses_of_session(self, session_id: str) -> list[CacheMiss]:
+        """The session's cache-miss events, oldest first."""
+        return await self.cache_misses.of_session(session_id)
+
+    async def cache_misses_of_chat(
+        self, session_key: str, since: float | None = None, until: float | None = None
+    ) -> list[CacheMiss]:
+        """The cache-miss events of one chat's sessions in ``[since, until)``, oldest first."""
+        return await self.cache_misses.of_chat(session_key, since, until)
+
+    async def cache_miss_totals(
+        self, since: float | None = None, until: float | None = None, session_key: str | None = None
+    ) -> list[MissTotal]:
+        """Cache misses by cause in ``[since, until)``, of one chat or all, the most expensive first."""
+        return await self.cache_misses.totals(since, until, session_key)
+
+    async def cache_miss_totals_by_session(self, session_ids: Sequence[str]) -> dict[str, list[MissTotal]]:
+        """Cache misses by cause for each of ``session_ids`` that had any."""
+        return await self.cache_misses.totals_by_session(session_ids)
 
     # -- review schedule ----------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Contract:
 
 - :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
-  transaction: both or neither, so the totals always equal the sum of the session's requests. It is
+  transaction: both or neither, so the totals always equal the sum of the session's requests (and
+  ``request_count`` their number). It is
   not idempotent (each call adds); retry only a call that raised
   :class:`~agent.storage.errors.StorageUnavailable` (nothing was stored).
 - ``last_prompt_tokens`` is the prompt size the session's next request starts from: set by
@@ -41,7 +42,8 @@ def _added(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
     return column + sa.bindparam(f"add_{column.name}", type_=column.type)
 
 
-_INSERT = sa.insert(requests)
+PACING_SESSIONS = 3  # a chat's latest sessions whose requests pace its TTLs (``/new`` keeps its pacing)
+_INSERT = sa.insert(requests).returning(requests.c.id)
 _ADD_TO_TOTALS = UPDATE_SESSION.values(
     {
         column.name: _added(column)
@@ -54,19 +56,26 @@ _ADD_TO_TOTALS = UPDATE_SESSION.values(
             sessions.c.uncached_cost,
         )
     }
-    | {"updated_at": sa.bindparam("now", type_=sa.Double)}
+    | {"request_count": sessions.c.request_count + 1, "updated_at": sa.bindparam("now", type_=sa.Double)}
 )
 _ADD_TO_TOTALS_AND_PROMPT = _ADD_TO_TOTALS.values(last_prompt_tokens=sa.bindparam("prompt_tokens"))
 # Not IN (...): the parameters of an IN list are expanded into the SQL at every execution.
 _CONVERSATION = sa.or_(*(requests.c.purpose == purpose for purpose in CONVERSATION_PURPOSES))
-_CONVERSATION_TIMES = (
+_CHATS_LATEST_SESSIONS = (
+    sa.select(sessions.c.id)
+    .where(sessions.c.session_key == sa.bindparam("session_key"))
+    .order_by(sessions.c.updated_at.desc())
+    .limit(PACING_SESSIONS)
+)
+_CHAT_CONVERSATION_TIMES = (
     sa.select(requests.c.created_at)
     .where(
-        requests.c.session_id == sa.bindparam("session_id"),
+        requests.c.session_id.in_(_CHATS_LATEST_SESSIONS.scalar_subquery()),
         _CONVERSATION,
         requests.c.created_at >= sa.bindparam("since"),
     )
-    .order_by(requests.c.id)
+    .order_by(requests.c.id.desc())
+    .limit(sa.bindparam("limit"))
 )
 _COST = sa.func.sum(requests.c.estimated_cost).label("cost")
 _BY_PURPOSE = (
@@ -95,8 +104,13 @@ class UsageLedger:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
-    async def record(self, session_id: str, request: RequestUsage, *, at: float | None = None) -> None:
-        """Store one provider request's usage and add it to the session's totals."""
+    async def record(
+        self, session_id: str, request: RequestUsage, *, at: float | None = None, sent_at: float | None = None
+    ) -> int:
+        """Store one provider request's usage and add it to the session's totals; returns its row id.
+
+        ``at``: now (the session's last activity); ``sent_at``: when the request was sent, which is
+        when its cache entries were written or refreshed (what TTL pacing measures); default ``at``."""
         now = time.time() if at is None else at
         u = request.usage
         row = {
@@ -111,7 +125,7 @@ class UsageLedger:
             "cache_write_1h_tokens": u.cache_write_1h_tokens,
             "estimated_cost": request.cost,
             "uncached_cost": request.uncached_cost,
-            "created_at": now,
+            "created_at": now if sent_at is None else sent_at,
         }
         totals = {
             "session_id": session_id,
@@ -126,23 +140,24 @@ class UsageLedger:
         }
         conversation = request.purpose in CONVERSATION_PURPOSES
 
-        def insert(conn: sa.Connection) -> None:
+        def insert(conn: sa.Connection) -> int:
             conn.execute(_ADD_TO_TOTALS_AND_PROMPT if conversation else _ADD_TO_TOTALS, totals)
-            conn.execute(_INSERT, row)
+            return int(conn.execute(_INSERT, row).scalar_one())
 
-        await self.storage.write(insert)
+        return await self.storage.write(insert)
 
     async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
         parameters = {"session_id": session_id, "last_prompt_tokens": tokens}
         await self.storage.write(lambda conn: conn.execute(UPDATE_SESSION, parameters))
 
-    async def request_times(self, session_id: str, since: float) -> list[float]:
-        """Timestamps of the session's conversation requests since ``since``, oldest first (TTL pacing)."""
-        parameters = {"session_id": session_id, "since": since}
+    async def chat_request_times(self, session_key: str, since: float, limit: int) -> list[float]:
+        """When the chat's latest ``limit`` conversation requests since ``since`` were made, over all
+        its sessions, oldest first (TTL pacing: a chat that paused yesterday pauses in a new session)."""
+        parameters = {"session_key": session_key, "since": since, "limit": limit}
         times = await self.storage.read(
-            lambda conn: conn.execute(_CONVERSATION_TIMES, parameters).scalars().all()
+            lambda conn: conn.execute(_CHAT_CONVERSATION_TIMES, parameters).scalars().all()
         )
-        return [float(value) for value in times]
+        return [float(value) for value in reversed(times)]
 
     async def by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
         """Requests summed per purpose (of one chat's sessions, or all), the most expensive first."""

@@ -8,11 +8,13 @@ tokens) are the ``delegate`` section of the configuration.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agent.tools.registry import SideOutcome, Tool, ToolContext, ToolError
 
 MAX_TASK_CHARS = 20_000
+ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -34,9 +36,15 @@ def format_outcomes(outcomes: list[SideOutcome]) -> str:
             f"{outcome.input_tokens:,} tokens in ({outcome.cache_read_tokens:,} from cache), "
             f"{outcome.output_tokens:,} out"
         )
-        status = f"ended early: {outcome.error}" if outcome.error else "done"
+        status = f"ended early: {without_addresses(outcome.error)}" if outcome.error else "done"
         blocks.append(f"## Sub-agent {number} ({status}; {cost})\n\n{outcome.text.strip() or '(no answer)'}")
     return "\n\n".join(blocks)
+
+
+def without_addresses(error: str) -> str:
+    """A sub-agent's failure as the person would read it, without the addresses it may name (a
+    provider's endpoint in a configuration hint): Herald's own, not the model's business."""
+    return ADDRESS.sub("(address not shown)", error)
 
 
 async def handle(args: dict[str, Any], context: ToolContext) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.messages import Message, ToolCall, tool_result
+from agent.storage.errors import StorageError
 from agent.text import valid_text
 
 if TYPE_CHECKING:
@@ -31,10 +32,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 50_000
+# What the model is told when a tool fails by no fault of its call. Never the error's own text: that
+# names files, database URLs and hosts, which are the owner's business (they are in the log).
+STORAGE_FAILED = "Tool '{tool}' could not be run: Herald's database cannot be used now; try again later."
+CRASHED = "Tool '{tool}' failed unexpectedly ({kind}); the details are in Herald's log."
 
 
 class ToolError(Exception):
-    """A tool failed in a way the model can act on; the message is returned as an error result."""
+    """A tool failed in a way the model can act on; the message is returned as an error result, so it
+    names no file, folder, database, URL or host of Herald's own (only what the model itself gave)."""
 
 
 Delegate = Callable[[Sequence[str]], Awaitable[list["SideOutcome"]]]
@@ -216,11 +222,12 @@ async def run_tool(
         text = await tool.handler(call.arguments, context)
     except ToolError as exc:
         return tool_result(call, str(exc), is_error=True)
-    except Exception as exc:  # a tool bug must not kill the turn; the model sees what happened
+    except StorageError as exc:  # its message names the database (a file, a URL): for the owner only
+        log.warning("tool %s: %s", call.name, exc)
+        return tool_result(call, STORAGE_FAILED.format(tool=call.name), is_error=True)
+    except Exception as exc:  # a tool bug must not kill the turn; the model sees that it happened
         log.exception("tool %s crashed", call.name)
-        return tool_result(
-            call, f"Tool '{call.name}' failed unexpectedly: {type(exc).__name__}: {exc}", is_error=True
-        )
+        return tool_result(call, CRASHED.format(tool=call.name, kind=type(exc).__name__), is_error=True)
     text = valid_text(text)  # a web page or an MCP server may send anything
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... truncated: result was {len(text):,} characters]"

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.cluster.redis import COMPARE_AND_DELETE, reaching
+from gateway.cluster.lease import COMPARE_AND_DELETE
+from gateway.cluster.redis import reaching
 
 log = logging.getLogger(__name__)
 

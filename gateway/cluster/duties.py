@@ -3,16 +3,14 @@ manager that starts a thing on entry and stops it, quickly, on exit."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
 from adapters.base import Adapter
 from gateway.cluster.leader import Duty
-from gateway.cluster.supervision import supervised
 from gateway.cron.scheduler import CronScheduler
+from resilience.loops import BackgroundLoop
 
 
 def receiving(adapter: Adapter, allowed: Callable[[], bool]) -> Duty:
@@ -49,14 +47,7 @@ def looping(name: str, loop: Callable[[], Coroutine[Any, Any, None]]) -> Duty:
     """A loop that runs for the whole term in a task of its own (the idle-review sweeper), supervised (an
     unexpected exception is logged and the loop goes on)."""
 
-    @asynccontextmanager
-    async def duty() -> AsyncIterator[None]:
-        task = asyncio.create_task(supervised(f"the {name}", loop), name=name)
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    def duty() -> BackgroundLoop:
+        return BackgroundLoop(f"the {name}", loop)
 
     return duty

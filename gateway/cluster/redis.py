@@ -26,6 +26,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
@@ -34,10 +35,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from agent.storage.errors import StorageUnavailable
-from gateway.cluster.supervision import supervised
-from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings, ConfigError, HeraldConfig
 from gateway.home import HeraldHome, from_environment
+from resilience.loops import BackgroundLoop
+
+if TYPE_CHECKING:
+    from gateway.cluster.watch import ConnectionWatch
 
 CONNECT_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 10.0
@@ -46,16 +49,9 @@ HEALTH_CHECK_SECONDS = 15  # a pooled connection idle for longer is PINGed befor
 RETRIES = 2
 KEY_PREFIX = "herald"  # every key and channel of the cluster starts with it (one bot per Redis database)
 
-# A lease's release: KEYS[1] the lease, ARGV[1] the holder's value; 1 when deleted, 0 when another's.
-COMPARE_AND_DELETE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-# redis-py's errors that mean "not reachable now"; an AuthenticationError is one too (a ConnectionError),
-# and so is a replica's READONLY during a failover (a Redis still loading its data is a ConnectionError).
+# The cluster's one "Redis is away": redis-py's errors that mean "not reachable now" (an
+# AuthenticationError is one too, a ConnectionError, and so is a replica's READONLY during a failover; a
+# Redis still loading its data is a ConnectionError). Converted by reaching() into RedisUnavailable.
 UNREACHABLE: tuple[type[BaseException], ...] = (
     redis_errors.ConnectionError,
     redis_errors.TimeoutError,
@@ -63,12 +59,15 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+# Anything redis-py may raise, for callers whose use of Redis is best effort (they carry on without it).
+ANY_REDIS_ERROR: tuple[type[BaseException], ...] = (redis_errors.RedisError, *UNREACHABLE)
 
 
 class RedisUnavailable(StorageUnavailable):
     """The cluster's Redis cannot be reached now (down, restarting, a network partition, a refused
     password). Nothing that matters is lost: the work waits and runs again once Redis is back. A
-    StorageUnavailable so that everything that waits out a database that is away waits this out too."""
+    StorageUnavailable (so a ``resilience.unreachable.Unreachable``) so that everything that waits out a
+    database that is away waits this out too."""
 
 
 def redact(url: str) -> str:
@@ -195,17 +194,15 @@ async def open_cluster(
     config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str] | None = None
 ) -> AsyncIterator[Cluster]:
     """The cluster ``cluster.redis_url`` names (it must be set), connected; closed on exit."""
+    from gateway.cluster.watch import ConnectionWatch  # it imports this module's idea of "away"
+
     url = redis_url(config, home, environ)
     if url is None:
         raise ValueError("cluster.redis_url is not set: this process is not part of a cluster")
     async with open_redis(url) as client:
         watch = ConnectionWatch(client, redis_key("watch"))
-        watching = asyncio.create_task(
-            supervised("the Redis connection watch", watch.run), name="Redis connection watch"
-        )
         try:
-            yield Cluster(instance_id(config.cluster), client, config.cluster, watch)
+            async with BackgroundLoop("the Redis connection watch", watch.run):
+                yield Cluster(instance_id(config.cluster), client, config.cluster, watch)
         finally:
-            watching.cancel()
-            await asyncio.wait({watching})
             await watch.aclose()

@@ -3,19 +3,19 @@
 Used for the cluster-wide caps (turns running at once, model requests in flight): each slot is a member
 of one sorted set, scored with its expiry in Redis' own clock (so hosts' clocks do not matter). Taking a
 slot drops the expired ones first, then adds one if fewer than ``limit`` are left, atomically (a Lua
-script). A holder renews its slot every ``ttl / 3`` seconds; a holder that died stops renewing and its
-slot is free ``ttl`` seconds later.
+script). A holder renews its slot every ``ttl / 3`` seconds (:class:`resilience.renewal.Renewer`); a
+holder that died stops renewing and its slot is free ``ttl`` seconds later.
 
 Contract:
 
-- ``async with semaphore.slot():`` waits until a slot is free (polling, with backoff up to
+- ``async with semaphore.slot():`` waits until a slot is free (polling, with the one backoff up to
   :data:`POLL_MAX`), holds it until the block exits (normally, by exception or by cancellation) and
   releases it then. A waiter that is cancelled holds nothing.
 - While Redis cannot be reached, :meth:`RedisSemaphore.slot` waits for it, or, if the caller says
   so, runs the block without a slot. :meth:`RedisSemaphore.take` and ``try_take`` raise
   :class:`redis.exceptions.RedisError` then. Failed renewals and releases are
-  logged and otherwise ignored (the slot then lapses at its expiry); a renewal that fails unexpectedly
-  is logged and goes on (``gateway.cluster.supervision``).
+  logged and otherwise ignored (the slot then lapses at its expiry); a slot found lapsed is held again
+  (a warning).
 - A holder paused for longer than ``ttl`` loses its slot to the cap's count: another process may then
   take it, so the cap can be exceeded by such stalled holders until they finish. It is a cap on load,
   not a lock; mutual exclusion is the session lease's job.
@@ -24,9 +24,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,7 +33,9 @@ from typing import Literal
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.cluster.supervision import supervised
+from gateway.cluster.redis import reaching
+from resilience.backoff import Backoff, Streak
+from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class RedisSemaphore:
         self._take = redis.register_script(_TAKE)
         self._renew_script = redis.register_script(_RENEW)
         self._count = redis.register_script(_COUNT)
-        self._rng = random.Random()
+        self.policy = Policy(ttl)
 
     @property
     def _ttl_ms(self) -> int:
@@ -106,13 +106,12 @@ class RedisSemaphore:
 
     async def take(self) -> str:
         """Wait for a slot; its token."""
-        delay = POLL_FIRST
+        waits = Streak(Backoff(POLL_FIRST, POLL_MAX))
         while True:
             token = await self.try_take()
             if token is not None:
                 return token
-            await asyncio.sleep(delay * self._rng.uniform(0.5, 1.5))
-            delay = min(POLL_MAX, delay * 2)
+            await asyncio.sleep(waits.next_delay())
 
     async def release(self, token: str) -> None:
         try:
@@ -139,23 +138,26 @@ class RedisSemaphore:
                     yield
                     return
                 await asyncio.sleep(UNREACHABLE_RETRY)
-        renewing = supervised(f"the renewal of a slot of {self.key}", lambda: self._renew(token))
-        renewal = asyncio.create_task(renewing, name=f"renew {self.key}")
+        renewer = Renewer(_Slot(self, token), self.policy, name=f"a slot of {self.key}")
+        renewer.confirm(renewer.attempt())
+        renewer.start()
         try:
             yield
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+            await renewer.stop()
             await asyncio.shield(self.release(token))
 
-    async def _renew(self, token: str) -> None:
-        while True:
-            await asyncio.sleep(self.ttl / 3)
-            try:
-                kept = await self._renew_script(keys=[self.key], args=[self._ttl_ms, token])
-            except RedisError as error:
-                log.warning("renewing a slot of %s failed (%s); trying again", self.key, error)
-                continue
-            if not int(kept):
-                log.warning("a slot of %s had lapsed (this process was paused?); it is held again", self.key)
+
+class _Slot:
+    """One slot held, as its renewer sees it: a slot that lapsed (this process was paused?) is held
+    again, since the cap is on load, not a lock."""
+
+    def __init__(self, semaphore: RedisSemaphore, token: str) -> None:
+        self.semaphore = semaphore
+        self.token = token
+
+    async def renew(self) -> Renewal:
+        semaphore = self.semaphore
+        with reaching(semaphore.redis):
+            kept = await semaphore._renew_script(keys=[semaphore.key], args=[semaphore._ttl_ms, self.token])
+        return Renewal.HELD if int(kept) else Renewal.RETAKEN

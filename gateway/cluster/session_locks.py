@@ -5,15 +5,15 @@ local lock serves waiters in arrival order (as :class:`agent.locks.LocalSessionL
 processes the holder of the local lock takes a lease in Redis:
 
 - the lease is the key ``herald:lease:session:<key>`` holding this instance's ``owner``, with a TTL of
-  ``lease_ttl``; it is taken with a Lua script (free, or already ours: set it), so a retried command
-  never finds itself as "another holder";
-- while the block runs it is renewed every ``renew_every`` seconds (a third of the TTL); a renewal that
-  cannot reach Redis is tried again (and one that fails unexpectedly is logged and goes on:
-  ``gateway.cluster.supervision``); a lease found held by another owner cancels the holder task (the
-  block ends rather than overlap the new holder's); a lease found gone (it expired while Redis could not
-  be reached, or Redis restarted empty) is taken again, unless the database shows that another holder
-  had the session meanwhile (then the holder is cancelled too);
-- it is released on exit by compare-and-delete (Lua), so a lease that was taken over is left alone; a
+  ``lease_ttl`` (a :class:`gateway.cluster.lease.RedisLease`: taken when free or already ours, so a
+  retried command never finds itself as "another holder");
+- while the block runs it is renewed every ``renew_every`` seconds (a third of the TTL) by a
+  :class:`resilience.renewal.Renewer` (a renewal that fails is tried again); a lease found held by
+  another owner cancels the holder task (the block ends rather than overlap the new holder's); a lease
+  found gone (it expired while Redis could not be reached, or Redis restarted empty) is taken again,
+  unless the database shows that another holder had the session meanwhile (then the holder is cancelled
+  too);
+- it is released on exit by compare-and-delete, so a lease that was taken over is left alone; a
   release that cannot reach Redis is left to expire;
 - a waiter polls with growing pauses and is told once (``on_wait``; ``agent.locks.wait_to_take``).
 
@@ -26,8 +26,8 @@ clock, the lease is trusted until ``lease_ttl`` after the last acquire or renewa
 after Redis may have let it lapse), and not at all from the moment the connection to Redis breaks
 (:meth:`RedisSessionLocks.suspect`, called by ``gateway.cluster.watch``: a Redis that restarts empty
 forgets every lease, and another process may take the session as soon as it is back) until a renewal,
-made at once and then every :data:`SUSPECT_RETRY` seconds, finds the lease still (or again) this
-holder's — or finds another's, and the holder is cancelled.
+made at once and then every 0.2 s, finds the lease still (or again) this holder's — or finds another's,
+and the holder is cancelled.
 
 Failures: :class:`gateway.cluster.redis.RedisUnavailable` when Redis cannot be reached while waiting
 (the caller retries later, as for a database that is away); ``StorageUnavailable`` when the token
@@ -37,49 +37,21 @@ cannot be taken (the lease is given back first).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
-import time
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from agent.locks import LocalSessionLocks, WaitNotice, wait_to_take
 from agent.storage.base import Storage
 from agent.storage.errors import StorageError
 from agent.storage.fencing import issue_token, newest_token
-from gateway.cluster.redis import COMPARE_AND_DELETE, RedisUnavailable, reaching, redis_key
-from gateway.cluster.supervision import supervised
+from gateway.cluster.lease import RedisLease
+from gateway.cluster.redis import RedisUnavailable, redis_key
+from resilience.renewal import Loss, Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
-
-SUSPECT_RETRY = 0.2  # seconds between renewals of a lease Redis may have forgotten, until one answers
-
-# KEYS[1] lease, ARGV[1] owner, ARGV[2] TTL in ms. Returns nil when taken (or already ours), else the holder.
-ACQUIRE = """
-local holder = redis.call('GET', KEYS[1])
-if holder == false or holder == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return false
-end
-return holder
-"""
-
-RENEWED, TAKEN_OVER, TAKEN_AGAIN = 1, 0, 2
-# Returns RENEWED (ours: extended), TAKEN_AGAIN (it had gone: ours again) or TAKEN_OVER (another owner's).
-RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if holder == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 2
-end
-return 0
-"""
 
 
 def lease_key(session_key: str) -> str:
@@ -90,6 +62,54 @@ def lease_owner(instance_id: str) -> str:
     """An owner name for one lock instance: the instance and a random part (two processes configured
     with the same ``cluster.instance_id`` still never mistake each other's leases for their own)."""
     return f"{instance_id}:{secrets.token_hex(4)}"
+
+
+def session_policy(lease_ttl: float, renew_every: float | None = None) -> Policy:
+    """Trusted for a TTL after each renewal was sent, not at all once the connection to Redis broke;
+    never given up by the holder's clock alone (the database fences its writes)."""
+    return Policy(lease_ttl, every=renew_every, trust=lease_ttl, distrust_on_break=True)
+
+
+@dataclass(eq=False)
+class _SessionLease:
+    """One held session's lease, as its renewer sees it: a lease Redis forgot is taken again, unless the
+    database shows that another holder had the session since this one's ``token``."""
+
+    key: str
+    lease: RedisLease
+    storage: Storage
+    token: int | None = None
+    holding: asyncio.Task[object] | None = None
+
+    async def renew(self) -> Renewal:
+        renewal = await self.lease.renew()
+        if renewal is Renewal.RETAKEN and not await self._still_newest():
+            await self.let_go()  # the lease set a moment ago is not ours to keep
+            return Renewal.LOST
+        return renewal
+
+    def lost(self, _: Loss) -> None:
+        log.error("the lease of session %s was taken over by another process; stopping", self.key)
+        if self.holding is not None:
+            self.holding.cancel()
+
+    async def _still_newest(self) -> bool:
+        """Whether nobody took the session since ``token`` (the database knows; Redis may have forgotten).
+        A database that cannot be read says yes: the holder goes on, its writes are fenced anyway."""
+        try:
+            newest = await newest_token(self.storage, self.key)
+        except StorageError as error:
+            log.warning("session %s: the fencing token could not be read (%s)", self.key, error)
+            return True
+        return newest is None or self.token is None or newest <= self.token
+
+    async def let_go(self) -> None:
+        """Release the lease if it is still ours; one that cannot be released expires within the TTL."""
+        try:
+            await self.lease.release()
+        except RedisUnavailable as error:
+            log.warning("the lease of session %s was not released (%s); it expires by itself", self.key,
+                        error)  # fmt: skip
 
 
 class RedisSessionLocks(LocalSessionLocks):
@@ -109,147 +129,67 @@ class RedisSessionLocks(LocalSessionLocks):
         self.owner = owner
         self._redis = redis
         self._storage = storage
-        self._ttl_ms = max(1, round(lease_ttl * 1000))
-        self._renew_every = renew_every if renew_every is not None else lease_ttl / 3
-        self._acquire = redis.register_script(ACQUIRE)
-        self._renew_script = redis.register_script(RENEW)
-        self._release = redis.register_script(COMPARE_AND_DELETE)
-        self._renewals: dict[str, asyncio.Task[None]] = {}
-        self._trusted_until: dict[str, float] = {}  # key -> monotonic time its lease may lapse at
-        self._wake: dict[str, asyncio.Event] = {}  # key -> set to renew now (the lease is in doubt)
-        self._breaks = 0  # connection breaks so far: an answer to a command sent before one confirms nothing
+        self._ttl = lease_ttl
+        self.policy = session_policy(lease_ttl, renew_every)
+        self._held: dict[str, tuple[_SessionLease, Renewer]] = {}  # key -> its lease (from the first try)
 
     def suspect(self) -> None:
         """The connection to Redis broke: Redis may have forgotten every lease. None is trusted (nothing
         is streamed under it) until a renewal, made at once, confirms it. Returns at once."""
-        self._breaks += 1
-        for key, wake in self._wake.items():
-            self._trusted_until[key] = 0.0
-            wake.set()
+        for _, renewer in self._held.values():
+            renewer.suspect()
 
     @property
     def held(self) -> int:
-        return len(self._renewals)
+        return len(self._held)
 
     async def _acquire_shared(
         self, key: str, deadline: float | None, on_wait: WaitNotice | None
     ) -> int | None:
-        name = lease_key(key)
-        sent = 0.0
-        breaks = self._breaks
+        session = _SessionLease(
+            key, RedisLease(self._redis, lease_key(key), self.owner, self._ttl, retake=True), self._storage
+        )
+        renewer = Renewer(session, self.policy, name=f"the lease of session {key}", on_lost=session.lost)
+        attempt = renewer.attempt()
 
         async def take() -> str | None:
-            nonlocal sent, breaks
-            sent, breaks = time.monotonic(), self._breaks
+            nonlocal attempt
+            attempt = renewer.attempt()
             try:
-                with reaching(self._redis):
-                    holder = await self._acquire(keys=[name], args=[self.owner, self._ttl_ms])
+                holder = await session.lease.take()
             except asyncio.CancelledError:  # Redis may have set the lease before the answer came back
-                await asyncio.shield(self._let_go(key))
+                await asyncio.shield(session.let_go())
                 raise
-            return None if holder is None else str(holder)
+            return None if holder is None else holder.value
 
-        await wait_to_take(key, take, deadline, on_wait)
-        self._wake[key] = asyncio.Event()  # before any await: a break from now on is heard
-        self._confirmed(key, sent, breaks)
+        self._held[key] = session, renewer  # from the first try: a connection break from now on is heard
         try:
-            token = await issue_token(self._storage, key)
+            await wait_to_take(key, take, deadline, on_wait)
         except BaseException:
-            self._wake.pop(key, None)
-            self._trusted_until.pop(key, None)
-            await asyncio.shield(self._let_go(key))
+            del self._held[key]
             raise
-        holding = asyncio.current_task()
-        assert holding is not None, "hold() runs in a task"
-        renewal = supervised(f"the lease renewal of session {key}", lambda: self._renew(key, token, holding))
-        self._renewals[key] = asyncio.get_running_loop().create_task(renewal, name=f"lease renewal {key}")
-        return token
-
-    async def _renew(self, key: str, token: int, holding: asyncio.Task[object]) -> None:
-        """Keep the lease alive while the block runs; stop the holder once another has the session.
-
-        Ends when the block does: by cancellation, and also by the key's ``_wake`` entry going away
-        (:meth:`_release_shared` removes it first), because a cancellation that arrives while redis-py
-        is reconnecting can be lost in it, and a renewal that went on would keep the lease for ever."""
-        name = lease_key(key)
-        wake = self._wake.get(key)
-        pause = self._renew_every
-        while wake is not None and self._wake.get(key) is wake:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(pause):
-                    await wake.wait()
-            wake.clear()
-            if self._wake.get(key) is not wake:
-                return
-            pause = self._renew_every
-            sent, breaks = time.monotonic(), self._breaks
-            try:
-                with reaching(self._redis):
-                    state = await self._renew_script(keys=[name], args=[self.owner, self._ttl_ms])
-            except (RedisUnavailable, RedisError) as error:
-                log.warning("renewing the lease of session %s failed (%s); trying again", key, error)
-                if not self._trusted(key):  # in doubt: confirm it as soon as Redis answers
-                    pause = SUSPECT_RETRY
-                continue
-            if self._wake.get(key) is not wake:  # released meanwhile: _release_shared lets it go
-                return
-            if state == RENEWED:
-                self._confirmed(key, sent, breaks)
-                continue
-            if state == TAKEN_AGAIN and await self._still_newest(key, token):
-                log.warning("the lease of session %s had expired in Redis; taken again", key)
-                self._confirmed(key, sent, breaks)
-                continue
-            log.error("the lease of session %s was taken over by another process; stopping", key)
-            if state == TAKEN_AGAIN:
-                await self._let_go(key)  # the lease set a moment ago is not ours to keep
-            holding.cancel()
-            return
-
-    async def _still_newest(self, key: str, token: int) -> bool:
-        """Whether nobody took the session since ``token`` (the database knows; Redis may have forgotten).
-        A database that cannot be read says yes: the holder goes on, its writes are fenced anyway."""
+        renewer.confirm(attempt)  # unless the connection broke meanwhile: then it is renewed at once
         try:
-            newest = await newest_token(self._storage, key)
-        except StorageError as error:
-            log.warning("session %s: the fencing token could not be read (%s)", key, error)
-            return True
-        return newest is None or newest <= token
-
-    def _confirmed(self, key: str, sent: float, breaks: int) -> None:
-        """Redis said the lease is ours, to a command sent at ``sent`` when ``breaks`` breaks had been
-        seen: trusted for a TTL from then, unless the connection broke since (then renewed at once)."""
-        if breaks == self._breaks:
-            self._trusted_until[key] = sent + self._ttl_ms / 1000
-            return
-        self._trusted_until[key] = 0.0
-        wake = self._wake.get(key)
-        if wake is not None:
-            wake.set()
+            session.token = await issue_token(self._storage, key)
+        except BaseException:
+            del self._held[key]
+            await asyncio.shield(session.let_go())
+            raise
+        session.holding = asyncio.current_task()
+        renewer.start()
+        return session.token
 
     def _trusted(self, key: str) -> bool:
-        return time.monotonic() < self._trusted_until.get(key, 0.0)
+        held = self._held.get(key)
+        return held is not None and held[1].trusted()
 
     async def _release_shared(self, key: str) -> None:
-        self._trusted_until.pop(key, None)
-        wake = self._wake.pop(key, None)  # first: the renewal ends even if its cancellation is lost
-        renewal = self._renewals.pop(key, None)
-        if renewal is not None:
-            renewal.cancel()
-            if wake is not None:
-                wake.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal  # then nothing renews the lease after it is let go
-        await self._let_go(key)
-
-    async def _let_go(self, key: str) -> None:
-        """Release the lease if it is still ours; one that cannot be released expires within the TTL."""
-        try:
-            with reaching(self._redis):
-                await self._release(keys=[lease_key(key)], args=[self.owner])
-        except (RedisUnavailable, RedisError) as error:
-            log.warning("the lease of session %s was not released (%s); it expires by itself", key, error)
+        held = self._held.pop(key, None)
+        if held is not None:
+            session, renewer = held
+            await renewer.stop()  # first: nothing renews the lease after it is let go
+            await session.let_go()
 
     async def aclose(self) -> None:
-        for key in list(self._renewals):
+        for key in list(self._held):
             await self._release_shared(key)

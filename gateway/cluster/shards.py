@@ -2,10 +2,14 @@
 
 A bot in more than 2,500 servers must split its gateway connection into shards; one process holding
 them all would cap the bot at one machine. So each shard is a lease (``herald:discord:shard:N:I``
-for shard I of N), held and run by one process at a time, with the leader lease's rules
-(``gateway.cluster.leader``): won with ``SET NX PX``, renewed every ``ttl/3`` by compare-and-pexpire,
-and its connection closed by its holder once ``ttl/2`` has passed without a successful renewal —
-before the lease can expire and another process connect the same shard.
+for shard I of N), held and run by one process at a time: a :class:`gateway.cluster.lease.RedisLease`
+kept by a :class:`resilience.renewal.Renewer` that fences itself as the leader's does
+(``gateway.cluster.leader``): renewed every ``ttl/3``, and its connection closed by its holder once
+``ttl/2`` has passed without a successful renewal — before the lease can expire and another process
+connect the same shard. When the connection to Redis breaks (``gateway.cluster.watch``), every shard's
+lease is renewed at once and then every 0.2 s until Redis answers; a lease found gone closes its shard.
+Should another process win one first, the shard runs twice for that moment, and its messages are still
+answered once (the inbox is unique).
 
 - **How many shards**: ``discord.shard_count``, or else Discord's recommendation (``GET
   /gateway/bot``), asked by the first process that needs it and kept in Redis for a day
@@ -31,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -40,8 +43,10 @@ from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
 
-from gateway.cluster.leader import REDIS_ERRORS, RELEASE, RENEW, expiry_pause, milliseconds
-from gateway.cluster.redis import redis_key
+from gateway.cluster.lease import RedisLease, holder_value, milliseconds
+from gateway.cluster.redis import RedisUnavailable, reaching, redis_key
+from resilience.loops import BackgroundLoop
+from resilience.renewal import Loss, Policy, Renewer
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +55,6 @@ COUNT_KEY = redis_key("discord", "shard_count")
 IDENTIFY_KEY = redis_key("discord", "identify")  # held for identify_spacing after each new connection
 COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
 FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
-DOUBT_RETRY = 0.2  # seconds between rounds while Redis may have forgotten the leases and does not answer
 
 # KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: {the live members'
 # count, ms until the soonest other member's entry expires (-1: none)}.
@@ -91,18 +95,20 @@ def shard_key(shard_id: int, shard_count: int) -> str:
     return redis_key("discord", "shard", str(shard_count), str(shard_id))
 
 
+def shard_policy(ttl: float) -> Policy:
+    """Trusted for half the TTL after each renewal was sent, then closed; a broken connection re-checks
+    the lease at once (closing a shard costs an IDENTIFY: not for a blip that Redis survived)."""
+    return Policy(ttl, trust=ttl / 2, fence=True)
+
+
 @dataclass(eq=False)
 class _Held:
     shard_id: int
     count: int
-    value: str
-    renewed_at: float  # when the last successful renewal (or the win) was sent
+    lease: RedisLease
+    renewer: Renewer
     starting: asyncio.Task[None] | None = None
     failed: bool = False
-
-    @property
-    def key(self) -> str:
-        return shard_key(self.shard_id, self.count)
 
 
 class ShardKeeper:
@@ -128,42 +134,37 @@ class ShardKeeper:
         self.receiver = receiver
         self.shard_count = shard_count
         self.clock = clock
-        self._renew = redis.register_script(RENEW)
-        self._release = redis.register_script(RELEASE)
+        self.policy = shard_policy(ttl)
         self._heartbeat = redis.register_script(HEARTBEAT)
         self._leave = redis.register_script(LEAVE)
         self._held: dict[int, _Held] = {}
         self._resting: dict[int, float] = {}  # shard id -> until when this process leaves it alone
         self._failing = False
-        self._running: asyncio.Task[None] | None = None
+        self._keeping = BackgroundLoop(f"the Discord shard keeper ({instance_id})", self.run)
         self._stopped = False
         self._next_try: float | None = None  # when a taken shard this process wants expires
         self._wake = asyncio.Event()  # set: run a round now
-        self._in_doubt = False  # the connection to Redis broke and no round has succeeded since
 
     def suspect(self) -> None:
-        """The connection to Redis broke: Redis may have forgotten the shard leases, so they are renewed
-        at once, and again every :data:`DOUBT_RETRY` seconds until Redis answers; a lease found gone
-        closes its shard (``gateway.cluster.watch``). Should another process win one first, the shard
-        runs twice for that moment, and its messages are still answered once (the inbox is unique)."""
-        self._in_doubt = True
+        """The connection to Redis broke: Redis may have forgotten the shard leases, so each is renewed
+        at once (see the module), and the membership with the next round, now."""
+        for held in self._held.values():
+            held.renewer.suspect()
         self._try_at(self.clock())
         self._wake.set()
 
     @property
     def interval(self) -> float:
-        return self.ttl / 3
+        return self.policy.interval
 
     def held(self) -> dict[int, int]:
         """The shards this process holds a lease for now: shard id → shard count."""
-        return {h.shard_id: h.count for h in self._held.values()}
+        return {h.shard_id: h.count for h in self._held.values() if h.renewer.lost is None}
 
     @asynccontextmanager
     async def keeping(self) -> AsyncIterator[ShardKeeper]:
         """Run :meth:`run` for the life of the block; on exit :meth:`stop`."""
-        if self._running is not None:
-            raise RuntimeError("already keeping")
-        self._running = asyncio.create_task(self.run(), name=f"discord shard keeper {self.instance_id}")
+        self._keeping.start()
         try:
             yield self
         finally:
@@ -172,11 +173,7 @@ class ShardKeeper:
     async def stop(self) -> None:
         """Close and release every shard held, and leave the members (a graceful shutdown). Idempotent."""
         self._stopped = True  # also when a library swallows the cancellation: run() ends all the same
-        task = self._running
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._keeping.stop()
 
     async def run(self) -> None:
         """Keep the share until cancelled; then close and release everything held."""
@@ -187,12 +184,7 @@ class ShardKeeper:
                 except Exception:  # a bug or a platform failure must not end the keeping for good
                     log.exception("keeping the Discord shard leases failed; trying again")
                 now = self.clock()
-                wake = min(
-                    [h.renewed_at + self.ttl / 2 for h in self._held.values()]
-                    + [now + self.interval, self._next_try or now + self.interval]
-                )
-                if self._in_doubt and self._failing:
-                    wake = min(wake, now + DOUBT_RETRY)
+                wake = min(now + self.interval, self._next_try or now + self.interval)
                 self._next_try = None
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(0.01, wake - now)):
@@ -201,9 +193,10 @@ class ShardKeeper:
         finally:
             for held in list(self._held.values()):
                 await self._drop(held, release=True)
-            with contextlib.suppress(*REDIS_ERRORS):
+            with contextlib.suppress(RedisUnavailable, TimeoutError):
                 async with asyncio.timeout(self.interval):
-                    await self._leave(keys=[MEMBERS_KEY], args=[self.instance_id])
+                    with reaching(self.redis):
+                        await self._leave(keys=[MEMBERS_KEY], args=[self.instance_id])
 
     # --- one round ----------------------------------------------------------------------------------
 
@@ -211,50 +204,32 @@ class ShardKeeper:
         for held in [h for h in self._held.values() if h.failed]:
             self._resting[held.shard_id] = self.clock() + FAILED_SHARD_PAUSE
             await self._drop(held, release=True)
-        await self._drop_expired()
-        lost: list[_Held] = []  # no longer ours
+        await self._drop_lost()
         extra: list[_Held] = []  # ours, to hand over (over the share, or of an old shard count)
         won: list[_Held] = []
         now = self.clock()
-        bound = min([h.renewed_at + self.ttl / 2 for h in self._held.values()] + [now + self.interval])
         try:
-            async with asyncio.timeout(max(0.01, bound - now)):
-                members, soonest = await self._heartbeat(
-                    keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)]
-                )
-                if int(soonest) >= 0:  # a member that stops heartbeating is gone then: look again
-                    self._try_at(now + expiry_pause(int(soonest), self.interval))
-                count = await self._count()
-                for held in list(self._held.values()):
-                    if held.count != count:
-                        extra.append(held)
-                        continue
-                    sent = self.clock()
-                    if await self._renew(keys=[held.key], args=[held.value, milliseconds(self.ttl)]):
-                        held.renewed_at = sent
-                    else:
-                        lost.append(held)
-                keep = sorted(
-                    (h for h in self._held.values() if h not in lost and h not in extra),
-                    key=lambda h: h.shard_id,
-                )
+            async with asyncio.timeout(self.interval):
+                with reaching(self.redis):
+                    members, soonest = await self._heartbeat(
+                        keys=[MEMBERS_KEY], args=[self.instance_id, milliseconds(self.ttl)]
+                    )
+                    if int(soonest) >= 0:  # a member that stops heartbeating is gone then: look again
+                        self._try_at(now + min(self.interval, int(soonest) / 1000 + 0.02))
+                    count = await self._count()
+                extra.extend(h for h in self._held.values() if h.count != count)
+                keep = sorted((h for h in self._held.values() if h not in extra), key=lambda h: h.shard_id)
                 share = math.ceil(count / max(1, int(members)))
                 extra.extend(keep[share:])
                 await self._win(count, share - len(keep), won)
-        except REDIS_ERRORS as error:
+        except (RedisUnavailable, TimeoutError) as error:
             if not self._failing:
-                log.warning("cannot keep the Discord shard leases (Redis: %s); trying again", error)
+                log.warning("cannot keep the Discord shard leases (%s); trying again", error)
             self._failing = True
         else:
             if self._failing:
                 log.info("Redis answers again; keeping the Discord shard leases")
             self._failing = False
-            self._in_doubt = False
-        for held in lost:
-            log.warning(
-                "Discord shard %d/%d: its lease expired or was taken; closing it", held.shard_id, held.count
-            )
-            await self._drop(held, release=False)
         for held in extra:
             log.info(
                 "Discord shard %d/%d: more than this process's share; handing it over",
@@ -264,8 +239,9 @@ class ShardKeeper:
             await self._drop(held, release=True)
         for held in won:
             self._held[held.shard_id] = held
+            held.renewer.start()
             held.starting = asyncio.create_task(self._start(held), name=f"discord shard {held.shard_id}")
-        await self._drop_expired()
+        await self._drop_lost()
 
     async def _count(self) -> int:
         """The shard count every process uses (see the module)."""
@@ -289,15 +265,25 @@ class ShardKeeper:
             shard_id = (start + offset) % count
             if shard_id in self._held or self._resting.get(shard_id, 0.0) > now:
                 continue
-            value = f"{self.instance_id}/{secrets.token_hex(8)}"
-            sent = self.clock()
-            key = shard_key(shard_id, count)
-            if await self.redis.set(key, value, nx=True, px=milliseconds(self.ttl)):
-                won.append(_Held(shard_id, count, value, sent))
+            value = holder_value(self.instance_id)
+            lease = RedisLease(self.redis, shard_key(shard_id, count), value, self.ttl)
+            renewer = Renewer(
+                lease,
+                self.policy,
+                name=f"Discord shard {shard_id}/{count}'s lease",
+                on_lost=lambda _: self._wake.set(),
+                clock=lambda: self.clock(),
+            )
+            attempt = renewer.attempt()
+            holder = await lease.take()
+            if holder is not None:  # try again just after it expires (a dead holder's shard within its TTL)
+                self._try_at(attempt.sent + holder.retry_in(self.interval))
+            elif not renewer.confirm(attempt):  # answered across a break: Redis may have forgotten it
+                await lease.release()
+            else:
+                won.append(_Held(shard_id, count, lease, renewer))
                 if len(won) >= wanted:
                     return
-            else:  # try again just after it expires (a dead holder's shard within its TTL)
-                self._try_at(sent + expiry_pause(await self.redis.pttl(key), self.interval))
 
     def _try_at(self, when: float) -> None:
         """Run the next round no later than ``when``."""
@@ -311,6 +297,7 @@ class ShardKeeper:
             log.error("Discord shard %d/%d could not connect (%s); handing it over", held.shard_id,
                       held.count, error)  # fmt: skip
             held.failed = True
+            self._wake.set()
             return
         log.info("Discord shard %d/%d runs here (%s)", held.shard_id, held.count, self.instance_id)
 
@@ -318,31 +305,35 @@ class ShardKeeper:
         """Wait for this bot's next IDENTIFY slot across the cluster: Discord allows one per
         ``identify_spacing`` seconds per bot, whichever process connects (a key that lives that long)."""
         spacing = self.receiver.identify_spacing
-        while spacing > 0:
+        if spacing <= 0:
+            return
+        turn = RedisLease(self.redis, IDENTIFY_KEY, holder_value(self.instance_id), spacing)
+        while True:
             try:
                 async with asyncio.timeout(self.interval):
-                    if await self.redis.set(
-                        IDENTIFY_KEY, self.instance_id, nx=True, px=milliseconds(spacing)
-                    ):
-                        return
-                    pause = expiry_pause(await self.redis.pttl(IDENTIFY_KEY), spacing)
-            except REDIS_ERRORS:
+                    holder = await turn.take()
+                if holder is None:
+                    return
+                pause = holder.retry_in(spacing)
+            except (RedisUnavailable, TimeoutError):
                 pause = self.interval
             await asyncio.sleep(pause)
 
-    async def _drop_expired(self) -> None:
-        now = self.clock()
-        for held in [h for h in self._held.values() if now >= h.renewed_at + self.ttl / 2]:
-            log.error(
-                "Discord shard %d/%d: no lease renewal for leader_ttl/2; closing it",
-                held.shard_id,
-                held.count,
-            )
+    async def _drop_lost(self) -> None:
+        """Close the shards whose lease was lost (taken, or not renewed for ``ttl/2``)."""
+        for held in [h for h in self._held.values() if h.renewer.lost is not None]:
+            if held.renewer.lost is Loss.LAPSED:
+                log.error("Discord shard %d/%d: no lease renewal for leader_ttl/2; closing it", held.shard_id,
+                          held.count)  # fmt: skip
+            else:
+                log.warning("Discord shard %d/%d: its lease expired or was taken; closing it", held.shard_id,
+                            held.count)  # fmt: skip
             await self._drop(held, release=False)
 
     async def _drop(self, held: _Held, *, release: bool) -> None:
         """Close the shard's connection, then (``release``) give its lease back."""
         self._held.pop(held.shard_id, None)
+        await held.renewer.stop()
         if held.starting is not None and not held.starting.done():
             held.starting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -354,8 +345,8 @@ class ShardKeeper:
         if release:
             try:
                 async with asyncio.timeout(self.interval):
-                    await self._release(keys=[held.key], args=[held.value])
-            except REDIS_ERRORS as error:
+                    await held.lease.release()
+            except (RedisUnavailable, TimeoutError) as error:
                 log.info(
                     "could not release Discord shard %d's lease (it expires by itself): %s",
                     held.shard_id,

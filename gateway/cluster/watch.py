@@ -28,7 +28,8 @@ from collections.abc import Callable
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+
+from gateway.cluster.redis import UNREACHABLE
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,6 @@ RETRY = 0.5  # seconds between attempts to connect again
 LISTEN = 1.0  # seconds one wait for a message lasts (the wait is repeated; a break ends it at once)
 
 OnLost = Callable[[], None]
-BROKEN: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
 
 
 def without_retries(redis: Redis) -> Redis:
@@ -72,7 +72,7 @@ class ConnectionWatch:
                     self.connected.set()
                     while True:
                         await pubsub.get_message(timeout=LISTEN)
-            except BROKEN as error:
+            except UNREACHABLE as error:
                 if self.connected.is_set():
                     self.connected.clear()
                     self.lost += 1

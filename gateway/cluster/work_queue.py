@@ -31,8 +31,8 @@ Contract (beyond ``gateway.work.WorkQueue``'s):
 - ``cancel_running`` and ``busy`` see the whole cluster through ``gateway.cluster.control`` (records in
   Redis of what runs where, and durable cancels); they raise ``RedisUnavailable`` when Redis cannot be
   reached.
-- Background tasks (keeper, reader, appender, the control's writer and listener) run
-  ``gateway.cluster.supervision.supervised``: an unexpected exception is logged and the loop goes on.
+- Background tasks (keeper, reader, appender, the control's writer and listener) are
+  :class:`resilience.loops.BackgroundLoop` instances: an unexpected exception is logged and the loop goes on.
 - Lifecycle: :func:`open_work_queue` starts the background tasks and stops them on exit; the owner calls
   :meth:`drain` / :meth:`shutdown` before that, as for ``gateway.lanes.Lanes``.
 """
@@ -56,12 +56,12 @@ from gateway.cluster.control import ClusterControl
 from gateway.cluster.queue_metrics import QueueMetrics
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.cluster.semaphore import RedisSemaphore
-from gateway.cluster.supervision import supervised
 from gateway.cluster.work_stream import Entry, QueueStats, WorkStream
 from gateway.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.metrics import GatewayMetrics
 from gateway.outage import until_reachable
 from gateway.work import Work
+from resilience.loops import BackgroundLoop
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ class RedisWorkQueue:
         self._served = asyncio.Event()  # set by serve(): nothing is taken before
         self._taking = True  # False once draining: read nothing more
         self._closing = False  # set by shutdown: start nothing more
-        self._tasks: list[asyncio.Task[None]] = []
+        self._loops: list[BackgroundLoop] = []
+        self._tasks: list[asyncio.Task[None]] = []  # one-off jobs in the background
         self.problem: str | None = NOT_REACHED
         self.stats: QueueStats | None = None  # the stream's figures as last measured (every STATS_EVERY)
         self.rebuilds = 0  # times the stream was rebuilt from the database (for tests and logs)
@@ -230,8 +231,7 @@ class RedisWorkQueue:
             ("control writer", self.control.write),
             ("control listener", self.control.listen),
         ):
-            job = supervised(f"the work queue's {name}", loop)
-            self._tasks.append(asyncio.create_task(job, name=f"work queue {name}"))
+            self._loops.append(BackgroundLoop(f"the work queue's {name}", loop).start())
 
     async def aclose(self) -> None:
         if not self._closing:
@@ -242,6 +242,8 @@ class RedisWorkQueue:
                     async with asyncio.timeout(CLOSE_FLUSH):
                         await self.stream.add(self._take_submitted())
             await self.control.flush(CLOSE_FLUSH)
+        for loop in self._loops:
+            await loop.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -14,6 +14,7 @@ are not tracked.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -33,6 +34,15 @@ class Fence:
     # last part leaves it open too, and only parts that stop earlier get a closing line.
     close_start: int  # first character of the closing line
     close_end: int  # just past the closing fence run
+
+
+def code_block(text: str) -> str:
+    """``text`` as a fenced code block, shown as it is (monospace, no Markdown: a line of dashes under
+    a line is no heading there). The fence is longer than any run of backticks in ``text``, so nothing
+    in it can close the block."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(_MIN_FENCE_RUN, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def _fence_run(stripped_line: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import time
 
 from .records import RecordedRequest
 from .server import ProviderEmulator
@@ -31,10 +32,15 @@ async def run(host: str, port: int, min_cache_tokens: int | None, stream_delay: 
     async with emu.serve(host, port) as base_url:
         print(f"provider emulator at {base_url} (OpenAI base URL: {base_url}/v1); Ctrl-C stops", flush=True)
         shown = 0
+        last = time.monotonic()
         while True:
             await asyncio.sleep(0.2)
-            # The emulated clock follows wall time here, so TTLs behave as they would live.
-            emu.clock.advance(0.2)
+            # The emulated clock follows wall time here, so TTLs behave as they would live: by the time
+            # that really passed (a sleep on a busy machine lasts longer than asked, and a clock advanced
+            # by the amount asked would fall behind, keeping cache entries alive past their TTL).
+            now = time.monotonic()
+            emu.clock.advance(now - last)
+            last = now
             with emu.lock:
                 new = emu.requests[shown:]
             for rec in new if not quiet else ():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .blocks import RequestInvalid, anthropic_layout
-from .cache import AnthropicUsage, layout_prefixes
+from .cache import MIN_CACHE_TOKENS, AnthropicUsage, layout_prefixes
 from .records import RecordedRequest, anthropic_system_json, tools_json
 from .script import (
     AnswerFault,
@@ -65,6 +65,15 @@ def error_outcome(
         "request_id": request_id,
     }
     return Outcome(status, body, headers={"request-id": request_id, **retry_after_header(retry_after)})
+
+
+def model_list() -> dict[str, Any]:
+    """``GET /v1/models``: the Claude families the emulator knows (it answers any name)."""
+    data = [
+        {"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
+        for name in MIN_CACHE_TOKENS
+    ]
+    return {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
 
 
 def _begin(path: str, raw: bytes, body: dict[str, Any]) -> RecordedRequest:

@@ -42,6 +42,18 @@ ERRORS: dict[int, tuple[str, str | None, str]] = {
 }
 
 
+LISTED_MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "deepseek-chat")
+
+
+def model_list() -> dict[str, Any]:
+    """``GET /v1/models`` (the emulator answers any model name; these are what it lists)."""
+    data = [
+        {"id": name, "object": "model", "created": CREATED_BASE, "owned_by": "emulator"}
+        for name in LISTED_MODELS
+    ]
+    return {"object": "list", "data": data}
+
+
 def error_outcome(
     status: int, message: str | None = None, code: str | None = None, retry_after: float | None = None
 ) -> Outcome:

@@ -41,6 +41,7 @@ class ProviderEmulator(EmulatorState):
     before_answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     in_flight: int = 0  # model requests being answered now (streams included)
     max_in_flight: int = 0  # the most answered at once since start
+    model_list: bool = True  # GET /v1/models answers; False: a compatible server that has none (404)
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -48,6 +49,7 @@ class ProviderEmulator(EmulatorState):
         app.router.add_post("/v1/messages/count_tokens", self._route(anthropic_api.count_tokens, "anthropic"))
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
 
@@ -96,6 +98,14 @@ class ProviderEmulator(EmulatorState):
             language if isinstance(language, str) else None,
         )
         return await _send(request, outcome, 0.0)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """The model list, in the shape of the API that asks (the Anthropic SDK sends anthropic-version)."""
+        if not self.model_list:
+            return await self._not_found(request)
+        anthropic = "anthropic-version" in request.headers
+        body = anthropic_api.model_list() if anthropic else openai_api.model_list()
+        return web.json_response(body, dumps=dumps)
 
     async def _not_found(self, request: web.Request) -> web.Response:
         body = {

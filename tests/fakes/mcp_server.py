@@ -1,9 +1,10 @@
 """An MCP server built with the ``mcp`` SDK, for Herald's MCP client tests.
 
 Served over stdio (``python -m tests.fakes.mcp_server``: one process per server, where the process is
-the point: a crash, a hang, closing) or over streamable HTTP on 127.0.0.1 (:func:`serve_http`, port 0,
-in the test's own event loop; ``python -m tests.fakes.mcp_server http``: a process of its own that
-prints its URL, for a server that dies in the middle of a call).
+the point: a crash, a hang, closing; ``python -m tests.fakes.mcp_server noisy N`` first prints N lines
+that are not MCP messages to stdout, as a chatty wrapper script does) or over streamable HTTP on
+127.0.0.1 (:func:`serve_http`, port 0, in the test's own event loop; ``python -m tests.fakes.mcp_server
+http``: a process of its own that prints its URL, for a server that dies in the middle of a call).
 
 Tools:
 - ``echo`` / ``add``: plain answers;
@@ -75,8 +76,10 @@ def fail(reason: str) -> str:
     raise ToolError(f"cannot do that: {reason}")
 
 
-def crash() -> str:
-    """The server process exits without answering."""
+def crash(last_words: str = "") -> str:
+    """The server process exits without answering (after writing ``last_words`` to stderr)."""
+    if last_words:
+        print(last_words, file=sys.stderr, flush=True)
     os._exit(3)
 
 
@@ -168,4 +171,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["http"]:
         serve_http_process()
     else:
+        if sys.argv[1:2] == ["noisy"]:
+            for number in range(int(sys.argv[2])):
+                print(f"server.js: listening, worker {number} ready", flush=False)
+            sys.stdout.flush()
         build_server(in_process=False).run("stdio")

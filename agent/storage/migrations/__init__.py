@@ -1,3 +1,3 @@
 """Alembic migrations of Herald's schema (run at start-up by ``agent.storage.migrate``)."""
 
-HEAD = "0007"  # the newest revision in versions/: a start at this revision loads no migration code
+HEAD = "0009"  # the newest revision in versions/: a start at this revision loads no migration code

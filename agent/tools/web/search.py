@@ -91,8 +91,9 @@ class SearchProvider(ABC):
                 f"Search failed: {self.name} gave no answer within {self.timeout:g} seconds "
                 "(web.search.timeout)."
             ) from None
-        except httpx.HTTPError as error:
-            raise SearchError(f"Search failed: could not reach {self.name} ({error_text(error)}).") from None
+        except httpx.HTTPError as error:  # its text may name the service's address: the owner's business
+            log.warning("web search: could not reach %s at %s: %s", self.name, url, error_text(error))
+            raise SearchError(f"Search failed: could not reach {self.name}; try again later.") from None
         if response.status_code >= 400:
             hint = (
                 f" ({self.hint_when_refused})"
@@ -160,22 +161,37 @@ class TavilySearch(KeyedSearch):
         return results_from(items, "content")[:max_results]
 
 
+def key_variable(settings: WebSearchSettings) -> str | None:
+    """The environment variable holding the configured provider's API key (None: it takes none)."""
+    if settings.provider == "brave":
+        return settings.brave_api_key_env
+    return settings.tavily_api_key_env if settings.provider == "tavily" else None
+
+
+def unusable(settings: WebSearchSettings, environ: Mapping[str, str]) -> str | None:
+    """Why the configured provider cannot be used (what is missing), or None when it can (or none is set)."""
+    if settings.provider == "searxng" and not settings.searxng_url:
+        return "web.search.provider is searxng but web.search.searxng_url is not set"
+    key_env = key_variable(settings)
+    if key_env is not None and not environ.get(key_env, "").strip():
+        return f"web.search.provider is {settings.provider} but {key_env} is not set"
+    return None
+
+
 def search_provider(
     settings: WebSearchSettings, environ: Mapping[str, str], client: httpx.AsyncClient
 ) -> SearchProvider | None:
     """The configured provider, or None when there is none or it is not usable (logged once, here)."""
-    if settings.provider is None:
+    missing = unusable(settings, environ)
+    if missing is not None:
+        log.warning("%s: no web_search", missing)
         return None
-    if settings.provider == "searxng":
-        if not settings.searxng_url:
-            log.warning("web.search.provider is searxng but web.search.searxng_url is not set: no web_search")
-            return None
+    if settings.provider == "searxng" and settings.searxng_url:
         return SearxngSearch(client, settings.timeout, settings.searxng_url)
-    key_env = settings.brave_api_key_env if settings.provider == "brave" else settings.tavily_api_key_env
+    key_env = key_variable(settings)
+    if key_env is None:
+        return None  # no provider configured
     api_key = environ.get(key_env, "").strip()
-    if not api_key:
-        log.warning("web.search.provider is %s but %s is not set: no web_search", settings.provider, key_env)
-        return None
     if settings.provider == "brave":
         return BraveSearch(client, settings.timeout, settings.brave_url, api_key, key_env)
     return TavilySearch(client, settings.timeout, settings.tavily_url, api_key, key_env)

@@ -83,6 +83,13 @@ def search_tool(provider: SearchProvider, max_results: int) -> Tool:
     )
 
 
+def search_client(settings: WebSettings) -> httpx.AsyncClient:
+    """The HTTP client a search provider sends with (close it after use)."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(settings.search.timeout), headers={"User-Agent": settings.user_agent}
+    )
+
+
 class WebTools:
     """The web tool set: a fetcher for the owner and one for guests (separate connection pools, so a
     connection the owner opened to a private address is never reused for a guest), and the search
@@ -103,9 +110,7 @@ class WebTools:
         self.settings = settings
         self.guest_fetcher = Fetcher(settings, guest or guest_policy(settings.allow_private))
         self.owner_fetcher = Fetcher(settings, owner or owner_policy(settings.allow_private))
-        self._search_client = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.search.timeout), headers={"User-Agent": settings.user_agent}
-        )
+        self._search_client = search_client(settings)
         self.search: SearchProvider | None = search_provider(settings.search, environ, self._search_client)
 
     @property

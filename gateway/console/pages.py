@@ -1,0 +1,393 @@
+"""The console's pages: what each one reads, and what its buttons do.
+
+Actions reuse what the chat commands and ``herald`` use, with the same rules: scheduled jobs change
+through ``gateway.cron.manage`` as the owner (the console's user is the bot's owner, like the command
+line), pairing through ``gateway.pairing`` (an approved person is told at once, as ``/approve`` does),
+readiness is ``/readyz``'s own report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from gateway.addressing import admin_id
+from gateway.cluster.redis import ANY_REDIS_ERROR
+from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
+from gateway.console.reports import ChatSort, Reports
+from gateway.console.server import ConsoleWeb, Handler, Notice
+from gateway.console.sources import BudgetSource, CacheMissSource
+from gateway.cron.describe import delivery_text, preview, when
+from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
+from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
+from gateway.cron.standing import pause_lost
+from gateway.facts import GatewayFacts
+from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
+from gateway.services import Services
+
+if TYPE_CHECKING:
+    from gateway.cluster.member import ClusterMember
+
+Readiness = Callable[[], Awaitable[dict[str, object]]]
+PROBE_SECONDS = 3.0
+CONSOLE_ADMIN = "console"  # who approved, in ``approved_users.approved_by``
+
+
+@dataclass(frozen=True)
+class Dependency:
+    name: str
+    ok: bool
+    detail: str
+
+
+class ConsolePages:
+    """The page handlers (routes relative to ``/console``), on the gateway's services."""
+
+    def __init__(
+        self,
+        console: ConsoleWeb,
+        services: Services,
+        reports: Reports,
+        *,
+        budgets: BudgetSource,
+        misses: CacheMissSource,
+        readiness: Readiness,
+        member: ClusterMember | None,
+    ) -> None:
+        self.web = console
+        self.services = services
+        self.reports = reports
+        self.budgets = budgets
+        self.misses = misses
+        self.readiness = readiness
+        self.member = member
+
+    @property
+    def timezone(self) -> dt.tzinfo:
+        return self.reports.timezone
+
+    def routes(self) -> dict[str, tuple[str, Handler]]:
+        return {
+            "/": ("GET", self.overview),
+            "/chats": ("GET", self.chats),
+            "/chat": ("GET", self.chat),
+            "/jobs": ("GET", self.jobs),
+            "/jobs/{job_id}/{change}": ("POST", self.change_job),
+            "/pairing": ("GET", self.pairing),
+            "/pairing/{decision:approve|deny}": ("POST", self.decide_pairing),
+            "/pairing/revoke": ("POST", self.revoke),
+            "/budgets": ("GET", self.budget_lines),
+            "/health": ("GET", self.health),
+        }
+
+    # --- overview and chats ----------------------------------------------------------------------
+
+    async def overview(self, request: web.Request) -> web.StreamResponse:
+        overview = await self.reports.overview(time.time())
+        month = overview.windows[-1].usage
+        summary = await self.misses.summary(overview.days[0].start)
+        efficiency = month.cache_read / summary.expected_read if summary and summary.expected_read else None
+        daily = daily_spend([(d.date.isoformat(), d.usage.cost, d.requests) for d in overview.days])
+        values = {"heading": "Overview", "overview": overview, "month": month, "daily": daily}
+        return self.web.render(
+            request, "overview.html", values | {"efficiency": efficiency, "misses": summary}
+        )
+
+    async def chats(self, request: web.Request) -> web.StreamResponse:
+        sort = _choice(request.query.get("sort"), ChatSort, ChatSort.SPEND)
+        descending = request.query.get("order", "desc") != "asc"
+        page = await self.reports.chats(sort, descending, _number(request.query.get("page"), 1))
+        keys = [row.session_key for row in page.rows]
+        misses = await self.misses.counts(keys) if self.misses.measured else {}
+        values = {
+            "heading": "Chats",
+            "page": page,
+            "misses_measured": self.misses.measured,
+            "misses": misses,
+            "budgets": await self.budgets.used_by_chat(keys),
+        }
+        return self.web.render(request, "chats.html", values)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        key = request.query.get("key", "")
+        chat = await self.reports.chat(key) if key else None
+        if chat is None:
+            text = "There is no chat with that key; pick one from the list of chats."
+            missing = {"heading": "No such chat", "text": text, "back": "/console/chats"}
+            return self.web.render(request, "message.html", missing, status=404)
+        store = self.services.runtime.store
+        shown = await self.reports.turns(key)
+        misses = await self.misses.of_chat(key, [t.request_id for t in shown]) if self.misses.measured else []
+        figures = [
+            TurnFigures(
+                t.request_id,
+                f"{when(t.created_at, self.timezone)} {_purpose(t.purpose)} on {t.model}",
+                t.input_tokens, t.cache_read, t.cache_write, t.output_tokens,
+            )
+            for t in shown
+        ]  # fmt: skip
+        marks = [
+            MissMark(m.request_id, m.cause, f"cache miss ({m.cause}): {m.tokens:,} tokens, {money(m.usd)}")
+            for m in misses
+        ]
+        records = await store.sessions_for(key)
+        sessions = [
+            {"record": r, "usage": UsageRow(r.id, r.input_tokens, r.cache_read_tokens, r.cache_write_tokens,
+                                            r.output_tokens, r.estimated_cost, r.uncached_cost)}
+            for r in records
+        ]  # fmt: skip
+        values: dict[str, Any] = {
+            "heading": chat.name or key,
+            "chat": chat,
+            "turn_chart": turns(figures, marks),
+            "turns_shown": len(shown),
+            "misses_measured": self.misses.measured,
+            "misses": misses,
+            "purposes": [row_for_purpose(p) for p in await store.usage_by_purpose(key)],
+            "sessions": sessions,
+            "budget": (await self.budgets.used_by_chat([key])).get(key),
+        }
+        return self.web.render(request, "chat.html", values)
+
+    # --- scheduled jobs --------------------------------------------------------------------------
+
+    async def jobs(self, request: web.Request) -> web.StreamResponse:
+        manager = self.services.runtime.cron
+        jobs = [_job_view(job) for job in await manager.visible(COMMAND_LINE)]
+        values = {"heading": "Scheduled jobs", "jobs": jobs, "timezone": str(self.timezone)}
+        return self.web.render(request, "jobs.html", values)
+
+    async def change_job(self, request: web.Request) -> web.StreamResponse:
+        change = request.match_info["change"]
+        if change not in CHANGES:
+            raise self.web.done(
+                "/console/jobs", Notice("error", f"'{change}' is not something a job can do.")
+            )
+        manager = self.services.runtime.cron
+        try:
+            job = await manager.find(COMMAND_LINE, request.match_info["job_id"])
+            await change_job(manager, COMMAND_LINE, change, job.id)
+        except CronError as error:
+            raise self.web.done("/console/jobs", Notice("error", str(error))) from None
+        done = {"run": "Running now", "pause": "Paused", "resume": "Resumed", "remove": "Removed"}[change]
+        raise self.web.done("/console/jobs", Notice("ok", f'{done}: "{job.name}" ({job.id}).'))
+
+    # --- pairing ---------------------------------------------------------------------------------
+
+    async def pairing(self, request: web.Request) -> web.StreamResponse:
+        pairing = self.services.pairing
+        values = {
+            "heading": "Pairing",
+            "pending": await pairing.pending(),
+            "approved": await pairing.approved(),
+        }
+        return self.web.render(request, "pairing.html", values)
+
+    async def decide_pairing(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        platform, code = str(form.get("platform", "")), str(form.get("code", ""))
+        pairing = self.services.pairing
+        if request.match_info["decision"] == "approve":
+            user = await pairing.approve(platform, code, CONSOLE_ADMIN)  # queues the welcome too
+            if user is not None:
+                self.services.sender.notify()
+                who = admin_id(user.platform, user.user_id)
+                text = f"Approved {user.user_name} ({who}); they are being told."
+                raise self.web.done("/console/pairing", Notice("ok", text))
+        else:
+            denied = await pairing.deny(platform, code)
+            if denied is not None:
+                text = (
+                    f"Denied the request of {denied.user_name} ({admin_id(denied.platform, denied.user_id)})."
+                )
+                raise self.web.done("/console/pairing", Notice("ok", text))
+        text = f"No pending {platform} pairing code {code.upper()}: it expired or was handled already."
+        raise self.web.done("/console/pairing", Notice("error", text))
+
+    async def revoke(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        platform, user_id = str(form.get("platform", "")), str(form.get("user_id", ""))
+        who = admin_id(platform, user_id)
+        services = self.services
+        if await services.pairing.revoke(platform, user_id):
+            paused = await pause_lost(services.runtime.cron.jobs, services.authorizer, person=who)
+            jobs = f" Paused the jobs they made: {', '.join(p.job.id for p in paused)}." if paused else ""
+            raise self.web.done(
+                "/console/pairing", Notice("ok", f"Revoked {who}: they can no longer use the bot.{jobs}")
+            )
+        raise self.web.done("/console/pairing", Notice("error", f"{who} was not approved."))
+
+    # --- budgets and health ----------------------------------------------------------------------
+
+    async def budget_lines(self, request: web.Request) -> web.StreamResponse:
+        values = {"heading": "Budgets", "lines": await self.budgets.lines(), "timezone": str(self.timezone)}
+        return self.web.render(request, "budgets.html", values)
+
+    async def health(self, request: web.Request) -> web.StreamResponse:
+        report = await self.readiness()
+        runtime = self.services.runtime
+        uptime = int(time.time() - self.services.started_at)
+        health: dict[str, Any] = {
+            "ready": bool(report["ready"]),
+            "problems": report["problems"],
+            "role": "single process" if self.member is None else self.member.role,
+            "instance": f"pid {os.getpid()}" if self.member is None else self.member.instance_id,
+            "uptime": f"{uptime // 86400}d {uptime % 86400 // 3600}h {uptime % 3600 // 60}min",
+            "queued": self.services.lanes.depth,
+            "pending_inbox": await self.services.inbox.pending_count(),
+            "pending_outbox": await self.services.outbox.pending_count(),
+            "session_leases": runtime.locks.held,
+            "dependencies": await self._dependencies(),
+            "cluster": await self._cluster(),
+        }
+        return self.web.render(request, "health.html", {"heading": "Health", "health": health})
+
+    async def _dependencies(self) -> list[Dependency]:
+        found = []
+        for adapter in self.services.adapters.values():
+            status = adapter.status()
+            detail = status.detail or ("connected" if status.connected else "not connected")
+            found.append(Dependency(adapter.platform, status.connected, detail))
+        storage = self.services.runtime.storage
+        probe = GatewayFacts(storage).recall("ready_probe")  # one row's read
+        found.append(await _timed(f"database ({storage.dialect})", storage.description, probe))
+        cluster = self.services.runtime.cluster
+        if cluster is not None:
+            found.append(await _timed("redis", "the cluster's coordination", cluster.redis.ping()))
+        return found
+
+    async def _cluster(self) -> Mapping[str, Any] | None:
+        member = self.member
+        if member is None:
+            return None
+        from gateway.cluster.roster import read_roster  # redis-py: cluster mode only
+
+        report = member.report()
+        queue = report["queue"]
+        assert isinstance(queue, dict)
+        values: dict[str, Any] = {
+            "leases": member.leases(),
+            "session_leases": report["session_leases"],
+            "lag": queue["oldest_seconds"],
+            "pending": queue["pending"],
+            "unread": queue["unread"],
+            "running": queue["running"],
+            "members": [],
+            "leader": None,
+            "roster_error": None,
+        }
+        try:
+            async with asyncio.timeout(PROBE_SECONDS):
+                roster = await read_roster(member.redis)
+        except ANY_REDIS_ERROR as error:
+            values["roster_error"] = f"Redis did not say who is in the cluster ({error or 'no answer'})."
+            return values
+        values["members"], values["leader"] = roster.members, roster.leader
+        return values
+
+
+async def _timed(name: str, where: str, probe: Awaitable[object]) -> Dependency:
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(PROBE_SECONDS):
+            await probe
+    except TimeoutError:
+        return Dependency(name, False, f"{where}: no answer within {PROBE_SECONDS:.0f} s")
+    except Exception as error:  # any failure is the state to show; say which
+        return Dependency(name, False, f"{where}: {type(error).__name__}: {error}")
+    return Dependency(name, True, f"{where}: answered in {(time.perf_counter() - started) * 1000:.1f} ms")
+
+
+def _purpose(purpose: str) -> str:
+    return PURPOSE_LABELS.get(purpose, purpose)
+
+
+def _choice(value: str | None, kind: type[ChatSort], default: ChatSort) -> ChatSort:
+    try:
+        return kind(value) if value else default
+    except ValueError:
+        return default
+
+
+def _number(value: str | None, default: int) -> int:
+    return int(value) if value and value.isdigit() and len(value) < 9 else default
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """What a job's row shows: its state, its last run's outcome and the buttons it has."""
+
+    id: str
+    name: str
+    schedule: str
+    target_text: str
+    prompt_preview: str
+    enabled: bool
+    state: str
+    state_kind: str  # the pill's colour
+    next_run_at: float | None
+    last_run_at: float | None
+    outcome: str
+    outcome_kind: str
+    detail: str | None
+    actions: list[tuple[str, str, str]]  # (change, button label, button style)
+
+
+def _job_view(job: CronJob) -> JobRow:
+    if job.enabled:
+        state, state_kind = "active", "ok"
+    elif job.repeat == 0:
+        state, state_kind = "finished", ""
+    else:
+        state, state_kind = "paused", "warn"
+    outcome, outcome_kind, detail = _outcome(job)
+    actions = [("run", "Run now", "primary"), ("pause", "Pause", "")] if job.enabled else []
+    if not job.enabled and job.repeat != 0:
+        actions.append(("resume", "Resume", ""))
+    actions.append(("remove", "Remove", "danger"))
+    return JobRow(
+        id=job.id,
+        name=job.name,
+        schedule=job.schedule,
+        target_text=format_target(job.target),
+        prompt_preview=preview(job.prompt),
+        enabled=job.enabled,
+        state=state,
+        state_kind=state_kind,
+        next_run_at=job.next_run_at,
+        last_run_at=job.last_run_at,
+        outcome=outcome,
+        outcome_kind=outcome_kind,
+        detail=detail,
+        actions=actions,
+    )
+
+
+def _outcome(job: CronJob) -> tuple[str, str, str | None]:
+    """(outcome, its colour, a detail line) of the job's last run."""
+    status = job.last_status
+    if status is None:
+        return "not run yet", "", None
+    if status is RunStatus.OK:
+        kind = (
+            {DeliveryState.SENT: "ok", DeliveryState.FAILED: "bad"}.get(job.delivery, "warn")
+            if job.delivery
+            else "warn"
+        )
+        return f"answered, delivery {delivery_text(job)}", kind, preview(job.last_output or "")
+    if status is RunStatus.SILENT:
+        return "answered [SILENT], nothing sent", "ok", None
+    if status is RunStatus.FAILED:
+        return "failed", "bad", job.last_error
+    if status is RunStatus.MISSED:
+        return "missed", "warn", job.last_error
+    if status is RunStatus.INTERRUPTED:
+        return "interrupted", "warn", job.last_error
+    return "running", "", None

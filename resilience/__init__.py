@@ -1,0 +1,16 @@
+"""How Herald waits, retries and keeps what it holds: used by the agent, the gateway and the adapters.
+
+Three ideas, each with one home, so that the agent's provider retries, the outbox sender, Telegram's
+polling, MCP restarts, the database outage wait and every lease of the cluster behave alike:
+
+- ``backoff``: how long to wait before trying again (:class:`~resilience.backoff.Backoff`);
+- ``loops``: a background task that logs what it did not expect and goes on, stopped once
+  (:class:`~resilience.loops.BackgroundLoop`);
+- ``renewal``: keeping a lease alive and knowing when to stop trusting it
+  (:class:`~resilience.renewal.Renewer`), whatever holds the lease (Redis, the database);
+- ``unreachable``: the one meaning of "the service is away now"
+  (:class:`~resilience.unreachable.Unreachable`).
+
+A package of its own because every layer needs it and adapters may import neither the agent nor the
+gateway: it imports nothing of Herald and no third-party library (``tests/test_layering.py``).
+"""

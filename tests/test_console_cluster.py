@@ -1,0 +1,73 @@
+"""The console in a cluster (two gateway processes, one PostgreSQL, one Redis): the health page shows
+the processes and the leader as Redis knows them, a login made on one process is good on the other,
+a link made anywhere logs in anywhere, and failed logins are counted over the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from gateway.console.links import LoginLinks
+from gateway.home import HeraldHome
+from tests.cluster_support import open_cluster
+from tests.console_support import CONSOLE_TOKEN, CSRF, ConsoleClient, console_client
+from tests.emulator import ProviderEmulator
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
+
+LEADER = re.compile(r"<dt>Leader</dt><dd>(g[01])</dd>")
+
+
+async def test_the_console_of_a_cluster(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    postgresql_database: str,
+    redis_server: RedisServer,
+) -> None:
+    environ = {"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2,
+        environ=environ,
+    ) as cluster:  # fmt: skip
+        first, second = (gateway.http.url for gateway in cluster.gateways)
+        async with console_client(first) as client:
+            await client.login()
+            async with asyncio.timeout(30):  # until a process has won the leader lease
+                while not LEADER.search(page := (await client.get("/console/health"))[1]):  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)
+            leader = LEADER.search(page).group(1)  # type: ignore[union-attr]
+            rows = re.findall(r'<tr><td class="name">(g[01])</td><td>host [^<]+</td><td>(\w+)</td>', page)
+            assert dict(rows) == {"g0": "leader" if leader == "g0" else "worker",
+                                  "g1": "leader" if leader == "g1" else "worker"}  # fmt: skip
+            assert "Queue lag" in page and "redis" in page
+
+            cookies = {cookie.key: cookie.value for cookie in client.session.cookie_jar}
+        async with console_client(second) as other:  # the first process's login, on the second
+            other.session.cookie_jar.update_cookies({"herald_console": cookies["herald_console"]})
+            status, page, _ = await other.get("/console/health")
+            assert status == 200 and "Cluster and health" in page
+
+        secret = await LoginLinks(cluster.gateways[0].services.runtime.storage).issue("telegram:1")
+        async with console_client(second) as browser:  # a link made through the first, on the second
+            await log_in_with_link(browser, secret)
+            assert (await browser.get("/console/chats"))[0] == 200
+
+        async with console_client(first) as guesser, console_client(second) as owner:
+            for _ in range(10):
+                form = await guesser.csrf("/console/login")
+                status, _, _ = await guesser.post("/console/login", {"csrf": form, "token": "guess"})
+                assert status == 401
+            form = await owner.csrf("/console/login")  # the same address, on the other process
+            status, _, _ = await owner.post("/console/login", {"csrf": form, "token": CONSOLE_TOKEN})
+            assert status == 429
+
+
+async def log_in_with_link(client: ConsoleClient, secret: str) -> None:
+    _, text, _ = await client.get(f"/console/login?link={secret}")
+    form = {"csrf": CSRF.search(text).group(1), "link": secret}  # type: ignore[union-attr]
+    status, _, _ = await client.post("/console/login", form)
+    assert status == 303

@@ -1,0 +1,199 @@
+"""The operator console's guard, over HTTP against a running gateway: no page without a login, no change
+without the page's CSRF token, the cookie's attributes, failed logins limited, user text escaped, and no
+console on an open address without a token."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import ConfigError
+from gateway.cron.manage import COMMAND_LINE
+from gateway.home import HeraldHome
+from tests.console_support import CONSOLE_TOKEN, CSRF, console_client, console_gateway
+from tests.emulator import ProviderEmulator
+from tests.gateway_support import FRIEND, STRANGER, telegram_gateway
+
+pytestmark = pytest.mark.timeout(90)
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+async def test_every_console_route_wants_a_login(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with (
+        console_gateway(home, emulator, emulator_url) as console,
+        console_client(console.url) as client,
+    ):
+        routes = console.routes()
+        assert len(routes) >= 13  # the pages and their actions (a new route is covered as it comes)
+        for method, path in routes:
+            if path == "/console/login":
+                continue
+            if method == "GET":
+                status, _, response = await client.get(path)
+                assert status == 303, (path, status)
+                assert response.headers["Location"].startswith("/console/login?next="), path
+            else:
+                status, text, _ = await client.post(path, {})
+                assert status == 401, (path, status)
+                assert "This needs a console login." in text
+        status, _, response = await client.get("/console")
+        assert (status, response.headers["Location"]) == (302, "/console/")
+
+        client.session.cookie_jar.update_cookies({"herald_console": "v1.9999999999.forged.c2lnbmF0dXJl"})
+        status, _, _ = await client.get("/console/chats")
+        assert status == 303  # a cookie the gateway did not sign opens nothing
+
+        await client.login()
+        status, _, _ = await client.get("/console/chats")
+        assert status == 200
+        csrf = await client.csrf()
+        status, _, _ = await client.post("/console/logout", {"csrf": csrf})
+        assert status == 303
+        status, _, _ = await client.get("/console/chats")
+        assert status == 303
+
+
+async def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with console_gateway(home, emulator, emulator_url) as console:
+        harness = console.harness
+        cron = harness.gateway.services.runtime.cron
+        target = f"telegram:{FRIEND}"
+        job = await cron.create(COMMAND_LINE, prompt="Report", schedule="every 2h", target=target)
+        harness.fake.private_message(STRANGER, "let me in", first_name="Eve")
+        await harness.settled()
+        [pending] = await harness.gateway.services.pairing.pending()
+        async with console_client(console.url) as client, console_client(console.url) as other:
+            await client.login()
+            await other.login()
+            foreign = await other.csrf()  # a valid token, of another login
+            pause = f"/console/jobs/{job.id}/pause"
+            approve = {"platform": "telegram", "code": pending.code}
+            for form in ({}, {"csrf": ""}, {"csrf": "forged"}, {"csrf": foreign}):
+                status, text, _ = await client.post(pause, form)
+                assert status == 403, form
+                assert "This form is out of date or was not sent from the console" in text
+                status, _, _ = await client.post("/console/pairing/approve", {**approve, **form})
+                assert status == 403
+            assert (await cron.jobs.get(job.id)).enabled  # type: ignore[union-attr]
+            assert [p.code for p in await harness.gateway.services.pairing.pending()] == [pending.code]
+
+            status, _, response = await client.post(pause, {"csrf": await client.csrf()})
+            assert (status, response.headers["Location"]) == (303, "/console/jobs")
+            assert not (await cron.jobs.get(job.id)).enabled  # type: ignore[union-attr]
+
+        async with console_client(console.url) as client:  # the login form is no exception
+            status, _, _ = await client.post("/console/login", {"token": CONSOLE_TOKEN})
+            assert status == 403
+            status, _, _ = await client.get("/console/chats")
+            assert status == 303
+
+
+async def test_the_login_cookie_is_httponly_strict_and_only_the_token_gives_one(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with (
+        console_gateway(home, emulator, emulator_url) as console,
+        console_client(console.url) as client,
+    ):
+        form = await client.csrf("/console/login")
+        status, text, response = await client.post("/console/login", {"csrf": form, "token": "not-the-token"})
+        assert status == 401
+        assert "That is not the console token." in text
+        assert "herald_console" not in response.cookies
+
+        response = await client.login()
+        cookie = response.cookies["herald_console"]
+        assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/console"
+        assert not cookie["secure"]  # plain http on loopback: a Secure cookie would never come back
+        status, _, page = await client.get("/console/")
+        assert status == 200
+        headers = page.headers
+        assert "script-src" not in headers["Content-Security-Policy"]  # default-src 'none': no script
+        assert "default-src 'none'" in headers["Content-Security-Policy"]
+        assert headers["X-Frame-Options"] == "DENY" and headers["Referrer-Policy"] == "no-referrer"
+
+
+async def test_behind_an_https_address_the_cookie_is_secure(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    public = {"public_url": "https://herald.example.com"}
+    async with (
+        console_gateway(home, emulator, emulator_url, console=public) as console,
+        console_client(console.url) as client,
+    ):
+        _, text, page = await client.get("/console/login")
+        form_cookie = page.cookies["herald_console_login"]
+        assert form_cookie["secure"]  # so this client (plain http) does not send it back by itself
+        form = {"csrf": CSRF.search(text).group(1), "token": CONSOLE_TOKEN}  # type: ignore[union-attr]
+        cookies = {"herald_console_login": form_cookie.value}  # as a browser on https:// would send it
+        async with client.session.post(
+            client.url + "/console/login", data=form, cookies=cookies, allow_redirects=False
+        ) as response:
+            assert response.status == 303
+            assert response.cookies["herald_console"]["secure"]
+
+
+async def test_failed_logins_are_limited_per_address(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with (
+        console_gateway(home, emulator, emulator_url) as console,
+        console_client(console.url) as client,
+    ):
+        for _ in range(10):
+            form = await client.csrf("/console/login")
+            status, _, _ = await client.post("/console/login", {"csrf": form, "token": "guess"})
+            assert status == 401
+        form = await client.csrf("/console/login")
+        status, text, response = await client.post("/console/login", {"csrf": form, "token": CONSOLE_TOKEN})
+        assert status == 429  # even the right token, until the window has passed
+        assert "Too many failed logins from your address" in text
+        assert "herald_console" not in response.cookies
+
+
+async def test_names_and_titles_people_wrote_are_shown_as_text(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with console_gateway(home, emulator, emulator_url) as console:
+        fake = console.harness.fake
+        fake.group_message(-100, FRIEND, "<script>alert(2)</script> hi", mention_bot=True, title=XSS)
+        fake.private_message(STRANGER, "let me in", first_name="<b onmouseover=alert(3)>Eve</b>")
+        await console.harness.settled()
+        async with console_client(console.url) as client:
+            await client.login()
+            pages = {
+                path: (await client.get(path))[1]
+                for path in ("/console/chats", "/console/chat?key=telegram:group:-100", "/console/pairing")
+            }
+    for path in ("/console/chats", "/console/chat?key=telegram:group:-100"):
+        text = pages[path]
+        assert "&lt;img src=x onerror=alert(1)&gt;" in text, path
+        assert "&lt;script&gt;alert(2)&lt;/script&gt;" in text, path
+        assert "<img" not in text and "<script" not in text, path
+    assert "&lt;b onmouseover=alert(3)&gt;Eve&lt;/b&gt;" in pages["/console/pairing"]
+    assert "<b onmouseover" not in pages["/console/pairing"]
+
+
+async def test_on_an_open_address_the_console_needs_a_token(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    open_address = {"http_host": "0.0.0.0"}
+    async with console_gateway(home, emulator, emulator_url, token=None, gateway=open_address) as console:
+        port = console.url.rsplit(":", 1)[1]
+        async with console_client(f"http://127.0.0.1:{port}") as client:
+            assert (await client.get("/healthz"))[0] == 200
+            assert (await client.get("/console/login"))[0] == 404
+        assert console.harness.gateway.services.console_url is None
+
+    async with console_gateway(home, emulator, emulator_url, gateway=open_address) as console:
+        port = console.url.rsplit(":", 1)[1]
+        async with console_client(f"http://127.0.0.1:{port}") as client:
+            assert (await client.get("/console/login"))[0] == 200
+
+    with pytest.raises(ConfigError, match="HERALD_CONSOLE_TOKEN has 5 characters; use at least 16"):
+        async with telegram_gateway(home, emulator, emulator_url, environ={"HERALD_CONSOLE_TOKEN": "short"}):
+            pass
