@@ -36,6 +36,7 @@ from agent.locks import (
     wait_to_take,
 )
 from agent.loop import Agent, TurnResult
+from agent.mcp.naming import server_of, tool_name
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
@@ -69,7 +70,7 @@ from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, Sessi
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
-from agent.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from agent.tools.registry import OPEN, Refuse, Tool, ToolContext, ToolError, ToolGate, ToolRegistry, both
 from agent.tools.web import WebTools
 from agent.tools.web.search import SearchError, key_variable, search_provider, unusable
 from agent.tools.web.tools import TOOLSET, search_client
@@ -78,6 +79,7 @@ from agent.usage import Usage
 __all__ = [
     "CAUSE_LABELS",
     "MAX_RETRY_AFTER",
+    "OPEN",
     "PROVIDERS",
     "SKIPPED",
     "TOOLSET",
@@ -117,6 +119,7 @@ __all__ = [
     "ProviderPool",
     "PurposeUsage",
     "Refusal",
+    "Refuse",
     "RequestLimiter",
     "RetryPolicy",
     "Retrying",
@@ -142,6 +145,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolFinished",
+    "ToolGate",
     "ToolRegistry",
     "ToolStarted",
     "Transcriber",
@@ -153,6 +157,7 @@ __all__ = [
     "WebTools",
     "Window",
     "WindowKind",
+    "both",
     "build_provider",
     "builtin_registry",
     "charging",
@@ -173,7 +178,9 @@ __all__ = [
     "review",
     "search_client",
     "search_provider",
+    "server_of",
     "start_session",
+    "tool_name",
     "unusable",
     "version",
     "wait_to_take",

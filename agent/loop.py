@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,7 +60,7 @@ from agent.skills import SkillLibrary
 from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
-from agent.tools.registry import ToolContext, ToolRegistry
+from agent.tools.registry import OPEN, ToolContext, ToolGate, ToolRegistry
 from agent.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class Agent:
         on_event: EventCallback | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
-        refuse: Collection[str] = (),
+        gate: ToolGate = OPEN,
         purpose: str = "turn",
         media: Sequence[Media] = (),
     ) -> TurnResult:
@@ -140,7 +140,8 @@ class Agent:
         ``media`` are prepared images and documents the user sent with ``text`` (``agent.media``): they
         are stored once with the user message and re-sent with it on every later request.
         ``meta`` is stored with the user message (the gateway records which inbox row it answers).
-        ``refuse`` names tools this turn may not use although the session advertises them.
+        ``gate`` is asked before each tool call (and each of its sub-agents'): the caller's current
+        rights, and tools this turn may not use although the session advertises them.
         ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
         by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
         """
@@ -211,7 +212,7 @@ class Agent:
                 assistant = with_payload(
                     provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
                 )
-                results = await self._run_tools(provider, session, response.tool_calls, pump, refuse)
+                results = await self._run_tools(provider, session, response.tool_calls, pump, gate)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(_id(m) for m in stored)
@@ -399,10 +400,10 @@ class Agent:
         session: SessionRecord,
         calls: tuple[ToolCall, ...],
         pump: EventPump,
-        refuse: Collection[str],
+        gate: ToolGate,
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
-        context = self.tool_context(session, depth=0)
+        context = self.tool_context(session, depth=0, gate=gate)
 
         def notify(call: ToolCall, result: Message | None) -> None:
             if result is None:
@@ -412,19 +413,21 @@ class Agent:
 
         advertised = {tool["name"] for tool in session.tools}
         return await run_tool_calls(
-            self.registry, provider, calls, context, advertised=advertised, refused=refuse, notify=notify
+            self.registry, provider, calls, context, advertised=advertised, notify=notify
         )
 
-    def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext:
-        """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is."""
+    def tool_context(self, session: SessionRecord, *, depth: int, gate: ToolGate = OPEN) -> ToolContext:
+        """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is, and
+        ``gate`` is asked before each call (its sub-agents' calls too)."""
         return ToolContext(
             session_id=session.id,
             session_key=session.session_key,
             store=self.store,
             memory=self.memory.store(session.memory_scope),
             skills=self.skills,
-            delegate=delegate_for(self, session, depth),
+            delegate=delegate_for(self, session, depth, gate),
             trusted=session.memory_scope == OWNER_SCOPE,
+            gate=gate,
         )
 
 

@@ -31,7 +31,16 @@ from agent.providers.retry import user_facing_error
 from agent.spending.gate import OverBudget
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
-from agent.tools.registry import Delegate, SideOutcome, ToolContext, ToolRegistry
+from agent.tools.registry import (
+    OPEN,
+    Delegate,
+    Refuse,
+    SideOutcome,
+    ToolContext,
+    ToolGate,
+    ToolRegistry,
+    both,
+)
 from agent.usage import Usage
 
 
@@ -49,7 +58,7 @@ class Agent(Protocol):
 
     def provider_for(self, session: SessionRecord) -> Provider: ...
 
-    def tool_context(self, session: SessionRecord, *, depth: int) -> ToolContext: ...
+    def tool_context(self, session: SessionRecord, *, depth: int, gate: ToolGate = ...) -> ToolContext: ...
 
     async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]: ...
 
@@ -85,6 +94,7 @@ class SideTask:
     max_output_tokens: int
     timeout: float
     depth: int  # how deep in delegation this task runs (1 = a child of a turn)
+    gate: ToolGate = OPEN  # the parent's: a sub-agent may use no tool its caller may not use now
 
 
 @dataclass(frozen=True)
@@ -133,8 +143,8 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
     provider = agent.provider_for(session)
     messages = [*task.prefix, with_payload(provider, Message(role="user", content=task.task))]
     advertised = {tool["name"] for tool in session.tools}
-    refused = advertised - task.allowed_tools
-    context = agent.tool_context(session, depth=task.depth)
+    limits = Refuse(frozenset(advertised - task.allowed_tools))
+    context = agent.tool_context(session, depth=task.depth, gate=both(task.gate, limits))
     # Paced like the session's own turns: a review of a chat that pauses writes the history's end
     # with the TTL the chat's next turn needs to still find it.
     prefix_ttl, tail_ttl = await agent.ttls_for(session)
@@ -167,14 +177,15 @@ async def _loop(agent: Agent, session: SessionRecord, task: SideTask, progress: 
             provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
         )
         results = await run_tool_calls(
-            agent.registry, provider, response.tool_calls, context, advertised=advertised, refused=refused
+            agent.registry, provider, response.tool_calls, context, advertised=advertised
         )
         messages.extend([assistant, *results])
     return "stopped at its iteration limit"
 
 
-def delegate_for(agent: Agent, session: SessionRecord, depth: int) -> Delegate | None:
-    """The delegate capability for tools running at ``depth`` (None where delegation is not allowed)."""
+def delegate_for(agent: Agent, session: SessionRecord, depth: int, gate: ToolGate = OPEN) -> Delegate | None:
+    """The delegate capability for tools running at ``depth`` (None where delegation is not allowed);
+    its sub-agents' calls are put to ``gate`` too."""
     limits = agent.settings.delegate
     advertised = {tool["name"] for tool in session.tools}
     if "delegate" not in advertised or depth >= limits.max_depth:
@@ -201,6 +212,7 @@ def delegate_for(agent: Agent, session: SessionRecord, depth: int) -> Delegate |
                 max_output_tokens=limits.max_output_tokens,
                 timeout=limits.timeout,
                 depth=child_depth,
+                gate=gate,
             )
             async with slots:
                 result = await run_side_task(agent, session, task)
@@ -213,10 +225,13 @@ def delegate_for(agent: Agent, session: SessionRecord, depth: int) -> Delegate |
     return delegate
 
 
-async def review(agent: Agent, session: SessionRecord, *, max_iterations: int) -> SideResult:
+async def review(
+    agent: Agent, session: SessionRecord, *, max_iterations: int, gate: ToolGate = OPEN
+) -> SideResult:
     """A background review of ``session``: its transcript as sent, then the review task.
 
-    It may read skills and past sessions and write memory (the session's own scope); nothing else.
+    It may read skills and past sessions and write memory (the session's own scope); nothing else, and
+    nothing ``gate`` refuses (what the session's people may use now).
     A completed review marks the session reviewed up to its last message (stored, so the schedule
     survives restarts).
     """
@@ -232,6 +247,7 @@ async def review(agent: Agent, session: SessionRecord, *, max_iterations: int) -
         max_output_tokens=agent.settings.max_tokens,
         timeout=agent.settings.delegate.timeout,
         depth=agent.settings.delegate.max_depth,  # a review never delegates
+        gate=gate,
     )
     result = await run_side_task(agent, session, task)
     if result.error is None and history[-1].id is not None:

@@ -7,7 +7,7 @@ serialise tool calls the same way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import replace
 
 from agent.messages import Message, ToolCall
@@ -29,15 +29,15 @@ async def run_tool_calls(
     context: ToolContext,
     *,
     advertised: set[str],
-    refused: Collection[str] = (),
     notify: Notify | None = None,
 ) -> list[Message]:
-    """Run ``calls`` concurrently; each result carries its wire payload. Never raises for a tool."""
+    """Run ``calls`` concurrently; each result carries its wire payload. Never raises for a tool.
+    ``context.gate`` is asked before each call runs."""
 
     async def run(call: ToolCall) -> Message:
         if notify is not None:
             notify(call, None)
-        result = await run_tool(registry, call, context, advertised, refused)
+        result = await run_tool(registry, call, context, advertised)
         if notify is not None:
             notify(call, result)
         return with_payload(provider, result)

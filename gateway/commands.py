@@ -21,7 +21,7 @@ from adapters.base import ChatType, CommandSpec
 from agent.api import StartedSession, charging, frozen_memory
 from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
-from gateway.access.pairing import welcome
+from gateway.access.auth import speaker_of
 from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
 from gateway.console.links import LINK_SECONDS, LoginLinks
@@ -165,8 +165,10 @@ async def _budget(context: CommandContext) -> str:
 
 async def _cron(context: CommandContext) -> str:
     message = context.row.message
-    scope = memory_scope(message, is_admin=context.is_admin)
-    caller = Caller(context.key, scope, chat_of_session_key(context.key))  # None in the terminal
+    admin = context.is_admin
+    scope = memory_scope(message, is_admin=admin)
+    chat = chat_of_session_key(context.key)  # None in the terminal
+    caller = Caller(context.key, scope, chat, creator=speaker_of(message), admin=admin)
     return await cron_command(context.services.runtime.cron, caller, context.args)
 
 
@@ -234,7 +236,7 @@ async def _approve(context: CommandContext) -> str:
     user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
-    await context.services.replies.queue([welcome(user)])
+    context.services.sender.notify()  # the welcome was queued with the approval
     return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
 
 

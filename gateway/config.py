@@ -225,6 +225,27 @@ class SchedulerSettings(Section):
         description="Seconds between reads of the job table, to pick up jobs added or changed by "
         "`herald cron` in another process.",
     )
+    max_jobs_per_chat: StrictInt = Field(
+        10,
+        ge=1,
+        le=100_000,
+        description="Jobs that may post into one chat; a guest's job past it is refused (the owner and "
+        "admins are not limited).",
+    )
+    max_jobs_per_person: StrictInt = Field(
+        10,
+        ge=1,
+        le=100_000,
+        description="Jobs one guest may make, over all chats; one more is refused (the owner and admins "
+        "are not limited).",
+    )
+    guest_min_interval: StrictInt = Field(
+        900,
+        ge=60,
+        le=31_536_000,
+        description="Seconds that must pass between two runs of a repeating job made by a guest (900 = "
+        "15 minutes); a job that would run more often is refused.",
+    )
 
     @field_validator("timezone")
     @classmethod

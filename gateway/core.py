@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from agent.db import Storage
-from gateway.access.auth import AccessPolicy, Authorizer, PlatformAccess
+from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
@@ -53,23 +53,6 @@ class Core:
     services: Services
     router: Router
     readiness: Sequence[ReadinessCheck] = ()  # besides adapters and database (gateway.http)
-
-
-def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
-    """Who may talk: the config's admins and allowlists, plus ``owners`` (the terminal's user)."""
-    discord = config.discord
-    return AccessPolicy(
-        admins=frozenset([*config.gateway.admins, *owners]),
-        allow_all=config.gateway.allow_all,
-        platforms={
-            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
-            "discord": PlatformAccess(
-                users=frozenset(discord.allowed_users),
-                chats=frozenset(discord.allowed_channels),
-                servers=frozenset(discord.allowed_guilds),
-            ),
-        },
-    )
 
 
 def require_mention(config: HeraldConfig) -> dict[str, bool]:
@@ -109,6 +92,7 @@ async def open_core(
         outbound = sending(runtime.cluster, by_platform, metrics)
         sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
+        authorizer = Authorizer(access_policy(config, owners=owners), pairing)
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
         lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
@@ -121,11 +105,11 @@ async def open_core(
             replies=Replies(outbox, sender, by_platform),
             adapters=by_platform,
             budget=outbound.budget,
-            authorizer=Authorizer(access_policy(config, owners=owners), pairing),
+            authorizer=authorizer,
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
             lanes=lanes,
-            reviews=Reviews(runtime, config.review, metrics, claims=review_claims(in_cluster)),
+            reviews=Reviews(runtime, config.review, metrics, authorizer, claims=review_claims(in_cluster)),
             media=MediaReader(
                 config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
             ),

@@ -57,18 +57,18 @@ from agent.api import (
     start_session,
 )
 from agent.db import Storage
-from agent.memory import OWNER_SCOPE, MemoryBank
-from agent.settings import McpSettings
+from agent.memory import MemoryBank
 from agent.skills import SkillLibrary
 from gateway.budgets.limits import default_charge
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
-from gateway.cron.manage import CronManager
+from gateway.cron.manage import CronManager, JobLimits
 from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage, storage_url
 from gateway.home.memory_skills import memory_and_skills
+from gateway.rights import mcp_settings, session_toolsets
 
 if TYPE_CHECKING:
     from agent.mcp import McpServers
@@ -125,20 +125,6 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
             raise ProviderError(str(error), retryable=False, kind="configuration") from None
 
     return factory
-
-
-def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]:
-    """The tool sets a new session gets: all of ``agent.toolsets`` for the owner, only those
-    ``gateway.tools_for_guests`` also names for anyone else (a group, another person, their jobs).
-
-    Guests share one tool list among themselves and owners another, so each family still reads its
-    prompt prefix from the cache (ARCHITECTURE.md, cache invariant 2).
-    """
-    enabled = config.agent.toolsets
-    if memory_scope == OWNER_SCOPE:
-        return tuple(enabled)
-    guests = set(config.gateway.tools_for_guests)
-    return tuple(toolset for toolset in enabled if toolset in guests)
 
 
 def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
@@ -264,11 +250,6 @@ def make_context_engine(
     )
 
 
-def mcp_settings(config: HeraldConfig) -> McpSettings:
-    """The MCP servers to start: none when the mcp tool set is off (nobody could use their tools)."""
-    return config.mcp if "mcp" in config.agent.toolsets else McpSettings()
-
-
 def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLimiter:
     """This process's cap on model requests in flight, and the cluster's on top when one is set."""
     local = LocalRequestLimiter(config.agent.max_concurrent_requests)
@@ -341,7 +322,7 @@ async def open_runtime(
         limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
         zone = resolve_timezone(config.scheduler.timezone)
-        cron = CronManager(CronJobs(storage), zone)
+        cron = CronManager(CronJobs(storage), zone, JobLimits.of(config.scheduler))
         spending = SpendGate(
             spend_counters(config, store, cluster),
             store.spending,

@@ -130,7 +130,10 @@ cron_jobs = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, server_default="1"),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("created_by", sa.Text),  # platform:user_id; null: the command line, the terminal, older jobs
+    sa.Column("creator", sa.Text),  # where they made it, as JSON (gateway.access.auth.Speaker)
     sa.Index("cron_jobs_by_target", "platform", "chat_id"),
+    sa.Index("cron_jobs_by_creator", "created_by"),
 )
 
 discord_interactions = sa.Table(

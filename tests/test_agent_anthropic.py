@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agent.events import Retrying, TextDelta
+from agent.tools.registry import Refuse
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
@@ -405,7 +406,7 @@ async def test_a_refused_tool_stays_in_the_schema_but_does_not_run(
         session = await new_session(runtime)
         emulator.script(todo_call(1), Reply(text="I could not use it."))
         async with runtime.locks.hold(session.session_key) as lease:
-            await runtime.agent.run_turn(lease, session, "plan it", refuse={"todo"})
+            await runtime.agent.run_turn(lease, session, "plan it", gate=Refuse(frozenset({"todo"})))
         messages = await runtime.store.load_messages(session.id)
         todos = await runtime.store.get_todos(session.id)
     result = next(m for m in messages if m.role == "tool")

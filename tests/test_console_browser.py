@@ -156,6 +156,7 @@ async def test_approve_and_deny_pairing_requests(
         assert await page.locator("#pending tr", has_text="Mallory").count() == 0
         await harness.settled()
         assert await harness.gateway.services.pairing.is_approved("telegram", str(STRANGER))
+        assert harness.texts(STRANGER).count(WELCOME) == 1  # queued with the approval, said once
         assert not await harness.gateway.services.pairing.is_approved("telegram", str(other))
         assert WELCOME not in harness.texts(other)
     assert tab.errors == []

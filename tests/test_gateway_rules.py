@@ -262,7 +262,7 @@ async def test_shutdown_starts_no_item_that_was_waiting_for_the_cap() -> None:
 def test_guests_get_the_tool_sets_tools_for_guests_names_and_owners_all() -> None:
     from agent.memory import chat_scope, user_scope
     from gateway.config import HeraldConfig
-    from gateway.runtime import session_toolsets
+    from gateway.rights import session_toolsets
 
     config = HeraldConfig()
     assert "mcp" in session_toolsets(config, OWNER_SCOPE)

@@ -107,14 +107,19 @@ def test_only_repositories_and_the_storage_layer_speak_sql() -> None:
 
 
 def test_every_reply_takes_one_road() -> None:
-    """Only gateway.delivery.replies queues into the outbox (and `herald pairing approve`, a process without a
-    sender, which leaves the welcome for the running gateway to send)."""
-    queuing = {
-        str(path.relative_to(ROOT))
-        for path in modules("gateway")
-        if "outbox.enqueue(" in path.read_text(encoding="utf-8")
-    }
-    assert queuing <= {"gateway/delivery/replies.py", "gateway/cli/gateway.py"}, queuing
+    """Only gateway.delivery.replies queues into the outbox; an approval queues its welcome inside its own
+    transaction (gateway.access.pairing), so the welcome is queued before the person can write."""
+
+    def users(call: str) -> set[str]:
+        return {
+            str(path.relative_to(ROOT))
+            for path in modules("gateway")
+            if call in path.read_text(encoding="utf-8")
+        }
+
+    assert users("outbox.enqueue(") <= {"gateway/delivery/replies.py"}, users("outbox.enqueue(")
+    queuing = users("insert_items(")
+    assert queuing <= {"gateway/delivery/outbox.py", "gateway/access/pairing.py"}, queuing
 
 
 def test_resilience_is_neutral_ground() -> None:

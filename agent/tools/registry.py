@@ -6,6 +6,10 @@ order, and stored with the session; handlers are looked up by name at call time.
 Most tools are fixed when Herald starts; a :class:`ToolSource` adds tools that change while it runs
 (MCP servers' catalogues): new sessions get what the source offers then, and a call from an older
 session is resolved through the source, which answers for tools that have gone since.
+
+A session's tool list is a cache invariant, not a permission: every call is put to the
+:class:`ToolGate` of the context it runs in (who the tools act for, and what they may use *now*), and
+a refused call gets the gate's sentence as its result. The schema bytes never change for it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,47 @@ class ToolError(Exception):
 Delegate = Callable[[Sequence[str]], Awaitable[list["SideOutcome"]]]
 
 
+class ToolGate(Protocol):
+    """Asked right before each tool call runs: may the call go ahead now?"""
+
+    async def refusal(self, name: str) -> str | None:
+        """Why the tool ``name`` may not run now, in one sentence for the model; None: it may."""
+        ...
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """A gate that refuses ``names`` whatever happens (a scheduled run may not create jobs)."""
+
+    names: frozenset[str] = frozenset()
+
+    async def refusal(self, name: str) -> str | None:
+        return f"The tool '{name}' is not available in this context." if name in self.names else None
+
+
+OPEN = Refuse()  # refuses nothing
+
+
+@dataclass(frozen=True)
+class AllGates:
+    """A call runs only when every gate lets it (a sub-agent: its parent's gate and its own limits)."""
+
+    gates: tuple[ToolGate, ...]
+
+    async def refusal(self, name: str) -> str | None:
+        for gate in self.gates:
+            if (reason := await gate.refusal(name)) is not None:
+                return reason
+        return None
+
+
+def both(first: ToolGate, second: ToolGate) -> ToolGate:
+    """A gate that lets a call through only when ``first`` and ``second`` do."""
+    if second == OPEN:
+        return first
+    return second if first == OPEN else AllGates((first, second))
+
+
 @dataclass(frozen=True)
 class SideOutcome:
     """What one sub-agent achieved, for the delegate tool's answer."""
@@ -61,6 +106,7 @@ class ToolContext:
     inside a sub-agent at the maximum depth, or when the delegate tool set is off). ``trusted`` is
     true only for the owner's sessions (the terminal, ``gateway.admins`` in their direct chats):
     tools that could reach the owner's network or machine check it (``gateway.tools_for_guests``).
+    ``gate`` is asked before each call (the caller's current rights; sub-agents inherit it).
     """
 
     session_id: str
@@ -70,6 +116,7 @@ class ToolContext:
     skills: SkillLibrary
     delegate: Delegate | None = None
     trusted: bool = False
+    gate: ToolGate = OPEN
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
@@ -115,6 +162,10 @@ class ToolRegistry:
                 tools.setdefault(tool.name, tool)
         return sorted((t for t in tools.values() if t.toolset in toolsets), key=lambda t: t.name)
 
+    def fixed(self, name: str) -> Tool | None:
+        """The tool fixed at start-up called ``name`` (None: none; a source's tools are not looked at)."""
+        return self._tools.get(name)
+
     def get(self, name: str) -> Tool | None:
         if name in self._tools:
             return self._tools[name]
@@ -145,23 +196,24 @@ async def run_tool(
     registry: ToolRegistry,
     call: ToolCall,
     context: ToolContext,
-    allowed: set[str],
-    refused: Collection[str] = (),
+    allowed: Collection[str],
 ) -> Message:
     """Run one tool call and turn any outcome, including a crash, into a tool result message.
 
     ``allowed`` is the set of tool names in the session's stored schema list: a session never runs a
-    tool it did not advertise, even if the registry gained it since. ``refused`` are advertised tools
-    this particular run may not use (a cron run may not create jobs): they stay in the schema, because
-    removing them would change the prompt bytes the cache holds, and are refused here instead.
+    tool it did not advertise, even if the registry gained it since. An advertised tool the context's
+    gate refuses (a cron run may not create jobs; a right taken away since the session started) stays
+    in the schema, because removing it would change the prompt bytes the cache holds, and is refused
+    here instead, with the gate's sentence.
     """
     tool = registry.get(call.name)
     if tool is None or call.name not in allowed:
         return tool_result(
             call, f"Unknown tool '{call.name}'. Available: {', '.join(sorted(allowed))}.", is_error=True
         )
-    if call.name in refused:
-        return tool_result(call, f"The tool '{call.name}' is not available in this context.", is_error=True)
+    refusal = await context.gate.refusal(call.name)
+    if refusal is not None:
+        return tool_result(call, refusal, is_error=True)
     try:
         json.loads(call.arguments_json or "{}")
     except json.JSONDecodeError as exc:

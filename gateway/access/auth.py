@@ -1,17 +1,59 @@
 """Who may talk to the bot: admins, per-platform allowlists, approved pairings, or everyone.
 
 Nobody who is not allowed gets anything, and costs nothing: the router asks here before a message is
-stored or reaches a provider (ARCHITECTURE.md, reliability invariant 4).
+stored or reaches a provider (ARCHITECTURE.md, reliability invariant 4). The same question is asked
+again later, about the same :class:`Speaker`, wherever a right could have been taken away since: before
+each tool call (``gateway.rights``) and before each run of a job they made (``gateway.cron.standing``).
+The configured part is what the process started with; approvals are read from the database each time,
+so ``herald pairing revoke`` in another process takes effect at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from adapters.base import ChatType, InboundMessage
 from gateway.access.pairing import Pairing
+from gateway.config import HeraldConfig
 from gateway.conversation.addressing import admin_id
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """A person where they talk to the bot: what deciding whether they may do so needs."""
+
+    platform: str
+    user_id: str
+    chat_id: str
+    chat_type: ChatType
+    server_id: str | None = None  # the server (Discord guild) of a shared chat
+    parent_chat_id: str | None = None  # the channel of a thread
+
+    @property
+    def person(self) -> str:
+        """``platform:user_id``, as ``gateway.admins`` names people."""
+        return admin_id(self.platform, self.user_id)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Speaker:
+        data = json.loads(text)
+        return cls(**{**data, "chat_type": ChatType(data["chat_type"])})
+
+
+def speaker_of(message: InboundMessage) -> Speaker:
+    return Speaker(
+        platform=message.platform,
+        user_id=message.user_id,
+        chat_id=message.chat_id,
+        chat_type=message.chat_type,
+        server_id=message.server_id,
+        parent_chat_id=message.parent_chat_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -32,29 +74,46 @@ class AccessPolicy:
     platforms: Mapping[str, PlatformAccess] = field(default_factory=dict)
 
 
+def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
+    """Who may talk: the config's admins and allowlists, plus ``owners`` (the terminal's user)."""
+    discord = config.discord
+    return AccessPolicy(
+        admins=frozenset([*config.gateway.admins, *owners]),
+        allow_all=config.gateway.allow_all,
+        platforms={
+            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
+            "discord": PlatformAccess(
+                users=frozenset(discord.allowed_users),
+                chats=frozenset(discord.allowed_channels),
+                servers=frozenset(discord.allowed_guilds),
+            ),
+        },
+    )
+
+
 class Authorizer:
     def __init__(self, policy: AccessPolicy, pairing: Pairing) -> None:
         self.policy = policy
         self.pairing = pairing
 
     @staticmethod
-    def _shared_chat_allowed(message: InboundMessage, access: PlatformAccess) -> bool:
+    def _shared_chat_allowed(speaker: Speaker, access: PlatformAccess) -> bool:
         """Everyone may talk in an allowed chat (a thread follows its channel) or server."""
-        chats = {message.chat_id, message.parent_chat_id} - {None}
+        chats = {speaker.chat_id, speaker.parent_chat_id} - {None}
         return bool(chats & access.chats) or (
-            message.server_id is not None and message.server_id in access.servers
+            speaker.server_id is not None and speaker.server_id in access.servers
         )
 
     def is_admin(self, platform: str, user_id: str) -> bool:
         return admin_id(platform, user_id) in self.policy.admins
 
-    async def is_allowed(self, message: InboundMessage) -> bool:
-        """Whether ``message``'s author may use the bot where they wrote it."""
-        if self.policy.allow_all or self.is_admin(message.platform, message.user_id):
+    async def is_allowed(self, speaker: Speaker) -> bool:
+        """Whether ``speaker`` may use the bot where they write (approvals as the database has them now)."""
+        if self.policy.allow_all or self.is_admin(speaker.platform, speaker.user_id):
             return True
-        access = self.policy.platforms.get(message.platform, PlatformAccess())
-        if message.user_id in access.users:
+        access = self.policy.platforms.get(speaker.platform, PlatformAccess())
+        if speaker.user_id in access.users:
             return True
-        if message.chat_type is not ChatType.DIRECT and self._shared_chat_allowed(message, access):
+        if speaker.chat_type is not ChatType.DIRECT and self._shared_chat_allowed(speaker, access):
             return True
-        return await self.pairing.is_approved(message.platform, message.user_id)
+        return await self.pairing.is_approved(speaker.platform, speaker.user_id)

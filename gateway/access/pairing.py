@@ -14,7 +14,10 @@ Contract:
   never decide from the same stale count. Retrying after an error is safe (nothing was issued).
 - :meth:`Pairing.approve` consumes a code exactly once: of two admins approving the same code at once,
   one gets the person and the other None (so the person is welcomed once). Approving twice is
-  idempotent in effect (the second finds no code).
+  idempotent in effect (the second finds no code). The welcome is queued in the outbox in the same
+  transaction as the approval: the person can write (and be answered) only once it is queued, so it
+  is never said after their first answer (``gateway.delivery.stream`` streams nothing before what a chat's
+  outbox holds).
 - :meth:`Pairing.deny` consumes a code like an approval does, approving nobody (the operator console's
   "deny"); :meth:`Pairing.revoke` is idempotent.
 """
@@ -33,7 +36,7 @@ import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText
 from agent.db import Storage, serialize, upsert
-from gateway.delivery.outbox import Operation, Outgoing
+from gateway.delivery.outbox import Operation, Outgoing, insert_items
 from gateway.tables import approved_users, pairing_codes
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -80,7 +83,7 @@ WELCOME = "You're in: the owner approved your access. Say hello whenever you lik
 
 
 def welcome(user: ApprovedUser) -> Outgoing:
-    """The message that tells an approved person (queued in the outbox by whoever approved them)."""
+    """The message that tells an approved person (queued with their approval)."""
     return Outgoing(ChatAddress(user.platform, user.chat_id), Operation.SEND, OutboundText(WELCOME))
 
 
@@ -130,7 +133,8 @@ class Pairing:
         return await self.storage.write(issue)
 
     async def approve(self, platform: str, typed: str, approved_by: str) -> ApprovedUser | None:
-        """Approve the person whose live code matches ``typed``; None when no code matches."""
+        """Approve the person whose live code matches ``typed`` and queue their welcome (a sender sends
+        it: wake one); None when no code matches."""
         wanted = normalize_code(typed)
 
         def approve(conn: sa.Connection) -> ApprovedUser | None:
@@ -140,6 +144,7 @@ class Pairing:
                 return None
             user = ApprovedUser(platform, match.user_id, match.user_name, match.chat_id, now, approved_by)
             upsert(conn, approved_users, asdict(user), ["platform", "user_id"])
+            insert_items(conn, [welcome(user)])
             return user
 
         return await self.storage.write(approve)

@@ -14,7 +14,7 @@ import sys
 from gateway.config import load_config
 from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
-from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, change_job
+from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, JobLimits, change_job
 from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
@@ -53,7 +53,9 @@ def add_commands(
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
     async with open_home_storage(home, read_only=args.cron_command == "list") as storage:
-        manager = CronManager(CronJobs(storage), resolve_timezone(config.scheduler.timezone))
+        manager = CronManager(
+            CronJobs(storage), resolve_timezone(config.scheduler.timezone), JobLimits.of(config.scheduler)
+        )
         tz = manager.timezone
         try:
             if args.cron_command == "add":

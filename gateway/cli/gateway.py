@@ -9,10 +9,13 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from gateway.access.pairing import Pairing, welcome
+from gateway.access.auth import Authorizer, access_policy
+from gateway.access.pairing import Pairing
 from gateway.cli.units import install_user_unit, user_unit_path
 from gateway.config import HeraldConfig, load_config, validate
-from gateway.delivery.outbox import Outbox
+from gateway.conversation.addressing import admin_id
+from gateway.cron.jobs import CronJobs
+from gateway.cron.standing import pause_lost
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 
@@ -47,7 +50,9 @@ def add_commands(
     approve = pairing_commands.add_parser("approve", parents=[common], help="approve the person who got CODE")
     approve.add_argument("platform")
     approve.add_argument("code")
-    revoke = pairing_commands.add_parser("revoke", parents=[common], help="withdraw a person's approval")
+    revoke = pairing_commands.add_parser(
+        "revoke", parents=[common], help="withdraw a person's approval (and pause the jobs they made)"
+    )
     revoke.add_argument("platform")
     revoke.add_argument("user_id")
 
@@ -83,9 +88,14 @@ def with_run_options(config: HeraldConfig, *, instance: str | None, http_port: i
 
 
 @asynccontextmanager
-async def _pairing(home: HeraldHome, *, read_only: bool) -> AsyncIterator[tuple[Pairing, Outbox]]:
-    async with open_home_storage(home, read_only=read_only) as storage:
-        yield Pairing(storage), Outbox(storage)
+async def _pairing(
+    home: HeraldHome, *, read_only: bool
+) -> AsyncIterator[tuple[Pairing, CronJobs, Authorizer]]:
+    """The pairing tables, the jobs, and who may use the bot by the home's configuration."""
+    config = load_config(home.config_path)
+    async with open_home_storage(home, config, read_only=read_only) as storage:
+        pairing = Pairing(storage)
+        yield pairing, CronJobs(storage), Authorizer(access_policy(config), pairing)
 
 
 def _when(timestamp: float) -> str:
@@ -93,7 +103,7 @@ def _when(timestamp: float) -> str:
 
 
 async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
-    async with _pairing(home, read_only=args.pairing_command == "list") as (pairing, outbox):
+    async with _pairing(home, read_only=args.pairing_command == "list") as (pairing, jobs, authorizer):
         if args.pairing_command == "list":
             pending, approved = await pairing.pending(), await pairing.approved()
             print("Pending codes:" if pending else "No pending codes.")
@@ -106,19 +116,25 @@ async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
                 print(f"  {who}  (since {_when(person.approved_at)})")
             return 0
         if args.pairing_command == "approve":
-            user = await pairing.approve(args.platform, args.code, "cli")
+            user = await pairing.approve(args.platform, args.code, "cli")  # queues the welcome too
             if user is None:
                 missing = f"No pending {args.platform} code {args.code.upper()} (codes expire after an hour)."
                 print(missing, file=sys.stderr)
                 return 1
-            await outbox.enqueue([welcome(user)])  # the running gateway sends it
             print(f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told.")
             return 0
-        if await pairing.revoke(args.platform, args.user_id):
-            print(f"Revoked {args.platform}:{args.user_id}.")
-            return 0
-        print(f"{args.platform}:{args.user_id} was not approved.", file=sys.stderr)
-        return 1
+        who = admin_id(args.platform, args.user_id)
+        if not await pairing.revoke(args.platform, args.user_id):
+            print(f"{who} was not approved.", file=sys.stderr)
+            return 1
+        paused = await pause_lost(jobs, authorizer, person=who)
+        print(f"Revoked {who}.")
+        if paused:
+            print(f"Paused {len(paused)} scheduled job(s) they made (they never run for them again unless "
+                  "resumed):")  # fmt: skip
+            for item in paused:
+                print(f'  {item.job.id}  "{item.job.name}"')
+        return 0
 
 
 def run_pairing_command(home: HeraldHome, args: argparse.Namespace) -> int:

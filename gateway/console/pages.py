@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.access.pairing import welcome
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
@@ -28,6 +27,7 @@ from gateway.conversation.addressing import admin_id
 from gateway.cron.describe import delivery_text, preview, when
 from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
 from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
+from gateway.cron.standing import pause_lost
 from gateway.home.facts import GatewayFacts
 from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
 from gateway.services import Services
@@ -195,9 +195,9 @@ class ConsolePages:
         platform, code = str(form.get("platform", "")), str(form.get("code", ""))
         pairing = self.services.pairing
         if request.match_info["decision"] == "approve":
-            user = await pairing.approve(platform, code, CONSOLE_ADMIN)
+            user = await pairing.approve(platform, code, CONSOLE_ADMIN)  # queues the welcome too
             if user is not None:
-                await self.services.replies.queue([welcome(user)])
+                self.services.sender.notify()
                 who = admin_id(user.platform, user.user_id)
                 text = f"Approved {user.user_name} ({who}); they are being told."
                 raise self.web.done("/console/pairing", Notice("ok", text))
@@ -215,9 +215,12 @@ class ConsolePages:
         form = await request.post()
         platform, user_id = str(form.get("platform", "")), str(form.get("user_id", ""))
         who = admin_id(platform, user_id)
-        if await self.services.pairing.revoke(platform, user_id):
+        services = self.services
+        if await services.pairing.revoke(platform, user_id):
+            paused = await pause_lost(services.runtime.cron.jobs, services.authorizer, person=who)
+            jobs = f" Paused the jobs they made: {', '.join(p.job.id for p in paused)}." if paused else ""
             raise self.web.done(
-                "/console/pairing", Notice("ok", f"Revoked {who}: they can no longer use the bot.")
+                "/console/pairing", Notice("ok", f"Revoked {who}: they can no longer use the bot.{jobs}")
             )
         raise self.web.done("/console/pairing", Notice("error", f"{who} was not approved."))
 

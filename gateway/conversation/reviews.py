@@ -1,7 +1,8 @@
 """When background reviews run: every ``review.every_turns`` user turns, and when a chat goes idle.
 
 A review (``agent.side.review``) reads the chat's cached transcript and may only write memory and
-read skills and past sessions. It does not hold the chat's lock — it never writes into the
+read skills and past sessions, those of its tools the session's memory scope may still use
+(``gateway.rights``). It does not hold the chat's lock — it never writes into the
 conversation — and a live turn of the same chat cancels it, so a review never delays an answer.
 What is due is computed from the database (user turns after the last reviewed message), so the
 schedule survives restarts. A review is charged to the bot and the chat (``budgets``): one whose next
@@ -24,7 +25,9 @@ from typing import Protocol
 
 from agent.api import SKIPPED, SessionRecord, charging, review
 from agent.settings import ReviewSettings
+from gateway.access.auth import Authorizer
 from gateway.budgets.limits import review_charge
+from gateway.rights import rights_for
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 
@@ -54,11 +57,13 @@ class Reviews:
         runtime: Runtime,
         settings: ReviewSettings,
         metrics: GatewayMetrics,
+        authorizer: Authorizer,
         *,
         claims: ReviewClaims | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.runtime = runtime
+        self.authorizer = authorizer
         self.settings = settings
         self.metrics = metrics
         self.claims = claims
@@ -143,10 +148,13 @@ class Reviews:
 
     async def _reviewed(self, session: SessionRecord) -> None:
         charge = review_charge(self.runtime.config.budgets, session.session_key)
-        iterations = self.settings.max_iterations
+        runtime = self.runtime  # its tools: those of the session's memory scope now (gateway.rights)
+        gate = rights_for(runtime.config, runtime.registry.fixed, self.authorizer, None, session.memory_scope)
         try:
             with charging(charge):  # the bot's and the chat's limits; a request over one is not sent
-                result = await review(self.runtime.agent, session, max_iterations=iterations)
+                result = await review(
+                    runtime.agent, session, max_iterations=self.settings.max_iterations, gate=gate
+                )
         except asyncio.CancelledError:
             self.metrics.reviews.labels("cancelled").inc()
             raise

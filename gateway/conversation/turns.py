@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from adapters.base import InboundMessage, OutboundText
 from agent.api import (
+    OPEN,
     CompressionOutcome,
     EventCallback,
     Lease,
@@ -30,10 +31,13 @@ from agent.api import (
     SessionRecord,
     SessionSpec,
     StartedSession,
+    ToolGate,
     TurnResult,
     charging,
 )
 from agent.db import FencedOut, StorageUnavailable
+from agent.memory import OWNER_SCOPE
+from gateway.access.auth import Speaker, speaker_of
 from gateway.conversation.addressing import reply_address, session_spec, user_text
 from gateway.conversation.media import MessageRefused
 from gateway.delivery.outbox import Operation, Outgoing
@@ -41,6 +45,7 @@ from gateway.delivery.stream import ReplyStream
 from gateway.intake.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.intake.lanes import INTERRUPTED
 from gateway.intake.pending import hold_pending
+from gateway.rights import Rights, rights_for
 from gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -50,20 +55,45 @@ STOPPED_SUFFIX = "\n\n(stopped)"
 UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
 
 
-async def current_session(services: Services, lease: Lease, row: InboxRow) -> SessionRecord:
+async def current_session(services: Services, lease: Lease, row: InboxRow, rights: Rights) -> SessionRecord:
     """The chat's latest session, or a new one built for the chat's chosen model.
 
-    A new one too when the latest reads another memory than the speaker may now: someone taken off
-    ``gateway.admins`` must not go on reading the owner's memory in their direct chat.
+    A new one too, with one line telling the chat why, when the latest no longer fits the speaker's
+    ``rights``: it reads another memory than the speaker may now (someone taken off
+    ``gateway.admins`` must not go on reading the owner's memory in their direct chat), or its frozen
+    tool list has tools the owner has taken away since (``gateway.rights``).
     """
     store = services.runtime.store
     latest = await store.latest_session(row.session_key)
-    spec = _spec(services, row.message)
-    if latest is not None and latest.memory_scope == spec.memory_scope:
+    if latest is None:
+        return (await start_session(services, lease, row.message)).record
+    taken = rights.taken_away(tool["name"] for tool in latest.tools)
+    why = why_replaced(latest.memory_scope, rights.memory_scope, taken)
+    if why is None:
         return latest
-    if latest is not None:
-        log.info("session key %s: the memory scope changed; starting a new session", row.session_key)
-    return (await start_session(services, lease, row.message)).record
+    log.info("session key %s: %s; starting a new session", row.session_key,
+             f"tools taken away: {', '.join(taken)}" if taken else "the memory scope changed")  # fmt: skip
+    started = await start_session(services, lease, row.message)
+    await tell(services, row, why)
+    return started.record
+
+
+def why_replaced(scope: str, now: str, taken: Sequence[str]) -> str | None:
+    """The line that tells a chat why its session was replaced (None: it is kept): the session reads
+    memory ``scope`` where the speaker now gets ``now``, and has the tools ``taken`` away since."""
+    if scope != now and now == OWNER_SCOPE:
+        return "New session: you are one of the bot's admins now, so this chat has the owner's memory."
+    if scope != now:
+        return "New session: your access changed (you are no longer one of the bot's admins here)."
+    if taken:
+        return f"New session: tools this chat had are no longer allowed here ({', '.join(taken)})."
+    return None
+
+
+def turn_rights(services: Services, speaker: Speaker | None, memory_scope: str) -> Rights:
+    """What a turn or run for ``speaker`` in a session of ``memory_scope`` may use (``gateway.rights``)."""
+    runtime = services.runtime
+    return rights_for(runtime.config, runtime.registry.fixed, services.authorizer, speaker, memory_scope)
 
 
 def _spec(services: Services, message: InboundMessage) -> SessionSpec:
@@ -111,8 +141,12 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     address = reply_address(message)
     adapter = services.adapters[message.platform]
     services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
+    speaker = speaker_of(message)
     async with hold_pending(services, row) as lease:
-        session = await current_session(services, lease, row)
+        if await _closed_without_access(services, row, speaker, "while the message waited"):
+            return
+        rights = turn_rights(services, speaker, _spec(services, message).memory_scope)
+        session = await current_session(services, lease, row, rights)
         streamed = [row.stream_message_id] if row.stream_message_id else []
         earlier = {INBOX_META: row.id}
         recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
@@ -142,7 +176,8 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             inbox=services.inbox,
             inbox_id=row.id,
             streamed=streamed,
-            trusted=lease.trusted,
+            trusted=lambda: lease.trusted() and rights.still_allowed(),
+            earlier=partial(services.replies.delivered, address),
         )
         async with stream:  # typing shows from here, also while hygiene compresses
             try:
@@ -157,13 +192,26 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
                         on_compressed=partial(notify, services, row),
                         on_event=stream.on_event,
                         media=turn_input.media,
+                        gate=rights,
                     )
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
+        if await _closed_without_access(services, row, speaker, "during the turn"):
+            return
         await _finish(services, row, stream, result, session, turn_input.notices)
     if not result.error:
         await services.reviews.after_turn(session)
+
+
+async def _closed_without_access(services: Services, row: InboxRow, speaker: Speaker, when: str) -> bool:
+    """Close ``row`` with nothing said when ``speaker`` lost access (``herald pairing revoke``) since it
+    was admitted; True when so. ``when`` is for the log."""
+    if await services.authorizer.is_allowed(speaker):
+        return False
+    log.info("inbox %d: %s lost access %s; nothing more is sent to them", row.id, speaker.person, when)
+    await services.replies.queue([], row=row, state=InboxState.CANCELLED)
+    return True
 
 
 async def _finish(
@@ -200,7 +248,7 @@ async def take_turn(
     on_compressed: Callable[[CompressionOutcome], Awaitable[None]],
     on_event: EventCallback | None = None,
     media: Sequence[Media] = (),
-    refuse: Collection[str] = (),
+    gate: ToolGate = OPEN,
     purpose: str = "turn",
 ) -> TurnResult:
     """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
@@ -216,7 +264,7 @@ async def take_turn(
         await on_compressed(outcome)
     started = time.monotonic()
     result = await agent.run_turn(
-        lease, session, text, on_event, meta=meta, refuse=refuse, purpose=purpose, media=media
+        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media
     )
     services.metrics.count_usage(result.usage)
     usage = result.usage
@@ -282,7 +330,11 @@ async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple
 
 async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:
     """One line before the answer: session hygiene compressed the conversation."""
-    line = outcome.notice or outcome.line()
+    await tell(services, row, outcome.notice or outcome.line())
+
+
+async def tell(services: Services, row: InboxRow, line: str) -> None:
+    """One line into ``row``'s chat before its answer (a new session, a compression)."""
     address = reply_address(row.message)
     adapter = services.adapters[address.platform]
     if adapter.capabilities.appends:  # a terminal shows it at once, before the answer streams

@@ -15,6 +15,9 @@ Contract:
   one occurrence, in one process or several, the second waits for the first and then finds the job not
   due. It waits rather than skipping a locked row: a row locked for a moment by bookkeeping
   (``finish``, ``set_session``) must not cost an occurrence. A claim that raised claimed nothing.
+- :meth:`CronJobs.add` decides from counts (the jobs of the target chat, and of their maker) inside
+  the transaction that inserts, serialized with every other ``add`` (a lock on PostgreSQL; SQLite's
+  writer runs alone), so two jobs made at once never both slip under a cap.
 - Every other change is a single statement. ``add`` picks an unused id in the same statement that
   inserts it (a clash is retried with another id); the setters are idempotent; ``finish`` and
   ``missed`` record the last outcome (the last call wins).
@@ -33,7 +36,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress
-from agent.db import Storage, insert_ignoring_duplicates
+from agent.db import Storage, insert_ignoring_duplicates, serialize
+from gateway.access.auth import Speaker
 from gateway.delivery.outbox import OutboxState, item_states
 from gateway.tables import cron_jobs
 
@@ -95,6 +99,19 @@ class NewJob:
     memory_scope: str  # whose memory its runs read and write: the creator's
     repeat: int | None  # runs left; None = until removed
     next_run_at: float | None
+    creator: Speaker | None = None  # who made it, where; None: the command line or the terminal
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """What a new job would join: the jobs posting into its chat, and those its maker made."""
+
+    in_chat: int
+    by_creator: int
+
+
+class JobRefused(Exception):
+    """A job that may not be added; the message is one sentence saying why."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,7 @@ class CronJob:
     created_at: float
     delivery: DeliveryState | None = None  # of the last run's answer, read from the outbox
     delivery_error: str | None = None
+    creator: Speaker | None = None  # who made it, where; None: the command line, the terminal, older jobs
 
     @property
     def session_key(self) -> str:
@@ -176,8 +194,21 @@ class CronJobs:
 
     # -- changes someone makes (each bumps the version) -----------------------------------------
 
-    async def add(self, new: NewJob) -> CronJob:
+    async def for_creator(self, person: str) -> list[CronJob]:
+        """Jobs made by ``person`` (``platform:user_id``)."""
+        query = sa.select(cron_jobs).where(cron_jobs.c.created_by == person).order_by(cron_jobs.c.created_at)
+        return await self.storage.read(lambda conn: _jobs(conn, query))
+
+    async def add(self, new: NewJob, refuse: Callable[[JobCounts], str | None] | None = None) -> CronJob:
+        """Insert ``new``; ``refuse`` (given the counts it would join, read in the same transaction) may
+        say why it must not be added: then :class:`JobRefused` is raised and nothing is written."""
+
         def insert(conn: sa.Connection) -> str:
+            if refuse is not None:
+                serialize(conn, "cron_jobs:add")
+                reason = refuse(_counts(conn, new))
+                if reason is not None:
+                    raise JobRefused(reason)
             now = self.clock()
             values = {
                 "name": new.name,
@@ -192,6 +223,8 @@ class CronJobs:
                 "next_run_at": new.next_run_at,
                 "created_at": now,
                 "updated_at": now,
+                "created_by": new.creator.person if new.creator else None,
+                "creator": new.creator.to_json() if new.creator else None,
             }
             while True:  # a clash with an existing id (one in a billion) draws again
                 job_id = new_job_id()
@@ -321,6 +354,16 @@ class CronJobs:
         return await self.storage.write(lambda conn: int(conn.execute(statement).rowcount or 0))
 
 
+def _counts(conn: sa.Connection, new: NewJob) -> JobCounts:
+    target = new.target
+    count = sa.select(sa.func.count()).select_from(cron_jobs)
+    in_chat = count.where(cron_jobs.c.platform == target.platform, cron_jobs.c.chat_id == target.chat_id)
+    by_creator = 0
+    if new.creator is not None:
+        by_creator = conn.execute(count.where(cron_jobs.c.created_by == new.creator.person)).scalar_one()
+    return JobCounts(in_chat=conn.execute(in_chat).scalar_one(), by_creator=by_creator)
+
+
 def _jobs(conn: sa.Connection, query: sa.Select[Any]) -> list[CronJob]:
     """The jobs ``query`` selects, each with the delivery state of its last run read from the outbox
     (one more query for all of them)."""
@@ -365,4 +408,5 @@ def _job(row: sa.Row[Any]) -> CronJob:
         session_id=row.session_id,
         version=row.version,
         created_at=row.created_at,
+        creator=Speaker.from_json(row.creator) if row.creator else None,
     )

@@ -6,6 +6,12 @@
   and they see and change only the jobs that post there.
 - A job's runs use its creator's memory scope: a job made in a group reads and writes the group's memory.
 - The terminal and the command line have no chat to post into: a target must be given there.
+- Limits for everyone but the owner and admins (``scheduler`` in config, :class:`JobLimits`): at most
+  ``max_jobs_per_chat`` jobs post into one chat, one person makes at most ``max_jobs_per_person``, and a
+  repeating job runs at most once every ``guest_min_interval`` seconds. A guest's job costs the owner a
+  model request per run: a person of no ill will never meets these.
+- A job records who made it and where (:class:`gateway.access.auth.Speaker`): its runs act with that person's
+  rights of the moment (``gateway.cron.standing``).
 
 Every refusal is a :class:`CronError` with one sentence for the person (or the model) that asked.
 """
@@ -16,14 +22,24 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from adapters.base import ChatAddress
 from agent.memory import OWNER_SCOPE
+from gateway.access.auth import Speaker
+from gateway.config import SchedulerSettings
 from gateway.conversation.addressing import TERMINAL_SESSION_KEY
 from gateway.cron.describe import describe
-from gateway.cron.jobs import CronJob, CronJobs, NewJob, format_target, parse_target
-from gateway.cron.schedule import Schedule, ScheduleError, check_future, parse_schedule
+from gateway.cron.jobs import CronJob, CronJobs, JobCounts, JobRefused, NewJob, format_target, parse_target
+from gateway.cron.schedule import (
+    Schedule,
+    ScheduleError,
+    check_future,
+    format_gap,
+    parse_schedule,
+    shortest_gap,
+)
 
 MAX_NAME_CHARS = 60
 MAX_PROMPT_CHARS = 8000
@@ -35,15 +51,62 @@ class CronError(Exception):
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks: their chat's session key, memory scope, and chat (None: terminal or command line)."""
+    """Who asks: their chat's session key, memory scope, and chat (None: terminal or command line);
+    in a chat, the person who asks (``creator``) and whether they are one of the bot's admins."""
 
     session_key: str
     memory_scope: str
     chat: ChatAddress | None
+    creator: Speaker | None = None
+    admin: bool = False
 
     @property
     def owner(self) -> bool:
         return self.memory_scope == OWNER_SCOPE
+
+    @property
+    def limited(self) -> bool:
+        """Whether :class:`JobLimits` apply: to everyone but the owner and admins."""
+        return not (self.owner or self.admin)
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """``scheduler.max_jobs_per_chat``, ``max_jobs_per_person`` and ``guest_min_interval`` (seconds)."""
+
+    per_chat: int = 10
+    per_person: int = 10
+    min_interval: float = 900.0
+
+    @classmethod
+    def of(cls, settings: SchedulerSettings) -> JobLimits:
+        return cls(settings.max_jobs_per_chat, settings.max_jobs_per_person, settings.guest_min_interval)
+
+
+def interval_refusal(gap: dt.timedelta | None, schedule: str, limits: JobLimits) -> str | None:
+    """Why a guest's job whose runs are ``gap`` apart may not be made (None: it may)."""
+    least = dt.timedelta(seconds=limits.min_interval)
+    if gap is None or gap >= least:
+        return None
+    return (
+        f"Jobs made by guests may run at most once every {format_gap(least)}, and '{schedule}' runs "
+        f"every {format_gap(gap)}: choose a longer interval."
+    )
+
+
+def count_refusal(counts: JobCounts, limits: JobLimits) -> str | None:
+    """Why one more job may not join ``counts`` (None: it may)."""
+    if counts.by_creator >= limits.per_person:
+        return (
+            f"You already have {counts.by_creator} scheduled jobs, the most one person may have: remove "
+            "one before adding another."
+        )
+    if counts.in_chat >= limits.per_chat:
+        return (
+            f"This chat already has {counts.in_chat} scheduled jobs, the most one chat may have: remove "
+            "one before adding another."
+        )
+    return None
 
 
 COMMAND_LINE = Caller(session_key=TERMINAL_SESSION_KEY, memory_scope=OWNER_SCOPE, chat=None)
@@ -58,10 +121,16 @@ class CronManager:
     """Job management on top of the table, in the scheduler's time zone."""
 
     def __init__(
-        self, jobs: CronJobs, timezone: dt.tzinfo, *, clock: Callable[[], float] = time.time
+        self,
+        jobs: CronJobs,
+        timezone: dt.tzinfo,
+        limits: JobLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.jobs = jobs
         self.timezone = timezone
+        self.limits = limits or JobLimits()
         self.clock = clock
 
     def now(self) -> dt.datetime:
@@ -99,19 +168,27 @@ class CronManager:
             raise CronError(str(error)) from None
         if repeat is not None and repeat < 1:
             raise CronError("repeat is the number of runs: 1 or more (leave it out to repeat until removed).")
+        limits = self.limits
+        if caller.limited:
+            refused = interval_refusal(shortest_gap(parsed, self.timezone, now), parsed.text, limits)
+            if refused is not None:
+                raise CronError(refused)
         first = parsed.first_run(self.timezone, now)
-        return await self.jobs.add(
-            NewJob(
-                name=(name or "").strip()[:MAX_NAME_CHARS] or default_name(prompt),
-                prompt=prompt,
-                schedule=parsed.text,
-                target=self._target(caller, target),
-                origin_key=caller.session_key,
-                memory_scope=caller.memory_scope,
-                repeat=repeat if parsed.repeats else 1,
-                next_run_at=first.timestamp() if first else None,
-            )
+        new = NewJob(
+            name=(name or "").strip()[:MAX_NAME_CHARS] or default_name(prompt),
+            prompt=prompt,
+            schedule=parsed.text,
+            target=self._target(caller, target),
+            origin_key=caller.session_key,
+            memory_scope=caller.memory_scope,
+            repeat=repeat if parsed.repeats else 1,
+            next_run_at=first.timestamp() if first else None,
+            creator=caller.creator if caller.chat is not None else None,
         )
+        try:
+            return await self.jobs.add(new, partial(count_refusal, limits=limits) if caller.limited else None)
+        except JobRefused as refusal:
+            raise CronError(str(refusal)) from None
 
     def _target(self, caller: Caller, text: str | None) -> ChatAddress:
         if text is None or not text.strip():

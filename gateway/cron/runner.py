@@ -10,6 +10,9 @@
   ``per_run_usd`` counts in this run alone): a run whose next request would cross a limit stops before
   it and fails with the limit's line, delivered once per limit and window (every run over its per-run
   limit says so).
+- The run acts for the job's maker: its tools are put to the maker's rights of the moment
+  (``gateway.rights``), and a job whose maker lost access is paused instead of run, and is not
+  delivered when the access went while it ran (``gateway.cron.standing``).
 - The answer takes the normal delivery path: rendered and split for the target's capabilities and
   queued in the outbox, whose sender retries; which outbox items carry it is recorded with the job, so
   ``herald cron list`` shows whether it was sent, is pending or failed. An answer that is exactly
@@ -32,12 +35,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from adapters.base import ChatAddress
-from agent.api import CompressionOutcome, Lease, Refusal, SessionRecord, SessionSpec, charging
+from agent.api import CompressionOutcome, Lease, Refusal, Refuse, SessionRecord, SessionSpec, both, charging
 from agent.db import StorageUnavailable
 from gateway.conversation.addressing import display_name
-from gateway.conversation.turns import UNEXPECTED, take_turn
+from gateway.conversation.turns import UNEXPECTED, take_turn, turn_rights
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
+from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.delivery.replies import PlatformNotConnected
 from gateway.intake.outage import until_reachable
 from gateway.services import Services
@@ -57,7 +60,7 @@ CONTEXT = (
 
 
 class DeliveryUnavailable(Exception):
-    """The target's platform is not served by this gateway process."""
+    """The target's platform is not served by this gateway process, or the job's maker lost access."""
 
 
 @dataclass
@@ -112,6 +115,8 @@ class CronRunner:
         """One try at ``run``, from where the last one (cut off by the database) stopped."""
         async with self.services.runtime.locks.hold(job_session_key(run.job_id)) as lease:
             if run.job is None:
+                if await self._maker_lost_access(run.job_id):
+                    return None
                 run.job = await self.jobs.claim(run.job_id, next_run_at, due_only=due_only)
                 if run.job is None:
                     return None
@@ -148,12 +153,23 @@ class CronRunner:
                 what=f"cron job {job.id}",
                 meta=run.meta,
                 on_compressed=compressed,
-                refuse=REFUSED,
+                gate=both(turn_rights(self.services, job.creator, job.memory_scope), Refuse(REFUSED)),
                 purpose=PURPOSE,
             )
         run.answered, run.text, run.error = True, result.text, result.error
         if result.refused is not None:
             run.error, run.refused = self.services.budgets.line(result.refused), result.refused
+
+    async def pause_lost(self) -> list[PausedJob]:
+        """Pause the jobs whose makers lost access (at start-up: the configuration may have changed)."""
+        return await pause_lost(self.jobs, self.services.authorizer)
+
+    async def _maker_lost_access(self, job_id: str) -> bool:
+        """Whether the job's maker lost access (the job is then paused, and not run)."""
+        job = await self.jobs.get(job_id)
+        if job is None or not job.enabled:
+            return False  # the claim finds nothing to run
+        return await pause_if_lost(self.jobs, job, self.services.authorizer) is not None
 
     async def _record(self, run: _Run, job: CronJob) -> RunStatus:
         """Deliver the outcome (once) and record how the run ended."""
@@ -164,7 +180,7 @@ class CronRunner:
             return RunStatus.SILENT
         if run.delivery is None:
             try:
-                run.delivery = await self._deliver(job.target, run.text)
+                run.delivery = await self._deliver(job, run.text)
             except DeliveryUnavailable as error:
                 await self.jobs.finish(job.id, RunStatus.FAILED, output=run.text, error=str(error))
                 return RunStatus.FAILED
@@ -202,10 +218,14 @@ class CronRunner:
         await self.jobs.set_session(job.id, started.record.id)
         return started.record
 
-    async def _deliver(self, target: ChatAddress, text: str) -> list[int]:
-        """Queue ``text`` for ``target``; returns the outbox ids that carry it."""
+    async def _deliver(self, job: CronJob, text: str) -> list[int]:
+        """Queue ``text`` for the job's target; returns the outbox ids that carry it. Nothing is queued
+        (and the job is paused) when its maker lost access, also while this run went on."""
+        paused = await pause_if_lost(self.jobs, job, self.services.authorizer)
+        if paused is not None:
+            raise DeliveryUnavailable(f"not delivered: {paused.line()}")
         try:
-            return await self.services.replies.post(target, text)
+            return await self.services.replies.post(job.target, text)
         except PlatformNotConnected as error:
             raise DeliveryUnavailable(str(error)) from None
 
@@ -219,7 +239,7 @@ class CronRunner:
         if run.delivery is None:
             line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {run.error}'
             try:
-                run.delivery = await self._deliver(job.target, line)
+                run.delivery = await self._deliver(job, line)
             except DeliveryUnavailable as error:
                 run.error, run.delivery = f"{run.error} (and {error})", []
         await self.jobs.finish(job.id, RunStatus.FAILED, error=run.error, delivery=run.delivery)

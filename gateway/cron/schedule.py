@@ -93,6 +93,48 @@ class Schedule:
         return fire
 
 
+GAP_RUNS = 1500  # runs of a cron schedule looked at for its shortest gap: over a year of a daily job
+
+
+def shortest_gap(schedule: Schedule, tz: dt.tzinfo, now: dt.datetime) -> dt.timedelta | None:
+    """The shortest time between two runs of ``schedule`` (None: it runs once).
+
+    For cron fields, over its next :data:`GAP_RUNS` runs from ``now``: the gaps of a pattern repeat
+    daily, weekly, monthly or yearly, so its shortest shows within that many runs (an every-minute
+    job's at once, a daily job's within the year).
+    """
+    if schedule.kind == "once":
+        return None
+    if schedule.kind == "every":
+        return schedule.interval
+    trigger = schedule.trigger(tz)
+    shortest: dt.timedelta | None = None
+    fire = trigger.get_next_fire_time(None, now)
+    for _ in range(GAP_RUNS):
+        if fire is None:
+            break
+        after = (fire.astimezone(dt.UTC) + dt.timedelta(seconds=1)).astimezone(tz)  # in real time: DST
+        following = trigger.get_next_fire_time(fire, after)
+        if following is None:
+            break
+        gap = following.astimezone(dt.UTC) - fire.astimezone(dt.UTC)
+        shortest = gap if shortest is None else min(shortest, gap)
+        if shortest <= MIN_INTERVAL:  # no cron schedule runs more often than every minute
+            break
+        fire = following
+    return shortest
+
+
+def format_gap(gap: dt.timedelta) -> str:
+    """A gap as people say it: "1 minute", "15 minutes", "2 hours", "1 day", "90 seconds"."""
+    seconds = int(gap.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
+
+
 def parse_schedule(text: str, tz: dt.tzinfo, now: dt.datetime) -> Schedule:
     """Parse what a user wrote (or a stored canonical text); raises :class:`ScheduleError`."""
     clean = " ".join(text.strip().split())

@@ -10,6 +10,7 @@
 - Changes made in this process (the tool, ``/cron``) apply at once; changes made by ``herald cron`` in
   another process are found by reading the table every ``scheduler.poll_interval`` seconds. Only jobs
   whose ``version`` changed are rescheduled, so a run's own bookkeeping never reschedules anything.
+- At start, jobs whose makers lost access since (``gateway.cron.standing``) are paused first.
 - Shutdown: no new runs start; running ones get the drain timeout, then are cancelled (recorded as
   interrupted).
 """
@@ -80,6 +81,7 @@ class CronScheduler:
         interrupted = await self.jobs.interrupted_runs()
         if interrupted:
             log.warning("%d scheduled run(s) were cut off by the last shutdown or crash", interrupted)
+        await self.runner.pause_lost()  # makers taken off gateway.admins or an allowlist since (logged)
         self._aps.add_listener(self._on_missed, EVENT_JOB_MISSED)
         self._aps.start()
         await self.sync()

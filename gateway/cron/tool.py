@@ -15,6 +15,7 @@ from agent.api import Tool, ToolContext, ToolError
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.describe import created, describe_all
 from gateway.cron.manage import Caller, Change, CronError, CronManager, change_job
+from gateway.rights import Rights
 
 NAME = "cron"
 ACTIONS = ("create", "list", "pause", "resume", "run_now", "remove")
@@ -49,10 +50,18 @@ SCHEMA: dict[str, Any] = {
 
 
 async def caller_of(context: ToolContext) -> Caller:
+    """Who calls: the session's chat and memory, and the person the turn answers (the gate of a gateway
+    turn, ``gateway.rights``, knows them)."""
     session = await context.store.get_session(context.session_id)
     if session is None:
         raise ToolError("This session is gone; scheduled jobs cannot be managed from it.")
-    return Caller(session.session_key, session.memory_scope, chat_of_session_key(session.session_key))
+    rights = context.gate if isinstance(context.gate, Rights) else None
+    speaker = rights.speaker if rights is not None else None
+    admin = rights is not None and speaker is not None and rights.authorizer.is_admin(
+        speaker.platform, speaker.user_id
+    )
+    chat = chat_of_session_key(session.session_key)
+    return Caller(session.session_key, session.memory_scope, chat, creator=speaker, admin=admin)
 
 
 def _text(args: dict[str, Any], name: str) -> str | None:

@@ -135,14 +135,21 @@ class Outbox:
         """Queue ``items`` in order; when ``finish`` is given, close ``inbox_id`` in the same transaction."""
 
         def insert(conn: sa.Connection) -> list[int]:
-            now = time.time()
-            statement = sa.insert(outbox).returning(outbox.c.id)
-            ids = [int(conn.execute(statement, _values(item, inbox_id, now)).scalar_one()) for item in items]
+            ids = insert_items(conn, items, inbox_id=inbox_id)
             if finish is not None and inbox_id is not None:
                 finish_row(conn, inbox_id, finish)
             return ids
 
         return await self.storage.write(insert)
+
+    async def pending_for(self, address: ChatAddress) -> int:
+        """Items of ``address``'s chat not sent yet (its replies go out in order: these come first)."""
+        query = (
+            sa.select(sa.func.count())
+            .select_from(outbox)
+            .where(PENDING, outbox.c.platform == address.platform, outbox.c.chat_id == address.chat_id)
+        )
+        return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def due_heads(
         self, now: float, served: Served, *, claimant: Claimant | None = None, limit: int | None = None
@@ -252,6 +259,14 @@ class Outbox:
         if claimant is not None:
             statement = statement.where(PENDING, outbox.c.claimed_by == claimant.holder)
         return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
+
+
+def insert_items(conn: sa.Connection, items: Sequence[Outgoing], *, inbox_id: int | None = None) -> list[int]:
+    """Queue ``items`` in order inside the caller's transaction (what :meth:`Outbox.enqueue` does; for a
+    change that must be said in the same transaction, such as an approval and its welcome)."""
+    now = time.time()
+    statement = sa.insert(outbox).returning(outbox.c.id)
+    return [int(conn.execute(statement, _values(item, inbox_id, now)).scalar_one()) for item in items]
 
 
 def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple[OutboxState, str | None]]:

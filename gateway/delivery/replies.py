@@ -7,10 +7,15 @@ reliability invariants 1-2), and the sender is told once per queueing.
 
 Contract: every method returns once the reply is durably queued (or raises: nothing was queued);
 the row given is closed in the same transaction. Sending happens later, in the sender's order per chat.
+The one thing said around the outbox, an answer streamed while it is written, first waits for what the
+chat's outbox holds (:meth:`Replies.delivered`): a notice queued before a turn (a welcome, a new
+session, a compression) is never shown after the answer it precedes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -20,6 +25,8 @@ from gateway.delivery.outbox import Outbox, Outgoing
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import answer_operations
 from gateway.intake.inbox import InboxRow, InboxState
+
+DELIVERED_POLL = 0.05  # seconds between looks at a chat's outbox while a stream waits for it
 
 
 class PlatformNotConnected(Exception):
@@ -67,6 +74,17 @@ class Replies:
         )
         self.sender.notify()
         return ids
+
+    async def delivered(self, address: ChatAddress, timeout: float) -> bool:  # noqa: ASYNC109 - bounded poll
+        """Wait until the outbox holds nothing unsent for ``address``'s chat: True, or False after
+        ``timeout`` seconds (then say nothing around the outbox: what follows queues behind it)."""
+        deadline = time.monotonic() + timeout
+        while await self.outbox.pending_for(address):
+            if time.monotonic() >= deadline:
+                return False
+            self.sender.notify()  # queued by another process (herald pairing approve): send it now
+            await asyncio.sleep(DELIVERED_POLL)
+        return True
 
     def render(
         self, address: ChatAddress, text: str, *, streamed: Sequence[str], reply_to: str | None

@@ -2,10 +2,13 @@
 
 While a turn runs, :class:`ReplyStream` shows a typing indicator and, where the platform can edit,
 one message edited as text arrives (at most one edit per ``gateway.stream_edit_interval`` per chat;
-a new message when the text outgrows the limit). Streaming is best effort: a failed edit never fails
-the turn, it only stops the live view. The answer itself always goes through the outbox: the final
-text, rendered and split for the platform, becomes edits of the streamed messages (and sends for the
-rest), queued in the same transaction that marks the inbox row answered.
+a new message when the text outgrows the limit). Its first message waits for what the chat's outbox
+holds (``earlier``: a notice queued before the turn goes out first); one that waits longer than
+:data:`EARLIER_WAIT` is not streamed at all (the answer then queues behind it, in order).
+Streaming is best effort: a failed edit never fails the turn, it only stops the live view. The
+answer itself always goes through the outbox: the final text, rendered and split for the platform,
+becomes edits of the streamed messages (and sends for the rest), queued in the same transaction that
+marks the inbox row answered.
 
 Rendering is chosen by the adapter's :class:`Capabilities`, never by a platform's name.
 """
@@ -16,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
@@ -33,6 +36,7 @@ from gateway.intake.lanes import INTERRUPTED
 log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.0  # Telegram shows "typing…" for about 5 seconds per call
+EARLIER_WAIT = 3.0  # seconds a stream waits for the chat's earlier replies before giving up streaming
 EMPTY_ANSWER = "(no answer)"
 
 
@@ -93,9 +97,12 @@ class ReplyStream:
         streamed: list[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         trusted: Callable[[], bool] = lambda: True,
+        earlier: Callable[[float], Awaitable[bool]] | None = None,
     ) -> None:
         """``trusted``: asked right before each streamed send or edit; once it says no (the session's
-        lease may have lapsed: ``agent.locks.Lease.trusted``), streaming stops for good."""
+        lease may have lapsed: ``agent.locks.Lease.trusted``; the person lost access), streaming stops
+        for good. ``earlier``: waits (at most the seconds given) until the chat's earlier replies are
+        sent, True when they are; asked before the first streamed message (``Replies.delivered``)."""
         self.adapter = adapter
         self.address = address
         self.reply_to = reply_to
@@ -105,6 +112,7 @@ class ReplyStream:
         self.inbox_id = inbox_id
         self.clock = clock
         self.trusted = trusted
+        self.earlier = earlier
         self.messages: list[str] = list(streamed or [])  # platform ids of the streamed messages
         self._unrecorded: list[str] = []  # streamed messages whose id the inbox could not store
         self._shown: list[OutboundText] = []  # what each streamed message shows now
@@ -193,7 +201,26 @@ class ReplyStream:
         elif isinstance(event, Compressed):
             await adapter.append(address, f"\n[{event.outcome.notice or event.outcome.line()}]\n")
 
+    async def _after_earlier(self) -> bool:
+        """Before the first streamed message: whether what the chat's outbox holds went out first."""
+        if self.messages or self.earlier is None:
+            return True
+        try:
+            if await self.earlier(EARLIER_WAIT):
+                self.earlier = None
+                return True
+        except StorageUnavailable as error:
+            log.warning("streaming to %s chat %s skipped: %s", self.address.platform, self.address.chat_id,
+                        error)  # fmt: skip
+        else:
+            log.info("streaming to %s chat %s skipped: earlier replies are still waiting to be sent",
+                     self.address.platform, self.address.chat_id)  # fmt: skip
+        self._live = False  # the answer goes through the outbox, behind them
+        return False
+
     async def _show(self) -> None:
+        if not await self._after_earlier():
+            return
         self._last_edit = self.clock()
         parts = render(self._text, self.adapter.capabilities)
         try:
@@ -202,7 +229,8 @@ class ReplyStream:
                     continue
                 await self.budget.wait(self.address)
                 if not self.trusted():
-                    log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed",
+                    log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed, "
+                                "or the person lost access",
                                 self.address.platform, self.address.chat_id)  # fmt: skip
                     self._live = False
                     return

@@ -21,6 +21,7 @@ from typing import Any
 from adapters.base import ChatType, InboundMessage, SinkUnavailable
 from agent.db import StorageUnavailable
 from agent.files import valid_text
+from gateway.access.auth import speaker_of
 from gateway.access.pairing import RequestOutcome
 from gateway.commands import BY_NAME, answer_command, parse_command
 from gateway.conversation.addressing import reply_address, session_key
@@ -129,7 +130,7 @@ class Router:
         if not direct and not message.addressed and self.require_mention.get(message.platform, True):
             metrics.messages_ignored.labels(message.platform, "not_addressed").inc()
             return None
-        if not await services.authorizer.is_allowed(message):
+        if not await services.authorizer.is_allowed(speaker_of(message)):
             metrics.messages_ignored.labels(message.platform, "unauthorized").inc()
             if direct:
                 await self._pairing(message)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
 from http import HTTPStatus
 from typing import Any
@@ -32,10 +32,13 @@ class ProviderEmulator(EmulatorState):
     ``async with emu.serve() as base_url`` on the running loop, or ``with emu.serve_in_thread()``
     for synchronous callers and subprocess tests. Controls: :meth:`script`, ``responder``, faults
     (:meth:`fail_next`, :meth:`fail_midstream`, :meth:`drop_midstream`, :meth:`truncate_next`,
-    :meth:`stall_next`), :meth:`reset_cache`, ``clock``; log: ``requests``.
+    :meth:`stall_next`), :meth:`reset_cache`, ``clock``, ``before_answer``; log: ``requests``.
     """
 
     stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
+    # Awaited with each model request's body before it is answered (served on the test's loop): a test
+    # changes the world between two model calls of one turn (revokes someone mid-turn), with no timing.
+    before_answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     in_flight: int = 0  # model requests being answered now (streams included)
     max_in_flight: int = 0  # the most answered at once since start
     model_list: bool = True  # GET /v1/models answers; False: a compatible server that has none (404)
@@ -62,6 +65,8 @@ class ProviderEmulator(EmulatorState):
                         raise ValueError("the body must be a JSON object")
                 except ValueError as exc:
                     return await _send(request, self._bad_json(api, request.path, raw, str(exc)), 0.0)
+                if self.before_answer is not None:
+                    await self.before_answer(body)
                 return await _send(request, handler(self, request.path, raw, body), self.stream_delay)
             finally:
                 self.in_flight -= 1
