@@ -308,8 +308,13 @@ async def test_a_gateway_in_cluster_mode_answers_through_a_claim_and_the_shared_
 ) -> None:
     emulator.script(Reply(text="Hello from the cluster"))
     cluster = {"redis_url": redis_server.url, "instance_id": "gw-1"}
-    async with telegram_gateway(
-        home, emulator, emulator_url, storage={"url": postgresql_database}, cluster=cluster
+    async with telegram_gateway(  # not streamed: the answer goes out through the outbox, under a claim
+        home,
+        emulator,
+        emulator_url,
+        storage={"url": postgresql_database},
+        cluster=cluster,
+        gateway={"stream_edit_interval": 0},
     ) as harness:
         harness.fake.private_message(FRIEND, "Hi")
         await harness.settled()
