@@ -1,6 +1,6 @@
 """The tool loop: one user turn → model calls and tool runs until the model answers.
 
-History discipline (ARCHITECTURE.md, invariant 3): messages are only ever appended. An assistant
+History discipline (docs/ARCHITECTURE.md, invariant 3): messages are only ever appended. An assistant
 message that calls tools is stored together with all its results in one transaction, so the stored
 history never has a dangling tool call. A turn that could not be answered — the provider failed for
 good, the response was unusable, the consumer of the turn's events failed — is taken out of the

@@ -2,7 +2,7 @@
 
 Assembly is pure: ``build_system_prompt`` turns already-loaded inputs into text, so the same inputs
 always give the same bytes. The result is built once per session, stored with it, and re-sent as is
-on every request of that session (see ARCHITECTURE.md, cache invariants 1–2).
+on every request of that session (see docs/ARCHITECTURE.md, cache invariants 1–2).
 """
 
 from __future__ import annotations

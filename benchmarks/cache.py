@@ -41,7 +41,7 @@ from agent.store import SessionRecord
 from agent.usage import Usage, cost, uncached_cost
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import ChatResponder, is_summary_request, run_turn
 
@@ -129,7 +129,7 @@ class Bench:
         )
 
     def runtime(self, context_length: int | None = None) -> Any:
-        return open_runtime(self.config(context_length), self.home)
+        return open_agent_runtime(self.config(context_length), self.home)
 
     def sync_clock(self, runtime: Runtime) -> None:
         runtime.agent.clock = lambda: WALL_START + self.emulator.clock.now()

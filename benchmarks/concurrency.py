@@ -40,7 +40,7 @@ from benchmarks.storage import describe, run_storage
 from gateway.config import HeraldConfig
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 
 TICK = 0.005
 QUESTION = "please summarise the plan in a few sentences " * 4
@@ -224,7 +224,7 @@ async def _run_one(sessions: int, cap: int, stream_delay: float, state: dict[str
         )
         limit = await raw_limit(url, sessions)
         with chdir(tmp):
-            async with open_runtime(config, home) as runtime:
+            async with open_agent_runtime(config, home) as runtime:
                 freeze_startup_heap()  # as `herald gateway run` does once it has started
                 chats = [(await runtime.new_session(spec(n))).record for n in range(sessions)]
                 sdk = await sdk_limit(url, sessions, chats[0])

@@ -32,7 +32,7 @@ from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
 from gateway.console.server import PREFIX
-from gateway.core import AdapterFactory, cancel, open_core
+from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
 from gateway.failures import PlatformStartFailed
@@ -41,6 +41,7 @@ from gateway.home import HeraldHome
 from gateway.home.facts import GatewayFacts
 from gateway.intake.router import Router
 from gateway.server.http import HttpServer
+from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
 
 if TYPE_CHECKING:
@@ -168,64 +169,120 @@ async def open_gateway(
         log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
     build = adapters or (lambda storage: build_adapters(config, tokens, storage))
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_core(config, home, build, cluster=True))
+        core = await stack.enter_async_context(open_chat_core(config, home, build, cluster=True))
         services, router = core.services, core.router
         chosen = list(services.adapters.values())
         if not chosen:
             raise no_platform(home)
-        runtime = services.runtime
-        clustered = runtime.cluster is not None  # the elected member receives and schedules
+        http = reserve_http_server(stack, config, services, chosen, core.readiness)
+        clustered = services.runtime.cluster is not None  # the elected member receives and schedules
         if not clustered:
-            sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
-            stack.push_async_callback(cancel, sweeping)
-        for adapter in chosen:
-            try:
-                await adapter.start(router.handle, receive=not (clustered and adapter.receive_on_demand))
-            except DeliveryError as error:
-                raise PlatformStartFailed(f"{adapter.platform} could not start: {error}") from error
-            stack.push_async_callback(adapter.stop)
+            start_review_sweeper(stack, services)
+        await start_adapters(stack, chosen, router, receive_all=not clustered)
         await router.recover()  # before any new message is handled (the router waits for it)
         await publish_menus(chosen, services)
-        jobs = runtime.cron.jobs
-        scheduler = CronScheduler(jobs, CronRunner(services, jobs), config.scheduler, runtime.cron.timezone)
-        stack.push_async_callback(scheduler.close)
-        member: ClusterMember | None = None
-        if runtime.cluster is not None:
-            from gateway.cluster.member import open_member  # redis-py: cluster mode only
-            from gateway.cluster.queue.work_queue import RedisWorkQueue
-
-            queue = services.lanes
-            assert isinstance(queue, RedisWorkQueue), "a cluster process runs the cluster's work queue"
-            member = await stack.enter_async_context(
-                open_member(
-                    runtime.cluster, config, adapters=chosen, scheduler=scheduler, reviews=services.reviews,
-                    queue=queue, session_leases=lambda: runtime.locks.held, metrics=services.metrics,
-                )
-            )  # fmt: skip
-        else:
+        scheduler = open_scheduler(stack, config, services)
+        member = await open_cluster_member(stack, config, services, chosen, scheduler) if clustered else None
+        if member is None:
             await scheduler.start()
-        http = HttpServer(
-            config.gateway.http_host,
-            config.gateway.http_port,
-            adapters=chosen,
-            facts=GatewayFacts(runtime.storage),
-            metrics=services.metrics,
-            checks=core.readiness,
-            cluster=member,
-        )
-        console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
-        if console is not None:
-            http.mount(PREFIX, console)
-        await http.start()
-        stack.push_async_callback(http.stop)
-        if console is not None:
-            services.console_url = console_url(config, http.url)
+        await serve_http(stack, http, config, services, tokens, member)
         gateway = Gateway(services, router, http, chosen, scheduler, member)
         log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
         try:
             yield gateway
         finally:
             await gateway.drain()
+
+
+def reserve_http_server(
+    stack: AsyncExitStack,
+    config: HeraldConfig,
+    services: Services,
+    adapters: Sequence[Adapter],
+    checks: Sequence[ReadinessCheck],
+) -> HttpServer:
+    """The HTTP server, its address bound now (a port in use stops the start before any platform hears
+    of this process); it serves from :func:`serve_http`."""
+    http = HttpServer(
+        config.gateway.http_host,
+        config.gateway.http_port,
+        adapters=adapters,
+        facts=GatewayFacts(services.runtime.storage),
+        metrics=services.metrics,
+        checks=checks,
+    )
+    http.reserve()
+    stack.push_async_callback(http.stop)
+    return http
+
+
+def start_review_sweeper(stack: AsyncExitStack, services: Services) -> None:
+    """One process alone runs the idle-review sweeper itself (in a cluster the leader does)."""
+    sweeping = asyncio.create_task(services.reviews.run(), name="review sweeper")
+    stack.push_async_callback(cancel, sweeping)
+
+
+async def start_adapters(
+    stack: AsyncExitStack, adapters: Sequence[Adapter], router: Router, *, receive_all: bool
+) -> None:
+    """Connect every adapter; one that receives on demand (polling) waits for the leader in a cluster
+    (``receive_all`` False)."""
+    for adapter in adapters:
+        try:
+            await adapter.start(router.handle, receive=receive_all or not adapter.receive_on_demand)
+        except DeliveryError as error:
+            raise PlatformStartFailed(f"{adapter.platform} could not start: {error}") from error
+        stack.push_async_callback(adapter.stop)
+
+
+def open_scheduler(stack: AsyncExitStack, config: HeraldConfig, services: Services) -> CronScheduler:
+    """The scheduler of cron jobs, not started: this process starts it, or the cluster's leader does."""
+    runtime = services.runtime
+    jobs = runtime.cron.jobs
+    scheduler = CronScheduler(jobs, CronRunner(services, jobs), config.scheduler, runtime.cron.timezone)
+    stack.push_async_callback(scheduler.close)
+    return scheduler
+
+
+async def open_cluster_member(
+    stack: AsyncExitStack,
+    config: HeraldConfig,
+    services: Services,
+    adapters: Sequence[Adapter],
+    scheduler: CronScheduler,
+) -> ClusterMember:
+    """This process as a member of its cluster: the leader election and what the leader runs."""
+    from gateway.cluster.member import open_member  # redis-py: cluster mode only
+    from gateway.cluster.queue.work_queue import RedisWorkQueue
+
+    runtime = services.runtime
+    assert runtime.cluster is not None
+    queue = services.lanes
+    assert isinstance(queue, RedisWorkQueue), "a cluster process runs the cluster's work queue"
+    return await stack.enter_async_context(
+        open_member(
+            runtime.cluster, config, adapters=adapters, scheduler=scheduler, reviews=services.reviews,
+            queue=queue, session_leases=lambda: runtime.locks.held, metrics=services.metrics,
+        )
+    )  # fmt: skip
+
+
+async def serve_http(
+    stack: AsyncExitStack,
+    http: HttpServer,
+    config: HeraldConfig,
+    services: Services,
+    tokens: Mapping[str, str],
+    member: ClusterMember | None,
+) -> None:
+    """Serve /healthz, /readyz, /metrics, the webhooks and the console on the reserved address."""
+    http.cluster = member
+    console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
+    if console is not None:
+        http.mount(PREFIX, console)
+    await http.start()
+    if console is not None:
+        services.console_url = console_url(config, http.url)
 
 
 async def run_gateway(config: HeraldConfig, home: HeraldHome) -> int:

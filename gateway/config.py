@@ -55,7 +55,7 @@ from agent.settings import (
     Toolset,
     WebSettings,
 )
-from gateway.cron.schedule import resolve_timezone
+from gateway.timezones import resolve_timezone
 
 
 class ConfigError(Exception):

@@ -35,7 +35,7 @@ from gateway.intake.lanes import Lanes
 from gateway.intake.router import Router, lane_work_kind
 from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
@@ -60,7 +60,7 @@ def require_mention(config: HeraldConfig) -> dict[str, bool]:
 
 
 @asynccontextmanager
-async def open_core(
+async def open_chat_core(
     config: HeraldConfig,
     home: HeraldHome,
     adapters: AdapterFactory,
@@ -80,7 +80,7 @@ async def open_core(
     """
     async with AsyncExitStack() as stack:
         runtime = await stack.enter_async_context(
-            open_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
+            open_agent_runtime(config, home, provider=provider, model=model, context_dir=context_dir)
         )
         metrics = GatewayMetrics()
         metrics.session_leases.set_function(lambda: runtime.locks.held)

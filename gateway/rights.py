@@ -1,6 +1,6 @@
 """What the person a turn acts for may use now: asked before every tool call, and of a session's tool list.
 
-A session's tool list is fixed when it starts (ARCHITECTURE.md, cache invariant 1): it is a cache
+A session's tool list is fixed when it starts (docs/ARCHITECTURE.md, cache invariant 1): it is a cache
 invariant, not a permission. Rights are worked out from
 
 - the configuration the process started with: ``agent.toolsets``, ``gateway.tools_for_guests``,
@@ -60,7 +60,7 @@ def session_toolsets(config: HeraldConfig, memory_scope: str) -> tuple[str, ...]
     jobs).
 
     Guests share one tool list among themselves and owners another, so each family still reads its
-    prompt prefix from the cache (ARCHITECTURE.md, cache invariant 2).
+    prompt prefix from the cache (docs/ARCHITECTURE.md, cache invariant 2).
     """
     enabled = config.agent.toolsets
     if memory_scope == OWNER_SCOPE:

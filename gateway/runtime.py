@@ -63,12 +63,12 @@ from gateway.budgets.limits import default_charge
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL, ConfigError, HeraldConfig
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import CronManager, JobLimits
-from gateway.cron.schedule import resolve_timezone
 from gateway.cron.tool import cron_tool
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage, storage_url
 from gateway.home.memory_skills import memory_and_skills
 from gateway.rights import mcp_settings, session_toolsets
+from gateway.timezones import resolve_timezone
 
 if TYPE_CHECKING:
     from agent.mcp import McpServers
@@ -289,7 +289,7 @@ def agent_settings(config: HeraldConfig) -> AgentSettings:
 
 
 @asynccontextmanager
-async def open_runtime(
+async def open_agent_runtime(
     config: HeraldConfig,
     home: HeraldHome,
     *,

@@ -10,7 +10,7 @@ import pytest
 from agent.events import Retrying, TextDelta
 from agent.tools.registry import Refuse
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import (
@@ -44,7 +44,7 @@ async def test_twenty_turns_send_identical_prompt_bytes_and_read_the_cache(
     under claude-sonnet-4-6's 2048-token minimum and the first few requests cannot be cached at all.
     """
     write_project_notes()
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         for turn in range(20):
             if turn % 4 == 3:
@@ -65,7 +65,7 @@ async def test_restart_restores_the_session_and_resends_the_same_bytes(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     config = make_config(emulator_url)
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         for turn in range(6):
             emulator.script(Reply(text_tokens=250))
@@ -73,7 +73,7 @@ async def test_restart_restores_the_session_and_resends_the_same_bytes(
     before = [r for r in emulator.requests if r.ok]
 
     (home.root / "SOUL.md").write_text("A completely different identity written after the session started.")
-    async with open_runtime(config, home) as runtime:  # a new store connection and a new SDK client
+    async with open_agent_runtime(config, home) as runtime:  # a new store connection and a new SDK client
         restored = await runtime.store.latest_session(SPEC.session_key)
         assert restored is not None and restored.id == session.id
         await run_turn(runtime, restored, "message after restart")
@@ -101,7 +101,7 @@ def _without_markers(messages: list[dict]) -> str:
 async def test_memory_write_keeps_the_running_prompt_and_reaches_the_next_session(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.script(
             Reply(
@@ -127,7 +127,7 @@ async def test_never_more_than_four_breakpoints_in_long_tool_loops(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, policy: str
 ) -> None:
     config = make_config(emulator_url, prompt_caching={"policy": policy})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         for turn in range(3):
             calls = [ToolUse("todo", {}) for _ in range(6)]  # 6 parallel reads per step, 4 steps
@@ -142,7 +142,7 @@ async def test_layered_policy_reads_across_tool_loops_longer_than_the_lookback(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     """A step adding 25 blocks defeats a lookback-only policy; ours marks where the last request ended."""
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         calls = [ToolUse("todo", {}) for _ in range(12)]  # 12 tool_use + 12 tool_result blocks per step
         emulator.script(Reply(tool_calls=calls), Reply(tool_calls=calls), Reply(text="done"))
@@ -154,7 +154,7 @@ async def test_layered_policy_reads_across_tool_loops_longer_than_the_lookback(
 async def test_provider_faults_are_retried_honouring_retry_after(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.fail_next(429, count=1, retry_after=0.05)
         emulator.fail_next(529, count=1)
@@ -170,7 +170,7 @@ async def test_provider_faults_are_retried_honouring_retry_after(
 async def test_a_failure_mid_stream_is_retried_and_the_partial_text_discarded(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.fail_midstream("overloaded_error", after_text="Half an ans")
         emulator.script(Reply(text="The whole answer."))
@@ -189,7 +189,7 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     write_project_notes()
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.script(Reply(text="First answer."))
         await run_turn(runtime, session, "first")
@@ -225,7 +225,7 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
 async def test_a_bad_request_is_not_retried(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.fail_next(400, count=1)
         result = await run_turn(runtime, session, "hello")
@@ -236,7 +236,7 @@ async def test_a_bad_request_is_not_retried(
 async def test_parallel_tool_calls_run_concurrently_and_keep_their_order(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.script(
             Reply(
@@ -264,7 +264,7 @@ async def test_iteration_limit_stops_with_a_note(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     config = make_config(emulator_url, agent={"max_iterations": 3})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         emulator.script(*[Reply(tool_calls=[ToolUse("todo", {})])] * 3)
         result = await run_turn(runtime, session, "loop forever")
@@ -276,7 +276,7 @@ async def test_iteration_limit_stops_with_a_note(
 async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         started = asyncio.Event()
         original = runtime.store.get_todos
@@ -307,7 +307,7 @@ async def test_activating_a_skill_appends_its_text_and_keeps_the_prompt(
     await put_skill(
         home, "ops/deploy", {"SKILL.md": skill_md("deploy", "Ship a release", "Run make release.\n")}
     )
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         assert "deploy: Ship a release" in session.system_prompt.stable
         emulator.script(
@@ -323,7 +323,7 @@ async def test_activating_a_skill_appends_its_text_and_keeps_the_prompt(
 async def test_session_search_finds_earlier_sessions(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         old = await new_session(runtime)
         await run_turn(runtime, old, "My boat is called Sea Otter.")
         current = await new_session(runtime)
@@ -342,7 +342,7 @@ async def test_session_search_never_crosses_into_another_chat(
     from agent.memory import user_scope
     from agent.session import SessionSpec
 
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         other_chat = (
             await runtime.new_session(
                 SessionSpec("telegram:42", "telegram", "telegram", memory_scope=user_scope("telegram", "42"))
@@ -361,7 +361,7 @@ async def test_usage_is_recorded_per_request(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     write_project_notes()
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         for turn in range(3):
             await run_turn(runtime, session, f"hi {turn}")
@@ -378,7 +378,7 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.stream_delay = 0.05
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         first_text = asyncio.Event()
 
@@ -402,7 +402,7 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
 async def test_a_refused_tool_stays_in_the_schema_but_does_not_run(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         emulator.script(todo_call(1), Reply(text="I could not use it."))
         async with runtime.locks.hold(session.session_key) as lease:

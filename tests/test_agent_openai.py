@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import new_session, prompt_hashes, run_turn, token_hit_ratio, write_project_notes
@@ -29,7 +29,7 @@ async def test_openai_chat_sends_stable_bytes_with_a_per_session_cache_key(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     write_project_notes()
-    async with open_runtime(make_config(emulator_url, "openai"), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, "openai"), home) as runtime:
         session_id = await run_chat(runtime, emulator, 20)
         record = await runtime.store.get_session(session_id)
     ok = [r for r in emulator.requests if r.ok]
@@ -46,7 +46,7 @@ async def test_deepseek_usage_fields_are_normalized(
 ) -> None:
     write_project_notes()
     config = make_config(emulator_url, "openai", model={"name": "deepseek-chat"})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session_id = await run_chat(runtime, emulator, 4)
         record = await runtime.store.get_session(session_id)
     ok = [r for r in emulator.requests if r.ok]
@@ -58,7 +58,7 @@ async def test_claude_through_openrouter_gets_placed_markers_and_cache_writes(
 ) -> None:
     write_project_notes()
     config = make_config(emulator_url, "openai", model={"name": "anthropic/claude-sonnet-4"})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session_id = await run_chat(runtime, emulator, 8)
         record = await runtime.store.get_session(session_id)
     ok = [r for r in emulator.requests if r.ok]
@@ -71,7 +71,7 @@ async def test_claude_through_openrouter_gets_placed_markers_and_cache_writes(
 async def test_openai_faults_are_retried(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url, "openai"), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, "openai"), home) as runtime:
         session = await new_session(runtime)
         emulator.fail_next(429, count=1, retry_after=0.01)
         emulator.fail_midstream("server_error", after_text="par")

@@ -10,7 +10,7 @@ import pytest
 
 from agent.files.text import REPLACEMENT, valid_text
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import herald_process, new_session, point_at, run_turn, without_markers
@@ -40,7 +40,7 @@ async def test_the_agent_cleans_text_from_any_caller_and_stores_what_it_sends(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     """The gateway hands platform text straight to run_turn: the agent is a boundary too."""
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         result = await run_turn(runtime, session, "x\ud800y\x00z")
         [user, _] = await runtime.store.load_messages(session.id)

@@ -25,7 +25,7 @@ from agent.store import CacheMiss, SessionRecord
 from gateway.config import HeraldConfig
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.gateway_support import FRIEND, telegram_gateway
@@ -54,7 +54,7 @@ def config(url: str, provider: str = "anthropic", **sections: Any) -> HeraldConf
 async def chat(emulator: ProviderEmulator, config: HeraldConfig, home: HeraldHome) -> AsyncIterator[Runtime]:
     """A runtime whose clock is the emulator's (from now), with project notes over the cache minimum."""
     write_project_notes()
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         start = time.time()
         runtime.agent.clock = lambda: start + emulator.clock.now()
         yield runtime

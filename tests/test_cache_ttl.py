@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.helpers import SPEC, new_session, run_turn, write_project_notes
@@ -40,7 +40,7 @@ async def test_after_a_pause_the_tail_is_read_when_the_chat_paused_before(
 ) -> None:
     write_project_notes()
     slow_answers(emulator)
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         follow_the_emulator(runtime, emulator)
         session = await new_session(runtime)
         await run_turn(runtime, session, "Good morning.")
@@ -58,7 +58,7 @@ async def test_a_new_session_of_a_chat_that_paused_before_reads_its_tail_after_a
 ) -> None:
     write_project_notes()
     slow_answers(emulator)
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         follow_the_emulator(runtime, emulator)
         earlier = await new_session(runtime)
         await run_turn(runtime, earlier, "Good morning.")

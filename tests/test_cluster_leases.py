@@ -27,7 +27,7 @@ from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_key
 from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.helpers import new_session
 from tests.redis_server import RedisServer
@@ -147,7 +147,7 @@ async def test_a_holder_that_lost_its_lease_cannot_write_and_the_new_holder_can(
     config = make_config(
         emulator_url, storage={"url": postgresql_database}, cluster={"redis_url": redis_server.url}
     )
-    async with open_runtime(config, home) as runtime_a, open_runtime(config, home) as runtime_b:
+    async with open_agent_runtime(config, home) as runtime_a, open_agent_runtime(config, home) as runtime_b:
         assert runtime_a.cluster is not None and isinstance(runtime_b.locks, RedisSessionLocks)
         session = await new_session(runtime_a)
         key = session.session_key

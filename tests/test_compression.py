@@ -9,7 +9,7 @@ from agent.tools.registry import ToolContext
 from agent.tools.session_search import SESSION_SEARCH_TOOL
 from agent.usage import Usage
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import (
@@ -49,7 +49,7 @@ async def test_threshold_trigger_summary_and_cache_discipline(
 ) -> None:
     responder = ChatResponder(reply_tokens=900)
     emulator.responder = responder
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(24))
         active = await runtime.store.load_messages(session.id)
@@ -89,7 +89,7 @@ async def test_compressed_messages_are_still_found_by_session_search(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=900)
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(14))
         active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
@@ -106,7 +106,7 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=200)
     config = config_for(emulator_url, enabled=True, threshold=0.95)  # keep the in-loop trigger out of it
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(8))
         sent = len(emulator.requests)
@@ -133,7 +133,7 @@ async def test_hygiene_fires_past_400_messages(
     from agent.tool_runs import with_payload
 
     emulator.responder = ChatResponder(reply_tokens=10)
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         pairs = [Message(role=r, content=f"{r} {i}") for i in range(201) for r in ("user", "assistant")]
         provider = runtime.agent.provider_for(session)
@@ -147,7 +147,7 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=300)
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
         before = await runtime.store.load_messages(session.id)
@@ -160,7 +160,7 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         assert stored is not None and stored.compress_failures == 1 and stored.compress_retry_at is not None
 
     # The cooldown is stored with the session: a restarted process (a new runtime) still honours it.
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         engine = runtime.agent.context_engine
         assert engine is not None
         sent = len(emulator.requests)
@@ -178,7 +178,7 @@ async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_w
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     emulator.responder = ChatResponder(reply_tokens=300)
-    async with open_runtime(config_for(emulator_url), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
         await runtime.store.set_last_prompt_tokens(session.id, WINDOW - 100)  # no room for an answer
@@ -199,7 +199,7 @@ async def test_auxiliary_summary_model_and_its_fallback_to_the_main_model(
     emulator.responder = ChatResponder(reply_tokens=300)
     config = config_for(emulator_url)
     config.auxiliary.compression.model = "claude-haiku-4-5"
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
         if auxiliary_fails:
@@ -233,7 +233,7 @@ async def test_a_server_that_reports_no_usage_still_gets_compressed(
         model={"context_length": WINDOW, "max_tokens": 2000},
         compression={"protect_last_n": 4},
     )
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(16))
     assert all(

@@ -8,7 +8,7 @@ from agent.events import TextDelta, TurnEvent
 from agent.memory import user_scope
 from agent.session import SessionSpec
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import assert_well_formed, new_session, run_turn
@@ -32,7 +32,7 @@ async def test_three_hundred_sessions_at_once_are_all_answered_in_order_under_th
     emulator.stream_delay = 0.002
     with emulator.serve_in_thread() as url:  # its own event loop, like a provider elsewhere
         config = make_config(url, agent={"max_concurrent_requests": CAP})
-        async with open_runtime(config, home) as runtime:
+        async with open_agent_runtime(config, home) as runtime:
             sessions = [(await runtime.new_session(spec(n))).record for n in range(SESSIONS)]
             results = await asyncio.gather(
                 *(run_turn(runtime, s, f"question from chat {n}") for n, s in enumerate(sessions))
@@ -69,7 +69,7 @@ async def test_a_slow_consumer_does_not_hold_the_model_stream_open(
             await stream_done.wait()
 
     emulator.script(Reply(text_tokens=600))  # about 100 streamed deltas
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         watcher = asyncio.create_task(watch_model_call())
         result = await asyncio.wait_for(run_turn(runtime, session, "a long answer please", slow_consumer), 20)
@@ -87,7 +87,7 @@ async def test_a_failing_consumer_fails_the_turn_with_one_sentence_and_keeps_his
     async def broken_consumer(event: TurnEvent) -> None:
         raise PlatformDown("editMessageText: 502 Bad Gateway")
 
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         failed = await run_turn(runtime, session, "first", broken_consumer)
         assert await runtime.store.load_messages(session.id) == []

@@ -12,9 +12,9 @@ from agent.memory import OWNER_SCOPE, chat_scope, user_scope
 from agent.messages import Message, ToolCall
 from gateway.cron.jobs import CronJobs, RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller, CronError, CronManager
-from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
+from gateway.timezones import resolve_timezone
 
 ALICE = Caller("telegram:dm:2", user_scope("telegram", "2"), ChatAddress("telegram", "2"))
 GROUP = Caller("telegram:group:-100", chat_scope("telegram", "-100"), ChatAddress("telegram", "-100"))

@@ -11,9 +11,9 @@ from gateway.cron.schedule import (
     ScheduleError,
     check_future,
     parse_schedule,
-    resolve_timezone,
     standard_weekdays,
 )
+from gateway.timezones import resolve_timezone
 
 BERLIN = resolve_timezone("Europe/Berlin")
 NOW = dt.datetime(2026, 5, 1, 10, 0, tzinfo=BERLIN)  # a Friday

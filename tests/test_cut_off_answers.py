@@ -10,7 +10,7 @@ import pytest
 
 from agent.history import unanswered_turn
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import assert_well_formed, new_session, point_at, run_turn
@@ -22,7 +22,7 @@ async def test_a_cut_off_answer_is_continued_once_and_shown_as_one(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     config = make_config(emulator_url, model={"max_tokens": 50})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         emulator.script(Reply(text=LONG), Reply(text=" and that is all."))
         result = await run_turn(runtime, session, "tell me everything")
@@ -43,7 +43,7 @@ async def test_an_answer_still_cut_off_says_so_and_how_to_raise_the_limit(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     config = make_config(emulator_url, model={"max_tokens": 50})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         emulator.script(Reply(text=LONG), Reply(text=LONG))
         result = await run_turn(runtime, session, "tell me everything")
@@ -58,7 +58,7 @@ async def test_notify_keeps_the_answer_and_never_runs_a_cut_off_tool_call(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
 ) -> None:
     config = make_config(emulator_url, provider, model={"max_tokens": 50}, agent={"on_max_tokens": "notify"})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         emulator.script(
             Reply(text="Let me check.", tool_calls=[ToolUse("todo", {})], stop_reason="max_tokens")

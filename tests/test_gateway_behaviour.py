@@ -21,7 +21,7 @@ from gateway.config import HeraldConfig
 from gateway.conversation.addressing import session_key, session_spec
 from gateway.home import HeraldHome
 from gateway.intake.inbox import Inbox, InboxState
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND, gateway_config, telegram_gateway
@@ -275,7 +275,7 @@ def inbound(text: str, message_id: str = "500") -> InboundMessage:
 async def leave_a_crashed_turn(home: HeraldHome, config: HeraldConfig, *, finished: bool) -> None:
     """What a process killed during a turn leaves: the inbox row, and the turn (finished or not)."""
     message = inbound("what is two plus two?")
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         row = await Inbox(runtime.storage).record(message, session_key(message))
         assert row is not None
         session = (await runtime.new_session(session_spec(message, is_admin=False))).record

@@ -21,7 +21,7 @@ from agent.history import unanswered_turn
 from agent.messages import Message, ToolCall, tool_result
 from gateway.cli.chat import DRAIN_SECONDS
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn
@@ -57,7 +57,7 @@ async def leave_unanswered(runtime: Runtime, session_id: str, *, with_tools: boo
 async def test_the_next_turn_closes_an_interrupted_one_first(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, with_tools: bool
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "first")
         await leave_unanswered(runtime, session.id, with_tools=with_tools)
@@ -76,7 +76,7 @@ async def test_the_next_turn_closes_an_interrupted_one_first(
 async def test_compress_and_hygiene_see_a_closed_turn_too(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "first")
         await leave_unanswered(runtime, session.id, with_tools=False)
@@ -167,7 +167,7 @@ async def test_a_stopped_answer_is_still_counted(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
 ) -> None:
     emulator.stream_delay = 0.05
-    async with open_runtime(make_config(emulator_url, provider), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, provider), home) as runtime:
         session = await new_session(runtime)
         streaming = asyncio.Event()
 

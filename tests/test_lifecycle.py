@@ -11,7 +11,7 @@ from agent.providers.pool import ProviderPool
 from gateway import runtime as runtime_module
 from gateway.config import ConfigError
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import PROJECT_NOTES, SPEC
@@ -27,7 +27,7 @@ async def test_a_missing_api_key_fails_the_start_and_closes_the_database(
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     before = len(database_threads())
     with pytest.raises(ConfigError, match="No API key for anthropic"):
-        async with open_runtime(make_config("http://127.0.0.1:1"), home):
+        async with open_agent_runtime(make_config("http://127.0.0.1:1"), home):
             pass
     assert len(database_threads()) == before
 
@@ -49,7 +49,7 @@ async def test_a_failure_late_in_start_up_closes_what_was_opened(
     monkeypatch.setattr(runtime_module, "builtin_registry", broken_registry)
     before = len(database_threads())
     with pytest.raises(RuntimeError, match="a tool failed to load"):
-        async with open_runtime(make_config("http://127.0.0.1:1"), home):
+        async with open_agent_runtime(make_config("http://127.0.0.1:1"), home):
             pass
     assert closed == ["pool"] and len(database_threads()) == before
 
@@ -68,10 +68,10 @@ async def test_the_project_file_comes_from_the_configured_directory_not_the_work
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, project: Path
 ) -> None:
     daemon = make_config(emulator_url, agent={"context_dir": None})
-    async with open_runtime(daemon, home) as runtime:  # no context_dir: what the gateway does
+    async with open_agent_runtime(daemon, home) as runtime:  # no context_dir: what the gateway does
         bare = (await runtime.new_session(SPEC)).record
     configured = make_config(emulator_url, agent={"context_dir": str(project)})
-    async with open_runtime(configured, home) as runtime:
+    async with open_agent_runtime(configured, home) as runtime:
         with_project = (await runtime.new_session(SPEC)).record
     assert bare.system_prompt.context == ""
     assert "Convention 0" in with_project.system_prompt.context

@@ -18,7 +18,7 @@ from agent.db.urls import parse_storage_url
 from agent.locks import DatabaseSessionLocks, LocalSessionLocks, LockNotHeld, LockTimeout, owner_alive
 from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, run_turn
@@ -29,7 +29,7 @@ async def test_two_turns_on_one_session_run_one_after_the_other(
 ) -> None:
     emulator.stream_delay = 0.01  # long enough for the two turns to overlap if nothing stopped them
     emulator.script(Reply(text_tokens=120), Reply(text_tokens=120))
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         first, second = await asyncio.gather(
             run_turn(runtime, session, "first question"), run_turn(runtime, session, "second question")
@@ -48,7 +48,7 @@ async def test_two_turns_on_one_session_run_one_after_the_other(
 async def test_the_agent_refuses_to_work_without_the_sessions_lease(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold("some other chat") as lease:
             with pytest.raises(LockNotHeld):

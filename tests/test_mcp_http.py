@@ -21,7 +21,7 @@ from agent.session import SessionSpec
 from gateway.doctor.mcp import check_mcp
 from gateway.doctor.run import check_config, check_keys, run_doctor
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.mcp_server import serve_http
@@ -68,7 +68,7 @@ async def test_a_new_session_stores_the_servers_tools_namespaced_in_a_fixed_orde
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mcp_url: str
 ) -> None:
     config = with_servers(emulator_url, web={"url": mcp_url}, calc={"url": mcp_url, "allow": ["add", "echo"]})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         first = (await runtime.new_session(SessionSpec("a", "test", "terminal", "owner"))).record
         second = (await runtime.new_session(SessionSpec("b", "test", "terminal", "owner"))).record
     names = [tool["name"] for tool in first.tools]
@@ -95,7 +95,7 @@ async def test_a_new_session_stores_the_servers_tools_namespaced_in_a_fixed_orde
 async def test_the_model_calls_a_tool_and_reads_its_answer_as_untrusted_content(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mcp_url: str
 ) -> None:
-    async with open_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
+    async with open_agent_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
         session = await owner_session(runtime)
         text, is_error = await call_through_the_model(
             runtime, emulator, session, "web__echo", {"text": "hello"}
@@ -120,7 +120,7 @@ async def test_allow_and_deny_choose_which_of_a_server_s_tools_the_model_gets(
         only={"url": mcp_url, "allow": ["echo", "add", "slow"], "deny": ["slow"]},
         most={"url": mcp_url, "deny": ["add_tool", "remove_tool", "whoami"]},
     )
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         assert catalogue(runtime) == [
             "most__add",
             "most__echo",
@@ -135,7 +135,7 @@ async def test_allow_and_deny_choose_which_of_a_server_s_tools_the_model_gets(
 async def test_a_changed_tool_list_reaches_new_sessions_only_and_a_removed_tool_answers_clearly(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mcp_url: str
 ) -> None:
-    async with open_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
+    async with open_agent_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
         older = await owner_session(runtime)
         started_with = (await stored(runtime, older)).tools_json
         await call_through_the_model(runtime, emulator, older, "web__add_tool", {"name": "late"})
@@ -164,7 +164,7 @@ async def test_a_2025_era_server_s_change_notification_is_heard_too(
 ) -> None:
     async with (
         serve_http(legacy=True) as url,
-        open_runtime(with_servers(emulator_url, old={"url": url}), home) as runtime,
+        open_agent_runtime(with_servers(emulator_url, old={"url": url}), home) as runtime,
     ):
         tool = runtime.registry.get("old__add_tool")
         assert tool is not None
@@ -175,7 +175,7 @@ async def test_a_2025_era_server_s_change_notification_is_heard_too(
 async def test_a_call_that_outlasts_its_timeout_answers_so_and_the_chat_goes_on(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mcp_url: str
 ) -> None:
-    async with open_runtime(
+    async with open_agent_runtime(
         with_servers(emulator_url, web={"url": mcp_url, "timeout": 0.5}), home
     ) as runtime:
         session = await owner_session(runtime)
@@ -201,7 +201,7 @@ async def test_headers_carry_secrets_from_the_environment(
     config = with_servers(
         emulator_url, web={"url": mcp_url, "headers": {"Authorization": "Bearer $WEB_TOKEN"}}
     )
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await owner_session(runtime)
         text, _ = await call_through_the_model(runtime, emulator, session, "web__whoami", {})
     assert "authorization: Bearer s3cret-token" in text
@@ -216,7 +216,7 @@ async def test_a_server_that_is_not_there_is_logged_once_and_herald_starts_witho
 ) -> None:
     config = with_servers(emulator_url, gone={"url": NOTHING_LISTENS}, web={"url": mcp_url})
     with caplog.at_level(logging.WARNING, logger="agent.mcp"):
-        async with open_runtime(config, home) as runtime:
+        async with open_agent_runtime(config, home) as runtime:
             session = await owner_session(runtime)
             assert mcp_names((await stored(runtime, session)).tools)[0] == "web__add"
             assert not any(name.startswith("gone__") for name in catalogue(runtime))
@@ -238,7 +238,7 @@ async def test_groups_and_guests_get_no_mcp_tools_by_default(
     group = SessionSpec(
         "telegram:group:-100", "telegram", "telegram", chat_scope("telegram", "-100"), chat_id="-100"
     )
-    async with open_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
+    async with open_agent_runtime(with_servers(emulator_url, web={"url": mcp_url}), home) as runtime:
         owner = (await runtime.new_session(SessionSpec("cli", "cli", "terminal", "owner"))).record
         guests = (await runtime.new_session(group)).record
     assert mcp_names(owner.tools)
@@ -297,7 +297,7 @@ async def test_with_the_mcp_tool_set_off_no_server_starts_and_doctor_says_why(
     toolsets = ["memory", "todo"]
     config = make_config(emulator_url, mcp={"servers": servers}, agent={"toolsets": toolsets})
     with caplog.at_level(logging.WARNING, logger="agent.mcp"):
-        async with open_runtime(config, home) as runtime:
+        async with open_agent_runtime(config, home) as runtime:
             assert runtime.mcp is None  # nothing started, not even the SDK loaded
     assert caplog.records == []
     home.config_path.write_text(
@@ -330,7 +330,7 @@ async def mortal_url() -> AsyncIterator[str]:
 async def test_an_http_server_that_dies_in_the_middle_of_a_call_costs_a_clear_result_not_the_chat(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, mortal_url: str
 ) -> None:
-    async with open_runtime(
+    async with open_agent_runtime(
         with_servers(emulator_url, web={"url": mortal_url, "timeout": 10}), home
     ) as runtime:
         session = await owner_session(runtime)

@@ -19,7 +19,7 @@ from agent.mcp import servers
 from gateway.doctor.mcp import check_mcp
 from gateway.doctor.run import check_config, run_doctor
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.helpers import assert_well_formed, chat_in_terminal, herald_process, point_at, run_turn
@@ -51,7 +51,7 @@ async def test_a_stdio_server_answers_times_out_crashes_and_comes_back_without_e
     monkeypatch.setattr(servers, "RETRY_FIRST", 2.0)  # instead of 30 s
     config = with_servers(emulator_url, local=stdio_server(REPOSITORY, timeout=1.0))
     with caplog.at_level(logging.INFO, logger="agent.mcp"):
-        async with open_runtime(config, home) as runtime:
+        async with open_agent_runtime(config, home) as runtime:
             session = await owner_session(runtime)
             assert mcp_names((await stored(runtime, session)).tools) == [
                 "local__add",
@@ -126,7 +126,7 @@ async def test_servers_that_cannot_start_or_hang_are_skipped_with_one_line_each(
     )
     began = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="agent.mcp"):
-        async with open_runtime(config, home) as runtime:
+        async with open_agent_runtime(config, home) as runtime:
             started = time.monotonic() - began
             session = await owner_session(runtime)
             emulator.script(Reply(text="Hello."))

@@ -19,7 +19,7 @@ from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.media.types import Media
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, write_project_notes
@@ -119,14 +119,14 @@ async def test_an_image_in_history_is_resent_byte_for_byte_and_read_from_cache(
     write_project_notes()
     picture = image(photo(2000, 1500))
     config = make_config(emulator_url)
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             first = await runtime.agent.run_turn(lease, session, "What is in this photo?", media=[picture])
             assert first.error is None
             for turn in range(3):
                 await runtime.agent.run_turn(lease, session, f"And detail {turn}?")
-    async with open_runtime(config, home) as runtime:  # after a restart: loaded from the store
+    async with open_agent_runtime(config, home) as runtime:  # after a restart: loaded from the store
         restored = await runtime.store.latest_session(session.session_key)
         assert restored is not None
         async with runtime.locks.hold(session.session_key) as lease:
@@ -154,7 +154,7 @@ async def test_openai_gets_the_image_as_a_data_url(
 ) -> None:
     picture = image(photo(1200, 900))
     emulator.script(Reply(text="A blue picture."))
-    async with open_runtime(make_config(emulator_url, provider="openai"), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, provider="openai"), home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             result = await runtime.agent.run_turn(lease, session, "What is this?", media=[picture])
@@ -172,7 +172,7 @@ async def test_a_native_pdf_is_a_document_block(
 ) -> None:
     media, note = document(pdf(2), "report.pdf", "application/pdf", native=True)
     assert media is not None
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             result = await runtime.agent.run_turn(lease, session, f"{note}\nSummarize it.", media=[media])
@@ -216,7 +216,8 @@ async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_th
 
     emulator.responder = ChatResponder(reply_tokens=200)
     picture = image(photo(800, 600))
-    async with open_runtime(make_config(emulator_url, compression={"protect_last_n": 4}), home) as runtime:
+    config = make_config(emulator_url, compression={"protect_last_n": 4})
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "FACT-0 first things first")
@@ -255,7 +256,7 @@ async def test_the_store_counts_the_files_of_active_messages_only(
     picture = image(photo(900, 600))
     pages, _ = document(pdf(3), "report.pdf", "application/pdf", native=True)
     assert pages is not None
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "look", media=[picture, pages])
@@ -302,7 +303,7 @@ async def test_a_file_whose_stored_bytes_are_gone_becomes_a_note_not_a_broken_re
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
 ) -> None:
     picture = image(photo(600, 400), name=None)
-    async with open_runtime(make_config(emulator_url, provider=provider), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, provider=provider), home) as runtime:
         session = await new_session(runtime)
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "What is this?", media=[picture])

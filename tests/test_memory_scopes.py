@@ -14,7 +14,7 @@ from agent.memory.files import FileMemoryDocuments, scope_directory
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import run_turn
@@ -60,7 +60,7 @@ def tool_results(requests: list[RecordedRequest]) -> list[str]:
 async def test_a_dm_fact_reaches_neither_another_person_nor_a_group(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         alice = await start(runtime, dm("alice"))
         emulator.script(
             Reply(tool_calls=[ToolUse("memory", {"action": "add", "target": "user", "content": SECRET})]),
@@ -96,7 +96,7 @@ async def test_a_dm_fact_reaches_neither_another_person_nor_a_group(
 async def test_each_scope_has_its_own_memory_and_a_group_never_writes_a_members(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         group = await start(runtime, GROUP)
         emulator.script(
             Reply(tool_calls=[ToolUse("memory", {"action": "add", "target": "user", "content": "Team Ops"})]),

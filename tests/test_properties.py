@@ -26,7 +26,7 @@ from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.untrusted.scan import scan_for_injection
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import new_session, run_turn, without_markers
@@ -59,7 +59,7 @@ def test_what_is_stored_is_what_was_sent(
     text: str, emulator: ProviderEmulator, served: str, home: HeraldHome
 ) -> None:
     async def one_turn() -> None:
-        async with open_runtime(make_config(served), home) as runtime:
+        async with open_agent_runtime(make_config(served), home) as runtime:
             session = await new_session(runtime)
             result = await run_turn(runtime, session, text)
             [user, answer] = await runtime.store.load_messages(session.id)

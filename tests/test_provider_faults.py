@@ -22,7 +22,7 @@ from agent.providers.base import ProviderError, ProviderRequest
 from agent.providers.retry import INTERNAL_ERROR
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.helpers import (
@@ -134,7 +134,7 @@ def assert_next_request_resumes_the_cached_prefix(emulator: ProviderEmulator, ap
 async def test_one_fault_is_retried_and_the_answer_arrives_once(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, api: str, fault: Fault
 ) -> None:
-    async with open_runtime(config_for(emulator_url, api, fault), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url, api, fault), home) as runtime:
         session = await new_session(runtime)
         fault.arm(emulator, 1)
         emulator.script(Reply(text="The whole answer."))
@@ -162,7 +162,7 @@ async def test_persistent_faults_fail_the_turn_cleanly(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, api: str, fault: Fault
 ) -> None:
     write_project_notes()  # a cacheable prompt, so the resumed request can be checked against the cache
-    async with open_runtime(config_for(emulator_url, api, fault), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url, api, fault), home) as runtime:
         session = await new_session(runtime)
         emulator.script(Reply(text="First answer."))
         assert (await run_turn(runtime, session, "first")).error is None
@@ -192,7 +192,7 @@ async def test_a_stream_that_stalls_midway_times_out(
     """Headers and the first events arrive, then nothing: the read timeout ends the attempt."""
     emulator.stream_delay = 1.0
     config = config_for(emulator_url, api, timeout=0.2, max_retries=1)
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         result = await run_turn(runtime, session, "hello")
     assert result.error == (
@@ -214,7 +214,7 @@ async def test_a_bug_is_an_internal_error_logged_once_and_not_retried(
 
     module: Any = anthropic_provider if api == "anthropic" else openai_provider
     monkeypatch.setattr(module, "normalize_usage", broken)
-    async with open_runtime(config_for(emulator_url, api), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url, api), home) as runtime:
         session = await new_session(runtime)
         result = await run_turn(runtime, session, "hello")
         assert result.error == INTERNAL_ERROR
@@ -243,7 +243,7 @@ async def test_only_provider_errors_leave_complete(
         "truncate": "malformed",
         "stall": "timeout",
     }
-    async with open_runtime(config_for(emulator_url, api, timeout=TIMEOUT), home) as runtime:
+    async with open_agent_runtime(config_for(emulator_url, api, timeout=TIMEOUT), home) as runtime:
         session = await new_session(runtime)
         request = one_message(session)
         kinds = {}
@@ -260,7 +260,7 @@ async def test_only_provider_errors_leave_complete(
 @pytest.mark.parametrize("api", APIS)
 async def test_an_unreachable_provider_is_named_as_such(home: HeraldHome, api: str) -> None:
     config = make_config("http://127.0.0.1:1", api, model={"max_retries": 1})  # nothing listens there
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         result = await run_turn(runtime, await new_session(runtime), "hello")
     assert result.error == (
         "No answer: the model provider could not be reached (2 attempts). Please try again in a minute."

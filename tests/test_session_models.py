@@ -7,7 +7,7 @@ import pytest
 from agent.providers.pool import ProviderKey
 from gateway.cli.dispatch import run
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import SPEC, new_session, run_turn
@@ -16,11 +16,11 @@ from tests.helpers import SPEC, new_session, run_turn
 async def test_a_session_keeps_its_model_when_the_configured_model_changes(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "first")
     cheaper = make_config(emulator_url, model={"name": "claude-haiku-4-5"})
-    async with open_runtime(cheaper, home) as runtime:  # a restart with another configured model
+    async with open_agent_runtime(cheaper, home) as runtime:  # a restart with another configured model
         restored = await runtime.store.get_session(session.id)
         assert restored is not None
         await run_turn(runtime, restored, "second")
@@ -37,7 +37,7 @@ async def test_a_session_keeps_its_model_when_the_configured_model_changes(
 async def test_sessions_on_one_model_share_one_client(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         sessions = [await new_session(runtime) for _ in range(3)]
         for session in sessions:
             await run_turn(runtime, session, "hello")
@@ -53,7 +53,7 @@ async def test_a_session_whose_provider_has_no_key_fails_its_turn_with_one_sente
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = (await runtime.new_session(SPEC, provider="openai", model="gpt-5")).record
         result = await run_turn(runtime, session, "hello")
         history = await runtime.store.load_messages(session.id)

@@ -12,7 +12,7 @@ from agent.session import SessionSpec
 from agent.side import CHILD_PREAMBLE, REVIEW_TASK, review
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.emulator.blocks import anthropic_layout
@@ -74,7 +74,7 @@ async def test_three_children_and_a_review_read_the_parents_prompt_from_cache(
 ) -> None:
     write_project_notes()
     emulator.responder = Model()
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "Hello, I keep my answers short.")
         result = await run_turn(runtime, session, "There is a lot to do, please delegate it.")
@@ -111,7 +111,7 @@ async def test_the_turn_after_a_review_reads_the_history_through_its_last_answer
     oracle: the longest prefix an earlier request sent), not only up to the message before it."""
     write_project_notes()
     emulator.responder = Model()
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "Hello, I keep my answers short.")
         await run_turn(runtime, session, "Tell me about the weather.")
@@ -130,7 +130,7 @@ async def test_children_are_refused_tools_they_may_not_use_and_cannot_delegate_a
     emulator.responder = Model(
         child_calls=[ToolUse("delegate", {"tasks": ["more"]}), ToolUse("todo", {"todos": []})]
     )
-    async with open_runtime(make_config(emulator_url), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "please delegate")
         todos = await runtime.store.get_todos(session.id)
@@ -152,7 +152,7 @@ async def test_delegation_limits_are_enforced(
 ) -> None:
     too_many = [f"task {n}" for n in range(9)]
     emulator.script(Reply(tool_calls=[ToolUse("delegate", {"tasks": too_many})]), Reply(text="Understood."))
-    async with open_runtime(make_config(emulator_url, delegate={"max_children": 4}), home) as runtime:
+    async with open_agent_runtime(make_config(emulator_url, delegate={"max_children": 4}), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "do nine things")
         messages = await runtime.store.load_messages(session.id)

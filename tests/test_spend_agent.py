@@ -10,7 +10,7 @@ from agent.db.schema import requests
 from agent.spending.charge import Charge, Limit, Scope, charging
 from agent.spending.windows import day_window
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import compress, new_session, run_turn
@@ -40,7 +40,7 @@ async def test_a_turns_sub_agents_and_compression_count_in_the_turns_scopes(
         Reply(text="Both sides are clear."),
     )  # then the emulator's default answers (the summary's too)
     config = make_config(emulator_url, compression={"protect_last_n": 2})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         with charging(Charge((CHAT, PERSON))):
             result = await run_turn(runtime, session, "look both ways")
@@ -60,7 +60,7 @@ async def test_a_compression_over_a_limit_is_skipped_not_sent_and_not_a_failure(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     config = make_config(emulator_url, compression={"protect_last_n": 2})
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await new_session(runtime)
         for number in range(8):
             await run_turn(runtime, session, f"message {number}")

@@ -19,7 +19,7 @@ from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
 from gateway.cluster.limits.spending import RedisCounters
 from gateway.cluster.redis import open_redis
-from gateway.cron.schedule import resolve_timezone
+from gateway.timezones import resolve_timezone
 from tests.redis_server import RedisServer
 
 BERLIN = resolve_timezone("Europe/Berlin")

@@ -20,8 +20,8 @@ from agent.spending.windows import day_window
 from gateway.budgets.lines import usd
 from gateway.cron.jobs import RunStatus
 from gateway.cron.manage import COMMAND_LINE
-from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
+from gateway.timezones import resolve_timezone
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
 

@@ -19,7 +19,7 @@ from agent.spending.windows import day_window, month_window, run_window
 from gateway.budgets.limits import chat_scope, default_charge, job_scope, person_scope, turn_charge
 from gateway.budgets.lines import refusal_line, usd, warning_text
 from gateway.config import BudgetSettings
-from gateway.cron.schedule import resolve_timezone
+from gateway.timezones import resolve_timezone
 
 BERLIN = resolve_timezone("Europe/Berlin")
 AUCKLAND = resolve_timezone("Pacific/Auckland")

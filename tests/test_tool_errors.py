@@ -25,7 +25,7 @@ from agent.tools.delegate import format_outcomes
 from agent.tools.registry import SideOutcome, run_tool
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_runtime
+from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.mcp_support import call_through_the_model, owner_session, stdio_server
@@ -72,7 +72,7 @@ async def test_no_tool_error_names_a_path_a_database_or_an_address(
 ) -> None:
     config = tool_config(emulator_url)
     answers: dict[str, str] = {}
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await owner_session(runtime)
 
         async def called(tool: str, **arguments: object) -> str:
@@ -143,7 +143,7 @@ async def test_with_the_database_down_tools_say_so_without_naming_it(
         ("session_search", {"query": "release"}),
         ("cron", {"action": "list"}),
     ]
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         session = await runtime.store.get_session(await owner_session(runtime))
         assert session is not None
         context = runtime.agent.tool_context(session, depth=0)

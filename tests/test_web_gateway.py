@@ -14,7 +14,7 @@ import pytest
 
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
-from gateway.runtime import open_runtime
+from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes.web import FakeWeb
@@ -95,17 +95,17 @@ async def test_web_search_is_in_a_new_sessions_tool_list_only_when_its_provider_
     }
     sessions = {}
     for case, search in searches.items():
-        async with open_runtime(make_config(emulator_url, web={"search": search}), home) as runtime:
+        async with open_agent_runtime(make_config(emulator_url, web={"search": search}), home) as runtime:
             sessions[case] = (await runtime.new_session(SPEC)).record
     monkeypatch.setenv("BRAVE_API_KEY", "a-key")
-    async with open_runtime(
+    async with open_agent_runtime(
         make_config(emulator_url, web={"search": {"provider": "brave"}}), home
     ) as runtime:
         sessions["brave"] = (await runtime.new_session(SPEC)).record
     config = make_config(
         emulator_url, agent={"toolsets": ["memory", "todo"]}, web={"search": searches["searxng"]}
     )
-    async with open_runtime(config, home) as runtime:
+    async with open_agent_runtime(config, home) as runtime:
         sessions["web off"] = (await runtime.new_session(SPEC)).record
 
     web_tools = {

@@ -9,7 +9,7 @@
 - :mod:`agent.mcp.results`: a tool result as text for the model, in the untrusted envelope;
 - :mod:`agent.mcp.servers`: the set of servers while Herald runs: start, current catalogue, calls, close.
 
-A session's tool list is fixed when it starts (ARCHITECTURE.md, "Media and tools"): a server's new tools
+A session's tool list is fixed when it starts (docs/ARCHITECTURE.md, "Media and tools"): a server's new tools
 serve new sessions only, and a session calling a tool that has gone since gets a clear error result.
 """
 

@@ -1,6 +1,6 @@
 """What a conversation's files cost every request, and the limits a new file is checked against.
 
-A file stays in the conversation and is re-sent with every later request (ARCHITECTURE.md, "Media and
+A file stays in the conversation and is re-sent with every later request (docs/ARCHITECTURE.md, "Media and
 tools"), so checking each file alone is not enough: a provider takes a bounded number of images and
 PDF pages per request (Anthropic: 100 in all), and files take context-window tokens on every turn. A
 file that would take the conversation over either limit must be refused when it arrives: once stored,

@@ -2,7 +2,7 @@
 
 A :class:`Media` is stored once (by its SHA-256) with the message that carried it and loaded with the
 history, so every later request of the session sends exactly the same bytes and the provider's cache
-reads the file as part of the history's prefix (ARCHITECTURE.md, "Media and tools"). Only prepared
+reads the file as part of the history's prefix (docs/ARCHITECTURE.md, "Media and tools"). Only prepared
 files become ``Media``: an image already scaled and re-encoded, a PDF already checked.
 """
 

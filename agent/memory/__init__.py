@@ -3,9 +3,9 @@
 Each document is a short list of entries separated by a line containing only "§". The documents are
 small and capped so that their snapshot, frozen into a session's volatile layer when the session starts,
 stays cheap. Edits are stored at once but only show up in the system prompt of the next session: the
-running session keeps its bytes (ARCHITECTURE.md, cache invariants 1 and 3).
+running session keeps its bytes (docs/ARCHITECTURE.md, cache invariants 1 and 3).
 
-Nobody's words reach anyone else: memory is kept per *scope* (ARCHITECTURE.md, reliability invariant
+Nobody's words reach anyone else: memory is kept per *scope* (docs/ARCHITECTURE.md, reliability invariant
 5). The owner (the terminal, the gateway's admins) has scope ``owner``; every other person has their
 own (``user:PLATFORM:ID``); a group chat has its own (``chat:PLATFORM:ID``), and the memory tool in a
 group writes there, never into a member's documents. The gateway decides a session's scope; the

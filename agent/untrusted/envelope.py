@@ -2,7 +2,7 @@
 MCP tool results.
 
 Such text is written by whoever controls the page or the server, not by the person talking to the bot
-(ARCHITECTURE.md, "Media and tools"). It reaches the model inside one envelope that says where it came
+(docs/ARCHITECTURE.md, "Media and tools"). It reaches the model inside one envelope that says where it came
 from, that it is data and not instructions, and what the prompt-injection scan
 (:func:`agent.untrusted.scan.scan_for_injection`) found in it. The envelope cannot be closed from inside:
 a closing tag in the content is defused, so a page cannot end the envelope early and speak as Herald.

@@ -1,7 +1,7 @@
 """Who may talk to the bot: admins, per-platform allowlists, approved pairings, or everyone.
 
 Nobody who is not allowed gets anything, and costs nothing: the router asks here before a message is
-stored or reaches a provider (ARCHITECTURE.md, reliability invariant 4). The same question is asked
+stored or reaches a provider (docs/ARCHITECTURE.md, reliability invariant 4). The same question is asked
 again later, about the same :class:`Speaker`, wherever a right could have been taken away since: before
 each tool call (``gateway.rights``) and before each run of a job they made (``gateway.cron.standing``).
 The configured part is what the process started with; approvals are read from the database each time,

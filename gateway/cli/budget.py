@@ -13,9 +13,9 @@ from agent.api import SpendLedger, zone_name
 from gateway.budgets.book import BudgetBook, pairs
 from gateway.budgets.lines import limits_summary, table
 from gateway.config import load_config
-from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
+from gateway.timezones import resolve_timezone
 
 
 def add_commands(

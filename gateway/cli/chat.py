@@ -31,7 +31,7 @@ from agent.files import valid_text
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import TERMINAL_SESSION_KEY, admin_id
 from gateway.conversation.turns import start_session
-from gateway.core import Core, open_core
+from gateway.core import Core, open_chat_core
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from gateway.home import HeraldHome
 from gateway.intake.inbox import InboxRow, InboxState
@@ -183,7 +183,7 @@ async def open_terminal(
 ) -> AsyncIterator[Terminal]:
     """The core with the console started; on exit let what runs finish briefly, then close."""
     adapter = ConsoleAdapter(out, err, live=live)
-    async with open_core(
+    async with open_chat_core(
         config,
         home,
         lambda _storage: [adapter],

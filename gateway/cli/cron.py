@@ -15,9 +15,9 @@ from gateway.config import load_config
 from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, JobLimits, change_job
-from gateway.cron.schedule import resolve_timezone
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
+from gateway.timezones import resolve_timezone
 
 
 def add_commands(

@@ -1,6 +1,6 @@
 """Several gateway processes on one Redis and one PostgreSQL (``cluster.redis_url``).
 
-Redis coordinates and holds nothing that matters; PostgreSQL holds every fact (ARCHITECTURE.md,
+Redis coordinates and holds nothing that matters; PostgreSQL holds every fact (docs/ARCHITECTURE.md,
 "Scale"). Modules: ``redis`` (the connection, what "unreachable" means, the process's name), ``lease``
 (one lease in Redis, kept by ``resilience.renewal.Renewer``), ``session_locks`` (fenced session
 leases), ``work_queue`` with ``work_stream``, ``chat_order`` and ``control`` (a Redis stream of "there

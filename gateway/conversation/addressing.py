@@ -4,7 +4,7 @@
   (per topic in forums), shared by its members. The terminal is one conversation, ``cli:dm:local``,
   whichever process the lines come from; a scheduled job's runs have ``cron:<job id>``.
 - Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
-  ``memories/``; every other person has their own; a group has the group's (ARCHITECTURE.md,
+  ``memories/``; every other person has their own; a group has the group's (docs/ARCHITECTURE.md,
   reliability invariant 5).
 - Speaker: in a group the speaker's display name is prefixed to the *user message*, never put in the
   system prompt, so every chat of the bot still shares the cached prompt prefix (cache invariant 2).

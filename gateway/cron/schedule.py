@@ -20,9 +20,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import tzlocal
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -265,11 +263,3 @@ def _number(value: str, part: str) -> int:
     return int(value)
 
 
-def resolve_timezone(name: str | None) -> dt.tzinfo:
-    """``scheduler.timezone``: an IANA name, or None for the system's zone."""
-    if name is None:
-        return tzlocal.get_localzone()
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone '{name}' (use an IANA name such as Europe/Berlin)") from None

@@ -1,7 +1,7 @@
 """The agent's ``cron`` tool: create, list, pause, resume, run now and remove scheduled jobs.
 
 Its description and guidance are fixed text: the tool list is part of the prompt prefix every chat of
-the bot shares (ARCHITECTURE.md, cache invariant 2), so nothing about the calling chat appears in it.
+the bot shares (docs/ARCHITECTURE.md, cache invariant 2), so nothing about the calling chat appears in it.
 Who the caller is — their chat and whether they are the owner — comes from the calling session at call
 time. Inside a job's own run the tool is refused by the loop (no job creates jobs), not removed: the
 run's tool list stays the bytes the cache holds.

@@ -2,7 +2,7 @@
 
 Whatever Herald says into a chat — a turn's answer, a command's reply, a refusal, a pairing code, a
 notice, a scheduled job's result — is queued here and nowhere else, so "recorded before it is sent" and
-"a reply closes its inbox row in the same transaction" hold for all of them (ARCHITECTURE.md,
+"a reply closes its inbox row in the same transaction" hold for all of them (docs/ARCHITECTURE.md,
 reliability invariants 1-2), and the sender is told once per queueing.
 
 Contract: every method returns once the reply is durably queued (or raises: nothing was queued);

@@ -87,6 +87,7 @@ class HttpServer:
         self.cluster = cluster
         self._runner: web.AppRunner | None = None
         self._mounted: dict[str, web.Application] = {}
+        self._socket: socket.socket | None = None
         self.url = ""
 
     @property
@@ -112,17 +113,33 @@ class HttpServer:
             app.add_subapp(prefix, mounted)
         return app
 
+    def reserve(self) -> None:
+        """Bind the address now, serve it from :meth:`start`: a gateway whose port is taken (a second one
+        started by mistake) stops before any platform hears of it. Raises ``CommandFailed`` naming the
+        address and the setting."""
+        try:
+            address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+            listening = socket.socket(address[0], address[1], address[2])
+            try:
+                listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listening.bind(address[4])
+                listening.listen(128)
+            except OSError:
+                listening.close()
+                raise
+        except OSError as error:
+            raise CommandFailed(cannot_listen(self.host, self.port, error), EXIT_UNUSABLE) from None
+        listening.setblocking(False)
+        self._socket = listening
+
     async def start(self) -> None:
+        if self._socket is None:
+            self.reserve()
+        assert self._socket is not None
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError as error:
-            await self._runner.cleanup()
-            self._runner = None
-            raise CommandFailed(cannot_listen(self.host, self.port, error), EXIT_UNUSABLE) from None
-        bound = self._runner.addresses[0][1]
+        await web.SockSite(self._runner, self._socket).start()
+        bound = self._socket.getsockname()[1]
         self.url = f"http://{self.host}:{bound}"
         log.info("HTTP server at %s (/healthz, /readyz, /metrics%s)", self.url,
                  "".join(f", {prefix}" for prefix in self._mounted))  # fmt: skip
@@ -131,6 +148,9 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -3,7 +3,7 @@
 A URL the model was given — by a web page, a feed, a person in a group chat — must not become a way
 into the owner's network: the router's admin page, a database on the LAN, the cloud metadata service
 at 169.254.169.254 that hands out the machine's credentials. So only globally routable addresses are
-allowed unless ``web.allow_private`` is on, and then only for the owner (ARCHITECTURE.md, "Media and
+allowed unless ``web.allow_private`` is on, and then only for the owner (docs/ARCHITECTURE.md, "Media and
 tools"; ``gateway.tools_for_guests``).
 
 Pure functions over :mod:`ipaddress`. Python's ``is_global`` alone is not enough: it calls multicast

@@ -1,7 +1,7 @@
 """The ``web_fetch`` and ``web_search`` tools (tool set ``web``) and the connections they hold.
 
 Descriptions and guidance are fixed text: the tool list is part of the prompt prefix every chat of the
-bot shares (ARCHITECTURE.md, cache invariant 2). Who calls decides at call time what a fetch may
+bot shares (docs/ARCHITECTURE.md, cache invariant 2). Who calls decides at call time what a fetch may
 reach: the owner's sessions get private addresses when ``web.allow_private`` is on, guests never
 (``ToolContext.trusted``). Everything fetched or found reaches the model inside the untrusted envelope
 (:func:`agent.untrusted.envelope.mark_untrusted`), after the prompt-injection scan.
