@@ -447,7 +447,7 @@ async def test_a_transcript_is_echoed_when_the_first_attempt_stopped_before_echo
 async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.media.documents
+    import agent.api
     import gateway.conversation.media
 
     release = threading.Event()
@@ -457,7 +457,7 @@ async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
         raise AssertionError("given up on: never used")
 
     monkeypatch.setattr(gateway.conversation.media, "PREPARE_SECONDS", 0.05)
-    monkeypatch.setattr(agent.media.documents, "prepare_document", stuck)
+    monkeypatch.setattr(agent.api, "prepare_document", stuck)  # the door the gateway reads it through
     try:
         async with telegram_gateway(home, emulator, emulator_url) as harness:
             harness.fake.private_message(
