@@ -27,6 +27,7 @@ from agent.storage.urls import BadStorageUrl, StorageUrl, parse_storage_url
 from gateway.chat_settings import ChatSettings, ModelChoice
 from gateway.facts import GatewayFacts
 from tests.conftest import postgres_server
+from tests.fakes.waiting import wait_until_awaited
 from tests.postgres import free_port
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
@@ -174,6 +175,35 @@ async def test_a_postgresql_server_that_is_not_there_is_one_sentence(tmp_path: P
     message = str(raised.value)
     assert message.startswith("the database postgresql://herald:***@127.0.0.1:")
     assert "cannot be reached" in message and "secret" not in message
+
+
+async def test_a_pool_whose_connections_all_stay_busy_is_unavailable_for_now_not_a_bug(
+    postgresql_database: str, tmp_path: Path
+) -> None:
+    """Every connection busy past the wait: the caller is told to retry (the gateway waits and runs the
+    turn again) instead of getting an error that would close the message as failed."""
+    url = parse_storage_url(postgresql_database, tmp_path / "x.db")
+    async with open_storage(url, pool_size=1, connect_timeout=0.5) as busy, open_storage(url) as watcher:
+        sleepers = [  # the pool's one connection and its one for bursts
+            asyncio.create_task(busy.read(lambda conn: conn.execute(sa.text("SELECT pg_sleep(3600)"))))
+            for _ in range(2)
+        ]
+        activity = sa.text(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%'"
+        )
+        await wait_until_awaited(lambda: watcher.read(lambda conn: conn.execute(activity).scalar() == 2))
+        try:
+            with pytest.raises(StorageUnavailable) as raised:
+                await busy.read(lambda conn: conn.execute(sa.text("SELECT 1")))
+        finally:
+            for sleeper in sleepers:
+                sleeper.cancel()
+            await asyncio.wait(sleepers)
+    assert str(raised.value).endswith(
+        "is busy: none of this process's 2 connections came free within 0.5 s; raise storage.pool_size if "
+        "this goes on"
+    )
 
 
 def test_storage_urls_are_checked_and_never_show_a_password(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ class StorageError(Exception):
 
 
 class StorageUnavailable(StorageError):
-    """The database server cannot be reached now (down, restarting, network). Nothing was written by
-    the operation that raised it; the caller may retry later."""
+    """The database server cannot be reached now (down, restarting, network), or every connection of
+    the pool stayed busy past the wait. Nothing was written by the operation that raised it; the caller
+    may retry later."""
 
 
 class SchemaTooNew(StorageError):
