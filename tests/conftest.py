@@ -68,6 +68,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: a test of SQLite itself (its file, WAL, damage)")
+    config.addinivalue_line(
+        "markers",
+        "slow: seconds of its own (processes started, leases waited out, load made); the default run "
+        "runs it, `-m 'not slow'` leaves it out",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -198,8 +203,8 @@ def make_config(base_url: str, provider: str = "anthropic", **sections: dict[str
     }
     model.update(sections.pop("model", {}))
     agent = {"context_dir": str(Path.cwd()), **sections.pop("agent", {})}
-    if _database_url is not None and "storage" not in sections:
-        sections["storage"] = {"url": f"${DATABASE_URL_VARIABLE}"}
+    if _database_url is not None and "url" not in sections.get("storage", {}):
+        sections["storage"] = {"url": f"${DATABASE_URL_VARIABLE}", **sections.get("storage", {})}
     return HeraldConfig.model_validate({"model": model, "agent": agent, **sections})
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from typing import Any
 
 from agent.store import SessionRecord
@@ -12,9 +10,9 @@ from gateway.config import HeraldConfig
 from gateway.runtime import Runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes.waiting import wait_until
 from tests.helpers import SPEC, run_turn
 
-WAIT_TIMEOUT = 10.0
 STDIO_SERVER = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"]}
 
 
@@ -39,10 +37,11 @@ def catalogue(runtime: Runtime) -> list[str]:
 
 async def wait_for_catalogue(runtime: Runtime, present: str | None = None, absent: str | None = None) -> None:
     """Until the catalogue has ``present`` and lacks ``absent`` (a server re-lists after a change)."""
-    deadline = time.monotonic() + WAIT_TIMEOUT
-    while not ((present is None or present in catalogue(runtime)) and absent not in catalogue(runtime)):
-        assert time.monotonic() < deadline, f"catalogue never changed: {catalogue(runtime)}"
-        await asyncio.sleep(0.02)
+    await wait_until(
+        lambda: (present is None or present in catalogue(runtime)) and absent not in catalogue(runtime),
+        what=f"the catalogue with {present or 'nothing new'} and without {absent or 'nothing'}",
+        describe=lambda: f"the catalogue: {catalogue(runtime)}",
+    )
 
 
 async def stored(runtime: Runtime, session_id: str) -> SessionRecord:

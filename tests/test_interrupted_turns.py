@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until_sync
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn
 
 CALL = ToolCall("call_1", "todo", "{}")
@@ -89,8 +89,8 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     """A real process, killed (SIGKILL) while the answer streams: nothing of it can run any more."""
     point_at(home, served)
     assert herald("chat", "-q", "first").returncode == 0
-    emulator.stream_delay = 0.2
     emulator.script(Reply(text_tokens=400))
+    emulator.hold_streams()  # the answer stops half-way: the kill comes mid-stream
     environment = {**os.environ, "HERALD_HOME": str(home.root)}
     process = subprocess.Popen(
         [*HERALD, "chat", "-q", "tell me a long story", "--continue"],
@@ -99,14 +99,10 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while emulator.in_flight == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert emulator.in_flight == 1
+        wait_until_sync(lambda: emulator.holding, PROCESS_TIMEOUT, what="the answer streaming")
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-    emulator.stream_delay = 0.0
     emulator.script(Reply(text="Here you go."))
     result = herald("chat", "-q", "next question", "--continue")
     assert (result.returncode, result.stdout) == (0, "Here you go.\n"), result.stderr
@@ -120,7 +116,7 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
 async def test_a_stopped_answer_is_still_counted(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
 ) -> None:
-    emulator.stream_delay = 0.05
+    emulator.hold_streams()  # the answer stops half-way until the turn is cancelled
     async with open_runtime(make_config(emulator_url, provider), home) as runtime:
         session = await new_session(runtime)
         streaming = asyncio.Event()
@@ -131,7 +127,7 @@ async def test_a_stopped_answer_is_still_counted(
 
         emulator.script(Reply(text_tokens=400))
         task = asyncio.create_task(run_turn(runtime, session, "tell me a long story", on_event))
-        await asyncio.wait_for(streaming.wait(), 5)
+        await asyncio.wait_for(streaming.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
