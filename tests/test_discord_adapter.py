@@ -37,8 +37,6 @@ from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, MESSAGE
 from tests.fakes.waiting import WAIT_TIMEOUT as WAIT
 from tests.fakes.waiting import wait_until
 
-pytestmark = pytest.mark.timeout(30)
-
 ADA = 4242
 BOB = 4343
 FAST: dict[str, Any] = {

@@ -29,8 +29,6 @@ from tests.gateway_support import ADMIN, FRIEND, Harness, gateway_config, telegr
 from tests.helpers import ChatResponder
 from tests.state_support import put_memory
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def last_user_text(request_json: dict) -> str:
     return str(request_json["messages"][-1]["content"][0]["text"])

@@ -19,8 +19,6 @@ from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, ph
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
     content = body["messages"][-1]["content"]

@@ -6,8 +6,6 @@ import json
 import time
 from typing import Any
 
-import pytest
-
 from agent.side import REVIEW_TASK
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
@@ -15,8 +13,6 @@ from tests.fakes import FakeTelegram
 from tests.fakes.waiting import wait_until
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.helpers import write_project_notes
-
-pytestmark = pytest.mark.timeout(60)
 
 FACT = "Ada's favourite editor is Helix."
 

@@ -11,8 +11,6 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import ADMIN, FRIEND, STRANGER, telegram_gateway
 from tests.helpers import prompt_hashes
 
-pytestmark = pytest.mark.timeout(60)
-
 LONG_ANSWER = "\n\n".join(
     f"## Part {n}\n\n" + "Some explanation of the step. " * 40 + f"\n\n```python\ndef step_{n}():\n"
     + "    return compute(value) + 1\n" * 30 + "```"
@@ -33,10 +31,12 @@ def user_messages(request_json: dict) -> list[str]:
 async def test_a_direct_message_is_answered_by_streaming_into_one_message(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.stream_delay = 0.01
     emulator.script(Reply(text="**Hello** Ada, " + "here is a longer answer. " * 30))
+    emulator.hold_streams()  # half the answer is shown before the rest arrives
     async with telegram_gateway(home, emulator, emulator_url) as harness:
         harness.fake.private_message(FRIEND, "Hi there", first_name="Ada")
+        await harness.fake.wait_for(lambda: emulator.holding and harness.visible(FRIEND), what="half")
+        emulator.release_streams()
         await harness.settled()
         [answer] = harness.visible(FRIEND)
         typing = harness.fake.typing_actions(FRIEND)

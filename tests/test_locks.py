@@ -21,7 +21,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
-from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
+from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until
 from tests.helpers import new_session, run_turn
 
 
@@ -153,7 +153,7 @@ def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulato
             )
             for n in range(5)
         ]
-        outputs = [process.communicate(timeout=90) for process in processes]
+        outputs = [process.communicate(timeout=PROCESS_TIMEOUT) for process in processes]
     assert [p.returncode for p in processes] == [0] * 5, [err for _, err in outputs]
     assert all(out.startswith("Emulated reply") for out, _ in outputs)
     assert emulator.max_in_flight == 1  # never two turns of the chat at once

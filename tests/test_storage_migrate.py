@@ -22,6 +22,7 @@ from gateway.home import HeraldHome
 from gateway.outbox import Operation, Outbox, Outgoing
 from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
+from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.test_gateway_crash import configure, gateway_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
@@ -169,7 +170,7 @@ def test_migrate_refuses_while_a_gateway_runs_on_state_db_and_runs_once_it_is_go
     with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram:
         configure(home, provider, telegram)
         with gateway_process(home, fake) as gateway:
-            fake.wait_for_sync(lambda: fake.calls_to("getUpdates"), timeout=60, what="the gateway polling")
+            fake.wait_for_sync(lambda: fake.calls_to("getUpdates"), PROCESS_TIMEOUT, what="it polling")
             refused = herald("storage", "migrate", "--to", postgresql_database)
             assert refused.returncode == 2 and refused.stdout == "", refused
             assert refused.stderr == (

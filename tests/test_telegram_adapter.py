@@ -54,8 +54,6 @@ from tests.fakes import FakeTelegram
 from tests.fakes.telegram.formatting import detect_entities
 from tests.fakes.waiting import WAIT_TIMEOUT as WAIT
 
-pytestmark = pytest.mark.timeout(30)
-
 ME = BotIdentity(123456, "herald_bot")
 PRIVATE = 42
 GROUP = -1001234567890

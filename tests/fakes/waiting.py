@@ -27,7 +27,7 @@ WAIT_INTERVAL = 0.01
 # so only a failing test pays for it, and a 2-core machine running several suites at once is slow.
 WAIT_TIMEOUT = 30.0
 # The same for a wait that includes starting a Python process: Herald's imports alone take seconds of CPU.
-PROCESS_TIMEOUT = 120.0
+PROCESS_TIMEOUT = 180.0
 
 
 class WaitTimeout(AssertionError, TimeoutError):

@@ -265,6 +265,17 @@ class FakeDiscord(Inject):
         """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
         return self._waiter.wait_for_sync(predicate, timeout, what)
 
+    async def wait_received(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Wait until every connected client has read every event sent to it so far: each is asked for
+        a heartbeat, which carries the last sequence number it read. A client handles a connection's
+        events in order, so discord.py has then parsed (and dispatched) every one of them."""
+        asked = self._gateway.ask_for_heartbeats()
+        await self.wait_for(
+            lambda: all(self.sessions[session].heard >= seq for session, seq in asked.items()),
+            timeout,
+            what="a heartbeat from every client after the events sent to it",
+        )
+
     async def wait_for_session(self, timeout: float = WAIT_TIMEOUT) -> str:  # noqa: ASYNC109
         """Wait until a client has identified (or resumed) and is connected; its session id."""
         live = await self.wait_for(self.live_sessions, timeout, what="a connected gateway session")
