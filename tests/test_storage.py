@@ -124,7 +124,7 @@ async def test_upserts_keep_the_last_value(storage: Storage) -> None:
     assert await settings.model_for("telegram:dm:2") is None
 
 
-@pytest.mark.sqlite_only
+@pytest.mark.sqlite_itself  # a state.db of the last release
 async def test_a_state_db_of_the_last_release_is_upgraded_in_place_with_nothing_lost(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     shutil.copy(FIXTURE, path)

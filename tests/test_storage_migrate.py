@@ -26,7 +26,7 @@ from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.test_gateway_crash import configure, gateway_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
-pytestmark = pytest.mark.sqlite_only  # the source is SQLite by definition
+pytestmark = pytest.mark.own_database  # state.db and a PostgreSQL of its own: both ends of a move
 
 
 def _hash(url: str | None, home: HeraldHome) -> str:
