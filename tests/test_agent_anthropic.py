@@ -289,7 +289,7 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
         runtime.store.get_todos = slow_todos  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
         task = asyncio.create_task(run_turn(runtime, session, "start something long"))
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -99,7 +99,7 @@ async def running(fake: FakeDiscord, sink: Sink, **options: Any) -> AsyncIterato
     try:
         yield adapter
     finally:
-        await asyncio.wait_for(adapter.stop(), 10)
+        await asyncio.wait_for(adapter.stop(), WAIT)
 
 
 async def received(fake: FakeDiscord, sink: Sink, count: int) -> list[InboundMessage]:
@@ -493,7 +493,7 @@ async def test_start_connects_with_herald_intents_and_logs_one_line(
         assert intents == GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT  # no members
         assert fake.rest_url == discord.http.Route.BASE
     finally:
-        await asyncio.wait_for(adapter.stop(), 10)
+        await asyncio.wait_for(adapter.stop(), WAIT)
     await asyncio.wait_for(adapter.stop(), 1)  # idempotent
     assert not adapter.status().connected
     assert original_base == discord.http.Route.BASE
@@ -691,7 +691,7 @@ async def test_receive_on_demand_connects_the_shards_it_is_given(fake: FakeDisco
         unheard = fake.guild_message(channel, ADA, "nobody runs shard one", mention_bot=True)
         assert not heard_live(fake, unheard) and adapter.status().connected
     finally:
-        await asyncio.wait_for(adapter.stop(), 10)
+        await asyncio.wait_for(adapter.stop(), WAIT)
     texts = sorted(m.text.removeprefix(f"<@{fake.bot_id}> ") for m in sink.received)
     assert texts == sorted(["on shard one", "a direct message", f"on shard {first_shard}"])
     assert fake.shard_overlaps() == [] and "resume" not in [c.op for c in fake.connections]

@@ -331,8 +331,8 @@ async def test_one_gateway_serves_telegram_and_discord_at_once(
             assert sorted(a.platform for a in gateway.adapters) == ["discord", "telegram"]
             telegram.private_message(7, "from Telegram")
             discord.dm_message(FRIEND, "from Discord")
-            await telegram.wait_for(lambda: telegram.messages(7), 15.0)
-            await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)), 15.0)
+            await telegram.wait_for(lambda: telegram.messages(7))
+            await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)))
             sessions = await gateway.services.runtime.store.list_sessions()
     assert sorted(s.session_key for s in sessions) == [
         f"discord:dm:{discord.dm_channel(FRIEND)}",
@@ -391,7 +391,7 @@ async def test_a_deferred_slash_command_is_answered_in_its_interaction_after_a_r
     quick_drain = {"drain_timeout": 0.1}
     async with discord_gateway(home, emulator, emulator_url, fake, gateway=quick_drain) as harness:
         fake.guild_message(channel, FRIEND, "think hard", mention_bot=True, username="ada")
-        await fake.wait_for(lambda: emulator.requests, 10.0, what="the turn's model request")
+        await fake.wait_for(lambda: emulator.requests, what="the turn's model request")
         payload = fake.interaction("new", user_id=FRIEND, channel_id=channel, guild_id=fake.guild_id)
         iid = payload["id"]
         inbox = harness.gateway.services.inbox

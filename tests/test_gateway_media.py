@@ -404,7 +404,7 @@ async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restar
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo, gateway=quick) as harness:
         fake.private_message(FRIEND, "", voice=voice_note("call me back"))
         await fake.wait_for(
-            lambda: harness.texts(FRIEND) and emulator.requests, 10, what="echo, then the model"
+            lambda: harness.texts(FRIEND) and emulator.requests, what="echo, then the model"
         )
     emulator.script(Reply(text="Will do."))
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:

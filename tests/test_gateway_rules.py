@@ -154,7 +154,7 @@ async def test_lanes_run_one_item_per_key_in_order_and_leave_nothing_behind() ->
     assert log == ["start a1", "start b1", "end b1"]  # b is not blocked by a
     assert await lanes.busy("a") and lanes.depth == 2
     release.set()
-    assert await lanes.drain(1.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert log[3:] == ["end a1", "start a2", "end a2"]
     assert lanes.active == 0 and lanes.depth == 0
 
@@ -185,7 +185,7 @@ async def test_cancel_running_interrupts_only_the_running_item() -> None:
     lanes.submit(Item("a", "next"))
     await wait_until(lambda: began, what="the long item running")
     assert await lanes.cancel_running("a")
-    assert await lanes.drain(1.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert reasons == [INTERRUPTED] and ran == ["next"]
     assert not await lanes.cancel_running("a")
 
@@ -204,7 +204,7 @@ async def test_the_global_cap_bounds_work_over_all_keys() -> None:
     lanes = lanes_running(2, run)
     for key in range(6):
         lanes.submit(Item(str(key), "job"))
-    assert await lanes.drain(2.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert most == 2
 
 

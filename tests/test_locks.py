@@ -97,7 +97,7 @@ async def test_a_lease_holds_across_database_connections_and_is_released(
                     async with locks_b.hold("cli:local", max_wait=0.3, on_wait=told.append):
                         pass
                 assert told == [locks_a.owner]
-            async with locks_b.hold("cli:local", max_wait=1.0):  # free again
+            async with locks_b.hold("cli:local", max_wait=WAIT_TIMEOUT):  # free again
                 pass
         finally:
             await locks_a.aclose()
