@@ -427,7 +427,8 @@ async def test_interaction_records_in_memory_are_bounded_and_kept_a_while_past_e
     await records.add_message(first.id, "112", Role.FOLLOWUP)
     found = await records.owner_of("112")
     assert found is not None and found.id == first.id and found.message(Role.ORIGINAL) == "111"
-    assert abs(first.expires_at - (time.time() + 15 * 60 - 30)) < 5  # the token's life, in wall time
+    created = discord.utils.snowflake_time(int(first.id)).timestamp()
+    assert first.expires_at == pytest.approx(created + 15 * 60 - 30, abs=0.01)  # the token's life
     await records.remember(second)
     await records.remember(third)  # over the limit: the oldest goes
     assert await records.find(first.id) is None and await records.owner_of("111") is None
