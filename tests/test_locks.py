@@ -19,6 +19,7 @@ from agent.storage.urls import parse_storage_url
 from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
 from gateway.runtime import open_runtime
+from gateway.storage import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until
@@ -104,6 +105,11 @@ async def test_a_lease_holds_across_database_connections_and_is_released(
             await locks_b.aclose()
 
 
+async def migrated(home: HeraldHome) -> None:
+    async with open_home_storage(home):
+        pass
+
+
 def exited_pid() -> int:
     """The pid of a process that has run and exited."""
     child = subprocess.run(
@@ -135,10 +141,12 @@ def test_owner_alive_reads_host_and_pid() -> None:
     assert not owner_alive(f"{host}:{exited_pid()}:gone")
 
 
+@pytest.mark.slow
 def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulator, home: HeraldHome) -> None:
     """Five `herald chat -q --continue` at once: each answered, one after another, history in order."""
     from gateway.config import set_value
 
+    asyncio.run(migrated(home))  # as after a first run (several first starts at once: test_storage)
     emulator.stream_delay = 0.02  # each answer streams for about half a second
     with emulator.serve_in_thread() as url:
         set_value(home.config_path, "model.base_url", url)

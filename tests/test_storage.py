@@ -167,6 +167,31 @@ def _contents(path: Path, columns: dict[str, list[str]]) -> dict[str, list[tuple
         conn.close()
 
 
+async def test_a_state_db_another_process_keeps_locked_is_busy_for_now_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its write lock held past the busy timeout (a first start migrating on a loaded machine): the
+    caller is told to retry, nothing was written (the gateway runs the turn again later)."""
+    import agent.storage.sqlite
+
+    monkeypatch.setattr(agent.storage.sqlite, "BUSY_TIMEOUT_MS", 200)
+    path = tmp_path / "state.db"
+    async with open_storage(parse_storage_url(None, path)) as storage:
+        other = sqlite3.connect(path, isolation_level=None)  # another process, in the middle of a write
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StorageUnavailable) as raised:
+                await storage.write(lambda conn: conn.execute(sa.delete(gateway_state)))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await storage.write(lambda conn: conn.execute(sa.delete(gateway_state)))  # free again
+    assert str(raised.value) == (
+        f"the database {path} is busy: another Herald process kept it locked for more than 0.2 s; try "
+        "again in a moment"
+    )
+
+
 async def test_a_postgresql_server_that_is_not_there_is_one_sentence(tmp_path: Path) -> None:
     url = parse_storage_url(f"postgresql://herald:secret@127.0.0.1:{free_port()}/herald", tmp_path / "x.db")
     with pytest.raises(StorageUnavailable) as raised:
