@@ -26,6 +26,7 @@ from tests.helpers import (
 )
 
 
+@pytest.mark.slow
 def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
@@ -157,6 +158,7 @@ async def test_compress_command_in_the_chat(
     assert len(prompt_hashes(requests)) == 1
 
 
+@pytest.mark.slow
 def test_hygiene_runs_before_each_chat_q_turn(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agent.events import TextDelta, TurnEvent
 from agent.memory import user_scope
 from agent.session import SessionSpec
@@ -27,6 +29,7 @@ def spec(number: int) -> SessionSpec:
     )
 
 
+@pytest.mark.slow
 async def test_three_hundred_sessions_at_once_are_all_answered_in_order_under_the_cap(
     emulator: ProviderEmulator, home: HeraldHome
 ) -> None:

@@ -177,6 +177,7 @@ def test_a_home_without_write_permission_says_what_to_do(
     assert result.returncode == 2 and "Permission denied" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_itself  # the SQLite file itself
 def test_the_binary_exits_2_without_a_traceback_on_a_garbage_database(home: HeraldHome) -> None:
     """A real process: its exit code and stderr are the point."""
@@ -216,6 +217,7 @@ def test_a_database_error_shows_neither_its_statement_nor_the_values_it_carried(
     assert "private" not in result.stderr and "INSERT" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_itself  # state.db in the home
 @pytest.mark.skipif(not can_mount_read_only(), reason="needs unshare and mount (a read-only bind mount)")
 def test_reports_and_listings_work_on_a_read_only_home_and_the_rest_say_why_they_cannot(

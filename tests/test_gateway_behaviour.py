@@ -155,6 +155,7 @@ async def test_a_stop_whose_row_cannot_be_closed_is_still_a_stop_and_not_answere
     assert [last_user_text(r.json) for r in emulator.requests] == ["tell me everything", "next message"]
 
 
+@pytest.mark.slow
 async def test_session_hygiene_runs_before_the_turn_and_says_so_in_one_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

@@ -83,6 +83,7 @@ async def test_compress_and_hygiene_see_a_closed_turn_too(
         assert [m.role for m in await runtime.store.load_messages(session.id)] == ["user", "assistant"]
 
 
+@pytest.mark.slow
 def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:

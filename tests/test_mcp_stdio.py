@@ -34,6 +34,7 @@ from tests.mcp_support import (
     with_servers,
 )
 
+pytestmark = pytest.mark.slow  # server processes start, crash and start again
 REPOSITORY = str(Path(__file__).resolve().parent.parent)
 SKIPPED = "; Herald goes on without its tools and tries again in 30 s (`herald doctor` checks it)"
 # Closing gives a server 2 s to exit after its stdin closes, then signals it: never the hour a hung one

@@ -20,7 +20,7 @@ from tests.fakes.waiting import WAIT_TIMEOUT
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.postgres import PostgresServer, free_port
 
-pytestmark = pytest.mark.own_database  # a PostgreSQL of its own, halted and resumed
+pytestmark = [pytest.mark.own_database, pytest.mark.slow]  # a PostgreSQL of its own, halted and resumed
 AFTER_OUTAGE = MAX_WAIT + WAIT_TIMEOUT  # the gateway's next try may be MAX_WAIT away, then the work
 
 

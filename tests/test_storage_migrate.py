@@ -160,6 +160,7 @@ def _rows(url: str, home: HeraldHome, query: sa.Select[Any]) -> list[tuple[Any, 
     return asyncio.run(read())
 
 
+@pytest.mark.slow
 def test_migrate_refuses_while_a_gateway_runs_on_state_db_and_runs_once_it_is_gone(
     emulator: ProviderEmulator, home: HeraldHome, herald, postgresql_database: str
 ) -> None:
