@@ -23,8 +23,6 @@ from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, ph
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
     content = body["messages"][-1]["content"]
@@ -409,9 +407,7 @@ async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restar
     quick = {"drain_timeout": 0.1}
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo, gateway=quick) as harness:
         fake.private_message(FRIEND, "", voice=voice_note("call me back"))
-        await fake.wait_for(
-            lambda: harness.texts(FRIEND) and emulator.requests, 10, what="echo, then the model"
-        )
+        await fake.wait_for(lambda: harness.texts(FRIEND) and emulator.requests, what="echo, then the model")
     emulator.script(Reply(text="Will do."))
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:
         await harness.settled()
