@@ -17,7 +17,7 @@ from aiohttp import web
 
 from tests.threaded import serve_in_thread
 
-from . import anthropic_api, audio, openai_api
+from . import anthropic_api, audio, openai_api, speech
 from .records import RecordedRequest
 from .state import EmulatorState
 from .wire import Outcome, dumps
@@ -49,6 +49,7 @@ class ProviderEmulator(EmulatorState):
         app.router.add_post("/v1/messages/count_tokens", self._route(anthropic_api.count_tokens, "anthropic"))
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speak)
         app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
@@ -98,6 +99,18 @@ class ProviderEmulator(EmulatorState):
             language if isinstance(language, str) else None,
         )
         return await _send(request, outcome, 0.0)
+
+    async def _speak(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            return await _send(request, openai_api.error_outcome(400, f"Invalid JSON body: {exc}"), 0.0)
+        admitted = speech.admit(self, body)
+        if isinstance(admitted, speech.Speech):
+            admitted = await asyncio.to_thread(speech.audio_of, admitted)
+        return await _send(request, admitted, 0.0)
 
     async def _models(self, request: web.Request) -> web.Response:
         """The model list, in the shape of the API that asks (the Anthropic SDK sends anthropic-version)."""

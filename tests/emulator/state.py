@@ -61,6 +61,7 @@ class EmulatorState:
         self._script: deque[Reply] = deque()
         self._transcripts: deque[str] = deque()
         self.transcriptions: list[Any] = []  # audio.Transcription records
+        self.speeches: list[Any] = []  # speech.Speech records (POST /v1/audio/speech)
         self._counters: dict[str, int] = {}
 
     # --- test controls -------------------------------------------------------------------------
