@@ -8,12 +8,15 @@ import base64
 import io
 import itertools
 import logging
+import signal
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import av
 import pytest
 
+from gateway.config import set_value
 from gateway.home import HeraldHome
 from gateway.speech.spoken import CODE_LINE
 from tests.emulator import ProviderEmulator, Reply
@@ -21,6 +24,7 @@ from tests.fakes import FakeTelegram
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.media_files import voice_note
+from tests.test_gateway_crash import CHAT, configure, gateway_process
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
@@ -252,3 +256,40 @@ async def test_a_discord_channel_without_voice_messages_gets_an_audio_file(
     [attachment] = answer.attachments
     assert not answer.flags & IS_VOICE_MESSAGE and not attachment.voice
     assert attachment.filename == "answer.ogg" and decode(attachment.data).codec == "opus"
+
+
+def test_a_voice_note_queued_before_a_crash_is_sent_once_after_the_restart(
+    emulator: ProviderEmulator, home: HeraldHome
+) -> None:
+    """SIGKILL while the voice note waits in the outbox (Telegram answered 500): the restarted gateway
+    sends the stored bytes, once, and makes no new one."""
+    fake = FakeTelegram()
+    fake.fail_next("sendVoice", 500, count=1000)  # the first process never gets it out
+    emulator.script(Reply(text="Noted, I will call you back after lunch."))
+    with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram:
+        configure(home, provider, telegram)
+        for key, value in (
+            ("stt.provider", "openai"),
+            ("stt.base_url", provider + "/v1"),
+            ("tts.provider", "openai"),
+            ("tts.base_url", provider + "/v1"),
+        ):
+            set_value(home.config_path, key, value)
+        with gateway_process(home, fake) as first:
+            fake.private_message(CHAT, "", voice=voice_note("call me back"))
+            fake.wait_for_sync(lambda: fake.calls_to("sendVoice"), timeout=60, what="a try at the voice note")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        with fake.lock:
+            fake.faults.clear()
+        with gateway_process(home, fake):
+            fake.wait_for_sync(lambda: voices(fake), timeout=60, what="the voice note after the restart")
+            time.sleep(1.0)  # nothing more may arrive: a second copy would show up now
+            sent = voices(fake)
+    assert len(sent) == 1 and [m.kind for m in fake.messages(CHAT)] == ["voice"]
+    [made] = emulator.speeches  # the restart sent what was stored: nothing was made again
+    assert made.seconds <= decode(telegram_voice(fake, sent[0])).seconds <= made.seconds + OPUS_FRAME
+
+
+def voices(fake: FakeTelegram) -> list[Any]:
+    return [message for message in fake.messages(CHAT) if message.kind == "voice"]

@@ -130,5 +130,5 @@ def cut_at_sentence(text: str, limit: int) -> str:
     ends = [match.end() for match in _SENTENCE_END.finditer(head) if match.end() <= limit + 1]
     if ends and ends[-1] > limit // 2:
         return head[: ends[-1]].rstrip()
-    space = head.rfind(" ", 0, limit)
+    space = head.rfind(" ", 0, limit + 1)
     return head[: space if space > 0 else limit].rstrip()
