@@ -258,6 +258,7 @@ async def test_a_discord_channel_without_voice_messages_gets_an_audio_file(
     assert attachment.filename == "answer.ogg" and decode(attachment.data).codec == "opus"
 
 
+@pytest.mark.timeout(180)  # two gateway processes start, as in test_gateway_crash
 def test_a_voice_note_queued_before_a_crash_is_sent_once_after_the_restart(
     emulator: ProviderEmulator, home: HeraldHome
 ) -> None:
@@ -293,3 +294,23 @@ def test_a_voice_note_queued_before_a_crash_is_sent_once_after_the_restart(
 
 def voices(fake: FakeTelegram) -> list[Any]:
     return [message for message in fake.messages(CHAT) if message.kind == "voice"]
+
+
+async def test_a_voice_note_over_the_chats_spend_limit_is_not_made_and_the_text_goes(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Speech counts against the spend limits like the turn's model requests: priced here at $1 a
+    character, the voice note does not fit the chat's $1 a day, so it is never asked for."""
+    emulator.script(Reply(text="A short answer."))
+    caplog.set_level(logging.INFO)
+    dear = speech(emulator_url, price_per_million_chars=1_000_000.0)
+    async with telegram_gateway(
+        home, emulator, emulator_url, stt=stt(emulator_url), tts=dear, budgets={"chat": {"daily_usd": 1.0}}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "", voice=voice_note("hello"))
+        await harness.settled()
+        [answer] = harness.visible(FRIEND)
+    assert (answer.kind, answer.text) == ("text", "A short answer.")  # the turn itself fitted
+    assert emulator.speeches == []
+    [line] = [r.getMessage() for r in caplog.records if r.name == "gateway.speech.replies"]
+    assert "no voice note (the spend limit of chat:telegram:dm:2 ($1.00 per day) is reached)" in line
