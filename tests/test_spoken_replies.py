@@ -20,6 +20,7 @@ from gateway.config import set_value
 from gateway.home import HeraldHome
 from gateway.speech.spoken import CODE_LINE
 from tests.emulator import ProviderEmulator, Reply
+from tests.emulator.speech import EDGE_PATH
 from tests.fakes import FakeTelegram
 from tests.fakes.discord import FakeDiscord
 from tests.gateway_support import FRIEND, telegram_gateway
@@ -314,3 +315,29 @@ async def test_a_voice_note_over_the_chats_spend_limit_is_not_made_and_the_text_
     assert emulator.speeches == []
     [line] = [r.getMessage() for r in caplog.records if r.name == "gateway.speech.replies"]
     assert "no voice note (the spend limit of chat:telegram:dm:2 ($1.00 per day) is reached)" in line
+
+
+async def test_edge_voices_speak_through_edge_tts(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tts.provider: edge, through the real edge-tts library, its websocket pointed at the emulator's
+    stand-in for Microsoft's service: free, keyless, recorded with its characters at no cost."""
+    import edge_tts.communicate
+
+    address = emulator_url.replace("http://", "ws://") + EDGE_PATH + "?TrustedClientToken=emulated"
+    monkeypatch.setattr(edge_tts.communicate, "WSS_URL", address)
+    emulator.script(Reply(text="Good morning! It's sunny & 20 °C."))
+    edge = {"provider": "edge", "mode": "always", "voice": "de-DE-KatjaNeural"}
+    async with telegram_gateway(home, emulator, emulator_url, tts=edge) as harness:
+        harness.fake.private_message(FRIEND, "weather?")
+        await harness.settled()
+        [spoken] = harness.visible(FRIEND)
+        usage = await harness.gateway.services.runtime.store.usage.by_purpose()
+    [asked] = emulator.edge_speeches
+    assert asked.voice == "Microsoft Server Speech Text to Speech Voice (de-DE, KatjaNeural)"
+    assert asked.input == "Good morning! It's sunny & 20 °C."  # escaped for the SSML, and back
+    assert spoken.kind == "voice"
+    heard = decode(telegram_voice(harness.fake, spoken))
+    assert heard.codec == "opus" and asked.seconds <= heard.seconds <= asked.seconds + OPUS_FRAME
+    [billed] = [purpose for purpose in usage if purpose.purpose == "speech"]
+    assert (billed.characters, billed.cost) == (len(asked.input), 0.0)

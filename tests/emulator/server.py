@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from tests.threaded import serve_in_thread
 
@@ -50,6 +50,7 @@ class ProviderEmulator(EmulatorState):
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_post("/v1/audio/speech", self._speak)
+        app.router.add_get(speech.EDGE_PATH, self._edge)
         app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
@@ -111,6 +112,20 @@ class ProviderEmulator(EmulatorState):
         if isinstance(admitted, speech.Speech):
             admitted = await asyncio.to_thread(speech.audio_of, admitted)
         return await _send(request, admitted, 0.0)
+
+    async def _edge(self, request: web.Request) -> web.WebSocketResponse:
+        """Edge's read-aloud service: a ``speech.config`` message, then an ``ssml`` one, answered with
+        the audio (see ``speech.edge_messages``)."""
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        async for message in socket:
+            if message.type is WSMsgType.TEXT and "Path:ssml" in message.data:
+                record = speech.edge_request(self, message.data)
+                for frame in await asyncio.to_thread(speech.edge_messages, record):
+                    await (socket.send_str(frame) if isinstance(frame, str) else socket.send_bytes(frame))
+                break
+        await socket.close()
+        return socket
 
     async def _models(self, request: web.Request) -> web.Response:
         """The model list, in the shape of the API that asks (the Anthropic SDK sends anthropic-version)."""

@@ -6,13 +6,19 @@ for (``mp3`` by default, ``opus`` in OGG, ``aac`` in ADTS, ``flac``, ``wav``, ra
 a client has to decode it like the real thing. It checks what the API checks (a model, a voice, an
 input of at most 4096 characters, a known format). Faults queued for ``api="speech"``
 (``emu.fail_next(500, api="speech")``) and stalls apply, as for the model APIs.
+
+It also stands in for Microsoft Edge's read-aloud websocket (``EDGE_PATH``), which ``edge-tts`` speaks
+to: a test points ``edge_tts.communicate.WSS_URL`` at it, and gets the same tone as MP3 in the frames
+that service sends.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import io
 import math
+import re
 from array import array
 from dataclasses import dataclass
 from typing import Any
@@ -136,3 +142,46 @@ def tone(seconds: float, container: str = "mp3", codec: str = "mp3", rate: int =
         for packet in stream.encode(None):
             sink.mux(packet)
     return out_file.getvalue()
+
+
+# --- Microsoft Edge's read-aloud service (what edge-tts speaks to) ------------------------------------
+
+EDGE_PATH = "/edge/v1"
+_SSML_VOICE = re.compile(r"<voice name='([^']*)'>")
+_SSML_TEXT = re.compile(r"<prosody [^>]*>(.*)</prosody>", re.DOTALL)
+EDGE_CHUNK = 4096
+
+
+@dataclass
+class EdgeSpeech:
+    """One synthesis edge-tts asked for over the websocket: the voice and the text (unescaped)."""
+
+    voice: str
+    input: str
+    seconds: float = 0.0
+
+
+def edge_request(state: EmulatorState, ssml_message: str) -> EdgeSpeech:
+    """Record what an ``ssml`` message asks for."""
+    voice = _SSML_VOICE.search(ssml_message)
+    text = _SSML_TEXT.search(ssml_message)
+    record = EdgeSpeech(voice.group(1) if voice else "", html.unescape(text.group(1)) if text else "")
+    record.seconds = seconds_for(record.input)
+    with state.lock:
+        state.edge_speeches.append(record)
+    return record
+
+
+def edge_messages(record: EdgeSpeech) -> list[str | bytes]:
+    """The service's answer, as it frames it: ``turn.start``, the MP3 in binary messages (a 2-byte header
+    length, the header lines, the audio), ``turn.end``."""
+    audio = tone(record.seconds)
+    head = b"X-RequestId:emulated\r\nContent-Type:audio/mpeg\r\nPath:audio\r\n"
+    chunks: list[str | bytes] = [
+        len(head).to_bytes(2, "big") + head + audio[start : start + EDGE_CHUNK]
+        for start in range(0, len(audio), EDGE_CHUNK)
+    ]
+    json_head = "X-RequestId:emulated\r\nContent-Type:application/json; charset=utf-8\r\n"
+    start = f"{json_head}Path:turn.start\r\n\r\n" + '{"context":{"serviceTag":"emulated"}}'
+    end = f"{json_head}Path:turn.end\r\n\r\n" + "{}"
+    return [start, *chunks, end]

@@ -62,6 +62,7 @@ class EmulatorState:
         self._transcripts: deque[str] = deque()
         self.transcriptions: list[Any] = []  # audio.Transcription records
         self.speeches: list[Any] = []  # speech.Speech records (POST /v1/audio/speech)
+        self.edge_speeches: list[Any] = []  # speech.EdgeSpeech records (the Edge read-aloud websocket)
         self._counters: dict[str, int] = {}
 
     # --- test controls -------------------------------------------------------------------------
