@@ -9,6 +9,10 @@ the prefix stays cached) and answered again.
 Every model request of a turn is charged to the bot, the chat and the person who wrote
 (``gateway.budgets``): a message over one of their spend limits starts no turn, a turn that reaches one
 stops before its next request, and the chat is told once per limit and window (:func:`refuse`).
+
+An answer to be spoken (``gateway.speech``: a voice note answered with one) is not streamed; its voice
+note is made inside the turn's charge, while "typing…" still shows, and queued with the text (or in
+place of it) in the transaction that closes the row.
 """
 
 from __future__ import annotations
@@ -151,15 +155,16 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         earlier = {INBOX_META: row.id}
         recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
         spoken = services.speech.wanted(message, adapter.capabilities)  # then not streamed
+        is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+        charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
         if recovered is not None:
-            voice = await _voice(services, row, session, recovered, streamed=streamed) if spoken else None
+            with charging(charge):
+                voice = await _voice(services, row, session, recovered, streamed=streamed) if spoken else None
             if voice is not None:
                 await services.replies.queue(voice, row=row, state=InboxState.ANSWERED)
             else:
                 await services.replies.answer(row, recovered, streamed=streamed)
             return
-        is_admin = services.authorizer.is_admin(message.platform, message.user_id)
-        charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
         over = await services.budgets.check(charge)
         if over is not None:  # a turn over a limit does not start: nothing reaches the model
             await refuse(services, row, over, streamed=streamed)
