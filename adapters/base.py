@@ -123,13 +123,17 @@ class OutboundText:
     entities: tuple[TextEntity, ...] = ()
 
 
+Renderer = Callable[[str, int], Sequence[OutboundText]]
+"""A platform's renderer: ``(markdown, limit)`` → the messages that show it, each within ``limit``."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What the gateway must know to render, split and stream for a platform."""
 
     max_message_length: int  # per message, in ``length_unit``
-    length_unit: str  # "utf16" (Telegram) or "chars"
-    formatting: str  # "telegram_entities": text + entities; "markdown": pass through; "plain"
+    length_unit: Literal["utf16", "chars"]  # how the platform counts that limit
+    render: Renderer
     can_edit: bool  # streaming by edit is possible
     has_threads: bool
     appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append

@@ -27,6 +27,7 @@ from adapters.base import (
     InboundSink,
     OutboundText,
 )
+from adapters.text.markdown import render_markdown
 
 PLATFORM = "cli"
 CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
@@ -44,7 +45,7 @@ class ConsoleAdapter(Adapter):
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
-            formatting="markdown",
+            render=render_markdown,
             can_edit=False,
             has_threads=False,
             appends=live,

@@ -40,6 +40,7 @@ from adapters.base import (
     SinkUnavailable,
 )
 from adapters.redaction import describe
+from adapters.text.markdown import render_markdown
 
 from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
 from .commands import command_name, command_payload
@@ -123,7 +124,7 @@ class DiscordAdapter(Adapter):
     capabilities = Capabilities(
         max_message_length=2000,
         length_unit="chars",
-        formatting="markdown",
+        render=render_markdown,
         can_edit=True,
         has_threads=True,
     )

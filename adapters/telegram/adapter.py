@@ -39,6 +39,7 @@ from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_paramete
 from .polling import ALLOWED_UPDATES, Poller
 from .ratelimit import BoundedRateLimiter, telegram_rates
 from .redaction import TokenFilter, describe, redact
+from .render import render_telegram
 from .webhook import SECRET_HEADER, WEBHOOK_PATH, parse_update, secret_matches, webhook_secret
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class TelegramAdapter(Adapter):
     capabilities = Capabilities(
         max_message_length=4096,
         length_unit="utf16",
-        formatting="telegram_entities",
+        render=render_telegram,
         can_edit=True,
         has_threads=True,
     )
