@@ -37,6 +37,10 @@ UNLIMITED = 1_000_000  # a terminal shows a message of any length; split only ab
 
 class ConsoleAdapter(Adapter):
     platform = PLATFORM
+    prompt_hint = (
+        "You are talking with the user in a terminal. Plain text and simple Markdown (lists, code "
+        "blocks) read well there; avoid tables wider than 100 columns."
+    )
 
     def __init__(self, out: TextIO, notices: TextIO, *, live: bool) -> None:
         self.out = out
