@@ -1,36 +1,97 @@
-"""The adapter seam: a platform SDK on one side, neutral messages and operations on the other.
+"""The adapter contract: a platform SDK on one side, neutral messages and operations on the other.
 
-An adapter knows nothing about LLMs, sessions, prompts or authorization. It turns platform updates
-into :class:`InboundMessage` and hands them to the gateway's :data:`InboundSink`; it executes neutral
-outbound operations (send, edit, delete, typing) and reports failures as :class:`DeliveryError`.
+An adapter knows nothing about LLMs, sessions, prompts or authorization (it imports neither the agent
+nor the gateway). It turns platform updates into :class:`InboundMessage` and hands them to the
+gateway's :data:`InboundSink`; it executes neutral outbound operations (send, edit, delete, typing,
+files) and reports failures as :class:`DeliveryError`. How the gateway finds, configures and builds an
+adapter is its platform's registration (``adapters.spec``, listed in ``adapters.registry``); the
+conformance suite (``tests/conformance``) runs the same scenarios against every adapter through its
+platform's fake. Below, what an adapter must do, topic by topic; the methods' docstrings say what a
+caller may assume and what may be raised.
 
-Contracts an adapter keeps:
+**Receive, normalise, store before acknowledging (the inbox).** The sink takes a batch (what one
+``getUpdates`` brought, one webhook POST, one gateway event) and returns only once every message of it
+is durably recorded in the gateway's inbox (or deliberately dropped: not addressed, not allowed), in
+one transaction. An adapter acknowledges messages to its platform (advances a polling offset, answers
+a webhook with 2xx, acks an envelope, stores a sync token) only after the sink returned; if the sink
+raises, none of the batch is acknowledged and the platform delivers it again. :class:`SinkUnavailable`
+says the gateway cannot store now (its database is unreachable): hand the batch over again later, and
+keep what the platform will not send again; any other exception is a failure worth a log line with its
+traceback. A platform that never redelivers (Discord) retries the sink itself. Messages of one chat
+are handed over in the platform's order, one batch at a time. Normalising means: no platform type
+crosses the seam; names go through ``adapters.names.clean_name``; the bot's own messages and the
+platform's system messages are not handed over; ``addressed`` says the message is meant for the bot (a
+mention, a reply to one of its messages, a command aimed at it, a chat it answers freely).
 
-- **Store before confirm.** The sink takes a batch (what one ``getUpdates`` brought, or one message)
-  and returns only once every message of it is durably recorded (or deliberately dropped), in one
-  transaction. An adapter confirms messages to its platform (advances a polling offset, answers a
-  webhook with 200) only after the sink returned; if the sink raises, none of the batch is confirmed
-  and the platform delivers it again. :class:`SinkUnavailable` says the gateway cannot store now (its
-  database is unreachable): hand the batch over again later, and keep what the platform will not send
-  again; any other exception is a failure worth a log line with its traceback.
-- **Ordering.** Messages of one chat are handed to the sink in the platform's order, one batch at a
-  time.
-- **Neutral outbound.** ``send``/``edit`` get text that was already rendered and split for this
-  adapter's :class:`Capabilities`; an adapter converts it to its SDK's types and never re-splits.
-  ``send_voice`` (only where ``Capabilities.voice_notes``) gets a voice note already encoded as the
-  platforms want it (:class:`OutboundVoice`: OGG/Opus).
-- **"Not modified" is success.** Editing a message to the text it already shows does not raise.
-- **Failures are typed.** Every platform error leaves as :class:`DeliveryError` saying whether a retry
-  can help, how long to wait, and whether the formatting was what the platform rejected.
+**Address chats, threads and people.** ``InboundMessage.chat_id`` names the chat a reply goes to,
+``thread_id`` a topic or thread inside it (a thread is its own session, and replies stay in it);
+``user_id`` the person, unique on the platform (``platform:user_id`` is how ``gateway.admins`` and
+pairings name them); ``server_id`` the server, workspace or guild of a shared chat and
+``parent_chat_id`` the channel a thread belongs to (allowlists follow them). ``message_id`` is unique
+within ``(platform, chat_id)``: it is what makes a redelivery a duplicate. The gateway answers to
+:class:`ChatAddress` (chat and thread), never to a platform object, so an answer can go out after a
+restart or from another process. ``chat_type`` says whether the chat is DIRECT (every message is
+addressed), GROUP (answered when addressed, unless the platform's ``require_mention`` is off), or a
+CHANNEL (not answered).
 
-An adapter may be called from several tasks at once (different chats); ``start`` and ``stop`` are
-called once each, by the gateway's lifecycle.
+**Render and split (capabilities choose the renderer).** The gateway sanitizes a model's Markdown
+(valid Unicode, ``\n`` line ends, no control characters but tab and newline) and hands it to
+``Capabilities.render`` with ``max_message_length``: the renderer returns the messages that show it,
+each within the limit as the platform counts it (``length_unit``), and ``[]`` for blank text. It is a
+pure function built from ``adapters.text`` (Markdown passed through and split with code fences
+repaired, or converted to text plus entities and split after converting, so nothing added later can
+push a part over the limit). ``send``/``edit`` get parts the renderer made and never re-split them.
 
-**Receiving on demand.** Some platforms let only one connection per bot receive (Telegram's
-``getUpdates``, Discord's gateway). An adapter for one sets ``receive_on_demand``: ``start(sink,
-receive=False)`` connects for sending only, and ``start_receiving``/``stop_receiving`` turn receiving
-on and off any number of times while sending goes on. Several processes of one bot then all send,
-and the one the gateway elects receives.
+**Send, edit, stream.** ``send`` returns the new message's id; ``edit`` replaces a message's text
+("not modified" is success); ``delete`` counts a missing message as deleted. The gateway streams an
+answer by editing one message (``can_edit``) at most once per ``gateway.stream_edit_interval``, moving
+to a new message when the text outgrows the limit, and then delivers the final parts through its outbox
+(recorded before sent, marked after): a terminal that ``appends`` gets :meth:`Adapter.append` instead.
+``reply_to`` (a message id of the chat) makes the first part a reply where the platform has replies.
+Mentions in an answer never ping anyone but, at most, the person replied to.
+
+**Files in and out.** A file that came with a message is an :class:`Attachment`; the gateway fetches
+it with :meth:`Adapter.download` only when it needs it, bounded by ``gateway.max_attachment_mb``.
+A file goes out with :meth:`Adapter.send_file` (:class:`OutboundFile`), up to
+``Capabilities.max_file_bytes`` (None: the platform cannot take files from the bot). A spoken reply
+goes out with :meth:`Adapter.send_voice` (only where ``Capabilities.voice_notes``), already encoded as
+the platforms want it (:class:`OutboundVoice`: OGG/Opus).
+
+**Commands from the one table.** Commands are not the adapter's business beyond the menu: the gateway's
+one table (``gateway.commands``) is published with :meth:`Adapter.set_commands` (only when it changed
+since the last publish), and a command a person invokes arrives as an ordinary message whose text is
+``/name args`` (a Discord slash command, a Slack slash command, ``/name@bot`` in a Telegram group all
+become that). A command whose reply only its asker should see is in the build context's
+``private_commands`` (answered ephemerally where the platform can).
+
+**Rate limits through the shared send budget.** An adapter does not sleep through long rate limits:
+a 429 leaves as a :class:`DeliveryError` with ``retry_after`` (and ``bot_wide`` when the limit is the
+bot's, not the chat's), and the gateway's send budget pauses that chat (or every chat of the platform)
+for every sender, across the processes of a cluster. :meth:`Adapter.send_rates` declares the limits a
+platform publishes (per bot, per chat), which a cluster counts in Redis; an SDK's own short pacing
+inside one request is fine.
+
+**Idempotent replay.** Everything may happen twice: the platform redelivers (the inbox deduplicates by
+``message_id``); the outbox re-sends an operation whose result was not recorded (a crash between send
+and mark); a restart replays stored, unanswered messages. An adapter keeps no state that a restart
+loses and a reply needs: what it must remember beyond a message (Discord's deferred slash commands)
+goes to the record store it was given (``adapters.records``). ``start``/``stop`` may be called again
+after a stop in a new process; ``stop`` confirms nothing the sink did not store.
+
+**Lifecycle.** ``start`` and ``stop`` are called once each by the gateway's lifecycle; an adapter may be
+called from several tasks at once (different chats). **Receiving on demand:** some platforms let only
+one connection per bot receive (Telegram's ``getUpdates``, Discord's gateway, Slack's Socket Mode). An
+adapter for one sets ``receive_on_demand``: ``start(sink, receive=False)`` connects for sending only,
+and ``start_receiving``/``stop_receiving`` turn receiving on and off any number of times while sending
+goes on; several processes of one bot then all send, and the one the gateway elects receives (an
+adapter whose receiving is split into shards is spread over the processes, see
+``gateway.cluster.leases.shards``). **Webhooks:** an adapter with ``webhook_path`` gets the POSTs the
+gateway's HTTP server receives there (:meth:`Adapter.receive_webhook`).
+
+**Extending the contract.** A new ability is a field of :class:`Capabilities` that says whether the
+platform has it (default False or None) plus an optional method with a default that refuses
+(``DeliveryError``, not retryable) or does nothing: the gateway asks the capability before calling, so
+adapters that lack the ability need no change (``send_file`` and ``max_file_bytes`` are built so).
 """
 
 from __future__ import annotations
@@ -83,13 +144,14 @@ class InboundMessage:
     addressed: bool = False
     chat_title: str | None = None
     attachments: tuple[Attachment, ...] = ()
-    server_id: str | None = None  # the server (Discord guild) a shared chat belongs to
+    server_id: str | None = None  # the server (a guild, a workspace) a shared chat belongs to
     parent_chat_id: str | None = None  # the channel a thread belongs to (a thread is a chat of its own)
 
 
 @dataclass(frozen=True)
 class ChatAddress:
-    """Where a reply goes: a chat, and a topic or thread within it."""
+    """Where a reply goes: a chat, and a topic or thread within it (the ``chat_id`` and ``thread_id`` of
+    the message it answers: a thread's replies stay in the thread)."""
 
     platform: str
     chat_id: str
@@ -125,16 +187,34 @@ class OutboundText:
     entities: tuple[TextEntity, ...] = ()
 
 
+Renderer = Callable[[str, int], Sequence[OutboundText]]
+"""A platform's renderer: ``(markdown, limit)`` → the messages that show it, each within ``limit``.
+
+``markdown`` is sanitized (valid Unicode, ``\n`` line ends, no control characters but tab and newline).
+A renderer is pure and total: it never raises for any such text (``ValueError`` only for a ``limit``
+too small to hold one character), returns ``[]`` for blank text, and loses no word of it."""
+
+
+@dataclass(frozen=True)
+class OutboundFile:
+    """A file to send (:meth:`Adapter.send_file`), neutral like :class:`OutboundText`."""
+
+    name: str  # as the chat shows it: "report.pdf"
+    data: bytes = field(repr=False)
+    mime_type: str = "application/octet-stream"
+
+
 @dataclass(frozen=True)
 class Capabilities:
-    """What the gateway must know to render, split and stream for a platform."""
+    """What the gateway must know to render, split, stream and send for a platform."""
 
     max_message_length: int  # per message, in ``length_unit``
-    length_unit: str  # "utf16" (Telegram) or "chars"
-    formatting: str  # "telegram_entities": text + entities; "markdown": pass through; "plain"
+    length_unit: Literal["utf16", "chars"]  # how the platform counts that limit
+    render: Renderer  # the platform's renderer (``adapters.text.markdown.render_markdown``...)
     can_edit: bool  # streaming by edit is possible
-    has_threads: bool
+    has_threads: bool  # ChatAddress.thread_id means something here
     appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append
+    max_file_bytes: int | None = None  # the largest file send_file takes; None: no files out
     voice_notes: bool = False  # Adapter.send_voice sends a voice note the app plays inline (spoken replies)
 
 
@@ -209,6 +289,15 @@ class SinkUnavailable(Exception):
     stored. Hand it over again later (with a growing pause); the message says why."""
 
 
+@dataclass(frozen=True)
+class WebhookReply:
+    """What the gateway's HTTP server answers a webhook POST with (:meth:`Adapter.receive_webhook`)."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain"
+
+
 @dataclass
 class AdapterStatus:
     """For ``/readyz``: whether the adapter is connected, and the last problem it saw."""
@@ -219,11 +308,14 @@ class AdapterStatus:
 
 
 class Adapter(ABC):
-    """One platform. Implementations: ``adapters.telegram``, ``adapters.discord``, ``adapters.console``.
+    """One platform (the module docstring says what every adapter keeps). Implementations: one per
+    folder of ``adapters.registry`` (``adapters.telegram``, ``adapters.discord``), and the terminal's
+    ``adapters.console``.
 
     Callers may cancel any outbound call (``/stop``, the end of a turn's typing indicator, a
     shutdown): an implementation must leave its HTTP client usable when they do (the Telegram adapter
-    lets the request run to its end; its caller stops waiting at once).
+    lets the request run to its end; its caller stops waiting at once). Every outbound call is bounded
+    by a timeout of the adapter's own.
     """
 
     platform: str
@@ -231,6 +323,7 @@ class Adapter(ABC):
     webhook_path: str | None = None  # when set, the gateway's HTTP server routes POSTs here
     only_chat: str | None = None  # set when this instance delivers to one chat of its platform only
     receive_on_demand: bool = False  # start(sink, receive=False) and start_receiving() are supported
+    prompt_hint: str = ""  # how the model should write here (stable prompt layer: never per chat)
 
     def serves(self, chat_id: str) -> bool:
         """Whether this instance answers ``chat_id``: every chat of its platform, unless ``only_chat``
@@ -241,7 +334,9 @@ class Adapter(ABC):
     async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
         """Connect and begin handing inbound messages to ``sink`` (returns once started). ``receive``
         False (only for ``receive_on_demand`` adapters): connect for sending; receive once
-        :meth:`start_receiving` is called."""
+        :meth:`start_receiving` is called. Raises :class:`DeliveryError`: not ``retryable`` when a
+        setting or the token is wrong (the message says what to fix), ``retryable`` for network
+        trouble; then nothing is left running."""
 
     async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         """Begin (again) handing inbound messages to the sink given to ``start``; returns once receiving.
@@ -259,13 +354,18 @@ class Adapter(ABC):
     async def stop(self) -> None:
         """Stop everything; confirm nothing that ``sink`` has not stored. Idempotent."""
 
-    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> int:
-        """A POST to ``webhook_path``: hand the update to the sink; returns the HTTP status to answer."""
-        return 404
+    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> WebhookReply:
+        """A POST to ``webhook_path``: judge it (its signature or secret first: a forged one never reaches
+        the sink), hand what it carries to the sink, and say what to answer: 2xx only once the sink
+        returned (the platform redelivers otherwise). Never raises."""
+        return WebhookReply(404)
 
     @abstractmethod
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
-        """Send one message; returns its platform id. Raises :class:`DeliveryError`."""
+        """Send one message (a part the renderer made: within the limit) to ``address``, in its thread;
+        ``reply_to`` (a message of that chat) makes it a reply where the platform has replies. Returns
+        the new message's id (what ``edit``/``delete`` take). Raises :class:`DeliveryError`; then
+        nothing was sent, or the gateway cannot know (a timeout: it may send again)."""
 
     async def send_voice(
         self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
@@ -277,7 +377,8 @@ class Adapter(ABC):
 
     @abstractmethod
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
-        """Replace a sent message's text. Raises :class:`DeliveryError`."""
+        """Replace a sent message's text; the same text again is no error. Raises :class:`DeliveryError`
+        (``permanent`` when the message is gone: the gateway then sends the text anew)."""
 
     @abstractmethod
     async def delete(self, address: ChatAddress, message_id: str) -> None:
@@ -296,8 +397,19 @@ class Adapter(ABC):
         """
         raise DeliveryError(f"{self.platform} cannot download files", permanent=True)
 
+    async def send_file(
+        self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None
+    ) -> str:
+        """Send one file (at most ``capabilities.max_file_bytes``) to ``address``; returns its message's
+        id. Raises :class:`DeliveryError`: not ``retryable`` when the platform will not take it (too
+        large, not allowed there), ``retryable`` for what may pass later (a 429, the network)."""
+        raise DeliveryError(f"{self.platform} cannot send files", permanent=True)
+
     async def set_commands(self, commands: list[CommandSpec]) -> None:  # noqa: B027 - optional
-        """Publish the command menu (only called when the list changed since the last publish)."""
+        """Publish the command menu (the gateway's one table, ``gateway.commands.menu``; only called when
+        it changed since the last publish). A name the platform refuses is left out with a warning
+        rather than failing the menu. Raises :class:`DeliveryError` (the gateway tries at the next
+        start)."""
 
     async def append(self, address: ChatAddress, text: str) -> None:  # noqa: B027 - optional
         """Show more of the answer being written (only for ``capabilities.appends``). Never raises."""
@@ -307,7 +419,7 @@ class Adapter(ABC):
 
     def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
         """The platform's published limits that an operation to ``address`` counts against (none known:
-        only 429s pace it)."""
+        only 429s pace it). Pure: the shared send budget calls it before each operation."""
         return ()
 
     def status(self) -> AdapterStatus:

@@ -27,6 +27,7 @@ from adapters.base import (
     InboundSink,
     OutboundText,
 )
+from adapters.text.markdown import render_markdown
 
 PLATFORM = "cli"
 CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
@@ -36,6 +37,10 @@ UNLIMITED = 1_000_000  # a terminal shows a message of any length; split only ab
 
 class ConsoleAdapter(Adapter):
     platform = PLATFORM
+    prompt_hint = (
+        "You are talking with the user in a terminal. Plain text and simple Markdown (lists, code "
+        "blocks) read well there; avoid tables wider than 100 columns."
+    )
 
     def __init__(self, out: TextIO, notices: TextIO, *, live: bool) -> None:
         self.out = out
@@ -44,7 +49,7 @@ class ConsoleAdapter(Adapter):
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
-            formatting="markdown",
+            render=render_markdown,
             can_edit=False,
             has_threads=False,
             appends=live,

@@ -14,22 +14,6 @@ from importlib import resources
 
 DEFAULT_IDENTITY = (resources.files("agent") / "defaults" / "SOUL.md").read_text(encoding="utf-8")
 
-PLATFORM_HINTS: dict[str, str] = {
-    "terminal": (
-        "You are talking with the user in a terminal. Plain text and simple Markdown (lists, code "
-        "blocks) read well there; avoid tables wider than 100 columns."
-    ),
-    "telegram": (
-        "You are talking with the user on Telegram. Keep messages compact; simple Markdown is converted "
-        "for display."
-    ),
-    "discord": (
-        "You are talking with users in Discord. Messages over 2000 characters are split; prefer short "
-        "paragraphs and Markdown Discord supports."
-    ),
-}
-
-
 @dataclass(frozen=True)
 class SystemPrompt:
     """A session's frozen system prompt. Layers are sent in this order; empty layers are omitted."""
@@ -65,14 +49,15 @@ class PromptInputs:
     """Everything the prompt is made of, already loaded from disk and config.
 
     Nothing per chat or per user may go into the fields of the stable layer (identity, tool guidance,
-    skills index, platform): that layer is shared by every chat of one bot so all of them read it
-    from cache. Per-chat facts go in ``chat_context`` (volatile layer).
+    skills index, platform hint): that layer is shared by every chat of one bot so all of them read it
+    from cache. Per-chat facts go in ``chat_context`` (volatile layer). ``platform_hint`` says how to
+    write for the platform the session talks on (its adapter's, the same text for every chat there).
     """
 
     identity: str
     tool_guidance: tuple[str, ...]
     skills_index: str
-    platform: str
+    platform_hint: str
     system_message: str
     project_context: str
     memory_snapshot: str
@@ -111,9 +96,8 @@ def build_system_prompt(inputs: PromptInputs) -> SystemPrompt:
         stable_parts.append("# Using your tools\n\n" + "\n".join(f"- {g}" for g in inputs.tool_guidance))
     if inputs.skills_index:
         stable_parts.append(inputs.skills_index.strip())
-    hint = PLATFORM_HINTS.get(inputs.platform)
-    if hint:
-        stable_parts.append("# Platform\n\n" + hint)
+    if inputs.platform_hint.strip():
+        stable_parts.append("# Platform\n\n" + inputs.platform_hint.strip())
 
     context_parts = [p.strip() for p in (inputs.system_message, inputs.project_context) if p.strip()]
 

@@ -35,12 +35,13 @@ class SessionSpec:
     """
 
     session_key: str
-    source: str  # "cli", "telegram", "discord", "cron"
-    platform: str  # prompt platform hint: "terminal", "telegram", "discord"
+    source: str  # where it was started: a platform's name, "cron"
+    platform: str  # the platform it talks on (a name, stored with the session)
     memory_scope: str
     chat_id: str | None = None
     user_id: str | None = None
     chat_context: str = ""
+    platform_hint: str = ""  # how to write there (the platform's adapter says; stable prompt layer)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ async def start_session(
             identity=identity,
             tool_guidance=tool_guidance(tools),
             skills_index=skills,
-            platform=spec.platform,
+            platform_hint=spec.platform_hint,
             system_message=sources.system_message,
             project_context=project_text,
             memory_snapshot=snapshot,

@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from adapters.console import ConsoleAdapter
 from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
 from agent.prompt import SystemPrompt
@@ -159,6 +160,7 @@ def spec(chat: int = 0) -> SessionSpec:
         platform="terminal",
         memory_scope=OWNER_SCOPE,
         chat_context=f"Chat {chat}",
+        platform_hint=ConsoleAdapter.prompt_hint,
     )
 
 

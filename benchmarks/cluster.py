@@ -46,6 +46,7 @@ from tempfile import TemporaryDirectory
 
 import redis
 
+from adapters.telegram.spec import SPEC as TELEGRAM
 from benchmarks.cache import PROJECT_NOTES
 from benchmarks.concurrency import QUESTION
 from benchmarks.fake_telegram import Answers, Check, FakeTelegramProcess, Sent
@@ -81,7 +82,7 @@ COLUMNS = [
 async def run_worker(home: HeraldHome, token: str, paced: bool) -> None:
     """One gateway process until SIGTERM."""
     config = load_config(home.config_path)
-    settings = config.telegram
+    settings = config.platform_settings(TELEGRAM)
     if paced:
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:

@@ -8,11 +8,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
+from adapters.telegram.settings import TelegramSettings
 from agent.prompt import SystemPrompt
 from benchmarks.cache import USER_TEXT, VARIANTS, Bench, Result, format_rows, run_scenario
 from benchmarks.gateway_harness import SETTLE_TIMEOUT, UnpacedTelegramAdapter, table, total
 from gateway.app import Gateway, open_gateway
-from gateway.config import GatewaySettings, TelegramSettings
+from gateway.config import GatewaySettings
 from tests.emulator import RecordedRequest, Reply, ToolUse
 from tests.emulator.blocks import anthropic_layout
 from tests.fakes import FakeTelegram

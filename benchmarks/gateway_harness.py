@@ -16,8 +16,9 @@ from unittest import mock
 from telegram.ext import AIORateLimiter
 
 import adapters.telegram.adapter as telegram_adapter
-from adapters.telegram import TelegramAdapter
+from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.ratelimit import BoundedRateLimiter
+from adapters.telegram.spec import SPEC as TELEGRAM
 from benchmarks.storage import run_storage
 from gateway.app import Gateway, open_gateway
 from gateway.config import HeraldConfig
@@ -74,7 +75,7 @@ async def running_gateway(
     if paced:
         opened = open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": token})
     else:
-        adapter = UnpacedTelegramAdapter(token, base_url=config.telegram.base_url)
+        adapter = UnpacedTelegramAdapter(token, base_url=config.platform_settings(TELEGRAM).base_url)
         opened = open_gateway(config, home, adapters=lambda _storage: [adapter])
     async with opened as gateway:
         yield gateway

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
-from agent.db import Storage, StorageUnavailable
-from gateway.commands import menu, menu_hash, private_commands
-from gateway.config import ConfigError, HeraldConfig
+from agent.db import StorageUnavailable
+from gateway.commands import menu, menu_hash
+from gateway.config import HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
 from gateway.console.server import PREFIX
 from gateway.core import AdapterFactory, cancel, open_chat_core
@@ -40,6 +40,7 @@ from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
 from gateway.home.facts import GatewayFacts
 from gateway.intake.router import Router
+from gateway.platforms.build import build_adapters, enabled, no_platform
 from gateway.server.http import HttpServer
 from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
@@ -49,53 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TELEGRAM_TOKEN = "TELEGRAM_BOT_TOKEN"
-DISCORD_TOKEN = "DISCORD_BOT_TOKEN"
 FLUSH_TIMEOUT = 10.0
-
-
-def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: Storage) -> list[Adapter]:
-    """The adapters whose credentials are present (a platform is enabled by its token); Discord keeps
-    its slash commands' interactions in ``storage``, so they are answered after a restart too."""
-    adapters: list[Adapter] = []
-    token = environ.get(TELEGRAM_TOKEN, "").strip()
-    if token:
-        from adapters.telegram import TelegramAdapter  # imports python-telegram-bot: only when enabled
-
-        settings = config.telegram
-        adapters.append(
-            TelegramAdapter(
-                token,
-                base_url=settings.base_url,
-                mode=settings.mode,
-                webhook_url=settings.webhook_url,
-            )
-        )
-    token = environ.get(DISCORD_TOKEN, "").strip()
-    if token:
-        from adapters.discord import DiscordAdapter  # imports discord.py: only when enabled
-        from gateway.discord_interactions import StoredInteractions
-
-        discord = config.discord
-        adapters.append(
-            DiscordAdapter(
-                token,
-                api_base=discord.api_base,
-                gateway_url=discord.gateway_url,
-                free_response_channels=discord.free_response_channels,
-                ephemeral_commands=private_commands(),
-                interactions=StoredInteractions(storage),
-                shard_count=discord.shard_count,
-            )
-        )
-    return adapters
-
-
-def no_platform(home: HeraldHome) -> ConfigError:
-    return ConfigError(
-        f"No chat platform is enabled: set {TELEGRAM_TOKEN} or {DISCORD_TOKEN} in the environment or in "
-        f"{home.env_path}."
-    )
 
 
 @dataclass
@@ -158,10 +113,10 @@ async def open_gateway(
     adapters: AdapterFactory | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Gateway]:
-    """Start the gateway with the adapters ``adapters`` builds (default: those ``environ`` has tokens
-    for); on exit drain it and close everything."""
+    """Start the gateway with the adapters ``adapters`` builds (default: one per registered platform
+    ``environ`` has a token for, ``gateway.platforms.build``); on exit drain it and close everything."""
     tokens = environ or os.environ
-    if adapters is None and not any(tokens.get(name, "").strip() for name in (TELEGRAM_TOKEN, DISCORD_TOKEN)):
+    if adapters is None and not enabled(tokens):
         raise no_platform(home)  # before anything is opened
     if config.console.enabled:
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
@@ -182,7 +137,7 @@ async def open_gateway(
         await router.recover()  # before any new message is handled (the router waits for it)
         await publish_menus(chosen, services)
         scheduler = open_scheduler(stack, config, services)
-        member = await open_cluster_member(stack, config, services, chosen, scheduler) if clustered else None
+        member = await open_cluster_member(stack, services, chosen, scheduler) if clustered else None
         if member is None:
             await scheduler.start()
         await serve_http(stack, http, config, services, tokens, member)
@@ -246,7 +201,6 @@ def open_scheduler(stack: AsyncExitStack, config: HeraldConfig, services: Servic
 
 async def open_cluster_member(
     stack: AsyncExitStack,
-    config: HeraldConfig,
     services: Services,
     adapters: Sequence[Adapter],
     scheduler: CronScheduler,
@@ -261,7 +215,7 @@ async def open_cluster_member(
     assert isinstance(queue, RedisWorkQueue), "a cluster process runs the cluster's work queue"
     return await stack.enter_async_context(
         open_member(
-            runtime.cluster, config, adapters=adapters, scheduler=scheduler, reviews=services.reviews,
+            runtime.cluster, adapters=adapters, scheduler=scheduler, reviews=services.reviews,
             queue=queue, session_leases=lambda: runtime.locks.held, metrics=services.metrics,
         )
     )  # fmt: skip

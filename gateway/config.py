@@ -33,6 +33,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
+from adapters.registry import EXAMPLE, PLATFORMS
+from adapters.spec import PlatformSpec, S
 from agent.api import ModelInfo, lookup_model, with_context_length
 from agent.files import DuplicateKey, load_yaml, make_private_dirs, read_text
 from agent.settings import (
@@ -63,17 +65,12 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message says what to fix."""
 
 
-def _user_ids(value: list[object]) -> list[object]:
-    """Platform user ids as text: YAML reads ``[12345]`` as numbers."""
-    return [str(item) if isinstance(item, int) and not isinstance(item, bool) else item for item in value]
-
-
 class GatewaySettings(Section):
     """Who may use the bot and how `herald gateway run` behaves."""
 
     admins: list[str] = Field(
         default_factory=list,
-        description="Owners of the bot as platform:user_id (e.g. telegram:12345): they share the "
+        description=f"Owners of the bot as platform:user_id (e.g. {EXAMPLE}:12345): they share the "
         "owner's memory files and may approve pairings.",
     )
     allow_all: StrictBool = Field(
@@ -91,7 +88,7 @@ class GatewaySettings(Section):
         20.0,
         gt=0,
         description="A message with a file larger than this (in MB) is refused with a reply saying so; "
-        "nothing of it reaches the model. Telegram lets bots download at most 20 MB.",
+        "nothing of it reaches the model. A platform may let bots download less (its section says so).",
     )
     stream_edit_interval: StrictFloat = Field(
         1.0,
@@ -123,85 +120,8 @@ class GatewaySettings(Section):
         for item in value:
             platform, _, user = item.partition(":")
             if not platform or not user or not platform.isalpha():
-                raise ValueError(f"'{item}' is not platform:user_id (e.g. telegram:12345)")
+                raise ValueError(f"'{item}' is not platform:user_id (e.g. {EXAMPLE}:12345)")
         return value
-
-
-class TelegramSettings(Section):
-    """The Telegram bot: enabled when TELEGRAM_BOT_TOKEN is set (environment or .env, never here)."""
-
-    mode: Literal["polling", "webhook"] = Field(
-        "polling", description="polling (long polling, works anywhere) or webhook (needs webhook_url)."
-    )
-    webhook_url: str | None = Field(
-        None,
-        description="Public HTTPS URL that reaches the gateway's server at /telegram/webhook (webhook mode).",
-    )
-    base_url: str | None = Field(
-        None, description="Bot API base URL; null = Telegram's own (tests point it at a fake server)."
-    )
-    allowed_users: list[str] = Field(
-        default_factory=list,
-        description="Telegram user ids allowed to use the bot (besides admins and pairings).",
-    )
-    require_mention: StrictBool = Field(
-        True, description="In groups, answer only when mentioned, replied to or commanded."
-    )
-
-    @field_validator("allowed_users", mode="before")
-    @classmethod
-    def _ids_as_text(cls, value: object) -> object:
-        return _user_ids(value) if isinstance(value, list) else value
-
-    @model_validator(mode="after")
-    def _webhook_needs_url(self) -> TelegramSettings:
-        if self.mode == "webhook" and not self.webhook_url:
-            raise ValueError(
-                "mode is webhook but webhook_url is not set (the public URL Telegram should call)"
-            )
-        return self
-
-
-class DiscordSettings(Section):
-    """The Discord bot: enabled when DISCORD_BOT_TOKEN is set (environment or .env, never here)."""
-
-    allowed_users: list[str] = Field(
-        default_factory=list,
-        description="Discord user ids allowed to use the bot (besides admins and pairings).",
-    )
-    allowed_guilds: list[str] = Field(
-        default_factory=list, description="Server (guild) ids whose members may all use the bot there."
-    )
-    allowed_channels: list[str] = Field(
-        default_factory=list, description="Channel ids where everyone may use the bot."
-    )
-    require_mention: StrictBool = Field(
-        True,
-        description="In servers, answer only when mentioned or replied to (or in a free-response channel).",
-    )
-    free_response_channels: list[str] = Field(
-        default_factory=list, description="Channel ids where the bot answers every message, mention or not."
-    )
-    api_base: str | None = Field(
-        None, description="REST API base URL; null = Discord's own (tests point it at a fake server)."
-    )
-    gateway_url: str | None = Field(
-        None, description="Websocket gateway URL; null = Discord's own (tests point it at a fake server)."
-    )
-    shard_count: StrictInt | None = Field(
-        None,
-        ge=1,
-        le=100_000,
-        description="Gateway shards (Discord requires them past 2,500 servers); null = Discord's "
-        "recommendation. In a cluster each shard is a lease, spread over the processes.",
-    )
-
-    @field_validator(
-        "allowed_users", "allowed_guilds", "allowed_channels", "free_response_channels", mode="before"
-    )
-    @classmethod
-    def _ids_as_text(cls, value: object) -> object:
-        return _user_ids(value) if isinstance(value, list) else value
 
 
 class SchedulerSettings(Section):
@@ -395,9 +315,9 @@ class BudgetSettings(Section):
     cron: CronLimits = Field(default_factory=CronLimits, description="Each scheduled job.")
     overrides: dict[str, LimitOverride] = Field(
         default_factory=dict,
-        description="Limits of particular chats, people or jobs, e.g. {\"telegram:-100123\": {daily_usd: "
-        "5}}: keys are platform:chat_id (platform:chat_id:thread_id for a topic, or a session key such as "
-        "telegram:group:-100123), platform:user_id for a person, cron:JOB_ID for a job; a key platform:id "
+        description=f"Limits of particular chats, people or jobs, e.g. {{\"{EXAMPLE}:-100123\": {{daily_usd: "
+        f"5}}}}: keys are platform:chat_id (platform:chat_id:thread_id for a topic, or a session key such as "
+        f"{EXAMPLE}:group:-100123), platform:user_id for a person, cron:JOB_ID for a job; a key platform:id "
         "applies to the chat and to the person with that id. An explicit null lifts a limit.",
     )
     warn_at: StrictFloat | None = Field(
@@ -419,7 +339,7 @@ class BudgetSettings(Section):
             if not OVERRIDE_KEY.fullmatch(key):
                 raise ValueError(
                     f"'{key}' is not platform:chat_id, platform:user_id or cron:JOB_ID "
-                    "(e.g. telegram:-100123)"
+                    f"(e.g. {EXAMPLE}:-100123)"
                 )
         return value
 
@@ -447,8 +367,10 @@ class HeraldConfig(Section):
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
     gateway: GatewaySettings = GatewaySettings()
-    telegram: TelegramSettings = TelegramSettings()
-    discord: DiscordSettings = DiscordSettings()
+    # Each platform's section, as its spec declares it (``adapters.registry``), in the registry's order:
+    # ``telegram:``, ``discord:``... are keys of this schema like the others.
+    __annotations__.update({spec.name: spec.settings for spec in PLATFORMS})
+    locals().update({spec.name: spec.settings() for spec in PLATFORMS})
     scheduler: SchedulerSettings = SchedulerSettings()
     cluster: ClusterSettings = ClusterSettings()
     console: ConsoleSettings = ConsoleSettings()
@@ -467,6 +389,13 @@ class HeraldConfig(Section):
         if self.cluster.redis_url is not None and (url is None or url.startswith("sqlite")):
             raise ValueError(CLUSTER_NEEDS_POSTGRESQL)
         return self
+
+    def platform_settings(self, spec: PlatformSpec[S]) -> S:
+        """The section of ``spec``'s platform."""
+        section = getattr(self, spec.name)
+        if not isinstance(section, spec.settings):
+            raise TypeError(f"config.{spec.name} is a {type(section).__name__}, not {spec.settings.__name__}")
+        return section
 
     def model_info(self, name: str | None = None) -> ModelInfo:
         """Table entry for ``name`` (default: the configured model) with config overrides applied."""

@@ -2,7 +2,8 @@
 
 ``herald gateway run`` (``gateway.app``) and ``herald chat`` (``gateway.cli.chat``) both open this
 core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
-terminal's read loop). So a message typed in the terminal takes the same path as one sent on Telegram:
+terminal's read loop). So a message typed in the terminal takes the same path as one sent on a chat
+platform:
 the router, the command table, the turn runner, the outbox.
 """
 
@@ -45,8 +46,8 @@ from gateway.speech.synthesizers import speech_retries
 if TYPE_CHECKING:
     from gateway.cluster.redis import Cluster
 
-# The adapters of this process, built once the storage is open: an adapter may keep state in it
-# (Discord's deferred slash commands).
+# The adapters of this process, built once the storage is open: an adapter may keep records in it
+# (adapters.records).
 AdapterFactory = Callable[[Storage], Sequence[Adapter]]
 
 
@@ -55,10 +56,6 @@ class Core:
     services: Services
     router: Router
     readiness: Sequence[ReadinessCheck] = ()  # besides adapters and database (gateway.http)
-
-
-def require_mention(config: HeraldConfig) -> dict[str, bool]:
-    return {"telegram": config.telegram.require_mention, "discord": config.discord.require_mention}
 
 
 @asynccontextmanager
@@ -94,7 +91,8 @@ async def open_chat_core(
         outbound = sending(runtime.cluster, by_platform, metrics)
         sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
-        authorizer = Authorizer(access_policy(config, owners=owners), pairing)
+        policy = access_policy(config, owners=owners)
+        authorizer = Authorizer(policy, pairing)
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
         lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
@@ -128,7 +126,7 @@ async def open_chat_core(
         stack.push_async_callback(services.reviews.aclose)
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
-        yield Core(services, Router(services, require_mention=require_mention(config)), readiness)
+        yield Core(services, Router(services, require_mention=policy.require_mention()), readiness)
 
 
 def review_claims(cluster: Cluster | None) -> ReviewClaims | None:

@@ -11,8 +11,8 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from adapters.text.fences import code_block
 from agent.api import CAUSE_LABELS, MissTotal, PurposeUsage, SessionRecord, SessionStore
-from gateway.delivery.text.fences import code_block
 
 
 @dataclass(frozen=True)

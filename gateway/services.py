@@ -1,7 +1,7 @@
 """The gateway's services, built once by ``gateway.app`` and handed to the router, turns and commands.
 
-A plain bundle (no behaviour) so that every part gets its collaborators explicitly instead of reaching
-for module-level state.
+A plain bundle (no behaviour beyond reading it) so that every part gets its collaborators explicitly
+instead of reaching for module-level state.
 """
 
 from __future__ import annotations
@@ -54,3 +54,9 @@ class Services:
     @property
     def stream_interval(self) -> float:
         return self.settings.stream_edit_interval
+
+    def prompt_hint(self, platform: str) -> str:
+        """How the model should write on ``platform`` (its adapter's ``prompt_hint``; none when this
+        process has no adapter for it)."""
+        adapter = self.adapters.get(platform)
+        return adapter.prompt_hint if adapter is not None else ""

@@ -1,5 +1,5 @@
 """The gateway's own tables: its inbox and outbox, pairings, per-chat settings, scheduled jobs, the
-facts it remembers between runs, Discord's interaction records and the console's login links.
+facts it remembers between runs, the records adapters keep and the console's login links.
 
 Declared on the agent's shared :data:`agent.db.metadata`, so one schema (and one Alembic history,
 ``agent/db/migrations``) serves the whole process; the agent itself never reads these. Importing this
@@ -139,33 +139,17 @@ cron_jobs = sa.Table(
     sa.Index("cron_jobs_by_creator", "created_by"),
 )
 
-discord_interactions = sa.Table(
-    "discord_interactions",
+adapter_records = sa.Table(  # gateway.platforms.records: what adapters keep (adapters.records)
+    "adapter_records",
     metadata,
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("application_id", sa.Text, nullable=False),
-    sa.Column("token", sa.Text, nullable=False),
-    sa.Column("channel_id", sa.Text, nullable=False),
-    sa.Column("command", sa.Text, nullable=False),
-    sa.Column("ephemeral", Flag, nullable=False),
-    sa.Column("deferred", Flag, nullable=False),
-    sa.Column("expires_at", Timestamp, nullable=False),
+    sa.Column("namespace", sa.Text, primary_key=True),  # the platform whose adapter keeps it
+    sa.Column("key", sa.Text, primary_key=True),  # the adapter's own key
+    sa.Column("parent", sa.Text),  # the key of the record it belongs to (dropped with it)
+    sa.Column("value", sa.Text, nullable=False),  # a JSON object
+    sa.Column("expires_at", Timestamp),  # the adapter's deadline; null: none
     sa.Column("created_at", Timestamp, nullable=False),
-    sa.Index("discord_interactions_by_expiry", "expires_at"),
-)
-
-discord_interaction_messages = sa.Table(
-    "discord_interaction_messages",
-    metadata,
-    sa.Column("message_id", sa.Text, primary_key=True),
-    sa.Column(
-        "interaction_id",
-        sa.Text,
-        sa.ForeignKey("discord_interactions.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
-    sa.Column("role", sa.Text, nullable=False),
-    sa.Index("discord_interaction_messages_by_interaction", "interaction_id"),
+    sa.Index("adapter_records_by_parent", "namespace", "parent"),
+    sa.Index("adapter_records_by_expiry", "expires_at"),
 )
 
 console_links = sa.Table(  # gateway.console.links: one-time login links for the operator console

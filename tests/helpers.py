@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapters.console import ConsoleAdapter
 from agent.compression.engine import CompressionOutcome
 from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
@@ -46,7 +47,13 @@ def write_project_notes() -> None:
     Path("AGENTS.md").write_text(PROJECT_NOTES)
 
 
-SPEC = SessionSpec(session_key="test:chat", source="test", platform="terminal", memory_scope=OWNER_SCOPE)
+SPEC = SessionSpec(
+    session_key="test:chat",
+    source="test",
+    platform="terminal",
+    memory_scope=OWNER_SCOPE,
+    platform_hint=ConsoleAdapter.prompt_hint,
+)
 
 
 def sha(text: str) -> str:

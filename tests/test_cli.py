@@ -199,8 +199,8 @@ def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
     tmp_path: Path, herald, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before, the template left out the platform tokens and the web search keys."""
+    from adapters.registry import PLATFORMS
     from agent.settings import WebSearchSettings
-    from gateway.app import DISCORD_TOKEN, TELEGRAM_TOKEN
     from gateway.runtime import KEY_VARIABLES
 
     fresh = HeraldHome(tmp_path / "fresh")
@@ -208,7 +208,8 @@ def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
     assert herald("setup").returncode == 0
     template = fresh.env_path.read_text()
     search = WebSearchSettings()
-    secrets = [*KEY_VARIABLES.values(), TELEGRAM_TOKEN, DISCORD_TOKEN]
+    secrets = [*KEY_VARIABLES.values(), *(spec.token.env for spec in PLATFORMS)]
+    assert {"TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"} <= set(secrets)
     secrets += [search.brave_api_key_env, search.tavily_api_key_env]
     assert [name for name in secrets if f"\n# {name}=\n" not in template] == []
     assert all(line.startswith("#") for line in template.splitlines() if line)  # nothing set by itself

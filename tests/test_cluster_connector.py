@@ -11,7 +11,7 @@ import time
 import aiohttp
 import pytest
 
-from adapters.telegram import SECRET_HEADER, webhook_secret
+from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
 from gateway.cluster.leases.leader import Leadership
 from gateway.cron.jobs import NewJob, parse_target

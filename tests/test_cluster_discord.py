@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 
 from adapters.base import Adapter
-from adapters.discord import DiscordAdapter
+from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.interaction_records import RECORDS
+from adapters.discord.spec import SPEC as DISCORD
 from agent.db.base import Storage
 from gateway.app import Gateway, open_gateway
 from gateway.cluster.leases.shards import ShardKeeper
 from gateway.cluster.member import ClusterMember
-from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
+from gateway.platforms.records import StoredRecords
 from tests.cluster_leader_support import LEADER_TTL, SLACK, cut_off, hang, until
 from tests.conftest import make_config
 from tests.fakes import FakeDiscord
@@ -39,8 +41,9 @@ class DiscordCluster:
 
     def keeper(self, name: str) -> ShardKeeper:
         member: ClusterMember | None = self.gateways[name].cluster
-        assert member is not None and member.shards is not None
-        return member.shards
+        assert member is not None
+        [keeper] = member.shards  # Discord's
+        return keeper
 
     def held(self) -> dict[str, list[int]]:
         return {name: sorted(self.keeper(name).held()) for name in self.gateways}
@@ -92,11 +95,12 @@ async def discord_cluster(
             )
 
             def adapters(storage: Storage, config: Any = config) -> list[Adapter]:
-                discord = config.discord
+                discord = config.platform_settings(DISCORD)
                 return [
                     DiscordAdapter(
                         fake.token, api_base=discord.api_base, gateway_url=discord.gateway_url,
-                        interactions=StoredInteractions(storage), shard_count=discord.shard_count, **FAST,
+                        records=StoredRecords(storage, DISCORD.name, RECORDS),
+                        shard_count=discord.shard_count, **FAST,
                     )
                 ]  # fmt: skip
 

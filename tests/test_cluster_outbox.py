@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.base import Adapter, Capabilities, ChatAddress, InboundSink, OutboundText
+from adapters.text.markdown import render_markdown
 from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
 from gateway import tables as schema
@@ -45,7 +46,7 @@ class RecordingAdapter(Adapter):
     each send until it is opened (a send the platform is slow to accept)."""
 
     platform = "test"
-    capabilities = Capabilities(100, "chars", "markdown", True, False)
+    capabilities = Capabilities(100, "chars", render_markdown, True, False)
 
     def __init__(self, process: str, log: list[Sent], gate: asyncio.Event | None = None) -> None:
         self.process = process

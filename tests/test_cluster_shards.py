@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from gateway.cluster.leases.shards import COUNT_KEY, ShardedReceiver, ShardKeeper
+from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper, count_key
 from gateway.cluster.redis import connect as open_redis
 from tests.cluster_leader_support import until
 from tests.redis_server import RedisServer
@@ -35,6 +35,8 @@ class Receiver:
     name: str
     world: World
     identify_spacing: float = 0.3
+    configured_shards: int | None = None
+    platform: str = "discord"
     asked: int = 0
 
     async def recommended_shards(self) -> int:
@@ -86,7 +88,7 @@ async def test_shards_are_shared_out_identified_one_at_a_time_and_handed_over(
         await until(lambda: shares(world) == {"b": 4}, TTL + SLACK, "b runs every shard")
         reader = open_redis(redis_server.url)
         outer.push_async_callback(reader.aclose)
-        stored = await reader.get(COUNT_KEY)
+        stored = await reader.get(count_key("discord"))
     assert stored == "4"  # asked once, kept for every process
     times = sorted(at for at, _, _ in world.connects)
     assert all(later - earlier >= 0.29 for earlier, later in itertools.pairwise(times))
@@ -100,9 +102,9 @@ async def test_a_configured_count_wins_over_discords_recommendation(redis_server
     async with AsyncExitStack() as stack:
         redis = open_redis(redis_server.url)
         stack.push_async_callback(redis.aclose)
-        a_receiver, b_receiver = Receiver("a", world, 0.0), Receiver("b", world, 0.0)
-        await stack.enter_async_context(ShardKeeper(redis, "a", TTL, a_receiver, shard_count=2).keeping())
-        await stack.enter_async_context(ShardKeeper(redis, "b", TTL, b_receiver, shard_count=2).keeping())
+        a_receiver, b_receiver = Receiver("a", world, 0.0, 2), Receiver("b", world, 0.0, 2)  # 2 configured
+        await stack.enter_async_context(ShardKeeper(redis, "a", TTL, a_receiver).keeping())
+        await stack.enter_async_context(ShardKeeper(redis, "b", TTL, b_receiver).keeping())
         await until(lambda: shares(world) == {"a": 1, "b": 1}, 3 * TTL + SLACK, "one each")
     assert a_receiver.asked == b_receiver.asked == 0
     assert world.overlaps == []

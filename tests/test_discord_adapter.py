@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, cast
 
 import aiohttp
@@ -24,15 +25,16 @@ from discord.user import ClientUser
 
 import adapters.discord.adapter as adapter_module
 from adapters.base import ChatAddress, ChatType, CommandSpec, DeliveryError, InboundMessage, OutboundText
-from adapters.discord import BotIdentity, DiscordAdapter, interaction_to_inbound, to_inbound
+from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.client import Endpoints, herald_intents
 from adapters.discord.commands import command_name, command_payload, command_text
 from adapters.discord.errors import delivery_error
-from adapters.discord.inbound import attachment_kind
-from adapters.discord.interaction_records import KEEP_AFTER_EXPIRY, MemoryInteractionRecords, Role
+from adapters.discord.inbound import BotIdentity, attachment_kind, interaction_to_inbound, to_inbound
+from adapters.discord.interaction_records import KEEP_AFTER_EXPIRY, RECORDS, InteractionRecords, Role
 from adapters.discord.interactions import interaction_record
 from adapters.discord.ordering import ChatQueues
 from adapters.discord.outbound import channel_id
+from adapters.records import MemoryRecordStore
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, MESSAGE_CONTENT, FakeDiscord
 from tests.fakes.waiting import WAIT_TIMEOUT as WAIT
 from tests.fakes.waiting import wait_until
@@ -412,7 +414,8 @@ async def test_interaction_records_in_memory_are_bounded_and_kept_a_while_past_e
 ) -> None:
     parser = Parser(offline)
     now = [time.time()]
-    records = MemoryInteractionRecords(limit=2, clock=lambda: now[0])
+    store = MemoryRecordStore(RECORDS, limit=2, clock=lambda: now[0])
+    records = InteractionRecords(store)
     first, second, third = (
         interaction_record(
             parser.interaction(offline.interaction("help", user_id=ADA)),
@@ -432,11 +435,13 @@ async def test_interaction_records_in_memory_are_bounded_and_kept_a_while_past_e
     await records.remember(second)
     await records.remember(third)  # over the limit: the oldest goes
     assert await records.find(first.id) is None and await records.owner_of("111") is None
-    assert len(records) == 2
+    assert len(store) == 2
     now[0] = second.expires_at + 1  # expired: kept (an answer that comes late is still private)
     assert await records.find(second.id) is not None
     now[0] = second.expires_at + KEEP_AFTER_EXPIRY + 1
-    assert await records.find(second.id) is None and len(records) == 0
+    await records.remember(replace(first, id="4", expires_at=now[0] + 870))  # the others kept long enough
+    assert await records.find(second.id) is None and await records.find(third.id) is None
+    assert len(store) == 1
 
 
 def test_addresses_and_endpoints() -> None:
@@ -903,13 +908,13 @@ async def test_a_command_that_could_not_be_stored_is_answered_with_an_apology(
 async def test_a_deferred_command_is_answered_by_an_adapter_started_after_a_restart(
     fake: FakeDiscord,
 ) -> None:
-    records = MemoryInteractionRecords()  # what the gateway keeps in its database
+    records = MemoryRecordStore(RECORDS)  # what the gateway keeps in its database
     sink = Sink()
-    async with running(fake, sink, interactions=records, ephemeral_commands={"status"}):
+    async with running(fake, sink, records=records, ephemeral_commands={"status"}):
         payload = fake.interaction("status", user_id=ADA, channel_id=fake.channel_id)
         (inbound,) = await received(fake, sink, 1)  # deferred, recorded, stored; then a restart
     iid = int(payload["id"])
-    async with running(fake, Sink(), interactions=records, ephemeral_commands={"status"}) as adapter:
+    async with running(fake, Sink(), records=records, ephemeral_commands={"status"}) as adapter:
         address = reply_address(inbound)
         answer = await adapter.send(address, text("idle"), reply_to=inbound.message_id)
         await adapter.edit(address, answer, text("idle, edited"))
@@ -928,9 +933,9 @@ async def test_a_deferred_command_is_answered_by_an_adapter_started_after_a_rest
 async def test_an_expired_interaction_falls_back_to_the_channel_and_a_private_one_to_a_notice(
     fake: FakeDiscord,
 ) -> None:
-    records = MemoryInteractionRecords()
+    records = InteractionRecords(MemoryRecordStore(RECORDS))
     sink = Sink()
-    async with running(fake, sink, interactions=records, ephemeral_commands={"status"}) as adapter:
+    async with running(fake, sink, records=records.store, ephemeral_commands={"status"}) as adapter:
         fake.interaction("help", user_id=ADA, channel_id=fake.channel_id)
         fake.interaction("status", user_id=ADA, channel_id=fake.channel_id)
         public, private = await received(fake, sink, 2)

@@ -1,5 +1,5 @@
-"""The contract of Discord's interaction records, for both implementations: the adapter's own (in
-memory) and the gateway's (in the database, the ``storage`` fixture)."""
+"""The contract of Discord's interaction records, over both record stores: the adapter's own (in memory)
+and the one the gateway gives it (in the database, the ``storage`` fixture)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import pytest
 
 from adapters.discord.interaction_records import (
     KEEP_AFTER_EXPIRY,
+    RECORDS,
     InteractionRecord,
     InteractionRecords,
-    MemoryInteractionRecords,
     Role,
 )
+from adapters.records import MemoryRecordStore
 from agent.db.base import Storage
-from gateway.discord_interactions import StoredInteractions
+from gateway.platforms.records import StoredRecords
 
 Clock = list[float]
 
@@ -25,8 +26,8 @@ Clock = list[float]
 def make_records(request: pytest.FixtureRequest, storage: Storage) -> Callable[[Clock], InteractionRecords]:
     def make(now: Clock) -> InteractionRecords:
         if request.param == "memory":
-            return MemoryInteractionRecords(clock=lambda: now[0])
-        return StoredInteractions(storage, clock=lambda: now[0])
+            return InteractionRecords(MemoryRecordStore(RECORDS, clock=lambda: now[0]))
+        return InteractionRecords(StoredRecords(storage, "discord", RECORDS, clock=lambda: now[0]))
 
     return make
 

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from adapters.base import ChatType, InboundMessage
-from adapters.telegram import SECRET_HEADER, webhook_secret
+from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from agent.db.errors import StorageUnavailable
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall

@@ -17,13 +17,15 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.base import Adapter
-from adapters.discord import DiscordAdapter
+from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.interaction_records import RECORDS
+from adapters.discord.spec import SPEC as DISCORD
 from agent.db.base import Storage
 from gateway import tables as schema
 from gateway.app import Gateway, open_gateway
-from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
+from gateway.platforms.records import StoredRecords
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeDiscord, FakeTelegram
@@ -135,9 +137,9 @@ async def discord_gateway(
                     fake.token,
                     api_base=fake.rest_url,
                     gateway_url=fake.gateway_url,
-                    free_response_channels=settings.discord.free_response_channels,
+                    free_response_channels=settings.platform_settings(DISCORD).free_response_channels,
                     ephemeral_commands={"help", "status"},
-                    interactions=StoredInteractions(storage),
+                    records=StoredRecords(storage, DISCORD.name, RECORDS),
                     **FAST,
                 )
             ]

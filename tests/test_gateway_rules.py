@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from adapters.base import Capabilities, ChatAddress, ChatType, InboundMessage, OutboundText
+from adapters.telegram.render import render_telegram
+from adapters.text.markdown import render_markdown
 from agent.db.base import Storage
 from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
@@ -225,8 +227,8 @@ async def test_a_bot_wide_429_pauses_every_chat_of_the_platform() -> None:
     assert await budget.paused_for(ChatAddress("telegram", "2")) == 0.0
 
 
-TELEGRAM = Capabilities(4096, "utf16", "telegram_entities", True, True)
-PLAIN = Capabilities(50, "chars", "markdown", False, False)
+TELEGRAM = Capabilities(4096, "utf16", render_telegram, True, True)
+PLAIN = Capabilities(50, "chars", render_markdown, False, False)
 
 
 def test_the_final_answer_edits_streamed_messages_sends_the_rest_and_deletes_leftovers() -> None:

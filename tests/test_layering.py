@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,20 +49,99 @@ def test_adapters_import_neither_the_agent_nor_the_gateway() -> None:
     assert offending("adapters", ("agent", "gateway")) == {}
 
 
-# Interfaces a platform adapter asks its host to implement (the gateway implements them on its store).
-ADAPTER_SEAMS = {"adapters.discord.interaction_records"}
+def platform_packages() -> set[str]:
+    """The platforms' folders: every package under adapters/ with a registration (``spec.py``)."""
+    return {f"adapters.{path.parent.name}" for path in (ROOT / "adapters").glob("*/spec.py")}
 
 
-def test_only_the_composition_root_constructs_platform_adapters() -> None:
+def test_every_platform_folder_is_registered_once() -> None:
+    from adapters.registry import PLATFORMS
+
+    names = [spec.name for spec in PLATFORMS]
+    assert len(names) == len(set(names))
+    assert {f"adapters.{name}" for name in names} == platform_packages()
+
+
+def test_only_the_registry_imports_a_platform() -> None:
+    """A platform's folder is imported by itself and by ``adapters.registry``, nowhere else in Herald
+    (tests and benchmarks drive adapters directly)."""
+    packages = platform_packages()
+
+    def within(name: str, package: str) -> bool:
+        return name == package or name.startswith(f"{package}.")
+
+    def foreign(path: Path, name: str) -> bool:
+        return any(within(name, package) and not within(module_name(path), package) for package in packages)
+
     users = {
         str(path.relative_to(ROOT))
-        for path in modules("gateway")
-        if any(
-            name.startswith(("adapters.telegram", "adapters.discord")) and name not in ADAPTER_SEAMS
-            for name in imports(path)
-        )
+        for layer in HERALD
+        for path in modules(layer)
+        if any(foreign(path, name) for name in imports(path))
     }
-    assert users <= {"gateway/app.py"}
+    assert users == {"adapters/registry.py"}
+
+
+PLATFORM_NAMES = ("telegram", "discord", "slack", "matrix")  # and whatever the registry lists
+FROZEN = ("agent/db/migrations/versions/",)  # the schema's history names the tables it had
+
+
+def documentation(tree: ast.AST) -> set[tuple[int, int]]:
+    """Where the module's docstrings start: every string that stands alone as a statement (a module's,
+    class's or function's docstring, or an attribute's below it)."""
+    return {
+        (node.lineno, node.col_offset)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+def platform_mentions(path: Path, names: tuple[str, ...]) -> list[str]:
+    """Each identifier or string literal of ``path`` that names a platform (comments and docstrings
+    left out): ``line: token``."""
+    source = path.read_text(encoding="utf-8")
+    docs = documentation(ast.parse(source))
+    words = re.compile(rf"(?<![a-z])({'|'.join(names)})(?![a-z])")
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.NAME:
+            text = "_".join(re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", token.string).lower().split("_"))
+        elif token.type == tokenize.STRING and token.start not in docs:
+            text = token.string.lower()
+        else:
+            continue
+        if words.search(text):
+            found.append(f"{token.start[0]}: {token.string[:60]}")
+    return found
+
+
+def test_neither_the_gateway_nor_the_agent_names_a_platform() -> None:
+    """What a platform is and does comes from its spec (``adapters.registry``): nothing in gateway/ or
+    agent/ branches on a platform's name, reads its section, its token or its tables by name."""
+    from adapters.registry import PLATFORMS
+
+    names = tuple(sorted({*PLATFORM_NAMES, *(spec.name for spec in PLATFORMS)}))
+    mentions = {
+        str(path.relative_to(ROOT)): found
+        for layer in ("gateway", "agent")
+        for path in modules(layer)
+        if not str(path.relative_to(ROOT)).startswith(FROZEN) and (found := platform_mentions(path, names))
+    }
+    assert mentions == {}
+
+
+def test_the_platform_rule_sees_what_it_should() -> None:
+    """The rule above finds a name in code and strings, not in comments and docstrings."""
+    sample = ROOT / "tests" / "fixtures" / "platform_names.py"
+    assert platform_mentions(sample, PLATFORM_NAMES) == [
+        "8: TELEGRAM_TOKEN",
+        '8: "TELEGRAM_BOT_TOKEN"',
+        '9: "telegram"',
+        "13: is_slack_up",
+        '15: f"on {name} (Discord): {claim_leeway}"',
+    ]
 
 
 def test_the_gateway_never_imports_a_platform_sdk() -> None:
@@ -79,7 +161,7 @@ REPOSITORIES = {
     "gateway/console/links.py",
     "gateway/console/reports.py",  # the console's read-only aggregates
     "gateway/cron/jobs.py",
-    "gateway/discord_interactions.py",
+    "gateway/platforms/records.py",
     "gateway/home/facts.py",
     "gateway/intake/inbox.py",
     "gateway/delivery/outbox.py",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from adapters.telegram.adapter import TelegramAdapter
 from agent.db.base import Storage
 from agent.memory import OWNER_SCOPE, MemoryBank
 from agent.memory.database import DatabaseMemoryDocuments
@@ -76,7 +77,7 @@ async def test_the_prompt_bytes_are_the_same_on_both_backends(tmp_path: Path, st
             identity=parts[0],
             tool_guidance=(),
             skills_index=parts[1],
-            platform="telegram",
+            platform_hint=TelegramAdapter.prompt_hint,
             system_message="",
             project_context=parts[2],
             memory_snapshot=parts[3],

@@ -18,6 +18,7 @@ from adapters.base import (
     OutboundText,
     TextEntity,
 )
+from adapters.text.markdown import render_markdown
 from agent.db.base import Storage
 from agent.db.errors import StorageUnavailable
 from agent.db.fencing import FencedOut
@@ -37,7 +38,7 @@ class ScriptedAdapter(Adapter):
     """Records operations; raises the queued errors first."""
 
     platform = "test"
-    capabilities = Capabilities(100, "chars", "markdown", True, False)
+    capabilities = Capabilities(100, "chars", render_markdown, True, False)
 
     def __init__(self) -> None:
         self.errors: list[DeliveryError] = []

@@ -92,7 +92,7 @@ def test_any_prompt_source_builds_a_prompt_that_encodes_the_same_way_twice(
         identity=valid_text(identity),
         tool_guidance=(),
         skills_index="",
-        platform="terminal",
+        platform_hint="You are talking with the user in a terminal.",
         system_message=valid_text(message),
         project_context="",
         memory_snapshot=snapshot.text,

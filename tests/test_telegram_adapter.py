@@ -44,10 +44,11 @@ from adapters.base import (
     OutboundText,
     TextEntity,
 )
-from adapters.telegram import SECRET_HEADER, BotIdentity, TelegramAdapter, to_inbound, webhook_secret
+from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.errors import delivery_error, retry_after_seconds
-from adapters.telegram.inbound import display_name
+from adapters.telegram.inbound import BotIdentity, display_name, to_inbound
 from adapters.telegram.redaction import TokenFilter, describe
+from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from tests.fakes import FakeTelegram
 from tests.fakes.telegram.formatting import detect_entities
 from tests.fakes.waiting import WAIT_TIMEOUT as WAIT

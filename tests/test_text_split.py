@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.delivery.text import fences
-from gateway.delivery.text.markdown import render_markdown
-from gateway.delivery.text.split import split_markdown
-from gateway.delivery.text.units import utf16_len
+from adapters.base import Capabilities
+from adapters.text import fences
+from adapters.text.markdown import render_markdown as markdown_renderer
+from adapters.text.split import split_markdown
+from adapters.text.units import utf16_len
+from gateway.delivery.stream import EMPTY_ANSWER, render
 from tests.text_support import (
     any_text,
     chain_starts,
@@ -29,6 +31,11 @@ def code_block(language: str, lines: int, width: int = 40) -> str:
     body = "\n".join(f"    value_{i} = {'x' * (width - 16)}  # {i}" for i in range(lines))
     return f"```{language}\n{body}\n```"
 
+
+def render_markdown(text: str, limit: int) -> list[str]:
+    """An answer as the gateway renders it for a platform that shows Markdown (Discord's limit unit)."""
+    capabilities = Capabilities(limit, "chars", markdown_renderer, can_edit=True, has_threads=True)
+    return [part.text for part in render(text, capabilities)]
 
 # --- Breaks ---------------------------------------------------------------------------------------
 
@@ -191,9 +198,9 @@ def test_discord_answer_of_5000_chars_with_code_splits_balanced() -> None:
     assert_preserved(text, parts)
 
 
-def test_render_markdown_sanitizes_before_splitting() -> None:
+def test_an_answer_is_sanitized_before_the_markdown_renderer_splits_it() -> None:
     assert render_markdown("a\ud800b\x00c\r\nd", DISCORD_LIMIT) == ["a\ufffdbc\nd"]
-    assert render_markdown("\x00\x07", DISCORD_LIMIT) == []
+    assert render_markdown("\x00\x07", DISCORD_LIMIT) == [EMPTY_ANSWER]
 
 
 # --- Properties -------------------------------------------------------------------------------
@@ -227,7 +234,7 @@ def test_markdown_parts_have_balanced_fences(text: str, limit: int) -> None:
 @settings(max_examples=15, deadline=None)
 @given(text=st.text(st.sampled_from("ab \n`~😀"), min_size=2500, max_size=5000))
 def test_long_texts_split_within_the_limit(text: str) -> None:
-    parts = render_markdown(text, DISCORD_LIMIT)
+    parts = [part.text for part in markdown_renderer(text, DISCORD_LIMIT)]
     assert all(0 < len(part) <= DISCORD_LIMIT for part in parts)
     assert_preserved(text, parts)
 

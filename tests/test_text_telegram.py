@@ -1,4 +1,4 @@
-"""render_telegram: Markdown to text plus UTF-16 entities, split after formatting, never raising."""
+"""Telegram's renderer: Markdown to text plus UTF-16 entities, split after formatting, never raising."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.base import OutboundText, TextEntity
-from gateway.delivery.text import telegram
-from gateway.delivery.text.entities import clip_entities, split_outbound
-from gateway.delivery.text.telegram import TELEGRAM_LIMIT, plain_fallback, render_telegram
-from gateway.delivery.text.units import utf16_len, utf16_offsets
+from adapters.telegram import render as telegram
+from adapters.telegram.render import TELEGRAM_LIMIT
+from adapters.text.entities import clip_entities, plain_fallback, split_outbound
+from adapters.text.units import utf16_len, utf16_offsets
+from gateway.delivery.text.sanitize import sanitize_text
 from tests.text_support import (
     any_text,
     assert_valid_part,
@@ -23,6 +24,11 @@ from tests.text_support import (
     entity_tuples,
     markdownish,
 )
+
+
+def render_telegram(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[OutboundText]:
+    """As the gateway renders an answer for Telegram: sanitized, then Telegram's renderer."""
+    return list(telegram.render_telegram(sanitize_text(markdown), limit))
 
 
 def render_one(markdown: str) -> OutboundText:

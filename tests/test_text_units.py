@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
+from adapters.text.controls import mask_controls
+from adapters.text.units import from_utf16_offset, to_utf16_offset, utf16_len, utf16_offsets
 from agent.files.text import valid_text
-from gateway.delivery.text.sanitize import mask_controls, sanitize_text
-from gateway.delivery.text.units import from_utf16_offset, to_utf16_offset, utf16_len, utf16_offsets
+from gateway.delivery.text.sanitize import sanitize_text
 from tests.text_support import any_text
 
 

@@ -1,4 +1,4 @@
-"""Strategies and invariant checks shared by the tests of ``gateway.delivery.text``.
+"""Strategies and invariant checks shared by the tests of ``adapters.text`` and the renderers.
 
 The checks are written independently of the product code (their own fence reading, their own
 clipping), so a property test compares two implementations rather than one with itself.
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from hypothesis import strategies as st
 
 from adapters.base import OutboundText
-from gateway.delivery.text.units import utf16_len, utf16_offsets
+from adapters.text.units import utf16_len, utf16_offsets
 
 # --- Strategies ---------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import math
 import time
@@ -36,22 +37,27 @@ from adapters.base import (
     DeliveryError,
     InboundMessage,
     InboundSink,
+    OutboundFile,
     OutboundText,
     OutboundVoice,
     SendRate,
     SinkUnavailable,
 )
+from adapters.records import MemoryRecordStore, RecordStore
 from adapters.redaction import describe
+from adapters.text.markdown import render_markdown
+from resilience.unreachable import Unreachable
 
 from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
 from .commands import command_name, command_payload
 from .errors import NETWORK_ERRORS, delivery_error
-from .inbound import PLATFORM, BotIdentity, interaction_to_inbound, to_inbound
-from .interaction_records import InteractionRecord, InteractionRecords, MemoryInteractionRecords, Role
+from .inbound import BotIdentity, interaction_to_inbound, to_inbound
+from .interaction_records import RECORDS, InteractionRecord, InteractionRecords, Role
 from .interactions import InteractionAnswers, InteractionWebhook, interaction_record
 from .ordering import ChatQueues
 from .outbound import NO_MENTIONS, REPLY_MENTIONS, channel_id, reply_reference
 from .outbound import message_id as parse_message_id
+from .settings import PLATFORM
 from .voice import VOICE_FLAGS, VoiceFile, plain_attachment, refused_as_voice
 
 log = logging.getLogger(__name__)
@@ -59,6 +65,8 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 30.0  # login + connect + READY
 REQUEST_TIMEOUT = 60.0  # one outbound operation, discord.py's own 429 waits included
 DOWNLOAD_TIMEOUT = 120.0  # one attachment of up to gateway.max_attachment_mb
+UPLOAD_TIMEOUT = 120.0  # one file of up to MAX_UPLOAD_BYTES
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # the largest file a bot may attach in a server without boosts
 CLOSE_TIMEOUT = 5.0
 DEFER_TIMEOUT = 2.5  # Discord wants the first answer to an interaction within 3 s
 TYPING_TIMEOUT = 5.0
@@ -107,8 +115,8 @@ class DiscordAdapter(Adapter):
     application whose commands ``set_commands`` overwrites (default: the one the token belongs to).
     ``free_response_channels``: channel ids where every message is addressed (threads follow their
     parent). ``ephemeral_commands``: command names whose answers only the invoker sees.
-    ``interactions``: where the slash commands it took are recorded (default: in memory; give a
-    durable one so that a deferred command is answered after a restart, see ``interactions``).
+    ``records``: where the slash commands it took are recorded (default: in memory; give a durable
+    store so that a deferred command is answered after a restart, see ``interactions``).
     ``start_timeout``, ``request_timeout``: bounds in seconds on starting and on one operation.
     ``identify_delay``, ``guild_ready_timeout``: discord.py's waits before a re-IDENTIFY and for
     the last GUILD_CREATE (tests shorten them). ``shard_count``: how many shards the bot's gateway
@@ -123,13 +131,18 @@ class DiscordAdapter(Adapter):
 
     platform = PLATFORM
     receive_on_demand = True
+    prompt_hint = (
+        "You are talking with users in Discord. Messages over 2000 characters are split; prefer short "
+        "paragraphs and Markdown Discord supports."
+    )
     capabilities = Capabilities(
         max_message_length=2000,
         length_unit="chars",
-        formatting="markdown",
+        render=render_markdown,
         can_edit=True,
         has_threads=True,
         voice_notes=True,
+        max_file_bytes=MAX_UPLOAD_BYTES,
     )
 
     def __init__(
@@ -141,7 +154,7 @@ class DiscordAdapter(Adapter):
         application_id: str | None = None,
         free_response_channels: Collection[str] = (),
         ephemeral_commands: Collection[str] = (),
-        interactions: InteractionRecords | None = None,
+        records: RecordStore | None = None,
         start_timeout: float = START_TIMEOUT,
         request_timeout: float = REQUEST_TIMEOUT,
         identify_delay: float = 5.0,
@@ -159,7 +172,7 @@ class DiscordAdapter(Adapter):
         self._application_id = int(application_id) if application_id else None
         self._free_response = frozenset(str(c) for c in free_response_channels)
         self._ephemeral = frozenset(ephemeral_commands)
-        self.interactions = interactions if interactions is not None else MemoryInteractionRecords()
+        self.interactions = InteractionRecords(records if records is not None else MemoryRecordStore(RECORDS))
         self._answers = InteractionAnswers(self.interactions, self._interaction_webhook)
         self._start_timeout = start_timeout
         self._request_timeout = request_timeout
@@ -326,6 +339,11 @@ class DiscordAdapter(Adapter):
             )
         )
         return AdapterStatus(connected=connected, detail=self._status.detail, extra=dict(self._status.extra))
+
+    @property
+    def configured_shards(self) -> int | None:
+        """The shard count it was given (None: as many as Discord recommends)."""
+        return self._shard_count
 
     @property
     def inbound_backlog(self) -> int:
@@ -513,7 +531,8 @@ class DiscordAdapter(Adapter):
                     unrecorded = None
                 await sink([message])
                 return
-            except SinkUnavailable as exc:  # Discord never sends it again: hold it until the store is back
+            except (SinkUnavailable, Unreachable) as exc:  # Discord never sends it again: hold it
+                # until the store is back
                 self._status.detail = f"message {message.message_id} not stored yet: {exc}"
                 if waits == 0:
                     log.warning("Storing Discord message %s waits: %s", message.message_id, exc)
@@ -543,7 +562,8 @@ class DiscordAdapter(Adapter):
 
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
         client = self._started()
-        record = await self.interactions.find(reply_to) if reply_to is not None else None
+        async with self._records_reached():
+            record = await self.interactions.find(reply_to) if reply_to is not None else None
         if record is not None:
             async with self._typed_errors("answer interaction"):
                 sent = await self._answers.answer(record, text.text)
@@ -593,9 +613,29 @@ class DiscordAdapter(Adapter):
                     sent = await client.http.send_message(channel, params=attachment)
         return str(sent["id"])
 
+    async def send_file(
+        self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None
+    ) -> str:
+        """The file as an attachment of a message of its own in the channel (or thread)."""
+        if len(file.data) > MAX_UPLOAD_BYTES:
+            raise DeliveryError(f"{file.name} is over the {MAX_UPLOAD_BYTES:,}-byte limit for bots")
+        client = self._started()
+        channel = channel_id(address)
+        reference = reply_reference(reply_to, channel)
+        attachment = discord.File(io.BytesIO(file.data), filename=file.name)
+        target = client.get_partial_messageable(channel)
+        async with self._typed_errors("send file", seconds=UPLOAD_TIMEOUT):
+            if reference is None:
+                message = await target.send(file=attachment, allowed_mentions=NO_MENTIONS)
+            else:
+                mentions = REPLY_MENTIONS
+                message = await target.send(file=attachment, reference=reference, allowed_mentions=mentions)
+        return str(message.id)
+
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         client = self._started()
-        owner = await self.interactions.owner_of(message_id)
+        async with self._records_reached():
+            owner = await self.interactions.owner_of(message_id)
         if owner is not None:
             if owner.messages.get(message_id) is Role.NOTICE:
                 return  # the notice stays as it is: a private answer never replaces it
@@ -613,7 +653,8 @@ class DiscordAdapter(Adapter):
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:
         client = self._started()
-        owner = await self.interactions.owner_of(message_id)
+        async with self._records_reached():
+            owner = await self.interactions.owner_of(message_id)
         if owner is not None:
             if owner.messages.get(message_id) is Role.NOTICE:
                 return  # the notice stays: it is all the invoker got
@@ -694,13 +735,28 @@ class DiscordAdapter(Adapter):
         return client
 
     @asynccontextmanager
+    async def _records_reached(self) -> AsyncIterator[None]:
+        """Interaction records that cannot be read now make the operation one to retry later."""
+        try:
+            yield
+        except Unreachable as exc:
+            raise records_away(exc) from exc
+
+    @asynccontextmanager
     async def _typed_errors(self, operation: str, *, seconds: float | None = None) -> AsyncIterator[None]:
-        """Bounded by ``seconds`` (default ``request_timeout``); discord.py and network errors leave as
-        DeliveryError."""
+        """Bounded by ``seconds`` (default ``request_timeout``); discord.py and network errors, and
+        interaction records out of reach, leave as DeliveryError."""
         try:
             async with asyncio.timeout(seconds or self._request_timeout):
                 yield
         except DeliveryError:
             raise
+        except Unreachable as exc:
+            raise records_away(exc) from exc
         except (discord.DiscordException, *NETWORK_ERRORS) as exc:
             raise delivery_error(exc, operation, self._token) from exc
+
+
+def records_away(error: Unreachable) -> DeliveryError:
+    """The interaction records cannot be read or written now: the operation is one to retry later."""
+    return DeliveryError(f"the interaction records cannot be reached now: {error}", retryable=True)

@@ -29,8 +29,7 @@ from adapters.base import Attachment, ChatType, InboundMessage
 from adapters.names import clean_name
 
 from .commands import command_text
-
-PLATFORM = "discord"
+from .settings import PLATFORM
 
 # Message types people write; everything else (joins, pins, boosts, thread created...) is a system
 # message. Slash-command responses are the bot's own and are filtered as bot messages.

@@ -1,11 +1,11 @@
-"""What the adapter keeps about the slash commands it took, and the seam to whoever keeps it.
+"""What the adapter keeps about the slash commands it took, in the record store it was given.
 
 An interaction is answered through its webhook (application id + token) for 15 minutes; nothing else
 of the ``discord.Interaction`` object is needed. So the adapter records those facts
-(:class:`InteractionRecord`) and the messages that answer it, through :class:`InteractionRecords`:
-in memory when the adapter runs on its own (:class:`MemoryInteractionRecords`), in the gateway's
-database when the gateway composes it, so that a deferred command is still answered after a restart,
-or by another process.
+(:class:`InteractionRecord`) and the messages that answer it, through :class:`InteractionRecords`, in
+an ``adapters.records.RecordStore``: in memory when the adapter runs on its own, in the gateway's
+database when the gateway composes it (the spec asks for it), so that a deferred command is still
+answered after a restart, or by another process.
 
 Records are kept for :data:`KEEP_AFTER_EXPIRY` after their token expired: an answer that comes later
 than the token (the gateway was down, a send kept failing) still knows its command was private, so it
@@ -14,17 +14,16 @@ is never posted in the channel instead.
 
 from __future__ import annotations
 
-import time
-from abc import ABC, abstractmethod
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from adapters.records import RecordsPolicy, RecordStore, StoredRecord
 
 LIFETIME = 15 * 60.0  # how long Discord accepts an interaction token
 MARGIN = 30.0  # stop using a token this long before it expires: a request may be slow
 KEEP_AFTER_EXPIRY = 7 * 86400.0
-LIMIT = 10_000  # records an in-memory registry holds (the oldest forgotten first)
+RECORDS = RecordsPolicy(keep_after_expiry=KEEP_AFTER_EXPIRY)  # what the spec asks of the gateway's store
 
 
 class Role(StrEnum):
@@ -58,10 +57,11 @@ class InteractionRecord:
         return next((message_id for message_id, has in self.messages.items() if has is role), None)
 
 
-class InteractionRecords(ABC):
-    """Where interaction records live.
+class InteractionRecords:
+    """Interaction records in a record store: ``interaction:ID`` holds a command's facts, with one child
+    ``message:ID`` (its role) per message that answers it.
 
-    Contract:
+    Contract (the store's, ``adapters.records.RecordStore``, gives it):
 
     - :meth:`remember` is idempotent: a record with the same id is kept as it was.
     - :meth:`find` and :meth:`owner_of` return the record with every message recorded for it before the
@@ -69,85 +69,68 @@ class InteractionRecords(ABC):
     - :meth:`add_message` is idempotent (a message answers one interaction, in one role).
     - :meth:`expire` only ever moves ``expires_at`` earlier: retrying it, or racing another process's,
       is harmless.
-    - Each method is one operation: it happened or, when it raised, it did not.
+    - Each method is one operation: it happened or, when it raised, it did not
+      (``resilience.unreachable.Unreachable`` when the store cannot be reached).
 
     The adapter answers one interaction from one process at a time (the gateway serves a chat from one
     process); concurrent sends in this process are serialized by the adapter.
     """
 
-    @abstractmethod
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+
     async def remember(self, record: InteractionRecord) -> None:
         """Keep ``record`` (its ``messages`` are ignored: add them with :meth:`add_message`)."""
+        facts = {
+            "application_id": record.application_id,
+            "token": record.token,
+            "channel_id": record.channel_id,
+            "command": record.command,
+            "ephemeral": record.ephemeral,
+            "deferred": record.deferred,
+        }
+        await self.store.add(_interaction(record.id), facts, expires_at=record.expires_at)
 
-    @abstractmethod
     async def find(self, interaction_id: str) -> InteractionRecord | None:
         """The record of ``interaction_id``."""
+        stored = await self.store.get(_interaction(interaction_id))
+        return None if stored is None else _from_stored(interaction_id, stored)
 
-    @abstractmethod
     async def owner_of(self, message_id: str) -> InteractionRecord | None:
         """The record of the interaction that ``message_id`` answers."""
+        link = await self.store.get(_message(message_id))
+        return None if link is None else await self.find(str(link.value["interaction"]))
 
-    @abstractmethod
     async def add_message(self, interaction_id: str, message_id: str, role: Role) -> None:
         """Record that ``message_id`` answers ``interaction_id`` as ``role``."""
+        link = {"interaction": interaction_id, "role": role.value}
+        await self.store.add(_message(message_id), link, parent=_interaction(interaction_id))
 
-    @abstractmethod
     async def expire(self, interaction_id: str, at: float) -> None:
         """The token no longer answers it from ``at`` on (Discord said it does not know it)."""
+        await self.store.expire(_interaction(interaction_id), at)
 
 
-class MemoryInteractionRecords(InteractionRecords):
-    """Records in this process's memory: bounded (:data:`LIMIT`, oldest first) and pruned on use."""
+def _interaction(interaction_id: str) -> str:
+    return f"interaction:{interaction_id}"
 
-    def __init__(self, *, limit: int = LIMIT, clock: Callable[[], float] = time.time) -> None:
-        self._limit = limit
-        self._clock = clock
-        self._by_id: OrderedDict[str, InteractionRecord] = OrderedDict()  # oldest first
-        self._by_message: dict[str, str] = {}  # answer message id -> interaction id
 
-    def __len__(self) -> int:
-        self._prune()
-        return len(self._by_id)
+def _message(message_id: str) -> str:
+    return f"message:{message_id}"
 
-    async def remember(self, record: InteractionRecord) -> None:
-        self._prune()
-        if record.id in self._by_id:
-            return
-        self._by_id[record.id] = replace(record, messages={})
-        while len(self._by_id) > self._limit:
-            self._forget(next(iter(self._by_id)))
 
-    async def find(self, interaction_id: str) -> InteractionRecord | None:
-        self._prune()
-        return self._by_id.get(interaction_id)
-
-    async def owner_of(self, message_id: str) -> InteractionRecord | None:
-        self._prune()
-        interaction_id = self._by_message.get(message_id)
-        return None if interaction_id is None else self._by_id.get(interaction_id)
-
-    async def add_message(self, interaction_id: str, message_id: str, role: Role) -> None:
-        record = self._by_id.get(interaction_id)
-        if record is None or message_id in self._by_message:
-            return
-        self._by_id[interaction_id] = replace(record, messages={**record.messages, message_id: role})
-        self._by_message[message_id] = interaction_id
-
-    async def expire(self, interaction_id: str, at: float) -> None:
-        record = self._by_id.get(interaction_id)
-        if record is not None and at < record.expires_at:
-            self._by_id[interaction_id] = replace(record, expires_at=at)
-
-    def _prune(self) -> None:
-        """Drop the oldest records while they are past keeping (records arrive in expiry order)."""
-        horizon = self._clock() - KEEP_AFTER_EXPIRY
-        while self._by_id:
-            oldest = next(iter(self._by_id.values()))
-            if oldest.expires_at > horizon:
-                return
-            self._forget(oldest.id)
-
-    def _forget(self, interaction_id: str) -> None:
-        record = self._by_id.pop(interaction_id, None)
-        for message_id in record.messages if record is not None else ():
-            self._by_message.pop(message_id, None)
+def _from_stored(interaction_id: str, stored: StoredRecord) -> InteractionRecord:
+    facts = stored.value
+    return InteractionRecord(
+        id=interaction_id,
+        application_id=str(facts["application_id"]),
+        token=str(facts["token"]),
+        channel_id=str(facts["channel_id"]),
+        command=str(facts["command"]),
+        ephemeral=bool(facts["ephemeral"]),
+        deferred=bool(facts["deferred"]),
+        expires_at=stored.expires_at if stored.expires_at is not None else 0.0,
+        messages={
+            key.removeprefix("message:"): Role(link["role"]) for key, link in stored.children.items()
+        },
+    )

@@ -1,6 +1,8 @@
 """The Telegram adapter: python-telegram-bot 22.x in, neutral ``InboundMessage`` out.
 
-Modules: ``adapter`` (``TelegramAdapter``: lifecycle, outbound operations, webhook entry point),
+Modules: ``spec`` (the registration the gateway reads; ``settings``, its config section: neither
+imports python-telegram-bot), ``adapter`` (``TelegramAdapter``: lifecycle, outbound operations, webhook
+entry point), ``render`` (Markdown to text plus entities, split to Telegram's limit),
 ``inbound`` (pure conversion of ``telegram.Message``), ``outbound`` (neutral values to PTB
 arguments), ``errors`` (PTB errors to ``DeliveryError``), ``polling`` (store-before-confirm
 ``getUpdates`` loop), ``ratelimit`` (``AIORateLimiter`` with bounded flood waits), ``webhook``
@@ -13,9 +15,3 @@ INFO and PTB's ``telegram`` loggers print URLs and parameters at DEBUG. While th
 and ``telegram`` at WARNING or above in every deployment (the CLI's ``configure_logging`` does,
 since the root logger stays at WARNING).
 """
-
-from .adapter import TelegramAdapter
-from .inbound import BotIdentity, to_inbound
-from .webhook import SECRET_HEADER, webhook_secret
-
-__all__ = ["SECRET_HEADER", "BotIdentity", "TelegramAdapter", "to_inbound", "webhook_secret"]

@@ -28,24 +28,27 @@ from adapters.base import (
     DeliveryError,
     InboundMessage,
     InboundSink,
+    OutboundFile,
     OutboundText,
     OutboundVoice,
     SendRate,
     SinkUnavailable,
+    WebhookReply,
 )
 
 from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
-from .inbound import PLATFORM, BotIdentity, to_inbound
+from .inbound import BotIdentity, to_inbound
 from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_parameters, thread_id
 from .polling import ALLOWED_UPDATES, Poller
 from .ratelimit import BoundedRateLimiter, telegram_rates
 from .redaction import TokenFilter, describe, redact
-from .webhook import SECRET_HEADER, WEBHOOK_PATH, parse_update, secret_matches, webhook_secret
+from .render import render_telegram
+from .settings import PLATFORM, TELEGRAM_API, WEBHOOK_PATH
+from .webhook import SECRET_HEADER, parse_update, secret_matches, webhook_secret
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["polling", "webhook"]
-TELEGRAM_API = "https://api.telegram.org/bot"
 TELEGRAM_FILES = "https://api.telegram.org/file/bot"
 # Every Bot API request is bounded; getUpdates waits its long-poll timeout on top of READ_TIMEOUT.
 CONNECT_TIMEOUT = 5.0
@@ -53,7 +56,8 @@ READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 10.0
 POOL_TIMEOUT = 5.0
 DOWNLOAD_TIMEOUT = 120.0  # a 20 MB file over a slow link
-UPLOAD_TIMEOUT = 60.0  # a voice note (a few hundred kB) over a slow link
+UPLOAD_TIMEOUT = 120.0  # sending a file of up to MAX_UPLOAD_BYTES (a voice note is a few hundred kB)
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # the largest file the Bot API takes from a bot
 VOICE_FILE_NAME = "answer.ogg"
 TOO_BIG_TO_DOWNLOAD = "it is larger than the 20 MB Telegram lets bots download"  # getFile: "file is too big"
 # Connections to the Bot API for everything but getUpdates. httpcore looks at every pooled connection on
@@ -80,13 +84,18 @@ class TelegramAdapter(Adapter):
     platform = PLATFORM
     webhook_path = WEBHOOK_PATH
     receive_on_demand = True
+    prompt_hint = (
+        "You are talking with the user on Telegram. Keep messages compact; simple Markdown is converted "
+        "for display."
+    )
     capabilities = Capabilities(
         max_message_length=4096,
         length_unit="utf16",
-        formatting="telegram_entities",
+        render=render_telegram,
         can_edit=True,
         has_threads=True,
         voice_notes=True,
+        max_file_bytes=MAX_UPLOAD_BYTES,
     )
 
     def __init__(
@@ -243,9 +252,9 @@ class TelegramAdapter(Adapter):
 
     # --- inbound --------------------------------------------------------------------------------
 
-    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> int:
+    async def receive_webhook(self, body: bytes, headers: Mapping[str, str]) -> WebhookReply:
         """The gateway's HTTP server hands POSTs to ``webhook_path`` here."""
-        return await self.handle_webhook(body, headers.get(SECRET_HEADER))
+        return WebhookReply(await self.handle_webhook(body, headers.get(SECRET_HEADER)))
 
     async def handle_webhook(self, body: bytes | dict[str, Any], secret_header: str | None) -> int:
         """Judge one webhook POST; returns the HTTP status to answer Telegram with.
@@ -330,6 +339,25 @@ class TelegramAdapter(Adapter):
                     chat_id(address),
                     InputFile(voice.data, filename=VOICE_FILE_NAME),
                     duration=max(1, round(voice.duration)),
+                    message_thread_id=thread_id(address),
+                    reply_parameters=reply_parameters(reply_to),
+                    write_timeout=UPLOAD_TIMEOUT,
+                )
+            )
+        return str(sent.message_id)
+
+    async def send_file(
+        self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None
+    ) -> str:
+        """``sendDocument``: the file as a document (shown with its name, never recompressed)."""
+        if len(file.data) > MAX_UPLOAD_BYTES:
+            raise DeliveryError(f"{file.name} is over the {MAX_UPLOAD_BYTES:,}-byte limit for bots")
+        bot = self._started()
+        with self._typed_errors("sendDocument"):
+            sent = await self._to_the_end(
+                bot.send_document(
+                    chat_id(address),
+                    InputFile(file.data, filename=file.name, attach=True),
                     message_thread_id=thread_id(address),
                     reply_parameters=reply_parameters(reply_to),
                     write_timeout=UPLOAD_TIMEOUT,

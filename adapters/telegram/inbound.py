@@ -16,7 +16,7 @@ from telegram.constants import MessageEntityType
 from adapters.base import Attachment, ChatType, InboundMessage
 from adapters.names import clean_name
 
-PLATFORM = "telegram"
+from .settings import PLATFORM
 
 _CHAT_TYPES = {
     Chat.PRIVATE: ChatType.DIRECT,

@@ -15,7 +15,6 @@ from typing import Any
 from telegram import Bot, Update
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-WEBHOOK_PATH = "/telegram/webhook"  # where the gateway's HTTP server receives Telegram's POSTs
 _SECRET_CONTEXT = b"herald-webhook"
 
 

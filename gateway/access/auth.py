@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from adapters.base import ChatType, InboundMessage
+from adapters.registry import PLATFORMS
+from adapters.spec import AccessRules
 from gateway.access.pairing import Pairing
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import admin_id
@@ -28,7 +30,7 @@ class Speaker:
     user_id: str
     chat_id: str
     chat_type: ChatType
-    server_id: str | None = None  # the server (Discord guild) of a shared chat
+    server_id: str | None = None  # the server (a guild, a workspace) of a shared chat
     parent_chat_id: str | None = None  # the channel of a thread
 
     @property
@@ -57,37 +59,25 @@ def speaker_of(message: InboundMessage) -> Speaker:
 
 
 @dataclass(frozen=True)
-class PlatformAccess:
-    """One platform's allowlists: people, and chats or servers where everyone may talk to the bot."""
-
-    users: frozenset[str] = frozenset()
-    chats: frozenset[str] = frozenset()  # e.g. Discord channels (shared chats only, never DMs)
-    servers: frozenset[str] = frozenset()  # e.g. Discord guilds (shared chats only)
-
-
-@dataclass(frozen=True)
 class AccessPolicy:
     """The configured part: ``gateway.admins``, ``gateway.allow_all``, each platform's allowlists."""
 
     admins: frozenset[str] = frozenset()  # "platform:user_id"
     allow_all: bool = False
-    platforms: Mapping[str, PlatformAccess] = field(default_factory=dict)
+    platforms: Mapping[str, AccessRules] = field(default_factory=dict)  # by platform name
+
+    def require_mention(self) -> dict[str, bool]:
+        """Per platform, whether shared chats need the bot addressed (the router's rule)."""
+        return {name: rules.require_mention for name, rules in self.platforms.items()}
 
 
 def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
-    """Who may talk: the config's admins and allowlists, plus ``owners`` (the terminal's user)."""
-    discord = config.discord
+    """Who may talk: the config's admins and each platform's rules (its spec reads them from its
+    section), plus ``owners`` (the terminal's user)."""
     return AccessPolicy(
         admins=frozenset([*config.gateway.admins, *owners]),
         allow_all=config.gateway.allow_all,
-        platforms={
-            "telegram": PlatformAccess(users=frozenset(config.telegram.allowed_users)),
-            "discord": PlatformAccess(
-                users=frozenset(discord.allowed_users),
-                chats=frozenset(discord.allowed_channels),
-                servers=frozenset(discord.allowed_guilds),
-            ),
-        },
+        platforms={spec.name: spec.access(config.platform_settings(spec)) for spec in PLATFORMS},
     )
 
 
@@ -97,7 +87,7 @@ class Authorizer:
         self.pairing = pairing
 
     @staticmethod
-    def _shared_chat_allowed(speaker: Speaker, access: PlatformAccess) -> bool:
+    def _shared_chat_allowed(speaker: Speaker, access: AccessRules) -> bool:
         """Everyone may talk in an allowed chat (a thread follows its channel) or server."""
         chats = {speaker.chat_id, speaker.parent_chat_id} - {None}
         return bool(chats & access.chats) or (
@@ -111,7 +101,7 @@ class Authorizer:
         """Whether ``speaker`` may use the bot where they write (approvals as the database has them now)."""
         if self.policy.allow_all or self.is_admin(speaker.platform, speaker.user_id):
             return True
-        access = self.policy.platforms.get(speaker.platform, PlatformAccess())
+        access = self.policy.platforms.get(speaker.platform, AccessRules())
         if speaker.user_id in access.users:
             return True
         if speaker.chat_type is not ChatType.DIRECT and self._shared_chat_allowed(speaker, access):

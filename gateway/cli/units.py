@@ -92,7 +92,7 @@ SYSTEM_UNIT = """\
 #          sudo -u herald /var/lib/herald/venv/bin/pip install /path/to/herald
 #          sudo cp herald-gateway.service /etc/systemd/system/ && sudo systemctl daemon-reload
 #          sudo -u herald HERALD_HOME=/var/lib/herald/home /var/lib/herald/venv/bin/herald setup
-#          (put TELEGRAM_BOT_TOKEN and the API key in /var/lib/herald/home/.env)
+#          (put the bot token and the API key in /var/lib/herald/home/.env)
 #          sudo systemctl enable --now herald-gateway
 # Logs:    journalctl -u herald-gateway -f
 

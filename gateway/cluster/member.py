@@ -2,9 +2,9 @@
 what it holds (for ``/readyz`` and ``/metrics``).
 
 Every member is a worker (it answers what it stores, sends through every platform). The elected one
-also runs the connector: each receive-on-demand adapter's inbound side (Telegram polling or setting
-its webhook), APScheduler and the idle-review sweeper — see ``duties``. Discord's gateway is split
-into shards, each a lease that any member may hold (``shards``).
+also runs the connector: each receive-on-demand adapter's inbound side (polling, or setting its
+webhook), APScheduler and the idle-review sweeper — see ``duties``. An adapter whose receiving is split
+into shards (a ``ShardedReceiver``) has each shard as a lease that any member may hold (``shards``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from gateway.cluster.leases.leader import Leadership
 from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper
 from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.cluster.redis import Cluster
-from gateway.config import HeraldConfig
 from gateway.conversation.reviews import Reviews
 from gateway.cron.scheduler import CronScheduler
 from gateway.server.metrics import GatewayMetrics
@@ -36,7 +35,7 @@ class ClusterMember:
     leadership: Leadership
     queue: RedisWorkQueue
     session_leases: Callable[[], int]  # session leases this process holds now
-    shards: ShardKeeper | None = None  # Discord's shard leases, when Discord is enabled
+    shards: Sequence[ShardKeeper] = ()  # the shard leases of each sharded adapter
 
     @property
     def role(self) -> str:
@@ -46,14 +45,14 @@ class ClusterMember:
     async def resign(self) -> None:
         """Stop running the connector (a graceful shutdown: the next process takes over at once)."""
         await self.leadership.resign()
-        if self.shards is not None:
-            await self.shards.stop()
+        for keeper in self.shards:
+            await keeper.stop()
 
     def leases(self) -> list[str]:
         """The leases this process holds now."""
         held = ["leader"] if self.leadership.leading else []
-        if self.shards is not None:
-            held += [f"discord shard {i}/{n}" for i, n in sorted(self.shards.held().items())]
+        for keeper in self.shards:
+            held += [f"{keeper.platform} shard {i}/{n}" for i, n in sorted(keeper.held().items())]
         return held
 
     def report(self) -> dict[str, object]:
@@ -75,15 +74,15 @@ class ClusterMember:
                 lambda role=role: 1.0 if self.role == role else 0.0  # type: ignore[misc]
             )
         metrics.cluster_leases.labels("leader").set_function(lambda: 1.0 if self.leadership.leading else 0.0)
-        metrics.cluster_leases.labels("discord_shard").set_function(
-            lambda: float(len(self.shards.held())) if self.shards is not None else 0.0
-        )
+        for keeper in self.shards:
+            metrics.cluster_leases.labels(f"{keeper.platform}_shard").set_function(
+                lambda keeper=keeper: float(len(keeper.held()))  # type: ignore[misc]
+            )
 
 
 @asynccontextmanager
 async def open_member(
     cluster: Cluster,
-    config: HeraldConfig,
     *,
     adapters: Sequence[Adapter],
     scheduler: CronScheduler,
@@ -100,20 +99,19 @@ async def open_member(
     async with AsyncExitStack() as stack:
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
         cluster.watch.on_lost(leadership.suspect)
-        keeper: ShardKeeper | None = None
+        keepers: list[ShardKeeper] = []
         for adapter in adapters:
             if isinstance(adapter, ShardedReceiver):  # each shard a lease of its own, on any process
-                keeper = ShardKeeper(
-                    redis, instance_id, settings.leader_ttl, adapter, shard_count=config.discord.shard_count
-                )
+                keeper = ShardKeeper(redis, instance_id, settings.leader_ttl, adapter)
                 cluster.watch.on_lost(keeper.suspect)
+                keepers.append(keeper)
             elif adapter.receive_on_demand:
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
         leadership.add_duty("scheduler", scheduling(scheduler))
         leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
-        member = ClusterMember(instance_id, redis, leadership, queue, session_leases, keeper)
+        member = ClusterMember(instance_id, redis, leadership, queue, session_leases, keepers)
         member.observe(metrics)
         await stack.enter_async_context(leadership.campaigning())
-        if keeper is not None:
+        for keeper in keepers:
             await stack.enter_async_context(keeper.keeping())
         yield member

@@ -83,7 +83,8 @@ def chat_context(message: InboundMessage) -> str:
     )
 
 
-def session_spec(message: InboundMessage, *, is_admin: bool) -> SessionSpec:
+def session_spec(message: InboundMessage, *, is_admin: bool, platform_hint: str = "") -> SessionSpec:
+    """``platform_hint``: the platform's adapter's ``prompt_hint``."""
     return SessionSpec(
         session_key=session_key(message),
         source=message.platform,
@@ -92,6 +93,7 @@ def session_spec(message: InboundMessage, *, is_admin: bool) -> SessionSpec:
         chat_id=message.chat_id,
         user_id=message.user_id if message.chat_type is ChatType.DIRECT else None,
         chat_context=chat_context(message),
+        platform_hint=platform_hint,
     )
 
 

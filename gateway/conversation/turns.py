@@ -101,7 +101,8 @@ def turn_rights(services: Services, speaker: Speaker | None, memory_scope: str) 
 
 
 def _spec(services: Services, message: InboundMessage) -> SessionSpec:
-    return session_spec(message, is_admin=services.authorizer.is_admin(message.platform, message.user_id))
+    is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+    return session_spec(message, is_admin=is_admin, platform_hint=services.prompt_hint(message.platform))
 
 
 async def start_session(services: Services, lease: Lease, message: InboundMessage) -> StartedSession:

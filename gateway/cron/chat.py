@@ -10,6 +10,7 @@ memory; only the owner may touch jobs that post elsewhere.
 
 from __future__ import annotations
 
+from adapters.registry import EXAMPLE
 from gateway.cron.describe import created, describe_all
 from gateway.cron.manage import CHANGES, Caller, CronError, CronManager, change_job
 
@@ -20,7 +21,7 @@ USAGE = (
 
 NO_CHAT_HERE = (
     "The terminal has no chat to post into: add the job with `herald cron add --target "
-    "telegram:CHAT_ID --schedule SCHEDULE PROMPT`, or ask me to create it with a target."
+    f"{EXAMPLE}:CHAT_ID --schedule SCHEDULE PROMPT`, or ask me to create it with a target."
 )
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress
+from adapters.registry import EXAMPLE
 from agent.db import Storage, insert_ignoring_duplicates, serialize
 from gateway.access.auth import Speaker
 from gateway.delivery.outbox import OutboxState, item_states
@@ -43,7 +44,7 @@ from gateway.tables import cron_jobs
 
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"  # no 0/o, 1/l/i look-alikes
 ID_LENGTH = 6
-CLAIM_SLACK = 1.0  # seconds: a run may start this early and still count as due
+CLAIM_LEEWAY = 1.0  # seconds: a run may start this early and still count as due
 MAX_OUTPUT_CHARS = 4000  # of the last answer kept for `herald cron list`
 SESSION_PREFIX = "cron:"
 
@@ -79,7 +80,7 @@ def parse_target(text: str) -> ChatAddress:
     if not platform.isalpha() or not chat_id or ":" in thread_id or " " in rest:
         raise ValueError(
             f"'{text}' is not a chat: write platform:chat_id or platform:chat_id:thread_id "
-            "(e.g. telegram:12345)"
+            f"(e.g. {EXAMPLE}:12345)"
         )
     return ChatAddress(platform.lower(), chat_id, thread_id or None)
 
@@ -276,7 +277,7 @@ class CronJobs:
             ).first()
             if row is None or not row.enabled:
                 return False
-            if due_only and (row.next_run_at is None or row.next_run_at > now + CLAIM_SLACK):
+            if due_only and (row.next_run_at is None or row.next_run_at > now + CLAIM_LEEWAY):
                 return False  # not due: another run (another process, a coalesced fire) took it
             left = None if row.repeat is None else max(0, row.repeat - 1)
             finished = left == 0 or next_run_at is None

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Literal
 
 from adapters.base import ChatAddress
+from adapters.registry import EXAMPLE
 from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
 from gateway.config import SchedulerSettings
@@ -193,7 +194,7 @@ class CronManager:
     def _target(self, caller: Caller, text: str | None) -> ChatAddress:
         if text is None or not text.strip():
             if caller.chat is None:
-                raise CronError("There is no chat here to post into: give a target such as telegram:12345.")
+                raise CronError(f"There is no chat here to post into: give a target such as {EXAMPLE}:12345.")
             return caller.chat
         try:
             target = parse_target(text)

@@ -211,6 +211,7 @@ class CronRunner:
                 memory_scope=job.memory_scope,
                 chat_id=target.chat_id,
                 chat_context=CONTEXT.format(name=display_name(job.name)),
+                platform_hint=self.services.prompt_hint(target.platform),
             )
         )
         for warning in started.warnings:

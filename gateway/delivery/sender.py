@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
+from adapters.text.entities import plain_fallback
 from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
-from gateway.delivery.text import plain_fallback
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
 from resilience.renewal import Policy, Renewal, Renewer

@@ -27,9 +27,7 @@ from agent.api import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted
 from agent.db import FencedOut, StorageUnavailable
 from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
-from gateway.delivery.text.markdown import render_markdown
-from gateway.delivery.text.telegram import render_telegram
-from gateway.delivery.text.units import utf16_len
+from gateway.delivery.text.sanitize import sanitize_text
 from gateway.intake.inbox import Inbox
 from gateway.intake.lanes import INTERRUPTED
 
@@ -41,14 +39,10 @@ EMPTY_ANSWER = "(no answer)"
 
 
 def render(text: str, capabilities: Capabilities) -> list[OutboundText]:
-    """``text`` (the model's Markdown) as messages that each fit the platform; never empty."""
-    if capabilities.formatting == "telegram_entities":
-        parts = render_telegram(text, capabilities.max_message_length)
-    else:
-        measure = utf16_len if capabilities.length_unit == "utf16" else len
-        parts = [
-            OutboundText(part) for part in render_markdown(text, capabilities.max_message_length, measure)
-        ]
+    """``text`` (the model's Markdown) as messages that each fit the platform; never empty. The
+    platform's renderer (``capabilities.render``) gets it sanitized (``gateway.delivery.text.sanitize``)."""
+    source = sanitize_text(text)
+    parts = list(capabilities.render(source, capabilities.max_message_length)) if source.strip() else []
     return parts or [OutboundText(EMPTY_ANSWER)]
 
 

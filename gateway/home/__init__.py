@@ -15,10 +15,21 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
+from adapters.registry import PLATFORMS
 from agent.files import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs, read_text
 from gateway.config_doc import render_config_yaml
 
-ENV_TEMPLATE = """\
+
+def _platform_lines() -> str:
+    """A commented line per variable each registered platform reads, its purpose above it."""
+    lines = []
+    for spec in PLATFORMS:
+        for secret in (spec.token, *spec.secrets):
+            lines += [f"# {spec.title}: {secret.purpose}", f"# {secret.env}="]
+    return "\n".join(lines)
+
+
+ENV_TEMPLATE = f"""\
 # Secrets for Herald. Values already set in the environment win over this file.
 # Remove the # before a line you fill in.
 
@@ -29,8 +40,7 @@ ENV_TEMPLATE = """\
 # OPENAI_BASE_URL=
 
 # Chat platforms for `herald gateway run` (each is enabled when its token is set):
-# TELEGRAM_BOT_TOKEN=
-# DISCORD_BOT_TOKEN=
+{_platform_lines()}
 
 # web_search (web.search.provider: brave or tavily):
 # BRAVE_API_KEY=

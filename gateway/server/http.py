@@ -5,7 +5,7 @@ connected, the database takes a write and every extra :class:`ReadinessCheck` pa
 Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECONDS`, else 503 with
 what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
 this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
-``webhook_path`` gets its POSTs routed to it (Telegram's webhook mode). Applications mounted before
+``webhook_path`` gets its POSTs routed to it (a platform's webhook mode). Applications mounted before
 ``start`` serve under their prefix (the operator console at ``/console``).
 """
 
@@ -193,8 +193,8 @@ class HttpServer:
     def _webhook(self, adapter: Adapter) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             body = await request.read()
-            status = await adapter.receive_webhook(body, request.headers)
-            return web.Response(status=status)
+            reply = await adapter.receive_webhook(body, request.headers)
+            return web.Response(status=reply.status, body=reply.body, content_type=reply.content_type)
 
         return handle
 

@@ -80,7 +80,8 @@ class GatewayMetrics:
             ["instance", "role"], registry=self.registry,
         )  # fmt: skip
         self.cluster_leases = Gauge(
-            "gateway_cluster_leases", "Connector leases this process holds (leader, discord_shard)", ["kind"],
+            "gateway_cluster_leases", "Connector leases this process holds (leader, <platform>_shard)",
+            ["kind"],
             registry=self.registry,
         )  # fmt: skip
         self.cluster: Info | None = None  # set by in_cluster: one process shows none

@@ -1,28 +1,31 @@
-"""Discord's gateway shards as leases in Redis, spread over the processes of a cluster.
+"""A platform's receiving shards as leases in Redis, spread over the processes of a cluster.
 
-A bot in more than 2,500 servers must split its gateway connection into shards; one process holding
-them all would cap the bot at one machine. So each shard is a lease (``herald:discord:shard:N:I``
-for shard I of N), held and run by one process at a time: a :class:`gateway.cluster.leases.lease.RedisLease`
-kept by a :class:`resilience.renewal.Renewer` that fences itself as the leader's does
-(``gateway.cluster.leases.leader``): renewed every ``ttl/3``, and its connection closed by its holder once
-``ttl/2`` has passed without a successful renewal — before the lease can expire and another process
-connect the same shard. When the connection to Redis breaks (``gateway.cluster.watch``), every shard's
-lease is renewed at once and then every 0.2 s until Redis answers; a lease found gone closes its shard.
+A platform may split a bot's receiving into shards (Discord requires it past 2,500 servers: each shard
+a gateway connection); one process holding them all would cap the bot at one machine. An adapter that
+receives so is a :class:`ShardedReceiver` (``adapters.discord.DiscordAdapter``). Each shard is a
+lease (``herald:PLATFORM:shard:N:I`` for shard I of N), held and run by one process at a time: a
+:class:`gateway.cluster.leases.lease.RedisLease` kept by a :class:`resilience.renewal.Renewer` that
+fences itself as the leader's does (``gateway.cluster.leases.leader``): renewed every ``ttl/3``, and its
+connection closed by its holder once ``ttl/2`` has passed without a successful renewal — before the
+lease can expire and another process connect the same shard. When the connection to Redis breaks
+(``gateway.cluster.watch``), every shard's lease is renewed at once and then every 0.2 s until Redis
+answers; a lease found gone closes its shard.
 Should another process win one first, the shard runs twice for that moment, and its messages are still
 answered once (the inbox is unique).
 
-- **How many shards**: ``discord.shard_count``, or else Discord's recommendation (``GET
-  /gateway/bot``), asked by the first process that needs it and kept in Redis for a day
-  (``herald:discord:shard_count``), so every process uses the same count. When the count changes, each
-  process closes the shards of the old count and takes leases of the new one.
+- **How many shards**: the configured count (``ShardedReceiver.configured_shards``), or else the
+  platform's recommendation (``recommended_shards``: Discord's ``GET /gateway/bot``), asked by the first
+  process that needs it and kept in Redis for a day (``herald:PLATFORM:shard_count``), so every process
+  uses the same count. When the count changes, each process closes the shards of the old count and
+  takes leases of the new one.
 - **How many per process**: every process heartbeats in a sorted set of members
   (``herald:members``, scored by when its entry expires, in Redis' own clock); a process holds at most
   ``ceil(shards / members)``: it releases the shards over that share (after closing them) and takes
   free ones up to it, trying a taken one again just after its lease expires: a shard whose holder
   died is taken over within the TTL of the holder's last renewal.
-- Discord allows one IDENTIFY per 5 seconds per bot: a process connects a shard only after taking a
-  key that lives that long (``herald:discord:identify``), so shards connect one after another across
-  the cluster.
+- A platform may allow only so many new connections per bot (Discord: one IDENTIFY per 5 seconds): a
+  process connects a shard only after taking a key that lives ``identify_spacing`` seconds
+  (``herald:PLATFORM:identify``), so shards connect one after another across the cluster.
 - A shard that fails to connect is closed and released, and this process leaves it alone for a while
   (another process may fare better).
 
@@ -51,9 +54,7 @@ from resilience.renewal import Loss, Policy, Renewer
 log = logging.getLogger(__name__)
 
 MEMBERS_KEY = redis_key("members")
-COUNT_KEY = redis_key("discord", "shard_count")
-IDENTIFY_KEY = redis_key("discord", "identify")  # held for identify_spacing after each new connection
-COUNT_TTL = 24 * 3600  # seconds Discord's recommendation is kept before it is asked again
+COUNT_TTL = 24 * 3600  # seconds a platform's recommended count is kept before it is asked again
 FAILED_SHARD_PAUSE = 30.0  # seconds this process leaves a shard alone after it failed to connect
 
 # KEYS[1] the members set, ARGV[1] this member, ARGV[2] its entry's TTL in ms: {the live members'
@@ -82,7 +83,15 @@ class ShardedReceiver(Protocol):
     """An adapter whose receiving is split into shards (``adapters.discord.DiscordAdapter``)."""
 
     @property
-    def identify_spacing(self) -> float: ...
+    def platform(self) -> str: ...
+
+    @property
+    def configured_shards(self) -> int | None:
+        """The count its settings ask for (None: the platform's recommendation)."""
+
+    @property
+    def identify_spacing(self) -> float:
+        """Seconds between two new connections of this bot, over every process."""
 
     async def recommended_shards(self) -> int: ...
 
@@ -91,8 +100,18 @@ class ShardedReceiver(Protocol):
     async def stop_shard(self, shard_id: int) -> None: ...
 
 
-def shard_key(shard_id: int, shard_count: int) -> str:
-    return redis_key("discord", "shard", str(shard_count), str(shard_id))
+def shard_key(platform: str, shard_id: int, shard_count: int) -> str:
+    return redis_key(platform, "shard", str(shard_count), str(shard_id))
+
+
+def count_key(platform: str) -> str:
+    """Where the shard count every process uses is kept (when none is configured)."""
+    return redis_key(platform, "shard_count")
+
+
+def identify_key(platform: str) -> str:
+    """Held for ``identify_spacing`` after each new connection of the platform's bot."""
+    return redis_key(platform, "identify")
 
 
 def shard_policy(ttl: float) -> Policy:
@@ -114,8 +133,8 @@ class _Held:
 class ShardKeeper:
     """Holds this process's share of the shard leases and runs those shards on ``receiver``.
 
-    ``shard_count`` is the configured count (None: Discord's recommendation, kept in Redis). ``ttl``:
-    the leases' TTL in seconds (``cluster.leader_ttl``). ``clock`` is monotonic seconds.
+    The shard count is the receiver's configured one (None: the platform's recommendation, kept in
+    Redis). ``ttl``: the leases' TTL in seconds (``cluster.leader_ttl``). ``clock`` is monotonic seconds.
     """
 
     def __init__(
@@ -125,14 +144,14 @@ class ShardKeeper:
         ttl: float,
         receiver: ShardedReceiver,
         *,
-        shard_count: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.instance_id = instance_id
         self.ttl = ttl
         self.receiver = receiver
-        self.shard_count = shard_count
+        self.platform = receiver.platform
+        self.shard_count = receiver.configured_shards
         self.clock = clock
         self.policy = shard_policy(ttl)
         self._heartbeat = redis.register_script(HEARTBEAT)
@@ -140,7 +159,7 @@ class ShardKeeper:
         self._held: dict[int, _Held] = {}
         self._resting: dict[int, float] = {}  # shard id -> until when this process leaves it alone
         self._failing = False
-        self._keeping = BackgroundLoop(f"the Discord shard keeper ({instance_id})", self.run)
+        self._keeping = BackgroundLoop(f"the {self.platform} shard keeper ({instance_id})", self.run)
         self._stopped = False
         self._next_try: float | None = None  # when a taken shard this process wants expires
         self._wake = asyncio.Event()  # set: run a round now
@@ -182,7 +201,7 @@ class ShardKeeper:
                 try:
                     await self._round()
                 except Exception:  # a bug or a platform failure must not end the keeping for good
-                    log.exception("keeping the Discord shard leases failed; trying again")
+                    log.exception("keeping the %s shard leases failed; trying again", self.platform)
                 now = self.clock()
                 wake = min(now + self.interval, self._next_try or now + self.interval)
                 self._next_try = None
@@ -224,15 +243,16 @@ class ShardKeeper:
                 await self._win(count, share - len(keep), won)
         except (RedisUnavailable, TimeoutError) as error:
             if not self._failing:
-                log.warning("cannot keep the Discord shard leases (%s); trying again", error)
+                log.warning("cannot keep the %s shard leases (%s); trying again", self.platform, error)
             self._failing = True
         else:
             if self._failing:
-                log.info("Redis answers again; keeping the Discord shard leases")
+                log.info("Redis answers again; keeping the %s shard leases", self.platform)
             self._failing = False
         for held in extra:
             log.info(
-                "Discord shard %d/%d: more than this process's share; handing it over",
+                "%s shard %d/%d: more than this process's share; handing it over",
+                self.platform,
                 held.shard_id,
                 held.count,
             )
@@ -240,18 +260,20 @@ class ShardKeeper:
         for held in won:
             self._held[held.shard_id] = held
             held.renewer.start()
-            held.starting = asyncio.create_task(self._start(held), name=f"discord shard {held.shard_id}")
+            name = f"{self.platform} shard {held.shard_id}"
+            held.starting = asyncio.create_task(self._start(held), name=name)
         await self._drop_lost()
 
     async def _count(self) -> int:
         """The shard count every process uses (see the module)."""
         if self.shard_count is not None:
             return self.shard_count
-        stored = await self.redis.get(COUNT_KEY)
+        key = count_key(self.platform)
+        stored = await self.redis.get(key)
         if stored is None:
             recommended = await self.receiver.recommended_shards()  # DeliveryError: the round fails
-            await self.redis.set(COUNT_KEY, recommended, nx=True, ex=COUNT_TTL)
-            stored = await self.redis.get(COUNT_KEY)
+            await self.redis.set(key, recommended, nx=True, ex=COUNT_TTL)
+            stored = await self.redis.get(key)
         return int(stored) if stored is not None else 1
 
     async def _win(self, count: int, wanted: int, won: list[_Held]) -> None:
@@ -266,11 +288,11 @@ class ShardKeeper:
             if shard_id in self._held or self._resting.get(shard_id, 0.0) > now:
                 continue
             value = holder_value(self.instance_id)
-            lease = RedisLease(self.redis, shard_key(shard_id, count), value, self.ttl)
+            lease = RedisLease(self.redis, shard_key(self.platform, shard_id, count), value, self.ttl)
             renewer = Renewer(
                 lease,
                 self.policy,
-                name=f"Discord shard {shard_id}/{count}'s lease",
+                name=f"{self.platform} shard {shard_id}/{count}'s lease",
                 on_lost=lambda _: self._wake.set(),
                 clock=lambda: self.clock(),
             )
@@ -294,20 +316,20 @@ class ShardKeeper:
             await self._identify_turn()
             await self.receiver.receive_shard(held.shard_id, held.count)
         except Exception as error:
-            log.error("Discord shard %d/%d could not connect (%s); handing it over", held.shard_id,
-                      held.count, error)  # fmt: skip
+            log.error("%s shard %d/%d could not connect (%s); handing it over", self.platform,
+                      held.shard_id, held.count, error)  # fmt: skip
             held.failed = True
             self._wake.set()
             return
-        log.info("Discord shard %d/%d runs here (%s)", held.shard_id, held.count, self.instance_id)
+        log.info("%s shard %d/%d runs here (%s)", self.platform, held.shard_id, held.count, self.instance_id)
 
     async def _identify_turn(self) -> None:
-        """Wait for this bot's next IDENTIFY slot across the cluster: Discord allows one per
-        ``identify_spacing`` seconds per bot, whichever process connects (a key that lives that long)."""
+        """Wait for this bot's next connection slot across the cluster: one per ``identify_spacing``
+        seconds per bot (Discord's IDENTIFY), whichever process connects (a key that lives that long)."""
         spacing = self.receiver.identify_spacing
         if spacing <= 0:
             return
-        turn = RedisLease(self.redis, IDENTIFY_KEY, holder_value(self.instance_id), spacing)
+        turn = RedisLease(self.redis, identify_key(self.platform), holder_value(self.instance_id), spacing)
         while True:
             try:
                 async with asyncio.timeout(self.interval):
@@ -323,11 +345,11 @@ class ShardKeeper:
         """Close the shards whose lease was lost (taken, or not renewed for ``ttl/2``)."""
         for held in [h for h in self._held.values() if h.renewer.lost is not None]:
             if held.renewer.lost is Loss.LAPSED:
-                log.error("Discord shard %d/%d: no lease renewal for leader_ttl/2; closing it", held.shard_id,
-                          held.count)  # fmt: skip
+                log.error("%s shard %d/%d: no lease renewal for leader_ttl/2; closing it", self.platform,
+                          held.shard_id, held.count)  # fmt: skip
             else:
-                log.warning("Discord shard %d/%d: its lease expired or was taken; closing it", held.shard_id,
-                            held.count)  # fmt: skip
+                log.warning("%s shard %d/%d: its lease expired or was taken; closing it", self.platform,
+                            held.shard_id, held.count)  # fmt: skip
             await self._drop(held, release=False)
 
     async def _drop(self, held: _Held, *, release: bool) -> None:
@@ -341,14 +363,15 @@ class ShardKeeper:
         try:
             await self.receiver.stop_shard(held.shard_id)
         except Exception:
-            log.exception("closing Discord shard %d failed", held.shard_id)
+            log.exception("closing %s shard %d failed", self.platform, held.shard_id)
         if release:
             try:
                 async with asyncio.timeout(self.interval):
                     await held.lease.release()
             except (RedisUnavailable, TimeoutError) as error:
                 log.info(
-                    "could not release Discord shard %d's lease (it expires by itself): %s",
+                    "could not release %s shard %d's lease (it expires by itself): %s",
+                    self.platform,
                     held.shard_id,
                     error,
                 )

@@ -223,11 +223,17 @@ def send_chat_action(state: TelegramState, params: Params, uploads: Uploads) -> 
 FOLDERS = {"photo": ("photos", "jpg"), "voice": ("voice", "oga")}  # where an upload is kept, by field
 
 
+def _upload(params: Params, uploads: Uploads, field: str) -> Upload | None:
+    """The multipart part a send's ``field`` names: its own, or the one ``attach://name`` points at."""
+    value = params.get(field)
+    part = value.removeprefix("attach://") if isinstance(value, str) else field
+    return uploads.get(part) or uploads.get(field)
+
+
 def _media_file(state: TelegramState, params: Params, uploads: Uploads, field: str) -> StoredFile:
     """The file of a send: an upload (multipart part or ``attach://``), a known file_id, or a URL."""
     value = params.get(field)
-    part = value.removeprefix("attach://") if isinstance(value, str) else field
-    upload = uploads.get(part) or uploads.get(field)
+    upload = _upload(params, uploads, field)
     folder, extension = FOLDERS.get(field, ("documents", "bin"))
     if upload is not None:
         if not upload.content:
@@ -257,7 +263,7 @@ def _send_media(state: TelegramState, params: Params, uploads: Uploads, field: s
         duration = _optional_int(params, "duration") or 0
         msg.media = {"voice": {**stored.api(), "duration": duration, "mime_type": "audio/ogg"}}
     else:
-        upload = uploads.get(field)
+        upload = _upload(params, uploads, field)
         name = upload.filename if upload else stored.file_path.rpartition("/")[2]
         mime = upload.content_type if upload else "application/octet-stream"
         msg.media = {"document": {**stored.api(), "file_name": name, "mime_type": mime}}

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from adapters.base import OutboundText, TextEntity
-from gateway.delivery.text.boundaries import plan_spans
-from gateway.delivery.text.units import utf16_len, utf16_offsets
+from adapters.text.boundaries import plan_spans
+from adapters.text.units import utf16_len, utf16_offsets
 
 
 def clip_entities(entities: Iterable[TextEntity], start: int, end: int) -> tuple[TextEntity, ...]:
@@ -31,7 +31,7 @@ def split_outbound(message: OutboundText, limit: int) -> list[OutboundText]:
 
     Splitting happens after formatting, on the text that is actually sent, so nothing added later
     (escaping, say) can push a part over the limit. Break points and the whitespace invariant are
-    those of ``gateway.delivery.text.boundaries``; each part carries exactly the message's entities clipped
+    those of ``adapters.text.boundaries``; each part carries exactly the message's entities clipped
     to the part's range and rebased (``clip_entities``).
     """
     text = message.text
@@ -43,3 +43,11 @@ def split_outbound(message: OutboundText, limit: int) -> list[OutboundText]:
         )
         for span in plan_spans(text, limit, utf16_len)
     ]
+
+
+def plain_fallback(part: OutboundText) -> OutboundText:
+    """The same text without entities, for when a platform rejects a part's formatting.
+
+    The text is unchanged, so it stays within the limit it was split for.
+    """
+    return OutboundText(part.text)

@@ -1,14 +1,15 @@
-"""Telegram: Markdown to plain text plus entities, split to 4,096 UTF-16 code units per message.
+"""Telegram's renderer: Markdown to plain text plus entities, split to 4,096 UTF-16 code units per message.
 
 Sending entities instead of a parse mode means there is nothing to escape and no "can't parse
 entities" failure caused by the Markdown. The conversion is telegramify-markdown's ``convert``
 (its entities already count UTF-16 code units); this module wraps it so our signature stays stable,
-and makes it total: whatever the input, ``render_telegram`` returns sendable parts and never raises.
+and makes it total: whatever the (sanitized, see ``Capabilities.render``) input, ``render_telegram``
+returns sendable parts and never raises.
 
-Degradations, each to plain text (the sanitized Markdown source, no entities):
+Degradations, each to plain text (the Markdown source, no entities):
 
 - the converter raises;
-- its layout would explode (deeply nested lists, huge tables; see ``gateway.delivery.text.layout_guard``);
+- its layout would explode (deeply nested lists, huge tables; see ``layout_guard``);
 - it renders a non-blank source to blank text (an answer made only of an HTML block, say).
 """
 
@@ -20,10 +21,11 @@ from collections.abc import Iterable
 from telegramify_markdown import MessageEntity, RenderConfig, convert
 
 from adapters.base import OutboundText, TextEntity
-from gateway.delivery.text.entities import clip_entities, split_outbound
-from gateway.delivery.text.layout_guard import layout_growth
-from gateway.delivery.text.sanitize import mask_controls, sanitize_text
-from gateway.delivery.text.units import utf16_len
+from adapters.text.controls import mask_controls
+from adapters.text.entities import clip_entities, split_outbound
+from adapters.text.units import utf16_len
+
+from .layout_guard import layout_growth
 
 logger = logging.getLogger(__name__)
 
@@ -45,31 +47,22 @@ _QUOTE_TYPES = frozenset({"blockquote", "expandable_blockquote"})
 def render_telegram(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[OutboundText]:
     """Messages to send for ``markdown``: text plus entities, each text at most ``limit`` UTF-16 units.
 
-    Converts first, then splits the converted text (see ``gateway.delivery.text.entities.split_outbound``):
+    Converts first, then splits the converted text (see ``adapters.text.entities.split_outbound``):
     breaks at paragraphs, then lines, then words, hard cut only inside one over-long word; entities
     crossing a break are clipped into both parts with offsets rebased, so a split ``pre`` stays a
     ``pre`` with its language on both sides. Every entity lies within its part and has length > 0.
 
-    Blank input (empty, whitespace, nothing but control characters) returns ``[]``: there is no
-    message to send, and whether to say so is the caller's business, not the renderer's. The input is
-    sanitized first (lone surrogates become U+FFFD, control characters other than tab and newline
-    are dropped), so the output always encodes as UTF-8. ``ValueError`` only for ``limit`` below
-    ``MIN_LIMIT``, whatever the text.
+    Blank input (empty, whitespace) returns ``[]``: there is no message to send, and whether to say so
+    is the caller's business, not the renderer's. ``markdown`` was sanitized by the gateway (valid
+    Unicode, no control characters but tab and newline); a character reference the conversion turns
+    back into one is masked, so the output always encodes as UTF-8. ``ValueError`` only for ``limit``
+    below ``MIN_LIMIT``, whatever the text.
     """
     if limit < MIN_LIMIT:
         raise ValueError(f"limit must be at least {MIN_LIMIT} UTF-16 code units, got {limit}")
-    source = sanitize_text(markdown)
-    if not source.strip():
+    if not markdown.strip():
         return []
-    return split_outbound(_format(source), limit)
-
-
-def plain_fallback(part: OutboundText) -> OutboundText:
-    """The same text without entities, for when Telegram rejects a part's formatting.
-
-    The text is unchanged, so it stays within the limit it was split for.
-    """
-    return OutboundText(part.text)
+    return split_outbound(_format(markdown), limit)
 
 
 def _format(source: str) -> OutboundText:

@@ -5,8 +5,8 @@ The Markdown passes through untouched; only code fences are repaired around spli
 
 from __future__ import annotations
 
-from gateway.delivery.text.boundaries import Measure, plan_spans
-from gateway.delivery.text.fences import FenceFraming, find_fences
+from adapters.text.boundaries import Measure, plan_spans
+from adapters.text.fences import FenceFraming, find_fences
 
 
 def split_markdown(text: str, limit: int, measure: Measure = len) -> list[str]:

@@ -1,7 +1,7 @@
 """Where a long text may be split, and the greedy plan that splits it into parts within a limit.
 
 Both platform splitters share this core: Markdown for Discord and the terminal (with code fences
-repaired around each part, see ``gateway.delivery.text.fences``) and Telegram's rendered plain text (no
+repaired around each part, see ``adapters.text.fences``) and Telegram's rendered plain text (no
 repairs; entities are clipped afterwards). Each part ends at the best break that still fits:
 a paragraph break, else a line break, else a word break, else a hard cut, which therefore only
 ever happens inside a single word (or run of non-space characters) longer than the limit.

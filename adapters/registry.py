@@ -1,0 +1,27 @@
+"""Every platform Herald can talk on: the one list the gateway reads.
+
+Adding a platform is adding its spec here (``adapters/<name>/spec.py``, see ``adapters.spec`` and the
+README's "Adding a platform"); nothing else in the gateway or the agent names a platform. This is the
+only module outside a platform's own folder that imports it (``tests/test_layering.py``), and it imports
+only the specs: no SDK is loaded until a platform's ``build`` runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.discord.spec import SPEC as DISCORD
+from adapters.spec import PlatformSpec
+from adapters.telegram.spec import SPEC as TELEGRAM
+
+PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD)
+"""In the order config.yaml shows their sections and ``herald doctor`` checks them."""
+
+
+def find(name: str) -> PlatformSpec[Any] | None:
+    """The platform called ``name`` (an ``InboundMessage.platform``), if it is registered."""
+    return next((spec for spec in PLATFORMS if spec.name == name), None)
+
+
+EXAMPLE = PLATFORMS[0].name
+"""The platform that help texts and error messages use in their examples (``platform:12345``)."""

@@ -1,0 +1,8 @@
+"""Pure text functions for rendering an answer on a platform: counting, splitting, formatting spans.
+
+No I/O, no platform SDK, nothing of the gateway: a platform's renderer (``Capabilities.render``) is
+built from these, and the gateway uses them too. ``units`` counts UTF-16 code units; ``boundaries``
+plans where a long text splits; ``fences`` keeps code blocks balanced across parts; ``split`` splits
+Markdown; ``entities`` splits text plus formatting entities; ``controls`` masks control characters;
+``markdown`` is the renderer of platforms that show Markdown themselves.
+"""

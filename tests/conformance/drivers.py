@@ -1,0 +1,12 @@
+"""Every platform's conformance driver, by the platform's name: a platform in ``adapters.registry``
+without one here fails ``test_every_registered_platform_has_a_driver``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.conformance.discord_driver import DiscordDriver
+from tests.conformance.driver import Driver
+from tests.conformance.telegram_driver import TelegramDriver
+
+DRIVERS: dict[str, Callable[[], Driver]] = {"telegram": TelegramDriver, "discord": DiscordDriver}
