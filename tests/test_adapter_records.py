@@ -118,7 +118,7 @@ async def test_each_platform_sees_only_its_own_records(storage: Storage) -> None
 async def test_an_upgrade_moves_discords_interactions_into_the_record_store_with_their_answers(
     empty_database_url: StorageUrl,  # noqa: F811 - the fixture imported above
 ) -> None:
-    """A database from before revision 0011 had Discord's two tables: a command deferred then is still
+    """A database from before revision 0012 had Discord's two tables: a command deferred then is still
     answered in its interaction, privately, after the upgrade."""
     storage = await _unmigrated(empty_database_url)
     expires = time.time() + 600

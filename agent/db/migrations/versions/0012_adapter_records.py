@@ -3,8 +3,8 @@ platform): Discord's slash-command interactions move there from the two tables o
 as they were (an interaction's facts under ``interaction:ID``, each answering message under
 ``message:ID`` as its child), so a command deferred before the upgrade is still answered after it.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-04
 """
 
@@ -15,8 +15,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
