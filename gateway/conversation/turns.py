@@ -230,11 +230,15 @@ async def _finish(
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
     else:
-        lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
-        text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
+        text = with_notices(result.text, [*notices, *result.notices])  # e.g. no vision, a fallback, cut off
         await services.replies.queue(stream.final(text), row=row, state=InboxState.ANSWERED)
         metrics.turns.labels("answered").inc()
     metrics.turn_seconds.observe(time.time() - row.received_at)
+
+
+def with_notices(text: str, notices: Sequence[str]) -> str:
+    """An answer with its notices (a line each, marked ℹ️) after it, as every answer is delivered."""
+    return "\n\n".join([text, *(f"ℹ️ {line}" for line in notices)])
 
 
 async def take_turn(
