@@ -12,8 +12,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,15 +245,3 @@ async def chat_in_terminal(
         out.write(chat_header(session))
         code = await interactive(terminal, out=out, read=read)
     return TerminalChat(code, out.getvalue(), err.getvalue())
-
-
-WAIT_TIMEOUT = 15.0
-
-
-async def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109
-    """Wait for ``condition()`` to hold (a state, never a fixed sleep); fails saying ``what`` was awaited."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.01)

@@ -338,7 +338,8 @@ async def test_each_fallback_model_is_checked_for_its_key_and_endpoint(
         {**mini, "name": "gpt-4o", "base_url": "http://127.0.0.1:9/v1"},  # nothing listens there
         {"provider": "openai", "name": "deepseek-chat", "api_key_env": "DEEPSEEK_KEY"},
     ]
-    model = {"provider": "anthropic", "name": "claude-sonnet-4-6", "base_url": emulator_url}
+    model: dict[str, object] = {"provider": "anthropic", "name": "claude-sonnet-4-6"}
+    model["base_url"] = emulator_url
     model["fallbacks"] = fallbacks
     config = HeraldConfig.model_validate({"model": model})
     environ = {"ANTHROPIC_API_KEY": "test-key", "MINI_KEY": "mini-key"}

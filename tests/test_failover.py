@@ -31,7 +31,8 @@ from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
-from tests.helpers import new_session, run_turn, wait_until, write_project_notes
+from tests.fakes.waiting import wait_until
+from tests.helpers import new_session, run_turn, write_project_notes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -144,7 +145,7 @@ async def test_an_overloaded_model_is_stood_in_for_until_a_probe_finds_it_back(
 
         emulator.clock.advance(30)  # the minute is over; the probe interval too
         await turn(runtime, session, "four", emulator)  # answered by the fallback; it starts a probe
-        await wait_until(lambda: failover_of(runtime).outage(primary_of(runtime)) is None, "the probe")
+        await wait_until(lambda: failover_of(runtime).outage(primary_of(runtime)) is None, what="the probe")
         [probe] = [r for r in emulator.requests[7:] if r.model == SONNET]
         assert probe.ok and probe.json["max_tokens"] == 1 and probe.prompt_tokens <= 30
 

@@ -14,8 +14,8 @@ from agent.api import Provider
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.waiting import wait_until
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
-from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -67,7 +67,7 @@ async def test_an_overloaded_model_is_stood_in_for_then_answers_again(
 
         emulator.clock.advance(40)  # the minute is over, and the probe interval
         assert await ask(harness, "five") == f"Answer to five.\n\n{LINE}"  # it starts a probe beside it
-        await wait_until(lambda: not primary_failing(runtime), "the probe to find the primary back")
+        await wait_until(lambda: not primary_failing(runtime), what="the probe to find the primary back")
         assert await ask(harness, "six") == "Answer to six."
         assert await ask(harness, "seven") == "Answer to seven."
 
