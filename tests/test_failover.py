@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from agent.db.schema import requests
+from agent.events import FailingOver, TextDelta
 from agent.failover import (
     WAITS_FOR_PRIMARY,
     FailedOver,
@@ -32,7 +33,7 @@ from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.fakes.waiting import wait_until
-from tests.helpers import new_session, run_turn, write_project_notes
+from tests.helpers import EventLog, new_session, run_turn, write_project_notes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -187,6 +188,26 @@ def usage_of(request: RecordedRequest) -> Any:
         cache_write_5m_tokens=request.cache_write - write_1h,
         cache_write_1h_tokens=write_1h,
     )
+
+
+async def test_text_the_failing_model_streamed_is_taken_back_before_the_fallback_answers(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The primary breaks off mid-answer on every attempt: what it streamed is not the answer; the
+    person is told to discard it, then reads the fallback's answer once, with the line."""
+    async with open_agent_runtime(config(emulator_url, fallback("anthropic", emulator_url)), home) as runtime:
+        session = await new_session(runtime)
+        emulator.fail_midstream("overloaded_error", count=4)  # the primary's attempt and its 3 retries
+        emulator.script(Reply(text="The whole answer."))
+        events = EventLog()
+        result = await run_turn(runtime, session, "hello", events)
+    assert result.error is None and result.text == "The whole answer."
+    assert result.notices == (OVERLOADED.format(HAIKU),)
+    [switch] = [e for e in events.events if isinstance(e, FailingOver)]
+    assert switch.model == HAIKU and switch.discard_partial
+    at = events.events.index(switch)
+    assert "".join(e.text for e in events.events[at + 1 :] if isinstance(e, TextDelta)) == "The whole answer."
+    assert [(r.model, r.ok) for r in emulator.requests] == [(SONNET, False)] * 4 + [(HAIKU, True)]
 
 
 async def test_a_request_refused_as_invalid_is_not_sent_to_a_fallback(

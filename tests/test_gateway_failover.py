@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from agent.api import Provider
+from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import wait_until
-from tests.gateway_support import FRIEND, Harness, telegram_gateway
+from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -108,3 +109,19 @@ async def test_a_spend_limit_is_not_failed_over(
         reply = await ask(harness, "hello", answered=False)
     assert reply == "This chat has used its $0.01 for today; it resets at 00:00 UTC."
     assert [r.model for r in emulator.requests] == [SONNET] * 4
+
+
+async def test_a_scheduled_run_is_answered_by_the_fallback_with_the_line(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    async with telegram_gateway(home, emulator, emulator_url, model=FALLBACKS) as harness:
+        runtime_of(harness, emulator)
+        harness.fake.private_message(ADMIN, "/cron add every 2h | remind me to water the plants")
+        await harness.settled()
+        [job] = await harness.gateway.services.runtime.cron.jobs.all()
+        emulator.fail_for(60, 529, model=SONNET)
+        emulator.script(Reply(text="Water the plants."))
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
+        await harness.settled()
+        assert harness.texts(ADMIN)[-1] == f"Water the plants.\n\n{LINE}"
+    assert [r.model for r in emulator.requests] == [SONNET] * 4 + [HAIKU]
