@@ -147,7 +147,10 @@ class ModelCalls:
         recorded first)."""
         fallbacks = self._fallbacks(provider, purpose)
         if self.failover is None or not fallbacks:
-            return await self._send(provider, request, session, purpose, policy, on_text, on_retry)
+            response = await self._send(provider, request, session, purpose, policy, on_text, on_retry)
+            if self.failover is not None and self.failover.outage(provider) is not None:
+                self.failover.probed(provider, None, self.clock())  # it answered (a review): it is back
+            return response
         outage = self.failover.outage(provider)
         if outage is None:
             try:

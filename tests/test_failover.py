@@ -242,14 +242,27 @@ async def test_a_spend_limit_is_not_a_reason_to_ask_another_model(
 async def test_a_background_review_waits_for_the_sessions_own_model(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
+    """A review is not urgent: during an outage it fails rather than write the conversation into the
+    fallback's cache; once one is answered by the session's own model, that model is known to be back."""
     assert REVIEW in WAITS_FOR_PRIMARY
     async with open_agent_runtime(config(emulator_url, fallback("anthropic", emulator_url)), home) as runtime:
+        synced(runtime, emulator)
         session = await new_session(runtime)
         await turn(runtime, session, "one", emulator)
         emulator.fail_for(60, 529, model=SONNET)
+        await turn(runtime, session, "two", emulator)  # answered by the fallback: an outage
         result = await review(runtime.agent, session, max_iterations=2)
-    assert result.error is not None and "overloaded" in result.error
-    assert HAIKU not in {r.model for r in emulator.requests}
+        assert result.error is not None and "overloaded" in result.error
+        reviews_during = [r.model for r in emulator.requests[6:]]
+
+        emulator.clock.advance(40)  # the minute is over; no probe has run (a review starts none)
+        assert failover_of(runtime).outage(primary_of(runtime)) is not None
+        emulator.script(Reply(text="Nothing to keep."))
+        assert (await review(runtime.agent, session, max_iterations=2)).error is None
+        assert failover_of(runtime).outage(primary_of(runtime)) is None
+        await turn(runtime, session, "three", emulator)
+    assert reviews_during == [SONNET] * 4
+    assert [r.model for r in emulator.requests[10:]] == [SONNET, SONNET]  # the review, then the turn
 
 
 async def test_a_fallback_without_its_key_stops_the_start_with_where_to_put_it(
