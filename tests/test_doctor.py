@@ -7,6 +7,7 @@ import asyncio
 import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import yaml
@@ -366,6 +367,26 @@ async def test_each_fallback_model_is_checked_for_its_key_and_endpoint(
     assert found[3][2].startswith("cannot reach http://127.0.0.1:9/v1 (")
     assert "(model.fallbacks[2].base_url or OPENAI_BASE_URL)" in found[3][2]
     assert found[4][2] == "not checked: no API key for openai (DEEPSEEK_KEY)."
+
+
+async def test_spoken_replies_say_whether_their_speech_service_has_its_key(home: HeraldHome) -> None:
+    async def said(tts: dict[str, Any], environ: dict[str, str]) -> list[tuple[str, str]]:
+        config = HeraldConfig.model_validate({"tts": tts})
+        context = DoctorContext(home, {"ANTHROPIC_API_KEY": "k", **environ}, offline=True, config=config)
+        findings = await check_keys(context)
+        return [(f.status, f.text) for f in findings if "tts" in f.text or "spoken" in f.text]
+
+    missing = await said({"provider": "openai"}, {})
+    assert missing == [("fail", missing[0][1])]
+    assert missing[0][1].startswith("tts.provider is openai but OPENAI_API_KEY is not set: put the key in")
+    assert await said({"provider": "openai"}, {"OPENAI_API_KEY": "sk"}) == [
+        ("ok", "OPENAI_API_KEY is set for spoken replies (tts-1).")
+    ]
+    assert await said({"provider": "openai", "base_url": "http://127.0.0.1:8880/v1"}, {}) == [
+        ("ok", "spoken replies at http://127.0.0.1:8880/v1 get no key (OPENAI_API_KEY is not set).")
+    ]
+    assert await said({"provider": "edge"}, {}) == []  # Edge needs no key
+    assert await said({"provider": "openai", "mode": "off"}, {}) == []  # nothing is spoken
 
 
 async def web_search_report(
