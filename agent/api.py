@@ -24,7 +24,17 @@ from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
 from agent.cache_misses.watch import CacheWatch
 from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
-from agent.events import Compressed, EventCallback, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.events import (
+    Compressed,
+    EventCallback,
+    FailingOver,
+    Retrying,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+)
+from agent.failover import Failover
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import (
     DatabaseSessionLocks,
@@ -98,6 +108,8 @@ __all__ = [
     "DecodeBudget",
     "EdgeSynthesizer",
     "EventCallback",
+    "FailingOver",
+    "Failover",
     "Lease",
     "Limit",
     "Loader",

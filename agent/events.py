@@ -48,11 +48,21 @@ class Retrying:
 
 
 @dataclass(frozen=True)
+class FailingOver:
+    """The session's own model failed for good; a fallback model (``model``) is asked next
+    (``agent.failover``). ``line`` says so to the person."""
+
+    model: str
+    line: str
+    discard_partial: bool  # text already streamed by the failed model is not the answer
+
+
+@dataclass(frozen=True)
 class Compressed:
     outcome: CompressionOutcome
 
 
-TurnEvent = TextDelta | ToolStarted | ToolFinished | Retrying | Compressed
+TurnEvent = TextDelta | ToolStarted | ToolFinished | Retrying | FailingOver | Compressed
 EventCallback = Callable[[TurnEvent], Awaitable[None]]
 
 

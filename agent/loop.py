@@ -16,7 +16,8 @@ request, and is closed like a failed one, with ``TurnResult.refused`` saying whi
 earlier requests answered was complete (never a half-written answer).
 
 An answer cut off by ``max_tokens`` is never passed off as complete: by ``agent.on_max_tokens`` the
-model is asked once to continue, and an answer still cut off comes with a one-line notice.
+model is asked once to continue, and an answer still cut off comes with a one-line notice. So does an
+answer that a fallback model gave because the session's own was failing (``agent.failover``).
 
 Every operation on a session needs a :class:`agent.locks.Lease` on the session's key: one turn at a
 time per session, everywhere.
@@ -39,11 +40,13 @@ from agent.events import (
     EventCallback,
     EventConsumerFailed,
     EventPump,
+    FailingOver,
     Retrying,
     TextDelta,
     ToolFinished,
     ToolStarted,
 )
+from agent.failover import FailedOver, failover_line
 from agent.files.text import valid_text
 from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
@@ -83,7 +86,7 @@ class TurnResult:
     usage: Usage
     iterations: int
     error: str | None = None  # one sentence for the user when no answer could be produced
-    notice: str | None = None  # one line for the user about an answer that came (e.g. it was cut off)
+    notices: tuple[str, ...] = ()  # a line each about the answer that came (a fallback's, cut off)
     refused: Refusal | None = None  # the spend limit that stopped the turn before its next request
 
 
@@ -154,6 +157,7 @@ class Agent:
         answered = False  # the turn's final assistant message is stored: nothing left to close
         continued = False  # an answer cut off by max_tokens was continued (once per turn)
         parts: list[str] = []  # the text of a continued answer so far
+        failovers: list[FailedOver] = []  # the turn's requests a fallback model answered
         try:
             provider = self.provider_for(session)
             history = await self._settled_history(session)
@@ -185,6 +189,8 @@ class Agent:
                 )
                 response = await self._complete(provider, session, request, pump, purpose)
                 total += response.usage
+                if response.failed_over is not None:
+                    failovers.append(response.failed_over)
                 pump.check()
                 if response.cut_off and self.settings.on_max_tokens == "continue" and not continued:
                     continued = True
@@ -202,11 +208,12 @@ class Agent:
                     answered = True
                     await self._maybe_compress(session, [*messages, *stored], response, pump)
                     await pump.flush()
+                    cut_off = self._cut_off_notice() if response.cut_off else None
                     return TurnResult(
                         text="".join([*parts, response.text]),
                         usage=total,
                         iterations=iteration,
-                        notice=self._cut_off_notice() if response.cut_off else None,
+                        notices=_lines(failover_line(failovers), cut_off),
                     )
                 parts = []
                 assistant = with_payload(
@@ -228,7 +235,8 @@ class Agent:
             )
             answered = True
             await pump.flush()
-            return TurnResult(text=note, usage=total, iterations=iteration)
+            notices = _lines(failover_line(failovers))
+            return TurnResult(text=note, usage=total, iterations=iteration, notices=notices)
         except OverBudget as refusal:  # the request that would have crossed a limit was not sent
             log.info("session %s: turn stopped before request %d: %s", session.id, iteration, refusal)
             result = await self._fail(session, turn_ids, total, iteration, str(refusal), pump)
@@ -375,6 +383,11 @@ class Agent:
             pump.emit(Retrying(attempt, delay, str(error), discard_partial=streamed))
             streamed = False
 
+        async def on_failover(failover: FailedOver) -> None:
+            nonlocal streamed
+            pump.emit(FailingOver(failover.fallback, failover.line, discard_partial=streamed))
+            streamed = False
+
         return await self.calls.complete(
             provider,
             request,
@@ -383,6 +396,7 @@ class Agent:
             policy=self.settings.retry,
             on_text=on_text,
             on_retry=on_retry,
+            on_failover=on_failover,
         )
 
     async def ttls_for(self, session: SessionRecord) -> tuple[Ttl, Ttl]:
@@ -437,6 +451,10 @@ def continuation(cut_off_text: str) -> list[Message]:
         Message(role="assistant", content=cut_off_text),
         Message(role="user", content=CONTINUE_PROMPT, meta={CONTINUATION_MARK: True}),
     ]
+
+
+def _lines(*lines: str | None) -> tuple[str, ...]:
+    return tuple(line for line in lines if line)
 
 
 def _id(message: Message) -> int:

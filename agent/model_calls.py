@@ -12,7 +12,11 @@ scheduled job's run: each asks this one object, which
    a request cancelled mid-stream records what it cost so far (``StreamProgress``), a failed one
    nothing; then settles the gate's reservation;
 4. has an answered request's cache read judged (``agent.cache_misses``): a shortfall is a cache-miss
-   event with its cause.
+   event with its cause;
+5. when the session's own model still fails after its retries (overloaded, 5xx, timeouts, dropped
+   connections: ``agent.failover``), sends the same request to the fallback models in turn, each through
+   steps 1 to 4 at its own prices and under its own name, and probes the failing model in the background
+   until it answers again. A background review waits for the session's own model instead.
 
 So a new kind of request cannot forget the limits, the usage record or the cache check: there is no other
 way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). A spoken reply's
@@ -23,16 +27,20 @@ price, the usage record (purpose "speech", its characters) and the settlement fo
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
+from agent.failover import PROBE, WAITS_FOR_PRIMARY, FailedOver, Failover, Outage, fails_over, failure_reason
 from agent.limits import RequestLimiter
 from agent.media.speech import Synthesizer
+from agent.messages import Message
 from agent.models import ModelInfo
+from agent.prompt import SystemPrompt
 from agent.providers.base import (
     Provider,
     ProviderError,
@@ -43,11 +51,43 @@ from agent.providers.base import (
 )
 from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, complete_with_retries
 from agent.spending.estimate import estimate_cost
-from agent.spending.gate import Admission, SpendGate
+from agent.spending.gate import Admission, OverBudget, SpendGate
 from agent.store import SessionRecord, SessionStore
 from agent.usage import Usage, priced, spoken
 
+log = logging.getLogger(__name__)
+
 REMEMBERED_SESSIONS = 4096  # sessions whose last request is remembered for estimates
+PROBE_POLICY = RetryPolicy(max_retries=0, base_delay=0.0)  # one attempt: the next probe is an interval away
+PROBE_SYSTEM = SystemPrompt(stable="Reply with one word.", context="", volatile="")
+
+FailoverCallback = Callable[[FailedOver], Awaitable[None]]
+"""Told before a fallback is asked, so text the failed model streamed can be discarded."""
+
+
+def probe_request(session_id: str) -> ProviderRequest:
+    """A probe: a few tokens in, one out (``max_tokens`` 1). Its prefix is far below any cacheable
+    minimum: it neither writes nor reads a cache entry."""
+    return ProviderRequest(
+        session_id=session_id,
+        system=PROBE_SYSTEM,
+        tools=(),
+        messages=(Message(role="user", content="ping"),),
+        max_tokens=1,
+    )
+
+
+def _again(error: ProviderError) -> ProviderError:
+    """A fresh copy of ``error`` to raise (an outage's error is raised for many requests, in many tasks)."""
+    copy = ProviderError(
+        str(error),
+        retryable=error.retryable,
+        status=error.status,
+        retry_after=error.retry_after,
+        kind=error.kind,
+    )
+    copy.attempts = error.attempts
+    return copy
 
 
 @dataclass(frozen=True)
@@ -72,6 +112,7 @@ class ModelCalls:
         gate: SpendGate,
         model_info: Callable[[str], ModelInfo],
         cache_watch: CacheWatch | None = None,
+        failover: Failover | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -79,8 +120,11 @@ class ModelCalls:
         self.gate = gate
         self.model_info = model_info
         self.cache_watch = cache_watch  # judges every answered request's cache read
+        self.failover = failover  # the fallback models (None: none configured)
         self.clock = clock
-        self._last_sent: OrderedDict[str, tuple[int, float]] = OrderedDict()  # session -> (tokens, when)
+        # (session, model) -> (prompt tokens, when) of its last request
+        self._last_sent: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        self._probes: set[asyncio.Task[None]] = set()
 
     async def complete(
         self,
@@ -92,14 +136,93 @@ class ModelCalls:
         policy: RetryPolicy,
         on_text: TextCallback | None = None,
         on_retry: RetryCallback | None = None,
+        on_failover: FailoverCallback | None = None,
     ) -> ProviderResponse:
         """Send ``request`` on behalf of ``session`` (a side task's and a summary's: the parent's),
         recorded as ``purpose`` ("turn", "summary" ...).
 
-        Raises ``OverBudget`` (nothing sent), a ``ProviderError`` after retries, or cancellation (what
-        the stopped attempt cost is recorded first)."""
+        When ``provider`` (the session's own model) fails for good with a failure another model may not
+        share, the fallbacks are asked in turn (``on_failover`` before each); the answer then names the
+        fallback in ``failed_over``.
+
+        Raises ``OverBudget`` (nothing sent), a ``ProviderError`` after retries (the session's own
+        model's, when the fallbacks failed too), or cancellation (what the stopped attempt cost is
+        recorded first)."""
+        fallbacks = self._fallbacks(provider, purpose)
+        if self.failover is None or not fallbacks:
+            response = await self._send(provider, request, session, purpose, policy, on_text, on_retry)
+            if self.failover is not None and self.failover.outage(provider) is not None:
+                self.failover.probed(provider, None, self.clock())  # it answered (a review): it is back
+            return response
+        outage = self.failover.outage(provider)
+        if outage is None:
+            try:
+                return await self._send(provider, request, session, purpose, policy, on_text, on_retry)
+            except ProviderError as error:
+                if not fails_over(error):
+                    raise
+                outage = self.failover.failed(provider, error, self.clock())
+        elif self.failover.probe_due(provider, self.clock()):
+            self._start_probe(provider, session)
+        return await self._fall_back(
+            provider, outage, fallbacks, request, session, purpose, policy, on_text, on_retry, on_failover
+        )
+
+    def _fallbacks(self, provider: Provider, purpose: str) -> list[Provider]:
+        if self.failover is None or purpose in WAITS_FOR_PRIMARY:
+            return []
+        return self.failover.fallbacks(provider)
+
+    async def _fall_back(
+        self,
+        primary: Provider,
+        outage: Outage,
+        fallbacks: Sequence[Provider],
+        request: ProviderRequest,
+        session: SessionRecord,
+        purpose: str,
+        policy: RetryPolicy,
+        on_text: TextCallback | None,
+        on_retry: RetryCallback | None,
+        on_failover: FailoverCallback | None,
+    ) -> ProviderResponse:
+        """The same request to each fallback in turn, until one answers (``primary`` failed with
+        ``outage.error``); a spend limit stops it there."""
+        for fallback in fallbacks:
+            answered_by = FailedOver(primary.model, fallback.model, failure_reason(outage.error))
+            if on_failover is not None:
+                await on_failover(answered_by)
+            try:
+                response = await self._send(fallback, request, session, purpose, policy, on_text, on_retry)
+            except OverBudget:
+                raise
+            except ProviderError as error:
+                log.warning(
+                    "session %s: fallback model %s failed too (%s, status=%s: %s)",
+                    session.id, fallback.model, error.kind, error.status, error,
+                )  # fmt: skip
+                continue
+            log.info(
+                "session %s: a %s request answered by fallback model %s (%s %s)",
+                session.id, purpose, fallback.model, primary.model, answered_by.reason,
+            )  # fmt: skip
+            return replace(response, failed_over=answered_by)
+        raise _again(outage.error)
+
+    async def _send(
+        self,
+        provider: Provider,
+        request: ProviderRequest,
+        session: SessionRecord,
+        purpose: str,
+        policy: RetryPolicy,
+        on_text: TextCallback | None = None,
+        on_retry: RetryCallback | None = None,
+    ) -> ProviderResponse:
+        """Steps 1 to 4 of the module's docstring, for one model."""
         info = self.model_info(provider.model)
-        admission = await self.gate.admit(estimate_cost(request, info, cached_tokens=self._cached(request)))
+        cached = self._cached(request, provider.model)
+        admission = await self.gate.admit(estimate_cost(request, info, cached_tokens=cached))
         progress = StreamProgress()
         sent = _Sent(session, provider, request, purpose, self.clock())
         try:
@@ -120,6 +243,37 @@ class ModelCalls:
             raise
         await self._finish(sent, admission, response.usage, answered=True)
         return response
+
+    def _start_probe(self, primary: Provider, session: SessionRecord) -> None:
+        """Probe ``primary`` in a task of its own, recorded in ``session`` (whose request found it due)
+        and charged like that request (the task inherits its charge)."""
+        task = asyncio.create_task(self._probe(primary, session), name=f"probe of {primary.model}")
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, primary: Provider, session: SessionRecord) -> None:
+        failover = self.failover
+        assert failover is not None, "probes are started only with fallbacks"
+        try:
+            await self._send(primary, probe_request(session.id), session, PROBE, PROBE_POLICY)
+        except OverBudget as refusal:
+            log.info("model %s: no probe for now: %s", primary.model, refusal)
+            failover.postpone(primary, self.clock())
+        except ProviderError as error:  # a request refused as invalid was still answered: it is back
+            failover.probed(primary, error if fails_over(error) else None, self.clock())
+        except Exception:  # a database away, a bug: the outage stays, the next probe is an interval away
+            log.exception("model %s: the probe failed unexpectedly", primary.model)
+            failover.postpone(primary, self.clock())
+        else:
+            failover.probed(primary, None, self.clock())
+
+    async def aclose(self) -> None:
+        """Stop the probes in flight (at shutdown)."""
+        probes = list(self._probes)
+        for probe in probes:
+            probe.cancel()
+        if probes:
+            await asyncio.wait(probes)
 
     async def speak(
         self,
@@ -176,21 +330,23 @@ class ModelCalls:
         except BaseException:
             await self.gate.release(admission)
             raise
-        self._remember(request.session_id, usage.prompt_tokens)
+        if sent.purpose != PROBE:  # a probe is not the session's prompt: it neither says what is cached
+            self._remember(request.session_id, provider.model, usage.prompt_tokens)
         await self.gate.settle(admission, record.cost, recorded.spent)
-        if answered and self.cache_watch is not None:
+        if answered and self.cache_watch is not None and sent.purpose != PROBE:
             exchange = Exchange(sent.session, provider, request, record, recorded.request_id, sent.at, now)
             await self.cache_watch.observe(exchange)
 
-    def _cached(self, request: ProviderRequest) -> int:
-        """What of ``request`` the cache should still hold: its session's previous request, if that was
-        sent within the TTL (as far as this process knows)."""
-        size, sent_at = self._last_sent.get(request.session_id, (0, 0.0))
+    def _cached(self, request: ProviderRequest, model: str) -> int:
+        """What of ``request`` the cache of ``model`` should still hold: its session's previous request
+        to that model, if that was sent within the TTL (as far as this process knows)."""
+        size, sent_at = self._last_sent.get((request.session_id, model), (0, 0.0))
         ttl = ONE_HOUR if request.prefix_ttl == "1h" else FIVE_MINUTES
         return size if self.clock() - sent_at < ttl else 0
 
-    def _remember(self, session_id: str, prompt_tokens: int) -> None:
-        self._last_sent[session_id] = (prompt_tokens, self.clock())
-        self._last_sent.move_to_end(session_id)
+    def _remember(self, session_id: str, model: str, prompt_tokens: int) -> None:
+        key = (session_id, model)
+        self._last_sent[key] = (prompt_tokens, self.clock())
+        self._last_sent.move_to_end(key)
         while len(self._last_sent) > REMEMBERED_SESSIONS:
             self._last_sent.popitem(last=False)

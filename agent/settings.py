@@ -19,6 +19,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -50,6 +51,27 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
 
+class FallbackModel(Section):
+    """A model that answers when a session's own keeps failing (overloaded, 5xx, timeouts, dropped
+    connections) after its retries; see the README's "Fallback models"."""
+
+    provider: ProviderKind = Field(description="anthropic | openai (any compatible server via base_url).")
+    name: str = Field(min_length=1, description="Model name as the provider spells it.")
+    base_url: str | None = Field(
+        None,
+        description="API endpoint; null = model.base_url when the provider is model.provider, else the "
+        "SDK default.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding its API key; null = the one model.provider's key is "
+        "read from when the provider is the same, else ANTHROPIC_API_KEY or OPENAI_API_KEY.",
+    )
+
+    def same_model(self, provider: object, name: object, base_url: object) -> bool:
+        return (self.provider, self.name, self.base_url) == (provider, name, base_url)
+
+
 class ModelSettings(Section):
     """The model new sessions are built for (a session keeps its model for life)."""
 
@@ -79,6 +101,32 @@ class ModelSettings(Section):
     retry_base_delay: StrictFloat = Field(
         1.0, ge=0, description="First backoff in seconds (doubled per retry, jittered; retry-after wins)."
     )
+    fallbacks: list[FallbackModel] = Field(
+        default_factory=list,
+        description="Models that answer, in this order, when a session's own model still fails after its "
+        "retries (overloaded, 5xx, timeouts, dropped connections; never a request refused as invalid or a "
+        "spend limit), each with one line saying so, e.g. [{provider: anthropic, name: claude-haiku-4-5}]; "
+        "keys: provider, name, base_url, api_key_env.",
+    )
+    fallback_probe_interval: StrictFloat = Field(
+        30.0,
+        gt=0,
+        description="While a model is failing, its requests go straight to the fallbacks, and at most this "
+        "often (seconds) a request starts a one-token probe of it in the background; once one is answered "
+        "the model is used again.",
+    )
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _fallbacks_differ(cls, value: list[FallbackModel], info: ValidationInfo) -> list[FallbackModel]:
+        """Neither the model itself nor one model twice (provider, name and base_url make a model)."""
+        model = (info.data.get("provider"), info.data.get("name"), info.data.get("base_url"))
+        for index, fallback in enumerate(value):
+            if fallback.same_model(*model):
+                raise ValueError(f"entry {index} is the model itself ({fallback.name})")
+            if any(fallback.same_model(f.provider, f.name, f.base_url) for f in value[:index]):
+                raise ValueError(f"entry {index} ({fallback.name}) is listed twice")
+        return value
 
 
 class PromptCachingSettings(Section):

@@ -29,6 +29,7 @@ from agent.api import (
     ContextCompressor,
     ContextEngine,
     DatabaseSessionLocks,
+    Failover,
     LocalCounters,
     LocalRequestLimiter,
     ModelCalls,
@@ -106,7 +107,7 @@ def missing_key_error(provider: str, variable: str) -> ConfigError:
 
 def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
     """Build one provider client; a missing API key is a configuration error that says where to put it."""
-    variable = key_variable(config, key.provider)
+    variable = key.api_key_env or key_variable(config, key.provider)
     api_key = os.environ.get(variable)
     if not api_key:
         raise missing_key_error(key.provider, variable)
@@ -127,6 +128,25 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
             raise ProviderError(str(error), retryable=False, kind="configuration") from None
 
     return factory
+
+
+def fallback_keys(config: HeraldConfig) -> list[ProviderKey]:
+    """The clients of ``model.fallbacks``, in order."""
+    return [ProviderKey(f.provider, f.name, f.base_url, f.api_key_env) for f in config.model.fallbacks]
+
+
+def make_failover(config: HeraldConfig, pool: ProviderPool) -> Failover | None:
+    """The fallback models (None when none are configured); each is built now, so a missing key stops
+    the start with the sentence that says where to put it, not the first outage."""
+    keys = fallback_keys(config)
+    if not keys:
+        return None
+    for key in keys:
+        try:
+            pool.get(key)
+        except ProviderError as error:
+            raise ConfigError(f"model.fallbacks: {error}") from None
+    return Failover(keys, pool.get, probe_interval=config.model.fallback_probe_interval)
 
 
 def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
@@ -345,8 +365,10 @@ async def open_agent_runtime(
             gate=spending,
             model_info=config.model_info,
             cache_watch=watch,
+            failover=make_failover(config, pool),
             clock=lambda: agent.clock(),
         )
+        stack.push_async_callback(calls.aclose)  # probes of a failing model in flight
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)

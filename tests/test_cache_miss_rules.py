@@ -264,7 +264,7 @@ def history(body: dict[str, Any], ids: list[int]) -> tuple[Chain, dict[int, Hist
 def anchored(body: dict[str, Any], ids: list[int]) -> tuple[Anchor, list[Entry]]:
     chain, marks = history(body, ids)
     left = entries_of(chain, 0.0)
-    anchor = anchor_of(chain, marks, left, 1024)
+    anchor = anchor_of(chain, marks, left, 1024, SONNET)
     assert anchor is not None
     return anchor, left
 
@@ -284,6 +284,48 @@ def test_changed_bytes_in_the_sessions_history_are_named_by_what_changed() -> No
         assert diagnosis.verdict is not None and diagnosis.verdict.cause == cause, cause
         assert diagnosis.verdict.expected_tokens == anchor.tokens
         assert diagnosis.prompt_changed == (cause == "prompt_changed")
+
+
+def openai_body(turns: int) -> dict[str, Any]:
+    """``anthropic_body(turns)`` as an OpenAI-compatible fallback model gets the same stored history."""
+    anthropic = anthropic_body(turns)
+    system = {"role": "system", "content": anthropic["system"][0]["text"]}
+    history = [{"role": m["role"], "content": m["content"][0]["text"]} for m in anthropic["messages"]]
+    return {
+        "model": "gpt-5-mini",
+        "messages": [system, *history],
+        "tools": [{"type": "function", "function": {"name": "todo", "description": "a list"}}],
+    }
+
+
+def test_a_fallback_model_and_the_way_back_are_model_changes_not_changed_prompts() -> None:
+    """While the session's own model fails, a fallback on another provider answers with the session's
+    history in its own wire format (other bytes from the first one); then the session's own model
+    answers again. Each switch is named as one: never a changed prompt (a bug) nor an eviction."""
+    own, entries = anchored(anthropic_body(3), [1, 2, 3, 4, 5, 6, 7])
+    body = openai_body(4)
+    chain = chain_of(body, "openai")
+    roles = [m["role"] for m in body["messages"][1:]]
+    marks = marks_for(wire_groups("openai", roles), list(range(1, 10)), chain.group_ends())
+    switch = judged(chain, 0, at=60, model="gpt-5-mini", marks=marks)
+    diagnosis = diagnose(switch, entries, own, THRESHOLDS)
+    assert diagnosis.verdict is not None and diagnosis.verdict.cause == "model_changed"
+    assert not diagnosis.prompt_changed
+    assert diagnosis.verdict.expected_tokens == own.tokens
+    assert diagnosis.verdict.detail == (
+        f"the session's previous request went to {SONNET}, this one to gpt-5-mini"
+    )
+
+    left = left_behind(
+        chain, alive={}, hit=None, min_tokens=1024, model="gpt-5-mini", session_id="s1", sent_at=60
+    )
+    theirs = anchor_of(chain, marks, left, 1024, "gpt-5-mini")
+    assert theirs is not None
+    back, back_marks = history(anthropic_body(5, marks=(6, -1)), list(range(1, 12)))
+    system = back.positions[1].tokens  # after a long outage only the 1h system prompt is still cached
+    returned = diagnose(judged(back, system, at=400, marks=back_marks), entries + left, theirs, THRESHOLDS)
+    assert returned.verdict is not None and returned.verdict.cause == "model_changed"
+    assert not returned.prompt_changed
 
 
 def test_a_side_task_or_a_turn_taken_out_of_the_conversation_intends_nothing() -> None:

@@ -62,6 +62,34 @@ def test_set_refuses_an_invalid_value_and_leaves_the_file_alone(tmp_path: Path) 
     assert home.config_path.read_text() == before
 
 
+def test_fallback_models_are_set_as_a_list_and_neither_repeat_nor_stand_in_for_themselves(
+    tmp_path: Path,
+) -> None:
+    home = HeraldHome(tmp_path)
+    ensure_home(home)
+    mini = "[{provider: openai, name: gpt-5-mini, api_key_env: MINI}]"
+    set_value(home.config_path, "model.fallbacks", mini)
+    [fallback] = load_config(home.config_path).model.fallbacks
+    assert (fallback.provider, fallback.name, fallback.base_url, fallback.api_key_env) == (
+        "openai",
+        "gpt-5-mini",
+        None,
+        "MINI",
+    )
+    refusals = {
+        "[{provider: anthropic, name: claude-sonnet-4-6}]": "entry 0 is the model itself (claude-sonnet-4-6)",
+        "[{provider: openai, name: x}, {provider: openai, name: x}]": "entry 1 (x) is listed twice",
+        "[{provider: openai, nmae: x}]": "model.fallbacks.0.nmae: unknown key",
+        "[{provider: mistral, name: x}]": "'anthropic' or 'openai'",
+    }
+    before = home.config_path.read_text()
+    for value, reason in refusals.items():
+        with pytest.raises(ConfigError) as info:
+            set_value(home.config_path, "model.fallbacks", value)
+        assert reason in str(info.value), str(info.value)
+    assert home.config_path.read_text() == before
+
+
 def test_get_unknown_key_says_so() -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'model\.colour'"):
         get_value(HeraldConfig(), "model.colour")

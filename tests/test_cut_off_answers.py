@@ -31,7 +31,7 @@ async def test_a_cut_off_answer_is_continued_once_and_shown_as_one(
         assert (await run_turn(runtime, session, "next")).text == "Next answer."
     _, second, _ = emulator.requests
     cut = LONG[: 50 * 4]
-    assert result.text == cut + " and that is all." and result.notice is None
+    assert result.text == cut + " and that is all." and result.notices == ()
     assert "Continue exactly where it stopped" in str(second.json["messages"][-1])
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
     assert unanswered_turn(history) == []
@@ -48,9 +48,9 @@ async def test_an_answer_still_cut_off_says_so_and_how_to_raise_the_limit(
         emulator.script(Reply(text=LONG), Reply(text=LONG))
         result = await run_turn(runtime, session, "tell me everything")
     assert len(emulator.requests) == 2  # continued once, not more
-    assert result.notice is not None
-    assert "cut off at the model.max_tokens limit of 50 tokens" in result.notice
-    assert "herald config set model.max_tokens 100" in result.notice
+    [notice] = result.notices
+    assert "cut off at the model.max_tokens limit of 50 tokens" in notice
+    assert "herald config set model.max_tokens 100" in notice
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
@@ -66,7 +66,8 @@ async def test_notify_keeps_the_answer_and_never_runs_a_cut_off_tool_call(
         result = await run_turn(runtime, session, "plan it")
         history = await runtime.store.load_messages(session.id)
     assert len(emulator.requests) == 1 and result.text == "Let me check."
-    assert result.notice is not None and "cut off" in result.notice
+    [notice] = result.notices
+    assert "cut off" in notice
     assert [(m.role, m.tool_calls) for m in history] == [("user", ()), ("assistant", ())]
 
 

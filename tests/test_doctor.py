@@ -327,6 +327,48 @@ async def test_speech_to_text_at_a_server_of_your_own_needs_no_key(home: HeraldH
     ]
 
 
+async def test_each_fallback_model_is_checked_for_its_key_and_endpoint(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """A fallback is needed when the main model fails: the worst time to find its key missing or its
+    endpoint wrong. Each is checked like the model itself, named by its setting."""
+    mini = {"provider": "openai", "api_key_env": "MINI_KEY"}
+    fallbacks = [
+        {"provider": "anthropic", "name": "claude-haiku-4-5"},  # the model's endpoint and key
+        {**mini, "name": "gpt-5-mini", "base_url": f"{emulator_url}/v1"},
+        {**mini, "name": "gpt-4o", "base_url": "http://127.0.0.1:9/v1"},  # nothing listens there
+        {"provider": "openai", "name": "deepseek-chat", "api_key_env": "DEEPSEEK_KEY"},
+    ]
+    model: dict[str, object] = {"provider": "anthropic", "name": "claude-sonnet-4-6"}
+    model["base_url"] = emulator_url
+    model["fallbacks"] = fallbacks
+    config = HeraldConfig.model_validate({"model": model})
+    environ = {"ANTHROPIC_API_KEY": "test-key", "MINI_KEY": "mini-key"}
+    context = DoctorContext(home, environ, offline=False, config=config, timeout=5.0)
+    keys = [(f.status, f.text) for f in await check_keys(context)]
+    found = [(f.status, f.subject, f.text) for f in await check_provider(context)]
+    assert keys == [
+        ("ok", "ANTHROPIC_API_KEY is set for anthropic."),
+        ("ok", "MINI_KEY is set for fallback gpt-5-mini."),
+        (
+            "fail",
+            "model.fallbacks[3] (deepseek-chat): No API key for openai: set DEEPSEEK_KEY in the environment "
+            "or in .env in your Herald home (see `herald setup`).",
+        ),
+    ]
+    assert [(status, subject) for status, subject, _ in found] == [
+        ("ok", "provider"),
+        ("ok", "fallback claude-haiku-4-5"),
+        ("ok", "fallback gpt-5-mini"),
+        ("fail", "fallback gpt-4o"),
+        ("skip", "fallback deepseek-chat"),
+    ]
+    assert found[2][2].startswith(f"{emulator_url}/v1 answered the model list (")
+    assert found[3][2].startswith("cannot reach http://127.0.0.1:9/v1 (")
+    assert "(model.fallbacks[2].base_url or OPENAI_BASE_URL)" in found[3][2]
+    assert found[4][2] == "not checked: no API key for openai (DEEPSEEK_KEY)."
+
+
 async def test_spoken_replies_say_whether_their_speech_service_has_its_key(home: HeraldHome) -> None:
     async def said(tts: dict[str, Any], environ: dict[str, str]) -> list[tuple[str, str]]:
         config = HeraldConfig.model_validate({"tts": tts})

@@ -8,10 +8,12 @@ Three figures are compared for each answered request:
   (:mod:`agent.cache_misses.reads`). Less than that read is the provider's doing: **evicted**;
 - the **possible read**: the same without the TTL and the model (a pause too long: **ttl_expired**; the
   chat moved to another model: **model_changed**), and, within the session, what the previous request
-  that sent the session's history cached of it: when this request sends that history again with other
-  bytes, the tools or system prompt changed (**prompt_changed**, a bug: cache invariant 1), the history
-  was compressed (**compression**, the one sanctioned rewrite) or messages already sent changed
-  (**history_edited**).
+  that sent the session's history cached of it: when that request went to another model (a fallback
+  model answered while the session's own was failing, or the other way back), none of it could be read
+  (**model_changed**, whatever bytes the other provider's wire format gave it); otherwise, when this
+  request sends that history again with other bytes, the tools or system prompt changed
+  (**prompt_changed**, a bug: cache invariant 1), the history was compressed (**compression**, the one
+  sanctioned rewrite) or messages already sent changed (**history_edited**).
 
 A shortfall of at least ``Thresholds`` is a :class:`Verdict`. Timing errs on the safe side: an entry
 counts as held only if it outlives the request's answer counted from its own request's send, so a
@@ -71,6 +73,7 @@ class Anchor:
     digest: str  # the prefix digest through that message
     tokens: int  # the longest prefix it left cached within that history
     prompt_digest: str  # the prefix digest through the tools and system blocks
+    model: str  # the model it went to: only that model's cache holds what it left
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,12 @@ def _intended(judged: Judged, anchor: Anchor | None) -> tuple[Cause, int, str] |
     if anchor is None or not judged.marks:
         return None
     tokens = min(anchor.tokens, judged.chain.total_tokens)
+    if anchor.model != judged.model:  # another model's cache, and maybe another wire format: not a bug
+        return (
+            "model_changed",
+            tokens,
+            f"the session's previous request went to {anchor.model}, this one to {judged.model}",
+        )
     if judged.prompt_digest != anchor.prompt_digest:
         return (
             "prompt_changed",
@@ -202,10 +211,10 @@ def confirmed_read(judged: Judged, hit: Hit | None) -> int | None:
 
 
 def anchor_of(
-    chain: Chain, marks: Mapping[int, HistoryMark], left: Iterable[Entry], min_tokens: int
+    chain: Chain, marks: Mapping[int, HistoryMark], left: Iterable[Entry], min_tokens: int, model: str
 ) -> Anchor | None:
-    """The anchor a request leaves for the next one: the end of the stored history it sent, with the
-    longest prefix it cached within it. None when it sent no stored history."""
+    """The anchor a request to ``model`` leaves for the next one: the end of the stored history it sent,
+    with the longest prefix it cached within it. None when it sent no stored history."""
     if not marks:
         return None
     message_id, mark = max(marks.items(), key=lambda item: item[1].index)
@@ -218,7 +227,7 @@ def anchor_of(
         tokens = max((e.tokens for e in left if e.digest in within), default=0)
     else:
         tokens = openai_cached_tokens(end.tokens) if end.tokens >= min_tokens else 0
-    return Anchor(message_id, mark.count, end.digest, tokens, chain.positions[prompt_end].digest)
+    return Anchor(message_id, mark.count, end.digest, tokens, chain.positions[prompt_end].digest, model)
 
 
 def missed_cost(missed_tokens: int, usage: Usage, info: ModelInfo) -> float:

@@ -157,7 +157,7 @@ class _Judge:
             model=judged.model,
             sent_at=judged.sent_at,
             entries=left,
-            anchor=anchor_of(judged.chain, judged.marks, left, judged.eligible_tokens),
+            anchor=anchor_of(judged.chain, judged.marks, left, judged.eligible_tokens, judged.model),
         )
         if verdict is None:
             return record, None

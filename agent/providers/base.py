@@ -6,7 +6,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cache_policy import Policy, Ttl
 from agent.compression.boundaries import CHARS_PER_TOKEN, estimate_total
@@ -15,6 +15,9 @@ from agent.media.wire import hydrate
 from agent.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.usage import Usage
+
+if TYPE_CHECKING:
+    from agent.failover import FailedOver
 
 TextCallback = Callable[[str], Awaitable[None]]
 
@@ -53,6 +56,7 @@ class ProviderResponse:
     tool_calls: tuple[ToolCall, ...]
     stop_reason: str
     usage: Usage
+    failed_over: FailedOver | None = None  # answered by a fallback model (set by agent.model_calls)
 
     @property
     def cut_off(self) -> bool:

@@ -22,12 +22,15 @@ log = logging.getLogger(__name__)
 class ProviderKey:
     """Which client: ``provider`` ("anthropic" | "openai"), ``model``, and an endpoint override.
 
-    ``base_url=None`` means the endpoint configured for that provider (or the SDK default).
+    ``base_url=None`` means the endpoint configured for that provider (or the SDK default);
+    ``api_key_env=None`` the variable configured for that provider's key (a fallback model may name its
+    own).
     """
 
     provider: str
     model: str
     base_url: str | None = None
+    api_key_env: str | None = None
 
 
 ProviderFactory = Callable[[ProviderKey], Provider]

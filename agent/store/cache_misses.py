@@ -91,7 +91,7 @@ _RECENT = (
     .limit(CONTEXT_ROWS)
 )
 _LATEST_ANCHOR = (
-    sa.select(cache_prefixes.c.id, cache_prefixes.c.anchor)
+    sa.select(cache_prefixes.c.id, cache_prefixes.c.anchor, cache_prefixes.c.model)
     .where(
         cache_prefixes.c.session_key == sa.bindparam("session_key"),
         cache_prefixes.c.session_id == sa.bindparam("session_id"),
@@ -154,11 +154,12 @@ def _anchor_json(anchor: Anchor | None) -> str | None:
     )
 
 
-def _anchor(raw: str | None) -> Anchor | None:
+def _anchor(raw: str | None, model: str) -> Anchor | None:
+    """A stored anchor; ``model``: its row's (the model of the request that left it)."""
     if raw is None:
         return None
     message_id, count, digest, tokens, prompt_digest = json.loads(raw)
-    return Anchor(int(message_id), int(count), str(digest), int(tokens), str(prompt_digest))
+    return Anchor(int(message_id), int(count), str(digest), int(tokens), str(prompt_digest), model)
 
 
 def _between(statement: sa.Select[Any], since: float | None, until: float | None) -> sa.Select[Any]:
@@ -221,11 +222,13 @@ class CacheMissLog:
                 for digest, tokens, ttl in json.loads(raw)
                 if digest in wanted
             ]
-            found = next(((r.id, r.anchor) for r in rows if r.session_id == session_id and r.anchor), None)
+            found = next(
+                ((r.id, r.anchor, r.model) for r in rows if r.session_id == session_id and r.anchor), None
+            )
             if found is None:
                 latest = conn.execute(_LATEST_ANCHOR, parameters).first()
-                found = None if latest is None else (latest.id, latest.anchor)
-            record, miss = judge(entries, _anchor(found[1]) if found is not None else None)
+                found = None if latest is None else (latest.id, latest.anchor, latest.model)
+            record, miss = judge(entries, _anchor(found[1], found[2]) if found is not None else None)
             conn.execute(_INSERT_PREFIX, _prefix_row(record))
             if miss is not None:
                 conn.execute(_INSERT_MISS, _miss_row(miss))

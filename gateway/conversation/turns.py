@@ -253,10 +253,14 @@ async def _finish(
     metrics.turn_seconds.observe(time.time() - row.received_at)
 
 
+def with_notices(text: str, notices: Sequence[str]) -> str:
+    """An answer with its notices (a line each, marked ℹ️) after it, as every answer is delivered."""
+    return "\n\n".join([text, *(f"ℹ️ {line}" for line in notices)])
+
+
 def _answer_text(result: TurnResult, notices: tuple[str, ...]) -> str:
     """The answer as written into the chat: the model's text, then the lines under it."""
-    lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
-    return "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
+    return with_notices(result.text, [*notices, *result.notices])  # e.g. no vision, a fallback, cut off
 
 
 async def _voice(

@@ -38,7 +38,7 @@ from typing import Any
 from agent.api import CompressionOutcome, Lease, Refusal, Refuse, SessionRecord, SessionSpec, both, charging
 from agent.db import StorageUnavailable
 from gateway.conversation.addressing import display_name
-from gateway.conversation.turns import UNEXPECTED, take_turn, turn_rights
+from gateway.conversation.turns import UNEXPECTED, take_turn, turn_rights, with_notices
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
 from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.delivery.replies import PlatformNotConnected
@@ -72,6 +72,7 @@ class _Run:
     job: CronJob | None = None  # claimed
     answered: bool = False  # text / error hold the turn's outcome
     text: str = ""
+    notices: tuple[str, ...] = ()  # lines delivered after the answer (a fallback model gave it, cut off)
     error: str | None = None  # the sentence of a run that produced no answer
     refused: Refusal | None = None  # the spend limit that stopped the run (its line is ``error``)
     delivery: list[int] | None = None  # the outbox items queued for it
@@ -156,7 +157,7 @@ class CronRunner:
                 gate=both(turn_rights(self.services, job.creator, job.memory_scope), Refuse(REFUSED)),
                 purpose=PURPOSE,
             )
-        run.answered, run.text, run.error = True, result.text, result.error
+        run.answered, run.text, run.notices, run.error = True, result.text, result.notices, result.error
         if result.refused is not None:
             run.error, run.refused = self.services.budgets.line(result.refused), result.refused
 
@@ -180,7 +181,7 @@ class CronRunner:
             return RunStatus.SILENT
         if run.delivery is None:
             try:
-                run.delivery = await self._deliver(job, run.text)
+                run.delivery = await self._deliver(job, with_notices(run.text, run.notices))
             except DeliveryUnavailable as error:
                 await self.jobs.finish(job.id, RunStatus.FAILED, output=run.text, error=str(error))
                 return RunStatus.FAILED

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
-from agent.api import Compressed, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.api import Compressed, FailingOver, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from agent.db import FencedOut, StorageUnavailable
 from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
@@ -164,7 +164,7 @@ class ReplyStream:
         if self.adapter.capabilities.appends:
             await self._append(event)
             return
-        if isinstance(event, Retrying) and event.discard_partial:
+        if isinstance(event, Retrying | FailingOver) and event.discard_partial:
             self._text = ""
             return
         if not isinstance(event, TextDelta) or not self._live:
@@ -192,6 +192,11 @@ class ReplyStream:
             if event.discard_partial and self._text:
                 self._text = ""
                 await adapter.append(address, "\n")  # the answer starts over on a line of its own
+        elif isinstance(event, FailingOver) and event.discard_partial and self._text:
+            # the answer's own line says which model gave it; here only why the text starts over
+            await adapter.notice(address, f"[the model failed mid-answer; {event.model} answers instead]")
+            self._text = ""
+            await adapter.append(address, "\n")
         elif isinstance(event, Compressed):
             await adapter.append(address, f"\n[{event.outcome.notice or event.outcome.line()}]\n")
 

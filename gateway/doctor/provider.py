@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent.api import ProviderKey, error_message, missing_v1_hint, redact
 from gateway.doctor.findings import DoctorContext, Finding
-from gateway.runtime import configured_base_url, key_variable
+from gateway.runtime import configured_base_url, fallback_keys, key_variable
 
 BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 API_NAMES = {"anthropic": "Anthropic", "openai": "OpenAI-compatible"}
@@ -28,12 +28,14 @@ MAX_DETAIL = 160  # characters of a server's own error message quoted in a findi
 
 @dataclass(frozen=True)
 class Endpoint:
-    """What is checked: the provider's API at ``url`` (as the SDK resolved it), for ``model``."""
+    """What is checked: the provider's API at ``url`` (as the SDK resolved it), for ``model``, configured
+    under ``setting`` (``model``, or a fallback's ``model.fallbacks[N]``)."""
 
     provider: str  # anthropic | openai
     model: str
     key_variable: str
     url: str
+    setting: str = "model"
 
     @property
     def api(self) -> str:
@@ -42,7 +44,7 @@ class Endpoint:
     @property
     def where(self) -> str:
         """Where the endpoint is set, for a fix."""
-        return f"model.base_url or {BASE_URL_VARIABLES[self.provider]}"
+        return f"{self.setting}.base_url or {BASE_URL_VARIABLES[self.provider]}"
 
 
 @dataclass(frozen=True)
@@ -152,43 +154,56 @@ def judge_request(endpoint: Endpoint, answer: Answer, listed: Answer, seconds: f
         text = (
             f"{endpoint.url} answered HTTP 404 to the model list and to {request}{_quoted(answer)}; "
             f"it is not the {endpoint.api} API or does not know the model: check the endpoint "
-            f"({endpoint.where}) and model.name."
+            f"({endpoint.where}) and {endpoint.setting}.name."
         )
         return Finding("fail", "provider", text)
     text = (
-        f"{endpoint.url} refused {request} (HTTP {answer.status}{_quoted(answer)}); check model.name "
-        f"and the endpoint ({endpoint.where})."
+        f"{endpoint.url} refused {request} (HTTP {answer.status}{_quoted(answer)}); check "
+        f"{endpoint.setting}.name and the endpoint ({endpoint.where})."
     )
     return Finding("fail", "provider", text)
 
 
 async def check_provider(ctx: DoctorContext) -> list[Finding]:
-    """The configured provider's endpoint, with its key (skipped offline or without a key)."""
+    """The configured provider's endpoint, then each fallback model's, with their keys (skipped offline
+    or without a key)."""
     if ctx.offline:
         return [Finding("skip", "provider", "not checked (--offline).")]
     if ctx.config is None:
         return [Finding("skip", "provider", "not checked: config.yaml is invalid (see above).")]
-    provider, model = ctx.config.model.provider, ctx.config.model.name
-    variable = key_variable(ctx.config, provider)
+    model = ctx.config.model
+    findings = [await _check(ctx, ProviderKey(model.provider, model.name), "model", "provider")]
+    for index, fallback in enumerate(fallback_keys(ctx.config)):
+        setting = f"model.fallbacks[{index}]"
+        findings.append(await _check(ctx, fallback, setting, f"fallback {fallback.model}"))
+    return findings
+
+
+async def _check(ctx: DoctorContext, key: ProviderKey, setting: str, subject: str) -> Finding:
+    """One model's endpoint, configured under ``setting``, reported as ``subject``."""
+    assert ctx.config is not None
+    variable = key.api_key_env or key_variable(ctx.config, key.provider)
     api_key = ctx.environ.get(variable)
     if not api_key:
-        return [Finding("skip", "provider", f"not checked: no API key for {provider}.")]
-    base_url = configured_base_url(ctx.config, ProviderKey(provider, model))
-    base_url = base_url or ctx.environ.get(BASE_URL_VARIABLES[provider]) or None
-    return [await probe(provider, model, variable, api_key, base_url, ctx.timeout)]
+        return Finding("skip", subject, f"not checked: no API key for {key.provider} ({variable}).")
+    base_url = configured_base_url(ctx.config, key)
+    base_url = base_url or ctx.environ.get(BASE_URL_VARIABLES[key.provider]) or None
+    endpoint = Endpoint(key.provider, key.model, variable, str(base_url), setting)
+    return await probe(endpoint, api_key, base_url, ctx.timeout, subject)
 
 
 async def probe(
-    provider: str, model: str, variable: str, api_key: str, base_url: str | None, seconds: float
+    endpoint: Endpoint, api_key: str, base_url: str | None, seconds: float, subject: str = "provider"
 ) -> Finding:
-    """The model list, then (when there is none) a one-token request; each given up after ``seconds``."""
+    """The model list, then (when there is none) a one-token request; each given up after ``seconds``.
+    ``endpoint.url`` is replaced by the URL the SDK resolved ``base_url`` (None: its default) to."""
+    provider, model = endpoint.provider, endpoint.model
     try:
         sdk, client = sdk_client(provider, api_key, base_url, seconds)
     except Exception as error:  # the SDK parses base_url here (httpx's InvalidURL is no ValueError)
-        where = Endpoint(provider, model, variable, str(base_url)).where
-        text = f"{base_url} is not a URL that can be used ({error}); fix the endpoint ({where})."
-        return Finding("fail", "provider", text)
-    endpoint = Endpoint(provider, model, variable, str(client.base_url).rstrip("/"))
+        text = f"{base_url} is not a URL that can be used ({error}); fix the endpoint ({endpoint.where})."
+        return Finding("fail", subject, text)
+    endpoint = replace(endpoint, url=str(client.base_url).rstrip("/"))
     message = [{"role": "user", "content": "ping"}]
 
     async def one_token() -> Any:
@@ -204,7 +219,7 @@ async def probe(
         found = judge_model_list(endpoint, listed, seconds)
         if found is None:
             found = judge_request(endpoint, await ask(sdk, one_token), listed, seconds)
-    return Finding(found.status, found.subject, redact(found.text, [api_key]))  # a server may echo it
+    return Finding(found.status, subject, redact(found.text, [api_key]))  # a server may echo it
 
 
 def sdk_client(provider: str, api_key: str, base_url: str | None, seconds: float) -> tuple[Any, Any]:

@@ -24,6 +24,7 @@ from gateway.doctor.findings import MARKS, PROBLEMS, Check, DoctorContext, Findi
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
 from gateway.runtime import (
+    fallback_keys,
     key_variable,
     missing_key_error,
     missing_stt_key,
@@ -98,12 +99,25 @@ async def check_keys(ctx: DoctorContext) -> list[Finding]:
     if ctx.config is None:
         return [Finding("skip", "keys", "not checked: config.yaml is invalid (see above).")]
     findings = []
+    checked: set[str] = set()
     for provider in _providers(ctx.config):
         variable = key_variable(ctx.config, provider)
+        checked.add(variable)
         if ctx.environ.get(variable):
             findings.append(Finding("ok", "keys", f"{variable} is set for {provider}."))
         else:
             findings.append(Finding("fail", "keys", str(missing_key_error(provider, variable))))
+    for index, fallback in enumerate(fallback_keys(ctx.config)):
+        variable = fallback.api_key_env or key_variable(ctx.config, fallback.provider)
+        if variable in checked:  # the same key as the model's: said above
+            continue
+        checked.add(variable)
+        if ctx.environ.get(variable):
+            findings.append(Finding("ok", "keys", f"{variable} is set for fallback {fallback.model}."))
+        else:
+            missing = missing_key_error(fallback.provider, variable)
+            text = f"model.fallbacks[{index}] ({fallback.model}): {missing}"
+            findings.append(Finding("fail", "keys", text))
     stt = ctx.config.stt
     if stt.provider is not None:
         if ctx.environ.get(stt.api_key_env):

@@ -125,7 +125,7 @@ def messages(state: EmulatorState, path: str, raw: bytes, body: dict[str, Any]) 
     """``POST /v1/messages``: faults, validation, cache accounting, reply, response shape."""
     with state.lock:
         rec = _begin(path, raw, body)
-        early = state.faults.take(API, rec.stream, early=True)
+        early = state.faults.take(API, rec.stream, early=True, model=rec.model, now=state.clock.now())
         if isinstance(early, HttpFault):
             return _fail(state, rec, error_outcome(state, early.status, retry_after=early.retry_after))
         if isinstance(early, StallFault):
@@ -151,7 +151,7 @@ def messages(state: EmulatorState, path: str, raw: bytes, body: dict[str, Any]) 
         rec.input_tokens = usage.uncached
 
         max_tokens = int(body["max_tokens"])
-        fault = state.faults.take(API, rec.stream, early=False)
+        fault = state.faults.take(API, rec.stream, early=False, model=rec.model, now=state.clock.now())
         if isinstance(fault, AnswerFault):
             reply = Reply(text=fault.after_text)
         elif max_tokens <= 0:

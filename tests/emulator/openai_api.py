@@ -151,7 +151,7 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
             breakpoints=count_markers_in(body.get("tools"), body.get("messages")),
             prompt_cache_key=key if isinstance(key, str) else None,
         )
-        early = state.faults.take(API, rec.stream, early=True)
+        early = state.faults.take(API, rec.stream, early=True, model=rec.model, now=state.clock.now())
         if isinstance(early, HttpFault):
             return _fail(state, rec, error_outcome(early.status, retry_after=early.retry_after))
         if isinstance(early, StallFault):
@@ -171,7 +171,7 @@ def chat_completions(state: EmulatorState, path: str, raw: bytes, body: dict[str
 
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         max_tokens = limit if isinstance(limit, int) else None
-        fault = state.faults.take(API, rec.stream, early=False)
+        fault = state.faults.take(API, rec.stream, early=False, model=rec.model, now=state.clock.now())
         answer_fault = fault if isinstance(fault, AnswerFault) else None
         reply = Reply(text=answer_fault.after_text) if answer_fault else state.next_reply(body, API)
         text, calls, cut = fit_reply(reply, max_tokens)

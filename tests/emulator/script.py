@@ -140,7 +140,8 @@ def default_reply(number: int, messages: list[Any], tokens: int) -> Reply:
 
 @dataclass
 class Fault:
-    """A queued failure for the next ``remaining`` matching requests (of ``api``, or of either API).
+    """A queued failure for the next ``remaining`` matching requests (of ``api``, or of either API; of
+    ``model``, or of any), until the emulated clock reaches ``until`` (None: no end).
 
     ``EARLY`` faults hit before the request is processed (the provider never began: no cache write,
     no reply); the others hit a request that was accounted and began to answer. ``STREAM_ONLY``
@@ -149,12 +150,17 @@ class Fault:
 
     remaining: int
     api: str | None
+    model: str | None = field(default=None, kw_only=True)
+    until: float | None = field(default=None, kw_only=True)
 
     EARLY: ClassVar[bool] = False
     STREAM_ONLY: ClassVar[bool] = False
 
-    def matches(self, api: str, stream: bool) -> bool:
-        return self.api in (None, api) and (stream or not self.STREAM_ONLY)
+    def matches(self, api: str, stream: bool, model: str) -> bool:
+        return self.api in (None, api) and self.model in (None, model) and (stream or not self.STREAM_ONLY)
+
+    def over(self, now: float) -> bool:
+        return self.until is not None and now >= self.until
 
 
 @dataclass
@@ -271,10 +277,12 @@ class FaultQueue:
     def clear(self) -> None:
         self.pending.clear()
 
-    def take(self, api: str, stream: bool, *, early: bool) -> Fault | None:
-        """The first fault matching the request, consumed once, if it belongs to this step."""
+    def take(self, api: str, stream: bool, *, early: bool, model: str = "", now: float = 0.0) -> Fault | None:
+        """The first fault matching the request, consumed once, if it belongs to this step (faults whose
+        time is over are dropped)."""
+        self.pending = [fault for fault in self.pending if not fault.over(now)]
         for fault in self.pending:
-            if fault.matches(api, stream):
+            if fault.matches(api, stream, model):
                 if early != fault.EARLY:
                     return None
                 fault.remaining -= 1

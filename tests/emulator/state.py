@@ -7,6 +7,7 @@ re-entrant so a ``responder`` may call :meth:`EmulatorState.script` while a requ
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from typing import Any
@@ -84,11 +85,29 @@ class EmulatorState:
         return self._transcripts.popleft() if self._transcripts else None
 
     def fail_next(
-        self, status: int, count: int = 1, retry_after: float | None = None, api: str | None = None
+        self,
+        status: int,
+        count: int = 1,
+        retry_after: float | None = None,
+        api: str | None = None,
+        model: str | None = None,
     ) -> None:
-        """Answer the next ``count`` model requests (of ``api``, or any) with an HTTP error."""
+        """Answer the next ``count`` model requests (of ``api`` and ``model``, or any) with an HTTP error."""
         with self.lock:
-            self.faults.add(HttpFault(count, api, status=status, retry_after=retry_after))
+            self.faults.add(HttpFault(count, api, status=status, retry_after=retry_after, model=model))
+
+    def fail_for(self, seconds: float, status: int = 529, *, model: str | None = None) -> None:
+        """An outage: answer every model request (to ``model``, or any) with an HTTP error for ``seconds``
+        of the emulated clock (from now); :meth:`clear_faults` ends it early."""
+        with self.lock:
+            until = self.clock.now() + seconds
+            fault = HttpFault(sys.maxsize, None, status=status, retry_after=None, model=model, until=until)
+            self.faults.add(fault)
+
+    def clear_faults(self) -> None:
+        """Drop every queued fault: the provider is well again."""
+        with self.lock:
+            self.faults.clear()
 
     def fail_midstream(
         self,
