@@ -27,7 +27,13 @@ PLATFORM_HINTS: dict[str, str] = {
         "You are talking with users in Discord. Messages over 2000 characters are split; prefer short "
         "paragraphs and Markdown Discord supports."
     ),
+    "api": (
+        "You are answering through an OpenAI-compatible API: a chat application (such as Open WebUI or "
+        "LibreChat) or a program shows your answer, usually rendering Markdown."
+    ),
 }
+
+CLIENT_INSTRUCTIONS_HEADER = "# Instructions from the person's chat application"
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,9 @@ class PromptInputs:
 
     Nothing per chat or per user may go into the fields of the stable layer (identity, tool guidance,
     skills index, platform): that layer is shared by every chat of one bot so all of them read it
-    from cache. Per-chat facts go in ``chat_context`` (volatile layer).
+    from cache. Per-chat facts go in ``chat_context`` (volatile layer). ``instructions`` is the system
+    message a client of the OpenAI-compatible API sent (context layer, after the configured one): a
+    client sends the same one with every conversation, so its conversations share that layer too.
     """
 
     identity: str
@@ -80,6 +88,7 @@ class PromptInputs:
     model: str
     provider: str
     chat_context: str = ""
+    instructions: str = ""
 
 
 def format_start_date(day: dt.date) -> str:
@@ -116,6 +125,8 @@ def build_system_prompt(inputs: PromptInputs) -> SystemPrompt:
         stable_parts.append("# Platform\n\n" + hint)
 
     context_parts = [p.strip() for p in (inputs.system_message, inputs.project_context) if p.strip()]
+    if inputs.instructions.strip():
+        context_parts.append(CLIENT_INSTRUCTIONS_HEADER + "\n\n" + inputs.instructions.strip())
 
     volatile_parts = []
     if inputs.memory_snapshot.strip():

@@ -31,16 +31,18 @@ class SessionSpec:
     ``memory_scope`` says whose memory the session reads and writes (``agent.memory``: the owner's, one
     person's, or a group chat's); it has no default on purpose, so no caller hands the owner's memory
     to a stranger by forgetting it. ``chat_context`` (a chat title, a member list) goes in the volatile
-    layer.
+    layer; ``instructions`` (the system message a client of the OpenAI-compatible API sent) in the
+    context layer.
     """
 
     session_key: str
-    source: str  # "cli", "telegram", "discord", "cron"
-    platform: str  # prompt platform hint: "terminal", "telegram", "discord"
+    source: str  # "cli", "telegram", "discord", "cron", "api"
+    platform: str  # prompt platform hint: "terminal", "telegram", "discord", "api"
     memory_scope: str
     chat_id: str | None = None
     user_id: str | None = None
     chat_context: str = ""
+    instructions: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ async def start_session(
             model=model,
             provider=provider,
             chat_context=spec.chat_context,
+            instructions=spec.instructions,
         )
     )
     record = await store.create_session(
