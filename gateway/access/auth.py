@@ -18,6 +18,8 @@ from adapters.base import ChatType, InboundMessage
 from gateway.access.pairing import Pairing
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import admin_id
+from gateway.openai_api.keys import PLATFORM as API_PLATFORM
+from gateway.openai_api.keys import api_people
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> Access
                 chats=frozenset(discord.allowed_channels),
                 servers=frozenset(discord.allowed_guilds),
             ),
+            API_PLATFORM: PlatformAccess(users=api_people(config)),  # an api:NAME key is its access
         },
     )
 
