@@ -10,7 +10,6 @@ stored; a client that hangs up stops its turn cleanly.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,13 +26,13 @@ from agent.memory import OWNER_SCOPE, user_scope
 from gateway.app import open_gateway
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes.waiting import wait_until
 from tests.openai_api_support import PEOPLE, ApiHarness, api_config, api_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
 QUESTION = "please go through the next part of the plan and tell me what could go wrong there, " * 4
 MODEL = "herald"
-WAIT = 15.0
 
 
 Messages = list[ChatCompletionMessageParam]
@@ -74,19 +73,6 @@ async def ask_streaming(client: openai.AsyncOpenAI, messages: Sequence[ChatCompl
     stream = await client.chat.completions.create(model=MODEL, messages=list(messages), stream=True)
     parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
     return "".join(parts)
-
-
-async def until(check: Any, what: str) -> Any:
-    """Wait (polling) until ``check()`` (awaited when it is a coroutine) gives something true."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_twenty_turn_conversation_is_one_session_whose_prefix_the_cache_keeps_serving(
@@ -236,7 +222,6 @@ async def test_two_keys_conversations_never_mix_even_with_the_same_words(
 async def test_a_client_that_hangs_up_mid_answer_stops_its_turn_and_the_conversation_goes_on(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, streaming: bool
 ) -> None:
-    emulator.stream_delay = 0.05  # a long answer, written slowly
     emulator.script(Reply(text="Hello."), Reply(text_tokens=400))
     async with api_gateway(home, emulator, emulator_url) as api:
         client = api.client("alice")
@@ -249,6 +234,7 @@ async def test_a_client_that_hangs_up_mid_answer_stops_its_turn_and_the_conversa
         before = await api.history(session)
         spent_before = session.output_tokens
 
+        emulator.hold_streams()  # the story stops half-way, until its client hangs up
         if streaming:
             stream = await client.chat.completions.create(model=MODEL, messages=history, stream=True)
             async for chunk in stream:
@@ -256,15 +242,17 @@ async def test_a_client_that_hangs_up_mid_answer_stops_its_turn_and_the_conversa
                     break  # the story has begun: hang up
             await stream.close()
         else:
-            with pytest.raises(openai.APITimeoutError):  # the client gives up waiting, and hangs up
-                await ask(api.client("alice", timeout=1.0), history)
+            waiting = asyncio.create_task(ask(client, history))
+            await wait_until(lambda: emulator.holding == 1, what="the answer to be half-way")
+            waiting.cancel()  # the client gives up waiting, and hangs up
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
 
-        await until(lambda: cancelled(api) == 1, "the turn to be stopped")
+        await wait_until(lambda: cancelled(api) == 1, what="the turn to be stopped")
         assert await api.history(session) == before  # the unanswered turn left the conversation
         recorded = await api.gateway.services.runtime.store.get_session(session.id)
         assert recorded is not None and recorded.output_tokens > spent_before  # the stopped answer counts
 
-        emulator.stream_delay = 0.0
         again = await ask(client, history)  # the client asks again: the same session goes on
         assert again
         assert [s.id for s in await api.sessions("alice")] == [session.id]
@@ -438,8 +426,8 @@ async def test_two_requests_of_one_history_at_once_take_turns_and_the_second_bra
 async def test_a_shutdown_stops_a_running_turn_and_tells_its_client(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
-    emulator.stream_delay = 0.05
     emulator.script(Reply(text_tokens=400))
+    emulator.hold_streams()  # the story stops half-way: it is surely running when the gateway stops
     async with api_gateway(home, emulator, emulator_url, gateway={"drain_timeout": 0.2}) as api:
         client = api.client("alice")
         stream = await client.chat.completions.create(
