@@ -408,6 +408,29 @@ async def test_tools_run_on_the_server_and_the_client_gets_the_answer_text(
         assert await api.gateway.services.runtime.store.get_todos(session.id)
 
 
+async def test_a_request_sent_the_moment_the_answer_ends_continues_the_same_session(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    async with api_gateway(home, emulator, emulator_url) as api:
+        client = api.client("alice")
+        messages: Messages = [user("turn 0")]
+        stream = await client.chat.completions.create(model=MODEL, messages=messages, stream=True)
+        for turn in range(1, 16):
+            parts: list[str] = []
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+                if chunk.choices and chunk.choices[0].finish_reason == "stop":
+                    break  # the answer is complete: ask the next question before the stream's last bytes
+            messages += [assistant("".join(parts)), user(f"turn {turn}")]
+            following = await client.chat.completions.create(model=MODEL, messages=messages, stream=True)
+            await stream.close()
+            stream = following
+        _ = [chunk async for chunk in stream]
+        [session] = await api.sessions("alice")  # every request found the conversation it continues
+        assert len(await api.history(session)) == 32
+
+
 async def test_two_requests_of_one_history_at_once_take_turns_and_the_second_branches(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:

@@ -242,8 +242,10 @@ class ApiTurns:
     async def _turn(
         self, request: ApiRequest, standing: Standing, lease: Lease, session: SessionRecord
     ) -> None:
-        """The turn itself, under the session's lease: charged, run, delivered, and the conversation's new
-        tip recorded; withdrawn when its answer was not delivered."""
+        """The turn itself, under the session's lease: charged, run, the conversation's new tip recorded,
+        delivered; withdrawn (and the tip put back) when its answer was not delivered. The tip moves before
+        the answer is handed over: a client may send its next request the moment it has the answer, and
+        that request must find the session (it then waits for this lease)."""
         services, metrics = self.services, self.services.metrics
         key, caller = session.session_key, request.caller
         charge = services.budgets.for_person(caller.person, key, is_admin=standing.is_admin)
@@ -258,6 +260,7 @@ class ApiTurns:
             trusted=lambda: lease.trusted() and rights.still_allowed(),
         )
         meta = {API_META: request.request_id}
+        before = request.transcript.prefix_digest
         delivered = False
         try:
             with charging(charge):  # every model request of the turn counts against its limits
@@ -279,20 +282,20 @@ class ApiTurns:
                 metrics.turns.labels("failed").inc()
                 raise ApiError(502, result.error, kind="api_error", code="model_error", headers=NO_RETRY)
             if not await services.authorizer.is_allowed(standing.speaker):  # revoked during the turn
-                await self._withdraw(lease, session, meta)
+                await self._withdraw(lease, session, meta, before)
                 raise forbidden(caller)
             text = await answer.finish(result)
+            await self.conversations.move(key, request.transcript.answered(text))
             try:
                 await request.output.deliver(text, result.usage)
             except ClientGone:
-                await self._withdraw(lease, session, meta)
+                await self._withdraw(lease, session, meta, before)
                 metrics.turns.labels("cancelled").inc()
                 raise
             delivered = True
-            await self.conversations.move(key, request.transcript.answered(text))
         except asyncio.CancelledError:
             if not delivered:
-                await asyncio.shield(self._withdraw(lease, session, meta))
+                await asyncio.shield(self._withdraw(lease, session, meta, before))
                 metrics.turns.labels("cancelled").inc()
             raise
 
@@ -355,12 +358,12 @@ class ApiTurns:
                  f" with a history of {len(history)} messages" if history else "")  # fmt: skip
         return started.record
 
-    async def _withdraw(self, lease: Lease, session: SessionRecord, meta: dict[str, str]) -> None:
-        """Take an undelivered turn out of the conversation; if it cannot be found, the session matches no
-        client's history any more."""
+    async def _withdraw(self, lease: Lease, session: SessionRecord, meta: dict[str, str], tip: str) -> None:
+        """Take an undelivered turn out of the conversation, so its client is again at ``tip``; if the turn
+        cannot be found, the session matches no client's history any more."""
         try:
-            if not await self.services.runtime.agent.withdraw_turn(lease, session, meta):
-                await self.conversations.move(session.session_key, None)
+            withdrawn = await self.services.runtime.agent.withdraw_turn(lease, session, meta)
+            await self.conversations.move(session.session_key, tip if withdrawn else None)
         except (StorageUnavailable, FencedOut) as error:
             log.warning("session %s: an undelivered turn stays in the conversation: %s", session.id, error)
 
