@@ -52,6 +52,7 @@ from agent.settings import (
     Section,
     SpeechToTextSettings,
     StorageSettings,
+    TextToSpeechSettings,
     Toolset,
     WebSettings,
 )
@@ -536,6 +537,7 @@ class HeraldConfig(Section):
     review: ReviewSettings = ReviewSettings()
     media: MediaSettings = MediaSettings()
     stt: SpeechToTextSettings = SpeechToTextSettings()
+    tts: TextToSpeechSettings = TextToSpeechSettings()
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
     gateway: GatewaySettings = GatewaySettings()
