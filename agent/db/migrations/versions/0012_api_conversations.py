@@ -1,8 +1,8 @@
 """The OpenAI-compatible API: where each of its conversations stands (the digest of the history its client
 saw last), so the next request of that history continues the same session and its cached prompt.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-09
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
