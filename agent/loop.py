@@ -52,7 +52,7 @@ from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unans
 from agent.locks import Lease
 from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
-from agent.messages import Message, ToolCall
+from agent.messages import Message, Role, ToolCall
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
 from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 CANCELLED_NOTE = "(The user cancelled this turn.)"
+IMPORTED_MARK = "imported"  # meta of a message a client's history brought (Agent.import_history)
 CONTINUE_PROMPT = (
     "[Herald: your answer was cut off by the output token limit. Continue exactly where it stopped, "
     "without repeating anything.]"
@@ -299,6 +300,48 @@ class Agent:
             len(turn),
         )
         return None
+
+    async def import_history(
+        self, lease: Lease, session: SessionRecord, turns: Sequence[tuple[Role, str]]
+    ) -> None:
+        """Give a new session the conversation a client held before it came here.
+
+        A client of the OpenAI-compatible API sends its whole history with every request; a history
+        this server never saw (or one the person edited) becomes a session of its own, whose history
+        is the client's. ``turns`` are (role, text): user and assistant in turn, from the user's first
+        message to the assistant's last answer. They are stored as they will be sent, before the
+        session's first turn; only a session without messages takes them (history is append-only).
+        """
+        lease.check(session.session_key)
+        roles = [role for role, _ in turns]
+        if roles != ["user", "assistant"] * (len(roles) // 2):
+            raise ValueError("an imported history alternates user and assistant, from user to assistant")
+        if await self.store.load_messages(session.id, include_inactive=True):
+            raise ValueError(f"session {session.id} has messages already: a history goes into a new one")
+        if not turns:
+            return
+        provider = self.provider_for(session)
+        messages = [
+            with_payload(provider, Message(role=role, content=valid_text(text), meta={IMPORTED_MARK: True}))
+            for role, text in turns
+        ]
+        await self.store.append_messages(session.id, messages)
+        if not session.title:
+            await self.store.set_title(session.id, _title_from(turns[0][1]))
+
+    async def withdraw_turn(self, lease: Lease, session: SessionRecord, meta: Mapping[str, Any]) -> bool:
+        """Take the turn whose user message carried ``meta`` out of the conversation (kept in the
+        database), answered or not: its answer never reached the person (their client went away), so
+        the conversation goes on from before it, as they saw it. False when the history has no such
+        turn any more (compression folded it into a summary)."""
+        lease.check(session.session_key)
+        turn = turn_marked(await self.store.load_messages(session.id), meta)
+        if turn is None:
+            return False
+        await self.store.deactivate_messages([_id(m) for m in turn], "turn_withdrawn")
+        log.info("session %s: a turn whose answer was not delivered was withdrawn (%d messages)",
+                 session.id, len(turn))  # fmt: skip
+        return True
 
     async def _settled_history(self, session: SessionRecord) -> list[Message]:
         return await self._settle(session, await self.store.load_messages(session.id))

@@ -14,6 +14,9 @@ from importlib import resources
 
 DEFAULT_IDENTITY = (resources.files("agent") / "defaults" / "SOUL.md").read_text(encoding="utf-8")
 
+CLIENT_INSTRUCTIONS_HEADER = "# Instructions from the person's chat application"
+
+
 @dataclass(frozen=True)
 class SystemPrompt:
     """A session's frozen system prompt. Layers are sent in this order; empty layers are omitted."""
@@ -52,6 +55,9 @@ class PromptInputs:
     skills index, platform hint): that layer is shared by every chat of one bot so all of them read it
     from cache. Per-chat facts go in ``chat_context`` (volatile layer). ``platform_hint`` says how to
     write for the platform the session talks on (its adapter's, the same text for every chat there).
+    ``instructions`` is the system message a client of the OpenAI-compatible API sent (context layer,
+    after the configured one): a client sends the same one with every conversation, so its
+    conversations share that layer too.
     """
 
     identity: str
@@ -65,6 +71,7 @@ class PromptInputs:
     model: str
     provider: str
     chat_context: str = ""
+    instructions: str = ""
 
 
 def format_start_date(day: dt.date) -> str:
@@ -100,6 +107,8 @@ def build_system_prompt(inputs: PromptInputs) -> SystemPrompt:
         stable_parts.append("# Platform\n\n" + inputs.platform_hint.strip())
 
     context_parts = [p.strip() for p in (inputs.system_message, inputs.project_context) if p.strip()]
+    if inputs.instructions.strip():
+        context_parts.append(CLIENT_INSTRUCTIONS_HEADER + "\n\n" + inputs.instructions.strip())
 
     volatile_parts = []
     if inputs.memory_snapshot.strip():

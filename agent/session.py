@@ -31,7 +31,8 @@ class SessionSpec:
     ``memory_scope`` says whose memory the session reads and writes (``agent.memory``: the owner's, one
     person's, or a group chat's); it has no default on purpose, so no caller hands the owner's memory
     to a stranger by forgetting it. ``chat_context`` (a chat title, a member list) goes in the volatile
-    layer.
+    layer; ``instructions`` (the system message a client of the OpenAI-compatible API sent) in the
+    context layer.
     """
 
     session_key: str
@@ -42,6 +43,7 @@ class SessionSpec:
     user_id: str | None = None
     chat_context: str = ""
     platform_hint: str = ""  # how to write there (the platform's adapter says; stable prompt layer)
+    instructions: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ async def start_session(
             model=model,
             provider=provider,
             chat_context=spec.chat_context,
+            instructions=spec.instructions,
         )
     )
     record = await store.create_session(

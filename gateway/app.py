@@ -3,7 +3,8 @@
 Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime (with the
 gateway's tables), the outbox sender, the adapters, recovery of what a previous run left unanswered,
 the command menus (published only when they changed), the scheduler of cron jobs (runs missed while
-the gateway was down happen now), the HTTP server (with the operator console, ``gateway.console``).
+the gateway was down happen now), the HTTP server (with the operator console, ``gateway.console``, and
+the OpenAI-compatible API, ``gateway.openai_api``).
 
 In a cluster (``cluster.redis_url``) every process starts the same way, except that adapters which
 receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
@@ -40,6 +41,9 @@ from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
 from gateway.home.facts import GatewayFacts
 from gateway.intake.router import Router
+from gateway.openai_api.keys import KeyRing, key_ring
+from gateway.openai_api.server import PREFIX as API_PREFIX
+from gateway.openai_api.server import build_api
 from gateway.platforms.build import build_adapters, enabled, no_platform
 from gateway.server.http import HttpServer
 from gateway.server.readiness import ReadinessCheck
@@ -73,7 +77,9 @@ class Gateway:
         for adapter in self.adapters:
             await adapter.stop_receiving()
         timeout = services.settings.drain_timeout
-        finished, _ = await asyncio.gather(services.lanes.drain(timeout), self.scheduler.drain(timeout))
+        finished, _, _ = await asyncio.gather(
+            services.lanes.drain(timeout), self.scheduler.drain(timeout), self.http.drain(timeout)
+        )
         if not finished:
             log.warning("turns still running after %.0fs; they will be answered after the restart",
                         services.settings.drain_timeout)  # fmt: skip
@@ -116,7 +122,8 @@ async def open_gateway(
     """Start the gateway with the adapters ``adapters`` builds (default: one per registered platform
     ``environ`` has a token for, ``gateway.platforms.build``); on exit drain it and close everything."""
     tokens = environ or os.environ
-    if adapters is None and not enabled(tokens):
+    keys = key_ring(config.api.keys, home, tokens)  # a key missing or too weak stops the start at once
+    if adapters is None and not enabled(tokens) and not len(keys):
         raise no_platform(home)  # before anything is opened
     if config.console.enabled:
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
@@ -127,7 +134,7 @@ async def open_gateway(
         core = await stack.enter_async_context(open_chat_core(config, home, build, cluster=True))
         services, router = core.services, core.router
         chosen = list(services.adapters.values())
-        if not chosen:
+        if not chosen and not len(keys):
             raise no_platform(home)
         http = reserve_http_server(stack, config, services, chosen, core.readiness)
         clustered = services.runtime.cluster is not None  # the elected member receives and schedules
@@ -140,9 +147,10 @@ async def open_gateway(
         member = await open_cluster_member(stack, services, chosen, scheduler) if clustered else None
         if member is None:
             await scheduler.start()
-        await serve_http(stack, http, config, services, tokens, member)
+        await serve_http(stack, http, config, services, tokens, member, keys)
         gateway = Gateway(services, router, http, chosen, scheduler, member)
-        log.info("gateway running: %s; %s", ", ".join(a.platform for a in chosen), http.url)
+        served = [adapter.platform for adapter in chosen] + (["the OpenAI-compatible API"] if keys else [])
+        log.info("gateway running: %s; %s", ", ".join(served), http.url)
         try:
             yield gateway
         finally:
@@ -228,12 +236,17 @@ async def serve_http(
     services: Services,
     tokens: Mapping[str, str],
     member: ClusterMember | None,
+    keys: KeyRing,
 ) -> None:
-    """Serve /healthz, /readyz, /metrics, the webhooks and the console on the reserved address."""
+    """Serve /healthz, /readyz, /metrics, the webhooks, the console and the OpenAI-compatible API (with
+    ``keys``) on the reserved address."""
     http.cluster = member
     console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
     if console is not None:
         http.mount(PREFIX, console)
+    api = build_api(config, services, keys)
+    if api is not None:
+        http.mount(API_PREFIX, api.application(), drain=api.drain)
     await http.start()
     if console is not None:
         services.console_url = console_url(config, http.url)

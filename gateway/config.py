@@ -65,6 +65,17 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message says what to fix."""
 
 
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def _person(value: str) -> str:
+    """``platform:user_id`` (how ``gateway.admins`` names people), or a ValueError saying so."""
+    platform, _, user = value.partition(":")
+    if not platform or not user or not platform.isalpha():
+        raise ValueError(f"'{value}' is not platform:user_id (e.g. {EXAMPLE}:12345, or api:alice)")
+    return value
+
+
 class GatewaySettings(Section):
     """Who may use the bot and how `herald gateway run` behaves."""
 
@@ -118,9 +129,7 @@ class GatewaySettings(Section):
     @classmethod
     def _platform_and_user(cls, value: list[str]) -> list[str]:
         for item in value:
-            platform, _, user = item.partition(":")
-            if not platform or not user or not platform.isalpha():
-                raise ValueError(f"'{item}' is not platform:user_id (e.g. {EXAMPLE}:12345)")
+            _person(item)
         return value
 
 
@@ -265,6 +274,91 @@ class ConsoleSettings(Section):
         return value.rstrip("/") if value is not None else None
 
 
+class ApiKey(Section):
+    """One key of the OpenAI-compatible API and the person it acts for."""
+
+    person: str = Field(
+        description="Who the key acts for, as platform:user_id: api:NAME for someone who uses the API "
+        "only, or an existing person (telegram:12345) to share their memory, limits and rights."
+    )
+    key: str | None = Field(
+        None, description="$NAME: the key is the variable NAME of the environment or .env (never the key)."
+    )
+    sha256: str | None = Field(
+        None, description="Or the key's SHA-256 as 64 hex digits (the key itself kept nowhere)."
+    )
+    name: str | None = Field(None, description="A label for logs (default: the person).")
+
+    @field_validator("person")
+    @classmethod
+    def _platform_and_user(cls, value: str) -> str:
+        return _person(value)
+
+    @field_validator("key")
+    @classmethod
+    def _from_environment(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", value):
+            raise ValueError(
+                "must be $NAME, the environment variable holding the key (put the key itself in .env, "
+                "never in config.yaml), or give sha256 instead"
+            )
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, value: str | None) -> str | None:
+        if value is not None and not SHA256_HEX.fullmatch(value.lower()):
+            raise ValueError("must be the key's SHA-256 as 64 hexadecimal digits")
+        return value.lower() if value is not None else None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ApiKey:
+        if (self.key is None) == (self.sha256 is None):
+            raise ValueError(f"the key of {self.person} needs exactly one of key ($NAME) or sha256")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.person
+
+
+class ApiSettings(Section):
+    """The OpenAI-compatible API (/v1/chat/completions, /v1/models) on the gateway's HTTP server
+    (gateway.http_host and http_port): any OpenAI client talks to Herald as a model. Served when keys
+    are configured."""
+
+    keys: list[ApiKey] = Field(
+        default_factory=list,
+        description="The API's keys, each acting for one person, e.g. [{key: $HERALD_API_KEY_ALICE, person: "
+        "api:alice}]: their memory, spend limits and rights apply; none = the API is not served.",
+    )
+    model_name: str = Field(
+        "herald",
+        min_length=1,
+        max_length=64,
+        description="The one model the API offers (/v1/models); requests name it as their model.",
+    )
+    max_request_mb: StrictFloat = Field(
+        4.0,
+        gt=0,
+        le=64,
+        description="Largest request body in MB (the whole conversation a client sends); a larger one is "
+        "refused with a 400 error.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ApiSettings:
+        labels = [key.label for key in self.keys]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"api.keys: two keys are labelled {', '.join(twice)}: give each its own name")
+        digests = [key.sha256 for key in self.keys if key.sha256 is not None]
+        variables = [key.key.strip("${}") for key in self.keys if key.key is not None]
+        if len(set(digests)) < len(digests) or len(set(variables)) < len(variables):
+            raise ValueError("api.keys: the same key is given twice (a key acts for one person)")
+        return self
+
+
 class ScopeLimits(Section):
     """USD limits of one kind of scope per window (day and month in scheduler.timezone)."""
 
@@ -315,7 +409,7 @@ class BudgetSettings(Section):
     cron: CronLimits = Field(default_factory=CronLimits, description="Each scheduled job.")
     overrides: dict[str, LimitOverride] = Field(
         default_factory=dict,
-        description=f"Limits of particular chats, people or jobs, e.g. {{\"{EXAMPLE}:-100123\": {{daily_usd: "
+        description=f'Limits of particular chats, people or jobs, e.g. {{"{EXAMPLE}:-100123": {{daily_usd: '
         f"5}}}}: keys are platform:chat_id (platform:chat_id:thread_id for a topic, or a session key such as "
         f"{EXAMPLE}:group:-100123), platform:user_id for a person, cron:JOB_ID for a job; a key platform:id "
         "applies to the chat and to the person with that id. An explicit null lifts a limit.",
@@ -374,6 +468,7 @@ class HeraldConfig(Section):
     scheduler: SchedulerSettings = SchedulerSettings()
     cluster: ClusterSettings = ClusterSettings()
     console: ConsoleSettings = ConsoleSettings()
+    api: ApiSettings = ApiSettings()
     budgets: BudgetSettings = BudgetSettings()
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,

@@ -1,5 +1,6 @@
 """The gateway's own tables: its inbox and outbox, pairings, per-chat settings, scheduled jobs, the
-facts it remembers between runs, the records adapters keep and the console's login links.
+facts it remembers between runs, the records adapters keep, the console's login links and where each
+conversation of the OpenAI-compatible API stands.
 
 Declared on the agent's shared :data:`agent.db.metadata`, so one schema (and one Alembic history,
 ``agent/db/migrations``) serves the whole process; the agent itself never reads these. Importing this
@@ -159,4 +160,15 @@ console_links = sa.Table(  # gateway.console.links: one-time login links for the
     sa.Column("created_by", sa.Text, nullable=False),  # the admin who asked for it (platform:user_id)
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=False),
+)
+
+api_conversations = sa.Table(  # gateway.openai_api.conversations: where each API conversation stands
+    "api_conversations",
+    metadata,
+    sa.Column("session_key", sa.Text, primary_key=True),  # one line of a conversation: a session key
+    sa.Column("person", sa.Text, nullable=False),  # whom the API key acts for (platform:user_id)
+    sa.Column("conversation", sa.Text),  # the client's conversation id, when it sends one
+    sa.Column("tip", sa.Text),  # digest of the history the client saw last; null: matches no request
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Index("api_conversations_by_tip", "person", "tip"),
 )

@@ -166,6 +166,7 @@ REPOSITORIES = {
     "gateway/intake/inbox.py",
     "gateway/delivery/outbox.py",
     "gateway/access/pairing.py",
+    "gateway/openai_api/conversations.py",
 }
 
 

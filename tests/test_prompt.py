@@ -45,6 +45,14 @@ def test_chat_context_and_dates_only_change_the_volatile_layer() -> None:
     assert other.volatile != base.volatile and "Family group" in other.volatile
 
 
+def test_a_clients_instructions_only_change_the_context_layer_after_the_configured_message() -> None:
+    base = build_system_prompt(INPUTS)
+    other = build_system_prompt(dataclasses.replace(INPUTS, instructions="Answer in French."))
+    assert other.stable == base.stable and other.volatile == base.volatile
+    assert other.context.startswith(base.context)
+    assert other.context.endswith("chat application\n\nAnswer in French.")
+
+
 def test_date_has_no_time_of_day() -> None:
     assert format_start_date(dt.date(2026, 1, 5)) == "Conversation started: Monday, January 5, 2026"
 

@@ -20,6 +20,8 @@ from adapters.spec import AccessRules
 from gateway.access.pairing import Pairing
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import admin_id
+from gateway.openai_api.keys import PLATFORM as API_PLATFORM
+from gateway.openai_api.keys import api_people
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,10 @@ def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> Access
     return AccessPolicy(
         admins=frozenset([*config.gateway.admins, *owners]),
         allow_all=config.gateway.allow_all,
-        platforms={spec.name: spec.access(config.platform_settings(spec)) for spec in PLATFORMS},
+        platforms={
+            **{spec.name: spec.access(config.platform_settings(spec)) for spec in PLATFORMS},
+            API_PLATFORM: AccessRules(users=api_people(config)),  # an api:NAME key is its access
+        },
     )
 
 

@@ -29,7 +29,10 @@ class Budgets:
     # -- who pays -----------------------------------------------------------------------------
 
     def for_turn(self, message: InboundMessage, session_key: str, *, is_admin: bool) -> Charge:
-        person = admin_id(message.platform, message.user_id)
+        return self.for_person(admin_id(message.platform, message.user_id), session_key, is_admin=is_admin)
+
+    def for_person(self, person: str, session_key: str, *, is_admin: bool) -> Charge:
+        """A turn ``person`` (``platform:user_id``) asked for in the chat of ``session_key``."""
         return turn_charge(self.settings, session_key, person, is_admin=is_admin)
 
     def for_review(self, session_key: str) -> Charge:

@@ -22,6 +22,7 @@ from agent import version
 from agent.api import SessionStore
 from agent.files import valid_text
 from gateway import insights
+from gateway.cli import api as cli_api
 from gateway.cli import budget as cli_budget
 from gateway.cli import cron as cli_cron
 from gateway.cli import gateway as cli_gateway
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_storage.add_commands(commands, common)
     cli_memory.add_commands(commands, common)
     cli_skills.add_commands(commands, common)
+    cli_api.add_commands(commands, common)
     return parser
 
 
@@ -268,6 +270,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_memory.run_memory_command(home, args)
     if args.command == "skills":
         return cli_skills.run_skills_command(home, args)
+    if args.command == "api":
+        return cli_api.run_api_command(home, args)
     return EXIT_UNUSABLE
 
 

@@ -51,9 +51,13 @@ def admin_id(platform: str, user_id: str) -> str:
 def memory_scope(message: InboundMessage, *, is_admin: bool) -> str:
     if message.chat_type is not ChatType.DIRECT:
         return chat_scope(message.platform, message.chat_id)
-    if is_admin:
-        return OWNER_SCOPE
-    return user_scope(message.platform, message.user_id)
+    return person_scope(message.platform, message.user_id, is_admin=is_admin)
+
+
+def person_scope(platform: str, user_id: str, *, is_admin: bool) -> str:
+    """The memory of a person's own conversations (a direct chat, the API): the owner's for an admin,
+    else their own."""
+    return OWNER_SCOPE if is_admin else user_scope(platform, user_id)
 
 
 def display_name(name: str) -> str:

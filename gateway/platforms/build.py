@@ -53,5 +53,6 @@ def token_names(specs: Sequence[PlatformSpec[Any]] = PLATFORMS) -> str:
 
 def no_platform(home: HeraldHome) -> ConfigError:
     return ConfigError(
-        f"No chat platform is enabled: set {token_names()} in the environment or in {home.env_path}."
+        f"No chat platform is enabled: set {token_names()} in the environment or in {home.env_path}, "
+        "or give the OpenAI-compatible API a key (api.keys)."
     )

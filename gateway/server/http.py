@@ -6,7 +6,8 @@ Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECOND
 what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
 this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
 ``webhook_path`` gets its POSTs routed to it (a platform's webhook mode). Applications mounted before
-``start`` serve under their prefix (the operator console at ``/console``).
+``start`` serve under their prefix (the operator console at ``/console``, the OpenAI-compatible API at
+``/v1``); one with long requests says how to drain them at shutdown.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class HttpServer:
         self.cluster = cluster
         self._runner: web.AppRunner | None = None
         self._mounted: dict[str, web.Application] = {}
+        self._drains: list[Callable[[float], Awaitable[bool]]] = []
         self._socket: socket.socket | None = None
         self.url = ""
 
@@ -95,10 +97,21 @@ class HttpServer:
         """The applications mounted, by prefix."""
         return self._mounted
 
-    def mount(self, prefix: str, app: web.Application) -> None:
+    def mount(
+        self, prefix: str, app: web.Application, *, drain: Callable[[float], Awaitable[bool]] | None = None
+    ) -> None:
         """Serve ``app`` under ``prefix`` (``/console``: ``/console/...``; ``/console`` itself redirects
-        there); before :meth:`start`."""
+        there); before :meth:`start`. ``drain``: how the application finishes its running requests at
+        shutdown (:meth:`drain`)."""
         self._mounted[prefix] = app
+        if drain is not None:
+            self._drains.append(drain)
+
+    async def drain(self, seconds: float) -> bool:
+        """Let the mounted applications finish their running requests within ``seconds`` (taking no new
+        ones); True when every one finished."""
+        finished = await asyncio.gather(*(drain(seconds) for drain in self._drains))
+        return all(finished)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_WEBHOOK_BODY)

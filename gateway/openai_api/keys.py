@@ -1,0 +1,89 @@
+"""The API's keys: which person a bearer key acts for, checked without keeping the key anywhere.
+
+A key is configured as ``$NAME`` (the key is in the environment or ``.env``) or as its SHA-256; either
+way only its digest is held here, and a presented key is hashed and compared with every configured
+digest in constant time. A key too short to resist guessing stops the start (like the console's token).
+The person a key acts for is ``platform:user_id``: ``api:NAME`` for someone who uses the API only (the
+key is their access: :func:`api_people`), or an existing person (``telegram:12345``), whose access,
+memory, limits and rights the key then shares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gateway.config import ApiKey, ConfigError, HeraldConfig
+from gateway.home import HeraldHome, from_environment
+
+PLATFORM = "api"  # the platform of people who use the API only: api:NAME
+MIN_KEY_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request's key acts for."""
+
+    person: str  # platform:user_id
+    label: str  # for logs (never the key)
+
+    @property
+    def platform(self) -> str:
+        return self.person.partition(":")[0]
+
+    @property
+    def user_id(self) -> str:
+        return self.person.partition(":")[2]
+
+
+def digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+class KeyRing:
+    """The configured keys, as digests."""
+
+    def __init__(self, entries: Sequence[tuple[bytes, Caller]]) -> None:
+        self._entries = tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def find(self, presented: str) -> Caller | None:
+        """The caller ``presented`` is the key of, or None. Every digest is compared (in constant time),
+        so how long this takes says nothing about which key came close."""
+        given = digest(presented)
+        found: Caller | None = None
+        for expected, caller in self._entries:
+            if hmac.compare_digest(given, expected):
+                found = caller
+        return found
+
+
+def key_ring(keys: Sequence[ApiKey], home: HeraldHome, environ: Mapping[str, str]) -> KeyRing:
+    """The ring of ``api.keys``; a ConfigError names a ``$NAME`` that is not set or a key too short."""
+    entries: list[tuple[bytes, Caller]] = []
+    for index, key in enumerate(keys):
+        caller = Caller(key.person, key.label)
+        if key.sha256 is not None:
+            entries.append((bytes.fromhex(key.sha256), caller))
+            continue
+        assert key.key is not None  # the schema gives each key exactly one source
+        value = from_environment(key.key, f"api.keys[{index}].key", home, environ).strip()
+        if len(value) < MIN_KEY_CHARS:
+            raise ConfigError(
+                f"api.keys[{index}].key ({key.key}) has {len(value)} characters; use at least "
+                f"{MIN_KEY_CHARS} (e.g. the output of: herald api new-key)"
+            )
+        entries.append((digest(value), caller))
+    return KeyRing(entries)
+
+
+def api_people(config: HeraldConfig) -> frozenset[str]:
+    """The user ids of ``api:NAME`` people: their key is their access (the allowlist of the platform
+    ``api``)."""
+    return frozenset(
+        key.person.partition(":")[2] for key in config.api.keys if key.person.partition(":")[0] == PLATFORM
+    )
