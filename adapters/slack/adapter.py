@@ -53,9 +53,8 @@ from .errors import delivery_error, error_code
 from .home import home_view
 from .inbound import COMMAND_PREFIX, BotIdentity, command_to_inbound, is_from_person, plain_text, to_inbound
 from .render import render_slack
-from .settings import PLATFORM, SLACK_API, WEBHOOK_PATH, SlackSettings
+from .settings import PLATFORM, RECORDS, SLACK_API, WEBHOOK_PATH, SlackSettings
 from .socket import SDK_LOGGER, ReportingSocketModeClient
-from .spec import RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +180,7 @@ class SlackAdapter(Adapter):
         """Open the Socket Mode connection (nothing without an app token: Events API POSTs reach every
         process). Catches up what stored cursors say may have been missed. Raises
         :class:`DeliveryError` (not retryable when Slack refuses the app token)."""
-        client = self._started()
+        self._started()
         if self._socket is not None or not self._app_token:
             return
         opener = AsyncWebClient(
@@ -198,7 +197,7 @@ class SlackAdapter(Adapter):
         socket = ReportingSocketModeClient(
             self._app_token,
             logger=SDK_LOGGER,
-            web_client=AsyncWebClient(base_url=self._base_url, timeout=REQUEST_TIMEOUT, logger=SDK_LOGGER),
+            web_client=opener,
             ping_interval=float(self._settings.ping_interval),
             on_connected=self._connected,
         )
@@ -206,15 +205,13 @@ class SlackAdapter(Adapter):
         socket.wss_uri = str(opened["url"])
         self._socket = socket
         await socket.connect()
-        del client
         log.info("Slack adapter receiving (Socket Mode)")
 
     async def stop_receiving(self) -> None:
         """Close the socket; envelopes not yet stored are left unacknowledged (Slack sends them again)."""
         socket, self._socket = self._socket, None
         if socket is not None:
-            await socket.close()
-            await socket.web_client.session.close() if socket.web_client.session else None
+            await socket.close()  # type: ignore[no-untyped-call]
         while not self._queue.empty():
             self._queue.get_nowait()
 

@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.records import MemoryRecordStore, RecordStore
 
-from .spec import RECORDS
+from .settings import RECORDS
 
 WINDOW = 24 * 3600.0  # seconds: a gap older than this is not read back (Slack's own retries ended)
 PAGE = 200  # messages or channels per Web API page

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 
+from adapters.records import RecordsPolicy
 from adapters.spec import PlatformSettings, ids_as_text
 
 PLATFORM = "slack"  # InboundMessage.platform, the config section, session keys, admins' ids
 SLACK_API = "https://slack.com/api/"  # the Web API slack_sdk talks to by default
 WEBHOOK_PATH = "/slack/events"  # where the gateway's HTTP server receives Events API and command POSTs
 HARD_LIMIT = 40_000  # characters: Slack truncates a message's text past this
+RECORDS = RecordsPolicy(keep_after_expiry=24 * 3600)  # catch-up cursors, threads, slash commands
 
 
 class SlackSettings(PlatformSettings):

@@ -34,7 +34,7 @@ class ReportingSocketModeClient(SocketModeClient):
 
     async def connect(self) -> None:
         before = self.current_session
-        await super().connect()
+        await super().connect()  # type: ignore[no-untyped-call]
         session = self.current_session
         if self.closed or session is None or session is before or session.closed:
             return

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.base import Adapter
-from adapters.records import RecordsPolicy
 from adapters.spec import AccessRules, BuildContext, PlatformSpec, Secret, TokenProbe
 
-from .settings import PLATFORM, SLACK_API, SlackSettings
+from .settings import PLATFORM, RECORDS, SLACK_API, SlackSettings
 
 TOKEN = Secret(
     "SLACK_BOT_TOKEN", "the bot token (xoxb-…), from api.slack.com/apps → your app → OAuth & Permissions"
@@ -22,7 +21,6 @@ APP_TOKEN = Secret(
 SIGNING_SECRET = Secret(
     "SLACK_SIGNING_SECRET", "for the Events API over HTTP: Basic Information → App Credentials"
 )
-RECORDS = RecordsPolicy(keep_after_expiry=24 * 3600)  # catch-up cursors and threads the bot is in
 
 
 def build(context: BuildContext[SlackSettings]) -> Adapter:

@@ -50,9 +50,6 @@ class SlackDriver(Driver):
     def environ(self) -> dict[str, str]:
         return {SPEC.token.env: BOT_TOKEN, APP_TOKEN.env: FAKE_APP_TOKEN}
 
-    def quiet(self) -> bool:
-        return self.fake.unacked() == 0
-
     async def delivered(self, adapter: Adapter) -> None:
         await self.fake.wait_for(lambda: self.fake.unacked() == 0, what="every envelope acknowledged")
 
