@@ -82,7 +82,7 @@ async def test_in_a_shared_chat_only_what_is_addressed_to_the_bot_is_answered(
     assert len(answers) == 1
     [request] = emulator.requests
     [said] = user_texts(request)
-    assert said.lower().startswith(f"user{driver.friend}: ") and said.endswith(
+    assert said.lower().startswith(f"user{driver.friend}: ".lower()) and said.endswith(
         "what is the plan?"
     )  # who said it
 

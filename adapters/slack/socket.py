@@ -1,0 +1,42 @@
+"""Socket Mode: slack_sdk's aiohttp client, told when its connection was replaced.
+
+The SDK pings every ``ping_interval`` seconds and replaces a connection that has not answered for four
+of them (or that closed, or that Slack asked to leave with ``disconnect``), but it says so only in its
+own INFO lines and catches nothing up: events Slack sent into a dead socket are gone. This subclass
+reports every new connection to ``on_connected`` (``replaced`` true from the second one on); the
+adapter then catches the gap up (``adapters.slack.catchup``) and writes the one log line.
+
+The SDK runs each envelope's listeners in a task of its own, started in arrival order; the adapter's
+listener only queues the envelope (no await before), and one consumer hands them to the sink in that
+order, acknowledging each only after the sink stored it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+
+# The SDK logs every reconnection at INFO and its failures with tracebacks; the adapter says what
+# matters in one line of its own, so the SDK's logger stays at WARNING.
+SDK_LOGGER = logging.getLogger("adapters.slack.sdk")
+SDK_LOGGER.setLevel(logging.WARNING)
+
+
+class ReportingSocketModeClient(SocketModeClient):
+    """``SocketModeClient`` that calls ``on_connected(replaced)`` after each connection it opens."""
+
+    def __init__(self, *args: object, on_connected: Callable[[bool], None], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._on_connected = on_connected
+        self._connections = 0
+
+    async def connect(self) -> None:
+        before = self.current_session
+        await super().connect()  # type: ignore[no-untyped-call]
+        session = self.current_session
+        if self.closed or session is None or session is before or session.closed:
+            return
+        self._connections += 1
+        self._on_connected(self._connections > 1)

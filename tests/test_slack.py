@@ -1,0 +1,122 @@
+"""What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently, the
+Events API's signatures and retries, a mention in a thread, files that answer with a sign-in page."""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+import pytest
+
+from adapters.base import Attachment, DeliveryError
+from adapters.slack import files
+from adapters.slack.spec import SIGNING_SECRET
+from gateway.home import HeraldHome
+from tests.conformance.harness import running
+from tests.conformance.slack_driver import CHANNEL, SlackDriver
+from tests.conformance.test_scenarios import user_texts
+from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.slack.server import SIGNING_SECRET as FAKE_SECRET
+from tests.fakes.waiting import wait_until
+
+REPLACED = "Slack Socket Mode connection replaced"
+
+
+class EventsDriver(SlackDriver):
+    """The same fake, with the Events API's signing secret set."""
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), SIGNING_SECRET.env: FAKE_SECRET}
+
+
+def asked(emulator: ProviderEmulator) -> list[str]:
+    """What each model request was asked (its last user message: earlier ones are the history)."""
+    return [user_texts(request)[-1] for request in emulator.requests]
+
+
+async def test_a_socket_that_stops_answering_pings_is_replaced_and_the_gap_caught_up_once(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = SlackDriver()
+    place = driver.dm_place(driver.friend)
+    async with running(driver, home, emulator, emulator_url) as platform:
+        driver.dm(driver.friend, "before the gap")
+        await platform.settled()
+        driver.fake.silence()  # no close frame: pings go unanswered, events vanish
+        driver.dm(driver.friend, "lost in the gap one")
+        driver.dm(driver.friend, "lost in the gap two")
+        await wait_until(lambda: driver.fake.connections >= 2 and driver.fake.live(), what="a new socket")
+        await wait_until(lambda: len(driver.messages(place)) >= 2, what="the gap answered")
+        await platform.settled()
+        driver.dm(driver.friend, "after the gap")
+        await platform.settled()
+        answers = driver.messages(place)
+    said = asked(emulator)
+    for text in ("before the gap", "lost in the gap one", "lost in the gap two", "after the gap"):
+        assert sum(text in line for line in said) == 1, (text, said)  # nothing lost, nothing doubled
+    assert len(answers) == len(emulator.requests)  # one answer per turn
+    assert sum(REPLACED in record.getMessage() for record in caplog.records) == 1
+
+
+async def test_a_retried_events_api_post_is_answered_once(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    emulator.script(Reply(text="Once."))
+    driver = EventsDriver()
+    async with running(driver, home, emulator, emulator_url) as platform:
+        driver.fake.events_to(f"{platform.gateway.http.url}/slack/events")
+        sent = driver.dm(driver.friend, "answer me once")
+        await wait_until(lambda: driver.fake.event_posts, what="the first POST answered")
+        await driver.redeliver(sent)  # X-Slack-Retry-Num: 1
+        await wait_until(lambda: len(driver.fake.event_posts) == 2, what="the retry answered")
+        await platform.settled()
+        answers = driver.messages(driver.dm_place(driver.friend))
+    assert driver.fake.event_posts == [(0, 200), (1, 200)]
+    assert [answer.text for answer in answers] == ["Once."] and len(emulator.requests) == 1
+
+
+@pytest.mark.parametrize(("secret", "age"), [("not-the-secret", 0), (FAKE_SECRET, 600)])
+async def test_a_post_with_a_bad_or_old_signature_is_refused(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, secret: str, age: float
+) -> None:
+    driver = EventsDriver()
+    event = {"type": "message", "channel": "DUFRIEND", "channel_type": "im", "user": driver.friend,
+             "text": "forged", "ts": "1700000000.000001"}  # fmt: skip
+    body = json.dumps({"type": "event_callback", "team_id": "T0FAKE", "event": event}).encode()
+    async with running(driver, home, emulator, emulator_url) as platform:
+        driver.fake.events_to(f"{platform.gateway.http.url}/slack/events")
+        status = await driver.fake.post_signed(body, secret=secret, age=age)
+        await platform.settled()
+    assert status == 401 and emulator.requests == []
+
+
+async def test_a_mention_in_a_thread_is_answered_there_with_the_threads_earlier_messages(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    driver = SlackDriver()
+    async with running(driver, home, emulator, emulator_url) as platform:
+        thread = driver.thread()  # the admin's "thread 1"
+        driver.group(driver.friend, "the deploy failed at step 3", place=thread)
+        driver.group(driver.friend, "what went wrong?", mention=True, place=thread)
+        await platform.settled()
+        in_thread, in_channel = driver.messages(thread), driver.messages(driver.group_place())
+        [reply] = driver.fake.bot_messages(CHANNEL, thread.thread_id)
+    [said] = asked(emulator)
+    assert "thread 1" in said and "the deploy failed at step 3" in said and said.endswith("what went wrong?")
+    assert len(in_thread) == 1 and in_channel == [] and not reply.reply_broadcast
+    system = "".join(block["text"] for block in emulator.requests[0].json["system"])
+    assert "deploy failed" not in system  # context goes with the message, never into the prompt
+
+
+async def test_a_file_url_that_answers_with_a_sign_in_page_is_refused() -> None:
+    driver = SlackDriver()
+    async with driver.fake.serve(), aiohttp.ClientSession() as session:
+        event = driver.fake.post(
+            driver.friend, "DUFRIEND", "here", files=[("a.pdf", b"%PDF-1.4", "application/pdf")]
+        )
+        file = event["files"][0]
+        attachment = Attachment("document", file["url_private_download"], "a.pdf", "application/pdf")
+        assert await files.download(session, "xoxb-fake-bot-token", attachment, 1000) == b"%PDF-1.4"
+        with pytest.raises(DeliveryError, match="sign-in page") as refused:
+            await files.download(session, "xoxb-wrong", attachment, 1000)
+    assert refused.value.permanent
