@@ -32,6 +32,7 @@ from gateway.commands import menu, menu_hash, private_commands
 from gateway.config import ConfigError, HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
 from gateway.console.server import PREFIX
+from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
@@ -277,7 +278,10 @@ async def serve_http(
 ) -> None:
     """Serve /healthz, /readyz, /metrics, the webhooks and the console on the reserved address."""
     http.cluster = member
-    console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
+    console = await build_console(
+        config, services, tokens, readiness=http.readiness, member=member,
+        budgets=BudgetSource(services.budgets.book), misses=CacheMissSource(services.runtime.store),
+    )  # fmt: skip
     if console is not None:
         http.mount(PREFIX, console)
     await http.start()

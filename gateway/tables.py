@@ -1,5 +1,6 @@
-"""The gateway's own tables: its inbox and outbox, pairings, per-chat settings, scheduled jobs, the
-facts it remembers between runs, Discord's interaction records and the console's login links.
+"""The gateway's own tables: its inbox (and who wrote in each chat) and outbox, pairings, per-chat
+settings, scheduled jobs, the facts it remembers between runs, Discord's interaction records and the
+console's login links.
 
 Declared on the agent's shared :data:`agent.db.metadata`, so one schema (and one Alembic history,
 ``agent/db/migrations``) serves the whole process; the agent itself never reads these. Importing this
@@ -172,4 +173,12 @@ console_links = sa.Table(  # gateway.console.links: one-time login links for the
     sa.Column("created_by", sa.Text, nullable=False),  # the admin who asked for it (platform:user_id)
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=False),
+)
+
+chat_people = sa.Table(  # gateway.intake.inbox: who wrote in each chat (the console's "People")
+    "chat_people",
+    metadata,
+    sa.Column("session_key", sa.Text, primary_key=True),  # the chat (a direct chat, a group or one topic)
+    sa.Column("user_id", sa.Text, primary_key=True),  # as the platform names the person
+    sa.Column("first_seen", Timestamp, nullable=False),
 )

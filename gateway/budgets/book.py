@@ -6,7 +6,8 @@ process; requests in flight are not in it), and the limits from ``budgets:``.
 - :meth:`BudgetBook.standing`: every scope with spending today or this month (and the bot when it has a
   limit), each window as a :class:`~gateway.budgets.lines.ScopeStanding` (kind, id, window, spent,
   limit, requests), bot first, then chats, people and jobs, the most spent today first.
-- :meth:`BudgetBook.chat_standing`: one chat, one person (and the bot), as (today, this month) pairs.
+- :meth:`BudgetBook.chat_standing`: one chat, one person (and the bot), as (today, this month) pairs;
+  :meth:`BudgetBook.of_scopes` the same for any scopes (the console's page of one chat).
 """
 
 from __future__ import annotations
@@ -84,10 +85,16 @@ class BudgetBook:
         self, session_key: str, person: str, *, with_bot: bool, now: float | None = None
     ) -> list[tuple[ScopeStanding, ScopeStanding]]:
         """``/budget``: the chat, the person and (``with_bot``) the bot, each as (today, this month)."""
-        day, month = self.current_windows(now)
         scopes = [chat_scope(self.settings, session_key), person_scope(self.settings, person)]
         if with_bot:
             scopes.append(bot_scope(self.settings))
+        return await self.of_scopes(scopes, now)
+
+    async def of_scopes(
+        self, scopes: Sequence[Scope], now: float | None = None
+    ) -> list[tuple[ScopeStanding, ScopeStanding]]:
+        """Each of ``scopes`` (:meth:`scope` gives one) as (today, this month)."""
+        day, month = self.current_windows(now)
         spent = await self.ledger.spent([(s.key, w.id) for s in scopes for w in (day, month)])
         return [
             (
