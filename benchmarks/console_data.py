@@ -185,7 +185,7 @@ def _spending(
         if row["created_at"] < month.start:
             continue
         key = keys[row["session_id"]]
-        platform, kind, chat = (key.split(":") + [""])[:3]
+        platform, kind, chat = [*key.split(":"), ""][:3]
         scopes = ["bot", key if platform == "cron" else f"chat:{key}"]  # a job's runs: its job
         if kind == "dm":
             scopes.append(f"person:{platform}:{chat}")

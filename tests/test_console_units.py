@@ -59,7 +59,8 @@ def test_turn_bars_stack_the_four_kinds_and_misses_mark_their_request() -> None:
     assert second_read.height == pytest.approx(39 * second_input.height)
     [marker] = chart.markers
     assert marker.x == pytest.approx(second_read.x + second_read.width / 2)
-    assert marker.y < second_read.y and (marker.kind, marker.title) == ("ttl_expired", "cache miss (TTL expired)")
+    assert marker.y < second_read.y
+    assert (marker.kind, marker.title) == ("ttl_expired", "cache miss (TTL expired)")
     assert [(s.kind, s.label) for s in chart.marker_legend] == [("ttl_expired", "TTL expired")]  # shown only
     assert "4,000 tokens: 100 input, 3,900 cache read" in second_read.title
 

@@ -140,7 +140,7 @@ MISSES_PER_CHAT = sa.select(
     sa.func.sum(cache_misses.c.missed_tokens).label("missed_tokens"),
     sa.func.sum(cache_misses.c.missed_usd).label("missed_usd"),
 ).group_by(cache_misses.c.session_key)
-_OF_REQUESTS = (
+_OF_REQUESTS: sa.Select[Any] = (
     sa.select(*_MISS_COLUMNS)
     .where(
         cache_misses.c.session_key == sa.bindparam("session_key"),

@@ -320,7 +320,7 @@ def _purpose(purpose: str) -> str:
 
 def _cause(cause: str) -> str:
     """A cause as ``herald insights`` names it (one it does not know: as stored)."""
-    return CAUSE_LABELS.get(cause, cause)  # type: ignore[call-overload]
+    return next((label for known, label in CAUSE_LABELS.items() if known == cause), cause)
 
 
 def _choice(value: str | None, kind: type[ChatSort], default: ChatSort) -> ChatSort:

@@ -195,7 +195,10 @@ _TOTALS = [
     sa.func.max(sessions.c.updated_at).label("last_active"),
 ]
 _CHAT_COUNT = sa.select(sa.func.count(sa.distinct(sessions.c.session_key)))
-_PERIODS = {"day": sa.bindparam("day_period"), "month": sa.bindparam("month_period")}
+_PERIODS: dict[str, sa.BindParameter[Any]] = {
+    "day": sa.bindparam("day_period"),
+    "month": sa.bindparam("month_period"),
+}
 
 
 def _limit_of(limits: KeyLimits, session_key: sa.ColumnElement[str]) -> sa.ColumnElement[Any]:
@@ -204,7 +207,7 @@ def _limit_of(limits: KeyLimits, session_key: sa.ColumnElement[str]) -> sa.Colum
     default = sa.null() if limits.default is None else sa.literal(limits.default, sa.Double)
     cases = []
     for rule in limits.rules:
-        names = [session_key.in_(rule.keys)] if rule.keys else []
+        names: list[sa.ColumnElement[bool]] = [session_key.in_(rule.keys)] if rule.keys else []
         if rule.topics_of is not None:
             topic = _like_escaped(rule.topics_of)
             one_topic = sa.and_(
@@ -235,7 +238,7 @@ def _fuller(shares: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
     return sa.case((day.is_(None), month), (month.is_(None), day), (day >= month, day), else_=month)
 
 
-_SESSION_KEYS = sa.bindparam("session_keys", expanding=True)
+_SESSION_KEYS: sa.BindParameter[Any] = sa.bindparam("session_keys", expanding=True)
 
 
 def _per_chat(aggregate: sa.Select[Any], name: str, narrow: bool) -> sa.Subquery:
@@ -334,7 +337,7 @@ class ChatList:
         key = totals.c.session_key
         misses = _per_chat(MISSES_PER_CHAT, "misses", narrow=True)
         people = _per_chat(PEOPLE_PER_CHAT, "people", narrow=True)
-        joined = totals.outerjoin(misses, misses.c.session_key == key).outerjoin(
+        joined: sa.FromClause = totals.outerjoin(misses, misses.c.session_key == key).outerjoin(
             people, people.c.session_key == key
         )
         joined, used = self._budget_used(totals, joined)

@@ -136,8 +136,8 @@ class Inbox:
             # In one order everywhere: two transactions adding the same people never wait for each other.
             found = [{"session_key": k, "user_id": u, "first_seen": now} for k, u in sorted(people)]
             for start in range(0, len(found), BATCH_ROWS):
-                chunk = found[start : start + BATCH_ROWS]
-                conn.execute(insert_for(conn, chat_people).values(chunk).on_conflict_do_nothing())
+                some = found[start : start + BATCH_ROWS]
+                conn.execute(insert_for(conn, chat_people).values(some).on_conflict_do_nothing())
             return rows
 
         return await self.storage.write(insert)
