@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.api import CacheMiss, MissTotal, SessionStore
-from gateway.budgets.book import BudgetBook, pairs
-from gateway.budgets.limits import CHAT, CRON, FIELDS, chat_override_keys, listed_scope
-from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, usd
+from agent.api import CacheMiss, MissTotal, SessionStore, Window
+from gateway.budgets.book import BudgetBook, Spending, limit_in, split_scope
+from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, listed_scope
+from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
 from gateway.cron.jobs import SESSION_PREFIX
 
 PAGE_SIZE = 50
@@ -39,9 +39,7 @@ class BudgetLine:
     @property
     def used(self) -> float | None:
         """Share of the limit spent (1.0 = at the limit); None without a limit."""
-        if self.limit_usd is None:
-            return None
-        return self.spent_usd / self.limit_usd if self.limit_usd > 0 else 1.0
+        return share_of(self.spent_usd, self.limit_usd)
 
 
 @dataclass(frozen=True)
@@ -113,17 +111,19 @@ class BudgetSource:
     async def page(self, number: int) -> BudgetPage:
         """Every scope with spending today or this month (and the bot when it has a limit), a page of
         :data:`PAGE_SIZE` at a time: the bot first, then scopes with a limit, the fullest first, then
-        the others by what they spent this month."""
-        day, month = self.book.current_windows()
-        scopes = [_scope(today, this_month) for today, this_month in pairs(await self.book.standing())]
-        scopes.sort(key=_fullest_first)
-        pages = max(1, -(-len(scopes) // PAGE_SIZE))
+        the others by what they spent this month. Thousands of scopes are sorted as plain figures; rows
+        are made for the page's alone."""
+        spending = await self.book.spending()
+        day, month = spending.day, spending.month
+        keys = sorted(spending.keys, key=lambda key: self._fullest_first(spending, key))
+        pages = max(1, -(-len(keys) // PAGE_SIZE))
         chosen = min(max(1, number), pages)
         settings = self.book.settings
         assert day.end is not None and month.end is not None  # calendar windows end
+        shown = keys[(chosen - 1) * PAGE_SIZE : chosen * PAGE_SIZE]
         return BudgetPage(
-            scopes=scopes[(chosen - 1) * PAGE_SIZE : chosen * PAGE_SIZE],
-            total=len(scopes),
+            scopes=[self._budget(spending, key) for key in shown],
+            total=len(keys),
             page=chosen,
             pages=pages,
             limits=limits_summary(settings),
@@ -145,8 +145,27 @@ class BudgetSource:
         return [key for key in keys if key in self.book.settings.overrides]
 
 
-def _fullest_first(scope: ScopeBudget) -> tuple[bool, bool, float, float, str]:
-    return scope.kind != "bot", not scope.limited, -(scope.used or 0.0), -scope.month.spent_usd, scope.name
+    def _fullest_first(self, spending: Spending, key: str) -> tuple[bool, bool, float, float, str]:
+        """The Budgets page's order: the bot, then scopes with a limit, the fullest first, then by what they
+        spent this month (:attr:`ScopeBudget.used` without making one)."""
+        kind, ident = split_scope(key)
+        scope = self.book.scope(kind, ident)
+        month = spending.of(key, spending.month)[0]
+        shares = [
+            share
+            for window, spent in ((spending.day, spending.of(key, spending.day)[0]), (spending.month, month))
+            if (share := share_of(spent, limit_in(scope, window))) is not None
+        ]
+        return kind != BOT, not shares, -max(shares, default=0.0), -month, key
+
+    def _budget(self, spending: Spending, key: str) -> ScopeBudget:
+        kind, ident = split_scope(key)
+        scope = self.book.scope(kind, ident)
+
+        def line(window: Window) -> BudgetLine:
+            return BudgetLine(window.kind, spending.of(key, window)[0], limit_in(scope, window), window.end)
+
+        return ScopeBudget(kind, ident, line(spending.day), line(spending.month))
 
 
 def _line(standing: ScopeStanding) -> BudgetLine:
