@@ -280,7 +280,8 @@ async def serve_http(
     http.cluster = member
     console = await build_console(
         config, services, tokens, readiness=http.readiness, member=member,
-        budgets=BudgetSource(services.budgets.book), misses=CacheMissSource(services.runtime.store),
+        budgets=BudgetSource(services.budgets.book, services.runtime.storage),
+        misses=CacheMissSource(services.runtime.store),
     )  # fmt: skip
     if console is not None:
         http.mount(PREFIX, console)

@@ -263,7 +263,7 @@ async def test_each_chats_budget_share_in_the_list_is_what_its_own_limits_give(s
     reports = Reports(storage, store, BERLIN, ledger_book)
     page = await reports.chats(ChatSort.BUDGET, True, 1)
     listed = {row.session_key: row.budget_used for row in page.rows}
-    source = BudgetSource(ledger_book)
+    source = BudgetSource(ledger_book, storage)
     expected = {key: (await source.chat(key)).used for key in KEYS}
     assert listed == pytest.approx(expected)
     assert expected["telegram:group:-100:topic:7"] == pytest.approx(0.75)  # its topic's monthly $1
@@ -288,3 +288,40 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     await migrate(storage)
     rows = await storage.read(lambda conn: conn.execute(sa.select(chat_people.c.user_id)).scalars().all())
     assert sorted(rows) == ["7", "8"]
+
+
+async def test_the_budgets_page_sorts_every_scope_by_its_own_limits_a_page_at_a_time(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Budgets page sorts scopes in SQL by the share of their limits; what it shows of each (its
+    limits, decided in Python as /budget does) puts them in that same order: the fullest first, then
+    those without a limit by what they spent this month; the bot above the first page."""
+    limits = {
+        "bot": {"daily_usd": 100.0}, "chat": {"daily_usd": 2.0, "monthly_usd": 10.0},
+        "cron": {"monthly_usd": 8.0}, "person": {"monthly_usd": None},
+    }  # fmt: skip
+    people = {"telegram:42": {"monthly_usd": 3.0}, "telegram:43": {"daily_usd": 0.5}}
+    ledger_book = book(storage, **limits, overrides={**OVERRIDES, **people})
+    scopes = [listed_scope(ledger_book.settings, key).key for key in KEYS]
+    scopes += ["person:telegram:42", "person:telegram:43", "person:telegram:44", "person:discord:7"]
+    for number, scope in enumerate(scopes):
+        await spend(storage, scope, 0.25 * ((number * 7) % len(scopes) + 1))  # amounts out of key order
+    await spend(storage, "bot", 1.0)
+    monkeypatch.setattr(reports, "PAGE_SIZE", 5)
+    source = BudgetSource(ledger_book, storage)
+
+    first = await source.page(1)
+    shown = [s for number in range(1, first.pages + 1) for s in (await source.page(number)).scopes]
+    assert first.scopes[0].name == "the bot" and first.scopes[0].today.limit_usd == 100.0
+    assert [s.kind for s in shown].count("bot") == 1  # above the first page only
+    listed = [s for s in shown if s.kind != "bot"]
+    assert len(listed) == len(scopes) and first.total == len(scopes) + 1 and first.pages == 4
+    expected = sorted(listed, key=lambda s: (s.used is None, -(s.used or 0.0), -s.month.spent_usd, s.name))
+    assert [s.name for s in listed] == [s.name for s in expected]
+    by_name = {s.name: s for s in listed}
+    daily = by_name["person telegram:43"]
+    assert daily.used == pytest.approx(daily.today.spent_usd / 0.5)
+    assert by_name["person telegram:42"].month.limit_usd == 3.0
+    assert by_name["person discord:7"].used is None  # no limit for a person: at the end
+    assert [s.used is None for s in listed][-2:] == [True, True]
+    assert (await source.page(99)).page == 4  # past the last page: the last

@@ -11,8 +11,8 @@ its session key (``telegram:group:-100123:topic:7``), then ``platform:chat_id:th
 ``platform:chat_id``; for a person ``platform:user_id``; for a job ``cron:JOB_ID``. A limit the first
 matching override gives (an explicit null included) replaces the scope's default.
 
-:func:`listed_limits` states the same decision for every chat at once, as data (the console sorts its
-chat list by the share of their limits each chat spent, in SQL).
+:func:`listed_limits` states the same decision for every chat, person and job at once, as data (the
+console sorts its chat list and its Budgets page by the share of their limits each spent, in SQL).
 """
 
 from __future__ import annotations
@@ -82,11 +82,18 @@ class KeyLimits:
 class ListedLimits:
     """The limit of ``window`` for every chat the console lists, by its session key: a scheduled job's runs
     (``cron:JOB_ID``) have their job's (``jobs``), every other chat its chat limit (``chats``). What
-    :func:`listed_scope` decides for one of them."""
+    :func:`listed_scope` decides for one of them. A person's, by ``platform:user_id`` (``people``), and
+    the bot's (``bot``), as :func:`person_scope` and :func:`bot_scope` decide them."""
 
     window: WindowKind
     chats: KeyLimits
     jobs: KeyLimits
+    people: KeyLimits
+    bot: float | None
+
+    @property
+    def any(self) -> bool:
+        return self.bot is not None or self.chats.any or self.jobs.any or self.people.any
 
 
 def listed_scope(settings: BudgetSettings, session_key: str) -> Scope:
@@ -126,6 +133,8 @@ def listed_limits(settings: BudgetSettings, window: WindowKind) -> ListedLimits:
         window,
         chats=KeyLimits(getattr(settings.chat, name, None), (*by_session, *by_topic, *by_chat)),
         jobs=KeyLimits(getattr(settings.cron, name, None), tuple(by_job)),
+        people=KeyLimits(getattr(settings.person, name, None), tuple(by_session)),  # the key is the person
+        bot=getattr(settings.bot, name, None),
     )
 
 

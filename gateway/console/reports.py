@@ -25,7 +25,7 @@ from agent.api import MISSES_PER_CHAT, PurposeUsage, SessionStore, Usage
 from agent.api import Window as SpendWindow
 from agent.db import Storage, json_text, requests, sessions, spend_windows
 from gateway.budgets.book import BudgetBook
-from gateway.budgets.limits import KeyLimits, listed_limits
+from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, KeyLimits, listed_limits
 from gateway.config import BudgetSettings
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
@@ -261,7 +261,7 @@ class ChatList:
 
     def __init__(self, budgets: BudgetSettings) -> None:
         windows = [listed_limits(budgets, window) for window in ("day", "month")]
-        self.limited = [limits for limits in windows if limits.chats.any or limits.jobs.any]
+        self.limited = [limits for limits in windows if limits.chats.any or limits.jobs.any]  # of chats
         self.pages = {
             (sort, descending): self._page(sort, descending)
             for sort in ChatSort
@@ -352,6 +352,87 @@ class ChatList:
     def periods(self, day: SpendWindow, month: SpendWindow) -> dict[str, str]:
         """The parameters naming the windows a share is spent in (today and this month)."""
         return {"day_period": day.id, "month_period": month.id}
+
+
+@dataclass(frozen=True)
+class ScopeSpent:
+    """What one scope spent today and this month (``scope``: ``chat:SESSION_KEY``, ``person:PLATFORM:ID``,
+    ``cron:JOB_ID``)."""
+
+    scope: str
+    day: float
+    month: float
+
+
+@dataclass(frozen=True)
+class ScopePage:
+    scopes: list[ScopeSpent]
+    total: int
+    page: int
+    pages: int
+
+
+class ScopeList:
+    """The Budgets page's statements: every scope but the bot that spent something today or this month,
+    sorted by the fuller share of its limits (as ``gateway.console.sources.ScopeBudget.used``; those
+    without a limit last), then by what it spent this month, and cut into pages by the database: a page
+    reads its own rows whatever the number of scopes. Each scope's limits are decided in SQL as
+    ``gateway.budgets.limits`` decides them for one (tests/test_console_reports.py holds the two to each
+    other). Built once per console: the limits are part of the SQL."""
+
+    def __init__(self, budgets: BudgetSettings) -> None:
+        period = spend_windows.c.period
+        spent = [
+            sa.func.sum(sa.case((period == bind, spend_windows.c.spent), else_=0.0)).label(f"{window}_spent")
+            for window, bind in _PERIODS.items()
+        ]
+        totals = (
+            sa.select(spend_windows.c.scope, *spent)
+            .where(period.in_(list(_PERIODS.values())), spend_windows.c.scope != BOT)
+            .group_by(spend_windows.c.scope)
+            .subquery("scopes")
+        )
+        scope = totals.c.scope
+        shares = []
+        for window in (listed_limits(budgets, "day"), listed_limits(budgets, "month")):
+            if not window.any:
+                continue
+            limit = sa.case(
+                (scope.startswith(f"{CHAT}:"), _limit_of(window.chats, _ident(scope, CHAT))),
+                (scope.startswith(f"{PERSON}:"), _limit_of(window.people, _ident(scope, PERSON))),
+                (scope.startswith(f"{CRON}:"), _limit_of(window.jobs, scope)),  # cron:JOB_ID: its runs' key
+                else_=sa.null(),
+            )
+            shares.append(_share(totals.c[f"{window.window}_spent"], limit))
+        order = [_fuller(shares).desc().nulls_last()] if shares else []
+        self.page = (
+            sa.select(scope, totals.c.day_spent, totals.c.month_spent)
+            .order_by(*order, totals.c.month_spent.desc(), scope)
+            .limit(sa.bindparam("limit"))
+            .offset(sa.bindparam("offset"))
+        )
+        self.count = sa.select(sa.func.count()).select_from(totals)
+
+    async def read(self, storage: Storage, day: SpendWindow, month: SpendWindow, number: int) -> ScopePage:
+        """Page ``number`` (the last one if there are fewer) of the scopes' spending in ``day`` and
+        ``month``."""
+        periods = {"day_period": day.id, "month_period": month.id}
+
+        def read(conn: sa.Connection) -> ScopePage:
+            total = int(conn.execute(self.count, periods).scalar_one())
+            pages = max(1, -(-total // PAGE_SIZE))
+            chosen = min(max(1, number), pages)
+            parameters = {**periods, "limit": PAGE_SIZE, "offset": (chosen - 1) * PAGE_SIZE}
+            rows = conn.execute(self.page, parameters).all()
+            found = [ScopeSpent(row.scope, float(row.day_spent), float(row.month_spent)) for row in rows]
+            return ScopePage(found, total, chosen, pages)
+
+        return await storage.read(read)
+
+
+def _ident(scope: sa.ColumnElement[str], kind: str) -> sa.ColumnElement[str]:
+    """``chat:telegram:dm:42`` → ``telegram:dm:42`` (for ``kind`` "chat")."""
+    return sa.func.substr(scope, len(kind) + 2)
 
 
 def _latest_title(session_key: sa.ColumnElement[str]) -> sa.ColumnElement[Any]:

@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.api import CacheMiss, MissTotal, SessionStore, Window
-from gateway.budgets.book import BudgetBook, Spending, limit_in, split_scope
+from agent.api import CacheMiss, MissTotal, Scope, SessionStore, Window
+from agent.db import Storage
+from gateway.budgets.book import BudgetBook, limit_in, split_scope
 from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, listed_scope
 from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
+from gateway.console.reports import ScopeList
 from gateway.cron.jobs import SESSION_PREFIX
 
 PAGE_SIZE = 50
@@ -103,29 +105,37 @@ class BudgetPage:
 
 
 class BudgetSource:
-    """Spend limits as the console shows them, from :class:`BudgetBook` (its clock and time zone)."""
+    """Spend limits as the console shows them, from :class:`BudgetBook` (its clock, time zone and limits)
+    and, for the Budgets page's thousands of scopes, the same spending sorted in ``storage``."""
 
-    def __init__(self, book: BudgetBook) -> None:
+    def __init__(self, book: BudgetBook, storage: Storage) -> None:
         self.book = book
+        self.storage = storage
+        self.scopes = ScopeList(book.settings)
 
     async def page(self, number: int) -> BudgetPage:
         """Every scope with spending today or this month (and the bot when it has a limit), a page of
-        :data:`PAGE_SIZE` at a time: the bot first, then scopes with a limit, the fullest first, then
-        the others by what they spent this month. Thousands of scopes are sorted as plain figures; rows
-        are made for the page's alone."""
-        spending = await self.book.spending()
-        day, month = spending.day, spending.month
-        keys = sorted(spending.keys, key=lambda key: self._fullest_first(spending, key))
-        pages = max(1, -(-len(keys) // PAGE_SIZE))
-        chosen = min(max(1, number), pages)
+        :data:`~gateway.console.reports.PAGE_SIZE` at a time (the bot above the first): scopes with a
+        limit, the fullest first, then the others by what they spent this month (sorted and cut by the
+        database: :class:`~gateway.console.reports.ScopeList`)."""
+        now = self.book.clock()
+        day, month = self.book.current_windows(now)
+        listed = await self.scopes.read(self.storage, day, month, number)
+        bot = self.book.scope(BOT, "")
+        [(bot_day, bot_month)] = await self.book.of_scopes([bot], now)
+        with_bot = bool(bot.limits) or bot_day.spent > 0 or bot_month.spent > 0
+        scopes = [_scope(bot_day, bot_month)] if with_bot and listed.page == 1 else []
+        for spent in listed.scopes:
+            scope = self.book.scope(*split_scope(spent.scope))
+            today, this_month = _line_in(scope, day, spent.day), _line_in(scope, month, spent.month)
+            scopes.append(ScopeBudget(scope.kind, scope.id, today, this_month))
         settings = self.book.settings
         assert day.end is not None and month.end is not None  # calendar windows end
-        shown = keys[(chosen - 1) * PAGE_SIZE : chosen * PAGE_SIZE]
         return BudgetPage(
-            scopes=[self._budget(spending, key) for key in shown],
-            total=len(keys),
-            page=chosen,
-            pages=pages,
+            scopes=scopes,
+            total=listed.total + with_bot,
+            page=listed.page,
+            pages=listed.pages,
             limits=limits_summary(settings),
             overrides=[Override(key, _override_text(o.given())) for key, o in settings.overrides.items()],
             day_ends=day.end,
@@ -145,27 +155,8 @@ class BudgetSource:
         return [key for key in keys if key in self.book.settings.overrides]
 
 
-    def _fullest_first(self, spending: Spending, key: str) -> tuple[bool, bool, float, float, str]:
-        """The Budgets page's order: the bot, then scopes with a limit, the fullest first, then by what they
-        spent this month (:attr:`ScopeBudget.used` without making one)."""
-        kind, ident = split_scope(key)
-        scope = self.book.scope(kind, ident)
-        month = spending.of(key, spending.month)[0]
-        shares = [
-            share
-            for window, spent in ((spending.day, spending.of(key, spending.day)[0]), (spending.month, month))
-            if (share := share_of(spent, limit_in(scope, window))) is not None
-        ]
-        return kind != BOT, not shares, -max(shares, default=0.0), -month, key
-
-    def _budget(self, spending: Spending, key: str) -> ScopeBudget:
-        kind, ident = split_scope(key)
-        scope = self.book.scope(kind, ident)
-
-        def line(window: Window) -> BudgetLine:
-            return BudgetLine(window.kind, spending.of(key, window)[0], limit_in(scope, window), window.end)
-
-        return ScopeBudget(kind, ident, line(spending.day), line(spending.month))
+def _line_in(scope: Scope, window: Window, spent: float) -> BudgetLine:
+    return BudgetLine(window.kind, spent, limit_in(scope, window), window.end)
 
 
 def _line(standing: ScopeStanding) -> BudgetLine:
