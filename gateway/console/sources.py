@@ -10,7 +10,8 @@
   chart shows.
 
 Each chat's misses and budget share in the chat list come from the same tables, joined into the list's
-own query (:class:`gateway.console.reports.ChatList`), so the list can be sorted by them.
+own query (:class:`gateway.console.reports.ChatList`), so the list can be sorted by them; the Budgets
+page's scopes are sorted and paged the same way (:class:`gateway.console.reports.ScopeList`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, 
 from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
 from gateway.console.reports import ScopeList
 from gateway.cron.jobs import SESSION_PREFIX
-
-PAGE_SIZE = 50
 
 
 @dataclass(frozen=True)
