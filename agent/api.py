@@ -78,6 +78,7 @@ from agent.spending.counters import (
 from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
 from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
 from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
@@ -90,6 +91,7 @@ from agent.usage import Usage
 __all__ = [
     "CAUSE_LABELS",
     "MAX_RETRY_AFTER",
+    "MISSES_PER_CHAT",
     "OPEN",
     "PROVIDERS",
     "SKIPPED",

@@ -1,8 +1,10 @@
 """The operator console with a busy bot's history: how long each page takes to answer.
 
 A fresh home whose database holds ``--sessions`` sessions (default 10,000) of ~5,000 chats, each with
-``--requests`` provider requests (default 20: 200,000 in all) over 60 days, and their inbox rows
-(``benchmarks.console_data``). A gateway is started on it as ``herald gateway run`` does (the fake
+``--requests`` provider requests (default 20: 200,000 in all) over 60 days, their inbox rows, a
+cache-miss event on one request in 30 and what every scope spent today and this month
+(``benchmarks.console_data``), with spend limits for the bot, each chat, each person and a few
+overrides. A gateway is started on it as ``herald gateway run`` does (the fake
 Telegram Bot API in this process), the console is logged into with a token, and each page is fetched
 ``--repeat`` times over HTTP, one at a time (the overview's first view once: it reads the 30 days,
 later views only today): the time is the whole answer (queries, rendering, transfer). The goal is
@@ -26,6 +28,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import aiohttp
 
@@ -39,12 +42,23 @@ from gateway.home import HeraldHome, ensure_home
 from tests.fakes import FakeTelegram
 
 TOKEN = "benchmark-console-token-0123456789"
+ZONE = ZoneInfo("Europe/Berlin")
+BUDGETS = {  # every chat compared with its limits in the chat list's query, overrides included
+    "bot": {"daily_usd": 500.0},
+    "chat": {"daily_usd": 2.0, "monthly_usd": 20.0},
+    "person": {"monthly_usd": 10.0},
+    "cron": {"per_run_usd": 0.25},
+    "overrides": {f"telegram:{-1_000_000 - n}": {"daily_usd": 5.0} for n in range(0, 200, 10)},
+}
 PAGES = {
     "overview, first view (30 days read)": "/console/",  # fetched once: later views read only today
     "overview": "/console/",
     "chats (by spend)": "/console/chats",
     "chats (by hit ratio, page 50)": "/console/chats?sort=hit&order=asc&page=50",
     "chats (by title)": "/console/chats?sort=title&order=asc",
+    "chats (by cache misses)": "/console/chats?sort=misses",
+    "chats (by budget used)": "/console/chats?sort=budget",
+    "chats (by people)": "/console/chats?sort=people",
     "one chat": None,  # the chat with the most requests, found at run time
     "scheduled jobs": "/console/jobs",
     "pairing": "/console/pairing",
@@ -112,12 +126,14 @@ async def run(args: argparse.Namespace) -> None:
             async with open_storage(url) as storage:
                 started = time.time()
                 seeded = await seed(
-                    storage, sessions_wanted=args.sessions, requests_per_session=args.requests, now=started
-                )
+                    storage, sessions_wanted=args.sessions, requests_per_session=args.requests, now=started,
+                    zone=ZONE,
+                )  # fmt: skip
                 seconds = time.time() - started
             print(
                 f"{describe(args.storage)}: {seeded.sessions:,} sessions in {seeded.chats:,} chats, "
-                f"{seeded.requests:,} requests, {seeded.inbox:,} inbox rows (seeded in {seconds:.1f} s)"
+                f"{seeded.requests:,} requests, {seeded.inbox:,} inbox rows, {seeded.misses:,} cache misses, "
+                f"{seeded.spend_windows:,} spending windows (seeded in {seconds:.1f} s)"
             )
             fake = FakeTelegram()
             async with fake.serve() as base_url:
@@ -126,7 +142,8 @@ async def run(args: argparse.Namespace) -> None:
                         "storage": storage_section,
                         "gateway": {"http_port": 0},
                         "telegram": {"base_url": base_url},
-                        "scheduler": {"timezone": "Europe/Berlin"},
+                        "scheduler": {"timezone": str(ZONE)},
+                        "budgets": BUDGETS,
                     }
                 )
                 environ = {"TELEGRAM_BOT_TOKEN": fake.token, "HERALD_CONSOLE_TOKEN": TOKEN}

@@ -2,24 +2,29 @@
 
 Chats of every kind (direct chats, groups, Discord channels, scheduled jobs), each with one to three
 sessions, each session with its provider requests (turns with cache reads and writes, summaries,
-sub-agents, reviews, cron runs) spread over the last 60 days, and the inbox rows the platforms
-delivered (so chat names and people can be counted). Rows are inserted in batches, not through the
-agent: seeding 10,000 sessions takes seconds, not hours.
+sub-agents, reviews, cron runs) spread over the last 60 days, the inbox rows the platforms delivered
+(so chat names and people can be counted), a cache-miss event on about one request in 30, and what
+every scope spent today and this month (``spend_windows``, as the spend gate adds it up). Rows are
+inserted in batches, not through the agent: seeding 10,000 sessions takes seconds, not hours.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from agent.cache_misses.diagnosis import CAUSES
 from agent.db.base import Storage
-from agent.db.schema import requests, sessions
+from agent.db.schema import cache_misses, requests, sessions, spend_windows
 from agent.prompt import SystemPrompt
-from gateway.tables import cron_jobs, inbox
+from agent.spending.windows import day_window, month_window
+from gateway.tables import chat_people, cron_jobs, inbox
 
 DAY = 86_400.0
 BATCH = 2_000
@@ -33,6 +38,8 @@ class Seeded:
     chats: int
     requests: int
     inbox: int
+    misses: int
+    spend_windows: int
 
 
 def _chat_key(rng: random.Random, index: int) -> tuple[str, str, str, str]:
@@ -62,8 +69,10 @@ async def seed(
     requests_per_session: int = 20,
     now: float,
     seed: int = 7,
+    zone: dt.tzinfo = dt.UTC,
 ) -> Seeded:
-    """Write ``sessions_wanted`` sessions and their requests and inbox rows, ending at ``now``."""
+    """Write ``sessions_wanted`` sessions and their requests, inbox rows, cache misses and spending
+    (days and months in ``zone``), ending at ``now``."""
     rng = random.Random(seed)
     session_rows: list[dict[str, Any]] = []
     request_rows: list[dict[str, Any]] = []
@@ -118,9 +127,22 @@ async def seed(
 
     request_rows.sort(key=lambda row: row["created_at"])  # ids grow with time, as when recorded live
     inbox_rows.sort(key=lambda row: row["received_at"])
+    keys = {row["id"]: row["session_key"] for row in session_rows}
+    miss_rows = [
+        _miss(rng, keys[row["session_id"]], request_id, row)
+        for request_id, row in enumerate(request_rows, start=1)  # the ids a fresh table gives them
+        if rng.random() < 1 / 30
+    ]
+    people = {(row["session_key"], json.loads(row["message"])["user_id"]) for row in inbox_rows}
+    people_rows = [{"session_key": key, "user_id": user, "first_seen": now} for key, user in sorted(people)]
+    spend_rows = _spending(request_rows, keys, now, zone)
 
     def insert(conn: sa.Connection) -> None:
-        for table, rows in ((sessions, session_rows), (requests, request_rows), (inbox, inbox_rows)):
+        tables = (
+            (sessions, session_rows), (requests, request_rows), (inbox, inbox_rows),
+            (chat_people, people_rows), (cache_misses, miss_rows), (spend_windows, spend_rows),
+        )  # fmt: skip
+        for table, rows in tables:
             for batch in _batches(rows):
                 conn.execute(sa.insert(table), batch)
         if job_rows:
@@ -129,7 +151,52 @@ async def seed(
     await storage.write(insert)
     if storage.dialect == "postgresql":  # what autovacuum does after rows arrive; seeded in one go, now
         await storage.write(lambda conn: conn.exec_driver_sql("ANALYZE"))
-    return Seeded(len(session_rows), chat, len(request_rows), len(inbox_rows))
+    counts = (len(request_rows), len(inbox_rows), len(miss_rows), len(spend_rows))
+    return Seeded(len(session_rows), chat, *counts)
+
+
+def _miss(rng: random.Random, key: str, request_id: int, request: dict[str, Any]) -> dict[str, Any]:
+    expected = request["cache_read_tokens"] + request["input_tokens"]
+    return {
+        "session_key": key,
+        "session_id": request["session_id"],
+        "request_id": request_id,
+        "purpose": request["purpose"],
+        "model": request["model"],
+        "cause": rng.choice(CAUSES),
+        "expected_tokens": expected,
+        "read_tokens": request["cache_read_tokens"],
+        "missed_tokens": request["input_tokens"],
+        "missed_usd": request["input_tokens"] * 2.7 / 1e6,
+        "detail": "seeded",
+        "created_at": request["created_at"],
+    }
+
+
+def _spending(
+    request_rows: list[dict[str, Any]], keys: dict[str, str], now: float, zone: dt.tzinfo
+) -> list[dict[str, Any]]:
+    """What the bot, each chat (a job's runs: the job) and each person of a direct chat spent today and
+    this month, as the spend gate adds each request's cost to its scopes' windows."""
+    day, month = day_window(now, zone), month_window(now, zone)
+    assert month.start is not None and day.start is not None
+    spent: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for row in request_rows:
+        if row["created_at"] < month.start:
+            continue
+        key = keys[row["session_id"]]
+        platform, kind, chat = [*key.split(":"), ""][:3]
+        scopes = ["bot", key if platform == "cron" else f"chat:{key}"]  # a job's runs: its job
+        if kind == "dm":
+            scopes.append(f"person:{platform}:{chat}")
+        for period in [month.id] + ([day.id] if row["created_at"] >= day.start else []):
+            for scope in scopes:
+                spent[(scope, period)][0] += row["estimated_cost"]
+                spent[(scope, period)][1] += 1
+    return [
+        {"scope": scope, "period": period, "spent": usd, "requests": int(count), "updated_at": now}
+        for (scope, period), (usd, count) in sorted(spent.items())
+    ]
 
 
 def _request(rng: random.Random, session_id: str, purpose: str, at: float) -> dict[str, Any]:

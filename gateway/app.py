@@ -33,6 +33,7 @@ from gateway.commands import menu, menu_hash
 from gateway.config import HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
 from gateway.console.server import PREFIX
+from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
@@ -241,7 +242,11 @@ async def serve_http(
     """Serve /healthz, /readyz, /metrics, the webhooks, the console and the OpenAI-compatible API (with
     ``keys``) on the reserved address."""
     http.cluster = member
-    console = await build_console(config, services, tokens, readiness=http.readiness, member=member)
+    console = await build_console(
+        config, services, tokens, readiness=http.readiness, member=member,
+        budgets=BudgetSource(services.budgets.book, services.runtime.storage),
+        misses=CacheMissSource(services.runtime.store),
+    )  # fmt: skip
     if console is not None:
         http.mount(PREFIX, console)
     api = build_api(config, services, keys)

@@ -1,6 +1,6 @@
-"""The gateway's own tables: its inbox and outbox, pairings, per-chat settings, scheduled jobs, the
-facts it remembers between runs, the records adapters keep, the console's login links and where each
-conversation of the OpenAI-compatible API stands.
+"""The gateway's own tables: its inbox (and who wrote in each chat) and outbox, pairings, per-chat
+settings, scheduled jobs, the facts it remembers between runs, the records adapters keep, the console's
+login links and where each conversation of the OpenAI-compatible API stands.
 
 Declared on the agent's shared :data:`agent.db.metadata`, so one schema (and one Alembic history,
 ``agent/db/migrations``) serves the whole process; the agent itself never reads these. Importing this
@@ -161,7 +161,6 @@ console_links = sa.Table(  # gateway.console.links: one-time login links for the
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=False),
 )
-
 api_conversations = sa.Table(  # gateway.openai_api.conversations: where each API conversation stands
     "api_conversations",
     metadata,
@@ -171,4 +170,12 @@ api_conversations = sa.Table(  # gateway.openai_api.conversations: where each AP
     sa.Column("tip", sa.Text),  # digest of the history the client saw last; null: matches no request
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Index("api_conversations_by_tip", "person", "tip"),
+)
+
+chat_people = sa.Table(  # gateway.intake.inbox: who wrote in each chat (the console's "People")
+    "chat_people",
+    metadata,
+    sa.Column("session_key", sa.Text, primary_key=True),  # the chat (a direct chat, a group or one topic)
+    sa.Column("user_id", sa.Text, primary_key=True),  # as the platform names the person
+    sa.Column("first_seen", Timestamp, nullable=False),
 )

@@ -1,11 +1,13 @@
 """The operator console in a real headless browser (Debian's Chromium, driven by Playwright) against a
 running gateway: log in, open every page (on a desktop and a phone screen), run a job now, approve a
-pairing request, sort the chat list, log in with a link from the bot. A failing test leaves a
-screenshot (``tests/browser_support.py``)."""
+pairing request, sort the chat list, log in with a link from the bot, a chat over its budget, a cache
+miss on a chat's chart. A failing test leaves a screenshot (``tests/browser_support.py``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -22,6 +24,7 @@ from tests.browser_support import PHONE, Watched, chromium, screenshot_if_failed
 from tests.console_support import CONSOLE_TOKEN, ConsoleHarness, console_gateway
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import ADMIN, FRIEND, STRANGER
+from tests.helpers import write_project_notes
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.sqlite_only]  # the browser, not the database, is tested
 
@@ -219,4 +222,95 @@ async def test_log_in_with_a_link_from_the_bot(
         await page.goto(link.group(0))
         await page.click("button:has-text('Log in')")
         assert "used already or has expired" in await page.locator(".flash.error").inner_text()
+    assert tab.errors == []
+
+
+async def test_a_chat_over_its_budget_on_the_budgets_page_and_its_own_page(
+    tab: Watched, emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    more = {f"telegram:{FRIEND}": {"daily_usd": 1}}  # Friend's direct chat may spend more
+    budgets = {"chat": {"daily_usd": 0.001}, "exempt_admins": True, "overrides": more}  # admins go on
+    async with console_gateway(home, emulator, emulator_url, budgets=budgets) as console:
+        fake = console.harness.fake
+        fake.group_message(-100, ADMIN, "what is new?", mention_bot=True, title="Ops")
+        fake.private_message(FRIEND, "hello")  # a chat under its limit
+        await console.harness.settled()
+        fake.group_message(-100, FRIEND, "and me?", mention_bot=True, title="Ops")
+        await console.harness.settled()
+        assert console.harness.texts(-100)[-1].startswith("This chat has used its $0.001 for today")
+        await log_in(tab, console)
+        page = tab.page
+        await page.click("header nav >> text=Budgets")
+        over = page.locator('#budgets tr[data-scope="chat:telegram:group:-100"]')
+        under = page.locator(f'#budgets tr[data-scope="chat:telegram:dm:{FRIEND}"]')
+        day, _ = console.harness.gateway.services.budgets.book.current_windows()
+        assert day.end is not None
+        midnight = dt.datetime.fromtimestamp(day.end, dt.UTC).strftime("%Y-%m-%d %H:%M")  # tests run in UTC
+        assert await over.locator(".stopped").inner_text() == f"at its limit {midnight}"
+        assert await over.locator('td[data-window="day"] svg.bar.over').count() == 1
+        share = float((await over.locator('td[data-window="day"] .share').inner_text()).rstrip("%"))
+        assert share > 100
+        assert await under.locator(".stopped").inner_text() == "—"
+        rows = await page.locator("#budgets tbody tr").all()
+        scopes = [await row.get_attribute("data-scope") for row in rows]
+        assert scopes[:2] == ["bot:", "chat:telegram:group:-100"]  # the bot, then the fullest first
+        await over.locator("a").click()
+        assert await page.locator("h1").inner_text() == "Ops"
+        card = page.locator("#budget-card")
+        assert await card.locator(".value").inner_text() == f"{share:.1f}%"
+        assert "at its limit until" in await card.locator(".note").inner_text()
+        await page.click("header nav >> text=Chats")
+        await page.click('th a[data-sort="budget"]')
+        first = page.locator("#chats tbody tr").first
+        assert await first.get_attribute("data-key") == "telegram:group:-100"
+        assert (await first.locator("td.budget").inner_text()).strip() == f"{share:.1f}%"
+    assert tab.errors == []
+
+
+async def test_a_cache_miss_is_marked_on_its_chart_with_its_cause_and_chats_sort_by_misses(
+    tab: Watched, emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    write_project_notes()  # a prompt over the model's cache minimum
+    caching = {"cache_ttl": "5m"}
+    async with console_gateway(home, emulator, emulator_url, prompt_caching=caching) as console:
+        start = time.time()
+        console.harness.gateway.services.runtime.agent.clock = lambda: start + emulator.clock.now()
+        fake = console.harness.fake
+        fake.group_message(-100, FRIEND, "hello all", mention_bot=True, title="Ops")  # no miss here
+        for text in ("hello", "and one more"):
+            fake.private_message(FRIEND, text, first_name="Ada")
+            await console.harness.settled()
+            emulator.clock.advance(20)
+        emulator.clock.advance(10 * 60)  # a pause past the TTL, on the emulator's clock
+        fake.private_message(FRIEND, "back again", first_name="Ada")
+        await console.harness.settled()
+        store = console.harness.gateway.services.runtime.store
+        [miss] = await store.cache_misses_of_chat(f"telegram:dm:{FRIEND}")
+        await log_in(tab, console)
+        page = tab.page
+        await page.click('th a[data-sort="misses"]')
+        rows = page.locator("#chats tbody tr")
+        assert [await rows.nth(i).get_attribute("data-key") for i in range(2)] == [
+            f"telegram:dm:{FRIEND}", "telegram:group:-100"
+        ]  # fmt: skip
+        assert await rows.first.locator("td[data-misses]").inner_text() == "1"
+        await page.click('th a[data-sort="misses"]')  # again: the fewest first
+        assert await rows.first.get_attribute("data-key") == "telegram:group:-100"
+
+        await page.click("#chats a.name >> text=Ada")
+        marker = page.locator('svg.chart path.miss[data-cause="ttl_expired"]')
+        assert await marker.count() == 1
+        assert "cache miss (TTL expired)" in (await marker.locator("title").text_content() or "")
+        legend = page.locator('.legend.markers span[data-cause="ttl_expired"]')
+        assert await legend.inner_text() == "TTL expired"
+        bars = page.locator("svg.chart rect.output")  # one per request, oldest first
+        paused = await bars.nth(await bars.count() - 1).bounding_box()
+        mark = await marker.bounding_box()
+        assert paused is not None and mark is not None
+        centre = mark["x"] + mark["width"] / 2
+        assert abs(centre - (paused["x"] + paused["width"] / 2)) < 1  # on the request after the pause
+        assert mark["y"] + mark["height"] <= paused["y"] + 1  # above its bar
+        row = page.locator(f'#misses tr[data-request="{miss.request_id}"]')
+        assert await row.locator("td.cause").inner_text() == "TTL expired"
+        assert f"{miss.missed_tokens:,}" in await row.inner_text()
     assert tab.errors == []

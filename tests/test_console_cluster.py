@@ -1,6 +1,7 @@
 """The console in a cluster (two gateway processes, one PostgreSQL, one Redis): the health page shows
 the processes and the leader as Redis knows them, a login made on one process is good on the other,
-a link made anywhere logs in anywhere, and failed logins are counted over the cluster."""
+a link made anywhere logs in anywhere, failed logins are counted over the cluster, and every process
+shows what the whole cluster spent."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import re
 
 import pytest
 
+from gateway.budgets.lines import usd
 from gateway.console.links import LoginLinks
 from gateway.home import HeraldHome
 from tests.cluster_support import open_cluster
 from tests.console_support import CONSOLE_TOKEN, CSRF, ConsoleClient, console_client
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
+from tests.test_console_sources import row_of
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
 
@@ -71,3 +74,40 @@ async def log_in_with_link(client: ConsoleClient, secret: str) -> None:
     form = {"csrf": CSRF.search(text).group(1), "link": secret}  # type: ignore[union-attr]
     status, _, _ = await client.post("/console/login", form)
     assert status == 303
+
+
+async def test_every_process_shows_what_the_whole_cluster_spent(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    postgresql_database: str,
+    redis_server: RedisServer,
+) -> None:
+    """Turns run on whichever process takes them from the queue; each console reads what every process
+    settled in the database, so both show each chat's whole spending (figures a process kept for itself
+    would show only its own turns')."""
+    chats = list(range(11, 17))
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2,
+        environ={"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}, budgets={"chat": {"daily_usd": 0.5}},
+    ) as cluster:  # fmt: skip
+        for chat in chats:
+            cluster.fake.private_message(chat, "hello")
+        await cluster.settled()
+        store = cluster.gateways[0].services.runtime.store
+        spent = {
+            f"telegram:dm:{chat}": sum(p.cost for p in await store.usage_by_purpose(f"telegram:dm:{chat}"))
+            for chat in chats
+        }
+        pages = []
+        for gateway in cluster.gateways:
+            async with console_client(gateway.http.url) as client:
+                await client.login()
+                pages.append([(await client.get(path))[1] for path in ("/console/budgets", "/console/chats")])
+    assert all(cost > 0 for cost in spent.values())
+    for budgets, chat_list in pages:
+        for key, cost in spent.items():
+            line = row_of(budgets, f'data-scope="chat:{key}"')
+            assert f"{usd(cost)} of $0.50 · " in line
+            listed = row_of(chat_list, f'data-key="{key}"')
+            assert f"{cost / 0.5:.1%}" in listed

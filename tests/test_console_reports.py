@@ -5,20 +5,30 @@ people from what the platforms delivered."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 
 from adapters.base import ChatType, InboundMessage
+from agent.api import SpendLedger, day_window, month_window
 from agent.db.base import Storage
+from agent.db.migrate import alembic_config, migrate
+from agent.db.schema import cache_misses
 from agent.prompt import SystemPrompt
 from agent.store import NewSession, SessionStore
+from agent.store.spending import add_spend
 from agent.usage import RequestUsage, Usage
+from gateway.budgets.book import BudgetBook
+from gateway.budgets.limits import listed_scope
+from gateway.config import BudgetSettings
 from gateway.console import reports
 from gateway.console.reports import ChatSort, Reports, day_starts
+from gateway.console.sources import BudgetSource
 from gateway.intake.inbox import Inbox, InboxEntry
-from gateway.tables import cron_jobs
+from gateway.tables import chat_people, cron_jobs
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = dt.datetime(2026, 3, 30, 12, 0, tzinfo=BERLIN).timestamp()  # the day after a 23-hour day
@@ -87,7 +97,12 @@ async def filled(storage: Storage) -> Reports:
         "updated_at": NOW,
     }  # fmt: skip
     await storage.write(lambda conn: conn.execute(sa.insert(cron_jobs).values(**job)))
-    return Reports(storage, store, BERLIN)
+    return Reports(storage, store, BERLIN, book(storage))
+
+
+def book(storage: Storage, **budgets: Any) -> BudgetBook:
+    settings = BudgetSettings.model_validate(budgets)
+    return BudgetBook(settings, SpendLedger(storage), BERLIN, clock=lambda: NOW)
 
 
 def test_days_are_calendar_days_in_the_zone_also_across_a_clock_change() -> None:
@@ -159,3 +174,154 @@ async def test_a_request_made_today_shows_at_once_and_a_day_that_ends_moves_into
     tomorrow = await filled.overview(NOW + DAY)
     assert tomorrow.days[-2].usage.cost == pytest.approx(second.days[-1].usage.cost)  # today, now yesterday
     assert tomorrow.days[-1].requests == 0 and tomorrow.windows[1].usage.cost == pytest.approx(7.875)
+
+
+def miss(key: str, session_id: str, when: float, tokens: int, usd: float, cause: str) -> dict[str, Any]:
+    """A cache-miss event's row, as the cache-miss check stores it."""
+    return {
+        "session_key": key, "session_id": session_id, "request_id": 1, "purpose": "turn", "model": "m",
+        "cause": cause, "expected_tokens": tokens, "read_tokens": 0, "missed_tokens": tokens,
+        "missed_usd": usd, "detail": "idle <b>10m</b>", "created_at": when,
+    }  # fmt: skip
+
+
+async def spend(storage: Storage, scope: str, usd: float) -> None:
+    """``usd`` spent today (and so this month) by ``scope``, as a request's usage record adds it."""
+    day, month = day_window(NOW, BERLIN), month_window(NOW, BERLIN)
+    await storage.write(lambda conn: add_spend(conn, [(scope, day.id), (scope, month.id)], usd, NOW))
+
+
+async def test_the_chat_list_sorts_by_cache_misses_budget_used_and_people(storage: Storage) -> None:
+    store = SessionStore(storage)
+    for session_id, key in (("a", "telegram:dm:1"), ("b", "telegram:group:-5"), ("c", "cron:j1")):
+        await session(store, session_id, key, f"chat {session_id}")
+        await request(store, session_id, at(0), 0.1)
+    rows = [miss("telegram:group:-5", "b", at(0), 2_000, 0.01, "ttl_expired")] * 3 + [
+        miss("cron:j1", "c", at(40), 5_000, 0.02, "evicted")  # long ago: all time counts
+    ]
+    await storage.write(lambda conn: conn.execute(sa.insert(cache_misses), rows))
+    await Inbox(storage).record_batch(
+        [
+            message("1", "1", "1", kind=ChatType.DIRECT, name="Ada", title=None),
+            *(message("-5", str(user), str(n), kind=ChatType.GROUP, name="x", title="Ops")
+              for n, user in enumerate([7, 8, 9, 7])),
+        ]
+    )  # fmt: skip
+    await spend(storage, "chat:telegram:dm:1", 1.5)  # 75% of the day's $2
+    await spend(storage, "chat:telegram:group:-5", 0.5)  # 10% of its own $5 a day
+    await spend(storage, "cron:j1", 4.0)  # a job's runs spend against its job's limits: it has none
+    reports = Reports(
+        storage, store, BERLIN,
+        book(storage, chat={"daily_usd": 2.0}, overrides={"telegram:-5": {"daily_usd": 5.0}, "cron:j1": {}}),
+    )  # fmt: skip
+
+    async def order(sort: ChatSort, descending: bool) -> list[str]:
+        return [row.session_key for row in (await reports.chats(sort, descending, 1)).rows]
+
+    page = {row.session_key: row for row in (await reports.chats(ChatSort.MISSES, True, 1)).rows}
+    assert [page[k].misses for k in ("telegram:group:-5", "cron:j1", "telegram:dm:1")] == [3, 1, 0]
+    assert [page[k].people for k in ("telegram:group:-5", "cron:j1", "telegram:dm:1")] == [3, None, 1]
+    assert page["telegram:dm:1"].budget_used == pytest.approx(0.75)
+    assert page["telegram:group:-5"].budget_used == pytest.approx(0.1)
+    assert await order(ChatSort.MISSES, True) == ["telegram:group:-5", "cron:j1", "telegram:dm:1"]
+    assert await order(ChatSort.MISSES, False) == ["telegram:dm:1", "cron:j1", "telegram:group:-5"]
+    assert await order(ChatSort.PEOPLE, True) == ["telegram:group:-5", "telegram:dm:1", "cron:j1"]
+    assert await order(ChatSort.PEOPLE, False) == ["telegram:dm:1", "telegram:group:-5", "cron:j1"]
+    assert await order(ChatSort.BUDGET, True) == ["telegram:dm:1", "telegram:group:-5", "cron:j1"]
+    assert await order(ChatSort.BUDGET, False) == ["telegram:group:-5", "telegram:dm:1", "cron:j1"]
+    one = await reports.chat("telegram:group:-5")
+    assert one is not None and (one.misses, one.people, one.name) == (3, 3, "Ops")
+    assert one.budget_used == pytest.approx(0.1)
+
+
+KEYS = [
+    "telegram:dm:42", "telegram:group:-100", "telegram:group:-100:topic:7", "telegram:group:-100:topic:8",
+    "telegram:group:-1000", "telegram:group:-1_0%:topic:7", "telegram:group:-1x0y:topic:7",
+    "discord:group:55", "discord:dm:55", "cli:dm:local", "cron:ab12", "cron:zz",
+]  # fmt: skip
+OVERRIDES: dict[str, dict[str, float | None]] = {
+    "telegram:-100": {"daily_usd": 5.0},
+    "telegram:-100:7": {"daily_usd": None, "monthly_usd": 1.0},
+    "telegram:group:-100:topic:8": {"daily_usd": 0.5},
+    "telegram:42": {"monthly_usd": 3.0},
+    "telegram:-1_0%": {"daily_usd": 4.0},
+    "cli:dm:local": {"daily_usd": 0.0},
+    "discord:55": {"monthly_usd": None},
+    "cron:ab12": {"daily_usd": 9.0},
+}
+
+
+async def test_each_chats_budget_share_in_the_list_is_what_its_own_limits_give(storage: Storage) -> None:
+    """The chat list decides every chat's limits in SQL; /budget, herald budget and the chat's page decide
+    one chat's in Python (gateway.budgets.limits): for every kind of key and override they agree."""
+    store = SessionStore(storage)
+    limits = {"chat": {"daily_usd": 2.0, "monthly_usd": 10.0}, "cron": {"monthly_usd": 8.0}}
+    ledger_book = book(storage, **limits, overrides=OVERRIDES)
+    for number, key in enumerate(KEYS):
+        await session(store, f"s{number}", key, key)
+        await spend(storage, listed_scope(ledger_book.settings, key).key, 0.25 * (number + 1))
+    reports = Reports(storage, store, BERLIN, ledger_book)
+    page = await reports.chats(ChatSort.BUDGET, True, 1)
+    listed = {row.session_key: row.budget_used for row in page.rows}
+    source = BudgetSource(ledger_book, storage)
+    expected = {key: (await source.chat(key)).used for key in KEYS}
+    assert listed == pytest.approx(expected)
+    assert expected["telegram:group:-100:topic:7"] == pytest.approx(0.75)  # its topic's monthly $1
+    assert expected["cli:dm:local"] == 1.0  # a limit of 0: all of it
+    assert expected["telegram:group:-1x0y:topic:7"] == pytest.approx(1.75 / 2)  # % and _ are no wildcards
+    assert (expected["cron:ab12"], expected["cron:zz"]) == pytest.approx((2.75 / 8, 3.0 / 8))  # month > day
+    assert set(listed.values()) != {None} and len(set(listed.values())) > 5  # the cases differ
+
+    unlimited = Reports(storage, store, BERLIN, book(storage))
+    assert {row.budget_used for row in (await unlimited.chats(ChatSort.BUDGET, True, 1)).rows} == {None}
+
+
+async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(storage: Storage) -> None:
+    said = [message("-5", u, str(n), kind=ChatType.GROUP, name="x", title="t") for n, u in enumerate("7878")]
+    await Inbox(storage).record_batch(said)
+
+    def back_to_0013(conn: sa.Connection) -> None:  # as a database migrated by the release before
+        chat_people.drop(conn)
+        command.stamp(alembic_config(conn), "0013")
+
+    await storage.write(back_to_0013)
+    await migrate(storage)
+    rows = await storage.read(lambda conn: conn.execute(sa.select(chat_people.c.user_id)).scalars().all())
+    assert sorted(rows) == ["7", "8"]
+
+
+async def test_the_budgets_page_sorts_every_scope_by_its_own_limits_a_page_at_a_time(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Budgets page sorts scopes in SQL by the share of their limits; what it shows of each (its
+    limits, decided in Python as /budget does) puts them in that same order: the fullest first, then
+    those without a limit by what they spent this month; the bot above the first page."""
+    limits = {
+        "bot": {"daily_usd": 100.0}, "chat": {"daily_usd": 2.0, "monthly_usd": 10.0},
+        "cron": {"monthly_usd": 8.0}, "person": {"monthly_usd": None},
+    }  # fmt: skip
+    people = {"telegram:42": {"monthly_usd": 3.0}, "telegram:43": {"daily_usd": 0.5}}
+    ledger_book = book(storage, **limits, overrides={**OVERRIDES, **people})
+    scopes = [listed_scope(ledger_book.settings, key).key for key in KEYS]
+    scopes += ["person:telegram:42", "person:telegram:43", "person:telegram:44", "person:discord:7"]
+    for number, scope in enumerate(scopes):
+        await spend(storage, scope, 0.25 * ((number * 7) % len(scopes) + 1))  # amounts out of key order
+    await spend(storage, "bot", 1.0)
+    monkeypatch.setattr(reports, "PAGE_SIZE", 5)
+    source = BudgetSource(ledger_book, storage)
+
+    first = await source.page(1)
+    shown = [s for number in range(1, first.pages + 1) for s in (await source.page(number)).scopes]
+    assert first.scopes[0].name == "the bot" and first.scopes[0].today.limit_usd == 100.0
+    assert [s.kind for s in shown].count("bot") == 1  # above the first page only
+    listed = [s for s in shown if s.kind != "bot"]
+    assert len(listed) == len(scopes) and first.total == len(scopes) + 1 and first.pages == 4
+    expected = sorted(listed, key=lambda s: (s.used is None, -(s.used or 0.0), -s.month.spent_usd, s.name))
+    assert [s.name for s in listed] == [s.name for s in expected]
+    by_name = {s.name: s for s in listed}
+    daily = by_name["person telegram:43"]
+    assert daily.used == pytest.approx(daily.today.spent_usd / 0.5)
+    assert by_name["person telegram:42"].month.limit_usd == 3.0
+    assert by_name["person discord:7"].used is None  # no limit for a person: at the end
+    assert [s.used is None for s in listed][-2:] == [True, True]
+    assert (await source.page(99)).page == 4  # past the last page: the last

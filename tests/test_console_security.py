@@ -4,8 +4,12 @@ console on an open address without a token."""
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import pytest
+import sqlalchemy as sa
+
+from agent.db.schema import cache_misses, requests
 from gateway.config import ConfigError
 from gateway.cron.manage import COMMAND_LINE
 from gateway.home import HeraldHome
@@ -197,3 +201,39 @@ async def test_on_an_open_address_the_console_needs_a_token(
     with pytest.raises(ConfigError, match="HERALD_CONSOLE_TOKEN has 5 characters; use at least 16"):
         async with telegram_gateway(home, emulator, emulator_url, environ={"HERALD_CONSOLE_TOKEN": "short"}):
             pass
+
+
+async def test_scope_names_cause_labels_and_titles_on_the_budget_and_miss_pages_are_text(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    hostile_key = "telegram:<img/src=x/onerror=alert(5)>"  # a valid override key, as config.yaml may hold
+    budgets = {"chat": {"daily_usd": 1.0}, "overrides": {hostile_key: {"daily_usd": 2.0}}}
+    async with console_gateway(home, emulator, emulator_url, budgets=budgets) as console:
+        console.harness.fake.group_message(-100, FRIEND, "hi", mention_bot=True, title=XSS)
+        await console.harness.settled()
+        storage = console.harness.gateway.services.runtime.storage
+        latest = sa.select(sa.func.max(requests.c.id))
+        request_id = await storage.read(lambda conn: conn.execute(latest).scalar())
+        row = {
+            "session_key": "telegram:group:-100", "session_id": "s", "request_id": request_id,
+            "purpose": "turn", "model": "m", "cause": "<script>alert(4)</script>", "expected_tokens": 5000,
+            "read_tokens": 0,
+            "missed_tokens": 5000, "missed_usd": 0.01, "detail": "<img src=x onerror=alert(6)>",
+            "created_at": time.time(),
+        }  # fmt: skip  (a row written behind Herald's back: whatever it holds is shown as text)
+        await storage.write(lambda conn: conn.execute(sa.insert(cache_misses).values(**row)))
+        async with console_client(console.url) as client:
+            await client.login()
+            pages = {
+                path: (await client.get(path))[1]
+                for path in ("/console/budgets", "/console/", "/console/chats?sort=misses",
+                             "/console/chat?key=telegram:group:-100")
+            }  # fmt: skip
+    assert "telegram:&lt;img/src=x/onerror=alert(5)&gt;" in pages["/console/budgets"]
+    for path in ("/console/", "/console/chat?key=telegram:group:-100"):
+        assert "&lt;script&gt;alert(4)&lt;/script&gt;" in pages[path], path
+    chat = pages["/console/chat?key=telegram:group:-100"]
+    assert 'data-cause="&lt;script&gt;alert(4)&lt;/script&gt;"' in chat  # the marker's colour class too
+    assert "&lt;img src=x onerror=alert(6)&gt;" in chat and "&lt;img src=x onerror=alert(1)&gt;" in chat
+    for path, text in pages.items():
+        assert "<img" not in text and "<script" not in text, path

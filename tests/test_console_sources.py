@@ -1,126 +1,149 @@
-"""What the console shows of spend limits and cache misses, read through its two interfaces
-(``gateway.console.sources``): with none (the default) it says so; with sources it shows each budget
-line, each chat's share and misses, the misses on the turn chart and the cache efficiency."""
+"""What the console shows of spend limits and cache misses, from a running gateway's own figures: a chat
+over its limit on the Budgets page, in the chat list and on its page; a cache miss on its chart, in
+its chat's table, in the list and in the overview; the same figures ``herald budget``, ``herald
+insights`` and ``/insights`` give. A bot without limits or misses says so."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+import time
 
 import pytest
-from aiohttp import web
 
-from gateway.console.serve import build_console
-from gateway.console.sources import BudgetLine, CacheMiss, CacheMissSummary
+from gateway.budgets.book import pairs
+from gateway.budgets.lines import usd
+from gateway.console.charts import money
 from gateway.home import HeraldHome
-from tests.console_support import CONSOLE_TOKEN, ConsoleHarness, console_client, console_gateway
+from tests.console_support import ConsoleHarness, console_client, console_gateway
 from tests.emulator import ProviderEmulator
-from tests.gateway_support import FRIEND
+from tests.gateway_support import ADMIN, FRIEND
+from tests.helpers import herald_cli, write_project_notes
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.sqlite_only]  # the pages, not the database
+pytestmark = [pytest.mark.timeout(120), pytest.mark.sqlite_only]  # the pages, not the database
 
-KEY = f"telegram:dm:{FRIEND}"
-
-
-class Budgets:
-    async def lines(self) -> list[BudgetLine]:
-        return [
-            BudgetLine("bot", "day", 1.5, 10.0, 1_900_000_000.0),
-            BudgetLine("chat <b>Ops</b>", "month", 4.5, 5.0, 1_900_000_000.0),
-        ]
-
-    async def used_by_chat(self, session_keys: Sequence[str]) -> Mapping[str, float]:
-        return {KEY: 0.9} if KEY in session_keys else {}
+GROUP = -100
+GROUP_KEY = f"telegram:group:{GROUP}"
+DM_KEY = f"telegram:dm:{FRIEND}"
 
 
-class Misses:
-    def __init__(self) -> None:
-        self.asked: list[Sequence[int]] = []
-
-    @property
-    def measured(self) -> bool:
-        return True
-
-    async def summary(self, since: float) -> CacheMissSummary | None:
-        causes = {"ttl": 2, "model": 1}
-        return CacheMissSummary(events=3, tokens=12_000, usd=0.04, by_cause=causes, expected_read=4)
-
-    async def counts(self, session_keys: Sequence[str]) -> Mapping[str, int]:
-        return {KEY: 3} if KEY in session_keys else {}
-
-    async def of_chat(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
-        self.asked.append(request_ids)
-        return [CacheMiss(request_ids[-1], 0.0, "ttl", 9_000, 0.03)] if session_key == KEY else []
+def row_of(page: str, marker: str) -> str:
+    """The table row of ``page`` that carries ``marker`` (an attribute such as data-key="...")."""
+    found = re.search(rf"<tr [^>]*{re.escape(marker)}[^>]*>(.*?)</tr>", page, re.S)
+    assert found is not None, f"no row with {marker}"
+    return found.group(1)
 
 
-@asynccontextmanager
-async def served_with_sources(console: ConsoleHarness, misses: Misses) -> AsyncIterator[str]:
-    """The running gateway's console built again with ``Budgets`` and ``misses``, served on its own."""
-    gateway = console.harness.gateway
-    config = gateway.services.runtime.config
-    app = await build_console(
-        config,
-        gateway.services,
-        {"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN},
-        readiness=gateway.http.readiness,
-        budgets=Budgets(),
-        misses=misses,
-    )
-    assert app is not None
-    root = web.Application()
-    root.add_subapp("/console", app)
-    runner = web.AppRunner(root)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+def emulated_clock(console: ConsoleHarness, emulator: ProviderEmulator) -> None:
+    """The agent's clock follows the emulator's, so a pause is a move of the emulated clock."""
+    start = time.time()
+    console.harness.gateway.services.runtime.agent.clock = lambda: start + emulator.clock.now()
 
 
-async def test_without_sources_the_pages_say_there_is_nothing_to_show(
+async def test_a_chat_over_its_limit_shows_where_it_stands_as_herald_budget_says(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    async with (
-        console_gateway(home, emulator, emulator_url) as console,
-        console_client(console.url) as client,
-    ):
-        console.harness.fake.private_message(FRIEND, "hello")
+    budgets = {"chat": {"daily_usd": 0.001, "monthly_usd": 5.0}, "exempt_admins": True}
+    async with console_gateway(home, emulator, emulator_url, budgets=budgets) as console:
+        fake = console.harness.fake
+        fake.group_message(GROUP, ADMIN, "hello, it's me", mention_bot=True, title="Ops")  # exempt, counted
         await console.harness.settled()
-        await client.login()
-        budgets = (await client.get("/console/budgets"))[1]
-        overview = (await client.get("/console/"))[1]
-        chat = (await client.get(f"/console/chat?key={KEY}"))[1]
-    assert "No budgets configured." in budgets
-    assert "cache misses are not measured" in overview and "Cache misses, last 30 days" not in overview
-    assert 'class="miss"' not in chat and "<h2>Cache misses</h2>" not in chat
+        fake.group_message(GROUP, FRIEND, "and me?", mention_bot=True, title="Ops")
+        await console.harness.settled()
+        refused = console.harness.texts(GROUP)[-1]
+        book = console.harness.gateway.services.budgets.book
+        standing = {(day.kind, day.id): (day, month) for day, month in pairs(await book.standing())}
+        async with console_client(console.url) as client:
+            await client.login()
+            budgets_page = (await client.get("/console/budgets"))[1]
+            chat_page = (await client.get(f"/console/chat?key={GROUP_KEY}"))[1]
+            chats = (await client.get("/console/chats?sort=budget"))[1]
+        report = await herald_cli("budget")
+
+    assert refused.startswith("This chat has used its $0.001 for today; it resets at 00:00")
+    day, month = standing[("chat", GROUP_KEY)]
+    assert day.spent > 0.001 and day.limit == 0.001 and month.limit == 5.0
+    line = row_of(budgets_page, f'data-scope="chat:{GROUP_KEY}"')
+    assert f'{usd(day.spent)} of $0.001 · <span class="share">{day.spent / 0.001:.1%}</span>' in line
+    assert f'{usd(month.spent)} of $5.00 · <span class="share">{month.spent / 5.0:.1%}</span>' in line
+    assert '<svg class="bar over"' in line and "at its limit" in line
+    assert f"/console/chat?key={GROUP_KEY.replace(':', '%3A')}" in line  # the scope leads to its chat
+    admin_day, _ = standing[("person", f"telegram:{ADMIN}")]
+    assert f"{usd(admin_day.spent)}</div>" in row_of(budgets_page, f'data-scope="person:telegram:{ADMIN}"')
+    assert "Limits: each chat $0.001/day, $5.00/month." in budgets_page
+    spent_line = next(line for line in report.splitlines() if line.startswith(f"chat {GROUP_KEY} "))
+    assert spent_line.split()[2:] == [usd(day.spent), usd(month.spent)]  # what herald budget says it spent
+
+    card = re.search(r'id="budget-card">(.*?)</div></div>', chat_page, re.S)
+    assert card is not None and f"{day.spent / 0.001:.1%}" in card.group(1)
+    assert "at its limit until" in card.group(1)
+    assert f"{usd(day.spent)} of $0.001" in row_of(chat_page, 'data-window="day"')
+    assert f'data-budget="{day.spent / 0.001:.6f}"' in row_of(chats, f'data-key="{GROUP_KEY}"')
 
 
-async def test_budgets_and_cache_misses_from_their_sources(
+async def test_a_cache_miss_shows_as_herald_insights_and_insights_count_it(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    misses = Misses()
+    write_project_notes()  # a prompt over the model's cache minimum
+    caching = {"cache_ttl": "5m"}  # the whole prompt lapses in a pause of 10 minutes
+    async with console_gateway(home, emulator, emulator_url, prompt_caching=caching) as console:
+        emulated_clock(console, emulator)
+        fake = console.harness.fake
+        for text in ("hello", "and one more"):
+            fake.private_message(FRIEND, text)
+            await console.harness.settled()
+            emulator.clock.advance(20)
+        emulator.clock.advance(10 * 60)  # past the 5-minute TTL
+        fake.private_message(FRIEND, "back again")
+        await console.harness.settled()
+        fake.private_message(FRIEND, "/insights")
+        await console.harness.settled()
+        in_chat = console.harness.texts(FRIEND)[-1]
+        store = console.harness.gateway.services.runtime.store
+        [miss] = await store.cache_misses_of_chat(DM_KEY)
+        async with console_client(console.url) as client:
+            await client.login()
+            overview = (await client.get("/console/"))[1]
+            chat_page = (await client.get(f"/console/chat?key={DM_KEY}"))[1]
+            chats = (await client.get("/console/chats?sort=misses"))[1]
+        purposes = await store.usage_by_purpose()
+        report = await herald_cli("insights")
+
+    assert miss.cause == "ttl_expired" and miss.missed_tokens > 1_000
+    figures = f"{miss.missed_tokens:,}"
+    assert "TTL expired" in report and figures in report and f"{miss.missed_usd:.4f}" in report
+    assert "TTL expired" in in_chat and figures in in_chat
+    cause = row_of(overview, 'data-cause="ttl_expired"')
+    cells = f'<td class="num">1</td><td class="num">{figures}</td><td class="num">{money(miss.missed_usd)}'
+    assert cells in cause
+    read = sum(p.usage.cache_read_tokens for p in purposes)  # every request is of the last 30 days
+    efficiency = re.search(r'id="efficiency">.*?<div class="value">([\d.]+)%</div>', overview, re.S)
+    assert efficiency is not None
+    assert float(efficiency.group(1)) == round(100 * read / (read + miss.missed_tokens), 1)
+
+    assert chat_page.count('<path class="miss ttl_expired" data-cause="ttl_expired"') == 1
+    assert f"cache miss (TTL expired): {figures} tokens not read from the cache" in chat_page
+    assert '<span class="miss ttl_expired" data-cause="ttl_expired">TTL expired</span>' in chat_page  # legend
+    table = row_of(chat_page, f'data-request="{miss.request_id}"')
+    assert ">TTL expired</td>" in table and f">{figures}</td>" in table and "idle 10m" in table
+    assert 'data-misses="1"' in row_of(chats, f'data-key="{DM_KEY}"')
+
+
+async def test_a_bot_without_limits_or_misses_says_so(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
     async with console_gateway(home, emulator, emulator_url) as console:
         console.harness.fake.private_message(FRIEND, "hello")
-        console.harness.fake.private_message(FRIEND, "and again")
         await console.harness.settled()
-        async with served_with_sources(console, misses) as url, console_client(url) as client:
+        async with console_client(console.url) as client:
             await client.login()
             budgets = (await client.get("/console/budgets"))[1]
-            chats = (await client.get("/console/chats"))[1]
-            chat = (await client.get(f"/console/chat?key={KEY}"))[1]
             overview = (await client.get("/console/"))[1]
-
-    assert "chat &lt;b&gt;Ops&lt;/b&gt;" in budgets and "<b>Ops" not in budgets
-    assert re.search(r"\$4\.50</td>\s*<td class=\"num\">\$5\.00</td>", budgets)
-    assert 'value="0.9"' in budgets and "90.0%" in budgets
-    row = re.search(rf'<tr data-key="{KEY}">(.*?)</tr>', chats, re.S)
-    assert row is not None and "90.0%" in row.group(1) and '<td class="num">3</td>' in row.group(1)
-    assert len(misses.asked) == 1 and len(misses.asked[0]) == 2  # asked about the chart's two requests
-    assert chat.count('<path class="miss"') == 1
-    assert "<title>cache miss (ttl): 9,000 tokens, $0.03</title>" in chat
-    assert "<td>ttl</td>" in chat
-    assert "Cache misses, last 30 days" in overview and "ttl: 2" in overview
-    assert "cache misses are not measured" not in overview  # the efficiency is shown
+            chat = (await client.get(f"/console/chat?key={DM_KEY}"))[1]
+            chats = (await client.get("/console/chats"))[1]
+    assert "No limits are set (budgets: in config.yaml); spending is counted all the same." in budgets
+    assert "no limit" in row_of(budgets, f'data-scope="chat:{DM_KEY}"')  # spent, without a limit
+    assert "No cache misses in the last 30 days" in overview
+    assert 'class="miss' not in chat and "No cache misses in the requests shown." in chat
+    assert "no limit for this chat" in chat
+    listed = row_of(chats, f'data-key="{DM_KEY}"')
+    assert 'data-misses="0"' in listed and 'data-budget=""' in listed and 'data-people="1"' in listed

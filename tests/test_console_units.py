@@ -48,14 +48,20 @@ def test_turn_bars_stack_the_four_kinds_and_misses_mark_their_request() -> None:
         TurnFigures(7, "first", input_tokens=1000, cache_read=0, cache_write=3000, output_tokens=0),
         TurnFigures(9, "second", input_tokens=100, cache_read=3900, cache_write=0, output_tokens=0),
     ]
-    chart = turns(figures, [MissMark(9, "ttl", "cache miss (ttl)"), MissMark(404, "ttl", "not shown")])
+    marks = [
+        MissMark(9, "ttl_expired", "TTL expired", "cache miss (TTL expired)"),
+        MissMark(404, "evicted", "provider evicted", "not shown"),
+    ]
+    chart = turns(figures, marks)
     first_input, first_write, second_input, second_read = chart.bars
     assert (first_input.kind, first_write.kind, second_read.kind) == ("input", "write", "read")
     assert first_write.y + first_write.height == pytest.approx(first_input.y)  # stacked, no gap
     assert second_read.height == pytest.approx(39 * second_input.height)
     [marker] = chart.markers
     assert marker.x == pytest.approx(second_read.x + second_read.width / 2)
-    assert marker.y < second_read.y and marker.title == "cache miss (ttl)"
+    assert marker.y < second_read.y
+    assert (marker.kind, marker.title) == ("ttl_expired", "cache miss (TTL expired)")
+    assert [(s.kind, s.label) for s in chart.marker_legend] == [("ttl_expired", "TTL expired")]  # shown only
     assert "4,000 tokens: 100 input, 3,900 cache read" in second_read.title
 
 

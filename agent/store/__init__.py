@@ -156,6 +156,10 @@ class SessionStore:
         """The cache-miss events of one chat's sessions in ``[since, until)``, oldest first."""
         return await self.cache_misses.of_chat(session_key, since, until)
 
+    async def cache_misses_of_requests(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
+        """The cache-miss events of one chat on the given requests (``requests`` rows), oldest first."""
+        return await self.cache_misses.of_requests(session_key, request_ids)
+
     async def cache_miss_totals(
         self, since: float | None = None, until: float | None = None, session_key: str | None = None
     ) -> list[MissTotal]:

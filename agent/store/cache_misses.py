@@ -8,9 +8,10 @@ Contract:
   however old, stores the request's prefix record and its miss event if it had one, and forgets the
   chat's records older than :data:`KEPT_SECONDS` before this one (no cache entry outlives an hour
   unused), except that anchor. Not idempotent.
-- The read API (:meth:`of_session`, :meth:`of_chat`, :meth:`totals`, :meth:`totals_by_session`) sees
-  every event saved before it was called. Times are seconds since the epoch; ``since`` is inclusive,
-  ``until`` exclusive.
+- The read API (:meth:`of_session`, :meth:`of_chat`, :meth:`of_requests`, :meth:`totals`,
+  :meth:`totals_by_session`, and :data:`MISSES_PER_CHAT` for a query that joins it) sees every event
+  saved before it was called. Times are seconds since the epoch; ``since`` is inclusive, ``until``
+  exclusive.
 """
 
 from __future__ import annotations
@@ -127,6 +128,25 @@ _TOTAL_COLUMNS = (
     sa.func.count().label("misses"),
     sa.func.sum(cache_misses.c.missed_tokens).label("missed_tokens"),
     sa.func.sum(cache_misses.c.missed_usd).label("missed_usd"),
+)
+
+
+# Every chat's misses (by session key), all time: what :meth:`CacheMissLog.totals` of the chat adds up to,
+# for a statement that lists chats (the console's chat list joins and sorts by it; it may narrow it to
+# some chats with a WHERE on its session_key before making it a subquery).
+MISSES_PER_CHAT = sa.select(
+    cache_misses.c.session_key,
+    sa.func.count().label("misses"),
+    sa.func.sum(cache_misses.c.missed_tokens).label("missed_tokens"),
+    sa.func.sum(cache_misses.c.missed_usd).label("missed_usd"),
+).group_by(cache_misses.c.session_key)
+_OF_REQUESTS: sa.Select[Any] = (
+    sa.select(*_MISS_COLUMNS)
+    .where(
+        cache_misses.c.session_key == sa.bindparam("session_key"),
+        cache_misses.c.request_id.in_(sa.bindparam("request_ids", expanding=True)),
+    )
+    .order_by(cache_misses.c.created_at, cache_misses.c.id)
 )
 
 
@@ -258,6 +278,14 @@ class CacheMissLog:
         statement: sa.Select[Any] = sa.select(*_MISS_COLUMNS).where(cache_misses.c.session_key == session_key)
         statement = _between(statement, since, until).order_by(cache_misses.c.created_at, cache_misses.c.id)
         return await self._misses(statement)
+
+    async def of_requests(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
+        """The misses of one chat on the requests ``request_ids`` (rows of ``requests``), oldest first."""
+        if not request_ids:
+            return []
+        parameters = {"session_key": session_key, "request_ids": list(request_ids)}
+        rows = await self.storage.read(lambda conn: conn.execute(_OF_REQUESTS, parameters).all())
+        return [_miss(row) for row in rows]
 
     async def totals(
         self, since: float | None = None, until: float | None = None, session_key: str | None = None

@@ -6,7 +6,12 @@ process; requests in flight are not in it), and the limits from ``budgets:``.
 - :meth:`BudgetBook.standing`: every scope with spending today or this month (and the bot when it has a
   limit), each window as a :class:`~gateway.budgets.lines.ScopeStanding` (kind, id, window, spent,
   limit, requests), bot first, then chats, people and jobs, the most spent today first.
-- :meth:`BudgetBook.chat_standing`: one chat, one person (and the bot), as (today, this month) pairs.
+- :meth:`BudgetBook.spending`: what :meth:`BudgetBook.standing` reads, as plain figures per scope key
+  (the console sorts thousands of scopes by them, and makes rows only for the page it shows).
+- :meth:`BudgetBook.chat_standing`: one chat, one person (and the bot), as (today, this month) pairs;
+  :meth:`BudgetBook.of_scopes` the same for any scopes (the console's page of one chat).
+- :meth:`BudgetBook.scope` gives a scope with its limits, worked out once per scope (the limits are
+  fixed for the life of the process).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from agent.api import Scope, SpendLedger, Window, day_window, month_window
 from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, bot_scope, chat_scope, job_scope, person_scope
@@ -21,6 +27,21 @@ from gateway.budgets.lines import ScopeStanding
 from gateway.config import BudgetSettings
 
 KIND_ORDER = {BOT: 0, CHAT: 1, PERSON: 2, CRON: 3}
+REMEMBERED_SCOPES = 100_000  # scopes whose limits are kept worked out (then they are worked out afresh)
+
+
+@dataclass(frozen=True)
+class Spending:
+    """What every scope spent today and this month: ``amounts`` by (scope key, window id) as (spent,
+    requests); ``keys`` the scopes with spending in either window, and the bot when it has a limit."""
+
+    day: Window
+    month: Window
+    amounts: dict[tuple[str, str], tuple[float, int]]
+    keys: set[str]
+
+    def of(self, key: str, window: Window) -> tuple[float, int]:
+        return self.amounts.get((key, window.id), (0.0, 0))
 
 
 def split_scope(key: str) -> tuple[str, str]:
@@ -42,9 +63,18 @@ class BudgetBook:
         self.ledger = ledger
         self.zone = zone
         self.clock = clock
+        self._scopes: dict[tuple[str, str], Scope] = {}
 
     def scope(self, kind: str, ident: str) -> Scope:
         """The scope ``kind``/``ident`` with its configured limits."""
+        found = self._scopes.get((kind, ident))
+        if found is None:
+            if len(self._scopes) >= REMEMBERED_SCOPES:
+                self._scopes.clear()
+            found = self._scopes[(kind, ident)] = self._new_scope(kind, ident)
+        return found
+
+    def _new_scope(self, kind: str, ident: str) -> Scope:
         if kind == CHAT:
             return chat_scope(self.settings, ident)
         if kind == PERSON:
@@ -61,44 +91,57 @@ class BudgetBook:
     async def standing(self, now: float | None = None) -> list[ScopeStanding]:
         """Every scope with spending today or this month (and the bot when it has a limit), each with its
         day and its month: bot first, then chats, people and jobs, the most spent today first."""
-        day, month = self.current_windows(now)
-        rows = await self.ledger.in_periods([day.id, month.id])
-        spent = {(row.scope, row.period): (row.spent, row.requests) for row in rows}
-        keys = {row.scope for row in rows}
-        if bot_scope(self.settings).limits:
-            keys.add(BOT)
+        spending = await self.spending(now)
+        day, month = spending.day, spending.month
 
         def order(key: str) -> tuple[int, float, str]:
-            return KIND_ORDER.get(split_scope(key)[0], 9), -spent.get((key, day.id), (0.0, 0))[0], key
+            return KIND_ORDER.get(split_scope(key)[0], 9), -spending.of(key, day)[0], key
 
         found: list[ScopeStanding] = []
-        for key in sorted(keys, key=order):
+        for key in sorted(spending.keys, key=order):
             kind, ident = split_scope(key)
             scope = self.scope(kind, ident)
             for window in (day, month):
-                amount, requests = spent.get((key, window.id), (0.0, 0))
-                found.append(ScopeStanding(kind, ident, window, amount, _limit(scope, window), requests))
+                amount, requests = spending.of(key, window)
+                found.append(ScopeStanding(kind, ident, window, amount, limit_in(scope, window), requests))
         return found
+
+    async def spending(self, now: float | None = None) -> Spending:
+        """What every scope spent today and this month (one read of the database)."""
+        day, month = self.current_windows(now)
+        rows = await self.ledger.in_periods([day.id, month.id])
+        keys = {row.scope for row in rows}
+        if bot_scope(self.settings).limits:
+            keys.add(BOT)
+        amounts = {(row.scope, row.period): (row.spent, row.requests) for row in rows}
+        return Spending(day, month, amounts, keys)
 
     async def chat_standing(
         self, session_key: str, person: str, *, with_bot: bool, now: float | None = None
     ) -> list[tuple[ScopeStanding, ScopeStanding]]:
         """``/budget``: the chat, the person and (``with_bot``) the bot, each as (today, this month)."""
-        day, month = self.current_windows(now)
         scopes = [chat_scope(self.settings, session_key), person_scope(self.settings, person)]
         if with_bot:
             scopes.append(bot_scope(self.settings))
+        return await self.of_scopes(scopes, now)
+
+    async def of_scopes(
+        self, scopes: Sequence[Scope], now: float | None = None
+    ) -> list[tuple[ScopeStanding, ScopeStanding]]:
+        """Each of ``scopes`` (:meth:`scope` gives one) as (today, this month)."""
+        day, month = self.current_windows(now)
         spent = await self.ledger.spent([(s.key, w.id) for s in scopes for w in (day, month)])
         return [
             (
-                ScopeStanding(s.kind, s.id, day, spent.get((s.key, day.id), 0.0), _limit(s, day)),
-                ScopeStanding(s.kind, s.id, month, spent.get((s.key, month.id), 0.0), _limit(s, month)),
+                ScopeStanding(s.kind, s.id, day, spent.get((s.key, day.id), 0.0), limit_in(s, day)),
+                ScopeStanding(s.kind, s.id, month, spent.get((s.key, month.id), 0.0), limit_in(s, month)),
             )
             for s in scopes
         ]
 
 
-def _limit(scope: Scope, window: Window) -> float | None:
+def limit_in(scope: Scope, window: Window) -> float | None:
+    """The scope's limit in ``window``'s kind (None: none)."""
     return next((limit.usd for limit in scope.limits if limit.window == window.kind), None)
 
 

@@ -10,15 +10,21 @@ Overrides (``budgets.overrides``) are looked up from the most particular key to 
 its session key (``telegram:group:-100123:topic:7``), then ``platform:chat_id:thread_id``, then
 ``platform:chat_id``; for a person ``platform:user_id``; for a job ``cron:JOB_ID``. A limit the first
 matching override gives (an explicit null included) replaces the scope's default.
+
+:func:`listed_limits` states the same decision for every chat, person and job at once, as data (the
+console sorts its chat list and its Budgets page by the share of their limits each spent, in SQL).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from adapters import console
 from agent.api import Charge, Limit, Scope, WindowKind
 from gateway.config import BudgetSettings, LimitOverride, ScopeLimits
 from gateway.conversation.addressing import chat_of_session_key
+from gateway.cron.jobs import SESSION_PREFIX
 
 BOT, CHAT, PERSON, CRON = "bot", "chat", "person", "cron"
 FIELDS: dict[str, WindowKind] = {"daily_usd": "day", "monthly_usd": "month", "per_run_usd": "run"}
@@ -27,7 +33,8 @@ FIELDS: dict[str, WindowKind] = {"daily_usd": "day", "monthly_usd": "month", "pe
 def limits_of(defaults: ScopeLimits, overrides: Sequence[LimitOverride]) -> tuple[Limit, ...]:
     """The limits of a scope: its kind's ``defaults``, each replaced by the first of ``overrides`` that
     gives it."""
-    values: dict[str, float | None] = {name: getattr(defaults, name, None) for name in FIELDS}
+    fields = type(defaults).model_fields  # a field its kind lacks (per_run_usd of a chat) is no limit
+    values: dict[str, float | None] = {name: getattr(defaults, name) for name in FIELDS if name in fields}
     for name in FIELDS:
         for override in overrides:
             given = override.given()
@@ -46,6 +53,89 @@ def chat_override_keys(session_key: str) -> list[str]:
             keys.append(f"{address.platform}:{address.chat_id}:{address.thread_id}")
         keys.append(f"{address.platform}:{address.chat_id}")
     return keys
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """The chats one override names, as a test of their session keys: one of ``keys``, or a topic of a
+    group (``topics_of`` followed by a thread id)."""
+
+    usd: float | None  # the limit it gives them (None: it lifts the limit)
+    keys: tuple[str, ...] = ()
+    topics_of: str | None = None  # "telegram:group:-100123:topic:"
+
+
+@dataclass(frozen=True)
+class KeyLimits:
+    """One limit of many scopes at once: the first of ``rules`` that names a session key gives it, else
+    ``default``."""
+
+    default: float | None
+    rules: tuple[KeyRule, ...]
+
+    @property
+    def any(self) -> bool:
+        return self.default is not None or any(rule.usd is not None for rule in self.rules)
+
+
+@dataclass(frozen=True)
+class ListedLimits:
+    """The limit of ``window`` for every chat the console lists, by its session key: a scheduled job's runs
+    (``cron:JOB_ID``) have their job's (``jobs``), every other chat its chat limit (``chats``). What
+    :func:`listed_scope` decides for one of them. A person's, by ``platform:user_id`` (``people``), and
+    the bot's (``bot``), as :func:`person_scope` and :func:`bot_scope` decide them."""
+
+    window: WindowKind
+    chats: KeyLimits
+    jobs: KeyLimits
+    people: KeyLimits
+    bot: float | None
+
+    @property
+    def any(self) -> bool:
+        return self.bot is not None or self.chats.any or self.jobs.any or self.people.any
+
+
+def listed_scope(settings: BudgetSettings, session_key: str) -> Scope:
+    """The scope whose limits a chat of the console's list spends against: its job's for a scheduled
+    job's runs (a run is charged to the bot and its job), else the chat's."""
+    if session_key.startswith(SESSION_PREFIX):
+        return job_scope(settings, session_key.removeprefix(SESSION_PREFIX))
+    return chat_scope(settings, session_key)
+
+
+def listed_limits(settings: BudgetSettings, window: WindowKind) -> ListedLimits:
+    """:func:`listed_scope`'s limits of ``window`` as :class:`ListedLimits`; a chat's overrides by the key
+    :func:`chat_override_keys` finds first (its session key, then ``platform:chat_id:thread_id``, then
+    ``platform:chat_id``), a job's by ``cron:JOB_ID``."""
+    name = next(field for field, kind in FIELDS.items() if kind == window)
+    by_session, by_topic, by_chat, by_job = [], [], [], []
+    for key, override in settings.overrides.items():
+        given = override.given()
+        if name not in given:
+            continue
+        usd = given[name]
+        if key.startswith(SESSION_PREFIX):
+            by_job.append(KeyRule(usd, keys=(key,)))
+        by_session.append(KeyRule(usd, keys=(key,)))
+        parts = key.split(":")
+        if parts[0] == console.PLATFORM:  # the terminal's key names no chat of a platform
+            continue
+        if len(parts) == 3 and parts[2]:
+            platform, chat_id, thread_id = parts
+            by_topic.append(KeyRule(usd, keys=(f"{platform}:group:{chat_id}:topic:{thread_id}",)))
+        elif len(parts) == 2:
+            platform, chat_id = parts
+            group = f"{platform}:group:{chat_id}"
+            direct = f"{platform}:dm:{chat_id}"
+            by_chat.append(KeyRule(usd, keys=(direct, group), topics_of=f"{group}:topic:"))
+    return ListedLimits(
+        window,
+        chats=KeyLimits(getattr(settings.chat, name, None), (*by_session, *by_topic, *by_chat)),
+        jobs=KeyLimits(getattr(settings.cron, name, None), tuple(by_job)),
+        people=KeyLimits(getattr(settings.person, name, None), tuple(by_session)),  # the key is the person
+        bot=getattr(settings.bot, name, None),
+    )
 
 
 def _matching(overrides: Mapping[str, LimitOverride], keys: Sequence[str]) -> list[LimitOverride]:

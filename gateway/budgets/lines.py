@@ -98,9 +98,14 @@ class ScopeStanding:
     @property
     def share(self) -> float | None:
         """How much of the limit is spent (1.0 = all); None without a limit."""
-        if self.limit is None:
-            return None
-        return self.spent / self.limit if self.limit else 1.0
+        return share_of(self.spent, self.limit)
+
+
+def share_of(spent: float, limit: float | None) -> float | None:
+    """How much of ``limit`` is spent (1.0 = all; all of it at a limit of 0); None without a limit."""
+    if limit is None:
+        return None
+    return spent / limit if limit else 1.0
 
 
 def amount_of(standing: ScopeStanding) -> str:

@@ -63,6 +63,7 @@ class Chart:
     labels: list[Label]
     legend: list[Series] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
+    marker_legend: list[Series] = field(default_factory=list)  # what the markers' colours mean
     width: float = WIDTH
     height: float = HEIGHT
     left: float = LEFT
@@ -157,13 +158,18 @@ class TurnFigures:
 
 @dataclass(frozen=True)
 class MissMark:
+    """A cache miss on one request: its cause (a CSS class: its colour), how the legend names the cause,
+    the marker's tooltip."""
+
     request_id: int
     cause: str
+    label: str
     title: str
 
 
 def turns(figures: Sequence[TurnFigures], misses: Sequence[MissMark] = (), *, label_every: int = 10) -> Chart:
-    """Stacked bars, one per request, oldest first; a miss is a marker above its request's bar."""
+    """Stacked bars, one per request, oldest first; a miss is a marker above its request's bar, in the
+    colour of its cause (the legend names each cause marked)."""
     top_value = nice_ceiling(
         max((f.input_tokens + f.cache_read + f.cache_write + f.output_tokens for f in figures), default=0)
     )
@@ -190,9 +196,9 @@ def turns(figures: Sequence[TurnFigures], misses: Sequence[MissMark] = (), *, la
         tops[f.request_id] = (x + width / 2, base)
         if (len(figures) - 1 - i) % label_every == 0:
             labels.append(Label(x + width / 2, f"#{i + 1}"))
+    marked = [m for m in misses if m.request_id in tops]
     markers = [
-        Marker(tops[m.request_id][0], max(TOP, tops[m.request_id][1] - 6), m.cause, m.title)
-        for m in misses
-        if m.request_id in tops
+        Marker(tops[m.request_id][0], max(TOP, tops[m.request_id][1] - 2), m.cause, m.title) for m in marked
     ]
-    return Chart(bars, _ticks(top_value, "tokens"), labels, list(TURN_SERIES), markers)
+    causes = {m.cause: Series(m.cause, m.label) for m in marked}  # each cause once, in the order met
+    return Chart(bars, _ticks(top_value, "tokens"), labels, list(TURN_SERIES), markers, list(causes.values()))

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from agent.api import CAUSE_LABELS
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
 from gateway.console.server import ConsoleWeb, Handler, Notice
-from gateway.console.sources import BudgetSource, CacheMissSource
+from gateway.console.sources import BudgetSource, CacheMissSource, cache_efficiency
 from gateway.conversation.addressing import admin_id
 from gateway.cron.describe import delivery_text, preview, when
 from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
@@ -92,28 +93,24 @@ class ConsolePages:
     async def overview(self, request: web.Request) -> web.StreamResponse:
         overview = await self.reports.overview(time.time())
         month = overview.windows[-1].usage
-        summary = await self.misses.summary(overview.days[0].start)
-        efficiency = month.cache_read / summary.expected_read if summary and summary.expected_read else None
+        misses = await self.misses.summary(overview.days[0].start)
         daily = daily_spend([(d.date.isoformat(), d.usage.cost, d.requests) for d in overview.days])
-        values = {"heading": "Overview", "overview": overview, "month": month, "daily": daily}
-        return self.web.render(
-            request, "overview.html", values | {"efficiency": efficiency, "misses": summary}
-        )
+        values = {
+            "heading": "Overview",
+            "overview": overview,
+            "month": month,
+            "daily": daily,
+            "efficiency": cache_efficiency(month.cache_read, misses.tokens),
+            "misses": misses,
+            "causes": CAUSE_LABELS,
+        }
+        return self.web.render(request, "overview.html", values)
 
     async def chats(self, request: web.Request) -> web.StreamResponse:
         sort = _choice(request.query.get("sort"), ChatSort, ChatSort.SPEND)
         descending = request.query.get("order", "desc") != "asc"
         page = await self.reports.chats(sort, descending, _number(request.query.get("page"), 1))
-        keys = [row.session_key for row in page.rows]
-        misses = await self.misses.counts(keys) if self.misses.measured else {}
-        values = {
-            "heading": "Chats",
-            "page": page,
-            "misses_measured": self.misses.measured,
-            "misses": misses,
-            "budgets": await self.budgets.used_by_chat(keys),
-        }
-        return self.web.render(request, "chats.html", values)
+        return self.web.render(request, "chats.html", {"heading": "Chats", "page": page})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         key = request.query.get("key", "")
@@ -124,18 +121,26 @@ class ConsolePages:
             return self.web.render(request, "message.html", missing, status=404)
         store = self.services.runtime.store
         shown = await self.reports.turns(key)
-        misses = await self.misses.of_chat(key, [t.request_id for t in shown]) if self.misses.measured else []
+        misses = await self.misses.on_requests(key, [t.request_id for t in shown])
+        numbers = {t.request_id: number for number, t in enumerate(shown, start=1)}
         figures = [
             TurnFigures(
                 t.request_id,
-                f"{when(t.created_at, self.timezone)} {_purpose(t.purpose)} on {t.model}",
+                f"#{number} {when(t.created_at, self.timezone)} {_purpose(t.purpose)} on {t.model}",
                 t.input_tokens, t.cache_read, t.cache_write, t.output_tokens,
             )
-            for t in shown
+            for number, t in enumerate(shown, start=1)
         ]  # fmt: skip
         marks = [
-            MissMark(m.request_id, m.cause, f"cache miss ({m.cause}): {m.tokens:,} tokens, {money(m.usd)}")
+            MissMark(
+                m.request_id,
+                m.cause,
+                _cause(m.cause),
+                f"cache miss ({_cause(m.cause)}): {m.missed_tokens:,} tokens not read from the cache, "
+                f"{money(m.missed_usd)}; {m.detail}",
+            )
             for m in misses
+            if m.request_id is not None
         ]
         records = await store.sessions_for(key)
         sessions = [
@@ -148,11 +153,14 @@ class ConsolePages:
             "chat": chat,
             "turn_chart": turns(figures, marks),
             "turns_shown": len(shown),
-            "misses_measured": self.misses.measured,
-            "misses": misses,
+            "misses": [(numbers.get(m.request_id or -1), m) for m in misses],
+            "miss_totals": await self.misses.of_chat(key),
+            "causes": CAUSE_LABELS,
             "purposes": [row_for_purpose(p) for p in await store.usage_by_purpose(key)],
             "sessions": sessions,
-            "budget": (await self.budgets.used_by_chat([key])).get(key),
+            "budget": await self.budgets.chat(key),
+            "overrides": self.budgets.overrides_of_chat(key),
+            "timezone": str(self.timezone),
         }
         return self.web.render(request, "chat.html", values)
 
@@ -227,7 +235,8 @@ class ConsolePages:
     # --- budgets and health ----------------------------------------------------------------------
 
     async def budget_lines(self, request: web.Request) -> web.StreamResponse:
-        values = {"heading": "Budgets", "lines": await self.budgets.lines(), "timezone": str(self.timezone)}
+        page = await self.budgets.page(_number(request.query.get("page"), 1))
+        values = {"heading": "Budgets", "budgets": page, "timezone": str(self.timezone)}
         return self.web.render(request, "budgets.html", values)
 
     async def health(self, request: web.Request) -> web.StreamResponse:
@@ -307,6 +316,11 @@ async def _timed(name: str, where: str, probe: Awaitable[object]) -> Dependency:
 
 def _purpose(purpose: str) -> str:
     return PURPOSE_LABELS.get(purpose, purpose)
+
+
+def _cause(cause: str) -> str:
+    """A cause as ``herald insights`` names it (one it does not know: as stored)."""
+    return next((label for known, label in CAUSE_LABELS.items() if known == cause), cause)
 
 
 def _choice(value: str | None, kind: type[ChatSort], default: ChatSort) -> ChatSort:

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from gateway.budgets.lines import usd
 from gateway.console.charts import money, tokens
 
 STYLESHEET = (resources.files("gateway.console") / "templates" / "console.css").read_text(encoding="utf-8")
@@ -56,7 +57,7 @@ class Renderer:
             lstrip_blocks=True,
         )
         self.env.filters.update(
-            money=money, tokens=tokens, percent=percent, count=count, when=self.when, ago=self.ago
+            money=money, usd=usd, tokens=tokens, percent=percent, count=count, when=self.when, ago=self.ago
         )
         self.env.globals["stylesheet"] = STYLESHEET
 

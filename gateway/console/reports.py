@@ -2,9 +2,10 @@
 
 The console must stay fast with tens of thousands of sessions and millions of requests, and on SQLite
 every read waits its turn on the one database thread that turns write through: so each figure is one
-aggregate statement, built once at module level, and the chat list is sorted and cut into pages by the
-database. Sums and ratios reuse ``gateway.insights`` (:class:`~gateway.insights.UsageRow`), so the
-console and ``herald insights`` count alike.
+aggregate statement, built once (at module level, or for the chat list once per console: its budget
+column holds the configured limits), and the chat list is sorted and cut into pages by the database.
+Sums and ratios reuse ``gateway.insights`` (:class:`~gateway.insights.UsageRow`), and cache misses the
+agent's own aggregates, so the console and ``herald insights`` count alike.
 
 Days are calendar days in ``scheduler.timezone`` (the zone budgets reset in); "7 days" is today and the
 six days before it.
@@ -20,11 +21,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.api import PurposeUsage, SessionStore, Usage
-from agent.db import Storage, json_text, requests, sessions
+from agent.api import MISSES_PER_CHAT, PurposeUsage, SessionStore, Usage
+from agent.api import Window as SpendWindow
+from agent.db import Storage, json_text, requests, sessions, spend_windows
+from gateway.budgets.book import BudgetBook
+from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, KeyLimits, listed_limits
+from gateway.config import BudgetSettings
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
 from gateway.insights import UsageRow, row_for_purpose, total_row
+from gateway.intake.inbox import PEOPLE_PER_CHAT
 from gateway.tables import cron_jobs, inbox
 
 DAYS = 30  # the overview's chart and its longest window
@@ -144,6 +150,9 @@ class ChatSort(StrEnum):
     REQUESTS = "requests"
     SPEND = "spend"
     HIT = "hit"
+    MISSES = "misses"
+    BUDGET = "budget"
+    PEOPLE = "people"
     ACTIVE = "active"
 
 
@@ -158,6 +167,8 @@ class ChatRow:
     last_active: float
     name: str | None = None  # the group's title or the person's name, as the platform last gave it
     people: int | None = None  # people who wrote in it (None: not a chat people write in)
+    misses: int = 0  # cache-miss events, all time (as `herald insights` counts them)
+    budget_used: float | None = None  # the share of its fullest chat limit spent (None: it has no limit)
 
 
 @dataclass(frozen=True)
@@ -170,72 +181,280 @@ class ChatPage:
     descending: bool
 
 
-_TOTALS = (
-    sa.select(
-        sessions.c.session_key,
-        sa.func.min(sessions.c.platform).label("platform"),
-        sa.func.count().label("sessions"),
-        sa.func.sum(sessions.c.request_count).label("requests"),
-        sa.func.sum(sessions.c.input_tokens).label("input_tokens"),
-        sa.func.sum(sessions.c.cache_read_tokens).label("cache_read"),
-        sa.func.sum(sessions.c.cache_write_tokens).label("cache_write"),
-        sa.func.sum(sessions.c.output_tokens).label("output_tokens"),
-        sa.func.sum(sessions.c.estimated_cost).label("cost"),
-        sa.func.sum(sessions.c.uncached_cost).label("uncached_cost"),
-        sa.func.max(sessions.c.updated_at).label("last_active"),
-    )
-    .group_by(sessions.c.session_key)
-    .subquery("totals")
-)
-_latest = sessions.alias("latest")
-_LATEST_TITLE = (
-    sa.select(_latest.c.title)
-    .where(_latest.c.session_key == _TOTALS.c.session_key)
-    .order_by(_latest.c.updated_at.desc())
-    .limit(1)
-    .scalar_subquery()
-    .label("title")
-)
-_PROMPT = _TOTALS.c.input_tokens + _TOTALS.c.cache_read + _TOTALS.c.cache_write
-_HIT = sa.case((_PROMPT > 0, _TOTALS.c.cache_read * 1.0 / _PROMPT), else_=0.0)
-_SORT_COLUMNS: dict[ChatSort, sa.ColumnElement[Any]] = {
-    ChatSort.PLATFORM: _TOTALS.c.platform,
-    ChatSort.TITLE: _LATEST_TITLE,
-    ChatSort.REQUESTS: _TOTALS.c.requests,
-    ChatSort.SPEND: _TOTALS.c.cost,
-    ChatSort.HIT: _HIT,
-    ChatSort.ACTIVE: _TOTALS.c.last_active,
-}
-_CHAT_LIST = sa.select(_TOTALS, _LATEST_TITLE)
-
-
-def _chat_page_statement(sort: ChatSort, descending: bool) -> sa.Select[Any]:
-    column = _SORT_COLUMNS[sort]
-    order = column.desc() if descending else column.asc()
-    return (
-        _CHAT_LIST.order_by(order, _TOTALS.c.session_key)
-        .limit(sa.bindparam("limit"))
-        .offset(sa.bindparam("offset"))
-    )
-
-
-_CHAT_PAGES = {
-    (sort, descending): _chat_page_statement(sort, descending)
-    for sort in ChatSort
-    for descending in (False, True)
-}
+_TOTALS = [
+    sessions.c.session_key,
+    sa.func.min(sessions.c.platform).label("platform"),
+    sa.func.count().label("sessions"),
+    sa.func.sum(sessions.c.request_count).label("requests"),
+    sa.func.sum(sessions.c.input_tokens).label("input_tokens"),
+    sa.func.sum(sessions.c.cache_read_tokens).label("cache_read"),
+    sa.func.sum(sessions.c.cache_write_tokens).label("cache_write"),
+    sa.func.sum(sessions.c.output_tokens).label("output_tokens"),
+    sa.func.sum(sessions.c.estimated_cost).label("cost"),
+    sa.func.sum(sessions.c.uncached_cost).label("uncached_cost"),
+    sa.func.max(sessions.c.updated_at).label("last_active"),
+]
 _CHAT_COUNT = sa.select(sa.func.count(sa.distinct(sessions.c.session_key)))
+_PERIODS: dict[str, sa.BindParameter[Any]] = {
+    "day": sa.bindparam("day_period"),
+    "month": sa.bindparam("month_period"),
+}
 
-# Names and people of the chats on one page, from what the platforms delivered (the inbox). Each chat's
-# rows are found through the inbox's unique index (platform, chat_id, ...).
-_SENDER = json_text(inbox.c.message, "user_id")
-_PEOPLE = (
-    sa.select(
-        inbox.c.platform,
-        inbox.c.chat_id,
-        sa.func.count(sa.distinct(_SENDER)).label("people"),
-        sa.func.max(inbox.c.id).label("latest"),
+
+def _limit_of(limits: KeyLimits, key: sa.ColumnElement[str], prefix: str = "") -> sa.ColumnElement[Any]:
+    """Each chat's (person's, job's) limit as ``limits`` give it, decided in SQL as
+    :func:`gateway.budgets.limits.listed_scope` decides it for one chat (tests/test_console_reports.py
+    holds the two to each other); ``key`` is the session key (person, job) after ``prefix``. A key no rule
+    can name (most of them) is told apart by one test, not one per rule."""
+    default = sa.null() if limits.default is None else sa.literal(limits.default, sa.Double)
+    cases = []
+    for rule in limits.rules:
+        names: list[sa.ColumnElement[bool]] = [key.in_([prefix + k for k in rule.keys])] if rule.keys else []
+        if rule.topics_of is not None:
+            topic = _like_escaped(prefix + rule.topics_of)
+            one_topic = sa.and_(key.like(f"{topic}%", escape="\\"), ~key.like(f"{topic}%:%", escape="\\"))
+            names.append(one_topic)
+        cases.append((sa.or_(*names), sa.null() if rule.usd is None else sa.literal(rule.usd, sa.Double)))
+    if not cases:
+        return default
+    named = [prefix + k for rule in limits.rules for k in rule.keys]
+    maybe = [key.in_(named)] if named else []
+    if any(rule.topics_of is not None for rule in limits.rules):
+        maybe.append(key.like("%:topic:%"))  # a topic of a group a rule names
+    return sa.case((sa.or_(*maybe), sa.case(*cases, else_=default)), else_=default)
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _share(spent: sa.ColumnElement[Any], limit: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """What :attr:`gateway.budgets.lines.ScopeStanding.share` says: spent / limit, all of it at a limit
+    of 0, nothing without one."""
+    return sa.case((limit > 0, sa.func.coalesce(spent, 0.0) / limit), (limit == 0, 1.0), else_=sa.null())
+
+
+def _fuller(shares: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
+    """The greater of the shares that are not NULL (NULL when none is)."""
+    if not shares:
+        return sa.null()
+    if len(shares) == 1:
+        return shares[0]
+    day, month = shares
+    return sa.case((day.is_(None), month), (month.is_(None), day), (day >= month, day), else_=month)
+
+
+_SESSION_KEYS: sa.BindParameter[Any] = sa.bindparam("session_keys", expanding=True)
+
+
+def _per_chat(aggregate: sa.Select[Any], name: str, narrow: bool) -> sa.Subquery:
+    """``aggregate`` (grouped by session key) as a subquery: of the chats ``:session_keys`` (``narrow``:
+    read through its index, for a page), or of every chat (to sort by it)."""
+    if narrow:
+        aggregate = aggregate.where(aggregate.selected_columns.session_key.in_(_SESSION_KEYS))
+    return aggregate.subquery(name)
+
+
+class ChatList:
+    """The chat list's statements: each chat's sessions added up, with its latest title, its cache misses
+    (:data:`agent.api.MISSES_PER_CHAT`), its people (:data:`gateway.intake.inbox.PEOPLE_PER_CHAT`) and
+    the share of its limits spent today and this month, the fuller of the two (``spend_windows``; a
+    chat's own limits, a scheduled job's runs their job's: :func:`gateway.budgets.limits.listed_scope`).
+
+    A page is read in two steps: :attr:`pages` sorts every chat by one column, reading only what that
+    column needs, and cuts out the page's session keys; :attr:`rows` reads everything shown for those
+    keys alone. Built once per console: the limits are part of the SQL."""
+
+    def __init__(self, budgets: BudgetSettings) -> None:
+        windows = [listed_limits(budgets, window) for window in ("day", "month")]
+        self.limited = [limits for limits in windows if limits.chats.any or limits.jobs.any]  # of chats
+        self.pages = {
+            (sort, descending): self._page(sort, descending)
+            for sort in ChatSort
+            for descending in (False, True)
+        }
+        self.rows = self._rows()
+
+    def _totals(self, *, narrow: bool, limits: bool) -> sa.Subquery:
+        """The sessions added up per chat (``narrow``: of the chats ``:session_keys``); ``limits``: with the
+        scope its spending counts in and its limit in each limited window, worked out once per chat."""
+        key = sessions.c.session_key
+        extra = []
+        if limits:
+            job = key.startswith(SESSION_PREFIX)
+            for window in self.limited:
+                limit = sa.case((job, _limit_of(window.jobs, key)), else_=_limit_of(window.chats, key))
+                extra.append(limit.label(f"{window.window}_limit"))
+            extra.append(sa.case((job, key), else_=sa.literal("chat:", sa.Text) + key).label("scope"))
+        query = sa.select(*_TOTALS, *extra).group_by(key)
+        return (query.where(key.in_(_SESSION_KEYS)) if narrow else query).subquery("totals")
+
+    def _budget_used(self, totals: sa.Subquery, joined: sa.FromClause) -> tuple[sa.FromClause, Any]:
+        """``joined`` with each limited window's spending, and the fuller share of the limits spent."""
+        shares = []
+        for window in self.limited:
+            spent = spend_windows.alias(f"{window.window}_spent")
+            found = sa.and_(spent.c.scope == totals.c.scope, spent.c.period == _PERIODS[window.window])
+            joined = joined.outerjoin(spent, found)
+            shares.append(_share(spent.c.spent, totals.c[f"{window.window}_limit"]))
+        return joined, _fuller(shares)
+
+    def _page(self, sort: ChatSort, descending: bool) -> sa.Select[Any]:
+        """The session keys of one page of chats sorted by ``sort``, read from the sessions' totals and
+        only what ``sort`` needs besides."""
+        budget = sort is ChatSort.BUDGET and bool(self.limited)
+        totals = self._totals(narrow=False, limits=budget)
+        key = totals.c.session_key
+        joined: sa.FromClause = totals
+        column: sa.ColumnElement[Any] | None
+        if sort is ChatSort.MISSES:
+            misses = _per_chat(MISSES_PER_CHAT, "misses", narrow=False)
+            joined = totals.outerjoin(misses, misses.c.session_key == key)
+            column = sa.func.coalesce(misses.c.misses, 0)
+        elif sort is ChatSort.PEOPLE:
+            people = _per_chat(PEOPLE_PER_CHAT, "people", narrow=False)
+            joined = totals.outerjoin(people, people.c.session_key == key)
+            column = people.c.people
+        elif sort is ChatSort.BUDGET:
+            joined, column = self._budget_used(totals, totals) if budget else (totals, None)  # none: by key
+        elif sort is ChatSort.TITLE:
+            column = _latest_title(key)
+        else:
+            prompt = totals.c.input_tokens + totals.c.cache_read + totals.c.cache_write
+            column = {
+                ChatSort.PLATFORM: totals.c.platform,
+                ChatSort.REQUESTS: totals.c.requests,
+                ChatSort.SPEND: totals.c.cost,
+                ChatSort.HIT: sa.case((prompt > 0, totals.c.cache_read * 1.0 / prompt), else_=0.0),
+                ChatSort.ACTIVE: totals.c.last_active,
+            }[sort]
+        order = [] if column is None else [(column.desc() if descending else column.asc()).nulls_last()]
+        return (
+            sa.select(key)
+            .select_from(joined)
+            .order_by(*order, key)
+            .limit(sa.bindparam("limit"))
+            .offset(sa.bindparam("offset"))
+        )
+
+    def _rows(self) -> sa.Select[Any]:
+        """Everything the list shows of the chats ``:session_keys``."""
+        totals = self._totals(narrow=True, limits=bool(self.limited))
+        key = totals.c.session_key
+        misses = _per_chat(MISSES_PER_CHAT, "misses", narrow=True)
+        people = _per_chat(PEOPLE_PER_CHAT, "people", narrow=True)
+        joined: sa.FromClause = totals.outerjoin(misses, misses.c.session_key == key).outerjoin(
+            people, people.c.session_key == key
+        )
+        joined, used = self._budget_used(totals, joined)
+        return sa.select(
+            *(totals.c[column.name] for column in _TOTALS),
+            _latest_title(key).label("title"),
+            sa.func.coalesce(misses.c.misses, 0).label("misses"),
+            people.c.people,
+            used.label("budget_used"),
+        ).select_from(joined)
+
+    def periods(self, day: SpendWindow, month: SpendWindow) -> dict[str, str]:
+        """The parameters naming the windows a share is spent in (today and this month)."""
+        return {"day_period": day.id, "month_period": month.id}
+
+
+@dataclass(frozen=True)
+class ScopeSpent:
+    """What one scope spent today and this month (``scope``: ``chat:SESSION_KEY``, ``person:PLATFORM:ID``,
+    ``cron:JOB_ID``)."""
+
+    scope: str
+    day: float
+    month: float
+
+
+@dataclass(frozen=True)
+class ScopePage:
+    scopes: list[ScopeSpent]
+    total: int
+    page: int
+    pages: int
+
+
+class ScopeList:
+    """The Budgets page's statements: every scope but the bot that spent something today or this month,
+    sorted by the fuller share of its limits (as ``gateway.console.sources.ScopeBudget.used``; those
+    without a limit last), then by what it spent this month, and cut into pages by the database: a page
+    reads its own rows whatever the number of scopes. Each scope's limits are decided in SQL as
+    ``gateway.budgets.limits`` decides them for one (tests/test_console_reports.py holds the two to each
+    other). Built once per console: the limits are part of the SQL."""
+
+    def __init__(self, budgets: BudgetSettings) -> None:
+        period = spend_windows.c.period
+        spent = [
+            sa.func.sum(sa.case((period == bind, spend_windows.c.spent), else_=0.0)).label(f"{window}_spent")
+            for window, bind in _PERIODS.items()
+        ]
+        scope = spend_windows.c.scope
+        windows = (listed_limits(budgets, "day"), listed_limits(budgets, "month"))
+        limited = [window for window in windows if window.any]
+        limits = [
+            sa.case(
+                (scope.startswith(f"{CHAT}:"), _limit_of(window.chats, scope, f"{CHAT}:")),
+                (scope.startswith(f"{PERSON}:"), _limit_of(window.people, scope, f"{PERSON}:")),
+                (scope.startswith(f"{CRON}:"), _limit_of(window.jobs, scope)),  # cron:JOB_ID: its runs' key
+                else_=sa.null(),
+            ).label(f"{window.window}_limit")
+            for window in limited
+        ]  # worked out once per scope, in the grouped query
+        totals = (
+            sa.select(scope, *spent, *limits)
+            .where(period.in_(list(_PERIODS.values())), scope != BOT)
+            .group_by(scope)
+            .subquery("scopes")
+        )
+        shares = [_share(totals.c[f"{w.window}_spent"], totals.c[f"{w.window}_limit"]) for w in limited]
+        order = [_fuller(shares).desc().nulls_last()] if shares else []
+        self.page = (
+            sa.select(totals.c.scope, totals.c.day_spent, totals.c.month_spent)
+            .order_by(*order, totals.c.month_spent.desc(), totals.c.scope)
+            .limit(sa.bindparam("limit"))
+            .offset(sa.bindparam("offset"))
+        )
+        self.count = sa.select(sa.func.count(sa.distinct(scope))).where(
+            period.in_(list(_PERIODS.values())), scope != BOT
+        )  # through the index by period
+
+    async def read(self, storage: Storage, day: SpendWindow, month: SpendWindow, number: int) -> ScopePage:
+        """Page ``number`` (the last one if there are fewer) of the scopes' spending in ``day`` and
+        ``month``."""
+        periods = {"day_period": day.id, "month_period": month.id}
+
+        def read(conn: sa.Connection) -> ScopePage:
+            total = int(conn.execute(self.count, periods).scalar_one())
+            pages = max(1, -(-total // PAGE_SIZE))
+            chosen = min(max(1, number), pages)
+            parameters = {**periods, "limit": PAGE_SIZE, "offset": (chosen - 1) * PAGE_SIZE}
+            rows = conn.execute(self.page, parameters).all()
+            found = [ScopeSpent(row.scope, float(row.day_spent), float(row.month_spent)) for row in rows]
+            return ScopePage(found, total, chosen, pages)
+
+        return await storage.read(read)
+
+
+def _latest_title(session_key: sa.ColumnElement[str]) -> sa.ColumnElement[Any]:
+    """The title of the chat's latest session."""
+    latest = sessions.alias("latest")
+    return (
+        sa.select(latest.c.title)
+        .where(latest.c.session_key == session_key)
+        .order_by(latest.c.updated_at.desc())
+        .limit(1)
+        .scalar_subquery()
     )
+
+
+# The chats on one page, named from what the platforms delivered (the inbox): each chat's latest row is
+# found through the inbox's unique index (platform, chat_id, ...).
+_LATEST_MESSAGE = (
+    sa.select(inbox.c.platform, inbox.c.chat_id, sa.func.max(inbox.c.id).label("latest"))
     .where(sa.tuple_(inbox.c.platform, inbox.c.chat_id).in_(sa.bindparam("chats", expanding=True)))
     .group_by(inbox.c.platform, inbox.c.chat_id)
 )
@@ -297,10 +516,12 @@ _REQUEST_COUNT = sa.select(sa.func.coalesce(sa.func.sum(sessions.c.request_count
 class Reports:
     """The console's figures, read from ``storage`` (the agent's tables and the gateway's)."""
 
-    def __init__(self, storage: Storage, store: SessionStore, timezone: dt.tzinfo) -> None:
+    def __init__(self, storage: Storage, store: SessionStore, timezone: dt.tzinfo, book: BudgetBook) -> None:
         self.storage = storage
         self.store = store
         self.timezone = timezone
+        self.book = book  # spend limits: their windows and the chat limits the chat list compares with
+        self.chat_list = ChatList(book.settings)
         self._past: dict[float, list[Spent]] = {}  # a past day's start -> what it spent, per purpose
 
     async def overview(self, now: float) -> Overview:
@@ -349,30 +570,22 @@ class Reports:
     async def chats(self, sort: ChatSort, descending: bool, page: int) -> ChatPage:
         """One page of the chat list (a chat is a session key: a direct chat, a group or topic, a
         scheduled job's runs, the terminal), sorted by ``sort``."""
-        statement = _CHAT_PAGES[(sort, descending)]
+        chat_list = self.chat_list
+        statement = chat_list.pages[(sort, descending)]
+        periods = chat_list.periods(*self.book.current_windows())
 
-        def read(conn: sa.Connection) -> tuple[int, list[Any]]:
+        def read(conn: sa.Connection) -> tuple[int, int, list[Any]]:
             total = int(conn.execute(_CHAT_COUNT).scalar_one())
             pages = max(1, -(-total // PAGE_SIZE))
             chosen = min(max(1, page), pages)
-            parameters = {"limit": PAGE_SIZE, "offset": (chosen - 1) * PAGE_SIZE}
-            return total, [chosen, *conn.execute(statement, parameters).all()]
+            parameters = {**periods, "limit": PAGE_SIZE, "offset": (chosen - 1) * PAGE_SIZE}
+            keys = list(conn.execute(statement, parameters).scalars())
+            rows = {r.session_key: r for r in conn.execute(chat_list.rows, {**periods, "session_keys": keys})}
+            return total, chosen, [rows[key] for key in keys]
 
-        total, (chosen, *rows) = await self.storage.read(read)
-        chats = [
-            ChatRow(
-                session_key=row.session_key,
-                platform=row.platform,
-                title=row.title,
-                sessions=int(row.sessions),
-                requests=int(row.requests),
-                usage=_row(row.session_key, row),
-                last_active=float(row.last_active),
-            )
-            for row in rows
-        ]
+        total, chosen, rows = await self.storage.read(read)
         return ChatPage(
-            rows=await self.named(chats),
+            rows=await self.named([_chat_row(row) for row in rows]),
             total=total,
             page=chosen,
             pages=max(1, -(-total // PAGE_SIZE)),
@@ -381,8 +594,8 @@ class Reports:
         )
 
     async def named(self, rows: Sequence[ChatRow]) -> list[ChatRow]:
-        """``rows`` with each chat's name and people: from the latest message the platform delivered in
-        it, or the scheduled job's name."""
+        """``rows`` with each chat's name: from the latest message the platform delivered in it, or the
+        scheduled job's name."""
         addresses = {row.session_key: chat_of_session_key(row.session_key) for row in rows}
         chats = sorted({(a.platform, a.chat_id) for a in addresses.values() if a is not None})
         jobs = [
@@ -391,54 +604,32 @@ class Reports:
             if row.session_key.startswith(SESSION_PREFIX)
         ]
 
-        def read(
-            conn: sa.Connection,
-        ) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], Any], dict[str, str]]:
-            people = (
-                {(r.platform, r.chat_id): r for r in conn.execute(_PEOPLE, {"chats": chats})} if chats else {}
+        def read(conn: sa.Connection) -> tuple[dict[tuple[str, str], Any], dict[str, str]]:
+            latest = [int(r.latest) for r in conn.execute(_LATEST_MESSAGE, {"chats": chats})] if chats else []
+            names = (
+                {(r.platform, r.chat_id): r for r in conn.execute(_NAMES, {"ids": latest})} if latest else {}
             )
-            ids = [int(r.latest) for r in people.values()]
-            names = {(r.platform, r.chat_id): r for r in conn.execute(_NAMES, {"ids": ids})} if ids else {}
             job_names = {r.id: r.name for r in conn.execute(_JOB_NAMES, {"ids": jobs})} if jobs else {}
-            return people, names, job_names
+            return names, job_names
 
-        people, names, job_names = await self.storage.read(read)
+        names, job_names = await self.storage.read(read)
         named: list[ChatRow] = []
         for row in rows:
             address = addresses[row.session_key]
             if address is None:
                 job = job_names.get(row.session_key.removeprefix(SESSION_PREFIX))
-                name = f"scheduled job: {job}" if job else None
-                named.append(replace(row, name=name))
-                continue
-            found = (address.platform, address.chat_id)
-            latest = names.get(found)
-            count = people.get(found)
-            named.append(replace(row, name=_chat_name(latest), people=int(count.people) if count else None))
+                named.append(replace(row, name=f"scheduled job: {job}" if job else None))
+            else:
+                named.append(replace(row, name=_chat_name(names.get((address.platform, address.chat_id)))))
         return named
 
     async def chat(self, session_key: str) -> ChatRow | None:
-        """One chat's totals, or None when it has no session."""
-        records = await self.store.sessions_for(session_key)
-        if not records:
+        """One chat's row of the chat list (named), or None when it has no session."""
+        parameters = {**self.chat_list.periods(*self.book.current_windows()), "session_keys": [session_key]}
+        row = await self.storage.read(lambda conn: conn.execute(self.chat_list.rows, parameters).first())
+        if row is None:
             return None
-        rows = [
-            UsageRow(r.id, r.input_tokens, r.cache_read_tokens, r.cache_write_tokens, r.output_tokens,
-                     r.estimated_cost, r.uncached_cost)
-            for r in records
-        ]  # fmt: skip
-        parameters = {"session_key": session_key}
-        count = await self.storage.read(lambda conn: conn.execute(_REQUEST_COUNT, parameters).scalar_one())
-        row = ChatRow(
-            session_key=session_key,
-            platform=records[0].platform,
-            title=records[0].title,
-            sessions=len(records),
-            requests=int(count),
-            usage=replace(total_row(rows), label=session_key),
-            last_active=records[0].updated_at,
-        )
-        [named] = await self.named([row])
+        [named] = await self.named([_chat_row(row)])
         return named
 
     async def turns(self, session_key: str, limit: int = TURN_LIMIT) -> list[Turn]:
@@ -460,6 +651,21 @@ class Reports:
             )
             for row in reversed(rows)
         ]
+
+
+def _chat_row(row: Any) -> ChatRow:
+    return ChatRow(
+        session_key=row.session_key,
+        platform=row.platform,
+        title=row.title,
+        sessions=int(row.sessions),
+        requests=int(row.requests),
+        usage=_row(row.session_key, row),
+        last_active=float(row.last_active),
+        people=None if row.people is None else int(row.people),
+        misses=int(row.misses),
+        budget_used=None if row.budget_used is None else float(row.budget_used),
+    )
 
 
 def _spent(row: Any) -> Spent:

@@ -24,7 +24,7 @@ from gateway.console.pages import ConsolePages, Readiness
 from gateway.console.render import Renderer
 from gateway.console.reports import Reports
 from gateway.console.server import PREFIX, ConsoleWeb
-from gateway.console.sources import NO_BUDGETS, NO_CACHE_MISSES, BudgetSource, CacheMissSource
+from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.home.facts import GatewayFacts
 from gateway.services import Services
 
@@ -60,11 +60,12 @@ async def build_console(
     environ: Mapping[str, str],
     *,
     readiness: Readiness,
+    budgets: BudgetSource,
+    misses: CacheMissSource,
     member: ClusterMember | None = None,
-    budgets: BudgetSource = NO_BUDGETS,
-    misses: CacheMissSource = NO_CACHE_MISSES,
 ) -> web.Application | None:
-    """The console's application for ``PREFIX``, or None when this process does not serve it."""
+    """The console's application for ``PREFIX``, or None when this process does not serve it; it reads
+    spend limits from ``budgets`` and cache misses from ``misses``."""
     settings = config.console
     if not settings.enabled:
         return None
@@ -89,7 +90,7 @@ async def build_console(
     pages = ConsolePages(
         console,
         services,
-        Reports(runtime.storage, runtime.store, timezone),
+        Reports(runtime.storage, runtime.store, timezone, budgets.book),
         budgets=budgets,
         misses=misses,
         readiness=readiness,

@@ -1,110 +1,221 @@
-"""What the console reads from spend limits and cache-miss reports: two small interfaces.
+"""What the console reads of spend limits and cache misses, through their own read APIs.
 
-The console shows budgets (every scope with what it spent and its limit, and each chat's share of its
-tightest limit) and cache misses (per chat, per turn with their cause, and in sum). It reads them only
-through :class:`BudgetSource` and :class:`CacheMissSource`, so the pages do not depend on how limits are
-configured or misses detected. :data:`NO_BUDGETS` and :data:`NO_CACHE_MISSES` are what a bot without
-either has: the Budgets page says no budget is configured, and no miss is marked or counted.
+- :class:`BudgetSource` over :class:`~gateway.budgets.book.BudgetBook` (what ``/budget`` and ``herald
+  budget`` read): every scope's spending today and this month against its limits, and one chat's. It
+  reads the database, where every process of a cluster settles what it spent (Redis holds only the
+  reservations of requests in flight, and a copy of the same sums for the gate), so each process's
+  console shows the same figures.
+- :class:`CacheMissSource` over the session store's cache-miss read API (what ``herald insights`` and
+  ``/insights`` read): the misses of a period by cause, of one chat by cause, and on the requests a
+  chart shows.
+
+Each chat's misses and budget share in the chat list come from the same tables, joined into the list's
+own query (:class:`gateway.console.reports.ChatList`), so the list can be sorted by them; the Budgets
+page's scopes are sorted and paged the same way (:class:`gateway.console.reports.ScopeList`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+
+from agent.api import CacheMiss, MissTotal, Scope, SessionStore, Window
+from agent.db import Storage
+from gateway.budgets.book import BudgetBook, limit_in, split_scope
+from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, listed_scope
+from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
+from gateway.console.reports import ScopeList
+from gateway.cron.jobs import SESSION_PREFIX
 
 
 @dataclass(frozen=True)
 class BudgetLine:
-    """One scope's limit in one window, and what it spent in the current one."""
+    """One window of a scope: what it spent, its limit (None: none), when the window starts again."""
 
-    scope: str  # "bot", "chat telegram:group:-100123", "person telegram:42", "job abc123"
-    window: str  # "day", "month", "run"
+    window: str  # "day" or "month"
     spent_usd: float
-    limit_usd: float
-    resets_at: float | None  # when the window starts again (None: per run)
+    limit_usd: float | None
+    resets_at: float | None
 
     @property
-    def used(self) -> float:
-        """Share of the limit spent (1.0 = at the limit)."""
-        return self.spent_usd / self.limit_usd if self.limit_usd > 0 else 1.0
-
-
-class BudgetSource(Protocol):
-    async def lines(self) -> list[BudgetLine]:
-        """Every configured scope and window with its spend, the fullest first."""
-        ...
-
-    async def used_by_chat(self, session_keys: Sequence[str]) -> Mapping[str, float]:
-        """For each chat that has a limit, the share of its tightest limit spent (1.0 = at the limit)."""
-        ...
+    def used(self) -> float | None:
+        """Share of the limit spent (1.0 = at the limit); None without a limit."""
+        return share_of(self.spent_usd, self.limit_usd)
 
 
 @dataclass(frozen=True)
-class CacheMiss:
-    """A request that read less from the cache than it could have, and why."""
+class ScopeBudget:
+    """A scope (the bot, a chat, a person, a scheduled job) today and this month."""
 
-    request_id: int  # the ``requests`` row it happened on
-    at: float
-    cause: str  # "ttl", "model", "prefix", "compression", "history", "evicted"
-    tokens: int  # prompt tokens that should have been read from the cache
-    usd: float  # what it cost over a hit
+    kind: str  # bot | chat | person | cron
+    id: str  # the session key, platform:user_id or job id; "" for the bot
+    today: BudgetLine
+    month: BudgetLine
+
+    @property
+    def name(self) -> str:
+        """As ``herald budget`` names it: "the bot", "chat telegram:group:-100123" ..."""
+        return scope_name(self.kind, self.id)
+
+    @property
+    def chat_key(self) -> str | None:
+        """The session key of the chat this scope spends for (its console page): a chat's, or a scheduled
+        job's runs'; None for the bot and a person."""
+        if self.kind == CHAT:
+            return self.id
+        return f"{SESSION_PREFIX}{self.id}" if self.kind == CRON else None
+
+    @property
+    def used(self) -> float | None:
+        """The fuller of its limited windows' shares; None when neither has a limit."""
+        shares = [line.used for line in (self.today, self.month) if line.used is not None]
+        return max(shares) if shares else None
+
+    @property
+    def limited(self) -> bool:
+        return self.used is not None
+
+    @property
+    def stopped_until(self) -> float | None:
+        """When a scope at a limit may spend again (the latest end of its windows at their limit); None
+        when it is under every limit."""
+        ends = [line.resets_at for line in (self.today, self.month) if (line.used or 0.0) >= 1.0]
+        return max((end for end in ends if end is not None), default=None)
 
 
 @dataclass(frozen=True)
-class CacheMissSummary:
-    events: int
-    tokens: int
-    usd: float
-    by_cause: Mapping[str, int]  # events per cause
-    expected_read: int  # tokens the cache could have served: the efficiency's denominator
+class Override:
+    """One entry of ``budgets.overrides``, as configured."""
+
+    key: str
+    limits: str  # "$5.00/day, no monthly limit"
 
 
-class CacheMissSource(Protocol):
+@dataclass(frozen=True)
+class BudgetPage:
+    scopes: list[ScopeBudget]  # this page's: the bot, then the fullest limited scopes, then by spend
+    total: int
+    page: int
+    pages: int
+    limits: str  # the configured limits in one line (as ``herald budget`` ends)
+    overrides: list[Override]
+    day_ends: float  # when today's limits start again
+    month_ends: float
+
+
+class BudgetSource:
+    """Spend limits as the console shows them, from :class:`BudgetBook` (its clock, time zone and limits)
+    and, for the Budgets page's thousands of scopes, the same spending sorted in ``storage``."""
+
+    def __init__(self, book: BudgetBook, storage: Storage) -> None:
+        self.book = book
+        self.storage = storage
+        self.scopes = ScopeList(book.settings)
+
+    async def page(self, number: int) -> BudgetPage:
+        """Every scope with spending today or this month (and the bot when it has a limit), a page of
+        :data:`~gateway.console.reports.PAGE_SIZE` at a time (the bot above the first): scopes with a
+        limit, the fullest first, then the others by what they spent this month (sorted and cut by the
+        database: :class:`~gateway.console.reports.ScopeList`)."""
+        now = self.book.clock()
+        day, month = self.book.current_windows(now)
+        listed = await self.scopes.read(self.storage, day, month, number)
+        bot = self.book.scope(BOT, "")
+        [(bot_day, bot_month)] = await self.book.of_scopes([bot], now)
+        with_bot = bool(bot.limits) or bot_day.spent > 0 or bot_month.spent > 0
+        scopes = [_scope(bot_day, bot_month)] if with_bot and listed.page == 1 else []
+        for spent in listed.scopes:
+            scope = self.book.scope(*split_scope(spent.scope))
+            today, this_month = _line_in(scope, day, spent.day), _line_in(scope, month, spent.month)
+            scopes.append(ScopeBudget(scope.kind, scope.id, today, this_month))
+        settings = self.book.settings
+        assert day.end is not None and month.end is not None  # calendar windows end
+        return BudgetPage(
+            scopes=scopes,
+            total=listed.total + with_bot,
+            page=listed.page,
+            pages=listed.pages,
+            limits=limits_summary(settings),
+            overrides=[Override(key, _override_text(o.given())) for key, o in settings.overrides.items()],
+            day_ends=day.end,
+            month_ends=month.end,
+        )
+
+    async def chat(self, session_key: str) -> ScopeBudget:
+        """One chat's spending today and this month against its own limits (a scheduled job's runs: the
+        job's)."""
+        [(today, this_month)] = await self.book.of_scopes([listed_scope(self.book.settings, session_key)])
+        return _scope(today, this_month)
+
+    def overrides_of_chat(self, session_key: str) -> list[str]:
+        """The keys of ``budgets.overrides`` that give the chat's limits, most particular first."""
+        scope = listed_scope(self.book.settings, session_key)
+        keys = chat_override_keys(session_key) if scope.kind == CHAT else [scope.key]
+        return [key for key in keys if key in self.book.settings.overrides]
+
+
+def _line_in(scope: Scope, window: Window, spent: float) -> BudgetLine:
+    return BudgetLine(window.kind, spent, limit_in(scope, window), window.end)
+
+
+def _line(standing: ScopeStanding) -> BudgetLine:
+    return BudgetLine(standing.window.kind, standing.spent, standing.limit, standing.window.end)
+
+
+def _scope(today: ScopeStanding, this_month: ScopeStanding) -> ScopeBudget:
+    return ScopeBudget(today.kind, today.id, _line(today), _line(this_month))
+
+
+def _override_text(given: dict[str, float | None]) -> str:
+    """"$5.00/day; no monthly limit" (an explicit null lifts a limit)."""
+    parts = [
+        f"{usd(value)}/{FIELDS[name]}" if (value := given[name]) is not None else f"no {FIELDS[name]} limit"
+        for name in FIELDS
+        if name in given
+    ]
+    return "; ".join(parts) or "nothing changed"
+
+
+@dataclass(frozen=True)
+class MissSummary:
+    """Cache misses of a period (or of one chat), by cause, as ``herald insights`` adds them up."""
+
+    by_cause: list[MissTotal]  # the most expensive first
+
     @property
-    def measured(self) -> bool:
-        """Whether misses are detected at all (else the pages show no miss figures, not zeros)."""
-        ...
-
-    async def summary(self, since: float) -> CacheMissSummary | None:
-        """Misses since ``since`` over all chats (None: nothing is measured)."""
-        ...
-
-    async def counts(self, session_keys: Sequence[str]) -> Mapping[str, int]:
-        """Misses per chat, for the chats given (a chat without any is left out)."""
-        ...
-
-    async def of_chat(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
-        """The chat's misses on the requests given (those its chart shows)."""
-        ...
-
-
-class NoBudgets:
-    """No spend limit is configured."""
-
-    async def lines(self) -> list[BudgetLine]:
-        return []
-
-    async def used_by_chat(self, session_keys: Sequence[str]) -> Mapping[str, float]:
-        return {}
-
-
-class NoCacheMisses:
-    """No cache-miss report is kept."""
+    def events(self) -> int:
+        return sum(total.count for total in self.by_cause)
 
     @property
-    def measured(self) -> bool:
-        return False
+    def tokens(self) -> int:
+        return sum(total.missed_tokens for total in self.by_cause)
 
-    async def summary(self, since: float) -> CacheMissSummary | None:
-        return None
-
-    async def counts(self, session_keys: Sequence[str]) -> Mapping[str, int]:
-        return {}
-
-    async def of_chat(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
-        return []
+    @property
+    def usd(self) -> float:
+        return sum(total.missed_usd for total in self.by_cause)
 
 
-NO_BUDGETS: BudgetSource = NoBudgets()
-NO_CACHE_MISSES: CacheMissSource = NoCacheMisses()
+def cache_efficiency(read_tokens: int, missed_tokens: int) -> float | None:
+    """Tokens read from the cache ÷ tokens it could have served: those read, and those a miss paid for in
+    full (None before any cache read or miss)."""
+    could = read_tokens + missed_tokens
+    return read_tokens / could if could > 0 else None
+
+
+class CacheMissSource:
+    """Cache misses as the console shows them, from the store's read API (``herald insights``')."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    async def summary(self, since: float) -> MissSummary:
+        """Every chat's misses since ``since``."""
+        return MissSummary(await self.store.cache_miss_totals(since=since))
+
+    async def of_chat(self, session_key: str) -> MissSummary:
+        """One chat's misses, all time (what ``/insights`` in that chat adds up)."""
+        return MissSummary(await self.store.cache_miss_totals(session_key=session_key))
+
+    async def on_requests(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
+        """The chat's misses on the requests given (those its chart shows), oldest first."""
+        return await self.store.cache_misses_of_requests(session_key, request_ids)

@@ -17,6 +17,8 @@ Contract:
   and only a pending one: a row another worker closed first raises :class:`NoLongerPending`, which
   rolls that transaction back, so a message's answer is queued once whoever races for it.
 - :meth:`Inbox.set_stream_message` and :meth:`Inbox.cancel_pending` are single statements (idempotent).
+- Who wrote in a chat (``chat_people``, the console's "People") is added in the transaction that stores
+  their first new message there; :data:`PEOPLE_PER_CHAT` counts them per chat (session key).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import sqlalchemy as sa
 
 from adapters.base import Attachment, ChatType, InboundMessage
 from agent.db import Storage, insert_for
-from gateway.tables import inbox
+from gateway.tables import chat_people, inbox
 
 BATCH_ROWS = 1000  # rows per INSERT statement: 6 parameters each, far below either database's limit
 
@@ -130,6 +132,12 @@ class Inbox:
                 key = _key(entry.message)
                 new = first[key] == index and key in ids
                 rows.append(_new_row(ids[key], entry, now) if new else None)
+            people = {(row.session_key, row.message.user_id) for row in rows if row is not None}
+            # In one order everywhere: two transactions adding the same people never wait for each other.
+            found = [{"session_key": k, "user_id": u, "first_seen": now} for k, u in sorted(people)]
+            for start in range(0, len(found), BATCH_ROWS):
+                some = found[start : start + BATCH_ROWS]
+                conn.execute(insert_for(conn, chat_people).values(some).on_conflict_do_nothing())
             return rows
 
         return await self.storage.write(insert)
@@ -195,6 +203,13 @@ class Inbox:
             .values(state=InboxState.CANCELLED.value, finished_at=time.time())
         )
         return await self.storage.write(lambda conn: int(conn.execute(statement).rowcount or 0))
+
+
+# People who wrote in each chat, per session key (the console joins it to its chat list; it may narrow it
+# to some chats with a WHERE on its session_key before making it a subquery).
+PEOPLE_PER_CHAT = sa.select(chat_people.c.session_key, sa.func.count().label("people")).group_by(
+    chat_people.c.session_key
+)
 
 
 def finish_row(conn: sa.Connection, inbox_id: int, state: InboxState) -> None:
