@@ -29,6 +29,15 @@ called once each, by the gateway's lifecycle.
 receive=False)`` connects for sending only, and ``start_receiving``/``stop_receiving`` turn receiving
 on and off any number of times while sending goes on. Several processes of one bot then all send,
 and the one the gateway elects receives.
+
+**Buttons.** An adapter whose ``Capabilities.buttons`` is true shows ``OutboundText.buttons`` under
+the message it sends (Telegram's inline keyboard, Discord's components, a question in the terminal);
+an edit of that message with no buttons removes them. A press is handed to the sink as an
+:class:`InboundMessage` from the presser: ``text`` is the button's ``command`` (exactly what typing it
+would do), ``message_id`` the press's own id (unique in the chat), ``reply_to_id`` the message with the
+buttons, ``addressed`` true. A reply to the press (``send`` with ``reply_to`` its id) answers the press
+itself where the platform allows (Telegram: ``answerCallbackQuery``, a note only the presser sees;
+Discord: the deferred, ephemeral interaction response), else it is an ordinary message.
 """
 
 from __future__ import annotations
@@ -113,14 +122,25 @@ class TextEntity:
 
 
 @dataclass(frozen=True)
+class Button:
+    """A button under a message: pressing it is the presser sending ``command`` in that chat."""
+
+    label: str
+    command: str  # a slash command of at most 64 bytes (Telegram's limit for callback data)
+    shortcut: str | None = None  # the key a terminal takes for it ("y"); the end of input takes "n"
+
+
+@dataclass(frozen=True)
 class OutboundText:
     """Plain text plus formatting entities: one message, already within the platform's limit.
 
     Neutral on purpose: adapters convert it to their SDK's types, so the gateway never imports one.
+    ``buttons`` are shown under it where the platform can (``Capabilities.buttons``); see the module.
     """
 
     text: str
     entities: tuple[TextEntity, ...] = ()
+    buttons: tuple[Button, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,7 @@ class Capabilities:
     can_edit: bool  # streaming by edit is possible
     has_threads: bool
     appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append
+    buttons: bool = False  # shows OutboundText.buttons and hands their presses to the sink
 
 
 @dataclass(frozen=True)

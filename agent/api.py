@@ -5,7 +5,8 @@ The gateway imports the agent only through its doors (``tests/test_layering.py``
 - :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
   tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss
   watch, files a person sends (images, documents, voice notes), the tool registry and the built-in
-  tools, provider clients (:func:`build_provider`: an SDK is imported only when a client of its provider
+  tools, the owner's hands (shell and files, their approvals and audit: ``agent.hands``), provider
+  clients (:func:`build_provider`: an SDK is imported only when a client of its provider
   is built);
 - :mod:`agent.settings`: the configuration sections the agent reads;
 - :mod:`agent.db`: the database layer under every repository (the gateway's too);
@@ -25,6 +26,11 @@ from agent.cache_misses.watch import CacheWatch
 from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.events import Compressed, EventCallback, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
+from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict
+from agent.hands.rules import LABELS as APPROVAL_LABELS
+from agent.hands.rules import Finding
+from agent.hands.toolbox import Hands, WorkspaceUnusable
+from agent.hands.toolbox import wanted as hands_wanted
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import (
     DatabaseSessionLocks,
@@ -67,6 +73,8 @@ from agent.spending.counters import (
 from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
 from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
 from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.store.audit import AuditEntry, AuditLog
+from agent.store.audit import Outcome as AuditOutcome
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
@@ -77,6 +85,7 @@ from agent.tools.web.tools import TOOLSET, search_client
 from agent.usage import Usage
 
 __all__ = [
+    "APPROVAL_LABELS",
     "CAUSE_LABELS",
     "MAX_RETRY_AFTER",
     "OPEN",
@@ -85,6 +94,12 @@ __all__ = [
     "TOOLSET",
     "Agent",
     "AgentSettings",
+    "Answer",
+    "ApprovalRequest",
+    "Approver",
+    "AuditEntry",
+    "AuditLog",
+    "AuditOutcome",
     "CacheMiss",
     "CacheWatch",
     "Capped",
@@ -96,6 +111,8 @@ __all__ = [
     "DatabaseSessionLocks",
     "DecodeBudget",
     "EventCallback",
+    "Finding",
+    "Hands",
     "Lease",
     "Limit",
     "Loader",
@@ -153,10 +170,12 @@ __all__ = [
     "TurnEvent",
     "TurnResult",
     "Usage",
+    "Verdict",
     "WaitNotice",
     "WebTools",
     "Window",
     "WindowKind",
+    "WorkspaceUnusable",
     "both",
     "build_provider",
     "builtin_registry",
@@ -165,6 +184,7 @@ __all__ = [
     "day_window",
     "error_message",
     "frozen_memory",
+    "hands_wanted",
     "is_image_file",
     "key_variable",
     "lookup_model",

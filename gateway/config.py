@@ -53,6 +53,7 @@ from agent.settings import (
     SpeechToTextSettings,
     StorageSettings,
     Toolset,
+    ToolsSettings,
     WebSettings,
 )
 from gateway.timezones import resolve_timezone
@@ -444,6 +445,7 @@ class HeraldConfig(Section):
     stt: SpeechToTextSettings = SpeechToTextSettings()
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
+    tools: ToolsSettings = ToolsSettings()
     gateway: GatewaySettings = GatewaySettings()
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

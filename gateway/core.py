@@ -20,6 +20,8 @@ from adapters.base import Adapter
 from agent.db import Storage
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
+from gateway.approvals.records import ApprovalRecords
+from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
 from gateway.config import HeraldConfig
@@ -96,13 +98,22 @@ async def open_chat_core(
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
         lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
+        replies = Replies(outbox, sender, by_platform)
+        approvals = Approvals(
+            ApprovalRecords(runtime.storage),
+            replies,
+            outbox,
+            by_platform,
+            runtime.store.audit,
+            timeout=config.tools.approval_timeout,
+        )
         services = Services(
             runtime=runtime,
             settings=config.gateway,
             inbox=inbox,
             outbox=outbox,
             sender=sender,
-            replies=Replies(outbox, sender, by_platform),
+            replies=replies,
             adapters=by_platform,
             budget=outbound.budget,
             authorizer=authorizer,
@@ -115,6 +126,7 @@ async def open_chat_core(
             ),
             metrics=metrics,
             budgets=Budgets(config.budgets, runtime.spending, runtime.store.spending),
+            approvals=approvals,
         )
         runtime.spending.on_warning(
             AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)

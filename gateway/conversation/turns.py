@@ -23,6 +23,7 @@ from typing import Any
 from adapters.base import InboundMessage, OutboundText
 from agent.api import (
     OPEN,
+    Approver,
     CompressionOutcome,
     EventCallback,
     Lease,
@@ -193,6 +194,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
                         on_event=stream.on_event,
                         media=turn_input.media,
                         gate=rights,
+                        approver=services.approvals.for_turn(address, speaker.person),
                     )
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
@@ -250,6 +252,7 @@ async def take_turn(
     media: Sequence[Media] = (),
     gate: ToolGate = OPEN,
     purpose: str = "turn",
+    approver: Approver | None = None,
 ) -> TurnResult:
     """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
 
@@ -264,7 +267,7 @@ async def take_turn(
         await on_compressed(outcome)
     started = time.monotonic()
     result = await agent.run_turn(
-        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media
+        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media, approver=approver
     )
     services.metrics.count_usage(result.usage)
     usage = result.usage

@@ -55,7 +55,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.base import ChatAddress, OutboundText, TextEntity
+from adapters.base import Button, ChatAddress, OutboundText, TextEntity
 from agent.db import Storage
 from gateway.intake.inbox import InboxState, finish_row
 from gateway.tables import outbox
@@ -250,6 +250,15 @@ class Outbox:
             **RELEASED,
         )
 
+    async def find(self, item_id: int) -> OutboxItem | None:
+        query = sa.select(outbox).where(outbox.c.id == item_id)
+
+        def select(conn: sa.Connection) -> OutboxItem | None:
+            row = conn.execute(query).first()
+            return None if row is None else _item(row)
+
+        return await self.storage.read(select)
+
     async def items_for(self, inbox_id: int) -> list[OutboxItem]:
         query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
@@ -314,20 +323,26 @@ def _values(item: Outgoing, inbox_id: int | None, now: float) -> dict[str, Any]:
         "target_message_id": item.target_message_id,
         "text": item.text.text,
         "entities": _entities_json(item.text.entities),
+        "buttons": _buttons_json(item.text.buttons),
         "next_attempt_at": now,
         "created_at": now,
     }
 
 
+def _buttons_json(buttons: Sequence[Button]) -> str:
+    return json.dumps([asdict(button) for button in buttons], ensure_ascii=False, separators=(",", ":"))
+
+
 def _item(row: sa.Row[Any]) -> OutboxItem:
     entities = tuple(TextEntity(**entity) for entity in json.loads(row.entities))
+    buttons = tuple(Button(**button) for button in json.loads(row.buttons))
     return OutboxItem(
         id=int(row.id),
         inbox_id=None if row.inbox_id is None else int(row.inbox_id),
         outgoing=Outgoing(
             address=ChatAddress(row.platform, row.chat_id, row.thread_id),
             operation=Operation(row.operation),
-            text=OutboundText(row.text, entities),
+            text=OutboundText(row.text, entities, buttons),
             reply_to=row.reply_to,
             target_message_id=row.target_message_id,
         ),

@@ -69,7 +69,7 @@ def plain_fallback(part: OutboundText) -> OutboundText:
 
     The text is unchanged, so it stays within the limit it was split for.
     """
-    return OutboundText(part.text)
+    return OutboundText(part.text, buttons=part.buttons)
 
 
 def _format(source: str) -> OutboundText:
