@@ -42,6 +42,9 @@ ALL_TOOLSETS: tuple[Toolset, ...] = (
 )
 # The tool sets that reach the owner's machine and accounts: MCP servers, shell commands and files.
 OWNER_TOOLSETS: frozenset[Toolset] = frozenset({"mcp", "terminal", "files"})
+# The owner's hands are off until the owner names them in agent.toolsets: a shell is never a surprise.
+OPT_IN_TOOLSETS: frozenset[Toolset] = frozenset({"terminal", "files"})
+DEFAULT_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset not in OPT_IN_TOOLSETS)
 # What group chats and people other than the owner get by default: everything but the owner's
 # (gateway.tools_for_guests).
 GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset not in OWNER_TOOLSETS)
@@ -183,12 +186,13 @@ class AgentSection(Section):
         "still cut off comes with one line saying so and how to raise the limit.",
     )
     toolsets: list[Toolset] = Field(
-        default_factory=lambda: list(ALL_TOOLSETS),
+        default_factory=lambda: list(DEFAULT_TOOLSETS),
         description="Enabled tool sets: memory, session_search, skills, todo, delegate (sub-agents), cron "
         "(scheduled jobs; the gateway runs them), web (web_fetch, and web_search when web.search has a "
         "provider), mcp (the tools of mcp.servers), terminal (shell commands in tools.workspace, dangerous "
         "ones held for approval) and files (read, write, patch, list and search files in tools.workspace "
-        "and tools.allowed_paths). New sessions only: a session keeps the tools it started with.",
+        "and tools.allowed_paths): these two are off unless named here, and serve only the owner. New "
+        "sessions only: a session keeps the tools it started with.",
     )
     project_context: StrictBool = Field(
         True,

@@ -22,6 +22,7 @@ from agent import version
 from agent.api import SessionStore
 from agent.files import valid_text
 from gateway import insights
+from gateway.cli import audit as cli_audit
 from gateway.cli import budget as cli_budget
 from gateway.cli import cron as cli_cron
 from gateway.cli import gateway as cli_gateway
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_gateway.add_commands(commands, common)
     cli_cron.add_commands(commands, common)
     cli_budget.add_commands(commands, common)
+    cli_audit.add_commands(commands, common)
     cli_storage.add_commands(commands, common)
     cli_memory.add_commands(commands, common)
     cli_skills.add_commands(commands, common)
@@ -262,6 +264,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_cron.run_cron_command(home, args)
     if args.command == "budget":
         return cli_budget.run_budget_command(home, args)
+    if args.command == "audit":
+        return cli_audit.run_audit_command(home, args)
     if args.command == "storage":
         return cli_storage.run_storage_command(home, args)
     if args.command == "memory":
