@@ -44,10 +44,14 @@ ALL_TOOLSETS: tuple[Toolset, ...] = (
 OWNER_TOOLSETS: frozenset[Toolset] = frozenset({"mcp", "terminal", "files"})
 # The owner's hands are off until the owner names them in agent.toolsets: a shell is never a surprise.
 OPT_IN_TOOLSETS: frozenset[Toolset] = frozenset({"terminal", "files"})
-DEFAULT_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset not in OPT_IN_TOOLSETS)
+DEFAULT_TOOLSETS: tuple[Toolset, ...] = tuple(
+    toolset for toolset in ALL_TOOLSETS if toolset not in OPT_IN_TOOLSETS
+)
 # What group chats and people other than the owner get by default: everything but the owner's
 # (gateway.tools_for_guests).
-GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset not in OWNER_TOOLSETS)
+GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(
+    toolset for toolset in ALL_TOOLSETS if toolset not in OWNER_TOOLSETS
+)
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.

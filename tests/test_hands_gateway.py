@@ -10,18 +10,25 @@ from typing import Any
 
 import pytest
 
+from adapters.base import Adapter
+from adapters.discord import DiscordAdapter
+from agent.db.base import Storage
 from agent.hands.processes import alive
-from agent.store.audit import Outcome
+from gateway.app import open_gateway
+from gateway.discord_interactions import StoredInteractions
 from gateway.home import HeraldHome
+from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
+from tests.fakes import FakeDiscord
 from tests.fakes.telegram import SentMessage
 from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
-from tests.helpers import herald_cli
+from tests.helpers import chat_in_terminal, herald_cli
 
 pytestmark = pytest.mark.timeout(90)
 
 HANDS = ["memory", "todo", "terminal", "files"]
+DISCORD_ADMIN = 1001
 
 
 def hands(workspace: Path, **tools: Any) -> dict[str, Any]:
@@ -31,6 +38,11 @@ def hands(workspace: Path, **tools: Any) -> dict[str, Any]:
         "gateway": {"tools_for_guests": ["memory", "todo"]},
         "tools": {"workspace": str(workspace), **tools},
     }
+
+
+def run(command: str) -> Reply:
+    """The model's turn that runs ``command`` in the terminal."""
+    return Reply(tool_calls=[ToolUse("terminal", {"command": command})])
 
 
 def results(request: RecordedRequest) -> list[dict[str, Any]]:
@@ -52,7 +64,9 @@ async def question(harness: Harness) -> SentMessage:
         asking = [m for m in harness.visible(ADMIN) if m.reply_markup]
         return asking[-1] if asking else None
 
-    return await wait_until(shown, what="the approval question", describe=harness.fake.describe)
+    found = await wait_until(shown, what="the approval question", describe=harness.fake.describe)
+    assert found is not None
+    return found
 
 
 def labels(message: SentMessage) -> list[str]:
@@ -79,7 +93,8 @@ async def test_a_harmless_command_runs_in_the_workspace_and_the_model_reads_its_
         shown = result_text(emulator.requests[-1])
         audit = await outcomes(harness)
 
-    assert shown == f"Exit code 3 ({shown.split('(')[1].split(')')[0]}).\nstdout:\nhello\n{workspace}\nstderr:\noops"
+    seconds = shown.split("(")[1].split(")")[0]
+    assert shown == f"Exit code 3 ({seconds}).\nstdout:\nhello\n{workspace}\nstderr:\noops"
     assert harness.texts(ADMIN)[-1] == "It printed hello."
     assert not [m for m in harness.visible(ADMIN) if m.reply_markup]  # nothing was asked
     assert audit == [("terminal", "ran")]
@@ -130,9 +145,7 @@ async def test_deny_and_no_answer_in_time_run_nothing_and_the_model_is_told(
     command = "sudo reboot"
     tools = hands(workspace, approval_timeout=1.0)
     async with telegram_gateway(home, emulator, emulator_url, **tools) as harness:
-        emulator.script(
-            Reply(tool_calls=[ToolUse("terminal", {"command": f"{command}; touch ran"})]), Reply(text="Not done.")
-        )
+        emulator.script(run(f"{command}; touch ran"), Reply(text="Not done."))
         harness.fake.private_message(ADMIN, "reboot")
         await question(harness)
         harness.fake.private_message(ADMIN, "/deny")  # typed: the one command waiting in this chat
@@ -140,9 +153,7 @@ async def test_deny_and_no_answer_in_time_run_nothing_and_the_model_is_told(
         denied = result_text(emulator.requests[-1])
         deny_reply = harness.texts(ADMIN)[-2]
 
-        emulator.script(
-            Reply(tool_calls=[ToolUse("terminal", {"command": f"{command}; touch ran"})]), Reply(text="No answer.")
-        )
+        emulator.script(run(f"{command}; touch ran"), Reply(text="No answer."))
         harness.fake.private_message(ADMIN, "reboot again")
         asking = await question(harness)
         await harness.settled()  # the second passes with no answer: a no
@@ -170,18 +181,18 @@ async def test_approval_for_the_session_covers_later_commands_of_that_session_on
     for name in ("a", "b", "c"):
         (workspace / name / "x").mkdir(parents=True)
     async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
-        emulator.script(Reply(tool_calls=[ToolUse("terminal", {"command": "rm -rf a"})]), Reply(text="a gone."))
+        emulator.script(run("rm -rf a"), Reply(text="a gone."))
         harness.fake.private_message(ADMIN, "remove a")
         asking = await question(harness)
         harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Approve for this session")
         await harness.settled()
-        emulator.script(Reply(tool_calls=[ToolUse("terminal", {"command": "rm -r b"})]), Reply(text="b gone."))
+        emulator.script(run("rm -r b"), Reply(text="b gone."))
         harness.fake.private_message(ADMIN, "remove b")
         await harness.settled()  # granted: no question
         asked_in_session = len([m for m in harness.fake.messages(ADMIN) if m.versions[0].startswith("⚠️")])
         harness.fake.private_message(ADMIN, "/new")
         await harness.settled()
-        emulator.script(Reply(tool_calls=[ToolUse("terminal", {"command": "rm -rf c"})]), Reply(text="Kept c."))
+        emulator.script(run("rm -rf c"), Reply(text="Kept c."))
         harness.fake.private_message(ADMIN, "remove c")
         again = await question(harness)
         assert again.message_id != asking.message_id
@@ -320,3 +331,85 @@ async def test_ten_megabytes_of_output_reach_the_model_as_head_and_tail(
     cut = 10_000_011 - 10_000  # START, the x's and END with their newlines; 10,000 kept
     assert f"\n[... {cut:,} bytes cut; 10,000,011 in all ...]\n" in shown
 
+
+async def test_the_terminal_asks_y_or_n_and_runs_only_what_was_approved(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    for name in ("kept", "gone"):
+        (workspace / name / "x").mkdir(parents=True)
+    emulator.script(
+        Reply(tool_calls=[ToolUse("terminal", {"command": "rm -rf kept"})]),
+        Reply(text="Left it."),
+        Reply(tool_calls=[ToolUse("terminal", {"command": "rm -rf gone"})]),
+        Reply(text="Removed it."),
+    )
+    sections = hands(workspace)
+    config = make_config(emulator_url, agent=sections["agent"], tools=sections["tools"])
+    chat = await chat_in_terminal(config, home, "remove kept", "n", "remove gone", "y", "/quit")
+
+    assert (workspace / "kept").exists() and not (workspace / "gone").exists()
+    assert chat.out.count("⚠️ Approval needed: the agent wants to run") == 2
+    assert "Denied: rm -rf kept." in chat.out and "Approved once: rm -rf gone." in chat.out
+    assert "Left it." in chat.out and "Removed it." in chat.out
+
+
+async def test_on_discord_the_question_has_buttons_and_a_press_is_answered_privately(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "build" / "x").mkdir(parents=True)
+    fake = FakeDiscord()
+    fake.add_user(DISCORD_ADMIN, "owner")
+    sections = hands(workspace)
+    config = make_config(
+        emulator_url,
+        agent=sections["agent"],
+        tools=sections["tools"],
+        gateway={"admins": [f"discord:{DISCORD_ADMIN}"], "http_port": 0},
+        discord={"api_base": fake.rest_url, "gateway_url": fake.gateway_url},
+    )
+    async with fake.serve():
+
+        def adapters(storage: Storage) -> list[Adapter]:
+            return [
+                DiscordAdapter(
+                    fake.token,
+                    api_base=fake.rest_url,
+                    gateway_url=fake.gateway_url,
+                    ephemeral_commands={"approve", "deny"},
+                    interactions=StoredInteractions(storage),
+                    identify_delay=0.0,
+                    guild_ready_timeout=0.05,
+                    start_timeout=5.0,
+                )
+            ]
+
+        async with open_gateway(config, home, adapters=adapters) as gateway:
+            emulator.script(run("rm -rf build"), Reply(text="Cleaned."))
+            fake.dm_message(DISCORD_ADMIN, "clean the build")
+            channel = fake.dm_channel(DISCORD_ADMIN)
+
+            def asked() -> Any:
+                return next((m for m in fake.messages(channel) if m.components), None)
+
+            asking = await wait_until(asked, what="the approval question", describe=fake.describe)
+            assert (workspace / "build").exists()
+            buttons = [item["label"] for row in asking.components for item in row["components"]]
+            press = fake.press_button(asking.message_id, "Approve once", user_id=DISCORD_ADMIN)
+
+            async def answered() -> bool:
+                shown = [m.content for m in fake.messages(channel) if not m.deleted]
+                sent = not await gateway.services.outbox.pending_count()
+                return bool(shown) and shown[-1] == "Cleaned." and sent
+
+            await wait_until_awaited(answered, what="the answer", describe=fake.describe)
+            responses = fake.interaction_responses(int(press["id"]))
+            question = fake.message(asking.message_id)
+
+    assert buttons == ["Approve once", "Approve for this session", "Deny"]
+    assert not (workspace / "build").exists()
+    deferred, filled = responses[0], responses[-1]
+    assert deferred.kind == "callback" and deferred.type == 5 and deferred.data.get("flags") == 64
+    assert filled.kind == "edit_original" and filled.data["content"].startswith("Approved once: rm -rf build")
+    assert question.components == [] and question.content.endswith("✅ Approved once by Owner.")

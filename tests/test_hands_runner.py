@@ -49,9 +49,13 @@ def test_capped_output_keeps_the_head_and_the_tail_and_counts_the_rest() -> None
 
 async def test_a_command_runs_in_its_folder_with_its_environment(tmp_path: Path) -> None:
     result = await run_command(
-        LocalRunner(), "pwd; echo $GREETING; echo oops >&2; exit 3", cwd=tmp_path,
-        env={**ENV, "GREETING": "hello"}, timeout=10, limit=1000,
-    )  # fmt: skip
+        LocalRunner(),
+        "pwd; echo $GREETING; echo oops >&2; exit 3",
+        cwd=tmp_path,
+        env={**ENV, "GREETING": "hello"},
+        timeout=10,
+        limit=1000,
+    )
     assert result.exit_code == 3 and not result.timed_out
     assert result.stdout.text() == f"{tmp_path}\nhello\n"
     assert result.stderr.text() == "oops\n"
@@ -95,9 +99,13 @@ async def test_a_cancelled_command_is_killed_at_once_with_its_children(tmp_path:
 async def test_what_a_finished_command_left_running_is_stopped(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     result = await run_command(
-        LocalRunner(), f"sleep 1000 > /dev/null 2>&1 & echo $! > {pids}; echo started", cwd=tmp_path, env=ENV,
-        timeout=10, limit=1000,
-    )  # fmt: skip
+        LocalRunner(),
+        f"sleep 1000 > /dev/null 2>&1 & echo $! > {pids}; echo started",
+        cwd=tmp_path,
+        env=ENV,
+        timeout=10,
+        limit=1000,
+    )
     assert result.exit_code == 0 and result.stdout.text() == "started\n"
     await gone(*await pids_from(pids, 1))
 

@@ -84,6 +84,7 @@ REPOSITORIES = {
     "gateway/intake/inbox.py",
     "gateway/delivery/outbox.py",
     "gateway/access/pairing.py",
+    "gateway/approvals/records.py",  # commands held for approval
 }
 
 

@@ -200,7 +200,7 @@ spend_notices = sa.Table(  # who was told about a scope's window once (warned ad
     sa.Column("created_at", Timestamp, nullable=False),
 )
 
-tool_audit = sa.Table(  # agent.store.audit: every run of the owner's tools (terminal, files) and every approval
+tool_audit = sa.Table(  # agent.store.audit: every run of the owner's tools, and every approval
     "tool_audit",
     metadata,
     sa.Column("id", BigId, primary_key=True, autoincrement=True),

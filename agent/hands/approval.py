@@ -17,7 +17,9 @@ from agent.hands.rules import Finding
 
 class Verdict(StrEnum):
     APPROVED_ONCE = "approved_once"
-    APPROVED_SESSION = "approved_session"  # this time, and what the same rules hold for the rest of the session
+    APPROVED_SESSION = (
+        "approved_session"  # this time, and what the same rules hold for the rest of the session
+    )
     GRANTED = "granted"  # the session's owner approved these rules for the session earlier
     DENIED = "denied"
     EXPIRED = "expired"  # no answer within tools.approval_timeout

@@ -52,15 +52,22 @@ class FileTools:
                 {
                     "path": {"type": "string"},
                     "offset": {"type": "integer", "description": "First line to read (from 1)."},
-                    "limit": {"type": "integer", "description": f"Lines to read (default {files.DEFAULT_LINES})."},
+                    "limit": {
+                        "type": "integer",
+                        "description": f"Lines to read (default {files.DEFAULT_LINES}).",
+                    },
                 },
                 ["path"],
                 "read",
                 lambda a: files.read_file(
-                    self.confinement, _text(a, "path"), self.limits,
-                    offset=_number(a, "offset", 1), limit=_number(a, "limit", files.DEFAULT_LINES),
-                ),  # fmt: skip
-                guidance="files: read_file before patch_file; patch_file for changes, write_file for new files.",
+                    self.confinement,
+                    _text(a, "path"),
+                    self.limits,
+                    offset=_number(a, "offset", 1),
+                    limit=_number(a, "limit", files.DEFAULT_LINES),
+                ),
+                guidance="files: read_file before patch_file; patch_file for changes, write_file for new "
+                "files.",
             ),
             self._tool(
                 "write_file",
@@ -68,7 +75,9 @@ class FileTools:
                 {"path": {"type": "string"}, "content": {"type": "string"}},
                 ["path", "content"],
                 "write",
-                lambda a: files.write_file(self.confinement, _text(a, "path"), _text(a, "content"), self.limits),
+                lambda a: files.write_file(
+                    self.confinement, _text(a, "path"), _text(a, "content"), self.limits
+                ),
                 changes=True,
             ),
             self._tool(
@@ -93,7 +102,9 @@ class FileTools:
                 [],
                 "list",
                 lambda a: files.list_files(
-                    self.confinement, _text(a, "path", required=False, default="."), depth=_number(a, "depth", 1)
+                    self.confinement,
+                    _text(a, "path", required=False, default="."),
+                    depth=_number(a, "depth", 1),
                 ),
             ),
             self._tool(
@@ -108,9 +119,12 @@ class FileTools:
                 ["pattern"],
                 "search",
                 lambda a: files.search_files(
-                    self.confinement, _text(a, "pattern"), _text(a, "path", required=False, default="."),
-                    self.limits, glob=_text(a, "glob", required=False) or None,
-                ),  # fmt: skip
+                    self.confinement,
+                    _text(a, "pattern"),
+                    _text(a, "path", required=False, default="."),
+                    self.limits,
+                    glob=_text(a, "glob", required=False) or None,
+                ),
             ),
         ]
 
@@ -162,10 +176,11 @@ async def _audited(
     return result
 
 
-async def _settle(context: ToolContext, entry: AuditEntry, started: int | None, outcome: Outcome, detail: str) -> None:
+async def _settle(
+    context: ToolContext, entry: AuditEntry, started: int | None, outcome: Outcome, detail: str
+) -> None:
     audit = context.store.audit
     if started is not None:
         await audit.finish(started, outcome, detail=detail)
     else:
         await audit.record(replace(entry, outcome=outcome, detail=detail))
-

@@ -107,10 +107,12 @@ def write_file(confinement: Confinement, raw: str, content: str, limits: FileLim
     data = content.encode("utf-8")
     if len(data) > limits.max_bytes:
         raise ToolError(
-            f"That is {len(data):,} bytes, over the {limits.max_bytes:,} write_file writes (tools.max_file_bytes)."
+            f"That is {len(data):,} bytes, over the {limits.max_bytes:,} write_file writes "
+            "(tools.max_file_bytes)."
         )
     existed = _replace(confinement, path, data, shown)
-    return f"{'Replaced' if existed else 'Created'} {shown} ({len(data):,} bytes, {_line_count(content):,} lines)."
+    done = "Replaced" if existed else "Created"
+    return f"{done} {shown} ({len(data):,} bytes, {_line_count(content):,} lines)."
 
 
 def patch_file(confinement: Confinement, raw: str, old: str, new: str, limits: FileLimits) -> str:
@@ -134,7 +136,8 @@ def patch_file(confinement: Confinement, raw: str, old: str, new: str, limits: F
     if count > 1:
         lines = _lines_of(text, old)
         raise ToolError(
-            f"The text to replace occurs {count} times in '{shown}' (lines {', '.join(map(str, lines[:10]))}); "
+            f"The text to replace occurs {count} times in '{shown}' (lines {', '.join(map(str, lines[:10]))}"
+            "); "
             "include more of the surrounding text so that it occurs once."
         )
     at = text.index(old)
@@ -144,9 +147,7 @@ def patch_file(confinement: Confinement, raw: str, old: str, new: str, limits: F
         raise ToolError(f"The patched file would be {len(data):,} bytes, over tools.max_file_bytes.")
     _replace(confinement, path, data, shown)
     line = text.count("\n", 0, at) + 1
-    return (
-        f"Patched {shown} at line {line}: {_line_count(old)} line(s) replaced by {_line_count(new)}."
-    )
+    return f"Patched {shown} at line {line}: {_line_count(old)} line(s) replaced by {_line_count(new)}."
 
 
 def list_files(confinement: Confinement, raw: str, *, depth: int = 1) -> str:
@@ -180,9 +181,9 @@ def _list(confinement: Confinement, folder: Path, prefix: str, depth: int, lines
             lines.append(f"{shown} -> {detail}")
         elif kind == "folder":
             lines.append(f"{shown}/")
-            if depth > 1 and name not in SKIPPED_FOLDERS:
-                if _list(confinement, folder / name, shown + "/", depth - 1, lines):
-                    return True
+            deeper = depth > 1 and name not in SKIPPED_FOLDERS
+            if deeper and _list(confinement, folder / name, shown + "/", depth - 1, lines):
+                return True
         else:
             lines.append(f"{shown}  {detail}")
     return False
@@ -235,7 +236,9 @@ def search_files(
             files += 1
             total += len(found)
             shown = confinement.relative(path)
-            matches.extend(f"{shown}:{number}: {line}" for number, line in found[: MAX_MATCHES - len(matches)])
+            matches.extend(
+                f"{shown}:{number}: {line}" for number, line in found[: MAX_MATCHES - len(matches)]
+            )
     where = confinement.relative(root)
     if not total:
         return f"No match for {pattern!r} in {where}" + (f" ({stopped})." if stopped else ".")

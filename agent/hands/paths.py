@@ -91,7 +91,9 @@ class Confinement:
                 return os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise PathChanged(f"'{self.relative(path)}' became a symbolic link; not followed.") from None
+                    raise PathChanged(
+                        f"'{self.relative(path)}' became a symbolic link; not followed."
+                    ) from None
                 raise
 
     @contextlib.contextmanager

@@ -40,85 +40,311 @@ LABELS = {
     "fork_bomb": "is a fork bomb",
 }
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash"})
-INTERPRETER = re.compile(r"(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|php[0-9.]*|lua[0-9.]*)")
-INLINE_CODE = {"python": ("-c", "-m"), "pypy": ("-c", "-m"), "perl": ("-e", "-E"), "ruby": ("-e",),
-               "node": ("-e", "-p", "--eval", "--print"), "nodejs": ("-e", "-p", "--eval", "--print"),
-               "php": ("-r",), "lua": ("-e",)}  # fmt: skip
+INTERPRETER = re.compile(
+    r"(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|php[0-9.]*|lua[0-9.]*)"
+)
+INLINE_CODE = {
+    "python": ("-c", "-m"),
+    "pypy": ("-c", "-m"),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "node": ("-e", "-p", "--eval", "--print"),
+    "nodejs": ("-e", "-p", "--eval", "--print"),
+    "php": ("-r",),
+    "lua": ("-e",),
+}
 SUPERUSER = frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit", "chroot"})
 # Wrappers that run the rest of their words as a command: their options that take a value, and how many
 # words (after the options) are theirs before the command starts.
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset("-u -g -C -D -h -p -r -t -T -U -R --user --group --close-from --chdir --host --prompt "
-                       "--role --type --command-timeout --other-user --chroot".split()), 0),
+    "sudo": (
+        frozenset(
+            [
+                "-u",
+                "-g",
+                "-C",
+                "-D",
+                "-h",
+                "-p",
+                "-r",
+                "-t",
+                "-T",
+                "-U",
+                "-R",
+                "--user",
+                "--group",
+                "--close-from",
+                "--chdir",
+                "--host",
+                "--prompt",
+                "--role",
+                "--type",
+                "--command-timeout",
+                "--other-user",
+                "--chroot",
+            ]
+        ),
+        0,
+    ),
     "doas": (frozenset({"-u", "-C"}), 0),
-    "run0": (frozenset("-u -g -D --user --group --chdir --setenv --unit --property --description --slice "
-                       "--nice".split()), 0),
+    "run0": (
+        frozenset(
+            [
+                "-u",
+                "-g",
+                "-D",
+                "--user",
+                "--group",
+                "--chdir",
+                "--setenv",
+                "--unit",
+                "--property",
+                "--description",
+                "--slice",
+                "--nice",
+            ]
+        ),
+        0,
+    ),
     "pkexec": (frozenset({"--user"}), 0),
-    "runuser": (frozenset("-u -g -G --user --group --supp-group -s --shell -w --whitelist-environment".split()), 0),
-    "env": (frozenset("-u -C -S --unset --chdir --split-string".split()), 0),
+    "runuser": (
+        frozenset(
+            [
+                "-u",
+                "-g",
+                "-G",
+                "--user",
+                "--group",
+                "--supp-group",
+                "-s",
+                "--shell",
+                "-w",
+                "--whitelist-environment",
+            ]
+        ),
+        0,
+    ),
+    "env": (frozenset(["-u", "-C", "-S", "--unset", "--chdir", "--split-string"]), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "ionice": (frozenset("-c -n -p -P -u --class --classdata --pid --pgid --uid".split()), 0),
+    "ionice": (
+        frozenset(["-c", "-n", "-p", "-P", "-u", "--class", "--classdata", "--pid", "--pgid", "--uid"]),
+        0,
+    ),
     "nohup": (frozenset(), 0),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
     "command": (frozenset(), 0),
     "builtin": (frozenset(), 0),
     "exec": (frozenset({"-a"}), 0),
     "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
-    "stdbuf": (frozenset("-i -o -e --input --output --error".split()), 0),
+    "stdbuf": (frozenset(["-i", "-o", "-e", "--input", "--output", "--error"]), 0),
     "setsid": (frozenset(), 0),
     "chroot": (frozenset({"--userspec", "--groups"}), 1),
-    "xargs": (frozenset("-a -d -E -e -I -i -L -l -n -P -s --arg-file --delimiter --eof --replace --max-lines "
-                        "--max-args --max-procs --max-chars --process-slot-var".split()), 0),
+    "xargs": (
+        frozenset(
+            [
+                "-a",
+                "-d",
+                "-E",
+                "-e",
+                "-I",
+                "-i",
+                "-L",
+                "-l",
+                "-n",
+                "-P",
+                "-s",
+                "--arg-file",
+                "--delimiter",
+                "--eof",
+                "--replace",
+                "--max-lines",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            ]
+        ),
+        0,
+    ),
     "flock": (frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"}), 1),
-    "strace": (frozenset("-o -e -p -s -u -E -P -I -a -b -X -O -S".split()), 0),
-    "ltrace": (frozenset("-o -e -p -s -u -a -n -x -L".split()), 0),
+    "strace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-E", "-P", "-I", "-a", "-b", "-X", "-O", "-S"]), 0),
+    "ltrace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-a", "-n", "-x", "-L"]), 0),
     "unbuffer": (frozenset(), 0),
     "watch": (frozenset({"-n", "--interval", "-q", "--equexit"}), 0),
     "busybox": (frozenset(), 0),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
-    "systemd-run": (frozenset("-u -p -E --unit --property --setenv --uid --gid --nice --working-directory "
-                              "--slice --description".split()), 0),
-}  # fmt: skip
-KILLERS = frozenset({"kill", "killall", "killall5", "pkill", "skill", "xkill", "shutdown", "reboot", "halt",
-                     "poweroff"})  # fmt: skip
-SYSTEMCTL_KILL = frozenset("stop kill restart try-restart reload-or-restart isolate poweroff reboot halt suspend "
-                           "hibernate hybrid-sleep rescue emergency kexec exit soft-reboot".split())  # fmt: skip
-SYSTEMCTL_SYSTEM = frozenset("enable disable mask unmask set-default link preset preset-all edit revert "
-                             "daemon-reexec set-property".split())  # fmt: skip
+    "systemd-run": (
+        frozenset(
+            [
+                "-u",
+                "-p",
+                "-E",
+                "--unit",
+                "--property",
+                "--setenv",
+                "--uid",
+                "--gid",
+                "--nice",
+                "--working-directory",
+                "--slice",
+                "--description",
+            ]
+        ),
+        0,
+    ),
+}
+KILLERS = frozenset(
+    {"kill", "killall", "killall5", "pkill", "skill", "xkill", "shutdown", "reboot", "halt", "poweroff"}
+)
+SYSTEMCTL_KILL = frozenset(
+    [
+        "stop",
+        "kill",
+        "restart",
+        "try-restart",
+        "reload-or-restart",
+        "isolate",
+        "poweroff",
+        "reboot",
+        "halt",
+        "suspend",
+        "hibernate",
+        "hybrid-sleep",
+        "rescue",
+        "emergency",
+        "kexec",
+        "exit",
+        "soft-reboot",
+    ]
+)
+SYSTEMCTL_SYSTEM = frozenset(
+    [
+        "enable",
+        "disable",
+        "mask",
+        "unmask",
+        "set-default",
+        "link",
+        "preset",
+        "preset-all",
+        "edit",
+        "revert",
+        "daemon-reexec",
+        "set-property",
+    ]
+)
 CONTAINER_VERBS = frozenset({"kill", "stop", "rm", "rmi", "restart", "prune", "down"})
 SYSTEM_COMMANDS = frozenset(
-    "mount umount swapon swapoff iptables ip6tables iptables-restore ip6tables-restore nft ufw firewall-cmd "
-    "useradd userdel usermod groupadd groupdel groupmod passwd chpasswd chage visudo vipw vigr adduser deluser "
-    "addgroup delgroup modprobe insmod rmmod update-grub grub-install grub-mkconfig efibootmgr ifdown ifup "
-    "update-alternatives setenforce".split()
+    [
+        "mount",
+        "umount",
+        "swapon",
+        "swapoff",
+        "iptables",
+        "ip6tables",
+        "iptables-restore",
+        "ip6tables-restore",
+        "nft",
+        "ufw",
+        "firewall-cmd",
+        "useradd",
+        "userdel",
+        "usermod",
+        "groupadd",
+        "groupdel",
+        "groupmod",
+        "passwd",
+        "chpasswd",
+        "chage",
+        "visudo",
+        "vipw",
+        "vigr",
+        "adduser",
+        "deluser",
+        "addgroup",
+        "delgroup",
+        "modprobe",
+        "insmod",
+        "rmmod",
+        "update-grub",
+        "grub-install",
+        "grub-mkconfig",
+        "efibootmgr",
+        "ifdown",
+        "ifup",
+        "update-alternatives",
+        "setenforce",
+    ]
 )
 DISK_COMMANDS = frozenset(
-    "mke2fs mkswap mkntfs mkdosfs fdisk sfdisk cfdisk gdisk sgdisk parted wipefs blkdiscard hdparm cryptsetup "
-    "lvremove vgremove pvremove lvreduce mdadm zpool badblocks losetup".split()
+    [
+        "mke2fs",
+        "mkswap",
+        "mkntfs",
+        "mkdosfs",
+        "fdisk",
+        "sfdisk",
+        "cfdisk",
+        "gdisk",
+        "sgdisk",
+        "parted",
+        "wipefs",
+        "blkdiscard",
+        "hdparm",
+        "cryptsetup",
+        "lvremove",
+        "vgremove",
+        "pvremove",
+        "lvreduce",
+        "mdadm",
+        "zpool",
+        "badblocks",
+        "losetup",
+    ]
 )
 SAFE_DEVICES = frozenset(
-    "/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/stdout /dev/stderr /dev/stdin /dev/tty".split()
+    [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/stdout",
+        "/dev/stderr",
+        "/dev/stdin",
+        "/dev/tty",
+    ]
 )
 PACKAGE_VERBS: dict[str, frozenset[str]] = {
-    "apt": frozenset("install remove purge upgrade full-upgrade dist-upgrade autoremove reinstall".split()),
-    "apt-get": frozenset("install remove purge upgrade dist-upgrade autoremove reinstall build-dep".split()),
-    "aptitude": frozenset("install remove purge upgrade safe-upgrade full-upgrade reinstall".split()),
-    "yum": frozenset("install remove erase update upgrade reinstall downgrade groupinstall".split()),
-    "dnf": frozenset("install remove erase update upgrade reinstall downgrade group autoremove".split()),
-    "microdnf": frozenset("install remove update upgrade reinstall".split()),
-    "zypper": frozenset("install in remove rm update up dist-upgrade dup patch".split()),
-    "apk": frozenset("add del upgrade fix".split()),
-    "snap": frozenset("install remove refresh revert".split()),
-    "flatpak": frozenset("install uninstall update".split()),
-    "brew": frozenset("install uninstall remove reinstall upgrade".split()),
-    "port": frozenset("install uninstall upgrade".split()),
+    "apt": frozenset(
+        ["install", "remove", "purge", "upgrade", "full-upgrade", "dist-upgrade", "autoremove", "reinstall"]
+    ),
+    "apt-get": frozenset(
+        ["install", "remove", "purge", "upgrade", "dist-upgrade", "autoremove", "reinstall", "build-dep"]
+    ),
+    "aptitude": frozenset(
+        ["install", "remove", "purge", "upgrade", "safe-upgrade", "full-upgrade", "reinstall"]
+    ),
+    "yum": frozenset(
+        ["install", "remove", "erase", "update", "upgrade", "reinstall", "downgrade", "groupinstall"]
+    ),
+    "dnf": frozenset(
+        ["install", "remove", "erase", "update", "upgrade", "reinstall", "downgrade", "group", "autoremove"]
+    ),
+    "microdnf": frozenset(["install", "remove", "update", "upgrade", "reinstall"]),
+    "zypper": frozenset(["install", "in", "remove", "rm", "update", "up", "dist-upgrade", "dup", "patch"]),
+    "apk": frozenset(["add", "del", "upgrade", "fix"]),
+    "snap": frozenset(["install", "remove", "refresh", "revert"]),
+    "flatpak": frozenset(["install", "uninstall", "update"]),
+    "brew": frozenset(["install", "uninstall", "remove", "reinstall", "upgrade"]),
+    "port": frozenset(["install", "uninstall", "upgrade"]),
     "pip": frozenset({"install", "uninstall"}),
     "pipx": frozenset({"install", "uninstall", "reinstall", "upgrade"}),
     "gem": frozenset({"install", "uninstall", "update"}),
     "cargo": frozenset({"install", "uninstall"}),
     "go": frozenset({"install"}),
-    "conda": frozenset("install remove uninstall update upgrade".split()),
-    "mamba": frozenset("install remove uninstall update upgrade".split()),
+    "conda": frozenset(["install", "remove", "uninstall", "update", "upgrade"]),
+    "mamba": frozenset(["install", "remove", "uninstall", "update", "upgrade"]),
     "nix-env": frozenset({"-i", "--install", "-e", "--uninstall", "-u", "--upgrade"}),
 }
 NODE_PACKAGERS = frozenset({"npm", "pnpm", "yarn", "bun"})
@@ -147,7 +373,9 @@ class Places:
     @classmethod
     def of(cls, confinement: Confinement, herald_home: Path | None) -> Places:
         folders = {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}
-        return cls(confinement, real(herald_home) if herald_home else None, tuple(real(Path(f)) for f in folders))
+        return cls(
+            confinement, real(herald_home) if herald_home else None, tuple(real(Path(f)) for f in folders)
+        )
 
 
 @dataclass
@@ -261,8 +489,9 @@ class Judge:
             if name == "watch":
                 rest = _after_options(args, WRAPPERS["watch"][0])
                 if rest:
-                    self._shell_text(Word(" ".join(w.text for w in rest), all(w.literal for w in rest)), reading,
-                                     "watch")  # fmt: skip
+                    self._shell_text(
+                        Word(" ".join(w.text for w in rest), all(w.literal for w in rest)), reading, "watch"
+                    )
                 return
             if name == "flock" and (script := _option_value(args, ("-c", "--command"))) is not None:
                 self._shell_text(script, reading, "flock -c")
@@ -292,18 +521,50 @@ class Judge:
             if args and not args[0].literal and args[0].text.startswith(("<(", "$(")):
                 self._find(reading, "shell_pipe", f"{name} runs the output of a command ({args[0].text})")
         elif name == "ssh":
-            remote = _after_options(args, frozenset("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w"
-                                                    .split()))  # fmt: skip
+            remote = _after_options(
+                args,
+                frozenset(
+                    [
+                        "-b",
+                        "-c",
+                        "-D",
+                        "-E",
+                        "-e",
+                        "-F",
+                        "-I",
+                        "-i",
+                        "-J",
+                        "-L",
+                        "-l",
+                        "-m",
+                        "-O",
+                        "-o",
+                        "-p",
+                        "-Q",
+                        "-R",
+                        "-S",
+                        "-W",
+                        "-w",
+                    ]
+                ),
+            )
             if len(remote) > 1:
-                self._shell_text(Word(" ".join(w.text for w in remote[1:]), all(w.literal for w in remote[1:])),
-                                 reading, f"ssh {remote[0].text}")  # fmt: skip
+                self._shell_text(
+                    Word(" ".join(w.text for w in remote[1:]), all(w.literal for w in remote[1:])),
+                    reading,
+                    f"ssh {remote[0].text}",
+                )
         elif name == "find":
             self._find_command(args, command, reading)
         elif name in ("rm", "shred"):
             self._remove(name, args, reading)
         elif name in ("rmdir", "unlink", "touch", "mkdir", "truncate", "tee", "mv"):
-            for target in _positionals(args, {"truncate": {"-s", "--size", "-r", "--reference"},
-                                              "mkdir": {"-m", "--mode"}}.get(name, set())):  # fmt: skip
+            for target in _positionals(
+                args,
+                {"truncate": {"-s", "--size", "-r", "--reference"}, "mkdir": {"-m", "--mode"}}.get(
+                    name, set()
+                ),
+            ):
                 self._written(target, reading, f"{name} {target.text}")
         elif name in ("cp", "install", "ln", "rsync", "scp"):
             self._copy(name, args, reading)
@@ -393,7 +654,10 @@ class Judge:
             if module < len(texts) and PIP.fullmatch(texts[module]):
                 self._packages("pip", texts[module + 1 :], reading)
             return
-        if any(text in inline or any(text.startswith(flag) for flag in inline if len(flag) == 2) for text in texts):
+        if any(
+            text in inline or any(text.startswith(flag) for flag in inline if len(flag) == 2)
+            for text in texts
+        ):
             return
         positionals = [word for word in args if not word.text.startswith("-") or word.text == "-"]
         if positionals and positionals[0].text != "-":
@@ -451,12 +715,31 @@ class Judge:
 
     def _copy(self, name: str, args: list[Word], reading: _Reading) -> None:
         texts = [word.text for word in args]
-        if name == "rsync" and any(text.startswith("--delete") or text == "--remove-source-files" for text in texts):
+        if name == "rsync" and any(
+            text.startswith("--delete") or text == "--remove-source-files" for text in texts
+        ):
             self._find(reading, "recursive_delete", "rsync --delete")
         target = _option_value(args, ("-t", "--target-directory"))
         if target is None:
-            positionals = _positionals(args, {"-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group",
-                                              "-e", "--rsh", "-i", "-P", "-l", "-F"})  # fmt: skip
+            positionals = _positionals(
+                args,
+                {
+                    "-S",
+                    "--suffix",
+                    "-m",
+                    "--mode",
+                    "-o",
+                    "--owner",
+                    "-g",
+                    "--group",
+                    "-e",
+                    "--rsh",
+                    "-i",
+                    "-P",
+                    "-l",
+                    "-F",
+                },
+            )
             target = positionals[-1] if len(positionals) >= 2 else None
         if target is None:
             return
@@ -479,12 +762,15 @@ class Judge:
 
     def _sed(self, args: list[Word], reading: _Reading) -> None:
         texts = [word.text for word in args]
-        in_place = any(t == "--in-place" or t.startswith("--in-place=") or re.fullmatch(r"-[^-]*i.*", t)
-                       for t in texts)  # fmt: skip
+        in_place = any(
+            t == "--in-place" or t.startswith("--in-place=") or re.fullmatch(r"-[^-]*i.*", t) for t in texts
+        )
         if not in_place:
             return
-        given_script = any(t in ("-e", "-f", "--expression", "--file") or t.startswith(("--expression=", "--file="))
-                           for t in texts)  # fmt: skip
+        given_script = any(
+            t in ("-e", "-f", "--expression", "--file") or t.startswith(("--expression=", "--file="))
+            for t in texts
+        )
         files = _positionals(args, {"-e", "-f", "--expression", "--file", "-l", "--line-length"})
         for target in files if given_script else files[1:]:
             self._written(target, reading, f"sed -i {target.text}")
@@ -499,24 +785,35 @@ class Judge:
         verb, rest = texts[position], texts[position + 1 :]
         shown = f"git {verb} {' '.join(rest[:3])}".strip()
         flags = [text for text in rest if text.startswith("-") and not text.startswith("--")]
-        if verb == "push" and (
-            any(text in ("--force", "--mirror", "--delete", "--force-if-includes", "--prune") for text in rest)
-            or any(text.startswith("--force-with-lease") for text in rest)
-            or any("f" in text or "d" in text for text in flags)
-            or any(text.startswith(("+", ":")) and len(text) > 1 for text in rest)
+        if (
+            (
+                verb == "push"
+                and (
+                    any(
+                        text in ("--force", "--mirror", "--delete", "--force-if-includes", "--prune")
+                        for text in rest
+                    )
+                    or any(text.startswith("--force-with-lease") for text in rest)
+                    or any("f" in text or "d" in text for text in flags)
+                    or any(text.startswith(("+", ":")) and len(text) > 1 for text in rest)
+                )
+            )
+            or (verb == "reset" and "--hard" in rest)
+            or (verb == "clean" and ("--force" in rest or any("f" in text for text in flags)))
+            or (
+                verb == "branch"
+                and (
+                    "-D" in rest
+                    or (
+                        any(t in ("-d", "--delete") for t in rest)
+                        and any(t in ("-f", "--force") for t in rest)
+                    )
+                )
+            )
+            or verb in ("filter-branch", "filter-repo")
+            or (verb == "stash" and rest[:1] in (["clear"], ["drop"]))
+            or (verb in ("checkout", "restore") and any(t in (".", "-f", "--force") for t in rest))
         ):
-            self._find(reading, "git_force", shown)
-        elif verb == "reset" and "--hard" in rest:
-            self._find(reading, "git_force", shown)
-        elif verb == "clean" and ("--force" in rest or any("f" in text for text in flags)):
-            self._find(reading, "git_force", shown)
-        elif verb == "branch" and ("-D" in rest or (
-            any(t in ("-d", "--delete") for t in rest) and any(t in ("-f", "--force") for t in rest)
-        )):
-            self._find(reading, "git_force", shown)
-        elif verb in ("filter-branch", "filter-repo") or (verb == "stash" and rest[:1] in (["clear"], ["drop"])):
-            self._find(reading, "git_force", shown)
-        elif verb in ("checkout", "restore") and any(t in (".", "-f", "--force") for t in rest):
             self._find(reading, "git_force", shown)
 
     def _cd(self, name: str, args: list[Word], reading: _Reading) -> None:
@@ -548,16 +845,23 @@ class Judge:
         key = "pip" if PIP.fullmatch(name) else name
         if key == "uv" and verbs[:2] in (["pip", "install"], ["pip", "uninstall"], ["tool", "install"]):
             self._find(reading, "packages", f"uv {' '.join(verbs[:2])}")
-        elif key in PACKAGE_VERBS and (set(verbs[:2]) & PACKAGE_VERBS[key] or (
-            key == "nix-env" and set(texts) & PACKAGE_VERBS[key]
-        )):
+        elif key in PACKAGE_VERBS and (
+            set(verbs[:2]) & PACKAGE_VERBS[key] or (key == "nix-env" and set(texts) & PACKAGE_VERBS[key])
+        ):
             self._find(reading, "packages", " ".join([name, *verbs[:3]]))
-        elif key == "dpkg" and any(t in ("-i", "--install", "-r", "--remove", "-P", "--purge") for t in texts):
-            self._find(reading, "packages", " ".join([name, *texts[:3]]))
-        elif key == "pacman" and any(re.fullmatch(r"-[SRU][a-zA-Z]*", t) for t in texts):
-            self._find(reading, "packages", " ".join([name, *texts[:3]]))
-        elif key in NODE_PACKAGERS and (
-            any(t in ("-g", "--global", "--location=global") for t in texts) or verbs[:2] == ["global", "add"]
+        elif (
+            (
+                key == "dpkg"
+                and any(t in ("-i", "--install", "-r", "--remove", "-P", "--purge") for t in texts)
+            )
+            or (key == "pacman" and any(re.fullmatch(r"-[SRU][a-zA-Z]*", t) for t in texts))
+            or (
+                key in NODE_PACKAGERS
+                and (
+                    any(t in ("-g", "--global", "--location=global") for t in texts)
+                    or verbs[:2] == ["global", "add"]
+                )
+            )
         ):
             self._find(reading, "packages", " ".join([name, *texts[:3]]))
 
@@ -606,7 +910,9 @@ class Judge:
 
     def _herald_own(self, place: Path) -> bool:
         home = self.places.herald_home
-        return home is not None and inside(place, home) and not inside(place, self.places.confinement.workspace)
+        return (
+            home is not None and inside(place, home) and not inside(place, self.places.confinement.workspace)
+        )
 
     def _find(self, reading: _Reading, rule: str, detail: str) -> None:
         reading.findings.append(Finding(rule, f"{LABELS[rule]}: {detail}"))
@@ -690,10 +996,18 @@ def _output_targets(name: str, args: list[Word]) -> list[Word]:
     elif name == "unzip" and (folder := _option_value(args, ("-d",))) is not None:
         found.append(folder)
     elif name == "curl":
-        found += [w for w in (_option_value(args, ("-o", "--output")), _option_value(args, ("--output-dir",))) if w]
+        found += [
+            w for w in (_option_value(args, ("-o", "--output")), _option_value(args, ("--output-dir",))) if w
+        ]
     elif name == "wget":
-        found += [w for w in (_option_value(args, ("-O", "--output-document")),
-                              _option_value(args, ("-P", "--directory-prefix"))) if w]  # fmt: skip
+        found += [
+            w
+            for w in (
+                _option_value(args, ("-O", "--output-document")),
+                _option_value(args, ("-P", "--directory-prefix")),
+            )
+            if w
+        ]
     return [word for word in found if word.text != "-"]
 
 

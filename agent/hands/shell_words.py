@@ -33,8 +33,21 @@ WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 SPECIAL_PARAMETERS = frozenset("@*#?$!-0123456789")
-ANSI_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r",
-                "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
+ANSI_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 class Unreadable(Exception):
@@ -323,8 +336,31 @@ class _Lexer:
 
     def _operator(self) -> _Token:
         text = self.text
-        for candidate in (";;&", "<<<", "<<-", "&>>", ";;", ";&", "&&", "||", "|&", ">>", ">|", ">&", "<&",
-                          "<>", "<<", "&>", ";", "&", "|", "(", ")", "<", ">"):  # fmt: skip
+        for candidate in (
+            ";;&",
+            "<<<",
+            "<<-",
+            "&>>",
+            ";;",
+            ";&",
+            "&&",
+            "||",
+            "|&",
+            ">>",
+            ">|",
+            ">&",
+            "<&",
+            "<>",
+            "<<",
+            "&>",
+            ";",
+            "&",
+            "|",
+            "(",
+            ")",
+            "<",
+            ">",
+        ):
             if text.startswith(candidate, self.pos):
                 self.pos += len(candidate)
                 if candidate in ("<<", "<<-"):
@@ -461,7 +497,7 @@ class _Parser:
 
         for token in tokens:
             if isinstance(token, Word):
-                if not words and ASSIGNMENT.match(token.text) and token.literal or (
+                if (not words and ASSIGNMENT.match(token.text) and token.literal) or (
                     not words and ASSIGNMENT.match(token.text) and "=" in token.text
                 ):
                     assignments.append(token)
@@ -491,7 +527,9 @@ class _Parser:
         return Script(tuple(pipelines), self.substitutions)
 
 
-def _command(words: list[Word], assignments: list[Word], redirects: list[Redirect], piped: bool) -> Command | None:
+def _command(
+    words: list[Word], assignments: list[Word], redirects: list[Redirect], piped: bool
+) -> Command | None:
     if not words and not assignments and not redirects:
         return None
     return Command(tuple(words), tuple(assignments), tuple(redirects), piped)

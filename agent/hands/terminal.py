@@ -19,7 +19,7 @@ from typing import Any
 from agent.hands.approval import Answer, ApprovalRequest, Verdict, outcome_for_model
 from agent.hands.jobs import BackgroundJobs, Job, TooManyJobs
 from agent.hands.rules import Judge
-from agent.hands.runner import RunResult, Runner, run_command
+from agent.hands.runner import Runner, RunResult, run_command
 from agent.store.audit import AuditEntry, Outcome
 from agent.tools.registry import Tool, ToolContext, ToolError
 
@@ -70,9 +70,14 @@ class Terminal:
         timeout, capped = self._timeout(args.get("timeout"))
         person = context.approver.person if context.approver is not None else None
         entry = AuditEntry(
-            context.session_key, context.session_id, "terminal", command, Outcome.RUNNING,
-            person=person, runner=self.runner.name,
-        )  # fmt: skip
+            context.session_key,
+            context.session_id,
+            "terminal",
+            command,
+            Outcome.RUNNING,
+            person=person,
+            runner=self.runner.name,
+        )
         findings = self.judge.findings(command)
         if findings:
             request = ApprovalRequest(context.session_id, context.session_key, "terminal", command, findings)
@@ -95,9 +100,13 @@ class Terminal:
         audit_id = await context.store.audit.begin(entry)
         try:
             result = await run_command(
-                self.runner, command, cwd=self.workspace, env=self.env, timeout=timeout,
+                self.runner,
+                command,
+                cwd=self.workspace,
+                env=self.env,
+                timeout=timeout,
                 limit=self.settings.output_limit,
-            )  # fmt: skip
+            )
         except OSError as error:
             await context.store.audit.finish(audit_id, Outcome.FAILED, detail=str(error))
             raise ToolError(f"The command could not be started: {error.strerror or error}.") from None
@@ -144,8 +153,8 @@ class Terminal:
         return Tool(
             name="terminal",
             description=(
-                "Run a shell command (bash) on the owner's machine, in the workspace folder. Returns the exit "
-                "code and the output (long output keeps its start and end). Commands that could do harm "
+                "Run a shell command (bash) on the owner's machine, in the workspace folder. Returns the "
+                "exit code and the output (long output keeps its start and end). Commands that could do harm "
                 "(deleting recursively, sudo, installing packages, writing outside the workspace, killing "
                 "processes, git push --force ...) wait for the owner's approval first. No input can be "
                 "typed: pass -y and the like."
@@ -190,8 +199,15 @@ class Terminal:
         if action == "stop":
             await self.jobs.stop(job)
             await context.store.audit.record(
-                AuditEntry(context.session_key, context.session_id, "jobs", job.command, Outcome.STOPPED,
-                           detail=f"background job {job.id}", runner=self.runner.name)  # fmt: skip
+                AuditEntry(
+                    context.session_key,
+                    context.session_id,
+                    "jobs",
+                    job.command,
+                    Outcome.STOPPED,
+                    detail=f"background job {job.id}",
+                    runner=self.runner.name,
+                )
             )
             return f"Job {job.id} stopped.\n{_job_output(job)}"
         return f"Job {job.id}: {job.status()}.\n{_job_output(job)}"

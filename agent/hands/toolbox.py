@@ -64,7 +64,9 @@ class Hands:
         try:
             make_private_dirs(workspace)
         except OSError as error:
-            raise WorkspaceUnusable(f"tools.workspace {workspace} cannot be created: {error.strerror}") from None
+            raise WorkspaceUnusable(
+                f"tools.workspace {workspace} cannot be created: {error.strerror}"
+            ) from None
         if not workspace.is_dir():
             raise WorkspaceUnusable(f"tools.workspace {workspace} is not a folder")
         confinement = Confinement.of(workspace, settings.allowed_paths)

@@ -81,8 +81,12 @@ class AuditLog:
     async def finish(
         self, entry_id: int, outcome: Outcome, *, detail: str = "", exit_code: int | None = None
     ) -> None:
-        values = {"outcome": outcome.value, "detail": _cut(detail, DETAIL_CHARS), "exit_code": exit_code,
-                  "finished_at": self.clock()}  # fmt: skip
+        values = {
+            "outcome": outcome.value,
+            "detail": _cut(detail, DETAIL_CHARS),
+            "exit_code": exit_code,
+            "finished_at": self.clock(),
+        }
         statement = sa.update(tool_audit).where(tool_audit.c.id == entry_id).values(**values)
         await self.storage.write(lambda conn: conn.execute(statement))
 

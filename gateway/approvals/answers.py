@@ -56,7 +56,11 @@ async def answer_held(approvals: Approvals, decider: Decider, args: str, *, appr
             listed = "\n".join(f"{held.code}: {prompt.summary(held)}" for held in waiting)
             return f"Several commands wait; answer one with /approve CODE or /deny CODE:\n{listed}"
         held = waiting[0]
-    state = (State.APPROVED_SESSION if mode == prompt.SESSION else State.APPROVED_ONCE) if approve else State.DENIED
+    state = (
+        (State.APPROVED_SESSION if mode == prompt.SESSION else State.APPROVED_ONCE)
+        if approve
+        else State.DENIED
+    )
     settled = await approvals.settle(held.code, state, by=decider.person, by_name=decider.name)
     if settled is None:
         current = await approvals.records.find(held.code)

@@ -153,7 +153,9 @@ class ApprovalRecords:
         )
 
         def select(conn: sa.Connection) -> frozenset[str]:
-            return frozenset(rule for findings in conn.execute(query).scalars() for rule, _ in _findings(findings))
+            return frozenset(
+                rule for findings in conn.execute(query).scalars() for rule, _ in _findings(findings)
+            )
 
         return await self.storage.read(select)
 

@@ -114,7 +114,9 @@ class Approvals:
             )
         )
         await self.audit.record(_entry(held, AuditOutcome.HELD, "; ".join(what for _, what in held.findings)))
-        log.info("%s chat %s: a command waits for approval (%s)", address.platform, address.chat_id, held.code)
+        log.info(
+            "%s chat %s: a command waits for approval (%s)", address.platform, address.chat_id, held.code
+        )
         self._waiting[held.code] = asyncio.Event()
         try:
             await self._post_question(held, address)
@@ -209,8 +211,14 @@ class Approvals:
         address = ChatAddress(held.platform, held.chat_id, held.thread_id)
         [edit, *_] = self.replies.render(address, prompt.answered(held), streamed=(), reply_to=None)
         await self.replies.queue(
-            [Outgoing(address, Operation.EDIT, OutboundText(edit.text.text, edit.text.entities),
-                      target_message_id=item.platform_message_id)]  # fmt: skip
+            [
+                Outgoing(
+                    address,
+                    Operation.EDIT,
+                    OutboundText(edit.text.text, edit.text.entities),
+                    target_message_id=item.platform_message_id,
+                )
+            ]
         )
 
 
@@ -228,6 +236,12 @@ class TurnApprover:
 
 def _entry(held: Held, outcome: AuditOutcome, detail: str) -> AuditEntry:
     return AuditEntry(
-        held.session_key, held.session_id, held.tool, held.action, outcome, detail=detail,
-        person=held.person, code=held.code,
-    )  # fmt: skip
+        held.session_key,
+        held.session_id,
+        held.tool,
+        held.action,
+        outcome,
+        detail=detail,
+        person=held.person,
+        code=held.code,
+    )

@@ -186,6 +186,7 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
         print("Nothing to send: give `herald chat -q` a non-empty message.", file=sys.stderr)
         return EXIT_UNUSABLE
     requested = args.provider is not None or args.model is not None
+    read = TerminalInput()
     async with open_terminal(
         config,
         home,
@@ -195,12 +196,13 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
         provider=args.provider,
         model=args.model,
         context_dir=Path.cwd(),
+        ask=read if query is None else None,
     ) as terminal:
         session = await terminal.begin(resume=args.resume, model_requested=requested)
         if query is not None:
             return await ask_once(terminal, query, out=sys.stdout, err=sys.stderr)
         sys.stdout.write(chat_header(session))
-        return await interactive(terminal, out=sys.stdout, read=TerminalInput())
+        return await interactive(terminal, out=sys.stdout, read=read)
 
 
 async def _insights(home: HeraldHome) -> int:

@@ -98,7 +98,7 @@ class TelegramState:
         self._next_message_id: dict[int, int] = {}
         self._file_counter = 0
         self.presses: dict[str, dict[str, Any]] = {}  # callback query id -> the press (press_button)
-        self.press_answers: dict[str, dict[str, Any]] = {}  # callback query id -> answerCallbackQuery's params
+        self.press_answers: dict[str, dict[str, Any]] = {}  # callback query id -> how it was answered
 
     def _changed(self) -> None:
         """Hook: the server wakes long polls and the webhook deliverer."""
