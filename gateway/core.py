@@ -107,6 +107,8 @@ async def open_chat_core(
             runtime.store.audit,
             timeout=config.tools.approval_timeout,
         )
+        if in_cluster is not None:
+            await approvals_across(stack, in_cluster, approvals)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
@@ -148,6 +150,16 @@ def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
     )
 
     return ClusterReviewClaims(cluster.redis, instance=cluster.instance_id, ttl=cluster.settings.lease_ttl)
+
+
+async def approvals_across(stack: AsyncExitStack, cluster: Cluster, approvals: Approvals) -> None:
+    """A decision made on any process wakes the turn that waits for it on this one at once."""
+    from gateway.cluster.approvals import ApprovalChannel  # redis-py: cluster mode only
+    from resilience.loops import BackgroundLoop
+
+    channel = ApprovalChannel(cluster.redis, approvals.wake)
+    approvals.announce = channel.announce
+    await stack.enter_async_context(BackgroundLoop("the approvals channel", channel.listen))
 
 
 async def open_lanes(

@@ -159,9 +159,10 @@ async def open_cluster(
     cluster: dict[str, Any] | None = None,
     gateway: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    **sections: Any,
 ) -> AsyncIterator[Cluster]:
     """``count`` gateways on one PostgreSQL and one Redis; the first receives the webhooks; ``environ``:
-    more variables each reads (besides the bot token)."""
+    more variables each reads (besides the bot token); ``sections``: more config sections."""
     fake = FakeTelegram()
     port = free_port()
     async with fake.serve() as base_url:
@@ -185,6 +186,7 @@ async def open_cluster(
                         "lease_ttl": LEASE_TTL,
                         **(cluster or {}),
                     },
+                    **sections,
                 )
                 stack = AsyncExitStack()
                 variables = {"TELEGRAM_BOT_TOKEN": fake.token, **(environ or {})}
