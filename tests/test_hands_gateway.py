@@ -258,6 +258,7 @@ async def test_file_tools_edit_in_the_workspace_and_refuse_escapes_by_dots_and_l
         harness.fake.private_message(ADMIN, "fix the typo in notes/todo.md")
         await harness.settled()
         blocks = results(emulator.requests[-1])
+        audit = await harness.gateway.services.runtime.store.audit.entries()
 
     assert (workspace / "notes" / "todo.md").read_text() == "- buy milk\n- call mum\n"
     assert outside.read_text() == "the owner's secret\n"
@@ -268,6 +269,13 @@ async def test_file_tools_edit_in_the_workspace_and_refuse_escapes_by_dots_and_l
     for refused in (link, write):
         assert refused.get("is_error") and "through a symbolic link" in str(refused["content"])
     assert not any("the owner's secret" in str(block["content"]) for block in blocks)
+    assert sorted((entry.tool, entry.outcome.value, entry.action) for entry in audit) == [
+        ("patch_file", "failed", "patch notes/todo.md"),
+        ("patch_file", "ran", "patch notes/todo.md"),
+        ("read_file", "failed", "read ../secret.txt"),
+        ("read_file", "failed", "read link/secret.txt"),
+        ("write_file", "failed", "write link/secret.txt"),
+    ]
 
 
 async def test_a_command_is_stopped_at_its_timeout_and_by_stop_with_what_it_started(
@@ -413,3 +421,50 @@ async def test_on_discord_the_question_has_buttons_and_a_press_is_answered_priva
     assert deferred.kind == "callback" and deferred.type == 5 and deferred.data.get("flags") == 64
     assert filled.kind == "edit_original" and filled.data["content"].startswith("Approved once: rm -rf build")
     assert question.components == [] and question.content.endswith("✅ Approved once by Owner.")
+
+
+async def test_approve_with_a_code_answers_the_held_command_and_pairing_codes_keep_their_meaning(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "old").mkdir(parents=True)
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        fake = harness.fake
+        emulator.script(run("rm -rf old"), Reply(text="Old is gone."))
+        fake.private_message(ADMIN, "remove old")
+        asking = await question(harness)
+        code = asking.text.split("/deny ")[1][:6]
+        fake.private_message(FRIEND, f"/approve {code}")
+        fake.private_message(ADMIN, "/approve K7QX2MZZ")  # 8 characters: a pairing code
+        await wait_until(lambda: len(harness.texts(FRIEND)) == 1 and len(harness.texts(ADMIN)) == 2)
+        assert (workspace / "old").exists()  # neither answered the held command
+        fake.private_message(ADMIN, f"/approve {code.lower()} session")
+        await harness.settled()
+        replies = [m.text for m in harness.visible(ADMIN) if not m.text.startswith("⚠️")]
+
+    assert harness.texts(FRIEND) == ["Only an admin can use /approve."]
+    assert replies[0] == "No pending telegram pairing code K7QX2MZZ (codes expire after an hour)."
+    assert replies[1].startswith("Approved: rm -rf old. Commands held by the same rules (recursive_delete)")
+    assert replies[-1] == "Old is gone."
+    assert not (workspace / "old").exists()
+
+
+async def test_background_commands_are_listed_and_stopped_when_herald_stops(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    server = "echo $$ > server.pid; echo listening; exec sleep 1000"
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        emulator.script(
+            Reply(tool_calls=[ToolUse("terminal", {"command": server, "background": True})]),
+            Reply(tool_calls=[ToolUse("jobs", {"action": "list"})]),
+            Reply(text="The server runs."),
+        )
+        harness.fake.private_message(ADMIN, "start the server")
+        await harness.settled()
+        listed = result_text(emulator.requests[-1])
+        pid = int((workspace / "server.pid").read_text())
+        assert alive(pid)
+
+    assert listed.startswith("job 1: running for ") and listed.endswith(f" - {server}")
+    assert not alive(pid)
