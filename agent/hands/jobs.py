@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.hands.output import CappedOutput, pump
-from agent.hands.runner import DRAIN_SECONDS, Process, Runner
+from agent.hands.runner import DRAIN_SECONDS, Process, Runner, spawn
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class BackgroundJobs:
                 f"This chat already runs {len(running)} background command(s), the most it may "
                 f"(tools.max_background); stop one first."
             )
-        process = await runner.spawn(command, cwd=cwd, env=env)
+        process = await spawn(runner, command, cwd=cwd, env=env)
         job = Job(
             id=next(self._ids),
             session_key=session_key,

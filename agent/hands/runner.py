@@ -99,7 +99,7 @@ async def run_command(
     bytes per stream. When the shell exits, whatever it left running (``cmd &``) is stopped: a command
     that should go on runs as a background job. Cancelling this (``/stop``) kills the whole tree at once."""
     started = time.monotonic()
-    process = await runner.spawn(command, cwd=cwd, env=env)
+    process = await spawn(runner, command, cwd=cwd, env=env)
     stdout, stderr = CappedOutput(limit), CappedOutput(limit)
     reading = asyncio.gather(pump(process.stdout, stdout), pump(process.stderr, stderr))
     exit_code: int | None = None
@@ -123,6 +123,18 @@ async def run_command(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reading
     return RunResult(exit_code, stdout, stderr, time.monotonic() - started, timed_out=timed_out)
+
+
+async def spawn(runner: Runner, command: str, *, cwd: Path, env: Mapping[str, str]) -> Process:
+    """``runner.spawn``, but a cancellation while it starts (``/stop`` at that moment) still kills what
+    started: the command may already run, and asyncio would kill only its shell, not its children."""
+    starting = asyncio.ensure_future(runner.spawn(command, cwd=cwd, env=env))
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            (await starting).kill_now()
+        raise
 
 
 class LocalProcess:
