@@ -88,6 +88,15 @@ adapter whose receiving is split into shards is spread over the processes, see
 ``gateway.cluster.leases.shards``). **Webhooks:** an adapter with ``webhook_path`` gets the POSTs the
 gateway's HTTP server receives there (:meth:`Adapter.receive_webhook`).
 
+**Buttons.** An adapter whose ``Capabilities.buttons`` is true shows ``OutboundText.buttons`` under
+the message it sends (Telegram's inline keyboard, Discord's components, a question in the terminal);
+an edit of that message with no buttons removes them. A press is handed to the sink as an
+:class:`InboundMessage` from the presser: ``text`` is the button's ``command`` (exactly what typing it
+would do), ``message_id`` the press's own id (unique in the chat), ``reply_to_id`` the message with the
+buttons, ``addressed`` true. A reply to the press (``send`` with ``reply_to`` its id) answers the press
+itself where the platform allows (Telegram: ``answerCallbackQuery``, a note only the presser sees;
+Discord: the deferred, ephemeral interaction response), else it is an ordinary message.
+
 **Extending the contract.** A new ability is a field of :class:`Capabilities` that says whether the
 platform has it (default False or None) plus an optional method with a default that refuses
 (``DeliveryError``, not retryable) or does nothing: the gateway asks the capability before calling, so
@@ -177,14 +186,25 @@ class TextEntity:
 
 
 @dataclass(frozen=True)
+class Button:
+    """A button under a message: pressing it is the presser sending ``command`` in that chat."""
+
+    label: str
+    command: str  # a slash command of at most 64 bytes (Telegram's limit for callback data)
+    shortcut: str | None = None  # the key a terminal takes for it ("y"); the end of input takes "n"
+
+
+@dataclass(frozen=True)
 class OutboundText:
     """Plain text plus formatting entities: one message, already within the platform's limit.
 
     Neutral on purpose: adapters convert it to their SDK's types, so the gateway never imports one.
+    ``buttons`` are shown under it where the platform can (``Capabilities.buttons``); see the module.
     """
 
     text: str
     entities: tuple[TextEntity, ...] = ()
+    buttons: tuple[Button, ...] = ()
 
 
 Renderer = Callable[[str, int], Sequence[OutboundText]]
@@ -216,6 +236,7 @@ class Capabilities:
     appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append
     max_file_bytes: int | None = None  # the largest file send_file takes; None: no files out
     voice_notes: bool = False  # Adapter.send_voice sends a voice note the app plays inline (spoken replies)
+    buttons: bool = False  # shows OutboundText.buttons and hands their presses to the sink
 
 
 @dataclass(frozen=True)

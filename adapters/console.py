@@ -6,19 +6,28 @@ each line to :meth:`ConsoleAdapter.submit`. Output goes to two streams: the conv
 remarks about the work (a retry) to ``notices``, so a transcript on stdout holds only the
 conversation. With ``live`` off (``herald chat -q``) nothing is printed here: the command prints the
 finished answer itself, from the outbox, and ``sent`` keeps everything else that was sent.
+
+Buttons (an approval's Approve / Deny): with ``ask`` (the terminal's line reader) and ``live``, a message
+with buttons is printed with each button's key, and the adapter reads the answer itself, while the turn
+waits: the key typed is the press, handed to the sink as the button's command; the end of input is
+the button whose key is ``n``. Without ``ask`` (``herald chat -q``) nobody can answer here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from adapters.base import (
     Adapter,
     AdapterStatus,
+    Button,
     Capabilities,
     ChatAddress,
     ChatType,
@@ -33,6 +42,10 @@ PLATFORM = "cli"
 CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
 OWNER = "owner"
 UNLIMITED = 1_000_000  # a terminal shows a message of any length; split only absurd ones
+NO_KEY = "n"  # the button the end of input presses (Deny)
+Ask = Callable[[str], Awaitable[str]]  # shows a prompt, returns the line typed; EOFError at the end
+
+log = logging.getLogger(__name__)
 
 
 class ConsoleAdapter(Adapter):
@@ -42,10 +55,11 @@ class ConsoleAdapter(Adapter):
         "blocks) read well there; avoid tables wider than 100 columns."
     )
 
-    def __init__(self, out: TextIO, notices: TextIO, *, live: bool) -> None:
+    def __init__(self, out: TextIO, notices: TextIO, *, live: bool, ask: Ask | None = None) -> None:
         self.out = out
         self.notices = notices
         self.live = live
+        self.ask = ask if live else None
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
@@ -53,6 +67,7 @@ class ConsoleAdapter(Adapter):
             can_edit=False,
             has_threads=False,
             appends=live,
+            buttons=self.ask is not None,
         )
         self.chat_id = process_chat(os.getpid())
         self.only_chat = self.chat_id
@@ -60,12 +75,15 @@ class ConsoleAdapter(Adapter):
         self._sink: InboundSink | None = None
         self._ids = itertools.count(1)
         self._mid_line = False  # the last thing written to ``out`` did not end a line
+        self._presses: set[asyncio.Task[None]] = set()  # questions being read (buttons)
 
     async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
         self._sink = sink  # the terminal's lines come through submit(): always receiving
 
     async def stop(self) -> None:
         self._sink = None
+        for task in self._presses:
+            task.cancel()
 
     def status(self) -> AdapterStatus:
         return AdapterStatus(connected=self._sink is not None)
@@ -92,9 +110,32 @@ class ConsoleAdapter(Adapter):
         if self.live:
             self.end_line()
             self._write(self.out, text.text + "\n")
+            if text.buttons and self.ask is not None:
+                task = asyncio.create_task(self._press(text.buttons), name="console-buttons")
+                self._presses.add(task)
+                task.add_done_callback(self._presses.discard)
         else:
             self.sent.append(text)
         return str(next(self._ids))
+
+    async def _press(self, buttons: tuple[Button, ...]) -> None:
+        """Read which button the person takes (its key), and hand its command to the sink."""
+        assert self.ask is not None
+        keys = {button.shortcut.lower(): button for button in buttons if button.shortcut}
+        legend = "  ".join(f"[{key}] {button.label}" for key, button in keys.items())
+        chosen: Button | None = None
+        while chosen is None:
+            try:
+                typed = (await self.ask(f"{legend} › ")).strip().lower()
+            except (EOFError, KeyboardInterrupt):
+                typed = NO_KEY
+            chosen = keys.get(typed[:1]) if typed else None
+            if chosen is None and NO_KEY not in keys:
+                return
+        try:
+            await self.submit(chosen.command)
+        except Exception:  # the sink is down: the question stays open to /approve, and expires
+            log.exception("the terminal's answer %r could not be handed over", chosen.command)
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         raise DeliveryError("a terminal cannot edit what it printed", permanent=True)

@@ -5,8 +5,9 @@ The gateway imports the agent only through its doors (``tests/test_layering.py``
 - :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
   tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss
   watch, files a person sends (images, documents, voice notes), speech for spoken replies, the tool
-  registry and the built-in tools, provider clients (:func:`build_provider`: an SDK is imported only
-  when a client of its provider is built);
+  registry and the built-in tools, the owner's hands (shell and files, their approvals and audit:
+  ``agent.hands``), provider clients (:func:`build_provider`: an SDK is imported only when a client of
+  its provider is built);
 - :mod:`agent.settings`: the configuration sections the agent reads;
 - :mod:`agent.db`: the database layer under every repository (the gateway's too);
 - :mod:`agent.memory`, :mod:`agent.skills`, :mod:`agent.mcp`: each subsystem's own package, for the
@@ -35,6 +36,11 @@ from agent.events import (
     TurnEvent,
 )
 from agent.failover import Failover
+from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict
+from agent.hands.rules import LABELS as APPROVAL_LABELS
+from agent.hands.rules import Finding
+from agent.hands.toolbox import Hands, WorkspaceUnusable
+from agent.hands.toolbox import wanted as hands_wanted
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import (
     DatabaseSessionLocks,
@@ -78,6 +84,8 @@ from agent.spending.counters import (
 from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
 from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
 from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.store.audit import AuditEntry, AuditLog
+from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
@@ -89,6 +97,7 @@ from agent.tools.web.tools import TOOLSET, search_client
 from agent.usage import Usage
 
 __all__ = [
+    "APPROVAL_LABELS",
     "CAUSE_LABELS",
     "MAX_RETRY_AFTER",
     "MISSES_PER_CHAT",
@@ -98,6 +107,12 @@ __all__ = [
     "TOOLSET",
     "Agent",
     "AgentSettings",
+    "Answer",
+    "ApprovalRequest",
+    "Approver",
+    "AuditEntry",
+    "AuditLog",
+    "AuditOutcome",
     "CacheMiss",
     "CacheWatch",
     "Capped",
@@ -112,6 +127,8 @@ __all__ = [
     "EventCallback",
     "FailingOver",
     "Failover",
+    "Finding",
+    "Hands",
     "Lease",
     "Limit",
     "Loader",
@@ -171,10 +188,12 @@ __all__ = [
     "TurnEvent",
     "TurnResult",
     "Usage",
+    "Verdict",
     "WaitNotice",
     "WebTools",
     "Window",
     "WindowKind",
+    "WorkspaceUnusable",
     "both",
     "build_provider",
     "builtin_registry",
@@ -183,6 +202,7 @@ __all__ = [
     "day_window",
     "error_message",
     "frozen_memory",
+    "hands_wanted",
     "is_image_file",
     "key_variable",
     "lookup_model",

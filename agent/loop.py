@@ -48,6 +48,7 @@ from agent.events import (
 )
 from agent.failover import FailedOver, failover_line
 from agent.files.text import valid_text
+from agent.hands.approval import Approver
 from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
 from agent.media.types import Media
@@ -138,6 +139,7 @@ class Agent:
         gate: ToolGate = OPEN,
         purpose: str = "turn",
         media: Sequence[Media] = (),
+        approver: Approver | None = None,
     ) -> TurnResult:
         """Answer ``text`` in ``session``. Cancel the task running this to stop the turn.
 
@@ -148,6 +150,8 @@ class Agent:
         rights, and tools this turn may not use although the session advertises them.
         ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
         by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
+        ``approver`` is asked before a dangerous action of the turn's own tool calls (not its
+        sub-agents'): None, and such actions are refused (``agent.hands.approval``).
         """
         lease.check(session.session_key)
         text = valid_text(text)  # from a terminal, a platform: stored and sent, so it must encode
@@ -220,7 +224,7 @@ class Agent:
                 assistant = with_payload(
                     provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
                 )
-                results = await self._run_tools(provider, session, response.tool_calls, pump, gate)
+                results = await self._run_tools(provider, session, response.tool_calls, pump, gate, approver)
                 stored = await self.store.append_messages(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(_id(m) for m in stored)
@@ -458,9 +462,10 @@ class Agent:
         calls: tuple[ToolCall, ...],
         pump: EventPump,
         gate: ToolGate,
+        approver: Approver | None,
     ) -> list[Message]:
         """Run one assistant turn's calls concurrently; results keep the calls' order."""
-        context = self.tool_context(session, depth=0, gate=gate)
+        context = self.tool_context(session, depth=0, gate=gate, approver=approver)
 
         def notify(call: ToolCall, result: Message | None) -> None:
             if result is None:
@@ -473,9 +478,12 @@ class Agent:
             self.registry, provider, calls, context, advertised=advertised, notify=notify
         )
 
-    def tool_context(self, session: SessionRecord, *, depth: int, gate: ToolGate = OPEN) -> ToolContext:
-        """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is, and
-        ``gate`` is asked before each call (its sub-agents' calls too)."""
+    def tool_context(
+        self, session: SessionRecord, *, depth: int, gate: ToolGate = OPEN, approver: Approver | None = None
+    ) -> ToolContext:
+        """What the session's tools may touch; ``depth`` counts how deep in delegation the caller is,
+        ``gate`` is asked before each call (its sub-agents' calls too), ``approver`` before a dangerous
+        action (only the turn's own calls: a sub-agent has none)."""
         return ToolContext(
             session_id=session.id,
             session_key=session.session_key,
@@ -485,6 +493,7 @@ class Agent:
             delegate=delegate_for(self, session, depth, gate),
             trusted=session.memory_scope == OWNER_SCOPE,
             gate=gate,
+            approver=approver,
         )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -26,7 +26,9 @@ from pydantic import (
 
 ProviderKind = Literal["anthropic", "openai"]
 MaxTokensPolicy = Literal["continue", "notify"]
-Toolset = Literal["memory", "session_search", "skills", "todo", "delegate", "cron", "web", "mcp"]
+Toolset = Literal[
+    "memory", "session_search", "skills", "todo", "delegate", "cron", "web", "mcp", "terminal", "files"
+]
 ALL_TOOLSETS: tuple[Toolset, ...] = (
     "memory",
     "session_search",
@@ -36,10 +38,21 @@ ALL_TOOLSETS: tuple[Toolset, ...] = (
     "cron",
     "web",
     "mcp",
+    "terminal",
+    "files",
 )
-# What group chats and people other than the owner get by default: everything but MCP servers, which may
-# reach the owner's machine and accounts (gateway.tools_for_guests).
-GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(toolset for toolset in ALL_TOOLSETS if toolset != "mcp")
+# The tool sets that reach the owner's machine and accounts: MCP servers, shell commands and files.
+OWNER_TOOLSETS: frozenset[Toolset] = frozenset({"mcp", "terminal", "files"})
+# The owner's hands are off until the owner names them in agent.toolsets: a shell is never a surprise.
+OPT_IN_TOOLSETS: frozenset[Toolset] = frozenset({"terminal", "files"})
+DEFAULT_TOOLSETS: tuple[Toolset, ...] = tuple(
+    toolset for toolset in ALL_TOOLSETS if toolset not in OPT_IN_TOOLSETS
+)
+# What group chats and people other than the owner get by default: everything but the owner's
+# (gateway.tools_for_guests).
+GUEST_TOOLSETS: tuple[Toolset, ...] = tuple(
+    toolset for toolset in ALL_TOOLSETS if toolset not in OWNER_TOOLSETS
+)
 
 # Strict number types: YAML's `true` is not a count of tokens (lax pydantic would read it as 1).
 # A StrictFloat still takes an integer such as `120`.
@@ -225,10 +238,13 @@ class AgentSection(Section):
         "still cut off comes with one line saying so and how to raise the limit.",
     )
     toolsets: list[Toolset] = Field(
-        default_factory=lambda: list(ALL_TOOLSETS),
+        default_factory=lambda: list(DEFAULT_TOOLSETS),
         description="Enabled tool sets: memory, session_search, skills, todo, delegate (sub-agents), cron "
         "(scheduled jobs; the gateway runs them), web (web_fetch, and web_search when web.search has a "
-        "provider), mcp (the tools of mcp.servers).",
+        "provider), mcp (the tools of mcp.servers), terminal (shell commands in tools.workspace, dangerous "
+        "ones held for approval) and files (read, write, patch, list and search files in tools.workspace "
+        "and tools.allowed_paths): these two are off unless named here, and serve only the owner. New "
+        "sessions only: a session keeps the tools it started with.",
     )
     project_context: StrictBool = Field(
         True,
@@ -533,6 +549,118 @@ class McpSettings(Section):
                     f"server name '{name}' must be 1-32 letters, digits or dashes (it prefixes tool names)"
                 )
         return value
+
+
+ApprovalRule = Literal[
+    "recursive_delete",
+    "superuser",
+    "devices",
+    "outside_paths",
+    "herald_home",
+    "shell_pipe",
+    "kill",
+    "packages",
+    "git_force",
+    "permissions",
+    "system",
+    "opaque",
+    "fork_bomb",
+]
+APPROVAL_RULES: tuple[ApprovalRule, ...] = get_args(ApprovalRule)
+
+
+class ApprovalPattern(Section):
+    """A rule of your own: a command any part of which this regular expression matches is held."""
+
+    name: str = Field(min_length=1, max_length=60, description="What the owner is shown, e.g. drops a table.")
+    pattern: str = Field(min_length=1, description="A Python regular expression, searched in each command.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"is not a regular expression: {error}") from None
+        return value
+
+
+class ToolsSettings(Section):
+    """The owner's hands: the terminal tool set (shell commands) and the files tool set (read, write, patch,
+    list, search). Both serve only the owner's sessions unless gateway.tools_for_guests names them."""
+
+    workspace: Path | None = Field(
+        None,
+        description="Folder commands run in and relative paths start from; null = workspace in the Herald "
+        "home (created private).",
+    )
+    allowed_paths: list[Path] = Field(
+        default_factory=list,
+        description="Folders besides the workspace the file tools may read and write (absolute, or ~/...); "
+        "a command writing anywhere else is held for approval.",
+    )
+    terminal_timeout: StrictFloat = Field(
+        60.0, gt=0, description="Seconds a command may run when the model asks for no other timeout."
+    )
+    terminal_max_timeout: StrictFloat = Field(
+        600.0, gt=0, description="The longest timeout the model may ask a command for, in seconds."
+    )
+    output_limit: StrictInt = Field(
+        10_000,
+        ge=1000,
+        le=20_000,
+        description="Characters of a command's output the model is shown, for stdout and for stderr: the "
+        "first and last halves, with a line saying how much was cut between.",
+    )
+    max_background: StrictInt = Field(
+        4, ge=0, le=32, description="Commands one chat may keep running in the background (0 = none)."
+    )
+    env: list[str] = Field(
+        default_factory=list,
+        description="Names of Herald's environment variables commands also get (they get only PATH, HOME, "
+        "LANG and a few more besides, never Herald's keys and tokens), e.g. [GITHUB_TOKEN].",
+    )
+    max_file_bytes: StrictInt = Field(
+        10_000_000,
+        ge=1000,
+        description="Largest file read_file reads and write_file writes, in bytes; search_files skips "
+        "larger ones.",
+    )
+    approval_timeout: StrictFloat = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="Seconds a held command waits for the owner's answer; no answer is a deny.",
+    )
+    approval_rules: list[ApprovalRule] = Field(
+        default_factory=lambda: list(APPROVAL_RULES),
+        description="Built-in rules whose commands are held for approval: recursive_delete, superuser "
+        "(sudo, su, doas), devices (writing to a disk, formatting), outside_paths (writing outside the "
+        "workspace and allowed_paths), herald_home (Herald's own files: keys, database), shell_pipe "
+        "(a download or text piped into a shell), kill (processes, services, shutdown), packages "
+        "(installs, removals), git_force (push --force, reset --hard, clean -f), permissions (recursive "
+        "chmod/chown, setuid), system (mounts, firewall, users, crontab), opaque (a command Herald cannot "
+        "read for sure: a name from a variable, eval), fork_bomb.",
+    )
+    approval_patterns: list[ApprovalPattern] = Field(
+        default_factory=list,
+        description="More rules: {name, pattern} regular expressions searched in each command, e.g. "
+        "[{name: drops a table, pattern: '(?i)\\bdrop\\s+table\\b'}].",
+    )
+
+    @field_validator("workspace", "allowed_paths")
+    @classmethod
+    def _absolute(cls, value: Path | list[Path] | None) -> Path | list[Path] | None:
+        for path in value if isinstance(value, list) else [value] if value is not None else []:
+            if not path.expanduser().is_absolute():
+                raise ValueError(f"'{path}' is not an absolute path (or ~/...)")
+        return value
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> ToolsSettings:
+        if self.terminal_timeout > self.terminal_max_timeout:
+            raise ValueError("tools.terminal_timeout is longer than tools.terminal_max_timeout")
+        return self
 
 
 class StorageSettings(Section):

@@ -31,6 +31,8 @@ from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
 from gateway.access.auth import speaker_of
 from gateway.access.pairing import Pairing
+from gateway.approvals.answers import Decider, answer_held
+from gateway.approvals.service import Approvals
 from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
 from gateway.budgets.service import Budgets
@@ -72,6 +74,8 @@ class CommandDesk:
     console_url: Callable[[], str | None]  # None until the console is served
     login_links: LoginLinks
     started_at: float
+    approvals: Approvals  # /approve and /deny of held commands
+    stop_background: Callable[[str], Awaitable[int]]  # /stop: the chat's background commands, how many
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,9 @@ def desk_of(services: Services) -> CommandDesk:
             with charging(charge):
                 return await runtime.agent.compress(lease, session)
 
+    async def stop_background(session_key: str) -> int:
+        return 0 if runtime.hands is None else await runtime.hands.stop_chat(session_key)
+
     return CommandDesk(
         store=runtime.store,
         new_session=new_session,
@@ -121,6 +128,8 @@ def desk_of(services: Services) -> CommandDesk:
         console_url=lambda: services.console_url,
         login_links=LoginLinks(runtime.storage),
         started_at=services.started_at,
+        approvals=services.approvals,
+        stop_background=stop_background,
     )
 
 
@@ -179,15 +188,19 @@ def _with_warnings(text: str, started: StartedSession) -> str:
 
 
 async def _stop(context: CommandContext) -> str:
+    background = await context.desk.stop_background(context.key)  # this process's (gateway.runtime)
+    also = f" Stopped {background} background command(s) too." if background else ""
     try:
         stopped = await context.desk.lanes.cancel_running(context.key)
     except StorageUnavailable as error:
         log.warning("/stop in %s could not reach the cluster: %s", context.key, error)
         return (
             "I can't reach the other gateway processes right now, so nothing was stopped; "
-            "send /stop again in a moment."
+            f"send /stop again in a moment.{also}"
         )
-    return "Stopped." if stopped else "Nothing is running."
+    if stopped:
+        return f"Stopped.{also}"
+    return also.strip() or "Nothing is running."
 
 
 async def _compress(context: CommandContext) -> str:
@@ -283,10 +296,17 @@ async def _status(context: CommandContext) -> str:
     return "\n".join(lines)
 
 
+def _decider(context: CommandContext) -> Decider:
+    message = context.row.message
+    return Decider(message.platform, message.chat_id, admin_id(message.platform, message.user_id),
+                   message.user_name)  # fmt: skip
+
+
 async def _approve(context: CommandContext) -> str:
+    held = await answer_held(context.desk.approvals, _decider(context), context.args, approve=True)
+    if held is not None:
+        return held
     words = context.args.split()
-    if not words:
-        return "Usage: /approve CODE (the code the person got), or /approve PLATFORM CODE."
     platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
     message = context.row.message
     user = await context.desk.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
@@ -294,6 +314,18 @@ async def _approve(context: CommandContext) -> str:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
     context.desk.wake_sender()  # the welcome was queued with the approval
     return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
+
+
+async def _deny(context: CommandContext) -> str:
+    held = await answer_held(context.desk.approvals, _decider(context), context.args, approve=False)
+    if held is not None:
+        return held
+    words = context.args.split()
+    platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
+    person = await context.desk.pairing.deny(platform, code)
+    if person is None:
+        return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
+    return f"Denied the access request of {person.user_name} ({person.platform}:{person.user_id})."
 
 
 async def _pairing(context: CommandContext) -> str:
@@ -329,7 +361,7 @@ async def _console(context: CommandContext) -> str:
 COMMANDS: tuple[Command, ...] = (
     Command("new", "start a new session (a fresh prompt: memory edits show up)", _new, in_lane=True),
     Command("reset", "forget the conversation and start over", _reset, in_lane=True),
-    Command("stop", "stop the answer being written", _stop),
+    Command("stop", "stop the answer being written and this chat's background commands", _stop),
     Command("compress", "compress the conversation now", _compress, in_lane=True),
     Command("insights", "tokens, cache use and cost of this chat", _insights, private=True),
     Command("budget", "what this chat and you spent today and this month, and limits", _budget, private=True),
@@ -338,7 +370,14 @@ COMMANDS: tuple[Command, ...] = (
     Command("memory", "show the memory this session started with", _memory, private=True),
     Command("status", "session, model and context use", _status, private=True),
     Command("help", "this list", _help, private=True),
-    Command("approve", "approve a pairing code (admins)", _approve, admin_only=True, private=True),
+    Command(
+        "approve", "approve the command waiting here, or a pairing code (admins)", _approve, admin_only=True,
+        private=True,
+    ),
+    Command(
+        "deny", "deny the command waiting here, or a pairing code (admins)", _deny, admin_only=True,
+        private=True,
+    ),
     Command(
         "pairing", "list pairing codes and approved people (admins)", _pairing, admin_only=True, private=True
     ),

@@ -56,6 +56,7 @@ from agent.settings import (
     StorageSettings,
     TextToSpeechSettings,
     Toolset,
+    ToolsSettings,
     WebSettings,
 )
 from gateway.timezones import resolve_timezone
@@ -460,6 +461,7 @@ class HeraldConfig(Section):
     tts: TextToSpeechSettings = TextToSpeechSettings()
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
+    tools: ToolsSettings = ToolsSettings()
     gateway: GatewaySettings = GatewaySettings()
     # Each platform's section, as its spec declares it (``adapters.registry``), in the registry's order:
     # ``telegram:``, ``discord:``... are keys of this schema like the others.

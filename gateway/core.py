@@ -21,6 +21,8 @@ from adapters.base import Adapter
 from agent.db import Storage
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
+from gateway.approvals.records import ApprovalRecords
+from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
 from gateway.config import HeraldConfig
@@ -96,13 +98,24 @@ async def open_chat_core(
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
         lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
+        replies = Replies(outbox, sender, by_platform)
+        approvals = Approvals(
+            ApprovalRecords(runtime.storage),
+            replies,
+            outbox,
+            by_platform,
+            runtime.store.audit,
+            timeout=config.tools.approval_timeout,
+        )
+        if in_cluster is not None:
+            await approvals_across(stack, in_cluster, approvals)
         services = Services(
             runtime=runtime,
             settings=config.gateway,
             inbox=inbox,
             outbox=outbox,
             sender=sender,
-            replies=Replies(outbox, sender, by_platform),
+            replies=replies,
             adapters=by_platform,
             budget=outbound.budget,
             authorizer=authorizer,
@@ -118,6 +131,7 @@ async def open_chat_core(
             speech=SpokenReplies(
                 config.tts, runtime.synthesizer, runtime.agent.calls, speech_retries(config)
             ),
+            approvals=approvals,
         )
         runtime.spending.on_warning(
             AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)
@@ -139,6 +153,16 @@ def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
     )
 
     return ClusterReviewClaims(cluster.redis, instance=cluster.instance_id, ttl=cluster.settings.lease_ttl)
+
+
+async def approvals_across(stack: AsyncExitStack, cluster: Cluster, approvals: Approvals) -> None:
+    """A decision made on any process wakes the turn that waits for it on this one at once."""
+    from gateway.cluster.approvals import ApprovalChannel  # redis-py: cluster mode only
+    from resilience.loops import BackgroundLoop
+
+    channel = ApprovalChannel(cluster.redis, approvals.wake)
+    approvals.announce = channel.announce
+    await stack.enter_async_context(BackgroundLoop("the approvals channel", channel.listen))
 
 
 async def open_lanes(

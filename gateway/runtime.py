@@ -30,6 +30,7 @@ from agent.api import (
     ContextEngine,
     DatabaseSessionLocks,
     Failover,
+    Hands,
     LocalCounters,
     LocalRequestLimiter,
     ModelCalls,
@@ -54,8 +55,10 @@ from agent.api import (
     ToolRegistry,
     Transcriber,
     WebTools,
+    WorkspaceUnusable,
     build_provider,
     builtin_registry,
+    hands_wanted,
     start_session,
 )
 from agent.db import Storage
@@ -183,6 +186,7 @@ class Runtime:
     cache_watch: CacheWatch  # judges every model request's cache read; the gateway counts its misses
     spending: SpendGate  # every model request passes it (agent.model_calls); budgets: from the config
     cluster: Cluster | None = None  # this process's part in a cluster (cluster.redis_url); None: one process
+    hands: Hands | None = None  # the terminal and files tools (None: agent.toolsets names neither)
 
     def prompt_sources(self, spec: SessionSpec) -> PromptSources:
         return PromptSources(
@@ -372,6 +376,10 @@ async def open_agent_runtime(
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
+        hands = open_hands(config, home)
+        if hands is not None:
+            stack.push_async_callback(hands.aclose)  # stops the background commands it started
+            registry = registry.with_tools(*hands.tools())
         mcp: McpServers | None = None
         if mcp_settings(config).servers:
             from agent.mcp import McpServers  # the MCP SDK is large: only for configured servers
@@ -411,7 +419,18 @@ async def open_agent_runtime(
             cache_watch=watch,
             spending=spending,
             cluster=cluster,
+            hands=hands,
         )
+
+
+def open_hands(config: HeraldConfig, home: HeraldHome) -> Hands | None:
+    """The owner's shell and file tools when ``agent.toolsets`` names them (the workspace is created)."""
+    if not hands_wanted(config.agent.toolsets):
+        return None
+    try:
+        return Hands.build(config.tools, herald_home=home.root, environ=os.environ)
+    except WorkspaceUnusable as error:
+        raise ConfigError(str(error)) from None
 
 
 def cache_watch(config: HeraldConfig, store: SessionStore) -> CacheWatch:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from adapters.base import Adapter
 from gateway.access.auth import Authorizer
 from gateway.access.pairing import Pairing
+from gateway.approvals.service import Approvals
 from gateway.budgets.service import Budgets
 from gateway.config import GatewaySettings
 from gateway.conversation.chat_settings import ChatSettings
@@ -48,6 +49,7 @@ class Services:
     metrics: GatewayMetrics
     budgets: Budgets  # spend limits: whom to charge, what to tell (gateway.budgets)
     speech: SpokenReplies  # which answers come back as voice notes, and making them (gateway.speech)
+    approvals: Approvals  # commands held for the owner's yes (gateway.approvals)
     started_at: float = field(default_factory=time.time)
     console_url: str | None = None  # the operator console's address, once the HTTP server serves it
 

@@ -50,6 +50,7 @@ outbox = sa.Table(
     sa.Column("target_message_id", sa.Text),
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("entities", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("buttons", sa.Text, nullable=False, server_default="[]"),  # adapters.base.Button, as JSON
     sa.Column("state", sa.Text, nullable=False, server_default="pending"),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("next_attempt_at", Timestamp, nullable=False),
@@ -178,4 +179,29 @@ chat_people = sa.Table(  # gateway.intake.inbox: who wrote in each chat (the con
     sa.Column("session_key", sa.Text, primary_key=True),  # the chat (a direct chat, a group or one topic)
     sa.Column("user_id", sa.Text, primary_key=True),  # as the platform names the person
     sa.Column("first_seen", Timestamp, nullable=False),
+)
+
+tool_approvals = sa.Table(  # gateway.approvals.records: commands held for the owner's yes, and the answers
+    "tool_approvals",
+    metadata,
+    sa.Column("code", sa.Text, primary_key=True),  # what /approve CODE and the buttons name
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),  # exactly what would run
+    sa.Column("findings", sa.Text, nullable=False),  # why it is held, as JSON [{rule, what}]
+    sa.Column("platform", sa.Text, nullable=False),  # the chat asked
+    sa.Column("chat_id", sa.Text, nullable=False),
+    sa.Column("thread_id", sa.Text),
+    sa.Column("person", sa.Text),  # who the turn acts for (platform:user_id)
+    sa.Column("state", sa.Text, nullable=False, server_default="pending"),
+    sa.Column("decided_by", sa.Text),  # platform:user_id
+    sa.Column("decided_by_name", sa.Text),
+    sa.Column("prompt", sa.Text, nullable=False),  # the text of the message with buttons
+    sa.Column("prompt_outbox_id", BigId),  # that message's outbox item (edited once decided)
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
+    sa.Column("decided_at", Timestamp),
+    sa.Index("tool_approvals_by_chat", "platform", "chat_id", "state"),
+    sa.Index("tool_approvals_by_session", "session_id", "state"),
 )

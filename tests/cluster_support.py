@@ -160,9 +160,11 @@ async def open_cluster(
     gateway: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
     budgets: dict[str, Any] | None = None,
+    **sections: Any,
 ) -> AsyncIterator[Cluster]:
     """``count`` gateways on one PostgreSQL and one Redis; the first receives the webhooks; ``environ``:
-    more variables each reads (besides the bot token); ``budgets``: the spend limits of every one."""
+    more variables each reads (besides the bot token); ``budgets``: the spend limits of every one;
+    ``sections``: more config sections."""
     fake = FakeTelegram()
     port = free_port()
     async with fake.serve() as base_url:
@@ -187,6 +189,7 @@ async def open_cluster(
                         **(cluster or {}),
                     },
                     budgets=budgets or {},  # none: the defaults
+                    **sections,
                 )
                 stack = AsyncExitStack()
                 variables = {"TELEGRAM_BOT_TOKEN": fake.token, **(environ or {})}

@@ -247,7 +247,9 @@ async def chat_in_terminal(
         return next(queue)
 
     out, err = io.StringIO(), io.StringIO()
-    async with open_terminal(config, home, out=out, err=err, live=True, context_dir=Path.cwd()) as terminal:
+    async with open_terminal(
+        config, home, out=out, err=err, live=True, context_dir=Path.cwd(), ask=read
+    ) as terminal:
         session = await terminal.begin(resume=resume, model_requested=False)
         out.write(chat_header(session))
         code = await interactive(terminal, out=out, read=read)

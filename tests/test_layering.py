@@ -167,6 +167,7 @@ REPOSITORIES = {
     "gateway/delivery/outbox.py",
     "gateway/access/pairing.py",
     "gateway/openai_api/conversations.py",
+    "gateway/approvals/records.py",  # commands held for approval
 }
 
 

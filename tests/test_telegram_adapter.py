@@ -467,7 +467,7 @@ async def test_a_direct_message_reaches_the_sink_and_is_then_confirmed(fake: Fak
     assert inbound.message_id == str(pushed["message"]["message_id"])
     assert [c.method for c in fake.calls][:3] == ["getMe", "deleteWebhook", "getUpdates"]
     polls = fake.calls_to("getUpdates")
-    assert polls[0].params["allowed_updates"] == ["message"]
+    assert polls[0].params["allowed_updates"] == ["message", "callback_query"]
     assert {c.params.get("timeout") for c in polls} == {0.5}
     assert not adapter.status().connected
 
@@ -824,7 +824,7 @@ async def test_webhook_start_and_handle_webhook_statuses(fake: FakeTelegram) -> 
     url = "https://herald.example/telegram"
     async with running(fake, inbox, mode="webhook", webhook_url=url) as adapter:
         (call,) = fake.calls_to("setWebhook")
-        assert call.params["url"] == url and call.params["allowed_updates"] == ["message"]
+        assert call.params["url"] == url and call.params["allowed_updates"] == ["message", "callback_query"]
         assert call.params["secret_token"] == adapter.webhook_secret == fake.webhook_secret
         assert not fake.calls_to("getUpdates")
 

@@ -55,7 +55,7 @@ from .inbound import BotIdentity, interaction_to_inbound, to_inbound
 from .interaction_records import RECORDS, InteractionRecord, InteractionRecords, Role
 from .interactions import InteractionAnswers, InteractionWebhook, interaction_record
 from .ordering import ChatQueues
-from .outbound import NO_MENTIONS, REPLY_MENTIONS, channel_id, reply_reference
+from .outbound import NO_MENTIONS, REPLY_MENTIONS, button_view, channel_id, reply_reference
 from .outbound import message_id as parse_message_id
 from .settings import PLATFORM
 from .voice import VOICE_FLAGS, VoiceFile, plain_attachment, refused_as_voice
@@ -143,6 +143,7 @@ class DiscordAdapter(Adapter):
         has_threads=True,
         voice_notes=True,
         max_file_bytes=MAX_UPLOAD_BYTES,
+        buttons=True,
     )
 
     def __init__(
@@ -575,7 +576,11 @@ class DiscordAdapter(Adapter):
         reference = reply_reference(reply_to, channel)
         target = client.get_partial_messageable(channel)
         async with self._typed_errors("send message"):
-            if reference is None:
+            if text.buttons:  # a question (an approval): never a reply, so it pings nobody
+                message = await target.send(
+                    text.text, allowed_mentions=NO_MENTIONS, view=button_view(text.buttons)
+                )
+            elif reference is None:
                 message = await target.send(text.text, allowed_mentions=NO_MENTIONS)
             else:  # a reply may notify the person replied to, and nobody else
                 message = await target.send(text.text, reference=reference, allowed_mentions=REPLY_MENTIONS)
@@ -649,7 +654,8 @@ class DiscordAdapter(Adapter):
             partial = client.get_partial_messageable(channel_id(address)).get_partial_message(
                 parse_message_id(message_id)
             )
-            await partial.edit(content=text.text, allowed_mentions=NO_MENTIONS)
+            view = button_view(text.buttons)  # the buttons it shows, or none (an answered question's)
+            await partial.edit(content=text.text, allowed_mentions=NO_MENTIONS, view=view)
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:
         client = self._started()

@@ -31,6 +31,8 @@ from adapters.names import clean_name
 from .commands import command_text
 from .settings import PLATFORM
 
+BUTTON = 2  # a message component's type: a button
+
 # Message types people write; everything else (joins, pins, boosts, thread created...) is a system
 # message. Slash-command responses are the bot's own and are filtered as bot messages.
 _PERSON_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
@@ -85,16 +87,30 @@ def to_inbound(
 
 
 def interaction_to_inbound(interaction: discord.Interaction[Any]) -> InboundMessage | None:
-    """A slash command (chat-input application command) as the message ``/name args``.
+    """A slash command (chat-input application command) as the message ``/name args``, and a press
+    of one of the bot's buttons as the message its ``custom_id`` holds (a command; ``reply_to_id``:
+    the message with the buttons).
 
     ``message_id`` is the interaction id: that is what the gateway passes back as ``reply_to``, and
-    how the adapter finds the interaction to answer. Other interaction kinds (buttons, context
+    how the adapter finds the interaction to answer. Other interaction kinds (select menus, context
     menus, autocomplete) are None: Herald registers none of them.
     """
     data = interaction.data
-    if interaction.type is not discord.InteractionType.application_command or data is None:
+    if data is None or interaction.user.bot:
         return None
-    if data.get("type", 1) != 1 or interaction.user.bot:  # 1: a slash command, not a context menu
+    reply_to_id = None
+    if interaction.type is discord.InteractionType.application_command:
+        if data.get("type", 1) != 1:  # 1: a slash command, not a context menu
+            return None
+        text = command_text(data)
+    elif interaction.type is discord.InteractionType.component:
+        custom_id = data.get("custom_id")
+        is_command = isinstance(custom_id, str) and custom_id.startswith("/")
+        if data.get("component_type") != BUTTON or not is_command:
+            return None
+        text = str(custom_id)
+        reply_to_id = str(interaction.message.id) if interaction.message is not None else None
+    else:
         return None
     channel = interaction.channel
     return InboundMessage(
@@ -104,8 +120,9 @@ def interaction_to_inbound(interaction: discord.Interaction[Any]) -> InboundMess
         user_id=str(interaction.user.id),
         user_name=user_name(interaction.user),
         message_id=str(interaction.id),
-        text=command_text(data),
+        text=text,
         timestamp=interaction.created_at.timestamp(),
+        reply_to_id=reply_to_id,
         addressed=True,
         chat_title=chat_title(channel) if channel is not None else None,
         server_id=_server_id(interaction.guild_id),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import discord
 
-from adapters.base import ChatAddress, DeliveryError
+from adapters.base import Button, ChatAddress, DeliveryError
 
 NO_MENTIONS = discord.AllowedMentions.none()
 REPLY_MENTIONS = discord.AllowedMentions(everyone=False, users=False, roles=False, replied_user=True)
@@ -45,3 +45,17 @@ def reply_reference(reply_to: str | None, channel: int) -> discord.MessageRefere
     return discord.MessageReference(
         message_id=message_id(reply_to), channel_id=channel, fail_if_not_exists=False
     )
+
+
+def button_view(buttons: tuple[Button, ...]) -> discord.ui.View:
+    """A row of buttons whose ``custom_id`` is the command each stands for (at most 100 characters);
+    none: an empty view, which removes the buttons of an edited message. The view is finished before
+    it is sent, so discord.py does not keep it: a press reaches the adapter as an interaction."""
+    view = discord.ui.View(timeout=None)
+    for number, button in enumerate(buttons):
+        if len(button.command) > 100:
+            raise DeliveryError(f"a button's command is over Discord's 100 characters: {button.command!r}")
+        style = discord.ButtonStyle.danger if number == len(buttons) - 1 else discord.ButtonStyle.primary
+        view.add_item(discord.ui.Button(label=button.label, custom_id=button.command, style=style))
+    view.stop()
+    return view

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from telegram import BotCommand, InputFile, Update
 from telegram.constants import ChatAction
-from telegram.error import TelegramError
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
@@ -37,8 +38,15 @@ from adapters.base import (
 )
 
 from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
-from .inbound import BotIdentity, to_inbound
-from .outbound import NO_LINK_PREVIEW, chat_id, message_entities, reply_parameters, thread_id
+from .inbound import PRESS_PREFIX, BotIdentity, press_id, press_to_inbound, to_inbound
+from .outbound import (
+    NO_LINK_PREVIEW,
+    chat_id,
+    inline_keyboard,
+    message_entities,
+    reply_parameters,
+    thread_id,
+)
 from .polling import ALLOWED_UPDATES, Poller
 from .ratelimit import BoundedRateLimiter, telegram_rates
 from .redaction import TokenFilter, describe, redact
@@ -67,6 +75,7 @@ TOO_BIG_TO_DOWNLOAD = "it is larger than the 20 MB Telegram lets bots download" 
 BOT_API_CONNECTIONS = 16
 IN_FLIGHT_GRACE = 5.0  # seconds stop() waits for requests whose callers stopped waiting
 T = TypeVar("T")
+PRESS_NOTE_LIMIT = 200  # characters of answerCallbackQuery's text
 
 
 class TelegramAdapter(Adapter):
@@ -96,6 +105,7 @@ class TelegramAdapter(Adapter):
         has_threads=True,
         voice_notes=True,
         max_file_bytes=MAX_UPLOAD_BYTES,
+        buttons=True,
     )
 
     def __init__(
@@ -296,10 +306,14 @@ class TelegramAdapter(Adapter):
             return
         batch: list[InboundMessage] = []
         for update in updates:
-            if update.message is None:
+            if update.message is None and update.callback_query is None:
                 continue
             try:
-                inbound = to_inbound(update.message, me)
+                if update.callback_query is not None:
+                    inbound = press_to_inbound(update.callback_query, me, time.time())
+                else:
+                    assert update.message is not None
+                    inbound = to_inbound(update.message, me)
             except Exception:
                 log.exception(
                     "Skipping Telegram update %d: its message could not be converted", update.update_id
@@ -314,6 +328,10 @@ class TelegramAdapter(Adapter):
 
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
         bot = self._started()
+        if (press := press_id(reply_to)) is not None:
+            if await self._answer_press(bot, press, text):
+                return f"{PRESS_PREFIX}{press}"
+            reply_to = None  # too long for a press's note, or the press is too old: a message
         with self._typed_errors("sendMessage"):
             sent = await self._to_the_end(
                 bot.send_message(
@@ -323,6 +341,7 @@ class TelegramAdapter(Adapter):
                     message_thread_id=thread_id(address),
                     reply_parameters=reply_parameters(reply_to),
                     link_preview_options=NO_LINK_PREVIEW,
+                    reply_markup=inline_keyboard(text.buttons),
                 )
             )
         return str(sent.message_id)
@@ -364,6 +383,20 @@ class TelegramAdapter(Adapter):
                 )
             )
         return str(sent.message_id)
+    async def _answer_press(self, bot: ExtBot[int], press: str, text: OutboundText) -> bool:
+        """Answer a button press with ``text`` as the note only the presser sees; False when it must be
+        a message instead (longer than a note may be, or the press is too old to answer: the press is
+        then answered without a note, so the button stops spinning)."""
+        note = text.text if len(text.text) <= PRESS_NOTE_LIMIT else None
+        try:
+            await self._to_the_end(bot.answer_callback_query(press, text=note))
+        except BadRequest as error:  # "query is too old": more than about 15 s ago
+            log.info("A button press could not be answered (%s); replying with a message",
+                     describe(error, self._token))  # fmt: skip
+            return False
+        except TelegramError as error:
+            raise delivery_error(error, "answerCallbackQuery", self._token) from error
+        return note is not None
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         bot = self._started()
@@ -375,6 +408,7 @@ class TelegramAdapter(Adapter):
                     message_id=int(message_id),
                     entities=message_entities(text.entities) or None,
                     link_preview_options=NO_LINK_PREVIEW,
+                    reply_markup=inline_keyboard(text.buttons),  # none: the buttons are removed
                 )
             )
 

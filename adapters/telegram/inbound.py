@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telegram import Chat, Location, Message, MessageEntity, Sticker, User
+from telegram import CallbackQuery, Chat, Location, Message, MessageEntity, Sticker, User
 from telegram.constants import MessageEntityType
 
 from adapters.base import Attachment, ChatType, InboundMessage
 from adapters.names import clean_name
 
 from .settings import PLATFORM
+
+PRESS_PREFIX = "press:"  # a button press's message_id: the callback query's id behind it (never a number)
 
 _CHAT_TYPES = {
     Chat.PRIVATE: ChatType.DIRECT,
@@ -77,6 +79,41 @@ def to_inbound(message: Message, me: BotIdentity) -> InboundMessage | None:
         chat_title=message.chat.title,
         attachments=attachments,
     )
+
+
+def press_to_inbound(query: CallbackQuery, me: BotIdentity, now: float) -> InboundMessage | None:
+    """A press of one of the bot's inline buttons as the presser sending the button's command (see
+    ``adapters.base``, Buttons); None for what no button of ours sends (data not a command, a message
+    too old to be shown, a bot)."""
+    message = query.message
+    data = query.data
+    if not isinstance(message, Message) or not data or not data.startswith("/") or query.from_user.is_bot:
+        return None
+    if message.from_user is not None and message.from_user.id != me.id:
+        return None
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=str(message.chat.id),
+        chat_type=_CHAT_TYPES.get(message.chat.type, ChatType.GROUP),
+        user_id=str(query.from_user.id),
+        user_name=display_name(query.from_user),
+        message_id=f"{PRESS_PREFIX}{query.id}",
+        text=data,
+        timestamp=now,
+        thread_id=str(message.message_thread_id)
+        if message.is_topic_message and message.message_thread_id is not None
+        else None,
+        reply_to_id=str(message.message_id),
+        addressed=True,
+        chat_title=message.chat.title,
+    )
+
+
+def press_id(message_id: str | None) -> str | None:
+    """The callback query id when ``message_id`` is a button press's, else None."""
+    if message_id is None or not message_id.startswith(PRESS_PREFIX):
+        return None
+    return message_id[len(PRESS_PREFIX) :]
 
 
 def display_name(who: User | Chat) -> str:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from telegram import LinkPreviewOptions, MessageEntity, ReplyParameters
+from telegram import (
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    MessageEntity,
+    ReplyParameters,
+)
 
-from adapters.base import ChatAddress, TextEntity
+from adapters.base import Button, ChatAddress, TextEntity
 
 NO_LINK_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
@@ -42,3 +48,14 @@ def reply_parameters(reply_to: str | None) -> ReplyParameters | None:
     if reply_to is None:
         return None
     return ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
+
+
+def inline_keyboard(buttons: tuple[Button, ...]) -> InlineKeyboardMarkup | None:
+    """One button a row (a label such as "Approve for this session" needs the width); its callback
+    data is the command it stands for (at most 64 bytes, Telegram's limit)."""
+    if not buttons:
+        return None
+    for button in buttons:
+        if len(button.command.encode()) > 64:
+            raise ValueError(f"a button's command is longer than Telegram's 64 bytes: {button.command!r}")
+    return InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.command)] for b in buttons])

@@ -25,7 +25,7 @@ from .redaction import describe
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")  # callback_query: a press of an inline button
 NOT_ALLOWED_PAUSE = 0.05  # seconds between looks at ``allowed`` while it says no
 UpdateHandler = Callable[[Sequence[Update]], Awaitable[None]]
 

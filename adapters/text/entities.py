@@ -48,6 +48,6 @@ def split_outbound(message: OutboundText, limit: int) -> list[OutboundText]:
 def plain_fallback(part: OutboundText) -> OutboundText:
     """The same text without entities, for when a platform rejects a part's formatting.
 
-    The text is unchanged, so it stays within the limit it was split for.
+    The text is unchanged, so it stays within the limit it was split for; its buttons stay with it.
     """
-    return OutboundText(part.text)
+    return OutboundText(part.text, buttons=part.buttons)

@@ -200,3 +200,25 @@ spend_notices = sa.Table(  # who was told about a scope's window once (warned ad
     sa.Column("audience", sa.Text, primary_key=True),  # "admins", or the session key of a chat told
     sa.Column("created_at", Timestamp, nullable=False),
 )
+
+tool_audit = sa.Table(  # agent.store.audit: every run of the owner's tools, and every approval
+    "tool_audit",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),  # the command, or what a file tool did ("write notes.md")
+    sa.Column("outcome", sa.Text, nullable=False),  # agent.store.audit.Outcome
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("person", sa.Text),  # who the turn acted for (platform:user_id)
+    sa.Column("decided_by", sa.Text),  # who approved or denied (platform:user_id)
+    sa.Column("code", sa.Text),  # the approval's code
+    sa.Column("runner", sa.Text),  # where a command ran: local, bubblewrap, docker
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("finished_at", Timestamp),
+    sa.Index("tool_audit_by_time", "created_at"),
+    sa.Index("tool_audit_by_chat", "session_key", "created_at"),
+    sqlite_autoincrement=True,
+)

@@ -8,6 +8,7 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.spending`: what each scope spent per window (spend limits), who was told.
 - :mod:`agent.store.reviews`: which sessions have turns no background review has covered.
 - :mod:`agent.store.cache_misses`: cache-miss events, and what recent requests left in the cache.
+- :mod:`agent.store.audit`: what the owner's tools ran and who approved it.
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
 :class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
@@ -23,6 +24,7 @@ from typing import Any
 from agent.db.base import Storage
 from agent.media.budget import MediaLoad
 from agent.messages import Message
+from agent.store.audit import AuditLog
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
@@ -52,6 +54,7 @@ class SessionStore:
         self.reviews = ReviewSchedule(storage)
         self.cache_misses = CacheMissLog(storage)
         self.spending = SpendLedger(storage)
+        self.audit = AuditLog(storage)
 
     # -- sessions -----------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from agent.files.text import valid_text
 from agent.messages import Message, ToolCall, tool_result
 
 if TYPE_CHECKING:
+    from agent.hands.approval import Approver
     from agent.memory import MemoryStore
     from agent.skills import SkillLibrary
     from agent.store import SessionStore
@@ -107,6 +108,8 @@ class ToolContext:
     true only for the owner's sessions (the terminal, ``gateway.admins`` in their direct chats):
     tools that could reach the owner's network or machine check it (``gateway.tools_for_guests``).
     ``gate`` is asked before each call (the caller's current rights; sub-agents inherit it).
+    ``approver`` is who may say yes to a dangerous action (``agent.hands.approval``): the person a chat's
+    turn answers; None where nobody can be asked (a scheduled run, a sub-agent, a review).
     """
 
     session_id: str
@@ -117,6 +120,7 @@ class ToolContext:
     delegate: Delegate | None = None
     trusted: bool = False
     gate: ToolGate = OPEN
+    approver: Approver | None = None
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]

@@ -180,9 +180,11 @@ async def open_terminal(
     provider: str | None = None,
     model: str | None = None,
     context_dir: Path | None = None,
+    ask: InputFn | None = None,
 ) -> AsyncIterator[Terminal]:
-    """The core with the console started; on exit let what runs finish briefly, then close."""
-    adapter = ConsoleAdapter(out, err, live=live)
+    """The core with the console started; on exit let what runs finish briefly, then close. ``ask``
+    reads the answer to a question with buttons (an approval's y/n) while a turn waits for it."""
+    adapter = ConsoleAdapter(out, err, live=live, ask=ask)
     async with open_chat_core(
         config,
         home,

@@ -23,6 +23,7 @@ from agent.api import SessionStore
 from agent.files import valid_text
 from gateway import insights
 from gateway.cli import api as cli_api
+from gateway.cli import audit as cli_audit
 from gateway.cli import budget as cli_budget
 from gateway.cli import cron as cli_cron
 from gateway.cli import gateway as cli_gateway
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_gateway.add_commands(commands, common)
     cli_cron.add_commands(commands, common)
     cli_budget.add_commands(commands, common)
+    cli_audit.add_commands(commands, common)
     cli_storage.add_commands(commands, common)
     cli_memory.add_commands(commands, common)
     cli_skills.add_commands(commands, common)
@@ -186,6 +188,7 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
         print("Nothing to send: give `herald chat -q` a non-empty message.", file=sys.stderr)
         return EXIT_UNUSABLE
     requested = args.provider is not None or args.model is not None
+    read = TerminalInput()
     async with open_terminal(
         config,
         home,
@@ -195,12 +198,13 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
         provider=args.provider,
         model=args.model,
         context_dir=Path.cwd(),
+        ask=read if query is None else None,
     ) as terminal:
         session = await terminal.begin(resume=args.resume, model_requested=requested)
         if query is not None:
             return await ask_once(terminal, query, out=sys.stdout, err=sys.stderr)
         sys.stdout.write(chat_header(session))
-        return await interactive(terminal, out=sys.stdout, read=TerminalInput())
+        return await interactive(terminal, out=sys.stdout, read=read)
 
 
 async def _insights(home: HeraldHome) -> int:
@@ -264,6 +268,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return cli_cron.run_cron_command(home, args)
     if args.command == "budget":
         return cli_budget.run_budget_command(home, args)
+    if args.command == "audit":
+        return cli_audit.run_audit_command(home, args)
     if args.command == "storage":
         return cli_storage.run_storage_command(home, args)
     if args.command == "memory":

@@ -27,6 +27,7 @@ from typing import Any
 from adapters.base import InboundMessage, OutboundText
 from agent.api import (
     OPEN,
+    Approver,
     CompressionOutcome,
     EventCallback,
     Lease,
@@ -204,6 +205,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
                         on_event=stream.on_event,
                         media=turn_input.media,
                         gate=rights,
+                        approver=services.approvals.for_turn(address, speaker.person),
                     )
                     voice = None
                     if spoken and result.refused is None and not result.error:  # typing shows meanwhile
@@ -298,6 +300,7 @@ async def take_turn(
     media: Sequence[Media] = (),
     gate: ToolGate = OPEN,
     purpose: str = "turn",
+    approver: Approver | None = None,
 ) -> TurnResult:
     """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
 
@@ -312,7 +315,7 @@ async def take_turn(
         await on_compressed(outcome)
     started = time.monotonic()
     result = await agent.run_turn(
-        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media
+        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media, approver=approver
     )
     services.metrics.count_usage(result.usage)
     usage = result.usage

@@ -63,7 +63,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.base import ChatAddress, OutboundText, OutboundVoice, TextEntity
+from adapters.base import Button, ChatAddress, OutboundText, OutboundVoice, TextEntity
 from agent.db import Storage, insert_ignoring_duplicates, media
 from gateway.intake.inbox import InboxState, finish_row
 from gateway.tables import outbox
@@ -260,6 +260,15 @@ class Outbox:
             **RELEASED,
         )
 
+    async def find(self, item_id: int) -> OutboxItem | None:
+        query = sa.select(outbox).where(outbox.c.id == item_id)
+
+        def select(conn: sa.Connection) -> OutboxItem | None:
+            row = conn.execute(query).first()
+            return None if row is None else _items(conn, [row])[0]
+
+        return await self.storage.read(select)
+
     async def items_for(self, inbox_id: int) -> list[OutboxItem]:
         query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         return await self.storage.read(lambda conn: _items(conn, conn.execute(query).all()))
@@ -342,6 +351,7 @@ def _values(item: Outgoing, inbox_id: int | None, now: float) -> dict[str, Any]:
         "target_message_id": item.target_message_id,
         "text": item.text.text,
         "entities": _entities_json(item.text.entities),
+        "buttons": _buttons_json(item.text.buttons),
         "next_attempt_at": now,
         "created_at": now,
     }
@@ -357,6 +367,10 @@ def _items(conn: sa.Connection, rows: Sequence[sa.Row[Any]]) -> list[OutboxItem]
     return [_item(row, files) for row in rows]
 
 
+def _buttons_json(buttons: Sequence[Button]) -> str:
+    return json.dumps([asdict(button) for button in buttons], ensure_ascii=False, separators=(",", ":"))
+
+
 def _voice(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboundVoice | None:
     data = files.get(row.media_sha256 or "")
     if data is None:
@@ -368,13 +382,14 @@ def _voice(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboundVoice | None
 def _item(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboxItem:
     entities = tuple(TextEntity(**entity) for entity in json.loads(row.entities))
     operation = Operation(row.operation)
+    buttons = tuple(Button(**button) for button in json.loads(row.buttons))
     return OutboxItem(
         id=int(row.id),
         inbox_id=None if row.inbox_id is None else int(row.inbox_id),
         outgoing=Outgoing(
             address=ChatAddress(row.platform, row.chat_id, row.thread_id),
             operation=operation,
-            text=OutboundText(row.text, entities),
+            text=OutboundText(row.text, entities, buttons),
             reply_to=row.reply_to,
             target_message_id=row.target_message_id,
             voice=_voice(row, files) if operation is Operation.SEND_VOICE else None,

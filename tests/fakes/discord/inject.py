@@ -27,6 +27,8 @@ from .world import DM, GUILD_TEXT
 OPTION_TYPES = {bool: 5, int: 4, float: 10, str: 3}
 SUB_COMMAND, SUB_COMMAND_GROUP, USER, CHANNEL, ROLE, MENTIONABLE = 1, 2, 6, 7, 8, 9
 APPLICATION_COMMAND = 2
+MESSAGE_COMPONENT = 3
+ACTION_ROW, BUTTON = 1, 2
 ATTACHMENT_LIMIT = 10 * 1024 * 1024
 IS_VOICE_MESSAGE = 1 << 13
 
@@ -239,6 +241,39 @@ class Inject(DiscordState):
                 data["resolved"] = resolved
             return self._dispatch_interaction(APPLICATION_COMMAND, root, data, user_id, channel_id, guild_id)
 
+    def press_button(
+        self, message_id: int, label: str, *, user_id: int, username: str | None = None
+    ) -> dict[str, Any]:
+        """``user_id`` presses the button ``label`` under the bot's message ``message_id``:
+        ``INTERACTION_CREATE`` type 3 (a message component) with the button's ``custom_id`` and the
+        message, an id and a token to answer with. Raises ``ValueError`` when the message shows no
+        such button (Discord's client would not show it)."""
+        with self.lock:
+            msg = self.messages_by_id.get(message_id)
+            if msg is None or msg.author_id != self.bot_id or msg.deleted:
+                raise ValueError(f"no bot message {message_id}")
+            buttons = [
+                item
+                for row in msg.components
+                if row.get("type") == ACTION_ROW
+                for item in row.get("components", [])
+                if item.get("type") == BUTTON
+            ]
+            found = [item for item in buttons if item.get("label") == label]
+            if not found:
+                shown = [button.get("label") for button in buttons]
+                raise ValueError(f"message {message_id} has no button {label!r} (it has {shown})")
+            self.add_user(user_id, username)
+            channel = self.world.channels[msg.channel_id]
+            if channel.guild_id is not None:
+                self.add_member(channel.guild_id, user_id, username)
+            data = {"custom_id": found[0]["custom_id"], "component_type": BUTTON}
+            extra = {"message": message_api(self, msg)}
+            name = found[0]["custom_id"]
+            return self._dispatch_interaction(
+                MESSAGE_COMPONENT, name, data, user_id, msg.channel_id, channel.guild_id, extra
+            )
+
     def _find_command(self, name: str, guild_id: int | None) -> tuple[dict[str, Any] | None, int | None]:
         for scope in ([guild_id] if guild_id is not None else []) + [None]:
             for command in self.registered_commands.get(scope, []):
@@ -297,6 +332,7 @@ class Inject(DiscordState):
         user_id: int,
         channel_id: int,
         guild_id: int | None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         interaction_id = self.snowflakes.next()
         token = f"FAKE-INTERACTION-{interaction_id}-{secrets.token_hex(16)}"
@@ -333,6 +369,7 @@ class Inject(DiscordState):
                 authorizing_integration_owners={"0": str(user_id)},
                 context=1,
             )
+        payload.update(extra or {})
         self.interactions[interaction_id] = InteractionRecord(
             interaction_id, token, kind, name, channel_id, guild_id, user_id, time.monotonic(), payload
         )

@@ -292,8 +292,12 @@ def get_file(state: TelegramState, params: Params, uploads: Uploads) -> Any:
 
 
 def answer_callback_query(state: TelegramState, params: Params, uploads: Uploads) -> Any:
-    if not params.get("callback_query_id"):
+    query_id = str(params.get("callback_query_id") or "")
+    if not query_id or query_id in state.press_answers:  # a press is answered once
         raise bad_request("query is too old and response timeout expired or query ID is invalid")
+    if len(str(params.get("text") or "")) > 200:
+        raise bad_request("MESSAGE_TOO_LONG")
+    state.press_answers[query_id] = dict(params)
     return True
 
 

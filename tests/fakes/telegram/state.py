@@ -97,6 +97,8 @@ class TelegramState:
         self._next_update_id = first_update_id
         self._next_message_id: dict[int, int] = {}
         self._file_counter = 0
+        self.presses: dict[str, dict[str, Any]] = {}  # callback query id -> the press (press_button)
+        self.press_answers: dict[str, dict[str, Any]] = {}  # callback query id -> how it was answered
 
     def _changed(self) -> None:
         """Hook: the server wakes long polls and the webhook deliverer."""
@@ -200,6 +202,39 @@ class TelegramState:
                 self.hidden_updates.append(hidden)
                 return copy.deepcopy(hidden)
             return self._enqueue(update_body)
+
+    def press_button(
+        self, chat_id: int, message_id: int, user_id: int, label: str, *, first_name: str = "User"
+    ) -> str:
+        """A person presses the inline button ``label`` under the bot's message: a ``callback_query``
+        update is queued, as Telegram does. Returns the query's id (see :meth:`press_answer`). Raises
+        ``ValueError`` when that message shows no such button (Telegram's client would not show it)."""
+        with self.lock:
+            msg = self.chat_messages.get(chat_id, {}).get(message_id)
+            if msg is None or not msg.from_bot or msg.deleted:
+                raise ValueError(f"no bot message {message_id} in chat {chat_id}")
+            rows = (msg.reply_markup or {}).get("inline_keyboard", [])
+            found = [button for row in rows for button in row if button.get("text") == label]
+            if not found:
+                shown = [button.get("text") for row in rows for button in row]
+                raise ValueError(f"message {message_id} has no button {label!r} (it has {shown})")
+            query_id = f"{self.bot_id}{len(self.presses) + 1:06d}"
+            sender = self.users.get(user_id) or self._user(user_id, first_name, None)
+            query = {
+                "id": query_id,
+                "from": copy.deepcopy(sender),
+                "message": self.message_api(msg),
+                "chat_instance": str(chat_id),
+                "data": found[0]["callback_data"],
+            }
+            self.presses[query_id] = query
+        self._enqueue({"callback_query": query})
+        return query_id
+
+    def press_answer(self, query_id: str) -> dict[str, Any] | None:
+        """How the bot answered a press (``answerCallbackQuery``'s parameters), None until it did."""
+        with self.lock:
+            return copy.deepcopy(self.press_answers.get(query_id))
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue any raw update; ``update_id`` is assigned when missing. Chats in it become known."""

@@ -1,0 +1,129 @@
+"""Which files the file tools may touch: the workspace and ``tools.allowed_paths``, and nothing else.
+
+A path is judged by where it really leads: relative paths start at the workspace, ``~`` is the home of
+Herald's user, and every symbolic link on the way is followed before the judgement (``realpath``), so
+``../.env`` and a link in the workspace pointing at ``/etc`` are both refused, while a link from one
+place of the workspace to another works.
+
+Between that judgement and the open, the path could change (another process swaps a folder for a
+link): :meth:`Confinement.open` therefore walks the resolved path one folder at a time from ``/``,
+opening each with ``O_NOFOLLOW``, so a link that appeared meanwhile fails the open instead of being
+followed (the ``openat`` discipline). Blocking calls: run them in a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.tools.registry import ToolError
+
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NEW_FOLDER_MODE = 0o755  # before the umask, like mkdir
+
+
+class PathChanged(ToolError):
+    """A folder on the way became a symbolic link (or vanished) between the check and the open."""
+
+
+def real(path: Path) -> Path:
+    """``path`` with ``~`` expanded and every symbolic link that exists resolved."""
+    return Path(os.path.realpath(path.expanduser()))
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether the real path ``path`` is ``root`` or below it (both real)."""
+    return path == root or root in path.parents
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The folders the file tools may use (real paths; the workspace first)."""
+
+    workspace: Path
+    roots: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, workspace: Path, allowed: Iterable[Path] = ()) -> Confinement:
+        home = real(workspace)
+        return cls(home, (home, *(real(path) for path in allowed)))
+
+    def contains(self, path: Path) -> bool:
+        return any(inside(path, root) for root in self.roots)
+
+    def resolve(self, raw: str, *, base: Path | None = None) -> Path:
+        """The real path ``raw`` names (relative to ``base``, else the workspace); a ToolError when it
+        leads outside the allowed folders, saying whether a symbolic link took it there."""
+        if not raw.strip():
+            raise ToolError("The path is empty; give a file or folder name (relative to the workspace).")
+        if "\x00" in raw:
+            raise ToolError("A path cannot contain a NUL character.")
+        given = Path(raw).expanduser()
+        joined = given if given.is_absolute() else (base or self.workspace) / given
+        resolved = real(joined)
+        if self.contains(resolved):
+            return resolved
+        if self.contains(Path(os.path.normpath(joined))):
+            raise ToolError(
+                f"'{raw}' leads outside the workspace and tools.allowed_paths through a symbolic link; "
+                "the file tools do not follow links out."
+            )
+        raise ToolError(
+            f"'{raw}' is outside the workspace and tools.allowed_paths, the only folders the file tools "
+            "may use (relative paths start in the workspace)."
+        )
+
+    def relative(self, path: Path) -> str:
+        """``path`` as the model should name it: relative to the workspace when inside it."""
+        if inside(path, self.workspace):
+            return str(path.relative_to(self.workspace)) if path != self.workspace else "."
+        return str(path)
+
+    def open(self, path: Path, flags: int, mode: int = 0o666, *, make_folders: bool = False) -> int:
+        """Open the real path ``path`` (from :meth:`resolve`) following no symbolic link anywhere on the
+        way; ``make_folders`` creates missing folders (for a file to be written). Returns a descriptor."""
+        with self.folder(path.parent, make=make_folders) as folder:
+            try:
+                return os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise PathChanged(
+                        f"'{self.relative(path)}' became a symbolic link; not followed."
+                    ) from None
+                raise
+
+    @contextlib.contextmanager
+    def folder(self, path: Path, *, make: bool = False) -> Iterator[int]:
+        """A descriptor of the real folder ``path``, opened one step at a time without following links;
+        ``make`` creates the folders that are missing (only inside the allowed roots)."""
+        if not self.contains(path):
+            raise ToolError(f"'{path}' is outside the workspace and tools.allowed_paths.")
+        fd = os.open("/", DIRECTORY_FLAGS)
+        try:
+            walked = Path("/")
+            for part in path.parts[1:]:
+                walked = walked / part
+                try:
+                    step = os.open(part, DIRECTORY_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not make or not self.contains(walked):
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, NEW_FOLDER_MODE, dir_fd=fd)
+                    step = os.open(part, DIRECTORY_FLAGS, dir_fd=fd)
+                except OSError as error:
+                    if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise PathChanged(
+                            f"'{self.relative(walked)}' is not a folder any more (a symbolic link or a file "
+                            "appeared); not followed."
+                        ) from None
+                    raise
+                os.close(fd)
+                fd = step
+            yield fd
+        finally:
+            os.close(fd)

@@ -1,0 +1,108 @@
+"""The owner's hands put together from ``tools.*``: the workspace, the rules, the runner, the tools.
+
+Built once per process when ``agent.toolsets`` names ``terminal`` or ``files``; closed at shutdown, which
+stops every background command it started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.files.private import make_private_dirs
+from agent.hands.file_tools import FileTools
+from agent.hands.files import FileLimits
+from agent.hands.jobs import BackgroundJobs
+from agent.hands.paths import Confinement
+from agent.hands.rules import Judge, Places
+from agent.hands.runner import LocalRunner, Runner
+from agent.hands.terminal import Terminal, TerminalSettings
+from agent.settings import ToolsSettings
+from agent.tools.registry import Tool
+
+TOOLSETS = frozenset({"terminal", "files"})
+# What a command gets of Herald's environment besides tools.env: never its keys and tokens.
+BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+# No pager, colour or prompt that waits for a person who is not there.
+QUIET = {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+
+class WorkspaceUnusable(Exception):
+    """``tools.workspace`` cannot be created or is not a folder; the message says which and why."""
+
+
+def command_environment(settings: ToolsSettings, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment every command runs with."""
+    names = (*BASE_ENVIRONMENT, *settings.env)
+    env = {name: environ[name] for name in names if name in environ}
+    env.setdefault("PATH", os.defpath)
+    return {**env, **QUIET}
+
+
+@dataclass
+class Hands:
+    workspace: Path
+    confinement: Confinement
+    jobs: BackgroundJobs
+    terminal: Terminal
+    files: FileTools
+
+    @classmethod
+    def build(
+        cls,
+        settings: ToolsSettings,
+        *,
+        herald_home: Path,
+        environ: Mapping[str, str],
+        runner: Runner | None = None,
+    ) -> Hands:
+        """The hands for ``settings``, the workspace created (private) if missing. ``runner``: where
+        commands run (default: on this machine)."""
+        workspace = (settings.workspace or herald_home / "workspace").expanduser()
+        try:
+            make_private_dirs(workspace)
+        except OSError as error:
+            raise WorkspaceUnusable(
+                f"tools.workspace {workspace} cannot be created: {error.strerror}"
+            ) from None
+        if not workspace.is_dir():
+            raise WorkspaceUnusable(f"tools.workspace {workspace} is not a folder")
+        confinement = Confinement.of(workspace, settings.allowed_paths)
+        jobs = BackgroundJobs(limit=settings.max_background, output_limit=settings.output_limit)
+        judge = Judge(
+            settings.approval_rules,
+            [(pattern.name, pattern.pattern) for pattern in settings.approval_patterns],
+            Places.of(confinement, herald_home),
+        )
+        terminal = Terminal(
+            TerminalSettings(
+                timeout=settings.terminal_timeout,
+                max_timeout=settings.terminal_max_timeout,
+                output_limit=settings.output_limit,
+                approval_timeout=settings.approval_timeout,
+            ),
+            judge,
+            runner or LocalRunner(),
+            jobs,
+            confinement.workspace,
+            command_environment(settings, environ),
+        )
+        files = FileTools(confinement, FileLimits(settings.max_file_bytes))
+        return cls(confinement.workspace, confinement, jobs, terminal, files)
+
+    def tools(self) -> list[Tool]:
+        return [*self.terminal.tools(), *self.files.tools()]
+
+    async def stop_chat(self, session_key: str) -> int:
+        """Stop the chat's background commands (``/stop``); how many there were."""
+        return await self.jobs.stop_chat(session_key)
+
+    async def aclose(self) -> None:
+        await self.jobs.aclose()
+
+
+def wanted(toolsets: Collection[str]) -> bool:
+    """Whether ``agent.toolsets`` asks for any of the hands' tool sets."""
+    return bool(TOOLSETS & set(toolsets))
