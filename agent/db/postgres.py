@@ -14,17 +14,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agent.db.base import Storage
 from agent.db.errors import StorageUnavailable
 from agent.db.migrate import current_revision
 from agent.db.schema import metadata
 from agent.db.urls import StorageUrl
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,6 +73,9 @@ class PostgresStorage(Storage):
     def __init__(self, url: StorageUrl, *, pool_size: int, connect_timeout: float) -> None:
         self.url = url
         self.description = url.redacted
+        # SQLAlchemy's async bridge (with its ORM layer and greenlet, ~8 MiB): for PostgreSQL only
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         self._engine: AsyncEngine | None = create_async_engine(
             url.sqlalchemy,
             pool_size=pool_size,

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
 from gateway.console.server import ConsoleWeb, Handler, Notice
@@ -267,7 +266,9 @@ class ConsolePages:
         member = self.member
         if member is None:
             return None
-        from gateway.cluster.roster import read_roster  # redis-py: cluster mode only
+        # redis-py: cluster mode only
+        from gateway.cluster.redis_errors import ANY_REDIS_ERROR
+        from gateway.cluster.roster import read_roster
 
         report = member.report()
         queue = report["queue"]
