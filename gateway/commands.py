@@ -18,20 +18,31 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import ChatType, CommandSpec
-from agent.api import StartedSession, charging, frozen_memory
+from agent.api import (
+    Charge,
+    CompressionOutcome,
+    ModelInfo,
+    SessionStore,
+    StartedSession,
+    charging,
+    frozen_memory,
+)
 from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
 from gateway.access.auth import speaker_of
+from gateway.access.pairing import Pairing
 from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
+from gateway.budgets.service import Budgets
 from gateway.console.links import LINK_SECONDS, LoginLinks
 from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope
-from gateway.conversation.chat_settings import ModelChoice
+from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
-from gateway.cron.manage import Caller
+from gateway.cron.manage import Caller, CronManager
 from gateway.intake.inbox import InboxRow, NoLongerPending
 from gateway.intake.pending import hold_pending
+from gateway.intake.work import WorkQueue
 from gateway.services import Services
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
@@ -43,19 +54,74 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class CommandDesk:
+    """What commands may use of the gateway, and nothing more: built once per command from the
+    gateway's services (:func:`desk_of`), so a command cannot reach for the rest of the house."""
+
+    store: SessionStore  # the chat's sessions, usage and cache misses
+    new_session: Callable[[InboxRow], Awaitable[StartedSession]]  # /new, /reset: under the chat's lease
+    compress: Callable[[InboxRow, Charge], Awaitable[CompressionOutcome | str | None]]  # /compress
+    lanes: WorkQueue  # /stop and whether the chat is busy
+    budgets: Budgets
+    cron: CronManager
+    chat_settings: ChatSettings
+    default_model: ModelChoice  # what new sessions use unless the chat chose another
+    model_info: Callable[[str], ModelInfo]
+    pairing: Pairing
+    wake_sender: Callable[[], None]  # an approval queued its welcome: send it now
+    console_url: Callable[[], str | None]  # None until the console is served
+    login_links: LoginLinks
+    started_at: float
+
+
+@dataclass(frozen=True)
 class CommandContext:
-    services: Services
+    desk: CommandDesk
     row: InboxRow
     args: str
+    is_admin: bool  # decided once, when the command arrived
 
     @property
     def key(self) -> str:
         return self.row.session_key
 
-    @property
-    def is_admin(self) -> bool:
-        message = self.row.message
-        return self.services.authorizer.is_admin(message.platform, message.user_id)
+
+def desk_of(services: Services) -> CommandDesk:
+    """The commands' narrow view of ``services``."""
+    runtime = services.runtime
+
+    async def new_session(row: InboxRow) -> StartedSession:
+        async with hold_pending(services, row) as lease:
+            return await start_session(services, lease, row.message)
+
+    async def compress(row: InboxRow, charge: Charge) -> CompressionOutcome | str | None:
+        """The chat's session compressed now, charged like the asker's turn; a str: why not (a limit)."""
+        async with hold_pending(services, row) as lease:
+            session = await runtime.store.latest_session(row.session_key)
+            if session is None:
+                return None
+            over = await services.budgets.check(charge)
+            if over is not None:
+                return services.budgets.line(over)
+            with charging(charge):
+                return await runtime.agent.compress(lease, session)
+
+    return CommandDesk(
+        store=runtime.store,
+        new_session=new_session,
+        compress=compress,
+        lanes=services.lanes,
+        budgets=services.budgets,
+        cron=runtime.cron,
+        chat_settings=services.chat_settings,
+        default_model=ModelChoice(runtime.provider, runtime.model),
+        model_info=runtime.config.model_info,
+        pairing=services.pairing,
+        wake_sender=services.sender.notify,
+        console_url=lambda: services.console_url,
+        login_links=LoginLinks(runtime.storage),
+        started_at=services.started_at,
+    )
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -105,8 +171,7 @@ async def _reset(context: CommandContext) -> str:
 
 
 async def _fresh_session(context: CommandContext) -> StartedSession:
-    async with hold_pending(context.services, context.row) as lease:
-        return await start_session(context.services, lease, context.row.message)
+    return await context.desk.new_session(context.row)
 
 
 def _with_warnings(text: str, started: StartedSession) -> str:
@@ -115,7 +180,7 @@ def _with_warnings(text: str, started: StartedSession) -> str:
 
 async def _stop(context: CommandContext) -> str:
     try:
-        stopped = await context.services.lanes.cancel_running(context.key)
+        stopped = await context.desk.lanes.cancel_running(context.key)
     except StorageUnavailable as error:
         log.warning("/stop in %s could not reach the cluster: %s", context.key, error)
         return (
@@ -126,27 +191,20 @@ async def _stop(context: CommandContext) -> str:
 
 
 async def _compress(context: CommandContext) -> str:
-    services = context.services
-    runtime = services.runtime
-    charge = services.budgets.for_turn(context.row.message, context.key, is_admin=context.is_admin)
-    async with hold_pending(services, context.row) as lease:
-        session = await runtime.store.latest_session(context.key)
-        if session is None:
-            return NOTHING_TO_COMPRESS
-        over = await services.budgets.check(charge)
-        if over is not None:
-            return f"Not compressed: {services.budgets.line(over)}"
-        with charging(charge):  # the summary is charged like the asker's turn
-            outcome = await runtime.agent.compress(lease, session)
+    budgets = context.desk.budgets
+    charge = budgets.for_turn(context.row.message, context.key, is_admin=context.is_admin)
+    outcome = await context.desk.compress(context.row, charge)
+    if isinstance(outcome, str):
+        return f"Not compressed: {outcome}"
     if outcome is not None and outcome.refused is not None:
-        return f"Not compressed: {services.budgets.line(outcome.refused)}"
+        return f"Not compressed: {budgets.line(outcome.refused)}"
     if outcome is None:
         return NOTHING_TO_COMPRESS
     return outcome.notice or outcome.line()
 
 
 async def _insights(context: CommandContext) -> str:
-    store = context.services.runtime.store
+    store = context.desk.store
     sessions = await store.sessions_for(context.key)
     misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
     purposes = await store.usage_by_purpose(context.key)
@@ -154,7 +212,7 @@ async def _insights(context: CommandContext) -> str:
 
 
 async def _budget(context: CommandContext) -> str:
-    budgets = context.services.budgets
+    budgets = context.desk.budgets
     message = context.row.message
     with_bot = context.is_admin or bool(bot_scope(budgets.settings).limits)
     person = admin_id(message.platform, message.user_id)
@@ -169,15 +227,14 @@ async def _cron(context: CommandContext) -> str:
     scope = memory_scope(message, is_admin=admin)
     chat = chat_of_session_key(context.key)  # None in the terminal
     caller = Caller(context.key, scope, chat, creator=speaker_of(message), admin=admin)
-    return await cron_command(context.services.runtime.cron, caller, context.args)
+    return await cron_command(context.desk.cron, caller, context.args)
 
 
 async def _model(context: CommandContext) -> str:
-    services = context.services
-    runtime = services.runtime
-    current = await runtime.store.latest_session(context.key)
-    chosen = await services.chat_settings.model_for(context.key)
-    upcoming = chosen or ModelChoice(runtime.provider, runtime.model)
+    desk = context.desk
+    current = await desk.store.latest_session(context.key)
+    chosen = await desk.chat_settings.model_for(context.key)
+    upcoming = chosen or desk.default_model
     if not context.args:
         running = f"This chat's session runs on {current.provider}/{current.model}. " if current else ""
         return f"{running}New sessions use {upcoming.provider}/{upcoming.model}. Change with /model NAME."
@@ -187,7 +244,7 @@ async def _model(context: CommandContext) -> str:
             f"'{context.args}' is not a model name. Example: /model claude-haiku-4-5 or /model openai:gpt-5"
         )
     choice = ModelChoice(match.group(1) or upcoming.provider, match.group(2))
-    await services.chat_settings.set_model(context.key, choice)
+    await desk.chat_settings.set_model(context.key, choice)
     keep = f" The current session stays on {current.model} so its cache stays valid." if current else ""
     return (
         f"This chat uses {choice.provider}/{choice.model} from its next session: send /new to start one."
@@ -196,7 +253,7 @@ async def _model(context: CommandContext) -> str:
 
 
 async def _memory(context: CommandContext) -> str:
-    session = await context.services.runtime.store.latest_session(context.key)
+    session = await context.desk.store.latest_session(context.key)
     if session is None:
         return "No conversation yet, so no memory snapshot."
     snapshot = frozen_memory(session.system_prompt)
@@ -206,19 +263,18 @@ async def _memory(context: CommandContext) -> str:
 
 
 async def _status(context: CommandContext) -> str:
-    services = context.services
-    runtime = services.runtime
-    session = await runtime.store.latest_session(context.key)
+    desk = context.desk
+    session = await desk.store.latest_session(context.key)
     try:
-        state = "answering now" if await services.lanes.busy(context.key) else "idle"
+        state = "answering now" if await desk.lanes.busy(context.key) else "idle"
     except StorageUnavailable:
         state = "in an unknown state (the other gateway processes can't be reached)"
-    uptime = int(time.time() - services.started_at)
+    uptime = int(time.time() - desk.started_at)
     lines = [f"Up {uptime // 3600}h {uptime % 3600 // 60}m; this chat is {state}."]
     if session is None:
         lines.append("No session yet.")
     else:
-        window = runtime.config.model_info(session.model).context_length
+        window = desk.model_info(session.model).context_length
         used = session.last_prompt_tokens or 0
         lines.append(
             f"Session {session.id} on {session.provider}/{session.model}: {session.message_count} messages, "
@@ -233,15 +289,15 @@ async def _approve(context: CommandContext) -> str:
         return "Usage: /approve CODE (the code the person got), or /approve PLATFORM CODE."
     platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
     message = context.row.message
-    user = await context.services.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
+    user = await context.desk.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
-    context.services.sender.notify()  # the welcome was queued with the approval
+    context.desk.wake_sender()  # the welcome was queued with the approval
     return f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told."
 
 
 async def _pairing(context: CommandContext) -> str:
-    pairing = context.services.pairing
+    pairing = context.desk.pairing
     pending = await pairing.pending()
     approved = await pairing.approved()
     lines = ["Pending codes:"] + [f"  {p.code} {p.platform}:{p.user_id} {p.user_name}" for p in pending]
@@ -253,20 +309,20 @@ async def _pairing(context: CommandContext) -> str:
 
 
 async def _console(context: CommandContext) -> str:
-    services = context.services
+    console_url = context.desk.console_url()
     message = context.row.message
-    if services.console_url is None:
+    if console_url is None:
         return (
             "The console is not served here: it needs `herald gateway run` with console.enabled, and "
             "HERALD_CONSOLE_TOKEN set when gateway.http_host is not loopback."
         )
     if message.chat_type is not ChatType.DIRECT:
         return "Ask me for /console in a direct chat: a login link must not be shown to a group."
-    secret = await LoginLinks(services.runtime.storage).issue(admin_id(message.platform, message.user_id))
+    secret = await context.desk.login_links.issue(admin_id(message.platform, message.user_id))
     minutes = LINK_SECONDS / 60
     return (
         f"Your console login link (it works once, within {minutes:.0f} minutes):\n"
-        f"{services.console_url}/login?link={secret}"
+        f"{console_url}/login?link={secret}"
     )
 
 
@@ -326,7 +382,9 @@ async def answer_command(services: Services, row: InboxRow) -> None:
     parsed = parse_command(row.message.text)
     name, args = parsed if parsed is not None else ("", "")
     try:
-        reply = await run_command(CommandContext(services, row, args), name)
+        message = row.message
+        is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+        reply = await run_command(CommandContext(desk_of(services), row, args, is_admin), name)
     except (StorageUnavailable, FencedOut, NoLongerPending):
         raise  # the database is down (run again later), the session or the row is another process's
     except Exception:

@@ -172,7 +172,12 @@ async def open_cluster(
                     emulator_url,
                     base_url,
                     storage={"url": database_url},
-                    gateway={"allow_all": True, "http_port": port if index == 0 else 0, **(gateway or {})},
+                    gateway={
+                        "allow_all": True,
+                        "http_port": port if index == 0 else 0,
+                        "stream_edit_interval": 0,  # answers go out by the outbox, where queued() reads them
+                        **(gateway or {}),
+                    },
                     telegram={"mode": "webhook", "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook"},
                     cluster={
                         "redis_url": redis_url,

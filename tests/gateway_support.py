@@ -5,8 +5,6 @@ Everything runs through the real python-telegram-bot and the real anthropic SDK 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,11 +16,11 @@ from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
 from tests.fakes.telegram import SentMessage
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until_awaited
 
 ADMIN = 1
 FRIEND = 2
 STRANGER = 3
-SETTLE_TIMEOUT = 15.0
 
 
 @dataclass
@@ -31,20 +29,20 @@ class Harness:
     fake: FakeTelegram
     emulator: ProviderEmulator
 
-    async def settled(self, timeout: float = SETTLE_TIMEOUT) -> None:  # noqa: ASYNC109 - bounded wait
-        """Wait until every update is confirmed, every message answered and every reply sent."""
+    async def settled(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109 - a bounded wait
+        """Wait until every update is confirmed, every message answered and every reply sent (checked in
+        the order work flows, so nothing slips between two checks)."""
         services = self.gateway.services
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if (
+
+        async def idle() -> bool:
+            return (
                 not self.fake.pending_updates()
-                and services.lanes.depth == 0
                 and not await services.inbox.pending()
+                and services.lanes.depth == 0
                 and await services.outbox.pending_count() == 0
-            ):
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"the gateway did not settle in {timeout}s:\n{self.fake.describe()}")
+            )
+
+        await wait_until_awaited(idle, timeout, what="the gateway idle", describe=self.fake.describe)
 
     def texts(self, chat_id: int, thread_id: int | None = None) -> list[str]:
         """What the bot's visible (not deleted) messages in a chat say now."""

@@ -31,6 +31,7 @@ from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 from gateway.runtime import Runtime
 from tests.emulator import RecordedRequest, Reply, ToolUse
+from tests.fakes.waiting import PROCESS_TIMEOUT
 
 PROJECT_NOTES = "# Project notes\n\n" + "".join(
     f"- Convention {i}: modules stay small, names are precise, and every public function is typed.\n"
@@ -200,7 +201,12 @@ def herald_process(
     """``herald ARGS`` in a new process (about 3 s: the SDK import): only where a process boundary matters."""
     environment = {**os.environ, "HERALD_HOME": str(home.root), **(env or {})}
     done = subprocess.run(
-        [*HERALD, *args], env=environment, capture_output=True, timeout=60, cwd=Path.cwd(), input=stdin
+        [*HERALD, *args],
+        env=environment,
+        capture_output=True,
+        timeout=PROCESS_TIMEOUT,
+        cwd=Path.cwd(),
+        input=stdin,
     )
     return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
 

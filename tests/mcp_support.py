@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 from agent.store import SessionRecord
@@ -13,9 +10,9 @@ from gateway.config import HeraldConfig
 from gateway.runtime import Runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes.waiting import wait_until
 from tests.helpers import SPEC, run_turn
 
-WAIT_TIMEOUT = 10.0
 STDIO_SERVER = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"]}
 # What `npx -y @modelcontextprotocol/server-nope` writes to stderr (npm 10): npm's update notice comes last.
 NPX_NOT_FOUND = """\
@@ -56,18 +53,11 @@ def catalogue(runtime: Runtime) -> list[str]:
 
 async def wait_for_catalogue(runtime: Runtime, present: str | None = None, absent: str | None = None) -> None:
     """Until the catalogue has ``present`` and lacks ``absent`` (a server re-lists after a change)."""
-    deadline = time.monotonic() + WAIT_TIMEOUT
-    while not ((present is None or present in catalogue(runtime)) and absent not in catalogue(runtime)):
-        assert time.monotonic() < deadline, f"catalogue never changed: {catalogue(runtime)}"
-        await asyncio.sleep(0.02)
-
-
-async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:  # noqa: ASYNC109
-    """Until ``condition`` holds (a server process started so often, ...)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
-        await asyncio.sleep(0.02)
+    await wait_until(
+        lambda: (present is None or present in catalogue(runtime)) and absent not in catalogue(runtime),
+        what=f"the catalogue with {present or 'nothing new'} and without {absent or 'nothing'}",
+        describe=lambda: f"the catalogue: {catalogue(runtime)}",
+    )
 
 
 async def stored(runtime: Runtime, session_id: str) -> SessionRecord:

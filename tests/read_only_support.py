@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from gateway.home import HeraldHome
+from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.helpers import Ran
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def herald_on_read_only_home(home: HeraldHome, *commands: list[str]) -> list[Ran
         ["unshare", "-m", "sh", "-c", script, sys.executable, child, json.dumps(commands)],
         env={**os.environ, "HOME_DIR": str(home.root), "HERALD_HOME": str(home.root)},
         capture_output=True,
-        timeout=120,
+        timeout=PROCESS_TIMEOUT,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return [Ran(*result) for result in json.loads(done.stdout)]

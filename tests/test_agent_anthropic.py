@@ -13,6 +13,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes.waiting import WAIT_TIMEOUT
 from tests.helpers import (
     SPEC,
     EventLog,
@@ -289,7 +290,7 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
         runtime.store.get_todos = slow_todos  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
         task = asyncio.create_task(run_turn(runtime, session, "start something long"))
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -377,7 +378,7 @@ async def test_usage_is_recorded_per_request(
 async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.stream_delay = 0.05
+    emulator.hold_streams()  # the answer stops half-way until the turn is cancelled
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         first_text = asyncio.Event()
@@ -388,7 +389,7 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
 
         emulator.script(Reply(text_tokens=400))
         task = asyncio.create_task(run_turn(runtime, session, "tell me a long story", on_event))
-        await asyncio.wait_for(first_text.wait(), 5)
+        await asyncio.wait_for(first_text.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

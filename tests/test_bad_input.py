@@ -49,6 +49,7 @@ async def test_the_agent_cleans_text_from_any_caller_and_stores_what_it_sends(
     assert without_markers(emulator.requests[-1].json["messages"][-1]) == user.payload
 
 
+@pytest.mark.slow
 def test_piped_input_that_is_not_utf8_is_answered(
     emulator: ProviderEmulator, served: str, home: HeraldHome
 ) -> None:

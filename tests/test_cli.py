@@ -27,6 +27,7 @@ from tests.helpers import (
 )
 
 
+@pytest.mark.slow
 def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
@@ -158,6 +159,7 @@ async def test_compress_command_in_the_chat(
     assert len(prompt_hashes(requests)) == 1
 
 
+@pytest.mark.slow
 def test_hygiene_runs_before_each_chat_q_turn(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
@@ -259,4 +261,3 @@ def test_a_one_shot_text_given_wrong_is_a_usage_error_in_one_sentence(
     result = herald("chat", *args)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"herald: {said}") and result.stderr.count("\n") == 1
-

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agent.events import TextDelta, TurnEvent
 from agent.memory import user_scope
 from agent.session import SessionSpec
@@ -11,6 +13,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 from tests.helpers import assert_well_formed, new_session, run_turn
 
 SESSIONS = 300
@@ -26,6 +29,7 @@ def spec(number: int) -> SessionSpec:
     )
 
 
+@pytest.mark.slow
 async def test_three_hundred_sessions_at_once_are_all_answered_in_order_under_the_cap(
     emulator: ProviderEmulator, home: HeraldHome
 ) -> None:
@@ -58,9 +62,7 @@ async def test_a_slow_consumer_does_not_hold_the_model_stream_open(
     received: list[str] = []
 
     async def watch_model_call() -> None:
-        limiter = runtime.limiter
-        while not (received and limiter.in_flight == 0):  # noqa: ASYNC110 - polling another object's counter
-            await asyncio.sleep(0.005)
+        await wait_until(lambda: received and runtime.limiter.in_flight == 0, what="the model call over")
         stream_done.set()
 
     async def slow_consumer(event: TurnEvent) -> None:
@@ -72,7 +74,8 @@ async def test_a_slow_consumer_does_not_hold_the_model_stream_open(
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         watcher = asyncio.create_task(watch_model_call())
-        result = await asyncio.wait_for(run_turn(runtime, session, "a long answer please", slow_consumer), 20)
+        turn = run_turn(runtime, session, "a long answer please", slow_consumer)
+        result = await asyncio.wait_for(turn, WAIT_TIMEOUT)
         await watcher
     assert "".join(received) == result.text
     assert len(received) < 10  # what piled up while the consumer waited arrived merged

@@ -24,20 +24,13 @@ from gateway.home.database import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
+from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
 from tests.helpers import chat_in_terminal, herald_cli, prompt_hashes, write_project_notes
 
-pytestmark = pytest.mark.timeout(60)
 
-WAIT = 15.0
-
-
-async def eventually(check: Callable[[], object], what: str, timeout: float = WAIT) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+async def eventually(check: Callable[[], object], what: str) -> None:
+    await wait_until(check, what=what)
 
 
 async def job_state(harness: Harness, job_id: str) -> CronJob:
@@ -47,11 +40,12 @@ async def job_state(harness: Harness, job_id: str) -> CronJob:
 
 
 async def until_status(harness: Harness, job_id: str, *statuses: RunStatus) -> CronJob:
-    deadline = time.monotonic() + WAIT
-    while (job := await job_state(harness, job_id)).last_status not in statuses:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} stayed {job.last_status}, expected one of {statuses}")
-        await asyncio.sleep(0.02)
+    async def settled() -> CronJob | None:
+        job = await job_state(harness, job_id)
+        return job if job.last_status in statuses else None
+
+    job = await wait_until_awaited(settled, what=f"job {job_id} in one of {statuses}")
+    assert job is not None
     return job
 
 

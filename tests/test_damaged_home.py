@@ -127,7 +127,7 @@ def test_every_command_on_a_damaged_home_ends_in_a_sentence_not_a_traceback(
         assert "unexpected error" not in result.stderr, (command, result.stderr)
 
 
-@pytest.mark.sqlite_only  # the SQLite file itself
+@pytest.mark.sqlite_itself  # the SQLite file itself
 @pytest.mark.parametrize("damage", ["garbage database", "truncated database"])
 def test_a_damaged_database_is_copied_first_and_the_user_told_how_to_start_fresh(
     damage: str, home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
@@ -144,7 +144,7 @@ def test_a_damaged_database_is_copied_first_and_the_user_told_how_to_start_fresh
     assert oct(backup.stat().st_mode & 0o777) == oct(0o600)
 
 
-@pytest.mark.sqlite_only  # the SQLite file itself
+@pytest.mark.sqlite_itself  # the SQLite file itself
 def test_a_read_only_database_says_what_to_do(
     home: HeraldHome, herald: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +177,8 @@ def test_a_home_without_write_permission_says_what_to_do(
     assert result.returncode == 2 and "Permission denied" in result.stderr
 
 
-@pytest.mark.sqlite_only  # the SQLite file itself
+@pytest.mark.slow
+@pytest.mark.sqlite_itself  # the SQLite file itself
 def test_the_binary_exits_2_without_a_traceback_on_a_garbage_database(home: HeraldHome) -> None:
     """A real process: its exit code and stderr are the point."""
     home.db_path.write_bytes(b"this is not a database" * 100)
@@ -216,7 +217,8 @@ def test_a_database_error_shows_neither_its_statement_nor_the_values_it_carried(
     assert "private" not in result.stderr and "INSERT" not in result.stderr
 
 
-@pytest.mark.sqlite_only  # state.db in the home
+@pytest.mark.slow
+@pytest.mark.sqlite_itself  # state.db in the home
 @pytest.mark.skipif(not can_mount_read_only(), reason="needs unshare and mount (a read-only bind mount)")
 def test_reports_and_listings_work_on_a_read_only_home_and_the_rest_say_why_they_cannot(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald: Callable[..., Ran]

@@ -44,7 +44,7 @@ def test_a_healthy_home_passes(emulator: ProviderEmulator, served: str, home: He
     assert "[skip] web search: not enabled (web.search.provider is not set).\n" in result.stdout
 
 
-@pytest.mark.sqlite_only  # a damaged state.db
+@pytest.mark.sqlite_itself  # a damaged state.db
 def test_problems_are_listed_with_what_to_do(
     home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,7 +288,7 @@ def test_speech_to_text_without_its_key_is_a_problem_with_the_fix(
     assert "secret-value" not in result.stdout
 
 
-@pytest.mark.sqlite_only  # states of a PostgreSQL of its own
+@pytest.mark.own_database  # states of a PostgreSQL of its own
 def test_doctor_checks_the_postgresql_it_is_configured_for_without_printing_credentials(
     home: HeraldHome, herald, monkeypatch: pytest.MonkeyPatch, postgresql_database: str
 ) -> None:

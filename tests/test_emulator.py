@@ -28,9 +28,8 @@ from openai import AsyncOpenAI
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.emulator.blocks import openai_serialize
 from tests.emulator.tokens import block_tokens
+from tests.fakes.waiting import WAIT_TIMEOUT
 from tests.media_files import pdf, transparent_png
-
-pytestmark = pytest.mark.timeout(30)
 
 SONNET = "claude-sonnet-4-5"  # 1024-token minimum; claude-sonnet-4-6 needs 2048
 EPHEMERAL: Any = {"type": "ephemeral"}
@@ -626,9 +625,9 @@ def test_module_entry_point_serves() -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         url = line.split()[3]
-        with anthropic.Anthropic(base_url=url, api_key="t", max_retries=0, timeout=5) as client:
+        with anthropic.Anthropic(base_url=url, api_key="t", max_retries=0, timeout=WAIT_TIMEOUT) as client:
             msg = client.messages.create(model=SONNET, max_tokens=20, messages=[user("ping")])
         assert msg.content[0].text.startswith("Emulated reply 1 to: ping")  # type: ignore[union-attr]
     finally:
         proc.terminate()
-        proc.wait(timeout=5)
+        proc.wait(timeout=WAIT_TIMEOUT)

@@ -14,6 +14,7 @@ from agent.db.connect import open_storage
 from agent.db.fencing import Fence, FencedOut, check_fences, fenced, issue_token, newest_token
 from agent.db.schema import session_fences
 from agent.db.urls import parse_storage_url
+from tests.fakes.waiting import WAIT_TIMEOUT
 
 KEY = "telegram:chat:42"
 
@@ -54,7 +55,7 @@ async def test_a_process_stopped_inside_a_fenced_write_does_not_hold_the_session
             await conn.begin()
             await conn.run_sync(lambda sync: check_fences(sync, (Fence(KEY, first),)))  # the row is locked
             # ... and the process stops here, its transaction open.
-            second = await asyncio.wait_for(issue_token(other, KEY), 10)
+            second = await asyncio.wait_for(issue_token(other, KEY), WAIT_TIMEOUT)
             assert second == first + 1
             with pytest.raises(sa.exc.DBAPIError):  # the stopped one wakes to a closed connection
                 await conn.execute(sa.select(1))

@@ -24,11 +24,10 @@ from gateway.intake.inbox import Inbox, InboxState
 from gateway.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
-from tests.gateway_support import ADMIN, FRIEND, gateway_config, telegram_gateway
+from tests.fakes.waiting import wait_until
+from tests.gateway_support import ADMIN, FRIEND, Harness, gateway_config, telegram_gateway
 from tests.helpers import ChatResponder
 from tests.state_support import put_memory
-
-pytestmark = pytest.mark.timeout(60)
 
 
 def last_user_text(request_json: dict) -> str:
@@ -36,9 +35,13 @@ def last_user_text(request_json: dict) -> str:
 
 
 async def wait_for_requests(emulator: ProviderEmulator, count: int) -> None:
-    async with asyncio.timeout(10):
-        while len(emulator.requests) < count:  # noqa: ASYNC110 - the emulator has no event to wait on
-            await asyncio.sleep(0.01)
+    await wait_until(lambda: len(emulator.requests) >= count, what=f"{count} model request(s)")
+
+
+async def answering_half_way(harness: Harness) -> None:
+    """Until the held answer (``hold_streams``) stopped half-way with part of it in the chat."""
+    await wait_until(lambda: harness.emulator.holding, what="the answer held half-way")
+    await harness.fake.wait_for(lambda: harness.texts(FRIEND), what="part of the answer in the chat")
 
 
 async def test_queue_policy_answers_messages_of_a_chat_in_order(
@@ -58,14 +61,13 @@ async def test_queue_policy_answers_messages_of_a_chat_in_order(
 async def test_interrupt_policy_cancels_the_running_turn_for_the_newest_message(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.stream_delay = 0.05
     emulator.script(Reply(text_tokens=400), Reply(text="Answer to the second."))
+    emulator.hold_streams()
     async with telegram_gateway(
         home, emulator, emulator_url, gateway={"busy_policy": "interrupt"}
     ) as harness:
         harness.fake.private_message(FRIEND, "a long question")
-        await wait_for_requests(emulator, 1)
-        await asyncio.sleep(0.2)
+        await answering_half_way(harness)
         harness.fake.private_message(FRIEND, "never mind, this instead")
         await harness.settled()
         answers = harness.texts(FRIEND)
@@ -110,12 +112,11 @@ async def test_an_interrupt_that_cannot_get_through_leaves_the_turn_to_finish_an
 async def test_stop_cancels_the_running_answer(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.stream_delay = 0.05
     emulator.script(Reply(text_tokens=400))
+    emulator.hold_streams()
     async with telegram_gateway(home, emulator, emulator_url) as harness:
         harness.fake.private_message(FRIEND, "tell me everything")
-        await wait_for_requests(emulator, 1)
-        await asyncio.sleep(0.2)
+        await answering_half_way(harness)
         harness.fake.private_message(FRIEND, "/stop")
         await harness.settled()
         texts = harness.texts(FRIEND)
@@ -131,8 +132,8 @@ async def test_a_stop_whose_row_cannot_be_closed_is_still_a_stop_and_not_answere
 ) -> None:
     """The database is away just as /stop closes the row: the turn stays stopped (the row stays pending
     for the restart to look at), it is not run again as if the database had interrupted it."""
-    emulator.stream_delay = 0.05
-    emulator.script(Reply(text_tokens=400), Reply(text="never asked for"))
+    emulator.script(Reply(text_tokens=400), Reply(text="Answer to the next message."))
+    emulator.hold_streams()
     async with telegram_gateway(home, emulator, emulator_url) as harness:
         replies = harness.gateway.services.replies
         queue = replies.queue
@@ -144,17 +145,17 @@ async def test_a_stop_whose_row_cannot_be_closed_is_still_a_stop_and_not_answere
 
         replies.queue = database_away_when_closing_as_cancelled  # type: ignore[method-assign]
         harness.fake.private_message(FRIEND, "tell me everything")
-        await wait_for_requests(emulator, 1)
-        await asyncio.sleep(0.2)
+        await answering_half_way(harness)
         harness.fake.private_message(FRIEND, "/stop")
-        async with asyncio.timeout(10):
-            while "Stopped." not in harness.texts(FRIEND):  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(1.5)  # a retry of the stopped turn would have asked the model again by now
-        assert len(emulator.requests) == 1
-        assert not any("never asked for" in text for text in harness.texts(FRIEND))
+        await harness.fake.wait_for(lambda: "Stopped." in harness.texts(FRIEND), what="Stopped.")
+        # The chat's next message is answered after anything still queued for it (a retry of the
+        # stopped turn would ask the model again first).
+        harness.fake.private_message(FRIEND, "next message")
+        await harness.fake.wait_for(lambda: "Answer to the next message." in harness.texts(FRIEND))
+    assert [last_user_text(r.json) for r in emulator.requests] == ["tell me everything", "next message"]
 
 
+@pytest.mark.slow
 async def test_session_hygiene_runs_before_the_turn_and_says_so_in_one_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
@@ -306,7 +307,7 @@ async def test_a_restart_delivers_a_finished_turn_and_redoes_a_cut_off_one(
         emulator.script(Reply(text="Four, again."))
         async with open_gateway(config, home, environ={"TELEGRAM_BOT_TOKEN": fake.token}) as gateway:
             await fake.wait_for(lambda: fake.messages(FRIEND), what="the answer after the restart")
-            await asyncio.sleep(0.3)
+            await Harness(gateway, fake, emulator).settled()
             store = gateway.services.runtime.store
             [session] = await store.list_sessions()
             history = await store.load_messages(session.id)

@@ -6,7 +6,6 @@ cache discipline as Telegram.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -28,8 +27,7 @@ from gateway.home.database import open_home_storage
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeDiscord, FakeTelegram
-
-pytestmark = pytest.mark.timeout(60)
+from tests.fakes.waiting import wait_until_awaited
 
 ADMIN = 1001
 FRIEND = 1002
@@ -49,27 +47,22 @@ class Harness:
     fake: FakeDiscord
     emulator: ProviderEmulator
 
-    async def settled(self, timeout: float = 15.0) -> None:  # noqa: ASYNC109 - a bounded wait
-        """Quiet for a while: nothing queued, pending or unsent, and no new inbox row (Discord has no
-        delivery receipts like Telegram's offsets, so "quiet" is the only signal)."""
+    async def settled(self) -> None:
+        """Wait until every event sent so far was read by discord.py, handed to the gateway, answered
+        and the answers sent (checked in the order work flows, so nothing slips between two checks)."""
+        await self.fake.wait_received()
         services = self.gateway.services
-        deadline = time.monotonic() + timeout
-        quiet, rows = 0, -1
-        while time.monotonic() < deadline:
-            count = await services.runtime.storage.read(
-                lambda conn: conn.execute(sa.select(sa.func.count()).select_from(schema.inbox)).scalar_one()
-            )
-            idle = (
-                services.lanes.depth == 0
+        [adapter] = [a for a in self.gateway.adapters if isinstance(a, DiscordAdapter)]
+
+        async def idle() -> bool:
+            return (
+                adapter.inbound_backlog == 0
                 and not await services.inbox.pending()
+                and services.lanes.depth == 0
                 and await services.outbox.pending_count() == 0
             )
-            quiet = quiet + 1 if idle and count == rows else 0
-            rows = count
-            if quiet >= 5:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"the gateway did not settle:\n{self.fake.describe()}")
+
+        await wait_until_awaited(idle, what="the gateway idle", describe=self.fake.describe)
 
     def texts(self, channel_id: int) -> list[str]:
         return [m.content for m in self.fake.messages(channel_id) if not m.deleted]
@@ -312,7 +305,6 @@ async def test_a_message_replayed_after_a_reconnect_is_answered_once(
         fake.force_reconnect(resume=True)
         await fake.wait_for_session()
         fake.replay(int(sent["id"]))
-        await asyncio.sleep(0.3)
         await harness.settled()
         answers = harness.texts(fake.dm_channel(FRIEND))
     assert len(answers) == 1 and len(emulator.requests) == 1
@@ -339,8 +331,8 @@ async def test_one_gateway_serves_telegram_and_discord_at_once(
             assert sorted(a.platform for a in gateway.adapters) == ["discord", "telegram"]
             telegram.private_message(7, "from Telegram")
             discord.dm_message(FRIEND, "from Discord")
-            await telegram.wait_for(lambda: telegram.messages(7), 15.0)
-            await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)), 15.0)
+            await telegram.wait_for(lambda: telegram.messages(7))
+            await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)))
             sessions = await gateway.services.runtime.store.list_sessions()
     assert sorted(s.session_key for s in sessions) == [
         f"discord:dm:{discord.dm_channel(FRIEND)}",
@@ -373,9 +365,15 @@ async def test_a_reply_still_in_the_outbox_at_shutdown_is_sent_once_after_the_re
     async with discord_gateway(home, emulator, emulator_url, fake, stream=False) as harness:
         fake.fail_next("POST /channels/*/messages", 429, retry_after=120)  # longer than a send may wait
         fake.dm_message(FRIEND, "hello?")
-        await fake.wait_for(lambda: fake.calls_to("POST /channels/{channel_id}/messages"), 10.0)
-        await asyncio.sleep(0.3)
-        assert await harness.gateway.services.outbox.pending_count() == 1
+        await fake.wait_for(lambda: fake.calls_to("POST /channels/{channel_id}/messages"))
+        outbox = harness.gateway.services.outbox
+
+        async def postponed() -> bool:  # refused for two minutes: it waits in the outbox, not given up
+            due = await outbox.next_attempt_at({"discord": None})
+            return due is not None and due > time.time() + 60
+
+        await wait_until_awaited(postponed, what="the reply postponed")
+        assert await outbox.pending_count() == 1
     async with open_home_storage(home) as storage:  # two minutes pass
         await storage.write(lambda conn: conn.execute(sa.update(schema.outbox).values(next_attempt_at=0)))
     async with discord_gateway(home, emulator, emulator_url, fake) as harness:
@@ -393,16 +391,13 @@ async def test_a_deferred_slash_command_is_answered_in_its_interaction_after_a_r
     quick_drain = {"drain_timeout": 0.1}
     async with discord_gateway(home, emulator, emulator_url, fake, gateway=quick_drain) as harness:
         fake.guild_message(channel, FRIEND, "think hard", mention_bot=True, username="ada")
-        await fake.wait_for(lambda: emulator.requests, 10.0, what="the turn's model request")
+        await fake.wait_for(lambda: emulator.requests, what="the turn's model request")
         payload = fake.interaction("new", user_id=FRIEND, channel_id=channel, guild_id=fake.guild_id)
         iid = payload["id"]
         inbox = harness.gateway.services.inbox
-        for _ in range(250):  # deferred, recorded and stored, waiting behind the turn
-            if await inbox.find("discord", str(channel), iid) is not None:
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError(f"/new was not stored:\n{fake.describe()}")
+        await wait_until_awaited(  # deferred, recorded and stored, waiting behind the turn
+            lambda: inbox.find("discord", str(channel), iid), what="/new stored", describe=fake.describe
+        )
     assert [r.kind for r in fake.interaction_responses(int(iid))] == ["callback"]  # only "thinking…"
     emulator.script(Reply(text="Thought it through."))
     async with discord_gateway(home, emulator, emulator_url, fake) as harness:  # a new process

@@ -23,8 +23,6 @@ from tests.media_files import corrupt_jpeg, huge_png_header, image_file, pdf, ph
 from tests.test_gateway_discord import FRIEND as DISCORD_FRIEND
 from tests.test_gateway_discord import discord_gateway
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
     content = body["messages"][-1]["content"]
@@ -409,9 +407,7 @@ async def test_a_transcript_is_echoed_once_when_a_turn_is_resumed_after_a_restar
     quick = {"drain_timeout": 0.1}
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo, gateway=quick) as harness:
         fake.private_message(FRIEND, "", voice=voice_note("call me back"))
-        await fake.wait_for(
-            lambda: harness.texts(FRIEND) and emulator.requests, 10, what="echo, then the model"
-        )
+        await fake.wait_for(lambda: harness.texts(FRIEND) and emulator.requests, what="echo, then the model")
     emulator.script(Reply(text="Will do."))
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, stt=echo) as harness:
         await harness.settled()
@@ -447,7 +443,7 @@ async def test_a_transcript_is_echoed_when_the_first_attempt_stopped_before_echo
 async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.media.documents
+    import agent.api
     import gateway.conversation.media
 
     release = threading.Event()
@@ -457,7 +453,7 @@ async def test_a_file_that_takes_too_long_to_read_is_given_up_on_with_a_line(
         raise AssertionError("given up on: never used")
 
     monkeypatch.setattr(gateway.conversation.media, "PREPARE_SECONDS", 0.05)
-    monkeypatch.setattr(agent.media.documents, "prepare_document", stuck)
+    monkeypatch.setattr(agent.api, "prepare_document", stuck)  # the door the gateway reads it through
     try:
         async with telegram_gateway(home, emulator, emulator_url) as harness:
             harness.fake.private_message(

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
-
-import pytest
 
 from agent.side import REVIEW_TASK
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes import FakeTelegram
+from tests.fakes.waiting import wait_until
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.helpers import write_project_notes
-
-pytestmark = pytest.mark.timeout(60)
 
 FACT = "Ada's favourite editor is Helix."
 
@@ -37,14 +33,20 @@ class ReviewingModel:
         return Reply(text_tokens=150)
 
 
+def reviews(emulator: ProviderEmulator) -> list[RecordedRequest]:
+    return [r for r in emulator.requests if is_review(r)]
+
+
 async def reviews_done(harness: Harness, count: int) -> list[RecordedRequest]:
     """Wait for ``count`` finished review requests and no review running."""
-    async with asyncio.timeout(15):
-        while True:
-            reviews = [r for r in harness.emulator.requests if is_review(r)]
-            if len(reviews) >= count and harness.gateway.services.reviews.running == 0:
-                return reviews
-            await asyncio.sleep(0.02)
+
+    def done() -> list[RecordedRequest] | None:
+        found = reviews(harness.emulator)
+        return found if len(found) >= count and harness.gateway.services.reviews.running == 0 else None
+
+    found = await wait_until(done, what=f"{count} review(s) done")
+    assert found is not None
+    return found
 
 
 async def test_a_review_runs_every_n_turns_from_the_cache_and_saves_for_the_next_session(
@@ -75,15 +77,22 @@ async def test_a_review_runs_every_n_turns_from_the_cache_and_saves_for_the_next
 async def test_a_live_turn_cancels_a_running_review(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.responder = ReviewingModel()
+    model = ReviewingModel()
+
+    def hold_the_first_review(body: dict[str, Any], api: str) -> Reply | None:
+        if not reviews(emulator):  # this request is the first review: it stops half-way
+            model_is_reviewing = "[Herald: background review]" in json.dumps(body["messages"][-1])
+            if model_is_reviewing:
+                emulator.hold_streams()
+        return model(body, api)
+
+    emulator.responder = hold_the_first_review
     async with telegram_gateway(home, emulator, emulator_url, review={"every_turns": 1}) as harness:
-        emulator.stream_delay = 0.2  # the review's first request streams slowly
         harness.fake.private_message(FRIEND, "first")
-        async with asyncio.timeout(15):
-            while not [r for r in emulator.requests if is_review(r)]:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: emulator.holding, what="the review answering half-way")
         harness.fake.private_message(FRIEND, "second, right away")
-        emulator.stream_delay = 0.0
+        await wait_until(lambda: not emulator.holding, what="the review cancelled by the live turn")
+        emulator.release_streams()
         await harness.settled()
         answers = harness.texts(FRIEND)
         await reviews_done(harness, 2)  # the one cancelled, and the one after the second turn
@@ -126,9 +135,11 @@ async def test_a_failed_turn_does_not_count_towards_the_next_review(
         await harness.settled()
         harness.fake.private_message(FRIEND, "this one is answered")
         await harness.settled()
-        await asyncio.sleep(0.2)  # a review, if one were due, would have started
         store = harness.gateway.services.runtime.store
         [session] = await store.list_sessions()
         unreviewed = await store.turns_since_review(session.id)
+        harness.fake.private_message(FRIEND, "and this one makes two")
+        [review] = await reviews_done(harness, 1)  # due now, so it was not due after the first answer
     assert unreviewed == 1
-    assert not [r for r in emulator.requests if is_review(r)]
+    third = next(i for i, r in enumerate(emulator.requests) if "makes two" in json.dumps(r.json["messages"]))
+    assert emulator.requests.index(review) > third  # the first review came after the third message

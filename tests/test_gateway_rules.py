@@ -22,6 +22,7 @@ from gateway.delivery.outbox import Operation
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.stream import answer_operations, render
 from gateway.intake.lanes import INTERRUPTED, Lanes
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 
 
 def message(chat_type: ChatType = ChatType.DIRECT, **fields: object) -> InboundMessage:
@@ -149,11 +150,11 @@ async def test_lanes_run_one_item_per_key_in_order_and_leave_nothing_behind() ->
     lanes.submit(Item("a", "a1"))
     lanes.submit(Item("a", "a2"))
     lanes.submit(Item("b", "b1"))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: "end b1" in log, what="b1 done while a1 waits")
     assert log == ["start a1", "start b1", "end b1"]  # b is not blocked by a
     assert await lanes.busy("a") and lanes.depth == 2
     release.set()
-    assert await lanes.drain(1.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert log[3:] == ["end a1", "start a2", "end a2"]
     assert lanes.active == 0 and lanes.depth == 0
 
@@ -167,10 +168,12 @@ def test_work_that_is_not_served_is_refused() -> None:
 async def test_cancel_running_interrupts_only_the_running_item() -> None:
     reasons: list[str] = []
     ran: list[str] = []
+    began: list[str] = []
 
     async def run(item: Item) -> None:
         if item.name == "long":
             try:
+                began.append(item.name)
                 await asyncio.sleep(30)
             except asyncio.CancelledError as cancel:
                 reasons.append(str(cancel.args[0]))
@@ -180,9 +183,9 @@ async def test_cancel_running_interrupts_only_the_running_item() -> None:
     lanes = lanes_running(4, run)
     lanes.submit(Item("a", "long"))
     lanes.submit(Item("a", "next"))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: began, what="the long item running")
     assert await lanes.cancel_running("a")
-    assert await lanes.drain(1.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert reasons == [INTERRUPTED] and ran == ["next"]
     assert not await lanes.cancel_running("a")
 
@@ -201,7 +204,7 @@ async def test_the_global_cap_bounds_work_over_all_keys() -> None:
     lanes = lanes_running(2, run)
     for key in range(6):
         lanes.submit(Item(str(key), "job"))
-    assert await lanes.drain(2.0)
+    assert await lanes.drain(WAIT_TIMEOUT)
     assert most == 2
 
 
@@ -247,15 +250,14 @@ async def test_shutdown_starts_no_item_that_was_waiting_for_the_cap() -> None:
 
     async def run(item: Item) -> None:
         started.append(item.name)
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(3600)
 
     lanes = lanes_running(1, run)
     lanes.submit(Item("a", "a"))
     lanes.submit(Item("b", "b"))  # waits for the cap
-    await asyncio.sleep(0.05)
-    began = time.monotonic()
-    await asyncio.wait_for(lanes.shutdown(), 5.0)
-    assert started == ["a"] and time.monotonic() - began < 1.0
+    await wait_until(lambda: started == ["a"], what="a running")
+    await asyncio.wait_for(lanes.shutdown(), WAIT_TIMEOUT)  # a is cancelled, not waited for
+    assert started == ["a"]
     assert lanes.depth == 0
 
 

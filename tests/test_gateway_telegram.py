@@ -11,8 +11,6 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import ADMIN, FRIEND, STRANGER, telegram_gateway
 from tests.helpers import prompt_hashes
 
-pytestmark = pytest.mark.timeout(60)
-
 LONG_ANSWER = "\n\n".join(
     f"## Part {n}\n\n" + "Some explanation of the step. " * 40 + f"\n\n```python\ndef step_{n}():\n"
     + "    return compute(value) + 1\n" * 30 + "```"
@@ -33,10 +31,12 @@ def user_messages(request_json: dict) -> list[str]:
 async def test_a_direct_message_is_answered_by_streaming_into_one_message(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.stream_delay = 0.01
     emulator.script(Reply(text="**Hello** Ada, " + "here is a longer answer. " * 30))
+    emulator.hold_streams()  # half the answer is shown before the rest arrives
     async with telegram_gateway(home, emulator, emulator_url) as harness:
         harness.fake.private_message(FRIEND, "Hi there", first_name="Ada")
+        await harness.fake.wait_for(lambda: emulator.holding and harness.visible(FRIEND), what="half")
+        emulator.release_streams()
         await harness.settled()
         [answer] = harness.visible(FRIEND)
         typing = harness.fake.typing_actions(FRIEND)
@@ -240,7 +240,7 @@ async def test_insights_tables_arrive_as_preformatted_text_without_headings(
     for header in ("session ", "by purpose "):
         start = report.text.index(header)
         dashes = report.text.index("-" * 40, start)  # the line under it, shown as it is
-        assert any(
-            e["offset"] <= start and dashes < e["offset"] + e["length"] for e in report.entities
-        ), header  # the header line and the line under it are inside one pre block
+        assert any(e["offset"] <= start and dashes < e["offset"] + e["length"] for e in report.entities), (
+            header
+        )  # the header line and the line under it are inside one pre block
     assert "Hello there" in report.text and "main turns (1 requests)" in report.text

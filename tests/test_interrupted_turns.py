@@ -24,6 +24,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until_sync
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn
 
 CALL = ToolCall("call_1", "todo", "{}")
@@ -98,14 +99,15 @@ def wait_until_streaming(emulator: ProviderEmulator, process: subprocess.Popen[b
     raise AssertionError(f"the answer to {text!r} never streamed (process exit code {process.poll()})")
 
 
+@pytest.mark.slow
 def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
     """A real process, killed (SIGKILL) while the answer streams: nothing of it can run any more."""
     point_at(home, served)
     assert herald("chat", "-q", "first").returncode == 0
-    emulator.stream_delay = 0.2
     emulator.script(Reply(text_tokens=400))
+    emulator.hold_streams()  # the answer stops half-way: the kill comes mid-stream
     environment = {**os.environ, "HERALD_HOME": str(home.root)}
     process = subprocess.Popen(
         [*HERALD, "chat", "-q", "tell me a long story", "--continue"],
@@ -114,11 +116,10 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until_streaming(emulator, process, "tell me a long story")
+        wait_until_sync(lambda: emulator.holding, PROCESS_TIMEOUT, what="the answer streaming")
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-    emulator.stream_delay = 0.0
     emulator.script(Reply(text="Here you go."))
     result = herald("chat", "-q", "next question", "--continue")
     assert (result.returncode, result.stdout) == (0, "Here you go.\n"), result.stderr
@@ -128,6 +129,7 @@ def test_resuming_after_a_killed_process_closes_the_turn_and_says_so(
     assert [m["role"] for m in request.json["messages"]] == ["user", "assistant", "user"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_a_one_shot_question_stops_the_answer_and_exits_at_once(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
@@ -166,7 +168,7 @@ def test_ctrl_c_on_a_one_shot_question_stops_the_answer_and_exits_at_once(
 async def test_a_stopped_answer_is_still_counted(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, provider: str
 ) -> None:
-    emulator.stream_delay = 0.05
+    emulator.hold_streams()  # the answer stops half-way until the turn is cancelled
     async with open_agent_runtime(make_config(emulator_url, provider), home) as runtime:
         session = await new_session(runtime)
         streaming = asyncio.Event()
@@ -177,7 +179,7 @@ async def test_a_stopped_answer_is_still_counted(
 
         emulator.script(Reply(text_tokens=400))
         task = asyncio.create_task(run_turn(runtime, session, "tell me a long story", on_event))
-        await asyncio.wait_for(streaming.wait(), 5)
+        await asyncio.wait_for(streaming.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

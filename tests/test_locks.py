@@ -18,9 +18,11 @@ from agent.db.urls import parse_storage_url
 from agent.locks import DatabaseSessionLocks, LocalSessionLocks, LockNotHeld, LockTimeout, owner_alive
 from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
+from gateway.home.database import open_home_storage
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until
 from tests.helpers import new_session, run_turn
 
 
@@ -61,16 +63,18 @@ async def test_the_agent_refuses_to_work_without_the_sessions_lease(
 async def test_local_locks_serve_waiters_in_order_and_forget_idle_keys() -> None:
     locks = LocalSessionLocks()
     order: list[int] = []
+    asked: list[int] = []
 
     async def worker(number: int) -> None:
+        asked.append(number)  # and in the same step it queues for the lock
         async with locks.hold("chat"):
             order.append(number)
             await asyncio.sleep(0)
 
     async with locks.hold("chat"):
         tasks = [asyncio.create_task(worker(n)) for n in range(5)]
-        await asyncio.sleep(0.01)
-        assert locks.active_keys == 1
+        await wait_until(lambda: len(asked) == 5, what="five waiters")
+        assert locks.active_keys == 1 and order == []
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2, 3, 4] and locks.active_keys == 0
     async with locks.hold("chat"):
@@ -94,11 +98,16 @@ async def test_a_lease_holds_across_database_connections_and_is_released(
                     async with locks_b.hold("cli:local", max_wait=0.3, on_wait=told.append):
                         pass
                 assert told == [locks_a.owner]
-            async with locks_b.hold("cli:local", max_wait=1.0):  # free again
+            async with locks_b.hold("cli:local", max_wait=WAIT_TIMEOUT):  # free again
                 pass
         finally:
             await locks_a.aclose()
             await locks_b.aclose()
+
+
+async def migrated(home: HeraldHome) -> None:
+    async with open_home_storage(home):
+        pass
 
 
 def exited_pid() -> int:
@@ -114,11 +123,11 @@ async def test_a_dead_owners_lease_is_taken_over_at_once(storage: Storage) -> No
     locks = DatabaseSessionLocks(leases)
     try:
         assert await leases.take("cli:local", f"{socket.gethostname()}:{exited_pid()}:dead", 3600) is None
-        async with locks.hold("cli:local", max_wait=0.5):
+        async with locks.hold("cli:local", max_wait=WAIT_TIMEOUT):  # at once, not in an hour
             assert await leases.holder("cli:local") == locks.owner
         assert await leases.take("other", "elsewhere:1:x", 0.3) is None  # trusted until it expires
         started = time.monotonic()
-        async with locks.hold("other", max_wait=5.0):
+        async with locks.hold("other", max_wait=WAIT_TIMEOUT):
             assert time.monotonic() - started >= 0.2
     finally:
         await locks.aclose()
@@ -132,10 +141,12 @@ def test_owner_alive_reads_host_and_pid() -> None:
     assert not owner_alive(f"{host}:{exited_pid()}:gone")
 
 
+@pytest.mark.slow
 def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulator, home: HeraldHome) -> None:
     """Five `herald chat -q --continue` at once: each answered, one after another, history in order."""
     from gateway.config import set_value
 
+    asyncio.run(migrated(home))  # as after a first run (several first starts at once: test_storage)
     emulator.stream_delay = 0.02  # each answer streams for about half a second
     with emulator.serve_in_thread() as url:
         set_value(home.config_path, "model.base_url", url)
@@ -150,7 +161,7 @@ def test_five_processes_continuing_one_chat_take_turns(emulator: ProviderEmulato
             )
             for n in range(5)
         ]
-        outputs = [process.communicate(timeout=90) for process in processes]
+        outputs = [process.communicate(timeout=PROCESS_TIMEOUT) for process in processes]
     assert [p.returncode for p in processes] == [0] * 5, [err for _, err in outputs]
     assert all(out.startswith("Emulated reply") for out, _ in outputs)
     assert emulator.max_in_flight == 1  # never two turns of the chat at once
@@ -175,12 +186,12 @@ async def test_a_holder_whose_lease_was_taken_over_is_stopped(storage: Storage) 
         async with locks.hold("cli:local"):
             # another process takes the lease over (it found this one stalled past its expiry)
             assert await leases.take("cli:local", "elsewhere:1:x", 60, gone=lambda _: True) is None
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(3600)  # stopped by the next renewal, a tenth of a second later
             reached_the_end = True
 
     try:
         with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(long_turn(), 5.0)
+            await asyncio.wait_for(long_turn(), WAIT_TIMEOUT)
         assert not reached_the_end
         assert await leases.holder("cli:local") == "elsewhere:1:x"  # the new holder's is left alone
     finally:

@@ -25,6 +25,7 @@ from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.mcp_server import serve_http
+from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.helpers import assert_well_formed, run_turn
 from tests.mcp_support import (
     call_through_the_model,
@@ -319,8 +320,9 @@ async def mortal_url() -> AsyncIterator[str]:
     )
     assert process.stdout is not None
     try:
-        async with asyncio.timeout(30):
-            yield (await process.stdout.readline()).decode().strip()
+        async with asyncio.timeout(PROCESS_TIMEOUT):  # its first line: the URL, once it listens
+            url = (await process.stdout.readline()).decode().strip()
+        yield url
     finally:
         if process.returncode is None:
             process.kill()

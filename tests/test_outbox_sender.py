@@ -30,6 +30,7 @@ from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import ReplyStream
 from gateway.intake.inbox import Inbox
 from gateway.server.metrics import GatewayMetrics
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until, wait_until_awaited
 
 
 class ScriptedAdapter(Adapter):
@@ -116,12 +117,12 @@ async def test_a_rejected_format_is_resent_as_plain_text(outbox: Outbox) -> None
 
 async def test_a_429_waits_the_platforms_time_and_holds_back_the_chats_later_replies(outbox: Outbox) -> None:
     adapter = ScriptedAdapter()
-    adapter.errors.append(DeliveryError("Too Many Requests", retryable=True, retry_after=0.3))
+    adapter.errors.append(DeliveryError("Too Many Requests", retryable=True, retry_after=1.0))
     sender, metrics, budget = make_sender(outbox, adapter)
     await outbox.enqueue([send("a", "first"), send("a", "second")])
     await sender.send_due()
-    assert adapter.sent == [] and await budget.paused_for(ChatAddress("test", "a")) > 0.2
-    assert await sender.flush(5.0)
+    assert adapter.sent == [] and await budget.paused_for(ChatAddress("test", "a")) > 0
+    assert await sender.flush(WAIT_TIMEOUT)
     assert [t.text for _, _, t in adapter.sent] == ["first", "second"]
     assert b'gateway_rate_limited_total{platform="test"} 1.0' in metrics.render()
 
@@ -143,7 +144,7 @@ async def test_an_edit_of_a_vanished_message_becomes_a_new_message(outbox: Outbo
     sender, _, _ = make_sender(outbox, adapter)
     edit = Outgoing(ChatAddress("test", "a"), Operation.EDIT, OutboundText("final"), target_message_id="m9")
     await outbox.enqueue([edit])
-    await sender.flush(2.0)
+    await sender.flush(WAIT_TIMEOUT)
     assert adapter.sent == [("send", "a", OutboundText("final"))]
 
 
@@ -164,13 +165,10 @@ async def test_an_adapter_bug_is_retried_not_fatal(outbox: Outbox) -> None:
     await outbox.enqueue([send("a", "x")])
     task = asyncio.create_task(sender.run())
     try:
-        for _ in range(100):
-            if adapter.sent:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: adapter.sent, what="the retried send")
     finally:
         task.cancel()
-    assert adapter.sent and calls == 2
+    assert calls == 2
 
 
 async def test_a_reply_the_platform_refuses_is_given_up_and_counted(outbox: Outbox) -> None:
@@ -202,24 +200,26 @@ async def test_a_long_pause_postpones_the_chat_instead_of_blocking_the_sender_or
     await budget.penalize(ChatAddress("test", "a"), 120.0)
     item_id, _ = await outbox.enqueue([send("a", "later"), send("b", "now")])
     started = time.time()
-    assert not await asyncio.wait_for(sender.flush(1.0), 5.0)  # returns at its deadline, not in 120 s
-    assert time.time() - started < 3.0
+    assert not await asyncio.wait_for(sender.flush(1.0), WAIT_TIMEOUT)  # at its deadline, not in 120 s
     assert [chat for _, chat, _ in adapter.sent] == ["b"]
     row = await stored(outbox, item_id)
     assert row.state == "pending" and row.attempts == 0 and row.next_attempt_at > started + 100
 
 
 class SlowTyping(ScriptedAdapter):
-    """A typing indicator whose request takes a while, counting how each call ended."""
+    """A typing indicator whose request lasts until ``answered`` is set, counting how each call ended."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.answered = asyncio.Event()
+        self.typing_started = 0
         self.typing_finished = 0
         self.typing_cancelled = 0
 
     async def typing(self, address: ChatAddress) -> None:
+        self.typing_started += 1
         try:
-            await asyncio.sleep(0.2)
+            await self.answered.wait()
         except asyncio.CancelledError:
             self.typing_cancelled += 1
             raise
@@ -240,16 +240,27 @@ async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish
         inbox_id=1,
     )
     async with stream:
-        await asyncio.sleep(0.05)  # the answer is ready while the first typing call is in flight
+        await wait_until(lambda: adapter.typing_started, what="the first typing call in flight")
+        # The answer is ready while that call is in flight; its request completes once the stream
+        # has stopped typing (a cancelled call would already be cancelled by then).
+        asyncio.get_running_loop().call_soon(adapter.answered.set)
     assert (adapter.typing_finished, adapter.typing_cancelled) == (1, 0)
 
 
 class SlowButSure(ScriptedAdapter):
-    """Sends take a while and, as the adapter contract requires, finish even if the caller gives up."""
+    """Sends last until ``accepted`` is set and, as the adapter contract requires, finish even if the
+    caller gives up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.accepted = asyncio.Event()
+        self.began = 0
 
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+        self.began += 1
+
         async def slowly() -> str:
-            await asyncio.sleep(0.3)
+            await self.accepted.wait()
             return await ScriptedAdapter.send(self, address, text, reply_to=reply_to)
 
         return await asyncio.shield(asyncio.ensure_future(slowly()))
@@ -261,9 +272,14 @@ async def test_a_send_still_in_flight_at_the_flush_deadline_is_recorded_and_neve
     adapter = SlowButSure()
     sender, _, _ = make_sender(outbox, adapter)
     await outbox.enqueue([send("a", "the answer")])
-    assert not await sender.flush(0.1)  # the shutdown's deadline passes mid-send
-    await asyncio.sleep(0.4)  # the platform accepted it meanwhile
-    assert await outbox.pending_count() == 0  # recorded as sent, so a restart does not send it again
+    assert not await sender.flush(2.0)  # the shutdown's deadline passes mid-send
+    assert adapter.began == 1
+    adapter.accepted.set()  # the platform accepts it after all
+
+    async def recorded() -> bool:  # as sent, so a restart does not send it again
+        return await outbox.pending_count() == 0
+
+    await wait_until_awaited(recorded, what="the send recorded")
     assert await sender.send_due() == 0
     assert [text.text for _, _, text in adapter.sent] == ["the answer"]
 
@@ -286,10 +302,7 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     await outbox.enqueue([send("a", "still delivered")])
     running = asyncio.create_task(sender.run())
     try:
-        for _ in range(100):
-            if adapter.sent:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: adapter.sent, what="the send after the failed pass")
     finally:
         running.cancel()
     assert [text.text for _, _, text in adapter.sent] == ["still delivered"]

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def encodes(text: str) -> bool:
 # -- storing --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @WIRE
 @given(text=ANY_TEXT)
 def test_what_is_stored_is_what_was_sent(

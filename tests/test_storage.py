@@ -28,6 +28,7 @@ from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.home.facts import GatewayFacts
 from gateway.tables import gateway_state
 from tests.conftest import postgres_server
+from tests.fakes.waiting import wait_until_awaited
 from tests.postgres import free_port
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
@@ -124,7 +125,7 @@ async def test_upserts_keep_the_last_value(storage: Storage) -> None:
     assert await settings.model_for("telegram:dm:2") is None
 
 
-@pytest.mark.sqlite_only
+@pytest.mark.sqlite_itself  # a state.db of the last release
 async def test_a_state_db_of_the_last_release_is_upgraded_in_place_with_nothing_lost(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     shutil.copy(FIXTURE, path)
@@ -169,6 +170,31 @@ def _contents(path: Path, columns: dict[str, list[str]]) -> dict[str, list[tuple
         conn.close()
 
 
+async def test_a_state_db_another_process_keeps_locked_is_busy_for_now_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its write lock held past the busy timeout (a first start migrating on a loaded machine): the
+    caller is told to retry, nothing was written (the gateway runs the turn again later)."""
+    import agent.db.sqlite
+
+    monkeypatch.setattr(agent.db.sqlite, "BUSY_TIMEOUT_MS", 200)
+    path = tmp_path / "state.db"
+    async with open_storage(parse_storage_url(None, path)) as storage:
+        other = sqlite3.connect(path, isolation_level=None)  # another process, in the middle of a write
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StorageUnavailable) as raised:
+                await storage.write(lambda conn: conn.execute(sa.delete(gateway_state)))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await storage.write(lambda conn: conn.execute(sa.delete(gateway_state)))  # free again
+    assert str(raised.value) == (
+        f"the database {path} is busy: another Herald process kept it locked for more than 0.2 s; try "
+        "again in a moment"
+    )
+
+
 async def test_a_postgresql_server_that_is_not_there_is_one_sentence(tmp_path: Path) -> None:
     url = parse_storage_url(f"postgresql://herald:secret@127.0.0.1:{free_port()}/herald", tmp_path / "x.db")
     with pytest.raises(StorageUnavailable) as raised:
@@ -177,6 +203,35 @@ async def test_a_postgresql_server_that_is_not_there_is_one_sentence(tmp_path: P
     message = str(raised.value)
     assert message.startswith("the database postgresql://herald:***@127.0.0.1:")
     assert "cannot be reached" in message and "secret" not in message
+
+
+async def test_a_pool_whose_connections_all_stay_busy_is_unavailable_for_now_not_a_bug(
+    postgresql_database: str, tmp_path: Path
+) -> None:
+    """Every connection busy past the wait: the caller is told to retry (the gateway waits and runs the
+    turn again) instead of getting an error that would close the message as failed."""
+    url = parse_storage_url(postgresql_database, tmp_path / "x.db")
+    async with open_storage(url, pool_size=1, connect_timeout=0.5) as busy, open_storage(url) as watcher:
+        sleepers = [  # the pool's one connection and its one for bursts
+            asyncio.create_task(busy.read(lambda conn: conn.execute(sa.text("SELECT pg_sleep(3600)"))))
+            for _ in range(2)
+        ]
+        activity = sa.text(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%'"
+        )
+        await wait_until_awaited(lambda: watcher.read(lambda conn: conn.execute(activity).scalar() == 2))
+        try:
+            with pytest.raises(StorageUnavailable) as raised:
+                await busy.read(lambda conn: conn.execute(sa.text("SELECT 1")))
+        finally:
+            for sleeper in sleepers:
+                sleeper.cancel()
+            await asyncio.wait(sleepers)
+    assert str(raised.value).endswith(
+        "is busy: none of this process's 2 connections came free within 0.5 s; raise storage.pool_size if "
+        "this goes on"
+    )
 
 
 def test_storage_urls_are_checked_and_never_show_a_password(tmp_path: Path) -> None:

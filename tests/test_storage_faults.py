@@ -13,12 +13,15 @@ import pytest
 from agent.memory import OWNER_SCOPE
 from gateway.cron.jobs import NewJob, RunStatus, parse_target
 from gateway.home import HeraldHome
+from gateway.intake.outage import MAX_WAIT
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
+from tests.fakes.waiting import WAIT_TIMEOUT
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.postgres import PostgresServer, free_port
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # a PostgreSQL of its own
+pytestmark = [pytest.mark.own_database, pytest.mark.slow]  # a PostgreSQL of its own, halted and resumed
+AFTER_OUTAGE = MAX_WAIT + WAIT_TIMEOUT  # the gateway's next try may be MAX_WAIT away, then the work
 
 
 async def test_postgresql_stopped_mid_turn_and_started_again_loses_nothing_and_answers_once(
@@ -37,17 +40,18 @@ async def test_postgresql_stopped_mid_turn_and_started_again_loses_nothing_and_a
     async with telegram_gateway(home, emulator, emulator_url, storage={"url": url}) as harness:
         fake = harness.fake
         fake.private_message(FRIEND, "first question")
-        await fake.wait_for(lambda: emulator.in_flight > 0, 10.0, what="the first turn streaming")
+        await fake.wait_for(lambda: emulator.in_flight > 0, what="the first turn streaming")
         server.halt()
         fake.private_message(FRIEND, "second question, sent while the database is down")
-        await asyncio.sleep(1.5)
+        adapter = harness.gateway.adapters[0]
+        await fake.wait_for(lambda: "not stored yet" in adapter.status().detail, what="a failed store")
         assert len(fake.pending_updates()) >= 1  # not confirmed: it was not stored
         readiness = await harness.gateway.http.readiness()
         problems = readiness["problems"]
         assert readiness["ready"] is False and isinstance(problems, list)
         assert any("database" in problem for problem in problems)
         server.resume()
-        await harness.settled(timeout=60)
+        await harness.settled(AFTER_OUTAGE)
         answers = harness.texts(FRIEND)
         readiness = await harness.gateway.http.readiness()
     assert readiness["ready"] is True
@@ -68,10 +72,12 @@ async def _halt_during_a_run(
         NewJob("Digest", "write the digest", "every 1h", parse_target(f"telegram:{FRIEND}"), "cli:local",
                OWNER_SCOPE, None, time.time() + 3600)
     )  # fmt: skip
+    emulator.hold_streams()
     running = asyncio.create_task(harness.gateway.scheduler.run_now(job.id))
-    await harness.fake.wait_for(lambda: emulator.in_flight > 0, 10.0, what="the run's model request")
-    server.halt()  # the answer arrives with nowhere to be stored
-    await harness.fake.wait_for(lambda: f"cron job {job.id} waits" in caplog.text, 20.0, what="the wait")
+    await harness.fake.wait_for(lambda: emulator.holding, what="the run's answer half-way")
+    server.halt()
+    emulator.release_streams()  # the answer arrives with nowhere to be stored
+    await harness.fake.wait_for(lambda: f"cron job {job.id} waits" in caplog.text, what="the wait")
     assert not running.done()
     return job.id, running
 
@@ -90,15 +96,14 @@ async def test_a_scheduled_run_waits_for_postgresql_and_finishes_once_it_is_back
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The run claimed its occurrence (its next time moved on): failing it would lose the occurrence."""
-    emulator.stream_delay = 0.02
     emulator.responder = lambda body, api: Reply(text=SLOW_DIGEST)
     database = {"url": own_postgres.new_database()}
     fake = _chat_with_the_bot()
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, storage=database) as harness:
         job_id, running = await _halt_during_a_run(harness, emulator, own_postgres, caplog)
         own_postgres.resume()
-        status = await asyncio.wait_for(running, 60)
-        await harness.settled(timeout=60)
+        status = await asyncio.wait_for(running, AFTER_OUTAGE)
+        await harness.settled(AFTER_OUTAGE)
         after = await harness.gateway.services.runtime.cron.jobs.get(job_id)
     assert status is RunStatus.OK and after is not None and after.last_status is RunStatus.OK
     assert harness.texts(FRIEND) == [SLOW_DIGEST.strip()]  # posted once
@@ -114,7 +119,6 @@ async def test_a_scheduled_run_waiting_for_postgresql_when_the_gateway_stops_is_
     own_postgres: PostgresServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    emulator.stream_delay = 0.02
     emulator.responder = lambda body, api: Reply(text=SLOW_DIGEST)
     database = {"url": own_postgres.new_database()}
     fake = _chat_with_the_bot()

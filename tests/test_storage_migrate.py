@@ -23,10 +23,11 @@ from gateway.home import HeraldHome
 from gateway.tables import cron_jobs, outbox
 from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
+from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.test_gateway_crash import configure, gateway_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
-pytestmark = pytest.mark.sqlite_only  # the source is SQLite by definition
+pytestmark = pytest.mark.own_database  # state.db and a PostgreSQL of its own: both ends of a move
 
 
 def _hash(url: str | None, home: HeraldHome) -> str:
@@ -160,6 +161,7 @@ def _rows(url: str, home: HeraldHome, query: sa.Select[Any]) -> list[tuple[Any, 
     return asyncio.run(read())
 
 
+@pytest.mark.slow
 def test_migrate_refuses_while_a_gateway_runs_on_state_db_and_runs_once_it_is_gone(
     emulator: ProviderEmulator, home: HeraldHome, herald, postgresql_database: str
 ) -> None:
@@ -170,7 +172,7 @@ def test_migrate_refuses_while_a_gateway_runs_on_state_db_and_runs_once_it_is_go
     with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram:
         configure(home, provider, telegram)
         with gateway_process(home, fake) as gateway:
-            fake.wait_for_sync(lambda: fake.calls_to("getUpdates"), timeout=60, what="the gateway polling")
+            fake.wait_for_sync(lambda: fake.calls_to("getUpdates"), PROCESS_TIMEOUT, what="it polling")
             refused = herald("storage", "migrate", "--to", postgresql_database)
             assert refused.returncode == 2 and refused.stdout == "", refused
             assert refused.stderr == (

@@ -50,7 +50,7 @@ def store(storage: Storage) -> SessionStore:
     return SessionStore(storage)
 
 
-@pytest.mark.sqlite_only  # WAL and the file itself
+@pytest.mark.sqlite_itself  # WAL and the file itself
 async def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     async with open_store(tmp_path / "state.db"):
         pass
@@ -78,7 +78,7 @@ def test_a_database_migrated_by_a_newer_herald_is_refused_in_one_sentence(home: 
     )
 
 
-@pytest.mark.sqlite_only  # schema_versions: how releases before Alembic versioned state.db
+@pytest.mark.sqlite_itself  # schema_versions: how releases before Alembic versioned state.db
 async def test_a_legacy_schema_newer_than_this_herald_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db")
     conn.execute("CREATE TABLE schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
@@ -90,7 +90,7 @@ async def test_a_legacy_schema_newer_than_this_herald_is_refused(tmp_path: Path)
             pass
 
 
-@pytest.mark.sqlite_only  # a state.db of a release before Alembic
+@pytest.mark.sqlite_itself  # a state.db of a release before Alembic
 async def test_a_database_from_before_schema_versions_is_adopted_and_upgraded(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db")
     for statement in legacy.AGENT[0]:

@@ -122,9 +122,9 @@ def test_html_only_answer_is_sent_as_plain_text() -> None:
 
 def test_exploding_list_layout_is_sent_as_plain_text_quickly() -> None:
     markdown = "- " * 5000 + "x"
-    started = time.monotonic()
+    started = time.process_time()  # this process's CPU time: a loaded machine does not stretch it
     parts = render_telegram(markdown)
-    assert time.monotonic() - started < 2
+    assert time.process_time() - started < 2
     assert all(not part.entities for part in parts)
     assert "".join(part.text for part in parts).replace(" ", "") == markdown.replace(" ", "")
 

@@ -17,11 +17,10 @@ from agent.tools.registry import ToolContext
 from agent.tools.web.addresses import IPAddress, owner_policy
 from agent.tools.web.fetch import Fetcher, FetchError
 from agent.tools.web.tools import WebTools
+from tests.fakes.waiting import WAIT_TIMEOUT
 from tests.fakes.web import NOTES, FakeWeb
 from tests.fakes.web import big_text as fake_text
 from tests.web_support import Contexts, call, web_tools
-
-pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
@@ -122,9 +121,10 @@ async def test_a_big_body_is_cut_at_max_bytes_and_long_text_at_max_chars(context
 async def test_failures_are_one_sentence_naming_the_url_and_the_reason(
     fake_web: FakeWeb, contexts: Contexts
 ) -> None:
-    async with web_tools(fake_web, timeout=0.5, max_redirects=2) as tools:
+    async with web_tools(fake_web, timeout=0.5) as impatient:  # the slow page never answers
+        slow = await fetch(impatient, contexts(False), f"{fake_web.url}/slow")
+    async with web_tools(fake_web, timeout=WAIT_TIMEOUT, max_redirects=2) as tools:
         missing = await fetch(tools, contexts(False), f"{fake_web.url}/missing")
-        slow = await fetch(tools, contexts(False), f"{fake_web.url}/slow")
         too_many = await fetch(tools, contexts(False), f"{fake_web.url}/redirect/3")
         unresolvable = await fetch(tools, contexts(False), "http://nothing-here.invalid/")
         garbage = await fetch(tools, contexts(False), "http://example.com:port/")

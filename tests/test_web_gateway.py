@@ -21,8 +21,6 @@ from tests.fakes.web import FakeWeb
 from tests.gateway_support import ADMIN, FRIEND, telegram_gateway
 from tests.helpers import SPEC
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def tool_results(request: RecordedRequest) -> list[dict[str, Any]]:
     """The tool_result blocks of a request's last message."""

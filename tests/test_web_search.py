@@ -13,8 +13,6 @@ from agent.tools.web.tools import WebTools
 from tests.fakes.web import BRAVE_KEY, TAVILY_KEY, FakeWeb
 from tests.web_support import Contexts, call, web_tools
 
-pytestmark = pytest.mark.timeout(30)
-
 
 def names(tools: WebTools) -> list[str]:
     return [tool.name for tool in tools.tools]

@@ -324,6 +324,12 @@ class DiscordAdapter(Adapter):
         return AdapterStatus(connected=connected, detail=self._status.detail, extra=dict(self._status.extra))
 
     @property
+    def inbound_backlog(self) -> int:
+        """Messages and commands received from Discord and not yet handed to the gateway (one whose
+        hand-over is under way included)."""
+        return self._queues.queued()
+
+    @property
     def identify_spacing(self) -> float:
         """Seconds between two IDENTIFYs of this bot (Discord allows one per 5 s per bot): this process
         keeps to it between its own shards; a cluster spreads it over its processes."""

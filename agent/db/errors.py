@@ -18,9 +18,10 @@ class StorageError(Exception):
 
 
 class StorageUnavailable(StorageError, Unreachable):
-    """The database server cannot be reached now (down, restarting, network). Nothing was written by
-    the operation that raised it; the caller may retry later. Herald's one meaning of "away"
-    (``resilience.unreachable``), also for the cluster's Redis (``gateway.cluster.redis``)."""
+    """The database server cannot be reached now (down, restarting, network), or every connection of
+    the pool stayed busy past the wait. Nothing was written by the operation that raised it; the caller
+    may retry later. Herald's one meaning of "away" (``resilience.unreachable``), also for the
+    cluster's Redis (``gateway.cluster.redis``)."""
 
 
 class SchemaTooNew(StorageError):

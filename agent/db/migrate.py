@@ -91,4 +91,9 @@ async def migrate(storage: Storage) -> str | None:
     found = await storage.read(current_revision)
     if found == HEAD:
         return found
+    # Alembic is loaded before the write transaction, not inside it (a second or more): on SQLite the
+    # transaction holds the file's write lock, which every process starting at once waits for (at most
+    # the busy timeout).
+    import alembic.command  # noqa: F401
+
     return await storage.write(partial(upgrade, where=f"the database {storage.description}"))

@@ -5,14 +5,18 @@ A repository function takes a synchronous SQLAlchemy ``Connection`` (the same co
 different sessions run concurrently.
 
 A server that cannot be reached (down, restarting, a network partition, a dropped connection) is
-:class:`StorageUnavailable`, never a crash: the caller decides to wait and retry. Nothing is committed
-by an operation that raised it, so a retry never doubles a write.
+:class:`StorageUnavailable`, never a crash: the caller decides to wait and retry. So is a pool whose
+connections all stay busy past ``connect_timeout`` (hundreds of chats at once on a slow machine): the
+gateway runs the turn again rather than failing it. Nothing is committed by an operation that raised
+it, so a retry never doubles a write.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -73,6 +77,13 @@ class PostgresStorage(Storage):
     def __init__(self, url: StorageUrl, *, pool_size: int, connect_timeout: float) -> None:
         self.url = url
         self.description = url.redacted
+        self._connections = pool_size * 2  # the pool, and as many again in bursts (max_overflow)
+        self._pool_timeout = connect_timeout
+        # Operations queue here, first come first served, for one of the connections. The pool's own
+        # queue is not fair: an operation that just started can take a connection that came free ahead
+        # of one that has been waiting, so with hundreds of chats at once some waited past the pool's
+        # timeout while the pool was busy serving newer ones.
+        self._turns = asyncio.Semaphore(self._connections)
         # SQLAlchemy's async bridge (with its ORM layer and greenlet, ~8 MiB): for PostgreSQL only
         from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -121,23 +132,45 @@ class PostgresStorage(Storage):
 
     async def read(self, fn: Callable[[sa.Connection], T]) -> T:
         try:
-            async with self._engine_or_fail().connect() as conn:
+            async with self._turn(), self._engine_or_fail().connect() as conn:
                 return await conn.run_sync(fn)
         except Exception as error:
             raise self._explain(error) from error
 
     async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
         try:
-            async with self._engine_or_fail().begin() as conn:
+            async with self._turn(), self._engine_or_fail().begin() as conn:
                 return await conn.run_sync(fn)
         except Exception as error:
             raise self._explain(error) from error
+
+    @asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """This operation's turn at a connection, waited for at most ``connect_timeout``."""
+        try:
+            async with asyncio.timeout(self._pool_timeout):
+                await self._turns.acquire()
+        except TimeoutError:
+            raise self._busy() from None
+        try:
+            yield
+        finally:
+            self._turns.release()
+
+    def _busy(self) -> StorageUnavailable:
+        return StorageUnavailable(
+            f"the database {self.description} is busy: none of this process's {self._connections} "
+            f"connections came free within {self._pool_timeout:g} s; raise storage.pool_size if this "
+            "goes on"
+        )
 
     async def run_sync(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn(conn)`` in one transaction (migrations: transactional DDL), never fenced."""
         return await self._transact(fn)
 
     def _explain(self, error: Exception) -> Exception:
+        if isinstance(error, sa.exc.TimeoutError):  # the pool's checkout: every connection stayed busy
+            return self._busy()
         if isinstance(error, StorageUnavailable) or not unreachable(error):
             return error
         detail = " ".join(str(error.orig if isinstance(error, DBAPIError) else error).split())[:200]

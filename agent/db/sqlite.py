@@ -11,6 +11,8 @@ A file that cannot be used is reported in one place, :meth:`SqliteStorage._submi
 database work passes: SQLite's errors for a damaged file become :class:`DatabaseDamaged` (a copy of
 the file is saved first, before anything else touches it) and those for a file that cannot be opened
 or written become :class:`DatabaseUnwritable`, each with a message that names the file and what to do.
+A write lock another process held past the busy timeout is :class:`StorageUnavailable`: nothing was
+written, and the caller may try again (the gateway does).
 
 SQLAlchemy runs on the same ``sqlite3`` connection (``creator`` + ``StaticPool``), which stays in the
 driver's autocommit mode: this module emits ``BEGIN IMMEDIATE`` itself and ends the transaction with
@@ -41,7 +43,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from agent.db.base import Storage
-from agent.db.errors import DatabaseDamaged, DatabaseUnwritable, StorageError, save_damaged_copy
+from agent.db.errors import (
+    DatabaseDamaged,
+    DatabaseUnwritable,
+    StorageError,
+    StorageUnavailable,
+    save_damaged_copy,
+)
 from agent.db.in_use import claim
 from agent.files.private import create_private_file
 
@@ -185,7 +193,7 @@ class SqliteStorage(Storage):
             raise explained from error
 
     async def _explain(self, error: sqlite3.DatabaseError | DBAPIError) -> StorageError | None:
-        """Words of their own for a damaged or unusable file; None for any other SQLite error."""
+        """Words of their own for a damaged, unusable or busy file; None for any other SQLite error."""
         cause = error.orig if isinstance(error, DBAPIError) else error
         if not isinstance(cause, sqlite3.DatabaseError):
             return None
@@ -196,6 +204,11 @@ class SqliteStorage(Storage):
             return self._damage
         if primary_code(cause) in _UNWRITABLE:
             return DatabaseUnwritable(self.path, str(cause))
+        if primary_code(cause) == sqlite3.SQLITE_BUSY:  # another process's write outlasted the wait
+            return StorageUnavailable(
+                f"the database {self.path} is busy: another Herald process kept it locked for more than "
+                f"{BUSY_TIMEOUT_MS / 1000:g} s; try again in a moment"
+            )
         return None
 
     def _connection(self) -> tuple[sqlite3.Connection, sa.Connection]:

@@ -10,6 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
+from functools import partial
 from http import HTTPStatus
 from typing import Any
 
@@ -32,7 +33,8 @@ class ProviderEmulator(EmulatorState):
     ``async with emu.serve() as base_url`` on the running loop, or ``with emu.serve_in_thread()``
     for synchronous callers and subprocess tests. Controls: :meth:`script`, ``responder``, faults
     (:meth:`fail_next`, :meth:`fail_midstream`, :meth:`drop_midstream`, :meth:`truncate_next`,
-    :meth:`stall_next`), :meth:`reset_cache`, ``clock``, ``before_answer``; log: ``requests``.
+    :meth:`stall_next`), :meth:`hold_streams` / :meth:`release_streams`, :meth:`reset_cache`, ``clock``,
+    ``before_answer``; log: ``requests``.
     """
 
     stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
@@ -67,11 +69,25 @@ class ProviderEmulator(EmulatorState):
                     return await _send(request, self._bad_json(api, request.path, raw, str(exc)), 0.0)
                 if self.before_answer is not None:
                     await self.before_answer(body)
-                return await _send(request, handler(self, request.path, raw, body), self.stream_delay)
+                out = handler(self, request.path, raw, body)
+                hold = self.take_hold() if out.events else None
+                pause = None if hold is None else partial(self._held, hold)
+                return await _send(request, out, self.stream_delay, pause)
             finally:
                 self.in_flight -= 1
 
         return handle
+
+    async def _held(self, since: int) -> None:
+        """Where a held answer waits (cancelled when its client hangs up)."""
+        with self.lock:
+            self.holding += 1
+        try:
+            while not self.released(since):  # noqa: ASYNC110 - released from any thread
+                await asyncio.sleep(0.01)
+        finally:
+            with self.lock:
+                self.holding -= 1
 
     def _bad_json(self, api: str, path: str, raw: bytes, message: str) -> Outcome:
         with self.lock:
@@ -136,8 +152,10 @@ class ProviderEmulator(EmulatorState):
         return serve_in_thread(lambda: self.serve(host, port), "provider emulator")
 
 
-async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamResponse:
-    """Write ``out``; ``delay`` is the pause between streamed events."""
+async def _send(
+    request: web.Request, out: Outcome, delay: float, pause: Callable[[], Awaitable[None]] | None = None
+) -> web.StreamResponse:
+    """Write ``out``; ``delay`` is the pause between streamed events; ``pause`` is awaited half-way."""
     if out.hold:
         await asyncio.sleep(out.hold)  # cancelled when the client hangs up (handler_cancellation)
     if out.raw is not None:
@@ -146,14 +164,17 @@ async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamR
         return web.json_response(out.body, status=out.status, headers=out.headers, dumps=dumps)
     headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", **out.headers}
     if not out.chunked:
-        return await _send_close_delimited(request, out, headers, delay)
+        return await _send_close_delimited(request, out, headers, delay, pause)
     response = web.StreamResponse(status=out.status, headers=headers)
+    halfway = len(out.events) // 2
     try:
         await response.prepare(request)
-        for event in out.events:
+        for index, event in enumerate(out.events):
             await response.write(event)
             if delay:
                 await asyncio.sleep(delay)
+            if pause is not None and index == halfway:
+                await pause()
         if out.drop:
             _hang_up(request)
         else:
@@ -164,7 +185,11 @@ async def _send(request: web.Request, out: Outcome, delay: float) -> web.StreamR
 
 
 async def _send_close_delimited(
-    request: web.Request, out: Outcome, headers: dict[str, str], delay: float
+    request: web.Request,
+    out: Outcome,
+    headers: dict[str, str],
+    delay: float,
+    pause: Callable[[], Awaitable[None]] | None,
 ) -> web.StreamResponse:
     """Stream ``out.events`` with no chunked framing, then close: the end of the connection ends the body.
 
@@ -177,10 +202,13 @@ async def _send_close_delimited(
     status = f"HTTP/1.1 {out.status} {HTTPStatus(out.status).phrase}"
     lines = [status, *(f"{k}: {v}" for k, v in headers.items()), "Connection: close"]
     transport.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-    for event in out.events or []:
+    events = out.events or []
+    for index, event in enumerate(events):
         transport.write(event)
         if delay:
             await asyncio.sleep(delay)
+        if pause is not None and index == len(events) // 2:
+            await pause()
     _hang_up(request)
     return web.StreamResponse(status=out.status)  # never sent: the connection is closed
 

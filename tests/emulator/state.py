@@ -62,6 +62,9 @@ class EmulatorState:
         self._transcripts: deque[str] = deque()
         self.transcriptions: list[Any] = []  # audio.Transcription records
         self._counters: dict[str, int] = {}
+        self._holds = 0  # how many of the next streamed answers stop half-way (hold_streams)
+        self._releases = 0  # release_streams calls so far
+        self.holding = 0  # streamed answers stopped half-way now, waiting for release_streams
 
     # --- test controls -------------------------------------------------------------------------
 
@@ -131,6 +134,31 @@ class EmulatorState:
         """
         with self.lock:
             self.faults.add(StallFault(count, api, seconds=seconds))
+
+    def hold_streams(self, count: int = 1) -> None:
+        """Stop the next ``count`` streamed answers half-way until :meth:`release_streams` (or until their
+        client hangs up): a turn that is surely still running, part of its text out, when the test acts
+        on it (``/stop``, a newer message, a kill). ``holding`` counts the answers waiting there now."""
+        with self.lock:
+            self._holds += count
+
+    def release_streams(self) -> None:
+        """Let every answer stopped by :meth:`hold_streams` finish; holds not used yet are dropped."""
+        with self.lock:
+            self._releases += 1
+            self._holds = 0
+
+    def take_hold(self) -> int | None:
+        """For the server, as a streamed answer begins: None, or the release count it waits past."""
+        with self.lock:
+            if not self._holds:
+                return None
+            self._holds -= 1
+            return self._releases
+
+    def released(self, since: int) -> bool:
+        with self.lock:
+            return self._releases > since
 
     def reset_cache(self) -> None:
         """Drop every cache entry, as a provider eviction would (the oracle keeps its memory)."""

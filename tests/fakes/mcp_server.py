@@ -39,6 +39,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
+
 # A 1x1 PNG: small, and a real image for the client to describe.
 PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -142,16 +144,18 @@ async def serve_http(*, legacy: bool = False) -> AsyncIterator[str]:
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     http = uvicorn.Server(config)
     task = asyncio.create_task(http.serve(sockets=[sock]))
+
+    def started() -> bool:
+        if task.done():
+            task.result()  # it failed to start: say why
+        return http.started
+
     try:
-        async with asyncio.timeout(10):
-            while not http.started:
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.01)
+        await wait_until(started, what="the MCP test server serving")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         http.should_exit = True
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_TIMEOUT):
             await task
         sock.close()
 

@@ -14,7 +14,7 @@ Typical use::
             client = discord.Client(intents=intents, guild_ready_timeout=0.05)
             await client.login(fake.token)
             task = asyncio.create_task(client.connect())
-            await asyncio.wait_for(client.wait_until_ready(), 5)
+            await asyncio.wait_for(client.wait_until_ready(), 30)
             fake.guild_message(fake.channel_id, 42, "hi", mention_bot=True)
             sent = await fake.wait_for(lambda: fake.messages(fake.channel_id))
             await client.close()

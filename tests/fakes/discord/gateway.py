@@ -122,6 +122,8 @@ class Gateway:
         with self.state.lock:
             conn.record.received_ops.append(op)
             if op == HEARTBEAT:
+                if conn.session is not None and isinstance(data, int):
+                    conn.session.heard = max(conn.session.heard, data)
                 if self.ack_heartbeats:
                     conn.send(frame(HEARTBEAT_ACK))
             elif op == IDENTIFY:
@@ -280,6 +282,17 @@ class Gateway:
                     self._close_later(conn, 4009, "Session invalidated by the test.")
                 told += 1
         return told
+
+    def ask_for_heartbeats(self) -> dict[str, int]:
+        """Ask every connected client for a heartbeat now (op 1, as Discord may); returns each asked
+        session's last sequence number at that moment."""
+        with self.state.lock:
+            asked: dict[str, int] = {}
+            for session in self.state.sessions.values():
+                if session.connection is not None:
+                    session.connection.send(frame(HEARTBEAT))
+                    asked[session.id] = session.seq
+            return asked
 
     def invalidate_sessions(self) -> None:
         """Forget every session: the next RESUME gets op 9 and the client identifies again."""

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from aiohttp import web
 
-from tests.fakes.waiting import Waiter
+from tests.fakes.waiting import WAIT_TIMEOUT, Waiter
 from tests.threaded import serve_in_thread
 
 from . import interactions, rest
@@ -248,7 +248,7 @@ class FakeDiscord(Inject):
     async def wait_for(
         self,
         predicate: Callable[[], T],
-        timeout: float = 5.0,  # noqa: ASYNC109 - a bounded wait is the point of this helper
+        timeout: float = WAIT_TIMEOUT,  # noqa: ASYNC109 - a bounded wait is the point of this helper
         *,
         what: str | None = None,
     ) -> T:
@@ -260,12 +260,23 @@ class FakeDiscord(Inject):
         return await self._waiter.wait_for(predicate, timeout, what)
 
     def wait_for_sync(
-        self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
+        self, predicate: Callable[[], T], timeout: float = WAIT_TIMEOUT, *, what: str | None = None
     ) -> T:
         """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
         return self._waiter.wait_for_sync(predicate, timeout, what)
 
-    async def wait_for_session(self, timeout: float = 5.0) -> str:  # noqa: ASYNC109
+    async def wait_received(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Wait until every connected client has read every event sent to it so far: each is asked for
+        a heartbeat, which carries the last sequence number it read. A client handles a connection's
+        events in order, so discord.py has then parsed (and dispatched) every one of them."""
+        asked = self._gateway.ask_for_heartbeats()
+        await self.wait_for(
+            lambda: all(self.sessions[session].heard >= seq for session, seq in asked.items()),
+            timeout,
+            what="a heartbeat from every client after the events sent to it",
+        )
+
+    async def wait_for_session(self, timeout: float = WAIT_TIMEOUT) -> str:  # noqa: ASYNC109
         """Wait until a client has identified (or resumed) and is connected; its session id."""
         live = await self.wait_for(self.live_sessions, timeout, what="a connected gateway session")
         return live[0]

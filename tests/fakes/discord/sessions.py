@@ -171,6 +171,7 @@ class Session:
     seq: int = 0
     connection: Connection | None = None
     resumable: bool = True
+    heard: int = 0  # the last sequence number the client reported (a heartbeat's ``d``)
     history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT), repr=False)
 
     def push(self, event: str, data: dict[str, Any]) -> int:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from tests.fakes.waiting import Waiter
+from tests.fakes.waiting import WAIT_TIMEOUT, Waiter
 from tests.threaded import serve_in_thread
 
 from .methods import METHODS, canonical, get_updates_conflict, get_updates_params
@@ -381,7 +381,7 @@ class FakeTelegram(TelegramState):
     async def wait_for(
         self,
         predicate: Callable[[], T],
-        timeout: float = 5.0,  # noqa: ASYNC109 - a bounded wait is the point of this helper
+        timeout: float = WAIT_TIMEOUT,  # noqa: ASYNC109 - a bounded wait is the point of this helper
         *,
         what: str | None = None,
     ) -> T:
@@ -393,12 +393,12 @@ class FakeTelegram(TelegramState):
         return await self._waiter.wait_for(predicate, timeout, what)
 
     def wait_for_sync(
-        self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
+        self, predicate: Callable[[], T], timeout: float = WAIT_TIMEOUT, *, what: str | None = None
     ) -> T:
         """:meth:`wait_for` for synchronous callers (``serve_in_thread``)."""
         return self._waiter.wait_for_sync(predicate, timeout, what)
 
-    async def wait_idle(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+    async def wait_idle(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109
         """Wait until every update is confirmed and no request or webhook POST is in flight."""
         await self.wait_for(
             lambda: not self.pending and self.in_flight == 0 and self._delivering == 0,
