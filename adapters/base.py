@@ -17,6 +17,8 @@ Contracts an adapter keeps:
   time.
 - **Neutral outbound.** ``send``/``edit`` get text that was already rendered and split for this
   adapter's :class:`Capabilities`; an adapter converts it to its SDK's types and never re-splits.
+  ``send_voice`` (only where ``Capabilities.voice_notes``) gets a voice note already encoded as the
+  platforms want it (:class:`OutboundVoice`: OGG/Opus).
 - **"Not modified" is success.** Editing a message to the text it already shows does not raise.
 - **Failures are typed.** Every platform error leaves as :class:`DeliveryError` saying whether a retry
   can help, how long to wait, and whether the formatting was what the platform rejected.
@@ -133,6 +135,21 @@ class Capabilities:
     can_edit: bool  # streaming by edit is possible
     has_threads: bool
     appends: bool = False  # shows an answer as it streams by appending (a terminal): see Adapter.append
+    voice_notes: bool = False  # Adapter.send_voice sends a voice note the app plays inline (spoken replies)
+
+
+@dataclass(frozen=True)
+class OutboundVoice:
+    """A voice note to send (:meth:`Adapter.send_voice`), neutral like :class:`OutboundText`.
+
+    ``data`` is an OGG file of Opus audio (what Telegram plays as a voice message and Discord requires
+    of one); ``duration`` is how long it plays, in seconds; ``waveform`` is its loudness outline, at most
+    256 values of 0-255 spread evenly over the note (Discord draws it; Telegram draws its own).
+    """
+
+    data: bytes = field(repr=False)
+    duration: float
+    waveform: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -249,6 +266,14 @@ class Adapter(ABC):
     @abstractmethod
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
         """Send one message; returns its platform id. Raises :class:`DeliveryError`."""
+
+    async def send_voice(
+        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+    ) -> str:
+        """Send one voice note (``capabilities.voice_notes``); returns its platform id. Raises
+        :class:`DeliveryError`: not ``retryable`` when the platform will not take a voice note there (the
+        gateway then sends the words as text)."""
+        raise DeliveryError(f"{self.platform} cannot send voice notes")
 
     @abstractmethod
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:

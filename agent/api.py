@@ -4,9 +4,9 @@ The gateway imports the agent only through its doors (``tests/test_layering.py``
 
 - :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
   tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss
-  watch, files a person sends (images, documents, voice notes), the tool registry and the built-in
-  tools, provider clients (:func:`build_provider`: an SDK is imported only when a client of its provider
-  is built);
+  watch, files a person sends (images, documents, voice notes), speech for spoken replies, the tool
+  registry and the built-in tools, provider clients (:func:`build_provider`: an SDK is imported only
+  when a client of its provider is built);
 - :mod:`agent.settings`: the configuration sections the agent reads;
 - :mod:`agent.db`: the database layer under every repository (the gateway's too);
 - :mod:`agent.memory`, :mod:`agent.skills`, :mod:`agent.mcp`: each subsystem's own package, for the
@@ -41,6 +41,7 @@ from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
+from agent.media.speech import EdgeSynthesizer, OpenAISynthesizer, Synthesizer
 from agent.media.transcribe import OpenAITranscriber, Transcriber, TranscriptionFailed
 from agent.media.types import Media
 from agent.model_calls import ModelCalls
@@ -95,6 +96,7 @@ __all__ = [
     "ContextEngine",
     "DatabaseSessionLocks",
     "DecodeBudget",
+    "EdgeSynthesizer",
     "EventCallback",
     "Lease",
     "Limit",
@@ -109,6 +111,7 @@ __all__ = [
     "MissTotal",
     "ModelCalls",
     "ModelInfo",
+    "OpenAISynthesizer",
     "OpenAITranscriber",
     "OverBudget",
     "PromptSources",
@@ -139,6 +142,7 @@ __all__ = [
     "Standing",
     "StartedSession",
     "Summarizer",
+    "Synthesizer",
     "TextDelta",
     "Thresholds",
     "Tool",

@@ -15,7 +15,9 @@ scheduled job's run: each asks this one object, which
    event with its cause.
 
 So a new kind of request cannot forget the limits, the usage record or the cache check: there is no other
-way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one).
+way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). A spoken reply's
+synthesis (:meth:`ModelCalls.speak`) is billed per character and takes the same road: the gate admits its
+price, the usage record (purpose "speech", its characters) and the settlement follow.
 """
 
 from __future__ import annotations
@@ -29,13 +31,21 @@ from dataclasses import dataclass
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
 from agent.limits import RequestLimiter
+from agent.media.speech import Synthesizer
 from agent.models import ModelInfo
-from agent.providers.base import Provider, ProviderRequest, ProviderResponse, StreamProgress, TextCallback
-from agent.providers.retry import RetryCallback, RetryPolicy, complete_with_retries
+from agent.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    ProviderResponse,
+    StreamProgress,
+    TextCallback,
+)
+from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, complete_with_retries
 from agent.spending.estimate import estimate_cost
 from agent.spending.gate import Admission, SpendGate
 from agent.store import SessionRecord, SessionStore
-from agent.usage import Usage, priced
+from agent.usage import Usage, priced, spoken
 
 REMEMBERED_SESSIONS = 4096  # sessions whose last request is remembered for estimates
 
@@ -110,6 +120,43 @@ class ModelCalls:
             raise
         await self._finish(sent, admission, response.usage, answered=True)
         return response
+
+    async def speak(
+        self,
+        synthesizer: Synthesizer,
+        text: str,
+        *,
+        session: SessionRecord,
+        policy: RetryPolicy,
+        timeout: float,  # noqa: ASYNC109 - one bound on every attempt and the waits between them
+    ) -> bytes:
+        """``text`` spoken by ``synthesizer`` on behalf of ``session`` (a spoken reply), as an audio file.
+
+        Its price is known before it is sent (per character), so the gate admits exactly that; retries as
+        ``policy`` says, all attempts within ``timeout`` seconds. Raises ``OverBudget`` (nothing sent) or a
+        ``ProviderError``; a failed synthesis is not recorded (the services bill what they delivered)."""
+        cost = synthesizer.cost(text)
+        admission = await self.gate.admit(cost)
+        sent_at = self.clock()
+        try:
+            async with asyncio.timeout(timeout):
+                audio = await call_with_retries(lambda: synthesizer.synthesize(text), policy, name="speech")
+        except TimeoutError:
+            await asyncio.shield(self.gate.release(admission))
+            raise ProviderError(f"no speech within {timeout:g} s", retryable=False, kind="timeout") from None
+        except BaseException:
+            await asyncio.shield(self.gate.release(admission))
+            raise
+        record = spoken(synthesizer.provider, synthesizer.model, len(text), cost)
+        try:
+            recorded = await self.store.record_request(
+                session.id, record, at=self.clock(), sent_at=sent_at, spend=admission.keys
+            )
+        except BaseException:
+            await asyncio.shield(self.gate.release(admission))
+            raise
+        await self.gate.settle(admission, cost, recorded.spent)
+        return audio
 
     async def _finish(
         self, sent: _Sent, admission: Admission, usage: Usage | None, *, answered: bool

@@ -319,6 +319,63 @@ class SpeechToTextSettings(Section):
     )
 
 
+class TextToSpeechSettings(Section):
+    """Spoken replies: an answer comes back as a voice note (OGG/Opus) on Telegram and Discord, with the
+    text beside it when it is long or has code, links or tables. Synthesis that fails sends the text."""
+
+    provider: Literal["openai", "edge"] | None = Field(
+        None,
+        description="openai (OpenAI's speech API, or a compatible server at base_url) | edge (Microsoft "
+        "Edge's read-aloud voices through edge-tts: free, no key, needs the internet); null = answers are "
+        "always text.",
+    )
+    mode: Literal["off", "voice_in", "always"] = Field(
+        "voice_in",
+        description="When an answer is spoken: voice_in (the answer to a voice note) | always (every "
+        "answer) | off.",
+    )
+    model: str = Field("tts-1", min_length=1, description="Speech model (openai only).")
+    voice: str | None = Field(
+        None,
+        description="Voice name; null = alloy (openai) or en-US-EmmaMultilingualNeural (edge; `edge-tts "
+        "--list-voices` lists them).",
+    )
+    base_url: str | None = Field(
+        None, description="Speech endpoint (openai only); null = OpenAI's (OPENAI_BASE_URL is honoured)."
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        min_length=1,
+        description="Environment variable holding the speech API key (openai only; optional with a "
+        "base_url: a local server that needs none is sent the placeholder no-key).",
+    )
+    timeout: StrictFloat = Field(
+        60.0,
+        gt=0,
+        description="Seconds a spoken reply may take to synthesise, retries included; then the text is "
+        "sent instead.",
+    )
+    text_over_chars: StrictInt = Field(
+        600,
+        ge=0,
+        description="An answer whose spoken form is longer than this many characters also comes as text "
+        "(one with code, a link or a table always does).",
+    )
+    max_chars: StrictInt = Field(
+        2000,
+        ge=100,
+        le=4000,
+        description="At most this many characters are spoken (billed per character); a longer answer is "
+        "spoken up to a sentence end and the full answer comes as text.",
+    )
+    price_per_million_chars: StrictFloat | None = Field(
+        None,
+        ge=0,
+        description="USD per million characters spoken, for insights and spend limits; null = 15 for "
+        "openai (tts-1; 30 for tts-1-hd) and 0 for edge. Set 0 for a free local server.",
+    )
+
+
 class WebSearchSettings(Section):
     """The web_search tool: offered to new sessions only when a provider is set."""
 

@@ -76,6 +76,15 @@ class RequestUsage:
     usage: Usage
     cost: float
     uncached_cost: float
+    characters: int = 0  # text spoken (a speech request is billed per character, not per token)
+
+
+SPEECH_PURPOSE = "speech"  # a spoken reply's synthesis (agent.media.speech)
+
+
+def spoken(provider: str, model: str, characters: int, cost: float) -> RequestUsage:
+    """A speech request as the store records it: no tokens, its characters, a cost caching cannot lower."""
+    return RequestUsage(SPEECH_PURPOSE, provider, model, Usage(), cost, cost, characters)
 
 
 def priced(purpose: str, provider: str, model: str, info: ModelInfo, usage: Usage) -> RequestUsage:

@@ -52,6 +52,7 @@ from agent.settings import (
     Section,
     SpeechToTextSettings,
     StorageSettings,
+    TextToSpeechSettings,
     Toolset,
     WebSettings,
 )
@@ -442,6 +443,7 @@ class HeraldConfig(Section):
     review: ReviewSettings = ReviewSettings()
     media: MediaSettings = MediaSettings()
     stt: SpeechToTextSettings = SpeechToTextSettings()
+    tts: TextToSpeechSettings = TextToSpeechSettings()
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
     gateway: GatewaySettings = GatewaySettings()

@@ -39,6 +39,8 @@ from gateway.runtime import open_agent_runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
+from gateway.speech.replies import SpokenReplies
+from gateway.speech.synthesizers import speech_retries
 
 if TYPE_CHECKING:
     from gateway.cluster.redis import Cluster
@@ -115,6 +117,9 @@ async def open_chat_core(
             ),
             metrics=metrics,
             budgets=Budgets(config.budgets, runtime.spending, runtime.store.spending),
+            speech=SpokenReplies(
+                config.tts, runtime.synthesizer, runtime.agent.calls, speech_retries(config)
+            ),
         )
         runtime.spending.on_warning(
             AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)

@@ -61,14 +61,18 @@ PURPOSE_LABELS = {
     "cron": "cron runs",
     "subagent": "sub-agents",
     "review": "reviews",
+    "speech": "spoken",  # spoken replies: billed per character, no tokens
 }
 
 
 def row_for_purpose(totals: PurposeUsage) -> UsageRow:
     usage = totals.usage
     label = PURPOSE_LABELS.get(totals.purpose, totals.purpose)
+    counted = f"{totals.requests:,} requests"
+    if totals.characters:
+        counted = f"{totals.requests:,} replies, {totals.characters:,} chars"
     return UsageRow(
-        label=f"{label} ({totals.requests:,} requests)",
+        label=f"{label} ({counted})",
         input_tokens=usage.input_tokens,
         cache_read=usage.cache_read_tokens,
         cache_write=usage.cache_write_tokens,

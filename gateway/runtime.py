@@ -48,6 +48,7 @@ from agent.api import (
     SpendGate,
     StartedSession,
     Summarizer,
+    Synthesizer,
     Thresholds,
     ToolRegistry,
     Transcriber,
@@ -68,6 +69,7 @@ from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage, storage_url
 from gateway.home.memory_skills import memory_and_skills
 from gateway.rights import mcp_settings, session_toolsets
+from gateway.speech.synthesizers import make_synthesizer
 from gateway.timezones import resolve_timezone
 
 if TYPE_CHECKING:
@@ -156,6 +158,7 @@ class Runtime:
     model: str
     cron: CronManager  # scheduled jobs: the table and who may change what (gateway.cron)
     transcriber: Transcriber | None  # voice notes to text; None when stt.provider is not set
+    synthesizer: Synthesizer | None  # spoken replies; None when tts.provider is not set (or mode off)
     mcp: McpServers | None  # the MCP servers that started (None: none configured); tools in ``registry``
     cache_watch: CacheWatch  # judges every model request's cache read; the gateway counts its misses
     spending: SpendGate  # every model request passes it (agent.model_calls); budgets: from the config
@@ -319,6 +322,9 @@ async def open_agent_runtime(
         transcriber = make_transcriber(config)
         if transcriber is not None:
             stack.push_async_callback(transcriber.aclose)
+        synthesizer = make_synthesizer(config, os.environ)
+        if synthesizer is not None:
+            stack.push_async_callback(synthesizer.aclose)
         limiter = request_limiter(config, cluster)
         kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
         zone = resolve_timezone(config.scheduler.timezone)
@@ -378,6 +384,7 @@ async def open_agent_runtime(
             model=name,
             cron=cron,
             transcriber=transcriber,
+            synthesizer=synthesizer,
             mcp=mcp,
             cache_watch=watch,
             spending=spending,

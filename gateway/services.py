@@ -26,6 +26,7 @@ from gateway.intake.inbox import Inbox
 from gateway.intake.work import WorkQueue
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
+from gateway.speech.replies import SpokenReplies
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Services:
     media: MediaReader
     metrics: GatewayMetrics
     budgets: Budgets  # spend limits: whom to charge, what to tell (gateway.budgets)
+    speech: SpokenReplies  # which answers come back as voice notes, and making them (gateway.speech)
     started_at: float = field(default_factory=time.time)
     console_url: str | None = None  # the operator console's address, once the HTTP server serves it
 

@@ -58,6 +58,9 @@ outbox = sa.Table(
     sa.Column("sent_at", Timestamp),
     sa.Column("claimed_by", sa.Text),  # the process sending it now (several gateway processes)
     sa.Column("claimed_until", Timestamp),
+    # A file the item sends (a spoken reply's voice note): its bytes live once in the media table.
+    sa.Column("media_sha256", sa.Text),
+    sa.Column("media_meta", sa.Text),  # JSON: what the platform is told about it (a voice note's duration...)
     sa.Index(
         "outbox_pending",
         "next_attempt_at",

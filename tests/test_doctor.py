@@ -7,6 +7,7 @@ import asyncio
 import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import yaml
@@ -324,6 +325,26 @@ async def test_speech_to_text_at_a_server_of_your_own_needs_no_key(home: HeraldH
     assert [(f.status, f.text) for f in findings] == [
         ("ok", "speech-to-text at http://127.0.0.1:8000/v1 gets no key (OPENAI_API_KEY is not set).")
     ]
+
+
+async def test_spoken_replies_say_whether_their_speech_service_has_its_key(home: HeraldHome) -> None:
+    async def said(tts: dict[str, Any], environ: dict[str, str]) -> list[tuple[str, str]]:
+        config = HeraldConfig.model_validate({"tts": tts})
+        context = DoctorContext(home, {"ANTHROPIC_API_KEY": "k", **environ}, offline=True, config=config)
+        findings = await check_keys(context)
+        return [(f.status, f.text) for f in findings if "tts" in f.text or "spoken" in f.text]
+
+    missing = await said({"provider": "openai"}, {})
+    assert missing == [("fail", missing[0][1])]
+    assert missing[0][1].startswith("tts.provider is openai but OPENAI_API_KEY is not set: put the key in")
+    assert await said({"provider": "openai"}, {"OPENAI_API_KEY": "sk"}) == [
+        ("ok", "OPENAI_API_KEY is set for spoken replies (tts-1).")
+    ]
+    assert await said({"provider": "openai", "base_url": "http://127.0.0.1:8880/v1"}, {}) == [
+        ("ok", "spoken replies at http://127.0.0.1:8880/v1 get no key (OPENAI_API_KEY is not set).")
+    ]
+    assert await said({"provider": "edge"}, {}) == []  # Edge needs no key
+    assert await said({"provider": "openai", "mode": "off"}, {}) == []  # nothing is spoken
 
 
 async def web_search_report(

@@ -76,11 +76,13 @@ def config(
     max_attachment_mb: float = 20.0,
     gateway: dict[str, Any] | None = None,
     stt: dict[str, Any] | None = None,
+    tts: dict[str, Any] | None = None,
     **discord: Any,
 ) -> Any:
     return make_config(
         emulator_url,
         stt=stt or {},
+        tts=tts or {},
         gateway={
             "admins": [f"discord:{ADMIN}"],
             "http_port": 0,
@@ -108,6 +110,7 @@ async def discord_gateway(
     max_attachment_mb: float = 20.0,
     gateway: dict[str, Any] | None = None,
     stt: dict[str, Any] | None = None,
+    tts: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[Harness]:
     fake = fake or FakeDiscord()
@@ -122,6 +125,7 @@ async def discord_gateway(
             max_attachment_mb=max_attachment_mb,
             gateway=gateway,
             stt=stt,
+            tts=tts,
             **discord,
         )
 

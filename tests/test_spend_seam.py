@@ -45,3 +45,13 @@ def test_the_seam_gates_before_it_sends_and_records_after() -> None:
     steps = ("gate.admit(", "complete_with_retries(", "record_request(")
     admit, send, record = (source.index(step) for step in steps)
     assert admit < send < record
+
+
+def test_speech_is_paid_through_the_seam_too() -> None:
+    """A spoken reply's synthesis is billed per character: only ``ModelCalls.speak`` asks a synthesizer,
+    after the gate admitted its price and before its usage is recorded."""
+    assert set(calls("synthesize")) == {SEAM}
+    source = (ROOT / SEAM).read_text(encoding="utf-8")
+    speak = source[source.index("async def speak(") :]
+    admit, send, record = (speak.index(step) for step in ("gate.admit(", ".synthesize(", "record_request("))
+    assert admit < send < record

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import discord
+from discord.http import handle_message_parameters
 
 from adapters.base import (
     Adapter,
@@ -36,6 +37,7 @@ from adapters.base import (
     InboundMessage,
     InboundSink,
     OutboundText,
+    OutboundVoice,
     SendRate,
     SinkUnavailable,
 )
@@ -50,6 +52,7 @@ from .interactions import InteractionAnswers, InteractionWebhook, interaction_re
 from .ordering import ChatQueues
 from .outbound import NO_MENTIONS, REPLY_MENTIONS, channel_id, reply_reference
 from .outbound import message_id as parse_message_id
+from .voice import VOICE_FLAGS, VoiceFile, plain_attachment, refused_as_voice
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,7 @@ class DiscordAdapter(Adapter):
         formatting="markdown",
         can_edit=True,
         has_threads=True,
+        voice_notes=True,
     )
 
     def __init__(
@@ -556,6 +560,38 @@ class DiscordAdapter(Adapter):
             else:  # a reply may notify the person replied to, and nobody else
                 message = await target.send(text.text, reference=reference, allowed_mentions=REPLY_MENTIONS)
         return str(message.id)
+
+    async def send_voice(
+        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+    ) -> str:
+        """A voice message (``adapters.discord.voice``); where Discord refuses one, an ordinary audio
+        attachment. Not as the answer to a slash command: its answer may be private, and an interaction's
+        webhook takes no voice message (the gateway sends the words instead)."""
+        client = self._started()
+        if reply_to is not None and await self.interactions.find(reply_to) is not None:
+            raise DeliveryError("a slash command's answer is not sent as a voice message")
+        channel = channel_id(address)
+        reference = reply_reference(reply_to, channel)
+        mentions = NO_MENTIONS if reference is None else REPLY_MENTIONS
+        quoted = reference.to_message_reference_dict() if reference is not None else None
+        async with self._typed_errors("send voice message"):
+            try:
+                with handle_message_parameters(
+                    file=VoiceFile(voice), flags=VOICE_FLAGS, allowed_mentions=mentions,
+                    message_reference=quoted,
+                ) as voice_message:  # fmt: skip
+                    sent = await client.http.send_message(channel, params=voice_message)
+            except discord.HTTPException as error:
+                if not refused_as_voice(error):
+                    raise
+                log.info("Discord refused a voice message in channel %s (%s); sending it as an audio file",
+                         channel, describe(error, self._token))  # fmt: skip
+                with handle_message_parameters(
+                    file=plain_attachment(voice), allowed_mentions=mentions,
+                    message_reference=quoted,
+                ) as attachment:  # fmt: skip
+                    sent = await client.http.send_message(channel, params=attachment)
+        return str(sent["id"])
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         client = self._started()

@@ -17,7 +17,7 @@ from agent.db.errors import READ_ONLY_HOME, StorageError, StorageUnavailable
 from agent.db.fencing import FencedOut, issue_token, newest_token
 from agent.db.migrate import head_revision, known_revision
 from agent.db.postgres import inspect_server
-from agent.db.schema import BigId, Flag, Timestamp, metadata, requests, sessions
+from agent.db.schema import BigId, Flag, Timestamp, media, metadata, requests, sessions
 from agent.db.sql import insert_for, insert_ignoring_duplicates, json_text, serialize, upsert
 from agent.db.sqlite import Integrity, check_integrity
 from agent.db.transfer import REPLAYED, TableCopy, copy_tables, verify
@@ -46,6 +46,7 @@ __all__ = [
     "issue_token",
     "json_text",
     "known_revision",
+    "media",
     "metadata",
     "newest_token",
     "open_storage",

@@ -106,6 +106,7 @@ requests = sa.Table(
     sa.Column("estimated_cost", sa.Double, nullable=False),
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("characters", sa.Integer, nullable=False, server_default="0"),  # text spoken (speech requests)
     sa.Index("requests_by_session", "session_id"),
     sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
     sqlite_autoincrement=True,

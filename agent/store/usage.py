@@ -47,6 +47,7 @@ class PurposeUsage:
     usage: Usage
     cost: float
     uncached_cost: float
+    characters: int = 0  # text spoken (speech requests are billed per character)
 
 
 def _added(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
@@ -101,6 +102,7 @@ _BY_PURPOSE = (
         sa.func.sum(requests.c.cache_write_1h_tokens).label("cache_write_1h_tokens"),
         _COST,
         sa.func.sum(requests.c.uncached_cost).label("uncached_cost"),
+        sa.func.sum(requests.c.characters).label("characters"),
     )
     .group_by(requests.c.purpose)
     .order_by(_COST.desc(), requests.c.purpose)
@@ -145,6 +147,7 @@ class UsageLedger:
             "estimated_cost": request.cost,
             "uncached_cost": request.uncached_cost,
             "created_at": now if sent_at is None else sent_at,
+            "characters": request.characters,
         }
         totals = {
             "session_id": session_id,
@@ -199,6 +202,7 @@ class UsageLedger:
                 ),
                 cost=float(row.cost),
                 uncached_cost=float(row.uncached_cost),
+                characters=int(row.characters or 0),
             )
             for row in rows
         ]

@@ -9,6 +9,10 @@ the prefix stays cached) and answered again.
 Every model request of a turn is charged to the bot, the chat and the person who wrote
 (``gateway.budgets``): a message over one of their spend limits starts no turn, a turn that reaches one
 stops before its next request, and the chat is told once per limit and window (:func:`refuse`).
+
+An answer to be spoken (``gateway.speech``: a voice note answered with one) is not streamed; its voice
+note is made inside the turn's charge, while "typing…" still shows, and queued with the text (or in
+place of it) in the transaction that closes the row.
 """
 
 from __future__ import annotations
@@ -150,11 +154,17 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         streamed = [row.stream_message_id] if row.stream_message_id else []
         earlier = {INBOX_META: row.id}
         recovered = await runtime.agent.earlier_attempt(lease, session, earlier) if resumed else None
-        if recovered is not None:
-            await services.replies.answer(row, recovered, streamed=streamed)
-            return
+        spoken = services.speech.wanted(message, adapter.capabilities)  # then not streamed
         is_admin = services.authorizer.is_admin(message.platform, message.user_id)
         charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
+        if recovered is not None:
+            with charging(charge):
+                voice = await _voice(services, row, session, recovered, streamed=streamed) if spoken else None
+            if voice is not None:
+                await services.replies.queue(voice, row=row, state=InboxState.ANSWERED)
+            else:
+                await services.replies.answer(row, recovered, streamed=streamed)
+            return
         over = await services.budgets.check(charge)
         if over is not None:  # a turn over a limit does not start: nothing reaches the model
             await refuse(services, row, over, streamed=streamed)
@@ -172,7 +182,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             address,
             reply_to=message.message_id,
             budget=services.budget,
-            interval=services.stream_interval,
+            interval=0.0 if spoken else services.stream_interval,
             inbox=services.inbox,
             inbox_id=row.id,
             streamed=streamed,
@@ -194,12 +204,16 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
                         media=turn_input.media,
                         gate=rights,
                     )
+                    voice = None
+                    if spoken and result.refused is None and not result.error:  # typing shows meanwhile
+                        written = _answer_text(result, turn_input.notices)
+                        voice = await _voice(services, row, session, result.text, written, stream.messages)
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
         if await _closed_without_access(services, row, speaker, "during the turn"):
             return
-        await _finish(services, row, stream, result, session, turn_input.notices)
+        await _finish(services, row, stream, result, session, turn_input.notices, voice)
     if not result.error:
         await services.reviews.after_turn(session)
 
@@ -221,7 +235,9 @@ async def _finish(
     result: TurnResult,
     session: SessionRecord,
     notices: tuple[str, ...] = (),
+    voice: Sequence[Outgoing] | None = None,
 ) -> None:
+    """Queue the turn's outcome; ``voice``: a spoken answer's operations (``gateway.speech``)."""
     metrics = services.metrics
     if result.refused is not None:  # a limit stopped it before its next request
         await refuse(services, row, result.refused, stream=stream)
@@ -230,11 +246,38 @@ async def _finish(
         metrics.turns.labels("failed").inc()
         metrics.delivery_failures.labels(row.message.platform).inc()
     else:
-        lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
-        text = "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
-        await services.replies.queue(stream.final(text), row=row, state=InboxState.ANSWERED)
+        operations = voice if voice is not None else stream.final(_answer_text(result, notices))
+        await services.replies.queue(operations, row=row, state=InboxState.ANSWERED)
         metrics.turns.labels("answered").inc()
     metrics.turn_seconds.observe(time.time() - row.received_at)
+
+
+def _answer_text(result: TurnResult, notices: tuple[str, ...]) -> str:
+    """The answer as written into the chat: the model's text, then the lines under it."""
+    lines = [*notices, *([result.notice] if result.notice else [])]  # e.g. cut off, no vision
+    return "\n\n".join([result.text, *(f"ℹ️ {line}" for line in lines)])
+
+
+async def _voice(
+    services: Services,
+    row: InboxRow,
+    session: SessionRecord,
+    answer: str,
+    written: str | None = None,
+    streamed: Sequence[str] = (),
+) -> list[Outgoing] | None:
+    """The operations of a spoken answer to ``row``, or None: send the text (``gateway.speech``)."""
+    message = row.message
+    adapter = services.adapters[message.platform]
+    return await services.speech.operations(
+        adapter.capabilities,
+        reply_address(message),
+        answer,
+        session=session,
+        reply_to=message.message_id,
+        written=written,
+        streamed=streamed,
+    )
 
 
 async def take_turn(

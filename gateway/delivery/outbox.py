@@ -42,10 +42,18 @@ a sender passes a :class:`Claimant` and each item is sent by the one process tha
 Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and the claim columns stay
 empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
 Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
+
+Files. An item may send a file (a spoken reply's voice note: ``Operation.SEND_VOICE``). Its bytes are
+stored once, by SHA-256, in the ``media`` table in the same transaction as the item (the item keeps the
+hash and what the platform is told about the file), so a restart sends the very bytes that were queued,
+made once. The item's text is what to send instead when the platform will not take the file (empty
+when the words go out beside it anyway).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -55,8 +63,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.base import ChatAddress, OutboundText, TextEntity
-from agent.db import Storage
+from adapters.base import ChatAddress, OutboundText, OutboundVoice, TextEntity
+from agent.db import Storage, insert_ignoring_duplicates, media
 from gateway.intake.inbox import InboxState, finish_row
 from gateway.tables import outbox
 
@@ -68,6 +76,7 @@ class Operation(StrEnum):
     SEND = "send"
     EDIT = "edit"  # replace the text of ``target_message_id`` (a message streamed during the turn)
     DELETE = "delete"  # remove ``target_message_id`` (a streamed message the final answer no longer needs)
+    SEND_VOICE = "send_voice"  # a voice note (``voice``); ``text``: its words, if the platform refuses it
 
 
 class OutboxState(StrEnum):
@@ -85,6 +94,7 @@ class Outgoing:
     text: OutboundText
     reply_to: str | None = None
     target_message_id: str | None = None
+    voice: OutboundVoice | None = None  # SEND_VOICE: None when its stored audio is missing
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class Outbox:
         query = sa.select(outbox).where(outbox.c.id.in_(_heads(served)), outbox.c.next_attempt_at <= now)
         query = query.order_by(outbox.c.id).limit(limit)
         if claimant is None:
-            return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+            return await self.storage.read(lambda conn: _items(conn, conn.execute(query).all()))
         claimable = sa.or_(
             outbox.c.claimed_until.is_(None),
             outbox.c.claimed_until <= now,
@@ -169,7 +179,7 @@ class Outbox:
         locked = query.where(claimable).with_for_update(skip_locked=True, of=outbox)
 
         def claim(conn: sa.Connection) -> list[OutboxItem]:
-            items = [_item(row) for row in conn.execute(locked)]
+            items = _items(conn, conn.execute(locked).all())
             if items:
                 claimed = {"claimed_by": claimant.holder, "claimed_until": now + claimant.seconds}
                 ids = [item.id for item in items]
@@ -252,7 +262,7 @@ class Outbox:
 
     async def items_for(self, inbox_id: int) -> list[OutboxItem]:
         query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
-        return await self.storage.read(lambda conn: [_item(row) for row in conn.execute(query)])
+        return await self.storage.read(lambda conn: _items(conn, conn.execute(query).all()))
 
     async def _update(self, item_id: int, claimant: Claimant | None, **values: Any) -> bool:
         statement = sa.update(outbox).where(outbox.c.id == item_id).values(**values)
@@ -266,7 +276,25 @@ def insert_items(conn: sa.Connection, items: Sequence[Outgoing], *, inbox_id: in
     change that must be said in the same transaction, such as an approval and its welcome)."""
     now = time.time()
     statement = sa.insert(outbox).returning(outbox.c.id)
-    return [int(conn.execute(statement, _values(item, inbox_id, now)).scalar_one()) for item in items]
+    ids = []
+    for item in items:
+        values = _values(item, inbox_id, now)
+        if item.voice is not None:
+            values |= _store_voice(conn, item.voice, now)
+        ids.append(int(conn.execute(statement, values).scalar_one()))
+    return ids
+
+
+VOICE_TYPE = "audio/ogg"
+
+
+def _store_voice(conn: sa.Connection, voice: OutboundVoice, now: float) -> dict[str, Any]:
+    """Store a voice note's bytes once (by SHA-256); the item's columns that name it."""
+    sha256 = hashlib.sha256(voice.data).hexdigest()
+    row = {"sha256": sha256, "media_type": VOICE_TYPE, "size": len(voice.data), "data": voice.data}
+    insert_ignoring_duplicates(conn, media, {**row, "created_at": now})
+    meta = {"duration": voice.duration, "waveform": base64.b64encode(voice.waveform).decode("ascii")}
+    return {"media_sha256": sha256, "media_meta": json.dumps(meta, separators=(",", ":"))}
 
 
 def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple[OutboxState, str | None]]:
@@ -319,17 +347,37 @@ def _values(item: Outgoing, inbox_id: int | None, now: float) -> dict[str, Any]:
     }
 
 
-def _item(row: sa.Row[Any]) -> OutboxItem:
+def _items(conn: sa.Connection, rows: Sequence[sa.Row[Any]]) -> list[OutboxItem]:
+    """Rows as items, with the bytes of the files they send (one query for all of them)."""
+    hashes = sorted({row.media_sha256 for row in rows if row.media_sha256})
+    files: dict[str, bytes] = {}
+    if hashes:
+        found = conn.execute(sa.select(media.c.sha256, media.c.data).where(media.c.sha256.in_(hashes)))
+        files = {found_row.sha256: bytes(found_row.data) for found_row in found}
+    return [_item(row, files) for row in rows]
+
+
+def _voice(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboundVoice | None:
+    data = files.get(row.media_sha256 or "")
+    if data is None:
+        return None
+    meta = json.loads(row.media_meta or "{}")
+    return OutboundVoice(data, float(meta.get("duration", 0.0)), base64.b64decode(meta.get("waveform", "")))
+
+
+def _item(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboxItem:
     entities = tuple(TextEntity(**entity) for entity in json.loads(row.entities))
+    operation = Operation(row.operation)
     return OutboxItem(
         id=int(row.id),
         inbox_id=None if row.inbox_id is None else int(row.inbox_id),
         outgoing=Outgoing(
             address=ChatAddress(row.platform, row.chat_id, row.thread_id),
-            operation=Operation(row.operation),
+            operation=operation,
             text=OutboundText(row.text, entities),
             reply_to=row.reply_to,
             target_message_id=row.target_message_id,
+            voice=_voice(row, files) if operation is Operation.SEND_VOICE else None,
         ),
         state=OutboxState(row.state),
         attempts=row.attempts,

@@ -3,8 +3,9 @@
 Replies of one chat go out in the order they were queued (only the oldest pending item of a chat is
 tried), different chats concurrently. A platform failure is never silent: a retryable one (429,
 network, 5xx) is retried with backoff that honours ``retry_after``; a formatting refusal is resent as
-plain text; an edit of a message that is gone becomes a new message; a chat that is gone, or an item
-that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
+plain text; an edit of a message that is gone becomes a new message; a voice note the platform will not
+take becomes its words as text (or nothing, when they went out beside it); a chat that is gone, or an
+item that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
 
 A chat that the send budget pauses for longer than ``MAX_BUDGET_WAIT`` (a 429, or in a cluster the
 shared rate window) is postponed, never waited for; a budget that cannot be consulted (the cluster's
@@ -241,6 +242,10 @@ class OutboxSender:
         outgoing = item.outgoing
         if outgoing.operation is Operation.SEND:
             return await adapter.send(outgoing.address, outgoing.text, reply_to=outgoing.reply_to)
+        if outgoing.operation is Operation.SEND_VOICE:
+            if outgoing.voice is None:
+                raise DeliveryError("the voice note's stored audio is missing")
+            return await adapter.send_voice(outgoing.address, outgoing.voice, reply_to=outgoing.reply_to)
         target = outgoing.target_message_id or ""
         if outgoing.operation is Operation.EDIT:
             await adapter.edit(outgoing.address, target, outgoing.text)
@@ -267,6 +272,8 @@ class OutboxSender:
                 claimant=self.claimant,
             )
             return False
+        if outgoing.operation is Operation.SEND_VOICE and not (error.retryable or error.permanent):
+            return await self._voice_refused(item, error)
         if error.permanent and outgoing.operation is Operation.DELETE:
             await self.outbox.mark_sent(item.id, outgoing.target_message_id or "", claimant=self.claimant)
             return True
@@ -282,6 +289,21 @@ class OutboxSender:
             item.id, platform, outgoing.address.chat_id, error, item.attempts + 1, delay,
         )  # fmt: skip
         await self.outbox.reschedule(item.id, str(error), self.clock() + delay, claimant=self.claimant)
+        return False
+
+    async def _voice_refused(self, item: OutboxItem, error: DeliveryError) -> bool:
+        """The platform will not take this voice note: send its words instead, or nothing more when they
+        went out beside it; True when the item is settled."""
+        outgoing = item.outgoing
+        if not outgoing.text.text:
+            log.warning("outbox item %d: a voice note was refused (%s); its words were sent as text",
+                        item.id, error)  # fmt: skip
+            await self.outbox.mark_failed(item.id, str(error), claimant=self.claimant)
+            return True
+        log.warning("outbox item %d: a voice note was refused (%s); sending its words as text",
+                    item.id, error)  # fmt: skip
+        words = replace(outgoing, operation=Operation.SEND, voice=None)
+        await self.outbox.replace(item.id, words, claimant=self.claimant)
         return False
 
     async def _give_up(self, item: OutboxItem, reason: str) -> None:

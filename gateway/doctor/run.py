@@ -29,6 +29,7 @@ from gateway.runtime import (
     missing_stt_key,
     stt_api_key,
 )
+from gateway.speech.synthesizers import missing_tts_key, tts_api_key
 
 
 def private_paths(home: HeraldHome) -> list[Path]:
@@ -114,7 +115,20 @@ async def check_keys(ctx: DoctorContext) -> list[Finding]:
             findings.append(Finding("ok", "keys", text))
         else:
             findings.append(Finding("fail", "keys", missing_stt_key(ctx.config, str(ctx.home.env_path))))
-    return findings
+    return findings + _speech_key(ctx, ctx.config)
+
+
+def _speech_key(ctx: DoctorContext, config: HeraldConfig) -> list[Finding]:
+    """The key of the openai speech service spoken replies use (edge needs none)."""
+    tts = config.tts
+    if tts.provider != "openai" or tts.mode == "off":
+        return []
+    if ctx.environ.get(tts.api_key_env):
+        return [Finding("ok", "keys", f"{tts.api_key_env} is set for spoken replies ({tts.model}).")]
+    if tts_api_key(config, ctx.environ) is not None:
+        text = f"spoken replies at {tts.base_url} get no key ({tts.api_key_env} is not set)."
+        return [Finding("ok", "keys", text)]
+    return [Finding("fail", "keys", missing_tts_key(config, str(ctx.home.env_path)))]
 
 
 def default_checks() -> list[Check]:

@@ -14,11 +14,11 @@ from functools import partial
 from http import HTTPStatus
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from tests.threaded import serve_in_thread
 
-from . import anthropic_api, audio, openai_api
+from . import anthropic_api, audio, openai_api, speech
 from .records import RecordedRequest
 from .state import EmulatorState
 from .wire import Outcome, dumps
@@ -51,6 +51,8 @@ class ProviderEmulator(EmulatorState):
         app.router.add_post("/v1/messages/count_tokens", self._route(anthropic_api.count_tokens, "anthropic"))
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speak)
+        app.router.add_get(speech.EDGE_PATH, self._edge)
         app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
@@ -114,6 +116,32 @@ class ProviderEmulator(EmulatorState):
             language if isinstance(language, str) else None,
         )
         return await _send(request, outcome, 0.0)
+
+    async def _speak(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            return await _send(request, openai_api.error_outcome(400, f"Invalid JSON body: {exc}"), 0.0)
+        admitted = speech.admit(self, body)
+        if isinstance(admitted, speech.Speech):
+            admitted = await asyncio.to_thread(speech.audio_of, admitted)
+        return await _send(request, admitted, 0.0)
+
+    async def _edge(self, request: web.Request) -> web.WebSocketResponse:
+        """Edge's read-aloud service: a ``speech.config`` message, then an ``ssml`` one, answered with
+        the audio (see ``speech.edge_messages``)."""
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        async for message in socket:
+            if message.type is WSMsgType.TEXT and "Path:ssml" in message.data:
+                record = speech.edge_request(self, message.data)
+                for frame in await asyncio.to_thread(speech.edge_messages, record):
+                    await (socket.send_str(frame) if isinstance(frame, str) else socket.send_bytes(frame))
+                break
+        await socket.close()
+        return socket
 
     async def _models(self, request: web.Request) -> web.Response:
         """The model list, in the shape of the API that asks (the Anthropic SDK sends anthropic-version)."""

@@ -61,6 +61,8 @@ class EmulatorState:
         self._script: deque[Reply] = deque()
         self._transcripts: deque[str] = deque()
         self.transcriptions: list[Any] = []  # audio.Transcription records
+        self.speeches: list[Any] = []  # speech.Speech records (POST /v1/audio/speech)
+        self.edge_speeches: list[Any] = []  # speech.EdgeSpeech records (the Edge read-aloud websocket)
         self._counters: dict[str, int] = {}
         self._holds = 0  # how many of the next streamed answers stop half-way (hold_streams)
         self._releases = 0  # release_streams calls so far

@@ -19,6 +19,7 @@ from .records import EPHEMERAL, LOADING, Attachment, StoredMessage
 from .sessions import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, Session
 from .wire import (
     EMPTY_MESSAGE,
+    MISSING_PERMISSIONS,
     ApiError,
     form_error,
     iso,
@@ -36,6 +37,10 @@ EMBED_FIELDS = {"title": 256, "description": 4096}
 NONCE_WINDOW = 300.0
 REPLY = 19
 DEFAULT = 0
+IS_VOICE_MESSAGE = 1 << 13
+VOICE_CONTENT = 50159  # "Voice messages do not support additional content."
+VOICE_ATTACHMENT = 50160  # "Voice messages must have a single audio attachment."
+VOICE_METADATA = 50161  # "Voice messages must have supporting metadata."
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
 _EVERYONE = re.compile(r"@(everyone|here)\b")
@@ -145,7 +150,7 @@ def attachment_api(
     if file.content_type is not None:
         out["content_type"] = file.content_type
     if file.voice:
-        out.update(duration_secs=3.0, waveform="AAAA", flags=0)
+        out.update(duration_secs=file.duration, waveform=file.waveform, flags=0)
     return out
 
 
@@ -280,15 +285,39 @@ def create_message(
         webhook_id=webhook_id,
         versions=[content],
     )
-    msg.attachments = [
-        (state.snowflakes.next(), Attachment(u.filename, u.content_type, u.data)) for u in uploads
-    ]
+    if msg.flags & IS_VOICE_MESSAGE:
+        msg.attachments = [(state.snowflakes.next(), voice_attachment(state, channel_id, payload, uploads))]
+    else:
+        msg.attachments = [
+            (state.snowflakes.next(), Attachment(u.filename, u.content_type, u.data)) for u in uploads
+        ]
     store(state, msg)
     if nonce is not None:
         state.nonces[(channel_id, str(nonce))] = (msg.id, time.monotonic())
     if dispatch:
         dispatch_create(state, msg)
     return msg
+
+
+def voice_attachment(
+    state: DiscordState, channel_id: int, payload: dict[str, Any], uploads: list[Upload]
+) -> Attachment:
+    """A voice message's one audio file, checked as Discord checks it: no text beside it, a single OGG
+    attachment whose entry says its ``duration_secs`` and ``waveform``, and the permission to send one."""
+    if channel_id in state.voice_messages_denied:
+        raise ApiError(403, MISSING_PERMISSIONS)
+    if payload.get("content") or payload.get("embeds"):
+        raise ApiError(400, VOICE_CONTENT, "Voice messages do not support additional content.")
+    if len(uploads) != 1 or not uploads[0].filename.endswith(".ogg"):
+        raise ApiError(400, VOICE_ATTACHMENT, "Voice messages must have a single audio attachment.")
+    entries = payload.get("attachments") or [{}]
+    entry = entries[0] if isinstance(entries[0], dict) else {}
+    duration, waveform = entry.get("duration_secs"), entry.get("waveform")
+    if not isinstance(duration, int | float) or not isinstance(waveform, str) or not waveform:
+        raise ApiError(400, VOICE_METADATA, "Voice messages must have supporting metadata.")
+    upload = uploads[0]
+    return Attachment(upload.filename, "audio/ogg", upload.data, voice=True, duration=float(duration),
+                      waveform=waveform)  # fmt: skip
 
 
 def store(state: DiscordState, msg: StoredMessage) -> None:

@@ -43,6 +43,8 @@ class Attachment:
     content_type: str | None  # None: left out, as Discord does for some uploads
     data: bytes = field(repr=False)
     voice: bool = False  # a voice message (its attachment has a duration and a waveform)
+    duration: float = 3.0  # a voice message's, as its sender said
+    waveform: str = "AAAA"  # base64 of its loudness bytes, as its sender said
 
 
 @dataclass

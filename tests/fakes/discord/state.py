@@ -101,6 +101,8 @@ class DiscordState:
         self.interaction_deadline = 3.0  # seconds to send the initial response
         self.heartbeat_interval_ms = 41250
         self.echo_bot_messages = True  # the bot's own messages come back as MESSAGE_CREATE, as on Discord
+        # Channels whose permissions deny the bot "Send Voice Messages": a voice message there is a 403.
+        self.voice_messages_denied: set[int] = set()
         self.rest_url = ""  # http://127.0.0.1:PORT/api/v10 while serving
         self.gateway_url = ""  # ws://127.0.0.1:PORT/gateway while serving
         self.base_url = ""  # http://127.0.0.1:PORT while serving (attachment URLs)

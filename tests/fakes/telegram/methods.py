@@ -220,12 +220,15 @@ def send_chat_action(state: TelegramState, params: Params, uploads: Uploads) -> 
     return True
 
 
+FOLDERS = {"photo": ("photos", "jpg"), "voice": ("voice", "oga")}  # where an upload is kept, by field
+
+
 def _media_file(state: TelegramState, params: Params, uploads: Uploads, field: str) -> StoredFile:
     """The file of a send: an upload (multipart part or ``attach://``), a known file_id, or a URL."""
     value = params.get(field)
     part = value.removeprefix("attach://") if isinstance(value, str) else field
     upload = uploads.get(part) or uploads.get(field)
-    folder, extension = ("photos", "jpg") if field == "photo" else ("documents", "bin")
+    folder, extension = FOLDERS.get(field, ("documents", "bin"))
     if upload is not None:
         if not upload.content:
             raise bad_request("file must be non-empty")
@@ -250,6 +253,9 @@ def _send_media(state: TelegramState, params: Params, uploads: Uploads, field: s
     msg.versions.append(text)
     if field == "photo":
         msg.media = {"photo": [{**stored.api(), "width": 800, "height": 600}]}
+    elif field == "voice":  # Telegram trusts the duration it is given (its app shows it)
+        duration = _optional_int(params, "duration") or 0
+        msg.media = {"voice": {**stored.api(), "duration": duration, "mime_type": "audio/ogg"}}
     else:
         upload = uploads.get(field)
         name = upload.filename if upload else stored.file_path.rpartition("/")[2]
@@ -264,6 +270,10 @@ def send_document(state: TelegramState, params: Params, uploads: Uploads) -> Any
 
 def send_photo(state: TelegramState, params: Params, uploads: Uploads) -> Any:
     return _send_media(state, params, uploads, "photo")
+
+
+def send_voice(state: TelegramState, params: Params, uploads: Uploads) -> Any:
+    return _send_media(state, params, uploads, "voice")
 
 
 def get_file(state: TelegramState, params: Params, uploads: Uploads) -> Any:
@@ -380,6 +390,7 @@ METHODS: dict[str, Handler] = {
     "sendChatAction": send_chat_action,
     "sendDocument": send_document,
     "sendPhoto": send_photo,
+    "sendVoice": send_voice,
     "getFile": get_file,
     "answerCallbackQuery": answer_callback_query,
     "setMyCommands": set_my_commands,

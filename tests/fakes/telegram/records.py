@@ -42,8 +42,8 @@ class StoredMessage:
     sender: dict[str, Any]
     text: str = ""
     entities: list[dict[str, Any]] = field(default_factory=list)
-    kind: str = "text"  # text | document | photo
-    media: dict[str, Any] = field(default_factory=dict)  # {"document": {...}} or {"photo": [...]}
+    kind: str = "text"  # text | document | photo | voice
+    media: dict[str, Any] = field(default_factory=dict)  # {"document": {}}, {"photo": []} or {"voice": {}}
     thread_id: int | None = None
     is_topic_message: bool = False
     reply_to: int | None = None
@@ -72,6 +72,7 @@ class StoredMessage:
             edited=self.edit_date is not None,
             versions=tuple(self.versions),
             date=self.date,
+            media=copy.deepcopy(self.media),
         )
 
 
@@ -96,6 +97,7 @@ class SentMessage:
     edited: bool
     versions: tuple[str, ...]
     date: int
+    media: dict[str, Any] = field(default_factory=dict)  # a document's, photo's or voice note's file
 
 
 @dataclass(frozen=True)

@@ -289,6 +289,11 @@ class TelegramState:
                 if m.from_bot and (thread_id is None or m.thread_id == thread_id)
             ]
 
+    def file_content(self, file_id: str) -> bytes:
+        """The bytes of a file the fake holds (one a bot uploaded: ``message.media["voice"]["file_id"]``)."""
+        with self.lock:
+            return self.files[file_id].content
+
     def chat_actions(self, chat_id: int | None = None) -> list[ChatAction]:
         with self.lock:
             return [a for a in self._chat_actions if chat_id is None or a.chat_id == chat_id]
