@@ -25,7 +25,7 @@ atexit.register(lambda: print(json.dumps(packages()), file=sys.stderr))
 from gateway.cli import main
 main()
 """
-_SDKS = {"anthropic", "openai", "telegram", "discord", "mcp", "PIL", "pypdf"}
+_SDKS = {"anthropic", "openai", "telegram", "discord", "mcp", "PIL", "pypdf", "av", "edge_tts"}
 
 
 def imported_by(home: HeraldHome, *args: str) -> set[str]:
