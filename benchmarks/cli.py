@@ -30,6 +30,10 @@ Definitions, each the median of the runs (min–max beside it):
   machine is close to CPU; the difference is the machine's load.
 - **RSS** is the peak resident set (``ru_maxrss``) of a command, ``VmRSS`` for the gateway.
 - **modules** is ``len(sys.modules)`` at exit (one extra run): a count that does not depend on load.
+- **instructions** (``--instructions``: one more run of each command under ``valgrind --tool=callgrind``,
+  about 50 times slower) is the count of instructions the process executed: the same on every run
+  whatever the load, so it compares two checkouts on a busy machine. **Herald's own** is a chat's
+  count minus the floor's ``import anthropic`` (interpreter start and the provider SDK's import).
 - **floor** rows are the same measurements for ``python -c pass`` and for a process that only
   imports the provider SDK the chat uses (``import anthropic``), what no change to Herald can remove.
 """
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -61,7 +66,8 @@ ENTRY = "from gateway.cli import main; main()"
 # One extra run per command writes the modules it loaded, at exit, to the file named here.
 COUNT_MODULES = (
     "import atexit, os, sys\n"
-    "atexit.register(lambda: open(os.environ['HERALD_BENCH_MODULES'], 'w').write('\\n'.join(sorted(sys.modules))))\n"
+    "listing = lambda: '\\n'.join(sorted(sys.modules))\n"
+    "atexit.register(lambda: open(os.environ['HERALD_BENCH_MODULES'], 'w').write(listing()))\n"
     + ENTRY
 )
 # Packages a short command should not load (their presence is reported, not asserted: tests do that).
@@ -84,6 +90,7 @@ class Row:
     label: str
     runs: list[Run]
     modules: list[str]
+    instructions: int | None = None
 
     def cells(self) -> list[str]:
         walls = [r.wall for r in self.runs]
@@ -97,11 +104,12 @@ class Row:
             f"{statistics.median(r.max_rss_kb for r in self.runs) / 1024:.0f} MiB",
             f"{len(self.modules):,}" if self.modules else "",
             ", ".join(heavy) if self.modules else "",
+            f"{self.instructions / 1e9:.2f} G" if self.instructions is not None else "",
         ]
 
 
 COLUMNS = ["command", "runs", "CPU p50 (min–max)", "wall p50 (min–max)", "peak RSS p50", "modules",
-           "heavy packages loaded"]  # fmt: skip
+           "heavy packages loaded", "instructions"]  # fmt: skip
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -131,13 +139,29 @@ def timed(argv: Sequence[str], env: dict[str, str], cwd: Path) -> Run:
         process.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         if code != 0:
             err.seek(0)
-            raise RuntimeError(f"{shlex.join(argv[3:])} exited {code}: {err.read().decode(errors='replace')[-500:]}")
+            raise RuntimeError(
+                f"{shlex.join(argv[3:])} exited {code}: {err.read().decode(errors='replace')[-500:]}"
+            )
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, code)
 
 
-def measure(label: str, code: str, args: Sequence[str], env: dict[str, str], cwd: Path, runs: int) -> Row:
+def instructions(argv: Sequence[str], env: dict[str, str], cwd: Path) -> int:
+    """The instructions one run of ``argv`` executed, as callgrind counted them."""
+    counted = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", counted.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind counted nothing: {counted.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def measure(
+    label: str, code: str, args: Sequence[str], env: dict[str, str], cwd: Path, runs: int, *, count: bool
+) -> Row:
     """``runs`` measured runs after one unmeasured (warm caches, a created database), then one run
-    that lists the modules loaded."""
+    that lists the modules loaded (and with ``count``, one under callgrind)."""
     argv = [sys.executable, "-c", code, *args]
     timed(argv, env, cwd)
     measured = [timed(argv, env, cwd) for _ in range(runs)]
@@ -146,7 +170,7 @@ def measure(label: str, code: str, args: Sequence[str], env: dict[str, str], cwd
         subprocess.run(counting, env=dict(env, HERALD_BENCH_MODULES=listing.name), cwd=cwd,
                        stdout=subprocess.DEVNULL, check=True)  # fmt: skip
         modules = listing.read().split()
-    return Row(label, measured, modules)
+    return Row(label, measured, modules, instructions(argv, env, cwd) if count else None)
 
 
 # --- the provider emulator and the gateway -----------------------------------------------------------
@@ -224,15 +248,17 @@ def start_gateway(herald: Path, home: Path, work: Path, fake: FakeTelegramProces
         while not ready(port):
             if process.poll() is not None:
                 assert process.stderr is not None
-                raise RuntimeError(f"herald gateway run exited {process.returncode}: {process.stderr.read()!r}")
+                raise RuntimeError(
+                    f"herald gateway run exited {process.returncode}: {process.stderr.read()!r}"
+                )
             if time.perf_counter() - started > READY_TIMEOUT:
                 raise RuntimeError("herald gateway run was not ready in time")
             time.sleep(0.02)
         start = time.perf_counter() - started
         ready_cpu, ready_rss = cpu_seconds(process.pid), vm_rss_kb(process.pid)
-        sent = fake._request("inject", [(chat, f"q{chat}", "hello")])  # noqa: SLF001 (synchronous here)
+        sent = fake._request("inject", [(chat, f"q{chat}", "hello")])
         deadline = time.perf_counter() + READY_TIMEOUT
-        while fake._request("check", [chat])[0] < len(sent):  # noqa: SLF001
+        while fake._request("check", [chat])[0] < len(sent):
             if time.perf_counter() > deadline:
                 raise RuntimeError("the gateway did not answer in time")
             time.sleep(0.05)
@@ -286,6 +312,7 @@ def main() -> None:
         help="one measurement (repeatable)",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--instructions", action="store_true", help="count instructions (callgrind)")
     args = parser.parse_args()
     only = set(args.only or ["floor", "version", "help", "chat", "gateway"])
     herald: Path = args.herald.resolve()
@@ -297,15 +324,36 @@ def main() -> None:
         work.mkdir()
         write_config(home, f"model:\n  base_url: {url}\n")
         env = environment(herald, home)
+        count = args.instructions
         if "floor" in only:
-            rows.append(measure("python -c pass (floor)", "pass", [], env, work, args.runs))
-            rows.append(measure("python -c 'import anthropic' (floor)", "import anthropic", [], env, work, args.runs))
+            rows.append(measure("python -c pass (floor)", "pass", [], env, work, args.runs, count=count))
+            rows.append(
+                measure(
+                    "python -c 'import anthropic' (floor)",
+                    "import anthropic",
+                    [],
+                    env,
+                    work,
+                    args.runs,
+                    count=count,
+                )
+            )
         if "version" in only:
-            rows.append(measure("herald --version", ENTRY, ["--version"], env, work, args.runs))
+            rows.append(measure("herald --version", ENTRY, ["--version"], env, work, args.runs, count=count))
         if "help" in only:
-            rows.append(measure("herald --help", ENTRY, ["--help"], env, work, args.runs))
+            rows.append(measure("herald --help", ENTRY, ["--help"], env, work, args.runs, count=count))
         if "chat" in only:
-            rows.append(measure("herald chat -q (emulator)", ENTRY, ["chat", "-q", QUESTION], env, work, args.runs))
+            rows.append(
+                measure(
+                    "herald chat -q (emulator)",
+                    ENTRY,
+                    ["chat", "-q", QUESTION],
+                    env,
+                    work,
+                    args.runs,
+                    count=count,
+                )
+            )
         for row in rows:
             print(" · ".join(row.cells()), flush=True)
         if "gateway" in only:
