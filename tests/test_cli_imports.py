@@ -14,7 +14,8 @@ import pytest
 
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
-from tests.helpers import PROCESS_TIMEOUT, point_at
+from tests.fakes.waiting import PROCESS_TIMEOUT
+from tests.helpers import point_at
 
 # The console script's entry point; at exit, the top-level packages the process imported go to stderr's
 # last line (stdout stays the command's own).
