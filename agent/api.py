@@ -52,7 +52,6 @@ from agent.locks import (
     wait_to_take,
 )
 from agent.loop import Agent, TurnResult
-from agent.mcp.naming import server_of, tool_name
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
@@ -90,6 +89,7 @@ from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
+from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import OPEN, Refuse, Tool, ToolContext, ToolError, ToolGate, ToolRegistry, both
 from agent.tools.web import WebTools
 from agent.tools.web.search import SearchError, key_variable, search_provider, unusable

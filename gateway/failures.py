@@ -21,9 +21,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agent.db import StorageError
-from gateway.config import ConfigError
-
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
@@ -59,16 +56,21 @@ class Failure:
 
 def explain(error: Exception) -> Failure:
     """The sentence and exit code for ``error``; never raises."""
-    if isinstance(error, ConfigError):
-        return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
-    if isinstance(error, StorageError):  # damaged, unwritable, too new, unreachable: it says which
-        return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, CommandFailed):
         return Failure(str(error), error.code)
     if isinstance(error, PlatformStartFailed):
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, BrokenPipeError):  # `herald insights | head -1`: the reader has had enough
         return Failure("", EXIT_FAILED)
+    # Imported here: a usage error is explained above before any command loaded the config schema or
+    # the database layer (half a second of imports); either error below comes from a loaded module.
+    from agent.db import StorageError
+    from gateway.config import ConfigError
+
+    if isinstance(error, ConfigError):
+        return Failure(f"configuration error: {error}", EXIT_UNUSABLE)
+    if isinstance(error, StorageError):  # damaged, unwritable, too new, unreachable: it says which
+        return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, OSError):
         return Failure(describe_os_error(error), EXIT_UNUSABLE)
     log.debug("unexpected failure", exc_info=error)

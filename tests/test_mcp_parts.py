@@ -9,9 +9,9 @@ import mcp_types as types
 import pytest
 
 from agent.mcp.last_words import last_words
-from agent.mcp.naming import server_of, tool_name
 from agent.mcp.results import MAX_TEXT_CHARS, marked, result_text
 from agent.mcp.transport import SetupError, expand
+from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import Tool, ToolContext, ToolRegistry, tools_json
 from tests.mcp_support import NPX_NOT_FOUND
 

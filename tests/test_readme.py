@@ -16,7 +16,7 @@ def anchor(heading: str) -> str:
 
 def test_every_herald_chat_line_of_the_readme_is_accepted() -> None:
     """The README's examples are real command lines (TEXT stands for a message)."""
-    from gateway.cli.dispatch import build_parser, one_shot_text
+    from gateway.cli.grammar import build_parser, one_shot_text
 
     lines = {" ".join(found.split()) for found in re.findall(r"`(herald chat\b[^`]*)`", README)}
     assert 'herald chat -q --continue "TEXT"' in lines

@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-from gateway.cli.dispatch import build_parser
 from gateway.cli.gateway import with_run_options
+from gateway.cli.grammar import build_parser
 from gateway.cli.units import (
     DOC_SYSTEM,
     DOC_USER,

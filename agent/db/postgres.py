@@ -18,17 +18,19 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agent.db.base import Storage
 from agent.db.errors import StorageUnavailable
 from agent.db.migrate import current_revision
 from agent.db.schema import metadata
 from agent.db.urls import StorageUrl
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,6 +84,9 @@ class PostgresStorage(Storage):
         # of one that has been waiting, so with hundreds of chats at once some waited past the pool's
         # timeout while the pool was busy serving newer ones.
         self._turns = asyncio.Semaphore(self._connections)
+        # SQLAlchemy's async bridge (with its ORM layer and greenlet, ~8 MiB): for PostgreSQL only
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         self._engine: AsyncEngine | None = create_async_engine(
             url.sqlalchemy,
             pool_size=pool_size,

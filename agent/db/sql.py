@@ -14,15 +14,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.visitors import InternalTraversal
 
 
+def dialect_insert(dialect: str) -> Any:
+    """The ``insert`` of ``dialect`` (it has ``on_conflict_do_nothing`` / ``on_conflict_do_update``).
+    PostgreSQL's dialect is imported only for PostgreSQL: a process on SQLite need not hold it."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    return sqlite.insert
+
+
 def insert_for(conn: sa.Connection, table: sa.Table) -> Any:
-    """The dialect's ``insert`` (it has ``on_conflict_do_nothing`` / ``on_conflict_do_update``)."""
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+    """The connection's dialect's ``insert`` of ``table``."""
+    return dialect_insert(conn.dialect.name)(table)
 
 
 def upsert(
@@ -65,8 +75,7 @@ def serialize(conn: sa.Connection, key: str) -> None:
 def insert_or_ignore(dialect: str, table: sa.Table) -> Any:
     """``INSERT ... ON CONFLICT DO NOTHING`` into ``table`` for ``dialect``, built once (a statement
     built per call costs more than running it); execute it with the row(s) as parameters."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return insert(table).on_conflict_do_nothing()
+    return dialect_insert(dialect)(table).on_conflict_do_nothing()
 
 
 class json_text(sa.ColumnElement[str]):  # lower case: it reads like the SQL function it stands for

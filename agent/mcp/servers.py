@@ -36,11 +36,11 @@ from pydantic import ValidationError
 
 from agent.mcp.connection import McpConnection, StartFailed, connect
 from agent.mcp.failures import brief, describe
-from agent.mcp.naming import server_of, tool_name
 from agent.mcp.results import marked, result_text
 from agent.mcp.stdout import StdoutNoise
 from agent.mcp.tools import herald_tool, offered, unavailable_tool
 from agent.settings import McpServer, McpSettings
+from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
 from resilience.backoff import Backoff, Streak
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import mcp_types as types
 
-from agent.mcp.naming import tool_name
 from agent.settings import McpServer
+from agent.tools.mcp_names import tool_name
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
 
 TOOLSET = "mcp"

@@ -23,15 +23,16 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
+from typing import TYPE_CHECKING
 
 from agent.files.text import valid_text
 from agent.media.errors import MediaRefused
 from agent.media.types import Media
 from agent.untrusted.envelope import mark_untrusted, scan_note
 from agent.untrusted.scan import scan_for_injection
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,8 @@ def prepare_document(
 def _pdf(
     data: bytes, what: str, name: str | None, native: bool, max_pages: int, max_chars: int, max_seconds: float
 ) -> PreparedDocument:
+    from pypdf.errors import PyPdfError  # pypdf (with Pillow) is loaded when a PDF arrives, not at start
+
     reader = _open_pdf(data, what)
     try:
         pages = len(reader.pages)
@@ -203,6 +206,9 @@ def _pdf(
 
 
 def _open_pdf(data: bytes, what: str) -> PdfReader:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
@@ -219,6 +225,8 @@ def _open_pdf(data: bytes, what: str) -> PdfReader:
 def _extract(reader: PdfReader, what: str, *, limit: int, max_seconds: float) -> str:
     """The PDF's text, page by page, stopping once ``limit`` characters are reached; refused when the
     pages take more than ``max_seconds`` to read (a crafted page can take minutes)."""
+    from pypdf.errors import PyPdfError
+
     parts: list[str] = []
     total = 0
     started = time.monotonic()

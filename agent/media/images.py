@@ -9,7 +9,9 @@ An image is decoded reduced, at a memory cost estimated and reserved before it i
 (:mod:`agent.media.decode`): however large its pixels, it never lies whole in memory where its format
 allows, and the images decoding at once never take more than the budget the caller gives.
 
-The work is CPU-bound and blocking: call :func:`prepare_image` in a thread.
+The work is CPU-bound and blocking: call :func:`prepare_image` in a thread. Pillow is imported by the
+functions that use it, when the first file arrives: a process that is never sent a picture (a
+terminal's one question) does not load it.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import math
 import struct
 import warnings
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
-from PIL import Image, ImageFile, UnidentifiedImageError
-
-from agent.media.decode import decode_reduced, plan_decode
 from agent.media.errors import MediaRefused
 from agent.media.memory import DecodeBudget, return_free_memory
-from agent.media.png_strips import SIGNATURE as PNG_SIGNATURE
 from agent.media.types import Media
+
+if TYPE_CHECKING:
+    from PIL import Image, ImageFile
 
 # What Herald opens, and so what "an image" is: formats whose bytes Pillow recognizes by their header.
 # Not Pillow's every plugin: EPS would run Ghostscript, and text-based formats (XBM, XPM) could claim a
@@ -57,6 +59,8 @@ def is_image_file(data: bytes, *, name: str | None, media_type: str | None) -> b
         return False
     if (media_type or "").startswith("image/") or PurePosixPath(name or "").suffix.lower() in IMAGE_SUFFIXES:
         return True
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -76,6 +80,10 @@ def prepare_image(
     then decodes within ``budget`` (waiting while other images use it), or is refused when it alone
     would need more.
     """
+    from PIL import Image, UnidentifiedImageError
+
+    from agent.media.decode import decode_reduced, plan_decode
+
     what = name or "the image"
     try:
         try:
@@ -136,6 +144,8 @@ def _open(data: bytes) -> ImageFile.ImageFile:
     """Pillow's ``open`` (which reads the header), for :data:`FORMATS`. An icon is checked first: Pillow
     decodes an icon as it opens it, at the size of the picture inside, whatever the icon's directory
     says, so a PNG or bitmap of any size in an icon would decode before a size could be checked."""
+    from PIL import Image
+
     if data[:4] == b"\x00\x00\x01\x00":
         _check_icon(data)
     return Image.open(io.BytesIO(data), formats=FORMATS)
@@ -144,6 +154,8 @@ def _open(data: bytes) -> ImageFile.ImageFile:
 def _check_icon(data: bytes) -> None:
     """:class:`OSError` when a picture in an icon is larger than :data:`ICON_MAX_EDGE` by its own header
     (a PNG's, or a bitmap's: twice as high, for its mask)."""
+    from agent.media.png_strips import SIGNATURE as PNG_SIGNATURE
+
     (count,) = struct.unpack_from("<H", data, 4) if len(data) >= 6 else (0,)
     for index in range(count):
         entry = 6 + 16 * index
@@ -164,6 +176,8 @@ def _check_icon(data: bytes) -> None:
 
 def _encode(image: Image.Image, transparent: bool) -> tuple[bytes, str]:
     """PNG keeps transparency; a PNG too large for the providers, and everything else, is JPEG."""
+    from PIL import Image
+
     if transparent:
         buffer = io.BytesIO()
         image.save(buffer, format="PNG", optimize=True)
@@ -184,6 +198,8 @@ def _is_heif(data: bytes, name: str | None) -> bool:
 
 
 def _reason(error: BaseException) -> str:
+    from PIL import UnidentifiedImageError
+
     if isinstance(error, UnidentifiedImageError):
         return "not a format I know"
     text = " ".join(str(error).split())

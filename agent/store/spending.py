@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent.db.base import Storage
 from agent.db.schema import spend_notices, spend_windows
-from agent.db.sql import insert_ignoring_duplicates
+from agent.db.sql import dialect_insert, insert_ignoring_duplicates
 
 SpendKey = tuple[str, str]  # (scope, period)
 
@@ -45,7 +44,7 @@ class SpendRow:
 def _adding(dialect: str) -> Any:
     """``INSERT`` of a window, adding to it when it exists, returning what it spent now. Built once per
     dialect and run with every window's parameters at once (SQLAlchemy sends them as one statement)."""
-    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(spend_windows)
+    statement = dialect_insert(dialect)(spend_windows)
     return statement.on_conflict_do_update(
         index_elements=["scope", "period"],
         set_={

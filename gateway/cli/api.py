@@ -17,28 +17,6 @@ from gateway.home import HeraldHome
 KEY_PREFIX = "sk-herald-"
 
 
-def person(value: str) -> str:
-    platform, _, user = value.partition(":")
-    if not platform.isalpha() or not user:
-        raise argparse.ArgumentTypeError(
-            f"'{value}' is not platform:user_id (e.g. api:alice or telegram:12345)"
-        )
-    return value
-
-
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    api = commands.add_parser("api", parents=[common], help="the OpenAI-compatible API's keys")
-    api_commands = api.add_subparsers(dest="api_command", required=True)
-    new_key = api_commands.add_parser(
-        "new-key", parents=[common], help="make a new API key and show how to configure it"
-    )
-    new_key.add_argument(
-        "--person", type=person, default="api:me", help="who the key acts for (api:NAME, ...)"
-    )
-
-
 def variable_for(person: str) -> str:
     """The environment variable suggested for ``person``'s key: HERALD_API_KEY_ALICE for api:alice."""
     return "HERALD_API_KEY_" + re.sub(r"[^A-Za-z0-9]+", "_", person.partition(":")[2]).strip("_").upper()

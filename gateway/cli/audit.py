@@ -12,44 +12,11 @@ import time
 from datetime import datetime
 
 from agent.api import AuditEntry, AuditLog, AuditOutcome
+from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 
 ACTION_WIDTH = 100  # characters of a command shown on its line (the database keeps it whole)
-
-
-def _hours(text: str) -> float:
-    try:
-        hours = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of hours") from None
-    if hours <= 0:
-        raise argparse.ArgumentTypeError("--since takes a number of hours above 0")
-    return hours
-
-
-def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 100_000:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of rows from 1 to 100000")
-    return int(text)
-
-
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    audit = commands.add_parser(
-        "audit", parents=[common], help="commands and file operations the agent ran, and approvals"
-    )
-    audit.add_argument("--chat", help="only this chat's rows (its session key, e.g. telegram:dm:42)")
-    audit.add_argument("--tool", help="only this tool's rows (terminal, jobs, write_file, ...)")
-    audit.add_argument(
-        "--outcome",
-        action="append",
-        choices=[outcome.value for outcome in AuditOutcome],
-        help="only rows with this outcome (repeat for several)",
-    )
-    audit.add_argument("--since", type=_hours, metavar="HOURS", help="only rows of the last HOURS hours")
-    audit.add_argument("--limit", type=_limit, default=50, help="at most this many rows (default 50)")
 
 
 def render(entries: list[AuditEntry]) -> str:
@@ -76,7 +43,13 @@ def render(entries: list[AuditEntry]) -> str:
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     since = None if args.since is None else time.time() - args.since * 3600
-    outcomes = tuple(AuditOutcome(value) for value in args.outcome or ())
+    known = {outcome.value: outcome for outcome in AuditOutcome}
+    unknown = [value for value in args.outcome or () if value not in known]
+    if unknown:
+        raise CommandFailed(
+            f"--outcome {unknown[0]} is not an outcome; one of: {', '.join(known)}", EXIT_UNUSABLE
+        )
+    outcomes = tuple(known[value] for value in args.outcome or ())
     async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         entries = await AuditLog(storage).entries(
             session_key=args.chat, tool=args.tool, outcomes=outcomes, since=since, limit=args.limit

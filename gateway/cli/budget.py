@@ -18,14 +18,6 @@ from gateway.home.database import open_home_storage
 from gateway.timezones import resolve_timezone
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    commands.add_parser(
-        "budget", parents=[common], help="spending and limits of every scope today and this month"
-    )
-
-
 async def _run(home: HeraldHome) -> int:
     config = load_config(home.config_path)
     async with open_home_storage(home, config, pool_size=2) as storage:

@@ -19,9 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
-
-from prompt_toolkit import PromptSession
+from typing import TYPE_CHECKING, TextIO
 
 from adapters import console
 from adapters.base import ChatType, InboundMessage
@@ -36,6 +34,9 @@ from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSAB
 from gateway.home import HeraldHome
 from gateway.intake.inbox import InboxRow, InboxState
 from gateway.runtime import Runtime
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 log = logging.getLogger(__name__)
 InputFn = Callable[[str], Awaitable[str]]
@@ -72,6 +73,8 @@ class TerminalInput:
     def __init__(self) -> None:
         self._session: PromptSession[str] | None = None
         if sys.stdin.isatty() and sys.stdout.isatty():
+            from prompt_toolkit import PromptSession  # only for a chat at a terminal, not for -q
+
             self._session = PromptSession()
 
     async def __call__(self, prompt: str) -> str:

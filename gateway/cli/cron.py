@@ -20,36 +20,6 @@ from gateway.home.database import open_home_storage
 from gateway.timezones import resolve_timezone
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Add ``herald cron ...``; ``common`` carries the options every command takes (``-v``)."""
-    cron = commands.add_parser(
-        "cron", parents=[common], help="scheduled jobs: add, list, pause, resume, run, remove"
-    )
-    cron_commands = cron.add_subparsers(dest="cron_command", required=True)
-    add = cron_commands.add_parser(
-        "add", parents=[common], help="schedule a prompt whose answer is posted to a chat"
-    )
-    add.add_argument("--target", required=True, help="chat to post into: platform:chat_id[:thread_id]")
-    add.add_argument(
-        "--schedule", required=True, help="'0 8 * * 1-5' (cron), 'every 2h', 'in 30m' or an ISO time"
-    )
-    add.add_argument("--name", help="a short name (default: from the prompt)")
-    add.add_argument("--repeat", type=int, help="number of runs, then the job stops (default: until removed)")
-    add.add_argument("prompt", help="what each run should do")
-    cron_commands.add_parser(
-        "list", parents=[common], help="every job: schedule, next run, last run and its delivery"
-    )
-    for verb, text in (
-        ("pause", "stop running a job until it is resumed"),
-        ("resume", "run a paused job again from its next time"),
-        ("run", "run a job now (the running gateway starts it within seconds)"),
-        ("remove", "delete a job"),
-    ):
-        cron_commands.add_parser(verb, parents=[common], help=text).add_argument("job_id")
-
-
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
     async with open_home_storage(home, read_only=args.cron_command == "list") as storage:

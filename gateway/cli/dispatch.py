@@ -1,5 +1,6 @@
 """The ``herald`` command line: setup, chat, config get/set, insights, doctor (the gateway, pairing,
-cron, memory and skills commands live in modules of their own).
+cron, memory and skills commands live in modules of their own; every command's options are in
+:mod:`gateway.cli.grammar`).
 
 Whatever goes wrong, a command ends with one sentence on stderr and an exit code, never a traceback:
 :func:`run` hands every failure to :func:`gateway.failures.explain`, the one place that puts
@@ -13,125 +14,17 @@ import asyncio
 import gc
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agent import version
-from agent.api import SessionStore
-from agent.files import valid_text
-from gateway import insights
-from gateway.cli import api as cli_api
-from gateway.cli import audit as cli_audit
-from gateway.cli import budget as cli_budget
-from gateway.cli import cron as cli_cron
-from gateway.cli import gateway as cli_gateway
-from gateway.cli import memory as cli_memory
-from gateway.cli import skills as cli_skills
-from gateway.cli import storage as cli_storage
-from gateway.config import format_value, get_value, load_config, set_value
-from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, CommandFailed, explain
-from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
-from gateway.home.database import open_home_storage
+from gateway.cli.grammar import build_parser, one_shot_text
+from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE
+from gateway.heap import defer_collection
 
-TEXT_LATER = "\0"  # -q followed by another option: its text comes later (argv can hold no NUL)
-
-
-def non_empty(value: str) -> str:
-    """An argparse type: a value that is not blank (``--model ""`` would make an unusable session)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return value
-
-
-def one_shot_text(query: str | None, text: str | None) -> str | None:
-    """The message of ``herald chat -q`` (None: an interactive chat): the word after ``-q``, or, when
-    another option follows ``-q`` (``-q --continue "TEXT"``: argparse gives ``-q`` no value then), the
-    one word left on the line. Raises CommandFailed (a usage error) for a message without ``-q``, ``-q``
-    without a message, or two messages."""
-    if query is None:
-        if text is None:
-            return None
-        raise CommandFailed(
-            f"To send one message, use -q: herald chat -q {shlex.quote(text)}", EXIT_UNUSABLE
-        )
-    if query != TEXT_LATER:
-        if text is not None:
-            raise CommandFailed(
-                f"-q takes one message, but got two ({shlex.quote(query)} and "
-                f"{shlex.quote(text)}); put the message in quotes.",
-                EXIT_UNUSABLE,
-            )
-        return query
-    if text is None:
-        raise CommandFailed(
-            '-q needs the message to send: herald chat -q "TEXT" (or - to read it from stdin).',
-            EXIT_UNUSABLE,
-        )
-    return text
-
-
-def build_parser() -> argparse.ArgumentParser:
-    # -v works before or after the command: every parser knows it; SUPPRESS keeps a subcommand's
-    # parser from resetting what the main parser already read.
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log debug details to stderr"
-    )
-    parser = argparse.ArgumentParser(
-        prog="herald", description="Herald: a chat gateway for LLM agents.", parents=[common]
-    )
-    parser.add_argument("--version", action="version", version=f"herald {version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    commands.add_parser("setup", parents=[common], help="create HERALD_HOME with defaults (never overwrites)")
-
-    chat = commands.add_parser("chat", parents=[common], help="chat in the terminal")
-    chat.add_argument(
-        "-q",
-        "--query",
-        nargs="?",
-        const=TEXT_LATER,
-        metavar="TEXT",
-        help="answer once, print the answer to stdout and exit ('-' reads it from stdin); the text may "
-        "also come after the other options (-q --continue TEXT)",
-    )
-    chat.add_argument("text", nargs="?", help=argparse.SUPPRESS)  # -q's, when other options came between
-    chat.add_argument(
-        "-c", "--continue", dest="resume", action="store_true", help="resume the latest session"
-    )
-    chat.add_argument("--provider", choices=["anthropic", "openai"], help="override model.provider")
-    chat.add_argument("--model", type=non_empty, help="override model.name")
-
-    config = commands.add_parser("config", parents=[common], help="read or change config.yaml")
-    config_commands = config.add_subparsers(dest="config_command", required=True)
-    getter = config_commands.add_parser("get", parents=[common], help="print the effective value of a key")
-    getter.add_argument("key")
-    setter = config_commands.add_parser("set", parents=[common], help="set a dotted key (validated first)")
-    setter.add_argument("key")
-    setter.add_argument("value")
-
-    commands.add_parser(
-        "insights", parents=[common], help="tokens, cache hit ratio and cost per session and purpose"
-    )
-    doctor = commands.add_parser(
-        "doctor", parents=[common], help="check the home, config, keys and provider; say what to fix"
-    )
-    doctor.add_argument(
-        "--offline",
-        action="store_true",
-        help="skip the checks that need the network (provider, platforms, MCP servers at a URL)",
-    )
-    cli_gateway.add_commands(commands, common)
-    cli_cron.add_commands(commands, common)
-    cli_budget.add_commands(commands, common)
-    cli_audit.add_commands(commands, common)
-    cli_storage.add_commands(commands, common)
-    cli_memory.add_commands(commands, common)
-    cli_skills.add_commands(commands, common)
-    cli_api.add_commands(commands, common)
-    return parser
+if TYPE_CHECKING:
+    from gateway.home import HeraldHome
 
 
 def configure_logging(verbose: bool, *, level: int = logging.WARNING) -> None:
@@ -153,10 +46,14 @@ def configure_streams() -> None:
 
 def read_stdin() -> str:
     """All of stdin as valid text (``herald chat -q -``)."""
+    from agent.files import valid_text
+
     return valid_text(sys.stdin.read())
 
 
 def _setup(home: HeraldHome) -> int:
+    from gateway.home import ensure_home
+
     created = ensure_home(home)
     print(f"Herald home: {home.root}")
     for path in created:
@@ -170,6 +67,9 @@ def _setup(home: HeraldHome) -> int:
 
 
 def _config(home: HeraldHome, args: argparse.Namespace) -> int:
+    from gateway.config import format_value, get_value, load_config, set_value
+    from gateway.home import ensure_home
+
     if args.config_command == "get":
         print(format_value(get_value(load_config(home.config_path), args.key)))
         return 0
@@ -181,6 +81,7 @@ def _config(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
     from gateway.cli.chat import TerminalInput, ask_once, chat_header, interactive, open_terminal
+    from gateway.config import load_config
 
     config = load_config(home.config_path)
     query = read_stdin() if args.query == "-" else args.query
@@ -203,11 +104,16 @@ async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
         session = await terminal.begin(resume=args.resume, model_requested=requested)
         if query is not None:
             return await ask_once(terminal, query, out=sys.stdout, err=sys.stderr)
+        gc.enable()  # an interactive chat runs for as long as the person talks (see gateway.heap)
         sys.stdout.write(chat_header(session))
         return await interactive(terminal, out=sys.stdout, read=read)
 
 
 async def _insights(home: HeraldHome) -> int:
+    from agent.api import SessionStore
+    from gateway import insights
+    from gateway.home.database import open_home_storage
+
     async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         store = SessionStore(storage)
         sessions = await store.list_sessions(limit=100_000)
@@ -218,6 +124,8 @@ async def _insights(home: HeraldHome) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one ``herald`` command and return its exit code (errors are reported, never raised)."""
+    from agent.files import valid_text
+
     arguments = [valid_text(argument) for argument in (sys.argv[1:] if argv is None else argv)]
     try:
         return _dispatch(arguments)
@@ -228,6 +136,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as error:
+        from gateway.failures import explain  # only when something failed
+
         failure = explain(error)
         if failure.message:
             print(f"herald: {failure.message}", file=sys.stderr)
@@ -235,10 +145,17 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run its command. A command's module is imported here, when it runs: the
+    modules behind the commands load the SDKs, the config schema and the database layer, which
+    ``--version``, ``--help`` and a usage error never need."""
     args = build_parser().parse_args(argv)
     if args.command == "chat":  # a usage error before anything is created or read
         args.query = one_shot_text(args.query, args.text)
+    else:
+        gc.enable()  # only a chat's start-up is worth running without collection (see gateway.heap)
     configure_logging(getattr(args, "verbose", False))
+    from gateway.home import ensure_home, load_env, resolve_home
+
     home = resolve_home()
     if args.command == "setup":
         return _setup(home)
@@ -258,31 +175,48 @@ def _dispatch(argv: Sequence[str]) -> int:
         return asyncio.run(_chat(home, args))
     if args.command == "insights":
         return asyncio.run(_insights(home))
-    if args.command == "gateway":
+    if args.command in ("gateway", "pairing"):
+        from gateway.cli import gateway
+
+        if args.command == "pairing":
+            return gateway.run_pairing_command(home, args)
         if args.gateway_command == "run":
             configure_logging(getattr(args, "verbose", False), level=logging.INFO)  # one line per message
-        return cli_gateway.run_gateway_command(home, args)
-    if args.command == "pairing":
-        return cli_gateway.run_pairing_command(home, args)
+        return gateway.run_gateway_command(home, args)
     if args.command == "cron":
-        return cli_cron.run_cron_command(home, args)
+        from gateway.cli import cron
+
+        return cron.run_cron_command(home, args)
     if args.command == "budget":
-        return cli_budget.run_budget_command(home, args)
+        from gateway.cli import budget
+
+        return budget.run_budget_command(home, args)
     if args.command == "audit":
-        return cli_audit.run_audit_command(home, args)
+        from gateway.cli import audit
+
+        return audit.run_audit_command(home, args)
     if args.command == "storage":
-        return cli_storage.run_storage_command(home, args)
+        from gateway.cli import storage
+
+        return storage.run_storage_command(home, args)
     if args.command == "memory":
-        return cli_memory.run_memory_command(home, args)
+        from gateway.cli import memory
+
+        return memory.run_memory_command(home, args)
     if args.command == "skills":
-        return cli_skills.run_skills_command(home, args)
+        from gateway.cli import skills
+
+        return skills.run_skills_command(home, args)
     if args.command == "api":
-        return cli_api.run_api_command(home, args)
+        from gateway.cli import api
+
+        return api.run_api_command(home, args)
     return EXIT_UNUSABLE
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     configure_streams()
+    defer_collection()  # the process's policy, so not in run() (tests run many commands in one process)
     code = run(argv)
     try:
         sys.stdout.flush()

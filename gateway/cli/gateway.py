@@ -20,43 +20,6 @@ from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Add the gateway's subcommands; ``common`` carries the options every command takes (``-v``)."""
-    gateway = commands.add_parser(
-        "gateway", parents=[common], help="run the chat gateway, or install it as a service"
-    )
-    gateway_commands = gateway.add_subparsers(dest="gateway_command", required=True)
-    run = gateway_commands.add_parser(
-        "run", parents=[common], help="serve every enabled platform until SIGTERM"
-    )
-    run.add_argument(
-        "--instance", metavar="NAME", help="this process's name in a cluster (overrides cluster.instance_id)"
-    )
-    run.add_argument(
-        "--http-port", type=int, metavar="PORT", help="the HTTP server's port (overrides gateway.http_port)"
-    )
-    install = gateway_commands.add_parser(
-        "install", parents=[common], help="write a systemd unit for `herald gateway run`"
-    )
-    install.add_argument("--user", action="store_true", required=True, help="a user unit (no root needed)")
-
-    pairing = commands.add_parser(
-        "pairing", parents=[common], help="approve people who asked for access in a direct chat"
-    )
-    pairing_commands = pairing.add_subparsers(dest="pairing_command", required=True)
-    pairing_commands.add_parser("list", parents=[common], help="pending codes and approved people")
-    approve = pairing_commands.add_parser("approve", parents=[common], help="approve the person who got CODE")
-    approve.add_argument("platform")
-    approve.add_argument("code")
-    revoke = pairing_commands.add_parser(
-        "revoke", parents=[common], help="withdraw a person's approval (and pause the jobs they made)"
-    )
-    revoke.add_argument("platform")
-    revoke.add_argument("user_id")
-
-
 def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
     if args.gateway_command == "install":
         path = install_user_unit(home.root)
@@ -141,4 +104,4 @@ def run_pairing_command(home: HeraldHome, args: argparse.Namespace) -> int:
     return asyncio.run(_run_pairing(home, args))
 
 
-__all__ = ["add_commands", "run_gateway_command", "run_pairing_command", "user_unit_path"]
+__all__ = ["run_gateway_command", "run_pairing_command", "user_unit_path"]

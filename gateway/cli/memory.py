@@ -27,26 +27,6 @@ from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.home import HeraldHome
 from gateway.home.memory_skills import MemoryAndSkills, open_memory_and_skills
 
-SCOPE_HELP = "owner (the default), user:PLATFORM:ID (one person) or chat:PLATFORM:ID (a group chat)"
-
-
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Add ``herald memory ...``; ``common`` carries the options every command takes (``-v``)."""
-    memory = commands.add_parser(
-        "memory", parents=[common], help="curated memory (MEMORY.md, USER.md) per scope: list, show, edit"
-    )
-    verbs = memory.add_subparsers(dest="memory_command", required=True)
-    verbs.add_parser("list", parents=[common], help="every scope that has memory, with its usage")
-    show = verbs.add_parser("show", parents=[common], help="both documents of a scope, with their usage")
-    show.add_argument("scope", nargs="?", default=OWNER_SCOPE, help=SCOPE_HELP)
-    edit = verbs.add_parser(
-        "edit", parents=[common], help="edit MEMORY.md (or USER.md) of a scope in $EDITOR"
-    )
-    edit.add_argument("scope", nargs="?", default=OWNER_SCOPE, help=SCOPE_HELP)
-    edit.add_argument("--user", action="store_true", help="edit USER.md instead of MEMORY.md")
-
 
 def run_memory_command(home: HeraldHome, args: argparse.Namespace) -> int:
     return asyncio.run(_run(home, args))
@@ -65,9 +45,10 @@ async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(kept: MemoryAndSkills, scope: str) -> MemoryStore:
+def _store(kept: MemoryAndSkills, scope: str | None) -> MemoryStore:
+    """The store of ``scope``, the owner's when the command line named none."""
     try:
-        return kept.memory.store(scope)
+        return kept.memory.store(OWNER_SCOPE if scope is None else scope)
     except ValueError as error:
         raise CommandFailed(f"{error}.", EXIT_UNUSABLE) from None
 

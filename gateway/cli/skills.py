@@ -21,28 +21,6 @@ from gateway.home import HeraldHome
 from gateway.home.memory_skills import open_memory_and_skills
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Add ``herald skills ...``; ``common`` carries the options every command takes (``-v``)."""
-    skills = commands.add_parser(
-        "skills", parents=[common], help="the skill library: list, show, edit, import"
-    )
-    verbs = skills.add_subparsers(dest="skills_command", required=True)
-    verbs.add_parser("list", parents=[common], help="every skill: name, category, folder, description")
-    show = verbs.add_parser("show", parents=[common], help=f"a skill's {SKILL_FILE} and files, or one file")
-    show.add_argument("name")
-    show.add_argument("path", nargs="?", help="a file of the skill, relative to its folder")
-    edit = verbs.add_parser(
-        "edit", parents=[common], help=f"edit a skill's {SKILL_FILE} in $EDITOR (a new name creates a skill)"
-    )
-    edit.add_argument("name")
-    importer = verbs.add_parser(
-        "import", parents=[common], help="copy a skill folder (or a folder of skill folders) into the library"
-    )
-    importer.add_argument("directory", type=Path)
-
-
 def run_skills_command(home: HeraldHome, args: argparse.Namespace) -> int:
     return asyncio.run(_run(home, args))
 

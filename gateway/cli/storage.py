@@ -27,22 +27,6 @@ from gateway.home import HeraldHome, from_environment
 from gateway.home.transfer import FilesCopy, compare, copy_memory, copy_skills
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    storage = commands.add_parser("storage", parents=[common], help="where Herald keeps its state")
-    storage_commands = storage.add_subparsers(dest="storage_command", required=True)
-    migrate = storage_commands.add_parser(
-        "migrate", parents=[common], help="copy the state in state.db into PostgreSQL, then verify it"
-    )
-    migrate.add_argument(
-        "--to",
-        required=True,
-        metavar="URL",
-        help="postgresql://USER@HOST:PORT/DATABASE, or $NAME to read it from",
-    )
-
-
 def run_storage_command(home: HeraldHome, args: argparse.Namespace) -> int:
     return asyncio.run(_migrate(home, args.to))
 

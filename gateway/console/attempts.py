@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import MovingWindowRateLimiter
-from redis.asyncio import Redis
 
-from gateway.cluster.redis_errors import ANY_REDIS_ERROR
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,14 @@ class LoginAttempts:
     def __init__(self, redis: Redis | None = None) -> None:
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared: MovingWindowRateLimiter | None = None
+        self._redis_errors: tuple[type[BaseException], ...] = ()  # what the shared count may raise
         if redis is not None:
+            # redis-py: cluster mode only (a single process never loads it)
+            from limits.aio.storage import RedisStorage, Storage
+
+            from gateway.cluster.redis_errors import ANY_REDIS_ERROR
+
+            self._redis_errors = ANY_REDIS_ERROR
             pool: dict[str, Any] = {"connection_pool": redis.connection_pool}
             storage: Storage = RedisStorage(
                 "async+redis://", implementation="redispy", key_prefix="herald:console:logins", **pool
@@ -45,7 +52,7 @@ class LoginAttempts:
                     return 0.0
                 stats = await limiter.get_window_stats(_LIMIT, address)
                 return max(1.0, stats.reset_time - time.time())
-            except ANY_REDIS_ERROR as error:
+            except self._redis_errors as error:
                 log.warning("console logins are counted in this process only (Redis: %s)", error)
         return 0.0
 
@@ -55,7 +62,7 @@ class LoginAttempts:
         if self._shared is not None:
             try:
                 await self._shared.hit(_LIMIT, address)
-            except ANY_REDIS_ERROR as error:
+            except self._redis_errors as error:
                 log.warning("a failed console login was counted in this process only (Redis: %s)", error)
 
     def _limiters(self) -> list[MovingWindowRateLimiter]:

@@ -276,7 +276,8 @@ class ConsolePages:
         member = self.member
         if member is None:
             return None
-        from gateway.cluster.roster import read_roster  # redis-py: cluster mode only
+        # redis-py: cluster mode only
+        from gateway.cluster.roster import read_roster
 
         report = member.report()
         queue = report["queue"]

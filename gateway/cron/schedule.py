@@ -21,10 +21,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
-
 ALLOWED = (
     "use 5 cron fields such as '0 8 * * 1-5', 'every 30m' (units s, m, h, d), 'in 2h' for once, "
     "or an ISO time such as '2026-12-01T08:00'"
@@ -68,6 +64,12 @@ class Schedule:
 
     def trigger(self, tz: dt.tzinfo) -> Any:
         """The APScheduler 3 trigger (typed ``Any``: APScheduler 3 ships no type information)."""
+        # Imported here: only a job being made, checked or scheduled needs a trigger, and a process that
+        # makes none (a terminal's one question) should not load APScheduler.
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.date import DateTrigger
+        from apscheduler.triggers.interval import IntervalTrigger
+
         if self.kind == "cron":
             assert self.cron is not None
             minute, hour, day, month, weekday = self.cron.split()

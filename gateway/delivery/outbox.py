@@ -125,6 +125,16 @@ DUE_AT = sa.case(
     (outbox.c.claimed_until > outbox.c.next_attempt_at, outbox.c.claimed_until),
     else_=outbox.c.next_attempt_at,
 )
+# Built once: it runs for every reply (building a statement per call cost more than running it).
+_PENDING_FOR = (
+    sa.select(sa.func.count())
+    .select_from(outbox)
+    .where(
+        PENDING,
+        outbox.c.platform == sa.bindparam("chat_platform"),
+        outbox.c.chat_id == sa.bindparam("chat"),
+    )
+)
 RELEASED = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
 SETTLED = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
 
@@ -154,12 +164,8 @@ class Outbox:
 
     async def pending_for(self, address: ChatAddress) -> int:
         """Items of ``address``'s chat not sent yet (its replies go out in order: these come first)."""
-        query = (
-            sa.select(sa.func.count())
-            .select_from(outbox)
-            .where(PENDING, outbox.c.platform == address.platform, outbox.c.chat_id == address.chat_id)
-        )
-        return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
+        parameters = {"chat_platform": address.platform, "chat": address.chat_id}
+        return await self.storage.read(lambda conn: int(conn.execute(_PENDING_FOR, parameters).scalar_one()))
 
     async def due_heads(
         self, now: float, served: Served, *, claimant: Claimant | None = None, limit: int | None = None

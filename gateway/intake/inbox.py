@@ -88,6 +88,20 @@ def message_from_json(raw: str) -> InboundMessage:
 
 Key = tuple[str, str, str]  # (platform, chat_id, message_id): the unique key
 
+# Statements run for every message, built once: building one per call cost more than running it, on
+# the event loop (building) and the database thread (its cache key).
+_GET = sa.select(inbox).where(inbox.c.id == sa.bindparam("row_id"))
+_SET_STREAM_MESSAGE = (
+    sa.update(inbox)
+    .where(inbox.c.id == sa.bindparam("row_id"))
+    .values(stream_message_id=sa.bindparam("stream_message"))
+)
+_FINISH = (
+    sa.update(inbox)
+    .where(inbox.c.id == sa.bindparam("row_id"), inbox.c.state == InboxState.PENDING.value)
+    .values(state=sa.bindparam("new_state"), finished_at=sa.bindparam("finished"))
+)
+
 
 def _key(message: InboundMessage) -> Key:
     return message.platform, message.chat_id, message.message_id
@@ -168,8 +182,10 @@ class Inbox:
 
     async def get(self, inbox_id: int) -> InboxRow | None:
         """The row ``inbox_id`` (queued work names its message by this id)."""
-        query = sa.select(inbox).where(inbox.c.id == inbox_id)
-        return await self.storage.read(lambda conn: next((_row(row) for row in conn.execute(query)), None))
+        parameters = {"row_id": inbox_id}
+        return await self.storage.read(
+            lambda conn: next((_row(row) for row in conn.execute(_GET, parameters)), None)
+        )
 
     async def find(self, platform: str, chat_id: str, message_id: str) -> InboxRow | None:
         """The row of one platform message, if it was stored."""
@@ -185,8 +201,8 @@ class Inbox:
 
     async def set_stream_message(self, inbox_id: int, message_id: str) -> None:
         """Remember the message being edited while the answer streams, so a rerun reuses it."""
-        statement = sa.update(inbox).where(inbox.c.id == inbox_id).values(stream_message_id=message_id)
-        await self.storage.write(lambda conn: conn.execute(statement))
+        parameters = {"row_id": inbox_id, "stream_message": message_id}
+        await self.storage.write(lambda conn: conn.execute(_SET_STREAM_MESSAGE, parameters))
 
     async def cancel_pending(self, platform: str, chat_ids: Collection[str]) -> int:
         """Close the pending rows of these chats without answering them (the lines of a terminal that
@@ -215,8 +231,8 @@ PEOPLE_PER_CHAT = sa.select(chat_people.c.session_key, sa.func.count().label("pe
 def finish_row(conn: sa.Connection, inbox_id: int, state: InboxState) -> None:
     """Mark a pending row finished; for use inside a transaction that also queues its reply. Raises
     :class:`NoLongerPending` (rolling the transaction back) when the row was closed already."""
-    pending = sa.and_(inbox.c.id == inbox_id, inbox.c.state == InboxState.PENDING.value)
-    closed = conn.execute(sa.update(inbox).where(pending).values(state=state.value, finished_at=time.time()))
+    parameters = {"row_id": inbox_id, "new_state": state.value, "finished": time.time()}
+    closed = conn.execute(_FINISH, parameters)
     if not closed.rowcount:
         raise NoLongerPending(inbox_id)
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import io
 from array import array
 from collections.abc import Iterable
-
-import av
-import av.error
+from typing import TYPE_CHECKING
 
 from adapters.base import OutboundVoice
+
+if TYPE_CHECKING:
+    import av
 
 SAMPLE_RATE = 48_000  # Opus works at 48 kHz
 BIT_RATE = 32_000
@@ -34,6 +35,10 @@ class NotAudio(Exception):
 
 def voice_note(audio: bytes) -> OutboundVoice:
     """``audio`` (any container FFmpeg reads) as an OGG/Opus voice note. Raises :class:`NotAudio`."""
+    # PyAV (FFmpeg's libraries, ~20 MiB of RSS) only once a voice note is made: most processes never make one
+    import av
+    import av.error
+
     try:
         with av.open(io.BytesIO(audio), mode="r") as source:
             if not source.streams.audio:

@@ -15,14 +15,14 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from agent.settings import WebSearchSettings
 from agent.tools.registry import ToolError
 from agent.tools.web.extract import summary_text
-from agent.tools.web.fetch import error_text
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,10 @@ class SearchProvider(ABC):
 
     async def request_json(self, method: str, url: str, **kwargs: Any) -> Any:
         """The JSON answer of one request; every failure is a SearchError naming the provider."""
+        import httpx  # loaded with the client already (search_client); imported here for its errors
+
+        from agent.tools.web.fetch import error_text
+
         try:
             async with asyncio.timeout(self.timeout):
                 response = await self.client.request(method, url, **kwargs)

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from agent.settings import WebSettings
 from agent.tools.registry import Tool, ToolContext, ToolError
 from agent.tools.web.addresses import AddressPolicy, guest_policy, owner_policy
 from agent.tools.web.extract import Kind, content_kind, not_readable, readable_text
-from agent.tools.web.fetch import Fetched, Fetcher
 from agent.tools.web.search import SearchProvider, format_results, search_provider
 from agent.untrusted.envelope import mark_untrusted
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agent.tools.web.fetch import Fetched, Fetcher
 
 TOOLSET = "web"
 
@@ -85,6 +87,8 @@ def search_tool(provider: SearchProvider, max_results: int) -> Tool:
 
 def search_client(settings: WebSettings) -> httpx.AsyncClient:
     """The HTTP client a search provider sends with (close it after use)."""
+    import httpx  # with its TLS context, ~0.3 s: loaded when a client is made, not with the tool list
+
     return httpx.AsyncClient(
         timeout=httpx.Timeout(settings.search.timeout), headers={"User-Agent": settings.user_agent}
     )
@@ -94,6 +98,9 @@ class WebTools:
     """The web tool set: a fetcher for the owner and one for guests (separate connection pools, so a
     connection the owner opened to a private address is never reused for a guest), and the search
     provider when one is usable. Close it with the runtime (:meth:`aclose`).
+
+    The tool list is known at once; a fetcher (its HTTP library, connection pool and TLS context) is
+    made at its first fetch, so a process whose model never fetches a page does not pay for it.
 
     ``guest`` / ``owner`` replace the address policies built from ``settings`` (tests treat their own
     loopback server as public through them; everything else keeps the real rule).
@@ -108,10 +115,17 @@ class WebTools:
         owner: AddressPolicy | None = None,
     ) -> None:
         self.settings = settings
-        self.guest_fetcher = Fetcher(settings, guest or guest_policy(settings.allow_private))
-        self.owner_fetcher = Fetcher(settings, owner or owner_policy(settings.allow_private))
-        self._search_client = search_client(settings)
-        self.search: SearchProvider | None = search_provider(settings.search, environ, self._search_client)
+        self._policies = {
+            False: guest or guest_policy(settings.allow_private),
+            True: owner or owner_policy(settings.allow_private),
+        }
+        self._fetchers: dict[bool, Fetcher] = {}
+        self._search_client = None if settings.search.provider is None else search_client(settings)
+        self.search: SearchProvider | None = (
+            None
+            if self._search_client is None
+            else search_provider(settings.search, environ, self._search_client)
+        )
 
     @property
     def tools(self) -> tuple[Tool, ...]:
@@ -138,15 +152,23 @@ class WebTools:
 
     async def web_fetch(self, args: dict[str, Any], context: ToolContext) -> str:
         url = required_text(args, "url")
-        fetcher = self.owner_fetcher if context.trusted else self.guest_fetcher
-        fetched = await fetcher.fetch(url)
+        fetched = await self.fetcher(trusted=context.trusted).fetch(url)
         kind = content_kind(fetched.media_type, fetched.body)
         if kind is Kind.BINARY:
             return not_readable(fetched.url, fetched.media_type)
         text = await asyncio.to_thread(readable_text, kind, fetched.body, fetched.url, fetched.charset)
         return fetch_result(fetched, text, self.settings.max_bytes, self.settings.max_chars)
 
+    def fetcher(self, *, trusted: bool) -> Fetcher:
+        """The owner's fetcher (``trusted``) or the guests', made at its first use."""
+        if trusted not in self._fetchers:
+            from agent.tools.web.fetch import Fetcher  # httpx and the address guard: at the first fetch
+
+            self._fetchers[trusted] = Fetcher(self.settings, self._policies[trusted])
+        return self._fetchers[trusted]
+
     async def aclose(self) -> None:
-        await self.guest_fetcher.aclose()
-        await self.owner_fetcher.aclose()
-        await self._search_client.aclose()
+        for fetcher in self._fetchers.values():
+            await fetcher.aclose()
+        if self._search_client is not None:
+            await self._search_client.aclose()
