@@ -7,6 +7,11 @@ from collections.abc import Callable
 
 from tests.conformance.discord_driver import DiscordDriver
 from tests.conformance.driver import Driver
+from tests.conformance.matrix_driver import MatrixDriver
 from tests.conformance.telegram_driver import TelegramDriver
 
-DRIVERS: dict[str, Callable[[], Driver]] = {"telegram": TelegramDriver, "discord": DiscordDriver}
+DRIVERS: dict[str, Callable[[], Driver]] = {
+    "telegram": TelegramDriver,
+    "discord": DiscordDriver,
+    "matrix": MatrixDriver,
+}
