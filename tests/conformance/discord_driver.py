@@ -8,10 +8,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from adapters.base import Adapter
+from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.spec import SPEC
 from tests.conformance.driver import Driver, Place, Seen, Sent, markdown_bold, markdown_code, markdown_words
 from tests.fakes import FakeDiscord
 from tests.fakes.discord.records import SentMessage
+from tests.fakes.waiting import wait_until
 
 SEND_ROUTE = "POST /channels/{channel_id}/messages"
 
@@ -44,8 +47,13 @@ class DiscordDriver(Driver):
     def environ(self) -> dict[str, str]:
         return {SPEC.token.env: self.fake.token}
 
-    def quiet(self) -> bool:
-        return True  # Discord confirms nothing: the suite waits for a quiet while instead
+    async def delivered(self, adapter: Adapter) -> None:
+        await self.fake.wait_received()
+        assert isinstance(adapter, DiscordAdapter)
+        await wait_until(
+            lambda: adapter.inbound_backlog == 0, what="the adapter's inbound queue empty",
+            describe=self.fake.describe,
+        )  # fmt: skip
 
     def receiving(self) -> bool:
         return bool(self.fake.live_sessions())  # a connected gateway session: events reach it

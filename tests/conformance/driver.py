@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import ChatAddress
+from adapters.base import Adapter, ChatAddress
 from adapters.spec import PlatformSpec
 
 
@@ -77,8 +77,10 @@ class Driver(ABC):
         """The variables that enable the platform (its token...)."""
 
     @abstractmethod
-    def quiet(self) -> bool:
-        """Nothing the fake still has to deliver (e.g. no update waits to be confirmed)."""
+    async def delivered(self, adapter: Adapter) -> None:
+        """Wait until everything people wrote so far has been handed to the gateway by ``adapter``
+        (Telegram: every update confirmed, which the adapter does only once the inbox stored it;
+        Discord: every event read by discord.py and none waiting in the adapter's inbound queue)."""
 
     @abstractmethod
     def receiving(self) -> bool:
@@ -155,4 +157,3 @@ def markdown_bold(content: str) -> tuple[str, ...]:
 def markdown_words(content: str) -> str:
     """The words of Markdown as shown: fences and bold markers removed."""
     return _FENCE.sub(lambda m: m.group(2), content).replace("**", "")
-

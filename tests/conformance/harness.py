@@ -4,29 +4,23 @@ the rest. In this process (:func:`running`) or, for a crash, in another (:func:`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
-from gateway import tables
 from gateway.app import Gateway, open_gateway
 from gateway.config import set_value
 from gateway.home import HeraldHome
 from tests.conformance.driver import Driver
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until, wait_until_awaited
 
-SETTLE_TIMEOUT = 30.0
-QUIET_POLLS = 5  # polls 50 ms apart with nothing pending and no new inbox row: settled
 STREAM_INTERVAL = 0.05
 
 
@@ -42,42 +36,31 @@ class Running:
     def name(self) -> str:
         return self.driver.spec.name
 
-    async def settled(self, timeout: float = SETTLE_TIMEOUT) -> None:  # noqa: ASYNC109 - a bounded wait
-        """Nothing left to deliver, store, answer or send, and no new message for a while."""
+    async def settled(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109 - a bounded wait
+        """Wait until everything people wrote so far was handed over, stored, answered and the answers
+        sent (checked in the order work flows, so nothing slips between two checks)."""
         services = self.gateway.services
-        deadline = time.monotonic() + timeout
-        quiet, rows = 0, -1
-        while time.monotonic() < deadline:
-            count = await services.runtime.storage.read(_inbox_rows)
-            idle = (
-                self.driver.quiet()
+        await self.driver.delivered(services.adapters[self.name])
+
+        async def idle() -> bool:
+            return (
+                not await services.inbox.pending()
                 and services.lanes.depth == 0
-                and not await services.inbox.pending()
                 and await services.outbox.pending_count() == 0
             )
-            quiet = quiet + 1 if idle and count == rows else 0
-            rows = count
-            if quiet >= QUIET_POLLS:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"the gateway on {self.name} did not settle in {timeout}s")
 
-    async def counted(self, metric: str, timeout: float = SETTLE_TIMEOUT, **labels: str) -> float:  # noqa: ASYNC109
+        await wait_until_awaited(idle, timeout, what=f"the gateway on {self.name} idle")
+
+    async def counted(self, metric: str, labels: Mapping[str, str]) -> float:
         """The value of ``metric`` (a Prometheus sample of the gateway's) once it is at least 1."""
         registry = self.gateway.services.metrics.registry
-        deadline = time.monotonic() + timeout
-        while (value := registry.get_sample_value(metric, labels) or 0.0) < 1:
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"{metric}{labels} stayed at 0 for {timeout}s")
-            await asyncio.sleep(0.02)
-        return value
+        return await wait_until(
+            lambda: registry.get_sample_value(metric, dict(labels)) or 0.0,
+            what=f"{metric}{dict(labels)} >= 1",
+        )
 
     async def session_keys(self) -> list[str]:
         return sorted(s.session_key for s in await self.gateway.services.runtime.store.list_sessions())
-
-
-def _inbox_rows(conn: sa.Connection) -> int:
-    return int(conn.execute(sa.select(sa.func.count()).select_from(tables.inbox)).scalar_one())
 
 
 def gateway_settings(driver: Driver, **gateway: Any) -> dict[str, Any]:
@@ -95,9 +78,8 @@ async def running(
 ) -> AsyncIterator[Running]:
     """The platform's fake and a gateway on it; ``gateway``: settings of the gateway section."""
     async with driver.serving() as section:
-        config = make_config(
-            emulator_url, gateway=gateway_settings(driver, **gateway), **{driver.spec.name: section}
-        )
+        sections = {"gateway": gateway_settings(driver, **gateway), driver.spec.name: section}
+        config = make_config(emulator_url, "anthropic", **sections)
         async with open_gateway(config, home, environ=driver.environ()) as opened:
             yield Running(opened, driver, emulator)
 

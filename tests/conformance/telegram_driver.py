@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from adapters.base import Adapter
 from adapters.telegram.spec import SPEC
 from adapters.text.units import from_utf16_offset, utf16_len
 from tests.conformance.driver import Driver, Place, Seen, Sent
 from tests.fakes import FakeTelegram
 from tests.fakes.telegram import SentMessage
+from tests.fakes.waiting import wait_until
 
 GROUP = -1001234  # the shared chat
 FIRST_TOPIC = 11
@@ -43,8 +45,12 @@ class TelegramDriver(Driver):
     def environ(self) -> dict[str, str]:
         return {SPEC.token.env: self.fake.token}
 
-    def quiet(self) -> bool:
-        return not self.fake.pending_updates()
+    async def delivered(self, adapter: Adapter) -> None:
+        await wait_until(
+            lambda: not self.fake.pending_updates(),
+            what="every update confirmed",
+            describe=self.fake.describe,
+        )
 
     def receiving(self) -> bool:
         return bool(self.fake.calls_to("getUpdates"))  # updates wait for the poller meanwhile

@@ -220,11 +220,17 @@ def send_chat_action(state: TelegramState, params: Params, uploads: Uploads) -> 
     return True
 
 
+def _upload(params: Params, uploads: Uploads, field: str) -> Upload | None:
+    """The multipart part a send's ``field`` names: its own, or the one ``attach://name`` points at."""
+    value = params.get(field)
+    part = value.removeprefix("attach://") if isinstance(value, str) else field
+    return uploads.get(part) or uploads.get(field)
+
+
 def _media_file(state: TelegramState, params: Params, uploads: Uploads, field: str) -> StoredFile:
     """The file of a send: an upload (multipart part or ``attach://``), a known file_id, or a URL."""
     value = params.get(field)
-    part = value.removeprefix("attach://") if isinstance(value, str) else field
-    upload = uploads.get(part) or uploads.get(field)
+    upload = _upload(params, uploads, field)
     folder, extension = ("photos", "jpg") if field == "photo" else ("documents", "bin")
     if upload is not None:
         if not upload.content:
@@ -251,7 +257,7 @@ def _send_media(state: TelegramState, params: Params, uploads: Uploads, field: s
     if field == "photo":
         msg.media = {"photo": [{**stored.api(), "width": 800, "height": 600}]}
     else:
-        upload = uploads.get(field)
+        upload = _upload(params, uploads, field)
         name = upload.filename if upload else stored.file_path.rpartition("/")[2]
         mime = upload.content_type if upload else "application/octet-stream"
         msg.media = {"document": {**stored.api(), "file_name": name, "mime_type": mime}}
