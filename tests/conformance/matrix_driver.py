@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager, contextmanager
 from html.parser import HTMLParser
 from typing import Any
 
+from adapters.base import Adapter
 from adapters.matrix.spec import SPEC
 from tests.conformance.driver import Driver, Place, Seen, Sent
 from tests.fakes.matrix import BOT, BOT_NAME, SERVER, FakeMatrix
@@ -42,9 +43,10 @@ class MatrixDriver(Driver):
     def environ(self) -> dict[str, str]:
         return {SPEC.token.env: self.fake.token}
 
-    def quiet(self) -> bool:
-        with self.fake.lock:
-            return not self.fake.pending()
+    async def delivered(self, adapter: Adapter) -> None:
+        """Every event the bot can see was confirmed: a later sync came with a token past it, which
+        the adapter sends only once the sink stored the batch."""
+        await self.fake.wait_for(lambda: not self.fake.pending(), what="every event confirmed by a sync")
 
     def receiving(self) -> bool:
         with self.fake.lock:
