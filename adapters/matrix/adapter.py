@@ -26,10 +26,10 @@ from typing import Any
 
 import aiohttp
 from mautrix.api import Method, Path
-from mautrix.client.api import ClientAPI
+from mautrix.client import ClientAPI
 from mautrix.errors import MatrixRequestError, MNotFound
 from mautrix.errors.request import MUnknownToken
-from mautrix.types import EventType
+from mautrix.types import EventID, RoomID, UserID
 
 from adapters.base import (
     Adapter,
@@ -64,8 +64,7 @@ from .inbound import (
     relations,
     to_inbound,
 )
-from .settings import PLATFORM
-from .spec import RECORDS
+from .settings import PLATFORM, RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +82,9 @@ KNOWN_OWN = 10_000  # ids of the bot's own recent messages kept to recognise rep
 GAP_PAGES = 20  # pages of 100 fetched to fill a cut timeline
 COMMANDS_TYPE = "io.herald.commands"  # account data listing the commands (Matrix has no command menu)
 NO_PRESENCE = {"presence": {"not_types": ["*"]}, "account_data": {"not_types": ["*"]}}
-FIRST_FILTER = json.dumps({**NO_PRESENCE, "room": {"timeline": {"limit": 1}, "ephemeral": {"not_types": ["*"]}}})
+FIRST_FILTER = json.dumps(
+    {**NO_PRESENCE, "room": {"timeline": {"limit": 1}, "ephemeral": {"not_types": ["*"]}}}
+)
 FILTER = json.dumps({**NO_PRESENCE, "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}}})
 ENCRYPTED_NOTICE = (
     "I cannot read this room: it is end-to-end encrypted, and Herald does not support encryption. "
@@ -167,7 +168,6 @@ class MatrixAdapter(Adapter):
         """Check the token (``whoami``), then (``receive``) start syncing."""
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))
         api = HeraldHTTPAPI(self._homeserver, self._token, client_session=session, default_retry_count=0)
-        client = ClientAPI(api=api)
         try:
             async with asyncio.timeout(START_TIMEOUT):
                 whoami = await api.request(Method.GET, Path.v3.account.whoami)
@@ -184,8 +184,10 @@ class MatrixAdapter(Adapter):
             ) from None
         except (*NETWORK_ERRORS, MatrixRequestError, KeyError) as error:
             await session.close()
-            raise DeliveryError(f"cannot reach the Matrix homeserver {self._homeserver}: {error}", retryable=True) from None
-        self._api, self._client, self._me, self._sink = api, client, me, sink
+            raise DeliveryError(
+                f"cannot reach the Matrix homeserver {self._homeserver}: {error}", retryable=True
+            ) from None
+        self._api, self._client, self._me, self._sink = api, ClientAPI(UserID(me), api=api), me, sink
         supported = versions.get("versions", []) if isinstance(versions, dict) else []
         self._authenticated_media = any(v in supported for v in ("v1.11", "v1.12", "v1.13", "v1.14", "v1.15"))
         self._status.connected = True
@@ -256,7 +258,9 @@ class MatrixAdapter(Adapter):
         """One sync; on failure, log once per streak, wait and return None."""
         assert self._api is not None
         query = {"filter": FIRST_FILTER if since is None else FILTER, "set_presence": "offline"}
-        query.update({"since": since, "timeout": str(int(self._sync_wait * 1000))} if since else {"timeout": "0"})
+        query.update(
+            {"since": since, "timeout": str(int(self._sync_wait * 1000))} if since else {"timeout": "0"}
+        )
         try:
             async with asyncio.timeout(self._sync_wait + SYNC_SLACK):
                 answer = await self._api.request(Method.GET, Path.v3.sync, query_params=query)
@@ -268,7 +272,9 @@ class MatrixAdapter(Adapter):
             self._status.detail = f"sync failed: {error}"
             if self._sync_backoff.failures == 0:
                 log.warning("Matrix sync failed (%s); backing off", error)
-            await asyncio.sleep(self._sync_backoff.next_delay(retry_after=getattr(error, "retry_after", None)))
+            await asyncio.sleep(
+                self._sync_backoff.next_delay(retry_after=getattr(error, "retry_after", None))
+            )
             return None
         failures = self._sync_backoff.reset()
         if failures:
@@ -349,7 +355,7 @@ class MatrixAdapter(Adapter):
                 continue
             members = await self._room_members(room.room_id)
             sender = str(event["sender"])
-            content = event.get("content") if isinstance(event.get("content"), dict) else {}
+            content: Mapping[str, Any] = event["content"] if isinstance(event.get("content"), dict) else {}
             direct = len(members) <= 2
             addressed = direct or await self._addressed(room.room_id, content)
             found.append(
@@ -373,7 +379,9 @@ class MatrixAdapter(Adapter):
                 break
             query = {"from": start, "to": since, "dir": "b", "limit": "100"}
             async with asyncio.timeout(self._request_timeout):
-                page = await self._api.request(Method.GET, Path.v3.rooms[room_id].messages, query_params=query)
+                page = await self._api.request(
+                    Method.GET, Path.v3.rooms[room_id].messages, query_params=query
+                )
             chunk = [e for e in page.get("chunk", []) if isinstance(e, dict)]
             missed.extend(chunk)
             end = page.get("end")
@@ -382,7 +390,9 @@ class MatrixAdapter(Adapter):
 
     async def _addressed(self, room_id: str, content: Mapping[str, Any]) -> bool:
         """A mention of the bot, a reply to one of its messages, or a command of its table."""
-        if mentions(content, self._me, self._my_name) or command_of(str(content.get("body", "")), self._commands):
+        if mentions(content, self._me, self._my_name) or command_of(
+            str(content.get("body", "")), self._commands
+        ):
             return True
         reply_to = relations(content).reply_to
         if reply_to is None:
@@ -403,7 +413,9 @@ class MatrixAdapter(Adapter):
         rooms = Path.v3.rooms[invite.room_id]
         async with asyncio.timeout(self._request_timeout):
             if not allowed:
-                log.info("Matrix: declined an invite to %s from %s (not allowed)", invite.room_id, invite.inviter)
+                log.info(
+                    "Matrix: declined an invite to %s from %s (not allowed)", invite.room_id, invite.inviter
+                )
                 with contextlib.suppress(MNotFound):
                     await self._api.request(Method.POST, rooms.leave, {"reason": DECLINED})
                 return
@@ -420,7 +432,9 @@ class MatrixAdapter(Adapter):
         log.warning("Matrix: %s is encrypted, which Herald does not support; saying so and leaving", room_id)
         with contextlib.suppress(*NETWORK_ERRORS, MatrixRequestError):
             async with asyncio.timeout(self._request_timeout):
-                await self._send_event(room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}})
+                await self._send_event(
+                    room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}}
+                )
         async with asyncio.timeout(self._request_timeout):
             await self._api.request(Method.POST, Path.v3.rooms[room_id].leave, {"reason": "encrypted room"})
         self._refused.add(room_id)
@@ -429,8 +443,10 @@ class MatrixAdapter(Adapter):
     # --- sending --------------------------------------------------------------------------------
 
     async def _send_event(self, room_id: str, content: Mapping[str, Any]) -> str:
-        assert self._client is not None
-        event_id = str(await self._client.send_message_event(room_id, EventType.ROOM_MESSAGE, dict(content)))
+        assert self._api is not None
+        path = Path.v3.rooms[room_id].send["m.room.message"][self._api.get_txn_id()]
+        answer = await self._api.request(Method.PUT, path, dict(content))
+        event_id = str(answer["event_id"])
         self._own[event_id] = None
         while len(self._own) > KNOWN_OWN:
             self._own.popitem(last=False)
@@ -471,7 +487,7 @@ class MatrixAdapter(Adapter):
     async def _redact(self, room_id: str, event_id: str) -> None:
         assert self._client is not None
         try:
-            await self._client.redact(room_id, event_id)
+            await self._client.redact(RoomID(room_id), EventID(event_id))
         except MNotFound:
             return
 
@@ -480,7 +496,7 @@ class MatrixAdapter(Adapter):
             return
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5.0):
-                await self._client.set_typing(address.chat_id, timeout=TYPING_MS)
+                await self._client.set_typing(RoomID(address.chat_id), timeout=TYPING_MS)
 
     async def notice(self, address: ChatAddress, text: str) -> None:
         content = {"msgtype": "m.notice", "body": text, "m.mentions": {}, **_relation(address, None)}
@@ -508,7 +524,10 @@ class MatrixAdapter(Adapter):
         url = self._api.get_download_url(attachment.file_id, authenticated=self._authenticated_media)
         headers = {"Authorization": f"Bearer {self._token}"}
         try:
-            async with asyncio.timeout(TRANSFER_TIMEOUT), self._api.session.get(url, headers=headers) as response:
+            async with (
+                asyncio.timeout(TRANSFER_TIMEOUT),
+                self._api.session.get(url, headers=headers) as response,
+            ):
                 if response.status in (403, 404):
                     raise DeliveryError(f"the file is gone (HTTP {response.status})", permanent=True)
                 if response.status == 429:
@@ -526,7 +545,9 @@ class MatrixAdapter(Adapter):
         except Exception as error:
             raise delivery_error("download a Matrix file", error) from None
 
-    async def send_file(self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None) -> str:
+    async def send_file(
+        self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None
+    ) -> str:
         if len(file.data) > MAX_UPLOAD_BYTES:
             raise DeliveryError(f"{file.name} is larger than Matrix's {MAX_UPLOAD_BYTES} bytes")
         mxc = await self._call("upload a Matrix file", self._upload(file), TRANSFER_TIMEOUT)

@@ -16,7 +16,13 @@ from typing import Any
 
 from aiohttp import ClientError, ClientResponse
 from mautrix.api import HTTPAPI, Method
-from mautrix.errors import MatrixConnectionError, MatrixRequestError, MForbidden, MNotFound, make_request_error
+from mautrix.errors import (
+    MatrixConnectionError,
+    MatrixRequestError,
+    MForbidden,
+    MNotFound,
+    make_request_error,
+)
 from mautrix.errors.request import MLimitExceeded, MUnknownToken
 from yarl import URL
 
@@ -58,7 +64,9 @@ class HeraldHTTPAPI(HTTPAPI):
                 body = None
             fields = body if isinstance(body, dict) else {}
             if response.status == 429 or fields.get("errcode") == "M_LIMIT_EXCEEDED":
-                raise RateLimited(str(fields.get("error", "rate limited")), retry_after(fields, response.headers))
+                raise RateLimited(
+                    str(fields.get("error", "rate limited")), retry_after(fields, response.headers)
+                )
             raise make_request_error(
                 http_status=response.status,
                 text=text,

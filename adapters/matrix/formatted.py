@@ -13,7 +13,9 @@ from typing import Any
 
 import pyromark
 
-OPTIONS = pyromark.Options.ENABLE_STRIKETHROUGH | pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_TASKLISTS
+OPTIONS = (
+    pyromark.Options.ENABLE_STRIKETHROUGH | pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_TASKLISTS
+)
 SAFE_SCHEMES = ("http://", "https://", "mailto:", "matrix:")
 
 # Start/End event name -> tag (names with data are handled in ``_open``).
@@ -27,7 +29,33 @@ _SIMPLE = {
     "TableRow": "tr",
 }
 ALLOWED_TAGS = frozenset(
-    "p em strong del blockquote li ul ol h1 h2 h3 h4 h5 h6 pre code a br hr table thead tbody tr th td".split()
+    [
+        "p",
+        "em",
+        "strong",
+        "del",
+        "blockquote",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "code",
+        "a",
+        "br",
+        "hr",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+    ]
 )
 
 
@@ -81,7 +109,11 @@ def _open(value: Any, head: bool) -> tuple[str, str]:
         return "ol", "<ol>" if data == 1 else f'<ol start="{int(data)}">'
     if name == "CodeBlock":
         language = data.get("Fenced", "") if isinstance(data, dict) else ""
-        language = "".join(c for c in str(language).split()[0] if c.isalnum() or c in "+-_#.") if language.strip() else ""
+        language = (
+            "".join(c for c in str(language).split()[0] if c.isalnum() or c in "+-_#.")
+            if language.strip()
+            else ""
+        )
         attribute = f' class="language-{language}"' if language else ""
         return "pre", f"<pre><code{attribute}>"
     if name in ("Link", "Image"):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool, field_validator
 
+from adapters.records import RecordsPolicy
 from adapters.spec import PlatformSettings
 
 PLATFORM = "matrix"  # InboundMessage.platform, the config section, session keys, admins' ids
+RECORDS = RecordsPolicy(keep_after_expiry=24 * 3600)  # what the adapter keeps: its sync token (no expiry)
 
 
 class MatrixSettings(PlatformSettings):

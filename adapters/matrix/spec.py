@@ -7,17 +7,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.base import Adapter
-from adapters.records import RecordsPolicy
 from adapters.spec import AccessRules, BuildContext, PlatformSpec, Secret, TokenProbe
 
-from .settings import PLATFORM, MatrixSettings
+from .settings import PLATFORM, RECORDS, MatrixSettings
 
 TOKEN = Secret(
     "MATRIX_ACCESS_TOKEN",
     "the bot account's access token (Element: Settings → Help & About → Access Token, or /login)",
 )
-RECORDS = RecordsPolicy(keep_after_expiry=24 * 3600)  # the sync token never expires
-NO_HOMESERVER = "Matrix needs its homeserver URL: set matrix.homeserver in config.yaml (https://matrix.example.org)."
+NO_HOMESERVER = (
+    "Matrix needs its homeserver URL: set matrix.homeserver in config.yaml (https://matrix.example.org)."
+)
 
 
 def build(context: BuildContext[MatrixSettings]) -> Adapter:

@@ -49,7 +49,8 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: St
 def admins_on(config: HeraldConfig, platform: str) -> frozenset[str]:
     """The user ids ``gateway.admins`` names on ``platform`` (``platform:id`` entries)."""
     prefix = f"{platform}:"
-    return frozenset(entry.removeprefix(prefix) for entry in config.gateway.admins if entry.startswith(prefix))
+    admins = config.gateway.admins
+    return frozenset(entry.removeprefix(prefix) for entry in admins if entry.startswith(prefix))
 
 
 def token_names(specs: Sequence[PlatformSpec[Any]] = PLATFORMS) -> str:

@@ -59,7 +59,9 @@ class MatrixDriver(Driver):
         room = self.fake.direct_room(user)
         if document is not None:
             name, data = document
-            content = media_content("m.file", self.fake.upload(data, "text/plain", name), name, "text/plain", data, text)
+            content = media_content(
+                "m.file", self.fake.upload(data, "text/plain", name), name, "text/plain", data, text
+            )
         elif photo is not None:
             content = media_content("m.image", self.fake.upload(photo, "image/png", "photo.png"), "photo.png",
                                     "image/png", photo, text)  # fmt: skip
@@ -81,7 +83,9 @@ class MatrixDriver(Driver):
         return Sent(place, event["event_id"], event)
 
     def thread(self) -> Place:
-        root = self.fake.message(self.room, self.admin, {"msgtype": "m.text", "body": "a new topic", "m.mentions": {}})
+        root = self.fake.message(
+            self.room, self.admin, {"msgtype": "m.text", "body": "a new topic", "m.mentions": {}}
+        )
         return Place(self.room, root["event_id"])
 
     def command(self, user: str, name: str, place: Place) -> Sent:

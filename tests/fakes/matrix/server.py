@@ -112,7 +112,9 @@ class FakeMatrix(MatrixState):
 
     # --- faults and waits --------------------------------------------------------------------------
 
-    def fail_next(self, route: str, count: int = 1, *, status: int = 429, retry_after: float | None = 1.0) -> None:
+    def fail_next(
+        self, route: str, count: int = 1, *, status: int = 429, retry_after: float | None = 1.0
+    ) -> None:
         """The next ``count`` calls of ``route`` ("send": a message, "edit", "upload", "sync") fail."""
         with self.lock:
             ms = None if retry_after is None else int(retry_after * 1000)
@@ -134,7 +136,10 @@ class FakeMatrix(MatrixState):
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
         path = request.path
-        if path != "/_matrix/client/versions" and request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
+        if (
+            path != "/_matrix/client/versions"
+            and request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}"
+        ):
             response: web.StreamResponse = _error(401, "M_UNKNOWN_TOKEN", "Invalid access token passed.")
         else:
             response = await handler(request)
@@ -151,7 +156,9 @@ class FakeMatrix(MatrixState):
     async def _displayname(self, request: web.Request) -> web.Response:
         with self.lock:
             name = self.users.get(request.match_info["user"])
-        return web.json_response({"displayname": name}) if name else _error(404, "M_NOT_FOUND", "no such user")
+        return (
+            web.json_response({"displayname": name}) if name else _error(404, "M_NOT_FOUND", "no such user")
+        )
 
     async def _sync(self, request: web.Request) -> web.Response:
         since_text = request.query.get("since")
@@ -206,7 +213,9 @@ class FakeMatrix(MatrixState):
                 return self._fault(fault)
             if edit and "m.new_content" not in content:
                 return _error(400, "M_BAD_JSON", "an edit needs m.new_content")
-            event_id = self.bot_send(room.room_id, request.match_info["kind"], content, request.match_info["txn"])
+            event_id = self.bot_send(
+                room.room_id, request.match_info["kind"], content, request.match_info["txn"]
+            )
         self._changed()
         return web.json_response({"event_id": event_id})
 
@@ -263,7 +272,9 @@ class FakeMatrix(MatrixState):
         start = int(request.query["from"][1:])
         stop = int(request.query.get("to", "s0")[1:])
         with self.lock:
-            answer = self.messages_between(request.match_info["room"], start, stop, int(request.query.get("limit", "10")))
+            answer = self.messages_between(
+                request.match_info["room"], start, stop, int(request.query.get("limit", "10"))
+            )
         return web.json_response(answer)
 
     async def _account_data(self, request: web.Request) -> web.Response:
@@ -287,10 +298,14 @@ class FakeMatrix(MatrixState):
 
     async def _download(self, request: web.Request) -> web.Response:
         with self.lock:
-            found = self.media.get(request.match_info["media"]) if request.match_info["server"] == SERVER else None
+            found = (
+                self.media.get(request.match_info["media"])
+                if request.match_info["server"] == SERVER
+                else None
+            )
         if found is None:
             return _error(404, "M_NOT_FOUND", "Not found")
-        name, mime, data = found
+        _, mime, data = found
         return web.Response(body=data, content_type=mime.split(";")[0])
 
     async def _unknown(self, request: web.Request) -> web.Response:

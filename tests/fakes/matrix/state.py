@@ -93,7 +93,9 @@ class MatrixState:
             for user in [*members, *([BOT] if bot else [])]:
                 self._membership(room_id, user, user, "join")
             if encrypted:
-                self._append(room_id, members[0], "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}, "")
+                self._append(
+                    room_id, members[0], "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}, ""
+                )
         self.on_change()
         return room_id
 
@@ -219,7 +221,12 @@ class MatrixState:
         return {"next_batch": f"s{end}", "rooms": {"join": join, "invite": invite}}
 
     def _joined(
-        self, room: Room, timeline: list[dict[str, Any]], state: list[dict[str, Any]], cut: bool, gap: str | None
+        self,
+        room: Room,
+        timeline: list[dict[str, Any]],
+        state: list[dict[str, Any]],
+        cut: bool,
+        gap: str | None,
     ) -> dict[str, Any]:
         joined = sum(1 for m in room.members.values() if m == "join")
         answer: dict[str, Any] = {
