@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -82,10 +83,17 @@ KNOWN_OWN = 10_000  # ids of the bot's own recent messages kept to recognise rep
 GAP_PAGES = 20  # pages of 100 fetched to fill a cut timeline
 COMMANDS_TYPE = "io.herald.commands"  # account data listing the commands (Matrix has no command menu)
 NO_PRESENCE = {"presence": {"not_types": ["*"]}, "account_data": {"not_types": ["*"]}}
-FIRST_FILTER = json.dumps(
-    {**NO_PRESENCE, "room": {"timeline": {"limit": 1}, "ephemeral": {"not_types": ["*"]}}}
-)
-FILTER = json.dumps({**NO_PRESENCE, "room": {"timeline": {"limit": 50}, "ephemeral": {"not_types": ["*"]}}})
+TOKEN_REFRESH = 60.0  # seconds: a sync with nothing to store keeps its token at most this often
+SYNC_LIMIT = 50  # timeline events per room and sync (a longer gap is paged in from the room's history)
+
+
+def sync_filter(me: str, *, first: bool) -> str:
+    """The sync filter: no presence, typing or account data; not the bot's own events (its sends would
+    wake the sync for nothing); the first sync only takes the token (one event per room, unread)."""
+    timeline = {"limit": 1 if first else SYNC_LIMIT, "not_senders": [me]}
+    return json.dumps({**NO_PRESENCE, "room": {"timeline": timeline, "ephemeral": {"not_types": ["*"]}}})
+
+
 ENCRYPTED_NOTICE = (
     "I cannot read this room: it is end-to-end encrypted, and Herald does not support encryption. "
     "Talk to me in a room (or a direct chat) without encryption. I am leaving this room."
@@ -155,6 +163,7 @@ class MatrixAdapter(Adapter):
         self._refused: set[str] = set()  # encrypted rooms the bot said it cannot read
         self._own: OrderedDict[str, None] = OrderedDict()  # the bot's recent message ids
         self._commands: frozenset[str] = frozenset()
+        self._token_kept = -TOKEN_REFRESH  # time.monotonic() the sync token was last written
         self._status = AdapterStatus()
 
     @property
@@ -257,7 +266,7 @@ class MatrixAdapter(Adapter):
     async def _fetch(self, since: str | None) -> SyncBatch | None:
         """One sync; on failure, log once per streak, wait and return None."""
         assert self._api is not None
-        query = {"filter": FIRST_FILTER if since is None else FILTER, "set_presence": "offline"}
+        query = {"filter": sync_filter(self._me, first=since is None), "set_presence": "offline"}
         query.update(
             {"since": since, "timeout": str(int(self._sync_wait * 1000))} if since else {"timeout": "0"}
         )
@@ -289,12 +298,16 @@ class MatrixAdapter(Adapter):
             for invite in batch.invites:
                 await self._answer_invite(invite)
             found: list[InboundMessage] = []
-            for room in batch.rooms:
+            refused = [r for r in batch.rooms if _encrypted(r)]
+            for room in refused:
+                await self._refuse_encrypted(room.room_id)
+            readable = [r for r in batch.rooms if r not in refused and r.room_id not in self._refused]
+            for room in readable:
                 self._note_members(room)
-                if room.encrypted or any(e.get("type") == ENCRYPTED for e in room.timeline):
-                    await self._refuse_encrypted(room.room_id)
-                    continue
-                if messages and room.room_id not in self._refused:
+            if messages:
+                unknown = {r.room_id for r in readable if r.room_id not in self._members and r.timeline}
+                await asyncio.gather(*(self._room_members(room_id) for room_id in unknown))
+                for room in readable:
                     found.extend(await self._messages(room, since))
             if found:
                 assert self._sink is not None
@@ -314,10 +327,13 @@ class MatrixAdapter(Adapter):
             await asyncio.sleep(self._sink_backoff.next_delay())
             return False
         self._sink_backoff.reset()
-        try:
-            await self._records.put(TOKEN_KEY, {"next_batch": batch.next_batch})
-        except Unreachable as error:  # the messages are stored: a restart now syncs them again (dropped)
-            log.warning("Matrix: the sync token could not be kept (%s); kept in memory", error)
+        acted = bool(found or batch.invites or refused or not messages)
+        if acted or time.monotonic() - self._token_kept >= TOKEN_REFRESH:  # nothing acted on: nothing
+            try:  # to replay from the older token, so it need not be written at every sync
+                await self._records.put(TOKEN_KEY, {"next_batch": batch.next_batch})
+                self._token_kept = time.monotonic()
+            except Unreachable as error:  # the messages are stored: a restart syncs them again (dropped)
+                log.warning("Matrix: the sync token could not be kept (%s); kept in memory", error)
         return True
 
     def _note_members(self, room: RoomEvents) -> None:
@@ -594,6 +610,11 @@ def _relation(address: ChatAddress, reply_to: str | None) -> dict[str, Any]:
     if reply_to is not None:
         return {"m.relates_to": {"m.in_reply_to": {"event_id": reply_to}}}
     return {}
+
+
+def _encrypted(room: RoomEvents) -> bool:
+    """Encryption is on in the room (its state says so, or an encrypted event arrived)."""
+    return room.encrypted or any(event.get("type") == ENCRYPTED for event in room.timeline)
 
 
 def _msgtype(mime_type: str) -> str:

@@ -13,7 +13,7 @@ from .settings import PLATFORM, RECORDS, MatrixSettings
 
 TOKEN = Secret(
     "MATRIX_ACCESS_TOKEN",
-    "the bot account's access token (Element: Settings → Help & About → Access Token, or /login)",
+    "the bot account's access token (Element: Settings → Help & About → Advanced → Access Token, or /login)",
 )
 NO_HOMESERVER = (
     "Matrix needs its homeserver URL: set matrix.homeserver in config.yaml (https://matrix.example.org)."

@@ -164,7 +164,7 @@ class FakeMatrix(MatrixState):
         since_text = request.query.get("since")
         since = int(since_text[1:]) if since_text else None
         timeout = int(request.query.get("timeout", "0")) / 1000
-        limit = _timeline_limit(request.query.get("filter"))
+        limit, not_senders = _timeline_filter(request.query.get("filter"))
         with self.lock:
             fault = self.take_fault("sync")
             if fault is not None:
@@ -178,7 +178,7 @@ class FakeMatrix(MatrixState):
                 assert self._wake is not None
                 self._wake.clear()
                 with self.lock:
-                    answer = self.sync(since, limit)
+                    answer = self.sync(since, limit, not_senders)
                     news = since is None or bool(answer["rooms"]["join"] or answer["rooms"]["invite"])
                 if news or self._closing or time.monotonic() >= deadline:
                     return web.json_response(answer)
@@ -325,9 +325,15 @@ class FakeMatrix(MatrixState):
             return self.media.get(mxc.rsplit("/", 1)[-1])
 
 
-def _timeline_limit(filter_text: str | None) -> int:
+def _timeline_filter(filter_text: str | None) -> tuple[int, frozenset[str]]:
+    """An inline filter's timeline ``limit`` (default 20) and ``not_senders``."""
     try:
-        limit = json.loads(filter_text or "{}")["room"]["timeline"]["limit"]
+        timeline = json.loads(filter_text or "{}")["room"]["timeline"]
     except (ValueError, KeyError, TypeError):
-        return 20
-    return limit if isinstance(limit, int) and limit > 0 else 20
+        return 20, frozenset()
+    limit = timeline.get("limit") if isinstance(timeline, dict) else None
+    senders = timeline.get("not_senders") if isinstance(timeline, dict) else None
+    return (
+        limit if isinstance(limit, int) and limit > 0 else 20,
+        frozenset(senders) if isinstance(senders, list) else frozenset(),
+    )

@@ -20,6 +20,7 @@ SERVER = "herald.test"
 BOT = f"@herald:{SERVER}"
 BOT_NAME = "Herald"
 BOT_TOKEN = "syt_aGVyYWxk_fake_matrix_token"
+NOBODY: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -71,6 +72,7 @@ class MatrixState:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.txns: dict[str, str] = {}  # transaction id -> event id (a resent PUT is the same event)
+        self.arrivals: dict[str, float] = {}  # the bot's event id -> time.monotonic() its send arrived
         self.send_times: list[float] = []  # time.monotonic() of each message send (not edits), refused too
         self.typing: list[str] = []  # rooms the bot said it types in
         self.confirmed = 0  # the highest position a sync's ``since`` confirmed
@@ -169,6 +171,7 @@ class MatrixState:
             return self.txns[txn]
         event = self._append(room_id, BOT, kind, content)
         self.txns[txn] = event["event_id"]
+        self.arrivals[event["event_id"]] = time.monotonic()
         return str(event["event_id"])
 
     def bot_join(self, room_id: str) -> None:
@@ -194,15 +197,16 @@ class MatrixState:
 
     # --- sync ------------------------------------------------------------------------------------
 
-    def sync(self, since: int | None, limit: int) -> dict[str, Any]:
-        """The answer to a sync since position ``since`` (None: an initial sync)."""
+    def sync(self, since: int | None, limit: int, not_senders: frozenset[str] = NOBODY) -> dict[str, Any]:
+        """The answer to a sync since position ``since`` (None: an initial sync); timeline events of
+        ``not_senders`` left out (a filter's ``not_senders``)."""
         join: dict[str, Any] = {}
         invite: dict[str, Any] = {}
         end = len(self.stream)
         if since is None:
             for room in self.rooms.values():
                 if room.members.get(BOT) == "join":
-                    timeline = [e for e in room.events][-limit:]
+                    timeline = [e for e in room.events if e["sender"] not in not_senders][-limit:]
                     join[room.room_id] = self._joined(room, timeline, self._state(room), False, None)
                 elif room.members.get(BOT) == "invite":
                     invite[room.room_id] = self._invited(room)
@@ -211,7 +215,7 @@ class MatrixState:
             for item in self.stream[since:]:
                 if item.invite and self.rooms[item.room_id].members.get(BOT) == "invite":
                     invite[item.room_id] = self._invited(self.rooms[item.room_id])
-                elif item.visible:
+                elif item.visible and item.event["sender"] not in not_senders:
                     news.setdefault(item.room_id, []).append(item)
             for room_id, items in news.items():
                 cut = len(items) > limit
@@ -256,8 +260,11 @@ class MatrixState:
         return {"chunk": [_shown(i.event) for i in items], "start": f"s{start}", "end": end}
 
     def pending(self) -> bool:
-        """Something visible to the bot that no sync has confirmed yet."""
-        return any((item.visible or item.invite) for item in self.stream[self.confirmed :])
+        """Something for the bot (not its own) that no sync has confirmed yet."""
+        return any(
+            item.invite or (item.visible and item.event["sender"] != BOT)
+            for item in self.stream[self.confirmed :]
+        )
 
     # --- what the bot did --------------------------------------------------------------------------
 
