@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection, Listener
-from typing import Any
+from typing import Any, Self
 
 from benchmarks.fake_telegram import Answer, Answers, Sent, Typing
 from tests.fakes.matrix import BOT, SERVER, FakeMatrix
@@ -89,37 +89,49 @@ COMMANDS: dict[str, Callable[..., Any]] = {"inject": _inject, "answers": _answer
 def serve(address: str, port: int, authkey: str) -> None:
     """The child process: serve a FakeMatrix from a thread, run the parent's commands."""
     fake = FakeMatrix()
-    with fake.serve_in_thread() as url, Client((address, port), authkey=bytes.fromhex(authkey)) as conn:
-        conn.send((url, fake.token))
-        while True:
-            name, args = conn.recv()
-            if name == "stop":
-                conn.send((True, None))
-                return
-            try:
-                conn.send((True, COMMANDS[name](fake, *args)))
-            except Exception as error:
-                conn.send((False, repr(error)))
+    with fake.serve_in_thread() as url:
+        PlatformProcess.child(address, port, authkey, fake, (url, fake.token), COMMANDS)
 
 
-class FakeMatrixProcess:
-    """``with FakeMatrixProcess() as fake``: ``fake.url``/``fake.token`` for the gateway, ``await
-    fake.inject(...)`` to write to the bot, ``await fake.answers(chats)`` to see its replies."""
+class PlatformProcess:
+    """A fake platform in a process of its own (``module``'s ``serve``), commanded over a connection:
+    ``hello`` is what the child sent first (its URLs and token); :meth:`inject` writes to the bot,
+    :meth:`answers` reads its replies; :meth:`section` and :meth:`environ` configure the gateway."""
+
+    module = "benchmarks.fake_matrix"
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one command at a time over the connection
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
-        self.url = self.token = ""
+        self.hello: tuple[str, ...] = ()
 
-    def __enter__(self) -> FakeMatrixProcess:
+    @staticmethod
+    def child(
+        address: str, port: int, authkey: str, fake: Any, hello: tuple[str, ...],
+        commands: dict[str, Callable[..., Any]],
+    ) -> None:  # fmt: skip
+        """The child's side: send ``hello``, then run commands on ``fake`` until told to stop."""
+        with Client((address, port), authkey=bytes.fromhex(authkey)) as conn:
+            conn.send(hello)
+            while True:
+                name, args = conn.recv()
+                if name == "stop":
+                    conn.send((True, None))
+                    return
+                try:
+                    conn.send((True, commands[name](fake, *args)))
+                except Exception as error:
+                    conn.send((False, repr(error)))
+
+    def __enter__(self) -> Self:
         authkey = secrets.token_bytes(16)
         with Listener(("127.0.0.1", 0), authkey=authkey) as listener:
             host, port = listener.address
-            code = f"from benchmarks.fake_matrix import serve; serve({host!r}, {port}, {authkey.hex()!r})"
+            code = f"from {self.module} import serve; serve({host!r}, {port}, {authkey.hex()!r})"
             self._process = subprocess.Popen([sys.executable, "-c", code])
             self._conn = listener.accept()
-        self.url, self.token = self._conn.recv()
+        self.hello = self._conn.recv()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -136,12 +148,12 @@ class FakeMatrixProcess:
 
     def _request(self, name: str, *args: Any) -> Any:
         if self._conn is None:
-            raise RuntimeError("the fake Matrix process is not running")
+            raise RuntimeError(f"the fake platform process ({self.module}) is not running")
         with self._lock:
             self._conn.send((name, args))
             ok, value = self._conn.recv()
         if not ok:
-            raise RuntimeError(f"fake Matrix command {name} failed: {value}")
+            raise RuntimeError(f"{self.module} command {name} failed: {value}")
         return value
 
     async def inject(self, messages: list[tuple[int, str, str]]) -> list[Sent]:
@@ -152,3 +164,14 @@ class FakeMatrixProcess:
     async def answers(self, chats: list[int]) -> tuple[Answers, Typing]:
         found: tuple[Answers, Typing] = await asyncio.to_thread(self._request, "answers", chats)
         return found
+
+    def section(self, chats: list[int]) -> dict[str, Any]:
+        """The platform's config section: the fake's URLs, ``chats``' people allowed."""
+        return {"homeserver": self.hello[0], "allowed_users": [user_of(chat) for chat in chats]}
+
+    def environ(self) -> dict[str, str]:
+        return {"MATRIX_ACCESS_TOKEN": self.hello[1]}
+
+
+class FakeMatrixProcess(PlatformProcess):
+    """``with FakeMatrixProcess() as fake``: the fake homeserver for the gateway's ``matrix`` section."""
