@@ -153,6 +153,17 @@ async def test_invites_are_accepted_from_allowed_people_only() -> None:
     assert fake.rooms[strangers].leave_reasons == ["Not allowed to use this bot."]  # declined, nothing said
 
 
+async def test_an_invite_that_cannot_be_joined_does_not_hold_up_what_comes_after_it() -> None:
+    fake, records = world(), MemoryRecordStore(RECORDS)
+    inbox = Inbox(records)
+    async with fake.serve(), adapter_on(fake, inbox):
+        fake.fail_next("join", 1000, status=403)  # withdrawn before the bot got to it
+        fake.invite(FRIEND)
+        fake.message(fake.direct_room(FRIEND), FRIEND, text("still there?"))
+        await wait_until(lambda: inbox.texts and not fake.pending(), what="the message after the invite")
+    assert inbox.texts == ["still there?"]
+
+
 async def test_in_an_encrypted_room_the_bot_says_it_cannot_read_it_and_leaves() -> None:
     fake, records = world(), MemoryRecordStore(RECORDS)
     inbox = Inbox(records)

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 from mautrix.api import Method, Path
 from mautrix.client import ClientAPI
-from mautrix.errors import MatrixRequestError, MNotFound
+from mautrix.errors import MatrixRequestError, MForbidden, MNotFound
 from mautrix.errors.request import MUnknownToken
 from mautrix.types import EventID, RoomID, UserID
 
@@ -346,12 +346,18 @@ class MatrixAdapter(Adapter):
         if room.member_count is not None and room.member_count != len(known):
             self._members.pop(room.room_id, None)  # out of step: fetch again
 
-    async def _room_members(self, room_id: str) -> dict[str, str]:
+    async def _room_members(self, room_id: str) -> dict[str, str] | None:
+        """The room's joined members (id -> display name); None when the bot is no longer in it (its
+        messages are then left: nobody can answer them there). Network trouble raises (retried)."""
         known = self._members.get(room_id)
         if known is None:
             assert self._api is not None
-            async with asyncio.timeout(self._request_timeout):
-                answer = await self._api.request(Method.GET, Path.v3.rooms[room_id].joined_members)
+            try:
+                async with asyncio.timeout(self._request_timeout):
+                    answer = await self._api.request(Method.GET, Path.v3.rooms[room_id].joined_members)
+            except (MForbidden, MNotFound) as error:
+                log.info("Matrix: not reading %s, the bot is not in it (%s)", room_id, error)
+                return None
             joined = answer.get("joined", {}) if isinstance(answer, dict) else {}
             known = {
                 str(user): str((info or {}).get("display_name") or user)
@@ -370,6 +376,8 @@ class MatrixAdapter(Adapter):
             if not is_message(event, self._me):
                 continue
             members = await self._room_members(room.room_id)
+            if members is None:
+                return []
             sender = str(event["sender"])
             content: Mapping[str, Any] = event["content"] if isinstance(event.get("content"), dict) else {}
             direct = len(members) <= 2
@@ -432,10 +440,16 @@ class MatrixAdapter(Adapter):
                 log.info(
                     "Matrix: declined an invite to %s from %s (not allowed)", invite.room_id, invite.inviter
                 )
-                with contextlib.suppress(MNotFound):
+                with contextlib.suppress(MNotFound, MForbidden):
                     await self._api.request(Method.POST, rooms.leave, {"reason": DECLINED})
                 return
-            await self._api.request(Method.POST, rooms.join, {})
+            try:
+                await self._api.request(Method.POST, rooms.join, {})
+            except (MNotFound, MForbidden) as error:  # withdrawn, or the room is gone: nothing to join
+                log.warning(
+                    "Matrix: could not join %s (invited by %s): %s", invite.room_id, invite.inviter, error
+                )
+                return
         log.info("Matrix: joined %s (invited by %s)", invite.room_id, invite.inviter)
         if invite.encrypted:
             await self._refuse_encrypted(invite.room_id)
@@ -451,8 +465,9 @@ class MatrixAdapter(Adapter):
                 await self._send_event(
                     room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}}
                 )
-        async with asyncio.timeout(self._request_timeout):
-            await self._api.request(Method.POST, Path.v3.rooms[room_id].leave, {"reason": "encrypted room"})
+        with contextlib.suppress(MNotFound, MForbidden):  # already out of it
+            async with asyncio.timeout(self._request_timeout):
+                await self._api.request(Method.POST, Path.v3.rooms[room_id].leave, {"reason": "encrypted"})
         self._refused.add(room_id)
         self._members.pop(room_id, None)
 

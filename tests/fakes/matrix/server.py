@@ -115,7 +115,8 @@ class FakeMatrix(MatrixState):
     def fail_next(
         self, route: str, count: int = 1, *, status: int = 429, retry_after: float | None = 1.0
     ) -> None:
-        """The next ``count`` calls of ``route`` ("send": a message, "edit", "upload", "sync") fail."""
+        """The next ``count`` calls of ``route`` ("send": a message, "edit", "upload", "sync", "join")
+        fail with ``status`` (a 429 asks to wait ``retry_after`` seconds)."""
         with self.lock:
             ms = None if retry_after is None else int(retry_after * 1000)
             self.faults.append(Fault(route, status, ms, count))
@@ -233,6 +234,9 @@ class FakeMatrix(MatrixState):
 
     async def _join(self, request: web.Request) -> web.Response:
         with self.lock:
+            fault = self.take_fault("join")
+            if fault is not None:
+                return _error(fault.status, "M_FORBIDDEN", "You are not invited to this room.")
             room = self._room(request)
             if room is None or room.members.get(BOT) not in ("invite", "join"):
                 return _error(403, "M_FORBIDDEN", "You are not invited to this room.")
