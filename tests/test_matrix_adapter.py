@@ -5,6 +5,7 @@ mautrix against the fake homeserver (``tests/fakes/matrix``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -266,3 +267,32 @@ def test_matrix_without_a_homeserver_is_refused_in_one_sentence() -> None:
     context = BuildContext(MatrixSettings(), {SPEC.token.env: "syt_x"}, None, frozenset())
     with pytest.raises(ValueError, match=r"matrix\.homeserver"):
         SPEC.build(context)
+
+
+async def test_only_the_elected_process_syncs_and_sending_goes_on_without_syncing() -> None:
+    """In a cluster the gateway starts the adapter with ``receive=False`` and lets the process holding
+    the lease sync (``allowed`` is asked before each sync): no sync while it says no, sends meanwhile;
+    once elected it goes on from the token the previous syncing process kept."""
+    fake, records = world(), MemoryRecordStore(RECORDS)
+    room = fake.direct_room(FRIEND)
+    elected = False
+    inbox = Inbox(records)
+    async with fake.serve() as url:
+        async with adapter_on(fake, Inbox(records)):  # the process that synced before
+            pass
+        syncs_before = len(fake.calls_to("GET", "/sync"))
+        adapter = MatrixAdapter(url, fake.token, records=records, retry_base=0.01, sync_wait=5.0)
+        await adapter.start(inbox, receive=False)
+        try:
+            await adapter.send(ChatAddress("matrix", room), OutboundText("sending without syncing"))
+            receiving = asyncio.create_task(adapter.start_receiving(lambda: elected))
+            fake.message(room, FRIEND, text("anyone?"))
+            await fake.wait_for(lambda: fake.calls_to("PUT", "/send/"), what="the send")
+            syncs_while_not_elected = len(fake.calls_to("GET", "/sync")) - syncs_before
+            elected = True
+            await receiving
+            await wait_until(lambda: inbox.texts and not fake.pending(), what="the message once elected")
+        finally:
+            await adapter.stop()
+    assert syncs_while_not_elected == 0
+    assert inbox.texts == ["anyone?"]
