@@ -79,6 +79,7 @@ SYNC_SLACK = 15.0  # on top of SYNC_WAIT before a sync counts as lost
 TYPING_MS = 5000
 NOT_ALLOWED_PAUSE = 0.05
 TOKEN_KEY = "sync"
+AUTHENTICATED_MEDIA = 11  # spec v1.11 moved media downloads behind the access token
 KNOWN_OWN = 10_000  # ids of the bot's own recent messages kept to recognise replies to it
 GAP_PAGES = 20  # pages of 100 fetched to fill a cut timeline
 COMMANDS_TYPE = "io.herald.commands"  # account data listing the commands (Matrix has no command menu)
@@ -198,7 +199,7 @@ class MatrixAdapter(Adapter):
             ) from None
         self._api, self._client, self._me, self._sink = api, ClientAPI(UserID(me), api=api), me, sink
         supported = versions.get("versions", []) if isinstance(versions, dict) else []
-        self._authenticated_media = any(v in supported for v in ("v1.11", "v1.12", "v1.13", "v1.14", "v1.15"))
+        self._authenticated_media = any(_minor(v) >= AUTHENTICATED_MEDIA for v in supported)
         self._status.connected = True
         log.info("Matrix: signed in as %s on %s", me, self._homeserver)
         if receive:
@@ -625,6 +626,14 @@ def _relation(address: ChatAddress, reply_to: str | None) -> dict[str, Any]:
     if reply_to is not None:
         return {"m.relates_to": {"m.in_reply_to": {"event_id": reply_to}}}
     return {}
+
+
+def _minor(version: object) -> int:
+    """``11`` for the spec version ``"v1.11"`` (-1 for anything else)."""
+    text = str(version)
+    if not text.startswith("v1."):
+        return -1
+    return int(text[3:]) if text[3:].isdigit() else -1
 
 
 def _encrypted(room: RoomEvents) -> bool:
