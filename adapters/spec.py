@@ -94,6 +94,7 @@ class BuildContext(Generic[S]):
     secrets: Mapping[str, str]  # the spec's variables that are set (token first), values stripped
     records: RecordStore | None  # the platform's records in the gateway's database (spec.records)
     private_commands: frozenset[str]  # commands whose reply only the asker needs to see (ephemeral)
+    admins: frozenset[str] = frozenset()  # this platform's user ids in gateway.admins (who may invite it)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ cache measurement both run on this loop, so the emulated clock and the scripted 
   gateway process's peak RSS while it reads them, and what stays in use afterwards. Then one such
   image in each format, alone in a fresh process: how it is decoded, the memory estimated before
   and the peak measured.
+- **platforms**: latency and throughput as above (stock adapters), on Matrix and on Discord: each
+  platform's fake in a process of its own (``benchmarks/fake_matrix.py``, ``fake_discord.py``) in place
+  of the fake Telegram (``benchmarks/gateway_platforms.py``).
 - **cache**: scripted conversations through the gateway; efficiency = cache read ÷ what an oracle could
   have read (see ``benchmarks/cache.py``), and what a new chat's first request reads.
 
@@ -46,6 +49,7 @@ from tempfile import TemporaryDirectory
 
 import sqlalchemy as sa
 
+from benchmarks import gateway_platforms
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_telegram import Check, FakeTelegramProcess, Sent
 from benchmarks.gateway_cache import cache
@@ -203,7 +207,7 @@ class Size:
 
 FULL = Size(300, 100, 5, 1000, 10_000, 250, 30)
 QUICK = Size(60, 100, 2, 200, 2_000, 50, 10)
-SECTIONS = ("latency", "throughput", "memory", "images", "cache")
+SECTIONS = ("latency", "throughput", "platforms", "memory", "images", "cache")
 
 
 @contextlib.contextmanager
@@ -246,6 +250,23 @@ async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
         with section("Huge images at once"):
             print(table(IMAGE_COLUMNS, [await fresh(images(4, 7000))]))
             print("\nOne image alone, each in a fresh process:\n\n" + table(DECODE_COLUMNS, decode_costs()))
+    if "platforms" in only:
+        names = list(gateway_platforms.PLATFORMS)
+        with section("Matrix and Discord: latency, one message at a time"):
+            rows = [
+                await fresh(gateway_platforms.latency(name, size.latency_messages, interval))
+                for name in names
+                for interval in (1.0, 0.0)
+            ]
+            print(table(gateway_platforms.LATENCY_COLUMNS, rows))
+        title = f"Matrix and Discord: throughput, {size.chats} chats × {size.per_chat} messages at once"
+        with section(title):
+            rows = [
+                await fresh(gateway_platforms.throughput(name, size.chats, size.per_chat, interval=interval))
+                for name in names
+                for interval in (1.0, 0.0)
+            ]
+            print(table(gateway_platforms.THROUGHPUT_COLUMNS, rows))
     if "cache" in only:
         with section("Prompt cache through the gateway"):
             main, firsts, lost = await cache(size.turns)

@@ -37,12 +37,20 @@ def build_adapters(config: HeraldConfig, environ: Mapping[str, str], storage: St
             secrets=spec.secrets_in(environ),
             records=records,
             private_commands=private_commands(),
+            admins=admins_on(config, spec.name),
         )
         try:
             adapters.append(spec.build(context))
         except ValueError as error:
             raise ConfigError(f"{spec.title} cannot be set up: {error}") from None
     return adapters
+
+
+def admins_on(config: HeraldConfig, platform: str) -> frozenset[str]:
+    """The user ids ``gateway.admins`` names on ``platform`` (``platform:id`` entries)."""
+    prefix = f"{platform}:"
+    admins = config.gateway.admins
+    return frozenset(entry.removeprefix(prefix) for entry in admins if entry.startswith(prefix))
 
 
 def token_names(specs: Sequence[PlatformSpec[Any]] = PLATFORMS) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from tests.conformance.discord_driver import DiscordDriver
 from tests.conformance.driver import Driver
+from tests.conformance.matrix_driver import MatrixDriver
 from tests.conformance.slack_driver import SlackDriver
 from tests.conformance.telegram_driver import TelegramDriver
 
@@ -14,4 +15,5 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "telegram": TelegramDriver,
     "discord": DiscordDriver,
     "slack": SlackDriver,
+    "matrix": MatrixDriver,
 }
