@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.files.private import make_private_dirs
+from agent.hands.code import CodeTool
 from agent.hands.file_tools import FileTools
 from agent.hands.files import FileLimits
 from agent.hands.jobs import BackgroundJobs
 from agent.hands.paths import Confinement
 from agent.hands.rules import Judge, Places
-from agent.hands.runner import Runner
+from agent.hands.runner import LocalRunner, Runner
 from agent.hands.sandbox import SandboxUnavailable, Withheld, runner_for
 from agent.hands.terminal import TOOLSET as TERMINAL_TOOLSET
 from agent.hands.terminal import Terminal, TerminalSettings
@@ -28,7 +29,7 @@ from agent.tools.registry import Tool, ToolSource
 log = logging.getLogger(__name__)
 
 TOOLSETS = frozenset({"terminal", "files"})
-COMMAND_TOOLS = ("terminal", "jobs")  # the tools that run commands (through the runner)
+COMMAND_TOOLS = ("terminal", "jobs", "execute_code")  # the tools that run commands (through the runner)
 # What a command gets of Herald's environment besides tools.env: never its keys and tokens.
 BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 # No pager, colour or prompt that waits for a person who is not there.
@@ -59,6 +60,7 @@ class Hands:
     jobs: BackgroundJobs
     terminal: Terminal | None  # None: tools.sandbox is not available here (``unavailable`` says why)
     files: FileTools
+    code: CodeTool | None = None  # execute_code, where the terminal's commands run
     unavailable: str | None = None
 
     @classmethod
@@ -111,11 +113,14 @@ class Hands:
             confinement.workspace,
             command_environment(settings, environ),
         )
-        return cls(confinement.workspace, confinement, jobs, terminal, files)
+        code = CodeTool(terminal, sandboxed=runner.name != LocalRunner.name)
+        return cls(confinement.workspace, confinement, jobs, terminal, files, code)
 
     def tools(self) -> list[Tool]:
         """The tools new sessions get (no command tool while the sandbox is unavailable)."""
         commands = self.terminal.tools() if self.terminal is not None else []
+        if self.code is not None:
+            commands += self.code.tools()
         return [*commands, *self.files.tools()]
 
     def withheld(self) -> ToolSource | None:
