@@ -36,9 +36,12 @@ def runner_for(
             return BubblewrapRunner.find(layout=layout, network=settings.sandbox_network, limits=limits)
         except BubblewrapMissing as error:
             raise SandboxUnavailable(f"tools.sandbox is bubblewrap, but {error}.") from None
-    raise SandboxUnavailable(
-        "tools.sandbox is docker, but this version of Herald cannot run commands in docker."
-    )
+    from agent.hands.docker_runner import DockerMissing, DockerRunner  # the docker SDK: docker only
+
+    try:
+        return DockerRunner.find(settings, workspace=workspace, environ=environ, limits=limits)
+    except DockerMissing as error:
+        raise SandboxUnavailable(f"tools.sandbox is docker, but {error}.") from None
 
 
 def summary(runner: Runner) -> tuple[str, str | None]:
@@ -60,7 +63,7 @@ def summary(runner: Runner) -> tuple[str, str | None]:
         return weak, weak
     if runner.name == "local":
         return "none: commands run on this machine as Herald's own user, unsandboxed (tools.sandbox).", None
-    return f"{runner.name} is available: {runner}.", None
+    return f"{runner}.", None
 
 
 class Withheld:
