@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent.hands.processes import tree
+from agent.hands.bubblewrap import BubblewrapRunner
+from agent.hands.limits import GROUP_PREFIX
+from agent.hands.processes import alive, all_processes
 from agent.hands.runner import RunResult, run_command
 from agent.hands.toolbox import Hands
 from agent.settings import ToolsSettings
+from tests.fakes.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-do-not-leak", "TELEGRAM_BOT_TOKEN": "123:do-not-leak-either"}
@@ -135,7 +138,7 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_is_ended_at_its_timeou
     bomb = asyncio.create_task(run(hands, "bomb() { bomb | bomb & }; bomb; sleep 1000", timeout=3))
     result = await bomb
     assert result.timed_out and "Resource temporarily unavailable" in result.stderr.text()
-    leftovers = [pid for pid in tree(os.getpid()) if pid != os.getpid()]
+    leftovers = _descendants()
     assert not [pid for pid in leftovers if _command(pid).startswith(("bwrap", "bash", "sleep"))]
 
 
@@ -163,3 +166,38 @@ def _command(pid: int) -> str:
 
 def _exists(path: Path) -> bool:
     return path.exists()
+
+
+async def test_a_cancelled_command_is_killed_with_its_sandbox_and_leaves_no_cgroup(tmp_path: Path) -> None:
+    hands = sandboxed(tmp_path)
+    runner = hands.terminal.runner if hands.terminal else None
+    assert isinstance(runner, BubblewrapRunner) and runner.cgroups is not None, "a pids cgroup here"
+    marker = hands.workspace / "started"
+    task = asyncio.create_task(run(hands, f"(trap '' TERM; sleep 1000) & touch {marker}; wait"))
+    await wait_until(marker.exists, what="the command to start")
+    sandbox = [pid for pid in _descendants() if _command(pid).startswith("sleep 1000")]
+    assert sandbox
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_until(lambda: not any(alive(pid) for pid in sandbox), what="the sandbox to die")
+    await run(hands, "true")  # the next command clears what the cancelled one left
+    await wait_until(lambda: not _our_cgroups(runner.cgroups), what="its cgroup to be removed")
+
+
+def _our_cgroups(base: Path | None) -> list[Path]:
+    return [] if base is None else list(base.glob(f"{GROUP_PREFIX}*"))
+
+
+def _descendants() -> list[int]:
+    """The living processes this test process started, and theirs."""
+    children: dict[int, list[int]] = {}
+    for info in all_processes():
+        if info.state != "Z":
+            children.setdefault(info.ppid, []).append(info.pid)
+    found, stack = [], [os.getpid()]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found

@@ -130,18 +130,24 @@ class BubblewrapProcess(LocalProcess):
 
     def __init__(self, process: asyncio.subprocess.Process, group: PidsGroup | None) -> None:
         super().__init__(process)
-        self._group = group
+        self.group = group
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         await super().stop(grace)
-        if self._group is None:
+        group = self.group
+        if group is None:
             return
         with contextlib.suppress(TimeoutError):  # reaped, bwrap leaves the group (a zombie stays in it)
             async with asyncio.timeout(REAP_SECONDS):
                 await self.wait()
-                while not self._group.empty():  # noqa: ASYNC110 - cgroup.procs has no event to await
+                while not group.empty():  # noqa: ASYNC110 - cgroup.procs has no event to await
                     await asyncio.sleep(0.02)
-        self._group.remove()
+        group.remove()
+        self.group = None
+
+    @property
+    def ended(self) -> bool:
+        return self._process.returncode is not None
 
 
 class BubblewrapRunner:
@@ -165,6 +171,7 @@ class BubblewrapRunner:
         self.network = network
         self.limits = limits
         self.cgroups = cgroups  # where each command gets its pids cgroup (None: RLIMIT_NPROC only)
+        self._started: list[BubblewrapProcess] = []  # commands whose cgroup may still be there
 
     @classmethod
     def find(cls, *, layout: Layout, network: bool, limits: SandboxLimits) -> BubblewrapRunner:
@@ -192,6 +199,7 @@ class BubblewrapRunner:
         return ["/bin/sh", "-c", JOIN_CGROUP, "herald-sandbox", str(group.procs), *limited]
 
     async def spawn(self, command: str, *, cwd: Path, env: Mapping[str, str]) -> BubblewrapProcess:
+        self._sweep()
         group = PidsGroup(self.cgroups, self.limits.processes) if self.cgroups is not None else None
         argv = self.argv(command, cwd, group)
         try:
@@ -209,4 +217,17 @@ class BubblewrapRunner:
             if group is not None:
                 group.remove()
             raise
-        return BubblewrapProcess(process, group)
+        started = BubblewrapProcess(process, group)
+        if group is not None:
+            self._started.append(started)
+        return started
+
+    def _sweep(self) -> None:
+        """Remove the cgroups of commands killed without a stop (a cancelled turn), once they ended."""
+        for process in [p for p in self._started if p.ended or p.group is None]:
+            self._started.remove(process)
+            if process.group is not None and process.group.empty():
+                process.group.remove()
+                process.group = None
+            elif process.group is not None:
+                self._started.append(process)  # still has processes: next time
