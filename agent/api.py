@@ -39,7 +39,10 @@ from agent.failover import Failover
 from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict
 from agent.hands.rules import LABELS as APPROVAL_LABELS
 from agent.hands.rules import Finding
-from agent.hands.toolbox import Hands, WorkspaceUnusable
+from agent.hands.sandbox import SandboxUnavailable
+from agent.hands.sandbox import runner_for as sandbox_runner
+from agent.hands.sandbox import summary as sandbox_summary
+from agent.hands.toolbox import Hands, WorkspaceUnusable, workspace_path
 from agent.hands.toolbox import wanted as hands_wanted
 from agent.limits import LocalRequestLimiter, RequestLimiter
 from agent.locks import (
@@ -157,6 +160,7 @@ __all__ = [
     "RequestLimiter",
     "RetryPolicy",
     "Retrying",
+    "SandboxUnavailable",
     "Scope",
     "SearchError",
     "SessionLeases",
@@ -214,6 +218,8 @@ __all__ = [
     "prepare_image",
     "redact",
     "review",
+    "sandbox_runner",
+    "sandbox_summary",
     "search_client",
     "search_provider",
     "server_of",
@@ -223,5 +229,6 @@ __all__ = [
     "version",
     "wait_to_take",
     "with_context_length",
+    "workspace_path",
     "zone_name",
 ]

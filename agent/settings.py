@@ -647,6 +647,40 @@ class ToolsSettings(Section):
         description="More rules: {name, pattern} regular expressions searched in each command, e.g. "
         "[{name: drops a table, pattern: '(?i)\\bdrop\\s+table\\b'}].",
     )
+    sandbox: Literal["none", "bubblewrap", "docker"] = Field(
+        "none",
+        description="Where terminal commands and execute_code run: none = on this machine as Herald's user; "
+        "bubblewrap = in a bwrap sandbox (read-only system, only the workspace and allowed_paths writable, "
+        "private /tmp, Herald's home hidden); docker = in a container of sandbox_image. A sandbox that is "
+        "not available means those tools are not offered (herald doctor says why), never a run unsandboxed.",
+    )
+    sandbox_network: StrictBool = Field(
+        False, description="Whether sandboxed commands may use the network (off: no interface but loopback)."
+    )
+    sandbox_cpu_seconds: StrictInt = Field(
+        300, ge=1, description="CPU time a sandboxed command's processes may each use, in seconds."
+    )
+    sandbox_memory_mb: StrictInt = Field(
+        2048, ge=64, description="Memory a sandboxed process may map (bubblewrap) or the container may use "
+        "(docker), in MB."
+    )
+    sandbox_processes: StrictInt = Field(
+        256, ge=8, description="Processes a sandboxed command may run at once (a fork bomb stops there)."
+    )
+    sandbox_file_mb: StrictInt = Field(
+        1024, ge=1, description="Largest file a sandboxed command may write, in MB."
+    )
+    sandbox_image: str = Field(
+        "python:3.12-slim",
+        min_length=1,
+        description="docker: the image commands run in (it must have bash or sh, and python3 for "
+        "execute_code); pulled by you beforehand, Herald does not pull.",
+    )
+    docker_url: str | None = Field(
+        None,
+        description="docker: the Engine's address, e.g. unix:///var/run/docker.sock; null = DOCKER_HOST, "
+        "else the default socket.",
+    )
 
     @field_validator("workspace", "allowed_paths")
     @classmethod

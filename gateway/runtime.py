@@ -380,6 +380,8 @@ async def open_agent_runtime(
         if hands is not None:
             stack.push_async_callback(hands.aclose)  # stops the background commands it started
             registry = registry.with_tools(*hands.tools())
+            if (withheld := hands.withheld()) is not None:
+                registry = registry.with_source(withheld)
         mcp: McpServers | None = None
         if mcp_settings(config).servers:
             from agent.mcp import McpServers  # the MCP SDK is large: only for configured servers

@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.hands.approval import Answer, ApprovalRequest, Verdict, outcome_for_model
 from agent.hands.jobs import BackgroundJobs, Job, TooManyJobs
-from agent.hands.rules import Judge
+from agent.hands.rules import Finding, Judge
 from agent.hands.runner import Runner, RunResult, run_command
 from agent.store.audit import AuditEntry, Outcome
 from agent.tools.registry import Tool, ToolContext, ToolError
@@ -67,42 +67,63 @@ class Terminal:
         background = args.get("background", False)
         if not isinstance(background, bool):
             raise ToolError("'background' must be true or false.")
-        timeout, capped = self._timeout(args.get("timeout"))
+        timeout, capped = self.timeout_for(args.get("timeout"))
+        entry = self.entry(context, "terminal", command)
+        await self.approve(entry, self.judge.findings(command), context)
+        if background:
+            return await self._background(command, entry, context)
+        result = await self.execute(entry, command, cwd=self.workspace, timeout=timeout, context=context)
+        return report(result, timeout, capped)
+
+    def entry(self, context: ToolContext, tool: str, action: str) -> AuditEntry:
+        """The audit row of ``action`` (what will run) by ``tool`` in this turn, before anything happened."""
         person = context.approver.person if context.approver is not None else None
-        entry = AuditEntry(
+        return AuditEntry(
             context.session_key,
             context.session_id,
-            "terminal",
-            command,
+            tool,
+            action,
             Outcome.RUNNING,
             person=person,
             runner=self.runner.name,
         )
-        findings = self.judge.findings(command)
-        if findings:
-            request = ApprovalRequest(context.session_id, context.session_key, "terminal", command, findings)
-            if context.approver is None:
-                verdict, by, code = Verdict.NOBODY, None, None
-            else:
-                answer = await context.approver.ask(request)
-                verdict, by, code = answer.verdict, answer.by, answer.code
-            if verdict in (Verdict.NOBODY, Verdict.GRANTED):  # the approver records what it decided
-                why = "; ".join(finding.what for finding in findings)
-                await context.store.audit.record(
-                    _with(entry, outcome=VERDICT_OUTCOMES[verdict], detail=why, code=code, decided_by=by)
-                )
-            if not verdict.approved:
-                raise ToolError(
-                    outcome_for_model(Answer(verdict, by, code), request, self.settings.approval_timeout)
-                )
-        if background:
-            return await self._background(command, entry, context)
+
+    async def approve(self, entry: AuditEntry, findings: tuple[Finding, ...], context: ToolContext) -> None:
+        """Hold ``entry``'s action for the owner's yes when there are ``findings``; a ToolError telling the
+        model what happened when it may not run."""
+        if not findings:
+            return
+        request = ApprovalRequest(context.session_id, context.session_key, entry.tool, entry.action, findings)
+        if context.approver is None:
+            verdict, by, code = Verdict.NOBODY, None, None
+        else:
+            answer = await context.approver.ask(request)
+            verdict, by, code = answer.verdict, answer.by, answer.code
+        if verdict in (Verdict.NOBODY, Verdict.GRANTED):  # the approver records what it decided
+            why = "; ".join(finding.what for finding in findings)
+            await context.store.audit.record(
+                _with(entry, outcome=VERDICT_OUTCOMES[verdict], detail=why, code=code, decided_by=by)
+            )
+        if not verdict.approved:
+            answer = Answer(verdict, by, code)
+            raise ToolError(outcome_for_model(answer, request, self.settings.approval_timeout))
+
+    async def execute(
+        self,
+        entry: AuditEntry,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,  # noqa: ASYNC109 - the command's own limit, not a wait of ours
+        context: ToolContext,
+    ) -> RunResult:
+        """Run ``command`` in ``cwd`` to its end or timeout, in the audit from its start to its end."""
         audit_id = await context.store.audit.begin(entry)
         try:
             result = await run_command(
                 self.runner,
                 command,
-                cwd=self.workspace,
+                cwd=cwd,
                 env=self.env,
                 timeout=timeout,
                 limit=self.settings.output_limit,
@@ -117,9 +138,9 @@ class Terminal:
         await context.store.audit.finish(
             audit_id, outcome, detail=_summary(result), exit_code=result.exit_code
         )
-        return _report(result, timeout, capped)
+        return result
 
-    def _timeout(self, raw: object) -> tuple[float, bool]:
+    def timeout_for(self, raw: object) -> tuple[float, bool]:
         """The command's timeout, and whether the model asked for more than allowed."""
         if raw is None:
             return self.settings.timeout, False
@@ -261,7 +282,8 @@ def _summary(result: RunResult) -> str:
     )
 
 
-def _report(result: RunResult, timeout: float, capped: bool) -> str:
+def report(result: RunResult, timeout: float, capped: bool) -> str:
+    """The tool's result: how the command ended, and its output."""
     if result.timed_out:
         head = f"Stopped after {timeout:g} s (its timeout); it had not finished."
     else:

@@ -6,23 +6,30 @@ stops every background command it started.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.files.private import make_private_dirs
+from agent.hands.code import CodeTool
 from agent.hands.file_tools import FileTools
 from agent.hands.files import FileLimits
 from agent.hands.jobs import BackgroundJobs
 from agent.hands.paths import Confinement
 from agent.hands.rules import Judge, Places
 from agent.hands.runner import LocalRunner, Runner
+from agent.hands.sandbox import SandboxUnavailable, Withheld, runner_for
+from agent.hands.terminal import TOOLSET as TERMINAL_TOOLSET
 from agent.hands.terminal import Terminal, TerminalSettings
 from agent.settings import ToolsSettings
-from agent.tools.registry import Tool
+from agent.tools.registry import Tool, ToolSource
+
+log = logging.getLogger(__name__)
 
 TOOLSETS = frozenset({"terminal", "files"})
+COMMAND_TOOLS = ("terminal", "jobs", "execute_code")  # the tools that run commands (through the runner)
 # What a command gets of Herald's environment besides tools.env: never its keys and tokens.
 BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 # No pager, colour or prompt that waits for a person who is not there.
@@ -31,6 +38,11 @@ QUIET = {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat", "GIT_PAGER": "cat", "G
 
 class WorkspaceUnusable(Exception):
     """``tools.workspace`` cannot be created or is not a folder; the message says which and why."""
+
+
+def workspace_path(settings: ToolsSettings, herald_home: Path) -> Path:
+    """Where commands run: ``tools.workspace``, else the workspace in Herald's home."""
+    return (settings.workspace or herald_home / "workspace").expanduser()
 
 
 def command_environment(settings: ToolsSettings, environ: Mapping[str, str]) -> dict[str, str]:
@@ -46,8 +58,10 @@ class Hands:
     workspace: Path
     confinement: Confinement
     jobs: BackgroundJobs
-    terminal: Terminal
+    terminal: Terminal | None  # None: tools.sandbox is not available here (``unavailable`` says why)
     files: FileTools
+    code: CodeTool | None = None  # execute_code, where the terminal's commands run
+    unavailable: str | None = None
 
     @classmethod
     def build(
@@ -59,8 +73,9 @@ class Hands:
         runner: Runner | None = None,
     ) -> Hands:
         """The hands for ``settings``, the workspace created (private) if missing. ``runner``: where
-        commands run (default: on this machine)."""
-        workspace = (settings.workspace or herald_home / "workspace").expanduser()
+        commands run (default: what ``tools.sandbox`` asks for; when that sandbox is unavailable, the
+        hands have no terminal and ``unavailable`` says why)."""
+        workspace = workspace_path(settings, herald_home)
         try:
             make_private_dirs(workspace)
         except OSError as error:
@@ -76,6 +91,15 @@ class Hands:
             [(pattern.name, pattern.pattern) for pattern in settings.approval_patterns],
             Places.of(confinement, herald_home),
         )
+        files = FileTools(confinement, FileLimits(settings.max_file_bytes))
+        if runner is None:
+            try:
+                runner = runner_for(
+                    settings, workspace=confinement.workspace, herald_home=herald_home, environ=environ
+                )
+            except SandboxUnavailable as error:
+                log.warning("%s The terminal tools are not offered.", error)
+                return cls(confinement.workspace, confinement, jobs, None, files, unavailable=str(error))
         terminal = Terminal(
             TerminalSettings(
                 timeout=settings.terminal_timeout,
@@ -84,16 +108,26 @@ class Hands:
                 approval_timeout=settings.approval_timeout,
             ),
             judge,
-            runner or LocalRunner(),
+            runner,
             jobs,
             confinement.workspace,
             command_environment(settings, environ),
         )
-        files = FileTools(confinement, FileLimits(settings.max_file_bytes))
-        return cls(confinement.workspace, confinement, jobs, terminal, files)
+        code = CodeTool(terminal, sandboxed=runner.name != LocalRunner.name)
+        return cls(confinement.workspace, confinement, jobs, terminal, files, code)
 
     def tools(self) -> list[Tool]:
-        return [*self.terminal.tools(), *self.files.tools()]
+        """The tools new sessions get (no command tool while the sandbox is unavailable)."""
+        commands = self.terminal.tools() if self.terminal is not None else []
+        if self.code is not None:
+            commands += self.code.tools()
+        return [*commands, *self.files.tools()]
+
+    def withheld(self) -> ToolSource | None:
+        """While the sandbox is unavailable: the command tools' refusal, for sessions offered them before."""
+        if self.unavailable is None:
+            return None
+        return Withheld(COMMAND_TOOLS, TERMINAL_TOOLSET, self.unavailable)
 
     async def stop_chat(self, session_key: str) -> int:
         """Stop the chat's background commands (``/stop``); how many there were."""

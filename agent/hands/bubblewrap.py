@@ -1,0 +1,233 @@
+"""Commands in a bubblewrap sandbox (``tools.sandbox: bubblewrap``).
+
+The sandbox sees the machine's files read-only, with the workspace and ``tools.allowed_paths`` writable
+at their own paths (so paths in commands and in the file tools agree), a private ``/tmp``, ``/dev`` and
+``/proc`` of its own, Herald's home hidden (an empty folder: its ``.env``, keys and database are not
+readable from inside), no capabilities, and no network unless ``tools.sandbox_network`` (new
+namespaces for everything else: processes, IPC, hostname). The environment is exactly the one given
+(``toolbox.command_environment``: never Herald's keys and tokens). Limits: ``agent.hands.limits``.
+
+It is started like a local command (a session of its own), so :class:`~agent.hands.runner.LocalProcess`
+stops it unchanged: every process of the sandbox descends from the ``bwrap`` Herald started, and
+``--die-with-parent`` plus the sandbox's own process namespace end whatever is left when it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.hands.limits import PidsGroup, SandboxLimits, pids_hierarchy, prlimit_argv
+from agent.hands.paths import inside, real
+from agent.hands.runner import PIPE_LIMIT, STOP_GRACE, LocalProcess
+
+REAP_SECONDS = 2.0  # after a stop, how long the sandbox may take to leave its cgroup
+PROBE_TIMEOUT = 10.0  # seconds for ``bwrap ... true`` to say whether sandboxes can be made here
+# The first step of a command with a pids cgroup: join it (pid into cgroup.procs), then become the sandbox.
+JOIN_CGROUP = 'echo $$ > "$1" && shift && exec "$@"'
+
+
+class BubblewrapMissing(Exception):
+    """bubblewrap cannot make a sandbox here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the sandbox sees: the folders it may write, and Herald's home, which it must not read."""
+
+    workspace: Path
+    writable: tuple[Path, ...]  # tools.allowed_paths (real paths)
+    hidden: Path | None  # Herald's home
+
+    @classmethod
+    def of(cls, workspace: Path, allowed: Iterable[Path], herald_home: Path | None) -> Layout:
+        return cls(
+            real(workspace), tuple(real(path) for path in allowed), real(herald_home) if herald_home else None
+        )
+
+
+def mounts(layout: Layout) -> list[str]:
+    """bwrap's mount options past the read-only root: later mounts cover earlier ones, so Herald's home is
+    hidden after what lies above it is bound, and what lies inside it (the default workspace) after that."""
+    hidden = layout.hidden
+
+    def in_home(path: Path) -> bool:
+        return hidden is not None and inside(path, hidden)
+
+    writable = sorted({layout.workspace, *layout.writable}, key=lambda path: len(path.parts))
+    options: list[str] = []
+    for path in (p for p in writable if not in_home(p)):
+        options += ["--bind", str(path), str(path)]
+    if hidden is not None:
+        options += ["--tmpfs", str(hidden)]
+    for path in (p for p in writable if in_home(p)):
+        options += ["--bind", str(path), str(path)]
+    return options
+
+
+def bwrap_argv(
+    command: str, *, shell: str, cwd: Path, layout: Layout, network: bool, bwrap: str = "bwrap"
+) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` with ``shell -c`` in the sandbox."""
+    return [
+        bwrap,
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-all",
+        *(["--share-net"] if network else []),
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        *mounts(layout),
+        "--chdir",
+        str(cwd),
+        "--",
+        shell,
+        "-c",
+        command,
+    ]
+
+
+def probe(bwrap: str) -> str | None:
+    """Why ``bwrap`` cannot make a sandbox here (None: it can), by making one that runs ``true``."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"],
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap could not be run ({error})"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    reason = said[-1] if said else f"exit code {done.returncode}"
+    if "namespace" in reason.lower():
+        return (
+            f"bwrap cannot create namespaces ({reason}): user namespaces are off; enable them "
+            "(sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0) "
+            "or run Herald as root"
+        )
+    return f"bwrap fails to make a sandbox: {reason}"
+
+
+class BubblewrapProcess(LocalProcess):
+    """A sandboxed command; its process cgroup is removed once it was stopped."""
+
+    def __init__(self, process: asyncio.subprocess.Process, group: PidsGroup | None) -> None:
+        super().__init__(process)
+        self.group = group
+
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        await super().stop(grace)
+        group = self.group
+        if group is None:
+            return
+        with contextlib.suppress(TimeoutError):  # reaped, bwrap leaves the group (a zombie stays in it)
+            async with asyncio.timeout(REAP_SECONDS):
+                await self.wait()
+                while not group.empty():  # noqa: ASYNC110 - cgroup.procs has no event to await
+                    await asyncio.sleep(0.02)
+        group.remove()
+        self.group = None
+
+    @property
+    def ended(self) -> bool:
+        return self._process.returncode is not None
+
+
+class BubblewrapRunner:
+    """Runs each command in a sandbox of its own. Build it with :meth:`find`, which checks it can."""
+
+    name = "bubblewrap"
+
+    def __init__(
+        self,
+        *,
+        bwrap: str,
+        shell: str,
+        layout: Layout,
+        network: bool,
+        limits: SandboxLimits,
+        cgroups: Path | None,
+    ) -> None:
+        self.bwrap = bwrap
+        self.shell = shell
+        self.layout = layout
+        self.network = network
+        self.limits = limits
+        self.cgroups = cgroups  # where each command gets its pids cgroup (None: RLIMIT_NPROC only)
+        self._started: list[BubblewrapProcess] = []  # commands whose cgroup may still be there
+
+    @classmethod
+    def find(cls, *, layout: Layout, network: bool, limits: SandboxLimits) -> BubblewrapRunner:
+        """The runner, once a sandbox was made here; :class:`BubblewrapMissing` saying why it cannot."""
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            raise BubblewrapMissing("bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
+        if shutil.which("prlimit") is None:
+            raise BubblewrapMissing("prlimit is not installed (it sets the limits; Debian: util-linux)")
+        problem = probe(bwrap)
+        if problem is not None:
+            raise BubblewrapMissing(problem)
+        shell = shutil.which("bash") or "/bin/sh"
+        return cls(
+            bwrap=bwrap, shell=shell, layout=layout, network=network, limits=limits, cgroups=pids_hierarchy()
+        )
+
+    def argv(self, command: str, cwd: Path, group: PidsGroup | None) -> list[str]:
+        sandbox = bwrap_argv(
+            command, shell=self.shell, cwd=cwd, layout=self.layout, network=self.network, bwrap=self.bwrap
+        )
+        limited = [*prlimit_argv(self.limits, with_nproc=group is None), *sandbox]
+        if group is None:
+            return limited
+        return ["/bin/sh", "-c", JOIN_CGROUP, "herald-sandbox", str(group.procs), *limited]
+
+    async def spawn(self, command: str, *, cwd: Path, env: Mapping[str, str]) -> BubblewrapProcess:
+        self._sweep()
+        group = PidsGroup(self.cgroups, self.limits.processes) if self.cgroups is not None else None
+        argv = self.argv(command, cwd, group)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=PIPE_LIMIT,
+            )
+        except BaseException:
+            if group is not None:
+                group.remove()
+            raise
+        started = BubblewrapProcess(process, group)
+        if group is not None:
+            self._started.append(started)
+        return started
+
+    def _sweep(self) -> None:
+        """Remove the cgroups of commands killed without a stop (a cancelled turn), once they ended."""
+        for process in [p for p in self._started if p.ended or p.group is None]:
+            self._started.remove(process)
+            if process.group is not None and process.group.empty():
+                process.group.remove()
+                process.group = None
+            elif process.group is not None:
+                self._started.append(process)  # still has processes: next time
