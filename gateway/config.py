@@ -280,7 +280,7 @@ class ApiKey(Section):
 
     person: str = Field(
         description="Who the key acts for, as platform:user_id: api:NAME for someone who uses the API "
-        "only, or an existing person (telegram:12345) to share their memory, limits and rights."
+        f"only, or an existing person ({EXAMPLE}:12345) to share their memory, limits and rights."
     )
     key: str | None = Field(
         None, description="$NAME: the key is the variable NAME of the environment or .env (never the key)."

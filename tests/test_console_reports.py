@@ -280,11 +280,11 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     said = [message("-5", u, str(n), kind=ChatType.GROUP, name="x", title="t") for n, u in enumerate("7878")]
     await Inbox(storage).record_batch(said)
 
-    def back_to_0013(conn: sa.Connection) -> None:  # as a database migrated by the release before
+    def back_to_0014(conn: sa.Connection) -> None:  # as a database migrated by the release before
         chat_people.drop(conn)
-        command.stamp(alembic_config(conn), "0013")
+        command.stamp(alembic_config(conn), "0014")
 
-    await storage.write(back_to_0013)
+    await storage.write(back_to_0014)
     await migrate(storage)
     rows = await storage.read(lambda conn: conn.execute(sa.select(chat_people.c.user_id)).scalars().all())
     assert sorted(rows) == ["7", "8"]

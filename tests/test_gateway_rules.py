@@ -71,7 +71,7 @@ def test_commands_are_recognised_by_their_first_word() -> None:
     assert parse_command("/") is None
     names = [command.name for command in COMMANDS]
     assert {"new", "reset", "stop", "compress", "insights", "budget", "cron", "model", "memory", "status",
-            "help", "approve", "pairing", "console"} == set(names)  # fmt: skip
+            "help", "approve", "deny", "pairing", "console"} == set(names)  # fmt: skip
     assert "approve" not in [spec.name for spec in menu()] and "console" not in [spec.name for spec in menu()]
     assert menu_hash(menu()) == menu_hash(menu()) and len(menu_hash(menu())) == 64
 

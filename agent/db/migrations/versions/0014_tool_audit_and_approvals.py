@@ -1,8 +1,8 @@
 """The owner's hands: the audit of every command and file operation, the commands held for approval, and
 buttons under an outbox message (the approval's Approve / Deny).
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-08
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision = "0014"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
