@@ -50,7 +50,13 @@ ENV_TEMPLATE = f"""\
 
 @dataclass(frozen=True)
 class HeraldHome:
+    """``HERALD_HOME``. A bot of several (``bots:``, ``gateway.bots``) sees the same home with its own
+    ``state`` directory (its database) and ``profile`` directory (SOUL.md, memories, skills); both are
+    the root itself when there is one bot."""
+
     root: Path
+    state: Path | None = None  # where state.db lives; None: the root
+    profile: Path | None = None  # where SOUL.md, memories/ and skills/ live; None: the root
 
     @property
     def config_path(self) -> Path:
@@ -62,19 +68,19 @@ class HeraldHome:
 
     @property
     def soul_path(self) -> Path:
-        return self.root / "SOUL.md"
+        return (self.profile or self.root) / "SOUL.md"
 
     @property
     def memories_dir(self) -> Path:
-        return self.root / "memories"
+        return (self.profile or self.root) / "memories"
 
     @property
     def skills_dir(self) -> Path:
-        return self.root / "skills"
+        return (self.profile or self.root) / "skills"
 
     @property
     def db_path(self) -> Path:
-        return self.root / "state.db"
+        return (self.state or self.root) / "state.db"
 
 
 def resolve_home(environ: Mapping[str, str] | None = None) -> HeraldHome:
@@ -91,7 +97,7 @@ def ensure_home(home: HeraldHome) -> list[Path]:
     """Create whatever is missing, with defaults, privately. Never overwrites a file; returns what it
     created."""
     created: list[Path] = []
-    for directory in (home.root, home.memories_dir, home.skills_dir):
+    for directory in (home.root, home.db_path.parent, home.memories_dir, home.skills_dir):
         created.extend(make_private_dirs(directory))
     files = {
         home.config_path: render_config_yaml(),

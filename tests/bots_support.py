@@ -1,0 +1,90 @@
+"""Several bots in one gateway for tests: one fake Telegram per bot (each its own token and username),
+the provider emulator, and ``open_gateway`` with ``bots:``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.app import Gateway, open_gateway
+from gateway.home import HeraldHome
+from tests.conftest import make_config
+from tests.emulator import ProviderEmulator, RecordedRequest
+from tests.fakes import FakeTelegram
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until_awaited
+from tests.gateway_support import ADMIN, FRIEND
+
+TOKENS = {"family": "1111:family-token", "work": "2222:work-token"}
+
+
+@dataclass
+class BotsHarness:
+    gateway: Gateway
+    fakes: Mapping[str, FakeTelegram]
+    emulator: ProviderEmulator
+
+    async def settled(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109 - a bounded wait
+        """Every bot idle: updates confirmed, messages answered, replies sent."""
+
+        async def idle() -> bool:
+            for bot in self.gateway.bots:
+                services = bot.services
+                if (
+                    self.fakes[str(bot.name)].pending_updates()
+                    or await services.inbox.pending()
+                    or services.lanes.depth
+                    or await services.outbox.pending_count()
+                ):
+                    return False
+            return True
+
+        await wait_until_awaited(idle, timeout, what="every bot idle")
+
+    def texts(self, bot: str, chat_id: int) -> list[str]:
+        return [m.text for m in self.fakes[bot].messages(chat_id) if not m.deleted]
+
+
+def requests_with(emulator: ProviderEmulator, text: str) -> list[RecordedRequest]:
+    """The model requests whose body carries ``text`` (anywhere: system, history, tools)."""
+    return [request for request in emulator.requests if text in request.body.decode()]
+
+
+@asynccontextmanager
+async def two_bots(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    *,
+    bots: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
+    **sections: Any,
+) -> AsyncIterator[BotsHarness]:
+    """Bots ``family`` and ``work`` (``bots`` adds to their entries) on their own fake Telegrams; both let
+    FRIEND talk and have ADMIN as admin. State is on SQLite, each bot's in its own ``state.db``."""
+    fakes = {name: FakeTelegram(token, username=f"{name}_bot") for name, token in TOKENS.items()}
+    async with AsyncExitStack() as stack:
+        urls = {name: await stack.enter_async_context(fake.serve()) for name, fake in fakes.items()}
+        entries: dict[str, Any] = {}
+        for name in fakes:
+            extra = dict((bots or {}).get(name, {}))
+            settings = {"telegram": {"base_url": urls[name]}, **extra.pop("settings", {})}
+            tokens = {"TELEGRAM_BOT_TOKEN": f"${name.upper()}_TELEGRAM_TOKEN"}
+            entries[name] = {"tokens": tokens, "settings": settings, **extra}
+        gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0}
+        config = make_config(
+            emulator_url,
+            gateway=gateway,
+            telegram={"allowed_users": [FRIEND]},
+            storage={"url": None},
+            bots=entries,
+            **sections,
+        )
+        variables = {
+            "FAMILY_TELEGRAM_TOKEN": TOKENS["family"],
+            "WORK_TELEGRAM_TOKEN": TOKENS["work"],
+            **(environ or {}),
+        }
+        async with open_gateway(config, home, environ=variables) as running:
+            yield BotsHarness(running, fakes, emulator)
