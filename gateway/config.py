@@ -571,6 +571,11 @@ class HeraldConfig(Section):
     def _bots_compose(self) -> HeraldConfig:
         """Each bot's settings make a valid configuration with the top level's (checked at load, so a bad
         one is an error in ``config.yaml``, not at start)."""
+        if self.bots and self.api.keys:
+            raise ValueError(
+                "api.keys and bots: the OpenAI-compatible API serves one bot, and which of several is not "
+                "configurable yet: remove api.keys, or serve the API from a process with one bot"
+            )
         for name in self.bots:
             if not BOT_NAME.fullmatch(name):
                 raise ValueError(f"bots: '{name}' is not a bot name (a-z first, then a-z, 0-9, - or _)")
