@@ -33,7 +33,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
-from adapters.registry import EXAMPLE, PLATFORMS
+from adapters.registry import EXAMPLE, PLATFORMS, platform_variables
 from adapters.spec import PlatformSpec, S
 from agent.api import ModelInfo, lookup_model, with_context_length
 from agent.files import DuplicateKey, load_yaml, make_private_dirs, read_text
@@ -442,12 +442,6 @@ BOT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 EXAMPLE_TOKEN = PLATFORMS[0].token.env  # the variable examples name: the first platform's token
 PROCESS_SECTIONS = frozenset({"bots", "console", "api"})  # one per process: never in a bot's settings
 PROCESS_GATEWAY_KEYS = frozenset({"http_host", "http_port"})  # the one HTTP server's address
-
-
-def platform_variables() -> frozenset[str]:
-    """Every variable a registered platform reads (its token and other secrets): what a bot's ``tokens``
-    may name, and what a bot never inherits from the environment."""
-    return frozenset(secret.env for spec in PLATFORMS for secret in (spec.token, *spec.secrets))
 
 
 class BotSettings(Section):

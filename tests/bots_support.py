@@ -8,6 +8,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from gateway.app import Gateway, open_gateway
 from gateway.home import HeraldHome
 from tests.conftest import make_config
@@ -62,7 +64,8 @@ async def two_bots(
     **sections: Any,
 ) -> AsyncIterator[BotsHarness]:
     """Bots ``family`` and ``work`` (``bots`` adds to their entries) on their own fake Telegrams; both let
-    FRIEND talk and have ADMIN as admin. State is on SQLite, each bot's in its own ``state.db``."""
+    FRIEND talk and have ADMIN as admin. State is on SQLite, each bot's in its own ``state.db``. The
+    config is written to ``config.yaml`` too, for the command line (``herald --bot NAME ...``)."""
     fakes = {name: FakeTelegram(token, username=f"{name}_bot") for name, token in TOKENS.items()}
     async with AsyncExitStack() as stack:
         urls = {name: await stack.enter_async_context(fake.serve()) for name, fake in fakes.items()}
@@ -81,6 +84,7 @@ async def two_bots(
             bots=entries,
             **sections,
         )
+        home.config_path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
         variables = {
             "FAMILY_TELEGRAM_TOKEN": TOKENS["family"],
             "WORK_TELEGRAM_TOKEN": TOKENS["work"],

@@ -5,10 +5,21 @@ Real python-telegram-bot against one fake Bot API per bot, the real anthropic SD
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.cron.jobs import RunStatus
+from gateway.doctor.platforms import check_platforms
+from gateway.doctor.run import check_config, run_doctor
 from gateway.home import HeraldHome
-from tests.bots_support import requests_with, two_bots
+from tests.bots_support import TOKENS, requests_with, two_bots
 from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND
+from tests.helpers import herald_cli
 from tests.state_support import skill_md
 
 
@@ -81,3 +92,69 @@ async def test_each_bot_speaks_from_its_profile_and_keeps_its_own_memory(
     assert "Miso" in later_family.system_json  # the family bot's new session remembers
     assert fact in (family / "memories" / "MEMORY.md").read_text()
     assert "Miso" not in home.memories_dir.joinpath("MEMORY.md").read_text()
+
+
+async def test_a_job_belongs_to_the_bot_it_was_made_on_and_posts_through_it(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The owner makes a job on the family bot: the work bot has no job, the run posts in the family chat
+    only, and ``herald --bot NAME cron list`` shows each bot's own jobs."""
+    async with two_bots(home, emulator, emulator_url) as harness:
+        harness.fakes["family"].private_message(ADMIN, "/cron add every 2h | remind us to water the plants")
+        await harness.settled()
+        [job] = await harness.gateway.bot("family").services.runtime.cron.jobs.all()
+        assert await harness.gateway.bot("work").services.runtime.cron.jobs.all() == []
+        emulator.script(Reply(text="Time to water the plants."))
+        assert await harness.gateway.bot("family").scheduler.run_now(job.id) is RunStatus.OK
+        await harness.settled()
+        family, work = harness.texts("family", ADMIN), harness.texts("work", ADMIN)
+    family_jobs = await herald_cli("--bot", "family", "cron", "list")
+    work_jobs = await herald_cli("--bot", "work", "cron", "list")
+
+    assert family[0].startswith("Created job ") and family[-1] == "Time to water the plants."
+    assert work == []
+    assert job.id in family_jobs and job.id not in work_jobs
+
+
+def test_herald_bot_names_a_bot_of_the_config_and_no_whole_home_command(
+    home: HeraldHome, herald: Any
+) -> None:
+    home.config_path.write_text("bots:\n  family: {}\n")
+    unknown = herald("--bot", "office", "cron", "list")
+    whole = herald("--bot", "family", "config", "set", "model.name", "x")
+    listed = herald("--bot", "family", "cron", "list")
+    assert unknown.returncode == 2 and "has no bot 'office' in bots: (bots: family)" in unknown.stderr
+    assert whole.returncode == 2 and "config set is about the whole home, not one bot" in whole.stderr
+    assert listed.returncode == 0 and (home.root / "bots" / "family" / "state.db").is_file()
+
+
+async def test_doctor_checks_each_bots_token_and_no_bot_takes_the_top_level_one(
+    home: HeraldHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    family, work = FakeTelegram(TOKENS["family"], username="family_bot"), FakeTelegram(TOKENS["work"])
+    async with family.serve() as family_url, work.serve() as work_url:
+        home.config_path.write_text(
+            yaml.safe_dump({
+                "bots": {
+                    "family": {
+                        "tokens": {"TELEGRAM_BOT_TOKEN": "$FAMILY_TELEGRAM_TOKEN"},
+                        "settings": {"telegram": {"base_url": family_url}},
+                    },
+                    "work": {"settings": {"telegram": {"base_url": work_url}}},
+                    "office": {
+                        "tokens": {"TELEGRAM_BOT_TOKEN": "$OFFICE_TELEGRAM_TOKEN"},
+                        "settings": {"telegram": {"base_url": work_url}},
+                    },
+                }
+            })
+        )
+        home.env_path.write_text(f"TELEGRAM_BOT_TOKEN={TOKENS['work']}\nOFFICE_TELEGRAM_TOKEN=1:wrong-token\n")
+        environ = {"FAMILY_TELEGRAM_TOKEN": TOKENS["family"], "ANTHROPIC_API_KEY": "x"}
+        out = io.StringIO()
+        checks = [check_config, check_platforms]
+        await run_doctor(home, offline=False, out=out, checks=checks, environ=environ)
+    report = out.getvalue()
+    assert "[ok]   bot family telegram: token accepted (bot @family_bot)." in report
+    assert "[FAIL] bot work tokens: bot work has no platform: give it a token in bots.work.tokens" in report
+    assert "[FAIL] bot office telegram: refused TELEGRAM_BOT_TOKEN (HTTP 401)" in report
+    assert TOKENS["family"] not in report and "wrong-token" not in report

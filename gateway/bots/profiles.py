@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapters.registry import PLATFORMS, platform_variables
 from agent.files import create_private_file, make_private_dirs
-from gateway.config import ConfigError, HeraldConfig, platform_variables
+from gateway.config import EXAMPLE_TOKEN, ConfigError, HeraldConfig, load_config
 from gateway.home import HeraldHome, default_text, from_environment
 from gateway.home.database import storage_url
 
@@ -41,7 +42,18 @@ def bot_home(home: HeraldHome, name: str, profile: str | None) -> HeraldHome:
     """The home as bot ``name`` sees it: state in ``bots/NAME``, SOUL.md, memory and skills in its
     profile directory (``bots/NAME`` unless ``profile`` names another; "." is the home's own)."""
     state = home.root / BOTS_DIR / name
-    return HeraldHome(home.root, state=state, profile=(home.root / profile) if profile else state)
+    return HeraldHome(home.root, state=state, profile=(home.root / profile) if profile else state, bot=name)
+
+
+def chosen_bot(home: HeraldHome, name: str) -> HeraldHome:
+    """The home as bot ``name`` of ``config.yaml``'s ``bots:`` sees it (``herald --bot NAME``); a name
+    that is not there is a ConfigError listing those that are."""
+    config = load_config(home.config_path)
+    settings = config.bots.get(name)
+    if settings is None:
+        known = ", ".join(config.bots) or "none"
+        raise ConfigError(f"{home.config_path} has no bot '{name}' in bots: (bots: {known}).")
+    return bot_home(home, name, settings.profile)
 
 
 def bot_environ(
@@ -53,6 +65,15 @@ def bot_environ(
     for variable, reference in tokens.items():
         kept[variable] = from_environment(reference, f"bots.{name}.tokens.{variable}", home, environ)
     return kept
+
+
+def require_platform(name: str, environ: Mapping[str, str]) -> None:
+    """A bot talks on at least one platform: one without any token is a mistake (a ConfigError)."""
+    if not any(spec.enabled(environ) for spec in PLATFORMS):
+        raise ConfigError(
+            f"bot {name} has no platform: give it a token in bots.{name}.tokens "
+            f"(e.g. {EXAMPLE_TOKEN}: ${name.upper()}_{EXAMPLE_TOKEN})."
+        )
 
 
 def bot_profiles(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str]) -> list[BotProfile]:
@@ -68,6 +89,8 @@ def bot_profiles(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, s
         )
         for name, settings in config.bots.items()
     ]
+    for profile in profiles:
+        require_platform(str(profile.name), profile.environ)
     require_own_state(profiles, environ)
     return profiles
 

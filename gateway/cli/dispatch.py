@@ -22,6 +22,7 @@ from agent import version
 from agent.api import SessionStore
 from agent.files import valid_text
 from gateway import insights
+from gateway.bots.profiles import chosen_bot
 from gateway.cli import api as cli_api
 from gateway.cli import budget as cli_budget
 from gateway.cli import cron as cli_cron
@@ -29,10 +30,10 @@ from gateway.cli import gateway as cli_gateway
 from gateway.cli import memory as cli_memory
 from gateway.cli import skills as cli_skills
 from gateway.cli import storage as cli_storage
-from gateway.config import format_value, get_value, load_config, set_value
+from gateway.config import format_value, get_value, set_value
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, CommandFailed, explain
 from gateway.home import HeraldHome, ensure_home, load_env, resolve_home
-from gateway.home.database import open_home_storage
+from gateway.home.database import home_config, open_home_storage
 
 TEXT_LATER = "\0"  # -q followed by another option: its text comes later (argv can hold no NUL)
 
@@ -80,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="herald", description="Herald: a chat gateway for LLM agents.", parents=[common]
+    )
+    parser.add_argument(
+        "--bot",
+        metavar="NAME",
+        help="with bots: in config.yaml, the bot whose state, memory, skills, jobs and settings a command "
+        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, config get)",
     )
     parser.add_argument("--version", action="version", version=f"herald {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -169,7 +176,7 @@ def _setup(home: HeraldHome) -> int:
 
 def _config(home: HeraldHome, args: argparse.Namespace) -> int:
     if args.config_command == "get":
-        print(format_value(get_value(load_config(home.config_path), args.key)))
+        print(format_value(get_value(home_config(home), args.key)))
         return 0
     ensure_home(home)  # a first `set` starts from the commented default file, as `setup` writes it
     config = set_value(home.config_path, args.key, args.value)
@@ -180,7 +187,7 @@ def _config(home: HeraldHome, args: argparse.Namespace) -> int:
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
     from gateway.cli.chat import TerminalInput, ask_once, chat_header, interactive, open_terminal
 
-    config = load_config(home.config_path)
+    config = home_config(home)
     query = read_stdin() if args.query == "-" else args.query
     if query is not None and not query.strip():
         print("Nothing to send: give `herald chat -q` a non-empty message.", file=sys.stderr)
@@ -212,6 +219,19 @@ async def _insights(home: HeraldHome) -> int:
     return 0
 
 
+WHOLE_HOME = ("setup", "doctor", "gateway", "api")  # commands about the home or the process: every bot
+
+
+def one_bot(home: HeraldHome, args: argparse.Namespace) -> HeraldHome:
+    """The home as ``--bot NAME`` sees it; refused for a command about the whole home (``config set``
+    writes the one config.yaml: a bot's settings are under bots.NAME.settings)."""
+    if args.command in WHOLE_HOME or (args.command == "config" and args.config_command != "get"):
+        what = f"{args.command} {args.config_command}" if args.command == "config" else args.command
+        text = f"herald {what} is about the whole home, not one bot: leave out --bot."
+        raise CommandFailed(text, EXIT_UNUSABLE)
+    return chosen_bot(home, args.bot)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one ``herald`` command and return its exit code (errors are reported, never raised)."""
     arguments = [valid_text(argument) for argument in (sys.argv[1:] if argv is None else argv)]
@@ -236,6 +256,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         args.query = one_shot_text(args.query, args.text)
     configure_logging(getattr(args, "verbose", False))
     home = resolve_home()
+    if args.bot is not None:
+        home = one_bot(home, args)
     if args.command == "setup":
         return _setup(home)
     if args.command == "config":

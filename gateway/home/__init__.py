@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from adapters.registry import PLATFORMS
+from adapters.registry import PLATFORMS, platform_variables
 from agent.files import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs, read_text
 from gateway.config_doc import render_config_yaml
 
@@ -57,6 +57,7 @@ class HeraldHome:
     root: Path
     state: Path | None = None  # where state.db lives; None: the root
     profile: Path | None = None  # where SOUL.md, memories/ and skills/ live; None: the root
+    bot: str | None = None  # the bot of ``bots:`` whose settings apply; None: the top level's
 
     @property
     def config_path(self) -> Path:
@@ -121,8 +122,9 @@ def load_env(home: HeraldHome, environ: MutableMapping[str, str] | None = None) 
     environ = os.environ if environ is None else environ
     if not home.env_path.exists():
         return
+    foreign = platform_variables() if home.bot is not None else frozenset()  # a bot's come from its tokens
     for key, value in dotenv_values(stream=io.StringIO(read_text(home.env_path))).items():
-        if value and not environ.get(key):
+        if value and not environ.get(key) and key not in foreign:
             environ[key] = value
 
 
