@@ -158,3 +158,27 @@ async def test_doctor_checks_each_bots_token_and_no_bot_takes_the_top_level_one(
     assert "[FAIL] bot work tokens: bot work has no platform: give it a token in bots.work.tokens" in report
     assert "[FAIL] bot office telegram: refused TELEGRAM_BOT_TOKEN (HTTP 401)" in report
     assert TOKENS["family"] not in report and "wrong-token" not in report
+
+
+async def test_each_bot_has_its_own_model_its_own_limits_and_its_own_spending(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The family bot runs its own model; the work bot has a whole-bot limit of nothing. Each bot's
+    spending is its own: the family bot's turn is in its report only, and the work bot asked nothing."""
+    profiles = {
+        "family": {"settings": {"model": {"name": "claude-haiku-4-5"}}},
+        "work": {"settings": {"budgets": {"bot": {"daily_usd": 0}}}},
+    }
+    async with two_bots(home, emulator, emulator_url, bots=profiles) as harness:
+        harness.fakes["family"].private_message(FRIEND, "a family question")
+        harness.fakes["work"].private_message(FRIEND, "a work question")
+        await harness.settled()
+        family, work = harness.texts("family", FRIEND), harness.texts("work", FRIEND)
+    family_report = await herald_cli("--bot", "family", "insights")
+    work_report = await herald_cli("--bot", "work", "insights")
+
+    assert answered(family, "a family question")
+    assert work == ["This bot has a spend limit of $0.00 for today: no model requests."]
+    [family_turn] = requests_with(emulator, "a family question")
+    assert family_turn.model == "claude-haiku-4-5" and len(emulator.requests) == 1
+    assert "main turns (1 requests)" in family_report and "main turns" not in work_report
