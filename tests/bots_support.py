@@ -61,6 +61,7 @@ async def two_bots(
     *,
     bots: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
+    http_port: int = 0,
     **sections: Any,
 ) -> AsyncIterator[BotsHarness]:
     """Bots ``family`` and ``work`` (``bots`` adds to their entries) on their own fake Telegrams; both let
@@ -72,10 +73,11 @@ async def two_bots(
         entries: dict[str, Any] = {}
         for name in fakes:
             extra = dict((bots or {}).get(name, {}))
-            settings = {"telegram": {"base_url": urls[name]}, **extra.pop("settings", {})}
+            settings = dict(extra.pop("settings", {}))
+            settings["telegram"] = {"base_url": urls[name], **settings.get("telegram", {})}
             tokens = {"TELEGRAM_BOT_TOKEN": f"${name.upper()}_TELEGRAM_TOKEN"}
             entries[name] = {"tokens": tokens, "settings": settings, **extra}
-        gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": 0, "stream_edit_interval": 0}
+        gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": http_port, "stream_edit_interval": 0}
         config = make_config(
             emulator_url,
             gateway=gateway,

@@ -20,6 +20,7 @@ from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND
 from tests.helpers import herald_cli
+from tests.postgres import free_port
 from tests.state_support import skill_md
 
 
@@ -182,3 +183,27 @@ async def test_each_bot_has_its_own_model_its_own_limits_and_its_own_spending(
     [family_turn] = requests_with(emulator, "a family question")
     assert family_turn.model == "claude-haiku-4-5" and len(emulator.requests) == 1
     assert "main turns (1 requests)" in family_report and "main turns" not in work_report
+
+
+async def test_each_bot_receives_its_webhook_at_its_own_path_on_the_one_http_server(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Both bots on Telegram webhooks: each bot's POSTs go to /bots/NAME/telegram/webhook of the one
+    server, and each is answered by its own bot."""
+    port = free_port()
+    webhooks = {
+        name: {"settings": {"telegram": {"mode": "webhook", "webhook_url": webhook(port, name)}}}
+        for name in TOKENS
+    }
+    async with two_bots(home, emulator, emulator_url, bots=webhooks, http_port=port) as harness:
+        harness.fakes["family"].private_message(FRIEND, "family by webhook")
+        harness.fakes["work"].private_message(FRIEND, "work by webhook")
+        await harness.settled()
+        family, work = harness.texts("family", FRIEND), harness.texts("work", FRIEND)
+        posted = {name: fake.webhook_url for name, fake in harness.fakes.items()}
+    assert answered(family, "family by webhook") and answered(work, "work by webhook")
+    assert posted == {name: webhook(port, name) for name in TOKENS}
+
+
+def webhook(port: int, bot: str) -> str:
+    return f"http://127.0.0.1:{port}/bots/{bot}/telegram/webhook"
