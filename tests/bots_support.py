@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from gateway.app import Gateway, open_gateway
+from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest
@@ -53,6 +54,42 @@ def requests_with(emulator: ProviderEmulator, text: str) -> list[RecordedRequest
     return [request for request in emulator.requests if text in request.body.decode()]
 
 
+VARIABLES = {f"{name.upper()}_TELEGRAM_TOKEN": token for name, token in TOKENS.items()}
+
+
+def bots_config(
+    emulator_url: str,
+    urls: Mapping[str, str],
+    *,
+    bots: Mapping[str, Mapping[str, Any]] | None = None,
+    http_port: int = 0,
+    **sections: Any,
+) -> HeraldConfig:
+    """Bots ``family`` and ``work`` on the fake Telegrams at ``urls`` (``bots`` adds to their entries);
+    both let FRIEND talk and have ADMIN as admin. State on SQLite unless a bot's settings say otherwise."""
+    entries: dict[str, Any] = {}
+    for name, base_url in urls.items():
+        extra = dict((bots or {}).get(name, {}))
+        settings = dict(extra.pop("settings", {}))
+        settings["telegram"] = {"base_url": base_url, **settings.get("telegram", {})}
+        tokens = {"TELEGRAM_BOT_TOKEN": f"${name.upper()}_TELEGRAM_TOKEN"}
+        entries[name] = {"tokens": tokens, "settings": settings, **extra}
+    gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": http_port, "stream_edit_interval": 0}
+    return make_config(
+        emulator_url,
+        gateway=gateway,
+        telegram={"allowed_users": [FRIEND]},
+        storage={"url": None},
+        bots=entries,
+        **sections,
+    )
+
+
+def fake_telegrams() -> dict[str, FakeTelegram]:
+    """One fake Telegram per bot, each with the bot's token and username."""
+    return {name: FakeTelegram(token, username=f"{name}_bot") for name, token in TOKENS.items()}
+
+
 @asynccontextmanager
 async def two_bots(
     home: HeraldHome,
@@ -64,33 +101,12 @@ async def two_bots(
     http_port: int = 0,
     **sections: Any,
 ) -> AsyncIterator[BotsHarness]:
-    """Bots ``family`` and ``work`` (``bots`` adds to their entries) on their own fake Telegrams; both let
-    FRIEND talk and have ADMIN as admin. State is on SQLite, each bot's in its own ``state.db``. The
-    config is written to ``config.yaml`` too, for the command line (``herald --bot NAME ...``)."""
-    fakes = {name: FakeTelegram(token, username=f"{name}_bot") for name, token in TOKENS.items()}
+    """One gateway serving the bots of :func:`bots_config`, each on its own fake Telegram. The config is
+    written to ``config.yaml`` too, for the command line (``herald --bot NAME ...``)."""
+    fakes = fake_telegrams()
     async with AsyncExitStack() as stack:
         urls = {name: await stack.enter_async_context(fake.serve()) for name, fake in fakes.items()}
-        entries: dict[str, Any] = {}
-        for name in fakes:
-            extra = dict((bots or {}).get(name, {}))
-            settings = dict(extra.pop("settings", {}))
-            settings["telegram"] = {"base_url": urls[name], **settings.get("telegram", {})}
-            tokens = {"TELEGRAM_BOT_TOKEN": f"${name.upper()}_TELEGRAM_TOKEN"}
-            entries[name] = {"tokens": tokens, "settings": settings, **extra}
-        gateway = {"admins": [f"telegram:{ADMIN}"], "http_port": http_port, "stream_edit_interval": 0}
-        config = make_config(
-            emulator_url,
-            gateway=gateway,
-            telegram={"allowed_users": [FRIEND]},
-            storage={"url": None},
-            bots=entries,
-            **sections,
-        )
+        config = bots_config(emulator_url, urls, bots=bots, http_port=http_port, **sections)
         home.config_path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
-        variables = {
-            "FAMILY_TELEGRAM_TOKEN": TOKENS["family"],
-            "WORK_TELEGRAM_TOKEN": TOKENS["work"],
-            **(environ or {}),
-        }
-        async with open_gateway(config, home, environ=variables) as running:
+        async with open_gateway(config, home, environ={**VARIABLES, **(environ or {})}) as running:
             yield BotsHarness(running, fakes, emulator)

@@ -166,7 +166,7 @@ async def test_each_bot_has_its_own_model_its_own_limits_and_its_own_spending(
 ) -> None:
     """The family bot runs its own model; the work bot has a whole-bot limit of nothing. Each bot's
     spending is its own: the family bot's turn is in its report only, and the work bot asked nothing."""
-    profiles = {
+    profiles: dict[str, dict[str, Any]] = {
         "family": {"settings": {"model": {"name": "claude-haiku-4-5"}}},
         "work": {"settings": {"budgets": {"bot": {"daily_usd": 0}}}},
     }
