@@ -188,8 +188,10 @@ async def open_gateway(
         raise no_platform(home)  # before anything is opened
     if config.console.enabled and not config.bots:
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
-    if config.gateway.allow_all:
-        log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
+    for profile in profiles:
+        if profile.config.gateway.allow_all:
+            log.warning("%sgateway.allow_all is on: anyone who finds the bot can use it (and spend your "
+                        "tokens)", _prefix(profile.name))  # fmt: skip
     async with AsyncExitStack() as stack:
         bots = [await open_bot(stack, profile, adapters) for profile in profiles]
         chosen = [adapter for bot in bots for adapter in bot.adapters]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway.config import set_value
 from gateway.cron.jobs import RunStatus
 from gateway.doctor.platforms import check_platforms
 from gateway.doctor.run import check_config, run_doctor
@@ -19,7 +20,7 @@ from tests.bots_support import TOKENS, requests_with, two_bots
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes import FakeTelegram
 from tests.gateway_support import ADMIN, FRIEND
-from tests.helpers import herald_cli
+from tests.helpers import herald_cli, point_at
 from tests.postgres import free_port
 from tests.state_support import skill_md
 
@@ -127,6 +128,32 @@ def test_herald_bot_names_a_bot_of_the_config_and_no_whole_home_command(
     assert unknown.returncode == 2 and "has no bot 'office' in bots: (bots: family)" in unknown.stderr
     assert whole.returncode == 2 and "config set is about the whole home, not one bot" in whole.stderr
     assert listed.returncode == 0 and (home.root / "bots" / "family" / "state.db").is_file()
+
+    shared = home.root / "shared.db"
+    home.config_path.write_text(f"storage: {{url: 'sqlite:///{shared}'}}\nbots:\n  family: {{}}\n")
+    refused = herald("--bot", "family", "cron", "list")
+    assert refused.returncode == 2
+    assert "the top level and bot family would keep their state in one database" in refused.stderr
+
+
+def test_herald_bot_chat_talks_to_that_bots_profile_and_keeps_its_session_there(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald: Any
+) -> None:
+    point_at(home, served)
+    tokens = "{TELEGRAM_BOT_TOKEN: $FAMILY_TELEGRAM_TOKEN}"
+    family_bot = f"{{family: {{tokens: {tokens}, settings: {{storage: {{url: null}}}}}}}}"
+    set_value(home.config_path, "bots", family_bot)  # its state.db in bots/family whatever the top level's
+    family = home.root / "bots" / "family"
+    family.mkdir(parents=True)
+    (family / "SOUL.md").write_text("You are Hearth, the family's helper.\n")
+    result = herald("--bot", "family", "chat", "-q", "hello from the terminal")
+    again = herald("--bot", "family", "chat", "-q", "--continue", "and again")
+    top = herald("chat", "-q", "--continue", "top level")
+    assert result.returncode == again.returncode == top.returncode == 0, (result.stderr, again.stderr)
+    [first, second, third] = emulator.requests
+    assert "Hearth" in first.system_json and first.system_json == second.system_json
+    assert "hello from the terminal" in second.body.decode()  # the family bot's session continued
+    assert "Hearth" not in third.system_json and "hello from the terminal" not in third.body.decode()
 
 
 async def test_doctor_checks_each_bots_token_and_no_bot_takes_the_top_level_one(

@@ -45,7 +45,7 @@ def bot_home(home: HeraldHome, name: str, profile: str | None) -> HeraldHome:
     return HeraldHome(home.root, state=state, profile=(home.root / profile) if profile else state, bot=name)
 
 
-def chosen_bot(home: HeraldHome, name: str) -> HeraldHome:
+def chosen_bot(home: HeraldHome, name: str, environ: Mapping[str, str]) -> HeraldHome:
     """The home as bot ``name`` of ``config.yaml``'s ``bots:`` sees it (``herald --bot NAME``); a name
     that is not there is a ConfigError listing those that are."""
     config = load_config(home.config_path)
@@ -53,6 +53,7 @@ def chosen_bot(home: HeraldHome, name: str) -> HeraldHome:
     if settings is None:
         known = ", ".join(config.bots) or "none"
         raise ConfigError(f"{home.config_path} has no bot '{name}' in bots: (bots: {known}).")
+    require_own_state(config, home, environ)
     return bot_home(home, name, settings.profile)
 
 
@@ -91,32 +92,36 @@ def bot_profiles(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, s
     ]
     for profile in profiles:
         require_platform(str(profile.name), profile.environ)
-    require_own_state(profiles, environ)
+    require_own_state(config, home, environ)
     return profiles
 
 
-def require_own_state(profiles: list[BotProfile], environ: Mapping[str, str]) -> None:
+TOP_LEVEL = "the top level"  # how refusals name the home's own state (herald without --bot uses it)
+
+
+def require_own_state(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str]) -> None:
     """Each bot's sessions, jobs and spending are its database's: two bots on one database (or one Redis
-    database of a cluster) would read each other's, so that is a ConfigError."""
+    database of a cluster), or a bot on the top level's, would read each other's: a ConfigError."""
+    whose: list[tuple[str, HeraldConfig, HeraldHome]] = [(TOP_LEVEL, config, home)]
+    for name, bot in config.bots.items():
+        whose.append((f"bot {name}", config.bot(name), bot_home(home, name, bot.profile)))
     databases: dict[str, str] = {}
-    for profile in profiles:
-        assert profile.name is not None
-        where = storage_url(profile.config, profile.home, environ).redacted  # the same database, same text
-        if (other := databases.setdefault(where, profile.name)) != profile.name:
-            raise ConfigError(
-                f"bots {other} and {profile.name} would keep their state in one database: give each bot its "
-                "own storage.url in its settings (each bot's sessions and jobs are its own)."
-            )
     redis: dict[str, str] = {}
-    for profile in profiles:
-        assert profile.name is not None
-        raw = profile.config.cluster.redis_url
+    for who, settings, where in whose:
+        database = storage_url(settings, where, environ).redacted  # one database, one text
+        if (other := databases.setdefault(database, who)) != who:
+            raise ConfigError(
+                f"{other} and {who} would keep their state in one database ({database}): give each bot its "
+                "own storage.url in its settings (each bot's sessions and jobs are its own; to keep a "
+                "home's history for one bot, move its state.db to bots/NAME/state.db)."
+            )
+        raw = settings.cluster.redis_url
         if raw is None:
             continue
-        resolved = from_environment(raw, f"bots.{profile.name} cluster.redis_url", profile.home, environ)
-        if (other := redis.setdefault(resolved, profile.name)) != profile.name:
+        resolved = from_environment(raw, f"{who}: cluster.redis_url", where, environ)
+        if (other := redis.setdefault(resolved, who)) != who:
             raise ConfigError(
-                f"bots {other} and {profile.name} would share one Redis database: give each bot its own "
+                f"{other} and {who} would share one Redis database: give each bot its own "
                 "cluster.redis_url in its settings (redis://host:6379/1, /2...)."
             )
 

@@ -229,7 +229,8 @@ def one_bot(home: HeraldHome, args: argparse.Namespace) -> HeraldHome:
         what = f"{args.command} {args.config_command}" if args.command == "config" else args.command
         text = f"herald {what} is about the whole home, not one bot: leave out --bot."
         raise CommandFailed(text, EXIT_UNUSABLE)
-    return chosen_bot(home, args.bot)
+    load_env(home)  # storage.url may name a variable kept in .env
+    return chosen_bot(home, args.bot, os.environ)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
