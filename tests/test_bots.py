@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -23,6 +24,12 @@ from tests.gateway_support import ADMIN, FRIEND
 from tests.helpers import herald_cli, point_at
 from tests.postgres import free_port
 from tests.state_support import skill_md
+
+
+async def http_get(url: str) -> str:
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as client, client.get(url) as got:
+        return await got.text()
 
 
 def answered(replies: list[str], *messages: str) -> bool:
@@ -47,10 +54,17 @@ async def test_two_bots_in_one_process_answer_their_own_chats_from_their_own_ses
         harness.fakes["work"].private_message(FRIEND, "what did I tell the work bot?")
         await harness.settled()
         family, work = harness.texts("family", FRIEND), harness.texts("work", FRIEND)
+        harness.fakes["family"].private_message(FRIEND, "one more for the family")
+        await harness.settled()
+        metrics = await http_get(harness.gateway.http.url + "/metrics")
+        ready = await http_get(harness.gateway.http.url + "/readyz")
 
     assert answered(family, "grandma visits on sunday", "what did I tell the family bot?"), family
+    assert 'gateway_turns_total{bot="family",outcome="answered"} 3.0' in metrics
+    assert 'gateway_turns_total{bot="work",outcome="answered"} 2.0' in metrics
+    assert '"ready": true' in ready
     assert answered(work, "the quarterly report is due", "what did I tell the work bot?"), work
-    [family_turn] = requests_with(emulator, "what did I tell the family bot?")
+    family_turn = requests_with(emulator, "what did I tell the family bot?")[0]  # its turn, then the next
     [work_turn] = requests_with(emulator, "what did I tell the work bot?")
     assert "grandma" in family_turn.body.decode() and "quarterly" not in family_turn.body.decode()
     assert "quarterly" in work_turn.body.decode() and "grandma" not in work_turn.body.decode()
