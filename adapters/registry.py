@@ -25,5 +25,11 @@ def find(name: str) -> PlatformSpec[Any] | None:
     return next((spec for spec in PLATFORMS if spec.name == name), None)
 
 
+def platform_variables() -> frozenset[str]:
+    """Every variable a registered platform reads (its token and its other secrets): what a bot's
+    ``tokens`` may name, and what a bot never takes from the environment or ``.env`` otherwise."""
+    return frozenset(secret.env for spec in PLATFORMS for secret in (spec.token, *spec.secrets))
+
+
 EXAMPLE = PLATFORMS[0].name
 """The platform that help texts and error messages use in their examples (``platform:12345``)."""

@@ -6,6 +6,10 @@ the command menus (published only when they changed), the scheduler of cron jobs
 the gateway was down happen now), the HTTP server (with the operator console, ``gateway.console``, and
 the OpenAI-compatible API, ``gateway.openai_api``).
 
+With ``bots:`` in config.yaml the process serves several bots (``gateway.bots``): each bot's part (its
+core, adapters, scheduler, cluster membership) is opened as the one bot's is, from its own configuration,
+home and tokens, and only the HTTP server is shared.
+
 In a cluster (``cluster.redis_url``) every process starts the same way, except that adapters which
 receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
 process elected leader runs them and those adapters' receiving (``gateway.cluster``).
@@ -22,6 +26,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -29,6 +34,8 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
 from agent.db import StorageUnavailable
+from gateway.bots.metrics import BotsMetrics
+from gateway.bots.profiles import BOTS_DIR, BotProfile, bot_profiles, prepare_profile
 from gateway.commands import menu, menu_hash
 from gateway.config import HeraldConfig
 from gateway.console.serve import build_console, console_token, console_url
@@ -47,6 +54,7 @@ from gateway.openai_api.server import PREFIX as API_PREFIX
 from gateway.openai_api.server import build_api
 from gateway.platforms.build import build_adapters, enabled, no_platform
 from gateway.server.http import HttpServer
+from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
 
@@ -59,40 +67,88 @@ FLUSH_TIMEOUT = 10.0
 
 
 @dataclass
-class Gateway:
+class BotGateway:
+    """One bot's part of the gateway: its core, its adapters, its scheduler (``name`` None: the one bot
+    of a home without ``bots:``)."""
+
+    name: str | None
     services: Services
     router: Router
-    http: HttpServer
     adapters: Sequence[Adapter]
     scheduler: CronScheduler
-    cluster: ClusterMember | None = None  # cluster mode: this process in it
+    readiness: Sequence[ReadinessCheck] = ()  # what /readyz asks of the bot besides adapters and database
+    cluster: ClusterMember | None = None  # cluster mode: this process in the bot's cluster
 
-    async def drain(self) -> None:
-        """Stop taking messages and starting runs, finish or checkpoint running turns and runs, send
-        what is queued."""
-        services = self.services
+    async def stop_taking(self) -> None:
+        """Stop taking messages and starting scheduled runs."""
         self.scheduler.pause()
         await self.router.close()
         if self.cluster is not None:
             await self.cluster.resign()  # another process runs the connector from now on
         for adapter in self.adapters:
             await adapter.stop_receiving()
+
+    async def finish(self) -> None:
+        """Let running turns and runs finish (or checkpoint them), then send what is queued."""
+        services = self.services
         timeout = services.settings.drain_timeout
-        finished, _, _ = await asyncio.gather(
-            services.lanes.drain(timeout), self.scheduler.drain(timeout), self.http.drain(timeout)
-        )
+        finished, _ = await asyncio.gather(services.lanes.drain(timeout), self.scheduler.drain(timeout))
         if not finished:
-            log.warning("turns still running after %.0fs; they will be answered after the restart",
-                        services.settings.drain_timeout)  # fmt: skip
+            log.warning("%sturns still running after %.0fs; they will be answered after the restart",
+                        _prefix(self.name), timeout)  # fmt: skip
             await services.lanes.shutdown()
         try:
             flushed = await services.sender.flush(FLUSH_TIMEOUT)
         except StorageUnavailable as error:  # stopping while the database is away: nothing is lost
-            log.warning("the queued replies could not be read before shutdown (%s); they go out after the "
-                        "restart", error)  # fmt: skip
+            log.warning("%sthe queued replies could not be read before shutdown (%s); they go out after the "
+                        "restart", _prefix(self.name), error)  # fmt: skip
             return
         if not flushed:
-            log.warning("some replies could not be sent before shutdown; they go out after the restart")
+            log.warning("%ssome replies could not be sent before shutdown; they go out after the restart",
+                        _prefix(self.name))  # fmt: skip
+
+
+def _prefix(name: str | None) -> str:
+    return f"bot {name}: " if name else ""
+
+
+@dataclass
+class Gateway:
+    bots: Sequence[BotGateway]  # one without ``bots:``; else one per bot, in config order
+    http: HttpServer
+
+    # The first bot's parts: the only bot's without ``bots:`` (each bot's are in ``bots``).
+    @property
+    def services(self) -> Services:
+        return self.bots[0].services
+
+    @property
+    def router(self) -> Router:
+        return self.bots[0].router
+
+    @property
+    def adapters(self) -> Sequence[Adapter]:
+        return self.bots[0].adapters
+
+    @property
+    def scheduler(self) -> CronScheduler:
+        return self.bots[0].scheduler
+
+    @property
+    def cluster(self) -> ClusterMember | None:
+        return self.bots[0].cluster
+
+    def bot(self, name: str) -> BotGateway:
+        """The part of bot ``name`` (``bots:``)."""
+        return next(bot for bot in self.bots if bot.name == name)
+
+    async def drain(self) -> None:
+        """Stop taking messages and starting runs, finish or checkpoint running turns and runs, send
+        what is queued."""
+        for bot in self.bots:
+            await bot.stop_taking()
+        timeout = max(bot.services.settings.drain_timeout for bot in self.bots)
+        await asyncio.gather(*(bot.finish() for bot in self.bots), self.http.drain(timeout))
 
 
 async def publish_menus(adapters: Sequence[Adapter], services: Services) -> None:
@@ -121,63 +177,114 @@ async def open_gateway(
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Gateway]:
     """Start the gateway with the adapters ``adapters`` builds (default: one per registered platform
-    ``environ`` has a token for, ``gateway.platforms.build``); on exit drain it and close everything."""
+    ``environ`` has a token for, ``gateway.platforms.build``; with ``bots:``, each bot's from its own
+    tokens); on exit drain it and close everything."""
     tokens = environ or os.environ
     keys = key_ring(config.api.keys, home, tokens)  # a key missing or too weak stops the start at once
-    if adapters is None and not enabled(tokens) and not len(keys):
+    profiles = bot_profiles(config, home, tokens)  # a bot's token that is not set stops it too
+    if adapters is not None and config.bots:
+        raise ValueError("open_gateway(adapters=...) builds one bot's adapters; bots: builds each bot's own")
+    if adapters is None and not any(enabled(profile.environ) for profile in profiles) and not len(keys):
         raise no_platform(home)  # before anything is opened
-    if config.console.enabled:
+    if config.console.enabled and not config.bots:
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
-    if config.gateway.allow_all:
-        log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your tokens)")
-    build = adapters or (lambda storage: build_adapters(config, tokens, storage))
+    for profile in profiles:
+        if profile.config.gateway.allow_all:
+            log.warning("%sgateway.allow_all is on: anyone who finds the bot can use it (and spend your "
+                        "tokens)", _prefix(profile.name))  # fmt: skip
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_chat_core(config, home, build, cluster=True))
-        services, router = core.services, core.router
-        chosen = list(services.adapters.values())
+        bots = [await open_bot(stack, profile, adapters) for profile in profiles]
+        chosen = [adapter for bot in bots for adapter in bot.adapters]
         if not chosen and not len(keys):
             raise no_platform(home)
-        http = reserve_http_server(stack, config, services, chosen, core.readiness)
-        clustered = services.runtime.cluster is not None  # the elected member receives and schedules
-        if not clustered:
-            start_review_sweeper(stack, services)
-        await start_adapters(stack, chosen, router, receive_all=not clustered)
-        await router.recover()  # before any new message is handled (the router waits for it)
-        await publish_menus(chosen, services)
-        scheduler = open_scheduler(stack, config, services)
-        member = await open_cluster_member(stack, services, chosen, scheduler) if clustered else None
-        if member is None:
-            await scheduler.start()
-        await serve_http(stack, http, config, services, tokens, member, keys)
-        gateway = Gateway(services, router, http, chosen, scheduler, member)
-        served = [adapter.platform for adapter in chosen] + (["the OpenAI-compatible API"] if keys else [])
-        log.info("gateway running: %s; %s", ", ".join(served), http.url)
+        http = reserve_http_server(stack, config, bots, chosen)
+        for bot in bots:
+            clustered = bot.services.runtime.cluster is not None  # the elected member receives and schedules
+            if not clustered:
+                start_review_sweeper(stack, bot.services)
+            await start_adapters(stack, bot.adapters, bot.router, receive_all=not clustered)
+        for bot in bots:
+            await bot.router.recover()  # before any new message is handled (the router waits for it)
+            await publish_menus(bot.adapters, bot.services)
+        for bot in bots:
+            if bot.services.runtime.cluster is not None:
+                bot.cluster = await open_cluster_member(stack, bot.services, bot.adapters, bot.scheduler)
+            else:
+                await bot.scheduler.start()
+        if config.bots:
+            log.info("the console and the OpenAI-compatible API are not served with bots: (one per bot is "
+                     "not built yet)")  # fmt: skip
+            await http.start()
+        else:
+            await serve_http(stack, http, config, bots[0].services, tokens, bots[0].cluster, keys)
+        gateway = Gateway(bots, http)
+        served = [served_line(bot) for bot in bots] + (["the OpenAI-compatible API"] if keys else [])
+        log.info("gateway running: %s; %s", "; ".join(served), http.url)
         try:
             yield gateway
         finally:
             await gateway.drain()
 
 
+async def open_bot(stack: AsyncExitStack, profile: BotProfile, adapters: AdapterFactory | None) -> BotGateway:
+    """One bot's core, adapters (built, not started) and scheduler (not started), from its profile."""
+    if profile.name is not None:
+        prepare_profile(profile)
+    config, environ = profile.config, profile.environ
+    build = adapters or (lambda storage: build_adapters(config, environ, storage))
+    core = await stack.enter_async_context(open_chat_core(config, profile.home, build, cluster=True))
+    services = core.services
+    scheduler = open_scheduler(stack, config, services)
+    chosen = list(services.adapters.values())
+    if profile.name is not None:
+        for adapter in chosen:  # one HTTP server: each bot's webhooks under its own path
+            if adapter.webhook_path is not None:
+                adapter.webhook_path = f"/{BOTS_DIR}/{profile.name}{adapter.webhook_path}"
+    return BotGateway(profile.name, services, core.router, chosen, scheduler, core.readiness)
+
+
+def served_line(bot: BotGateway) -> str:
+    platforms = ", ".join(adapter.platform for adapter in bot.adapters) or "no platform"
+    return f"bot {bot.name} on {platforms}" if bot.name else platforms
+
+
 def reserve_http_server(
-    stack: AsyncExitStack,
-    config: HeraldConfig,
-    services: Services,
-    adapters: Sequence[Adapter],
-    checks: Sequence[ReadinessCheck],
+    stack: AsyncExitStack, config: HeraldConfig, bots: Sequence[BotGateway], adapters: Sequence[Adapter]
 ) -> HttpServer:
     """The HTTP server, its address bound now (a port in use stops the start before any platform hears
-    of this process); it serves from :func:`serve_http`."""
+    of this process); it serves from :func:`serve_http`. With several bots: every bot's database and
+    checks in ``/readyz``, every bot's metrics in ``/metrics`` (labelled), every bot's webhooks."""
+    first = bots[0]
+    checks = [check for bot in bots for check in named_checks(bot)]
+    metrics: GatewayMetrics | BotsMetrics = first.services.metrics
+    if len(bots) > 1:
+        checks += [database_check(bot) for bot in bots[1:]]
+        metrics = BotsMetrics({str(bot.name): bot.services.metrics for bot in bots})
     http = HttpServer(
         config.gateway.http_host,
         config.gateway.http_port,
         adapters=adapters,
-        facts=GatewayFacts(services.runtime.storage),
-        metrics=services.metrics,
+        facts=GatewayFacts(first.services.runtime.storage),
+        metrics=metrics,
         checks=checks,
     )
     http.reserve()
     stack.push_async_callback(http.stop)
     return http
+
+
+def named_checks(bot: BotGateway) -> list[ReadinessCheck]:
+    """The bot's readiness checks, named after the bot when there are several."""
+    if bot.name is None:
+        return list(bot.readiness)
+    return [ReadinessCheck(f"bot {bot.name}: {check.name}", check.probe) for check in bot.readiness]
+
+
+def database_check(bot: BotGateway) -> ReadinessCheck:
+    """A bot's own database takes writes (the first bot's is the HTTP server's own check)."""
+    facts = GatewayFacts(bot.services.runtime.storage)
+    probe = "ready_probe"
+    return ReadinessCheck(f"bot {bot.name}: database", lambda: facts.remember(probe, str(time.time())))
 
 
 def start_review_sweeper(stack: AsyncExitStack, services: Services) -> None:

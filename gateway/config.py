@@ -33,7 +33,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
-from adapters.registry import EXAMPLE, PLATFORMS
+from adapters.registry import EXAMPLE, PLATFORMS, platform_variables
 from adapters.spec import PlatformSpec, S
 from agent.api import ModelInfo, lookup_model, with_context_length
 from agent.files import DuplicateKey, load_yaml, make_private_dirs, read_text
@@ -439,6 +439,75 @@ class BudgetSettings(Section):
         return value
 
 
+BOT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+EXAMPLE_TOKEN = PLATFORMS[0].token.env  # the variable examples name: the first platform's token
+PROCESS_SECTIONS = frozenset({"bots", "console", "api"})  # one per process: never in a bot's settings
+PROCESS_GATEWAY_KEYS = frozenset({"http_host", "http_port"})  # the one HTTP server's address
+
+
+class BotSettings(Section):
+    """One bot of several served by one process (see the README's "Several bots in one process")."""
+
+    tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="The bot's platform variables, each as $NAME read from the environment or .env, e.g. "
+        f"{{{EXAMPLE_TOKEN}: $FAMILY_{EXAMPLE_TOKEN}}}: a platform is enabled for the bot when its token is "
+        f"here (the top-level {EXAMPLE_TOKEN} and the like are not used by bots).",
+    )
+    profile: str | None = Field(
+        None,
+        description="Directory of the bot's SOUL.md, memories/ and skills/, relative to HERALD_HOME: null = "
+        "bots/NAME (its own); two bots naming one directory share them; '.' = the home's own.",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Config sections that differ for this bot, merged over the top-level ones (same keys), "
+        f"e.g. {{model: {{name: claude-haiku-4-5}}, budgets: {{bot: {{daily_usd: 2}}}}, {EXAMPLE}: "
+        "{allowed_users: [12345]}}; not console, api or gateway.http_host/http_port (one per process).",
+    )
+
+    @field_validator("tokens")
+    @classmethod
+    def _platform_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        known = platform_variables()
+        for name in value:
+            if name not in known:
+                raise ValueError(f"'{name}' is not a platform's variable (one of {', '.join(sorted(known))})")
+        return value
+
+    def literal_secrets(self) -> list[str]:
+        """The variables of ``tokens`` given as a value instead of ``$NAME`` (checked where the value is
+        not shown: it is a secret)."""
+        return [name for name, reference in self.tokens.items() if not reference.startswith("$")]
+
+    @field_validator("profile")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (Path(value).is_absolute() or ".." in Path(value).parts):
+            raise ValueError("must be a directory inside HERALD_HOME (relative, without '..')")
+        return value
+
+    @field_validator("settings")
+    @classmethod
+    def _bot_sections(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for section in value:
+            if section in PROCESS_SECTIONS:
+                raise ValueError(f"'{section}' is one per process: set it at the top level, not for one bot")
+        gateway = value.get("gateway")
+        if isinstance(gateway, dict) and (shared := PROCESS_GATEWAY_KEYS & gateway.keys()):
+            raise ValueError(f"gateway.{min(shared)} is the process's HTTP server: set it at the top level")
+        return value
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: mappings key by key, anything else (a list too) replaced."""
+    result = dict(base)
+    for key, value in over.items():
+        below = result.get(key)
+        result[key] = merged(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return result
+
+
 CLUSTER_NEEDS_POSTGRESQL = (
     "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
     "same state (set storage.url: postgresql://..., see the README's Storage)"
@@ -472,6 +541,13 @@ class HeraldConfig(Section):
     console: ConsoleSettings = ConsoleSettings()
     api: ApiSettings = ApiSettings()
     budgets: BudgetSettings = BudgetSettings()
+    bots: dict[str, BotSettings] = Field(
+        default_factory=dict,
+        description="Several bots served by one process, by name (a-z, 0-9, - and _): each with its platform "
+        f"tokens, its profile and its own settings, e.g. {{family: {{tokens: {{{EXAMPLE_TOKEN}: "
+        f"$FAMILY_{EXAMPLE_TOKEN}}}}}}}; sessions, memory, jobs and spending never cross between them. "
+        "{} = one bot, configured by the top level.",
+    )
     models: dict[str, ModelOverride] = Field(
         default_factory=dict,
         description="Per-model overrides of the built-in table (prices in USD per million tokens), e.g. "
@@ -486,6 +562,35 @@ class HeraldConfig(Section):
         if self.cluster.redis_url is not None and (url is None or url.startswith("sqlite")):
             raise ValueError(CLUSTER_NEEDS_POSTGRESQL)
         return self
+
+    @model_validator(mode="after")
+    def _bots_compose(self) -> HeraldConfig:
+        """Each bot's settings make a valid configuration with the top level's (checked at load, so a bad
+        one is an error in ``config.yaml``, not at start)."""
+        if self.bots and self.api.keys:
+            raise ValueError(
+                "api.keys and bots: the OpenAI-compatible API serves one bot, and which of several is not "
+                "configurable yet: remove api.keys, or serve the API from a process with one bot"
+            )
+        for name in self.bots:
+            if not BOT_NAME.fullmatch(name):
+                raise ValueError(f"bots: '{name}' is not a bot name (a-z first, then a-z, 0-9, - or _)")
+            if literal := self.bots[name].literal_secrets():
+                raise ValueError(
+                    f"bots.{name}.tokens.{literal[0]} must be $NAME (a variable of the environment or .env): "
+                    "a secret never goes in config.yaml"
+                )
+            self.bot(name)
+        return self
+
+    def bot(self, name: str) -> HeraldConfig:
+        """The configuration bot ``name`` runs with: the top level with its ``settings`` merged over it."""
+        base = self.model_dump(exclude_unset=True, exclude=set(PROCESS_SECTIONS))
+        try:
+            return HeraldConfig.model_validate(merged(base, self.bots[name].settings))
+        except ValidationError as error:
+            problems = format_validation_error(error, f"bots.{name}.settings").splitlines()[1:]
+            raise ValueError(f"bots.{name}.settings: " + "; ".join(p.strip(" -") for p in problems)) from None
 
     def platform_settings(self, spec: PlatformSpec[S]) -> S:
         """The section of ``spec``'s platform."""

@@ -12,14 +12,13 @@ import asyncio
 from agent.api import SpendLedger, zone_name
 from gateway.budgets.book import BudgetBook, pairs
 from gateway.budgets.lines import limits_summary, table
-from gateway.config import load_config
 from gateway.home import HeraldHome
-from gateway.home.database import open_home_storage
+from gateway.home.database import home_config, open_home_storage
 from gateway.timezones import resolve_timezone
 
 
 async def _run(home: HeraldHome) -> int:
-    config = load_config(home.config_path)
+    config = home_config(home)
     async with open_home_storage(home, config, pool_size=2) as storage:
         book = BudgetBook(config.budgets, SpendLedger(storage), resolve_timezone(config.scheduler.timezone))
         day, month = book.current_windows()

@@ -11,17 +11,16 @@ import argparse
 import asyncio
 import sys
 
-from gateway.config import load_config
 from gateway.cron.describe import created, describe_all
 from gateway.cron.jobs import CronJobs
 from gateway.cron.manage import COMMAND_LINE, CronError, CronManager, JobLimits, change_job
 from gateway.home import HeraldHome
-from gateway.home.database import open_home_storage
+from gateway.home.database import home_config, open_home_storage
 from gateway.timezones import resolve_timezone
 
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
-    config = load_config(home.config_path)
+    config = home_config(home)
     async with open_home_storage(home, read_only=args.cron_command == "list") as storage:
         manager = CronManager(
             CronJobs(storage), resolve_timezone(config.scheduler.timezone), JobLimits.of(config.scheduler)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.cli.grammar import build_parser, one_shot_text
-from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE
+from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, CommandFailed
 from gateway.heap import defer_collection
 
 if TYPE_CHECKING:
@@ -67,11 +67,12 @@ def _setup(home: HeraldHome) -> int:
 
 
 def _config(home: HeraldHome, args: argparse.Namespace) -> int:
-    from gateway.config import format_value, get_value, load_config, set_value
+    from gateway.config import format_value, get_value, set_value
     from gateway.home import ensure_home
+    from gateway.home.database import home_config
 
     if args.config_command == "get":
-        print(format_value(get_value(load_config(home.config_path), args.key)))
+        print(format_value(get_value(home_config(home), args.key)))
         return 0
     ensure_home(home)  # a first `set` starts from the commented default file, as `setup` writes it
     config = set_value(home.config_path, args.key, args.value)
@@ -81,9 +82,9 @@ def _config(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _chat(home: HeraldHome, args: argparse.Namespace) -> int:
     from gateway.cli.chat import TerminalInput, ask_once, chat_header, interactive, open_terminal
-    from gateway.config import load_config
+    from gateway.home.database import home_config
 
-    config = load_config(home.config_path)
+    config = home_config(home)
     query = read_stdin() if args.query == "-" else args.query
     if query is not None and not query.strip():
         print("Nothing to send: give `herald chat -q` a non-empty message.", file=sys.stderr)
@@ -122,6 +123,23 @@ async def _insights(home: HeraldHome) -> int:
     return 0
 
 
+WHOLE_HOME = ("setup", "doctor", "gateway", "api")  # commands about the home or the process: every bot
+
+
+def one_bot(home: HeraldHome, args: argparse.Namespace) -> HeraldHome:
+    """The home as ``--bot NAME`` sees it; refused for a command about the whole home (``config set``
+    writes the one config.yaml: a bot's settings are under bots.NAME.settings)."""
+    if args.command in WHOLE_HOME or (args.command == "config" and args.config_command != "get"):
+        what = f"{args.command} {args.config_command}" if args.command == "config" else args.command
+        text = f"herald {what} is about the whole home, not one bot: leave out --bot."
+        raise CommandFailed(text, EXIT_UNUSABLE)
+    from gateway.bots.profiles import chosen_bot
+    from gateway.home import load_env
+
+    load_env(home)  # storage.url may name a variable kept in .env
+    return chosen_bot(home, args.bot, os.environ)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one ``herald`` command and return its exit code (errors are reported, never raised)."""
     from agent.files import valid_text
@@ -157,6 +175,8 @@ def _dispatch(argv: Sequence[str]) -> int:
     from gateway.home import ensure_home, load_env, resolve_home
 
     home = resolve_home()
+    if args.bot is not None:
+        home = one_bot(home, args)
     if args.command == "setup":
         return _setup(home)
     if args.command == "config":

@@ -12,12 +12,12 @@ from contextlib import asynccontextmanager
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
 from gateway.cli.units import install_user_unit, user_unit_path
-from gateway.config import HeraldConfig, load_config, validate
+from gateway.config import HeraldConfig, validate
 from gateway.conversation.addressing import admin_id
 from gateway.cron.jobs import CronJobs
 from gateway.cron.standing import pause_lost
 from gateway.home import HeraldHome
-from gateway.home.database import open_home_storage
+from gateway.home.database import home_config, open_home_storage
 
 
 def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def run_gateway_command(home: HeraldHome, args: argparse.Namespace) -> int:
         return 0
     from gateway.app import run_gateway  # imports the SDKs: only when the gateway runs
 
-    config = with_run_options(load_config(home.config_path), instance=args.instance, http_port=args.http_port)
+    config = with_run_options(home_config(home), instance=args.instance, http_port=args.http_port)
     return asyncio.run(run_gateway(config, home))
 
 
@@ -55,7 +55,7 @@ async def _pairing(
     home: HeraldHome, *, read_only: bool
 ) -> AsyncIterator[tuple[Pairing, CronJobs, Authorizer]]:
     """The pairing tables, the jobs, and who may use the bot by the home's configuration."""
-    config = load_config(home.config_path)
+    config = home_config(home)
     async with open_home_storage(home, config, read_only=read_only) as storage:
         pairing = Pairing(storage)
         yield pairing, CronJobs(storage), Authorizer(access_policy(config), pairing)

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="herald", description="Herald: a chat gateway for LLM agents.", parents=[common]
     )
+    parser.add_argument(
+        "--bot",
+        metavar="NAME",
+        help="with bots: in config.yaml, the bot whose state, memory, skills, jobs and settings a command "
+        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, config get)",
+    )
     parser.add_argument("--version", action="version", version=f"herald {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -22,9 +22,9 @@ from agent.memory import (
     usage_of,
 )
 from gateway.cli.editor import edit_then_save
-from gateway.config import load_config
 from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.home import HeraldHome
+from gateway.home.database import home_config
 from gateway.home.memory_skills import MemoryAndSkills, open_memory_and_skills
 
 
@@ -34,7 +34,7 @@ def run_memory_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     reads = args.memory_command in ("list", "show")
-    async with open_memory_and_skills(load_config(home.config_path), home, read_only=reads) as kept:
+    async with open_memory_and_skills(home_config(home), home, read_only=reads) as kept:
         if args.memory_command == "list":
             print(await _list(kept))
         elif args.memory_command == "show":

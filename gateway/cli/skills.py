@@ -15,9 +15,9 @@ from pathlib import Path
 
 from agent.skills import SKILL_FILE, Bundle, SkillError, SkillLibrary, Unreadable, read_bundles
 from gateway.cli.editor import edit_then_save
-from gateway.config import load_config
 from gateway.failures import EXIT_FAILED, EXIT_UNUSABLE, CommandFailed
 from gateway.home import HeraldHome
+from gateway.home.database import home_config
 from gateway.home.memory_skills import open_memory_and_skills
 
 
@@ -27,7 +27,7 @@ def run_skills_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
     reads = args.skills_command in ("list", "show")
-    async with open_memory_and_skills(load_config(home.config_path), home, read_only=reads) as kept:
+    async with open_memory_and_skills(home_config(home), home, read_only=reads) as kept:
         library = kept.skills
         try:
             if args.skills_command == "list":

@@ -21,9 +21,10 @@ import argparse
 import asyncio
 
 from agent.db import REPLAYED, BadStorageUrl, TableCopy, copy_tables, open_storage, parse_storage_url, verify
-from gateway.config import ConfigError, load_config
+from gateway.config import ConfigError
 from gateway.failures import EXIT_FAILED, EXIT_OK
 from gateway.home import HeraldHome, from_environment
+from gateway.home.database import home_config
 from gateway.home.transfer import FilesCopy, compare, copy_memory, copy_skills
 
 
@@ -32,7 +33,7 @@ def run_storage_command(home: HeraldHome, args: argparse.Namespace) -> int:
 
 
 async def _migrate(home: HeraldHome, target: str) -> int:
-    config = load_config(home.config_path)
+    config = home_config(home)
     if config.storage.url is not None:
         raise ConfigError(
             "storage.url is already set in config.yaml: `herald storage migrate` copies state.db (SQLite) "

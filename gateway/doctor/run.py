@@ -163,18 +163,54 @@ async def run_doctor(
 ) -> int:
     """Run ``checks`` (default: :func:`default_checks`), print one line per finding; the exit code."""
     ctx = DoctorContext(home=home, environ=dict(os.environ if environ is None else environ), offline=offline)
+    chosen = default_checks() if checks is None else checks
     problems = 0
-    for check in default_checks() if checks is None else checks:
-        try:
-            findings = await check(ctx)
-        except Exception as error:  # a broken check must not hide the others
-            name = check.__name__.removeprefix("check_")
-            findings = [Finding("fail", name, f"the check failed: {type(error).__name__}: {error}")]
-        for finding in findings:
-            out.write(f"{MARKS[finding.status]} {finding.subject}: {finding.text}\n")
-            problems += finding.status in PROBLEMS
+    for finding in await _findings(ctx, chosen):
+        out.write(f"{MARKS[finding.status]} {finding.subject}: {finding.text}\n")
+        problems += finding.status in PROBLEMS
+    for finding in await _bots_findings(ctx, chosen):
+        out.write(f"{MARKS[finding.status]} {finding.subject}: {finding.text}\n")
+        problems += finding.status in PROBLEMS
     out.write(
         "All checks passed.\n" if not problems else f"{problems} problem(s): see above for how to fix each.\n"
     )
     out.flush()
     return EXIT_OK if not problems else EXIT_FAILED
+
+
+async def _findings(ctx: DoctorContext, checks: Sequence[Check]) -> list[Finding]:
+    found: list[Finding] = []
+    for check in checks:
+        try:
+            found += await check(ctx)
+        except Exception as error:  # a broken check must not hide the others
+            name = check.__name__.removeprefix("check_")
+            found.append(Finding("fail", name, f"the check failed: {type(error).__name__}: {error}"))
+    return found
+
+
+BOT_SKIPS = ("check_home", "check_config")  # about the one home and its file: checked once, above
+
+
+async def _bots_findings(ctx: DoctorContext, checks: Sequence[Check]) -> list[Finding]:
+    """With ``bots:``, the checks again for each bot, on its settings, tokens and state (its lines
+    prefixed ``bot NAME``): a bot's database, model key, platform tokens and MCP servers are its own."""
+    from gateway.bots.profiles import bot_environ, bot_home, require_platform  # they open nothing
+
+    if ctx.config is None or not ctx.config.bots:
+        return []
+    load_env(ctx.home, ctx.environ)  # the bots' tokens may be kept in .env
+    found: list[Finding] = []
+    for name, settings in ctx.config.bots.items():
+        subject = f"bot {name}"
+        try:
+            environ = bot_environ(ctx.environ, settings.tokens, ctx.home, name)
+            require_platform(name, environ)
+        except ConfigError as error:
+            found.append(Finding("fail", f"{subject} tokens", str(error)))
+            continue
+        home = bot_home(ctx.home, name, settings.profile)
+        bot = DoctorContext(home, environ, ctx.offline, config=ctx.config.bot(name), timeout=ctx.timeout)
+        chosen = [check for check in checks if check.__name__ not in BOT_SKIPS]
+        found += [Finding(f.status, f"{subject} {f.subject}", f.text) for f in await _findings(bot, chosen)]
+    return found

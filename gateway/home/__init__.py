@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from adapters.registry import PLATFORMS
+from adapters.registry import PLATFORMS, platform_variables
 from agent.files import PRIVATE_FILE, create_private_file, loose_permissions, make_private_dirs, read_text
 from gateway.config_doc import render_config_yaml
 
@@ -50,7 +50,14 @@ ENV_TEMPLATE = f"""\
 
 @dataclass(frozen=True)
 class HeraldHome:
+    """``HERALD_HOME``. A bot of several (``bots:``, ``gateway.bots``) sees the same home with its own
+    ``state`` directory (its database) and ``profile`` directory (SOUL.md, memories, skills); both are
+    the root itself when there is one bot."""
+
     root: Path
+    state: Path | None = None  # where state.db lives; None: the root
+    profile: Path | None = None  # where SOUL.md, memories/ and skills/ live; None: the root
+    bot: str | None = None  # the bot of ``bots:`` whose settings apply; None: the top level's
 
     @property
     def config_path(self) -> Path:
@@ -62,19 +69,19 @@ class HeraldHome:
 
     @property
     def soul_path(self) -> Path:
-        return self.root / "SOUL.md"
+        return (self.profile or self.root) / "SOUL.md"
 
     @property
     def memories_dir(self) -> Path:
-        return self.root / "memories"
+        return (self.profile or self.root) / "memories"
 
     @property
     def skills_dir(self) -> Path:
-        return self.root / "skills"
+        return (self.profile or self.root) / "skills"
 
     @property
     def db_path(self) -> Path:
-        return self.root / "state.db"
+        return (self.state or self.root) / "state.db"
 
 
 def resolve_home(environ: Mapping[str, str] | None = None) -> HeraldHome:
@@ -91,7 +98,7 @@ def ensure_home(home: HeraldHome) -> list[Path]:
     """Create whatever is missing, with defaults, privately. Never overwrites a file; returns what it
     created."""
     created: list[Path] = []
-    for directory in (home.root, home.memories_dir, home.skills_dir):
+    for directory in (home.root, home.db_path.parent, home.memories_dir, home.skills_dir):
         created.extend(make_private_dirs(directory))
     files = {
         home.config_path: render_config_yaml(),
@@ -115,8 +122,9 @@ def load_env(home: HeraldHome, environ: MutableMapping[str, str] | None = None) 
     environ = os.environ if environ is None else environ
     if not home.env_path.exists():
         return
+    foreign = platform_variables() if home.bot is not None else frozenset()  # a bot's come from its tokens
     for key, value in dotenv_values(stream=io.StringIO(read_text(home.env_path))).items():
-        if value and not environ.get(key):
+        if value and not environ.get(key) and key not in foreign:
             environ[key] = value
 
 

@@ -18,6 +18,13 @@ from gateway.home import HeraldHome, from_environment
 GATEWAY_TABLES = gateway_tables  # imported for its tables: they join the schema every opened database has
 
 
+def home_config(home: HeraldHome) -> HeraldConfig:
+    """The configuration of ``home``: ``config.yaml``, or for a bot's home (``herald --bot NAME``) that
+    bot's settings merged over it."""
+    config = load_config(home.config_path)
+    return config if home.bot is None else config.bot(home.bot)
+
+
 def storage_url(
     config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str] | None = None
 ) -> StorageUrl:
@@ -44,7 +51,7 @@ def open_home_storage(
     command-line tool needs only a couple of connections). ``read_only``: for a command that only reads
     (a report, a listing): ``state.db`` is opened read-only, so it works on a read-only home and writes
     nothing (``agent.db.connect.open_storage``)."""
-    config = config if config is not None else load_config(home.config_path)
+    config = config if config is not None else home_config(home)
     settings = config.storage
     return open_storage(
         storage_url(config, home),

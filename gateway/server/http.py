@@ -26,7 +26,6 @@ from aiohttp import web
 from adapters.base import Adapter
 from gateway.failures import EXIT_UNUSABLE, CommandFailed
 from gateway.home.facts import GatewayFacts
-from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 
 log = logging.getLogger(__name__)
@@ -35,6 +34,12 @@ READY_PROBE_SECONDS = 3.0
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 5.0
+
+
+class Exposition(Protocol):
+    """What ``/metrics`` serves: one process's metrics (``GatewayMetrics``), or several bots' together."""
+
+    def render(self) -> bytes: ...
 
 
 def cannot_listen(host: str, port: int, error: OSError) -> str:
@@ -73,7 +78,7 @@ class HttpServer:
         *,
         adapters: Sequence[Adapter],
         facts: GatewayFacts,
-        metrics: GatewayMetrics,
+        metrics: Exposition,
         checks: Sequence[ReadinessCheck] = (),
         cluster: ClusterReport | None = None,
     ) -> None:
