@@ -162,3 +162,25 @@ async def test_a_leader_woken_from_a_long_pause_holds_nothing_before_it_steps_do
         leader.clock = lambda: real() + TTL  # woken after a pause of a whole TTL
         assert not leader.holds()
         await until(lambda: ledger.spans[0][2] is not None, TTL, "stepping down")  # (then it may win again)
+
+
+async def test_a_leader_won_after_redis_was_away_waits_out_one_redis_forgot(redis_url: str) -> None:
+    """Redis restarted empty (the lease forgotten) while the leader's watch has not noticed yet: a
+    process that saw Redis away wins the empty Redis, but its duties start only once the one before
+    has surely stepped down (``ttl`` after Redis was seen away), so the duties never overlap."""
+    ledger = Ledger()
+    async with cluster(redis_url, ledger, ["a"]) as members:
+        await until(lambda: ledger.running() == ["a"], TTL + SLACK, "a leading")
+        redis = open_redis(redis_url)
+        try:
+            late = Leadership(redis, "b", TTL)
+            late.add_duty("ledger", ledger.duty("b"))
+            async with late.campaigning():
+                late.suspect()  # b's watch saw the connection break; a's has not (yet)
+                await redis.delete(LEADER_KEY)  # back empty: a's lease is forgotten
+                await until(lambda: late.leading, TTL + SLACK, "b winning the empty Redis")
+                await until(lambda: ledger.running() == ["b"], 2 * TTL + SLACK, "b's duties")
+                assert not members["a"].leading
+        finally:
+            await redis.aclose()
+    ledger.assert_never_overlapped()

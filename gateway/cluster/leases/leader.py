@@ -22,6 +22,11 @@ the connection breaks):
   ``gateway.cluster.watch``): a Redis that restarts empty forgets the lease, and another process could
   win it as soon as Redis is back. The break is seen before that, so the duties stop before anybody
   else can start them; the process then campaigns again like any other.
+- **After Redis was away**, a process that wins waits until ``ttl`` has passed since it last saw Redis
+  away (a broken connection, a failed try to win) before its duties start: a Redis that restarted
+  empty may have forgotten a lease whose holder has not noticed yet (its own connection watch may be
+  late on a loaded machine), and that holder steps down at most ``ttl/2`` after its last renewal,
+  which was sent before Redis went away. So the margin is the same as after an expiry.
 - **Campaigning**: a process that does not lead tries to win every ``ttl/3``, or just after the
   lease's expiry (``PTTL``) when that comes sooner, so a dead leader's duties run again elsewhere
   within ``ttl`` of its last renewal; a leader that stops (shutdown) releases the lease
@@ -93,6 +98,7 @@ class Leadership:
         self.terms = 0  # how many times this process won
         self._election = BackgroundLoop(f"the leader election ({instance_id})", self.run)
         self._resigned = False
+        self._redis_away_at: float | None = None  # when this process last saw Redis away (see the module)
 
     @property
     def interval(self) -> float:
@@ -113,6 +119,7 @@ class Leadership:
     def suspect(self) -> None:
         """The connection to Redis broke: Redis may have forgotten the lease, so a term under way ends
         now (``holds`` is False at once, the duties stop). Returns at once."""
+        self._redis_away_at = self.clock()
         if self._renewer is not None:
             self._renewer.suspect()
 
@@ -164,6 +171,7 @@ class Leadership:
                 async with asyncio.timeout(self.interval):
                     holder = await lease.take()
             except (RedisUnavailable, TimeoutError) as error:
+                self._redis_away_at = self.clock()
                 if not failing:
                     log.warning("cannot campaign for the leader lease (%s); trying again", _text(error))
                 failing = True
@@ -213,6 +221,7 @@ class Leadership:
             log.error("the leader lease expired or was taken: stepping down")
 
     async def _run_duties(self) -> None:
+        await self._wait_out_a_forgotten_leader()
         async with AsyncExitStack() as stack:
             for name, duty in self._duties:
                 try:
@@ -221,6 +230,17 @@ class Leadership:
                     log.exception("the leader's duty %r failed to start; stepping down", name)
                     raise
             await asyncio.Future()  # until the term ends (cancelled)
+
+    async def _wait_out_a_forgotten_leader(self) -> None:
+        """Won soon after Redis was away: wait until ``ttl`` has passed since (see the module)."""
+        if self._redis_away_at is None:
+            return
+        pause = self._redis_away_at + self.ttl - self.clock()
+        if pause > 0:
+            away = self.clock() - self._redis_away_at
+            log.info("Redis was away %.1fs ago: the leader's duties start in %.1fs, when a leader it may "
+                     "have forgotten has surely stepped down", away, pause)  # fmt: skip
+            await asyncio.sleep(pause)
 
     async def _give_back(self, lease: RedisLease) -> None:
         """Release the lease if it is still this term's (best effort: it expires anyway)."""
