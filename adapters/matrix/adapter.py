@@ -238,14 +238,16 @@ class MatrixAdapter(Adapter):
 
     async def _sync_loop(self) -> None:
         token = await self._stored_token()
+        caught_up = False  # the first sync of a start returns at once: what came meanwhile, or nothing
         while True:
             if self._allowed is not None and not self._allowed():
                 await asyncio.sleep(NOT_ALLOWED_PAUSE)
                 continue
-            batch = await self._fetch(token)
+            batch = await self._fetch(token, wait=caught_up)
             self._first_sync.set()
             if batch is None:
                 continue
+            caught_up = True
             if token is None:  # the bot's first sync: take the token, answer no history
                 if await self._handle(batch, messages=False):
                     token = batch.next_batch
@@ -264,13 +266,14 @@ class MatrixAdapter(Adapter):
             token = record.value.get("next_batch") if record is not None else None
             return token if isinstance(token, str) else None
 
-    async def _fetch(self, since: str | None) -> SyncBatch | None:
-        """One sync; on failure, log once per streak, wait and return None."""
+    async def _fetch(self, since: str | None, *, wait: bool) -> SyncBatch | None:
+        """One sync (held open by the homeserver until something happens when ``wait``; a start does
+        not wait, so it neither holds up the gateway's start nor answers late); on failure, log once
+        per streak, wait and return None."""
         assert self._api is not None
         query = {"filter": sync_filter(self._me, first=since is None), "set_presence": "offline"}
-        query.update(
-            {"since": since, "timeout": str(int(self._sync_wait * 1000))} if since else {"timeout": "0"}
-        )
+        held = int(self._sync_wait * 1000) if since and wait else 0
+        query.update({"since": since, "timeout": str(held)} if since else {"timeout": "0"})
         try:
             async with asyncio.timeout(self._sync_wait + SYNC_SLACK):
                 answer = await self._api.request(Method.GET, Path.v3.sync, query_params=query)
