@@ -19,7 +19,7 @@ import pytest
 from gateway.cluster.leases.leader import LEADER_KEY, Leadership
 from gateway.cluster.redis import connect as open_redis
 from resilience.renewal import Loss
-from tests.cluster_leader_support import until
+from tests.cluster_leader_support import cut_off, until
 from tests.redis_server import RedisServer
 
 TTL = 10.0  # a leader stalled by a loaded machine for less than 5 s stays leader
@@ -164,10 +164,13 @@ async def test_a_leader_woken_from_a_long_pause_holds_nothing_before_it_steps_do
         await until(lambda: ledger.spans[0][2] is not None, TTL, "stepping down")  # (then it may win again)
 
 
-async def test_a_leader_won_after_redis_was_away_waits_out_one_redis_forgot(redis_url: str) -> None:
-    """Redis restarted empty (the lease forgotten) while the leader's watch has not noticed yet: a
-    process that saw Redis away wins the empty Redis, but its duties start only once the one before
-    has surely stepped down (``ttl`` after Redis was seen away), so the duties never overlap."""
+async def test_a_leader_won_after_redis_was_away_waits_out_one_redis_forgot(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis came back empty (the lease forgotten) while the leader has not noticed: its watch is late
+    and its commands hang (``cut_off``), so it leads on until half a TTL after its last renewal. A
+    process that saw Redis away wins the empty Redis at its next try, but its duties start only once
+    the one before has surely stepped down (``ttl`` after Redis was seen away): they never overlap."""
     ledger = Ledger()
     async with cluster(redis_url, ledger, ["a"]) as members:
         await until(lambda: ledger.running() == ["a"], TTL + SLACK, "a leading")
@@ -176,7 +179,8 @@ async def test_a_leader_won_after_redis_was_away_waits_out_one_redis_forgot(redi
             late = Leadership(redis, "b", TTL)
             late.add_duty("ledger", ledger.duty("b"))
             async with late.campaigning():
-                late.suspect()  # b's watch saw the connection break; a's has not (yet)
+                cut_off(monkeypatch, "a")  # a neither renews nor notices, nor can it win again
+                late.suspect()  # b's watch saw the connection break
                 await redis.delete(LEADER_KEY)  # back empty: a's lease is forgotten
                 await until(lambda: late.leading, TTL + SLACK, "b winning the empty Redis")
                 await until(lambda: ledger.running() == ["b"], 2 * TTL + SLACK, "b's duties")

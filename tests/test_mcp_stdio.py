@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -193,6 +194,14 @@ BROKEN_LINE = (
     "MCP messages (the first: 'npm notice 0: a new version is available')); Herald goes on without its "
     "tools and tries again in {retry:g} s (`herald doctor` checks it)"
 )
+
+
+def lines_counted_as_read(line: str) -> str:
+    """``line`` with the count of a server's junk lines as the whole page: a server that exits may be
+    seen gone before its last lines are counted (on a loaded machine), which changes nothing else."""
+    return re.sub(r"(did not start \(its process exited; it wrote )[\d,]+", rf"\g<1>{JUNK_LINES:,}", line)
+
+
 CHATTY_LINE = (
     "MCP server 'chatty' runs, but it wrote 300 lines to stdout that are not MCP messages (the first: "
     "'server.js: listening, worker 0 ready'); Herald ignores them. A stdio server may write only MCP "
@@ -222,7 +231,8 @@ async def test_junk_on_a_servers_stdout_costs_the_gateway_one_line_however_often
             await harness.settled()
             assert harness.texts(FRIEND) == ["Hello."]
     shown = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
-    assert sorted(shown) == [BROKEN_LINE.format(retry=0.1), CHATTY_LINE]  # the servers start at once
+    # the servers start at once; how many of its lines the exited one's count had read is the machine's
+    assert sorted(map(lines_counted_as_read, shown)) == [BROKEN_LINE.format(retry=0.1), CHATTY_LINE]
     assert [record for record in caplog.records if record.name.startswith("mcp")] == []  # the SDK's
 
 
@@ -237,7 +247,7 @@ def test_herald_chat_q_prints_the_answer_and_one_line_for_a_server_that_writes_j
     ran = herald_process(home, "chat", "-q", "Hi")
     assert (ran.returncode, ran.stdout) == (0, "Hello.\n")
     [line] = ran.stderr.splitlines()  # the SDK logged a ten-line traceback for each of the 5,000
-    assert line.endswith(" WARNING agent.mcp.servers: " + BROKEN_LINE.format(retry=30))
+    assert lines_counted_as_read(line).endswith(" WARNING agent.mcp.servers: " + BROKEN_LINE.format(retry=30))
 
 
 async def test_doctor_and_the_terminal_chat_say_it_in_one_line_too(
