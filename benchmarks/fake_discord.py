@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.fake_matrix import PlatformProcess
 from benchmarks.fake_telegram import Answer, Answers, Sent, Typing
+from benchmarks.platform_process import PlatformProcess
 from tests.fakes import FakeDiscord
 
 

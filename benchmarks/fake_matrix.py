@@ -10,19 +10,13 @@ the :class:`~benchmarks.fake_telegram.Sent` and :class:`~benchmarks.fake_telegra
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import secrets
-import subprocess
-import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from multiprocessing.connection import Client, Connection, Listener
-from typing import Any, Self
+from typing import Any
 
 from benchmarks.fake_telegram import Answer, Answers, Sent, Typing
+from benchmarks.platform_process import PlatformProcess
 from tests.fakes.matrix import BOT, SERVER, FakeMatrix
 
 
@@ -93,77 +87,10 @@ def serve(address: str, port: int, authkey: str) -> None:
         PlatformProcess.child(address, port, authkey, fake, (url, fake.token), COMMANDS)
 
 
-class PlatformProcess:
-    """A fake platform in a process of its own (``module``'s ``serve``), commanded over a connection:
-    ``hello`` is what the child sent first (its URLs and token); :meth:`inject` writes to the bot,
-    :meth:`answers` reads its replies; :meth:`section` and :meth:`environ` configure the gateway."""
+class FakeMatrixProcess(PlatformProcess):
+    """``with FakeMatrixProcess() as fake``: the fake homeserver for the gateway's ``matrix`` section."""
 
     module = "benchmarks.fake_matrix"
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # one command at a time over the connection
-        self._process: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self.hello: tuple[str, ...] = ()
-
-    @staticmethod
-    def child(
-        address: str, port: int, authkey: str, fake: Any, hello: tuple[str, ...],
-        commands: dict[str, Callable[..., Any]],
-    ) -> None:  # fmt: skip
-        """The child's side: send ``hello``, then run commands on ``fake`` until told to stop."""
-        with Client((address, port), authkey=bytes.fromhex(authkey)) as conn:
-            conn.send(hello)
-            while True:
-                name, args = conn.recv()
-                if name == "stop":
-                    conn.send((True, None))
-                    return
-                try:
-                    conn.send((True, commands[name](fake, *args)))
-                except Exception as error:
-                    conn.send((False, repr(error)))
-
-    def __enter__(self) -> Self:
-        authkey = secrets.token_bytes(16)
-        with Listener(("127.0.0.1", 0), authkey=authkey) as listener:
-            host, port = listener.address
-            code = f"from {self.module} import serve; serve({host!r}, {port}, {authkey.hex()!r})"
-            self._process = subprocess.Popen([sys.executable, "-c", code])
-            self._conn = listener.accept()
-        self.hello = self._conn.recv()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(OSError, EOFError, RuntimeError):
-            self._request("stop")
-        if self._conn is not None:
-            self._conn.close()
-        if self._process is not None:
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.terminate()
-                self._process.wait(10)
-
-    def _request(self, name: str, *args: Any) -> Any:
-        if self._conn is None:
-            raise RuntimeError(f"the fake platform process ({self.module}) is not running")
-        with self._lock:
-            self._conn.send((name, args))
-            ok, value = self._conn.recv()
-        if not ok:
-            raise RuntimeError(f"{self.module} command {name} failed: {value}")
-        return value
-
-    async def inject(self, messages: list[tuple[int, str, str]]) -> list[Sent]:
-        """Direct messages ``(chat, tag, text)`` in order, text ``"<tag>: <text>"``."""
-        sent: list[Sent] = await asyncio.to_thread(self._request, "inject", messages)
-        return sent
-
-    async def answers(self, chats: list[int]) -> tuple[Answers, Typing]:
-        found: tuple[Answers, Typing] = await asyncio.to_thread(self._request, "answers", chats)
-        return found
 
     def section(self, chats: list[int]) -> dict[str, Any]:
         """The platform's config section: the fake's URLs, ``chats``' people allowed."""
@@ -171,7 +98,3 @@ class PlatformProcess:
 
     def environ(self) -> dict[str, str]:
         return {"MATRIX_ACCESS_TOKEN": self.hello[1]}
-
-
-class FakeMatrixProcess(PlatformProcess):
-    """``with FakeMatrixProcess() as fake``: the fake homeserver for the gateway's ``matrix`` section."""

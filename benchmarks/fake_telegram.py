@@ -8,19 +8,14 @@ not counted in the memory of the gateway under test.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
-import subprocess
-import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from benchmarks.platform_process import PlatformProcess
 from tests.fakes import FakeTelegram
 
 
@@ -172,65 +167,27 @@ def serve(address: str, port: int, authkey: str) -> None:
     """The child process: serve a FakeTelegram from a thread, run the parent's commands."""
     fake = FakeTelegram()
     injected: list[Sent] = []  # every message injected, kept here rather than in the measured process
-    with fake.serve_in_thread() as base_url, Client((address, port), authkey=bytes.fromhex(authkey)) as conn:
-        conn.send((base_url, fake.token))
-        while True:
-            name, args = conn.recv()
-            if name == "stop":
-                conn.send((True, None))
-                return
-            try:
-                conn.send((True, COMMANDS[name](fake, injected, *args)))
-            except Exception as error:
-                conn.send((False, repr(error)))
+    commands = {
+        name: (lambda fake, *args, command=command: command(fake, injected, *args))
+        for name, command in COMMANDS.items()
+    }
+    with fake.serve_in_thread() as base_url:
+        PlatformProcess.child(address, port, authkey, fake, (base_url, fake.token), commands)
 
 
-class FakeTelegramProcess:
+class FakeTelegramProcess(PlatformProcess):
     """``with FakeTelegramProcess() as fake``: ``fake.base_url``/``fake.token`` for the gateway,
     ``await fake.inject(...)`` to write to the bot, ``await fake.answers(chats)`` to see its replies."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # one command at a time over the connection
-        self._process: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self.base_url = self.token = ""
+    module = "benchmarks.fake_telegram"
 
-    def __enter__(self) -> FakeTelegramProcess:
-        authkey = secrets.token_bytes(16)
-        with Listener(("127.0.0.1", 0), authkey=authkey) as listener:
-            host, port = listener.address
-            code = f"from benchmarks.fake_telegram import serve; serve({host!r}, {port}, {authkey.hex()!r})"
-            self._process = subprocess.Popen([sys.executable, "-c", code])
-            self._conn = listener.accept()
-        self.base_url, self.token = self._conn.recv()
-        return self
+    @property
+    def base_url(self) -> str:
+        return self.hello[0]
 
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(OSError, EOFError, RuntimeError):
-            self._request("stop")
-        if self._conn is not None:
-            self._conn.close()
-        if self._process is not None:
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.terminate()
-                self._process.wait(10)
-
-    def _request(self, name: str, *args: Any) -> Any:
-        if self._conn is None:
-            raise RuntimeError("the fake Telegram process is not running")
-        with self._lock:
-            self._conn.send((name, args))
-            ok, value = self._conn.recv()
-        if not ok:
-            raise RuntimeError(f"fake Telegram command {name} failed: {value}")
-        return value
-
-    async def inject(self, messages: list[tuple[int, str, str]]) -> list[Sent]:
-        """Direct messages ``(chat, tag, text)`` in order, user id = chat id, text ``"<tag>: <text>"``."""
-        sent: list[Sent] = await asyncio.to_thread(self._request, "inject", messages)
-        return sent
+    @property
+    def token(self) -> str:
+        return self.hello[1]
 
     async def inject_quietly(self, messages: list[tuple[int, str, str]]) -> int:
         """:meth:`inject` that keeps the records in the fake's process; returns how many."""

@@ -12,9 +12,10 @@ from tempfile import TemporaryDirectory
 
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_discord import FakeDiscordProcess
-from benchmarks.fake_matrix import FakeMatrixProcess, PlatformProcess
+from benchmarks.fake_matrix import FakeMatrixProcess
 from benchmarks.fake_telegram import Check, Sent
 from benchmarks.gateway_harness import STORAGE_URL, fresh_home, ms, operations_sent, percentile, poll, settle
+from benchmarks.platform_process import PlatformProcess
 from gateway.app import open_gateway
 from gateway.config import HeraldConfig
 
