@@ -8,7 +8,8 @@ the OpenAI-compatible API, ``gateway.openai_api``).
 
 With ``bots:`` in config.yaml the process serves several bots (``gateway.bots``): each bot's part (its
 core, adapters, scheduler, cluster membership) is opened as the one bot's is, from its own configuration,
-home and tokens, and only the HTTP server is shared.
+home and tokens, and only the HTTP server is shared: one console shows each bot's pages, and the API
+answers each key with the bot the key names.
 
 In a cluster (``cluster.redis_url``) every process starts the same way, except that adapters which
 receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
@@ -38,9 +39,8 @@ from gateway.bots.metrics import BotsMetrics
 from gateway.bots.profiles import BOTS_DIR, BotProfile, bot_profiles, prepare_profile
 from gateway.commands import menu, menu_hash
 from gateway.config import HeraldConfig
-from gateway.console.serve import build_console, console_token, console_url
+from gateway.console.serve import ConsoleBot, build_console, console_token, console_url
 from gateway.console.server import PREFIX
-from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
@@ -186,7 +186,7 @@ async def open_gateway(
         raise ValueError("open_gateway(adapters=...) builds one bot's adapters; bots: builds each bot's own")
     if adapters is None and not any(enabled(profile.environ) for profile in profiles) and not len(keys):
         raise no_platform(home)  # before anything is opened
-    if config.console.enabled and not config.bots:
+    if config.console.enabled:
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
     for profile in profiles:
         if profile.config.gateway.allow_all:
@@ -211,12 +211,7 @@ async def open_gateway(
                 bot.cluster = await open_cluster_member(stack, bot.services, bot.adapters, bot.scheduler)
             else:
                 await bot.scheduler.start()
-        if config.bots:
-            log.info("the console and the OpenAI-compatible API are not served with bots: (one per bot is "
-                     "not built yet)")  # fmt: skip
-            await http.start()
-        else:
-            await serve_http(stack, http, config, bots[0].services, tokens, bots[0].cluster, keys)
+        await serve_http(http, config, bots, tokens, keys)
         gateway = Gateway(bots, http)
         served = [served_line(bot) for bot in bots] + (["the OpenAI-compatible API"] if keys else [])
         log.info("gateway running: %s; %s", "; ".join(served), http.url)
@@ -338,30 +333,26 @@ async def open_cluster_member(
 
 
 async def serve_http(
-    stack: AsyncExitStack,
     http: HttpServer,
     config: HeraldConfig,
-    services: Services,
+    bots: Sequence[BotGateway],
     tokens: Mapping[str, str],
-    member: ClusterMember | None,
     keys: KeyRing,
 ) -> None:
-    """Serve /healthz, /readyz, /metrics, the webhooks, the console and the OpenAI-compatible API (with
-    ``keys``) on the reserved address."""
-    http.cluster = member
-    console = await build_console(
-        config, services, tokens, readiness=http.readiness, member=member,
-        budgets=BudgetSource(services.budgets.book, services.runtime.storage),
-        misses=CacheMissSource(services.runtime.store),
-    )  # fmt: skip
+    """Serve /healthz, /readyz, /metrics, the webhooks, the console (every bot's pages) and the
+    OpenAI-compatible API (with ``keys``, each answered by its bot) on the reserved address."""
+    http.cluster = bots[0].cluster
+    shown = [ConsoleBot(bot.name, bot.services, bot.cluster) for bot in bots]
+    console = await build_console(config, shown, tokens, readiness=http.readiness)
     if console is not None:
         http.mount(PREFIX, console)
-    api = build_api(config, services, keys)
+    api = build_api(config.api, keys, {bot.name: bot.services for bot in bots})
     if api is not None:
         http.mount(API_PREFIX, api.application(), drain=api.drain)
     await http.start()
     if console is not None:
-        services.console_url = console_url(config, http.url)
+        for bot in bots:  # a bot's /console link logs in to its own pages (gateway.console.bots)
+            bot.services.console_url = console_url(config, http.url)
 
 
 async def run_gateway(config: HeraldConfig, home: HeraldHome) -> int:

@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -289,6 +290,11 @@ class ApiKey(Section):
         None, description="Or the key's SHA-256 as 64 hex digits (the key itself kept nowhere)."
     )
     name: str | None = Field(None, description="A label for logs (default: the person).")
+    bot: str | None = Field(
+        None,
+        description="With bots: the bot the key talks to (its sessions, memory, limits and model); required "
+        "there, and not given without bots:.",
+    )
 
     @field_validator("person")
     @classmethod
@@ -331,7 +337,8 @@ class ApiSettings(Section):
     keys: list[ApiKey] = Field(
         default_factory=list,
         description="The API's keys, each acting for one person, e.g. [{key: $HERALD_API_KEY_ALICE, person: "
-        "api:alice}]: their memory, spend limits and rights apply; none = the API is not served.",
+        "api:alice}]: their memory, spend limits and rights apply; with bots:, each names its bot too (bot: "
+        "family); none = the API is not served.",
     )
     model_name: str = Field(
         "herald",
@@ -349,8 +356,8 @@ class ApiSettings(Section):
 
     @model_validator(mode="after")
     def _distinct(self) -> ApiSettings:
-        labels = [key.label for key in self.keys]
-        twice = sorted({label for label in labels if labels.count(label) > 1})
+        labels = [(key.bot, key.label) for key in self.keys]  # a label names a key of its bot
+        twice = sorted({label for bot, label in labels if labels.count((bot, label)) > 1})
         if twice:
             raise ValueError(f"api.keys: two keys are labelled {', '.join(twice)}: give each its own name")
         digests = [key.sha256 for key in self.keys if key.sha256 is not None]
@@ -499,6 +506,20 @@ class BotSettings(Section):
         return value
 
 
+def key_bot_problem(key: ApiKey, bots: Sequence[str]) -> str | None:
+    """What is wrong with the bot an API key names, given the configured ``bots`` (none: one bot)."""
+    if not bots:
+        if key.bot is None:
+            return None
+        return f"names bot {key.bot} but there is no bots: section; remove its bot: (the one bot answers)"
+    known = ", ".join(bots)
+    if key.bot is None:
+        return f"with bots:, each key says which bot it talks to: add bot: (one of {known})"
+    if key.bot not in bots:
+        return f"names bot {key.bot}, which is not in bots: (bots: {known})"
+    return None
+
+
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """``over`` merged into ``base``: mappings key by key, anything else (a list too) replaced."""
     result = dict(base)
@@ -567,11 +588,9 @@ class HeraldConfig(Section):
     def _bots_compose(self) -> HeraldConfig:
         """Each bot's settings make a valid configuration with the top level's (checked at load, so a bad
         one is an error in ``config.yaml``, not at start)."""
-        if self.bots and self.api.keys:
-            raise ValueError(
-                "api.keys and bots: the OpenAI-compatible API serves one bot, and which of several is not "
-                "configurable yet: remove api.keys, or serve the API from a process with one bot"
-            )
+        for index, key in enumerate(self.api.keys):
+            if problem := key_bot_problem(key, list(self.bots)):
+                raise ValueError(f"api.keys[{index}] ({key.label}): {problem}")
         for name in self.bots:
             if not BOT_NAME.fullmatch(name):
                 raise ValueError(f"bots: '{name}' is not a bot name (a-z first, then a-z, 0-9, - or _)")
@@ -584,8 +603,13 @@ class HeraldConfig(Section):
         return self
 
     def bot(self, name: str) -> HeraldConfig:
-        """The configuration bot ``name`` runs with: the top level with its ``settings`` merged over it."""
+        """The configuration bot ``name`` runs with: the top level with its ``settings`` merged over it, and
+        the API settings with only the keys that talk to it (so its access rules know their people)."""
         base = self.model_dump(exclude_unset=True, exclude=set(PROCESS_SECTIONS))
+        api = self.api.model_dump(exclude_unset=True, exclude={"keys"})
+        own = [key for key in self.api.keys if key.bot == name]
+        api["keys"] = [key.model_dump(exclude_unset=True, exclude={"bot"}) for key in own]
+        base["api"] = api
         try:
             return HeraldConfig.model_validate(merged(base, self.bots[name].settings))
         except ValidationError as error:

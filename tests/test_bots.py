@@ -15,7 +15,7 @@ import yaml
 from gateway.config import set_value
 from gateway.cron.jobs import RunStatus
 from gateway.doctor.platforms import check_platforms
-from gateway.doctor.run import check_config, run_doctor
+from gateway.doctor.run import check_api_keys, check_config, run_doctor
 from gateway.home import HeraldHome
 from tests.bots_support import TOKENS, requests_with, two_bots
 from tests.emulator import ProviderEmulator, Reply, ToolUse
@@ -187,18 +187,23 @@ async def test_doctor_checks_each_bots_token_and_no_bot_takes_the_top_level_one(
                         "tokens": {"TELEGRAM_BOT_TOKEN": "$OFFICE_TELEGRAM_TOKEN"},
                         "settings": {"telegram": {"base_url": work_url}},
                     },
-                }
+                    "desk": {},  # reached through the API only: a key names it
+                },
+                "api": {"keys": [{"key": "$DESK_API_KEY", "person": "api:alice", "bot": "desk"}]},
             })
         )
         home.env_path.write_text(f"TELEGRAM_BOT_TOKEN={TOKENS['work']}\nOFFICE_TELEGRAM_TOKEN=1:wrong-token\n")
         environ = {"FAMILY_TELEGRAM_TOKEN": TOKENS["family"], "ANTHROPIC_API_KEY": "x"}
+        environ["DESK_API_KEY"] = "short"  # too short to be a key
         out = io.StringIO()
-        checks = [check_config, check_platforms]
+        checks = [check_config, check_api_keys, check_platforms]
         await run_doctor(home, offline=False, out=out, checks=checks, environ=environ)
     report = out.getvalue()
     assert "[ok]   bot family telegram: token accepted (bot @family_bot)." in report
     assert "[FAIL] bot work tokens: bot work has no platform: give it a token in bots.work.tokens" in report
     assert "[FAIL] bot office telegram: refused TELEGRAM_BOT_TOKEN (HTTP 401)" in report
+    assert "bot desk tokens" not in report  # its API key is its way in
+    assert "[FAIL] api: api.keys[0].key ($DESK_API_KEY) has 5 characters; use at least 16" in report
     assert TOKENS["family"] not in report and "wrong-token" not in report
 
 

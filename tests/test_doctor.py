@@ -272,6 +272,7 @@ async def test_more_checks_plug_in_and_a_broken_check_hides_nothing(home: Herald
         "check_storage",
         "check_redis",
         "check_keys",
+        "check_api_keys",
         "check_provider",
     ]
 

@@ -68,12 +68,14 @@ def bot_environ(
     return kept
 
 
-def require_platform(name: str, environ: Mapping[str, str]) -> None:
-    """A bot talks on at least one platform: one without any token is a mistake (a ConfigError)."""
-    if not any(spec.enabled(environ) for spec in PLATFORMS):
+def require_platform(name: str, environ: Mapping[str, str], config: HeraldConfig) -> None:
+    """A bot is reached on at least one platform or through the API (a key naming it, in its ``config``):
+    one without either is a mistake (a ConfigError)."""
+    if not any(spec.enabled(environ) for spec in PLATFORMS) and not config.api.keys:
         raise ConfigError(
             f"bot {name} has no platform: give it a token in bots.{name}.tokens "
-            f"(e.g. {EXAMPLE_TOKEN}: ${name.upper()}_{EXAMPLE_TOKEN})."
+            f"(e.g. {EXAMPLE_TOKEN}: ${name.upper()}_{EXAMPLE_TOKEN}) or an API key (api.keys with "
+            f"bot: {name})."
         )
 
 
@@ -91,7 +93,7 @@ def bot_profiles(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, s
         for name, settings in config.bots.items()
     ]
     for profile in profiles:
-        require_platform(str(profile.name), profile.environ)
+        require_platform(str(profile.name), profile.environ, profile.config)
     require_own_state(config, home, environ)
     return profiles
 

@@ -4,10 +4,11 @@ A login is a cookie the browser sends back, ``v1.<expires>.<nonce>.<signature>``
 HMAC-SHA256 with a key only the gateway knows, so the cookie cannot be forged or prolonged, and any
 process of a cluster checks it without asking the others. The key is derived from a random secret kept
 in the database (made once, shared by every process) and from ``HERALD_CONSOLE_TOKEN``: changing the
-token logs every browser out. Each login's CSRF token is an HMAC of its nonce, so a form posted from
-another site (which cannot read the page) carries no valid one. The login form itself has a CSRF token
-too, bound to a short-lived cookie of its own (a login CSRF would log a victim into an attacker's
-session).
+token logs every browser out. With ``bots:`` a login made by a bot's link is that bot's only: the nonce
+ends in ``~NAME`` (signed with the rest, so it cannot be widened). Each login's CSRF token is an HMAC of
+its nonce, so a form posted from another site (which cannot read the page) carries no valid one. The
+login form itself has a CSRF token too, bound to a short-lived cookie of its own (a login CSRF would log
+a victim into an attacker's session).
 """
 
 from __future__ import annotations
@@ -43,12 +44,23 @@ def same(given: str, expected: str) -> bool:
     )
 
 
+BOT_MARK = "~"  # nonce~NAME: a login for bot NAME only (neither base64url nor a bot name has it)
+
+
 @dataclass(frozen=True)
 class Login:
     """A verified session cookie."""
 
     nonce: str
     expires_at: float
+
+    @property
+    def bot(self) -> str | None:
+        """The one bot this login may see (a bot's link, with ``bots:``); None: every bot."""
+        return self.nonce.partition(BOT_MARK)[2] or None
+
+    def sees(self, bot: str | None) -> bool:
+        return self.bot is None or self.bot == bot
 
 
 class Signer:
@@ -74,9 +86,10 @@ class Signer:
         expires_at = float(parts[1])
         return Login(parts[2], expires_at) if now < expires_at else None
 
-    def new_login(self, now: float, seconds: float) -> str:
-        """A session cookie's value, valid ``seconds`` from ``now``."""
-        return self._signed(VERSION, now + seconds, secrets.token_urlsafe(18))
+    def new_login(self, now: float, seconds: float, bot: str | None = None) -> str:
+        """A session cookie's value, valid ``seconds`` from ``now`` (for bot ``bot`` only, when given)."""
+        nonce = secrets.token_urlsafe(18) + (f"{BOT_MARK}{bot}" if bot else "")
+        return self._signed(VERSION, now + seconds, nonce)
 
     def login(self, cookie: str | None, now: float) -> Login | None:
         """The login a session cookie proves; None for a missing, forged or expired one."""

@@ -4,6 +4,10 @@ Actions reuse what the chat commands and ``herald`` use, with the same rules: sc
 through ``gateway.cron.manage`` as the owner (the console's user is the bot's owner, like the command
 line), pairing through ``gateway.access.pairing`` (an approved person is told at once, as ``/approve`` does),
 readiness is ``/readyz``'s own report.
+
+Every page is one bot's: with ``bots:`` each bot has its own :class:`ConsolePages` on its own services
+and database, at ``/console/bots/NAME/...`` (``gateway.console.bots``); its links and redirects start at
+its ``base``, so they keep the chosen bot.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from aiohttp import web
 
 from agent.api import CAUSE_LABELS
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
+from gateway.console.bots import Fleet, bot_base
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
-from gateway.console.server import ConsoleWeb, Handler, Notice
+from gateway.console.server import PREFIX, ConsoleWeb, Handler, Notice
 from gateway.console.sources import BudgetSource, CacheMissSource, cache_efficiency
 from gateway.conversation.addressing import admin_id
 from gateway.cron.describe import delivery_text, preview, when
@@ -61,7 +66,12 @@ class ConsolePages:
         misses: CacheMissSource,
         readiness: Readiness,
         member: ClusterMember | None,
+        bot: str | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
+        self.bot = bot  # None: the one bot without bots:
+        self.fleet = fleet  # every bot of the console (bots:)
+        self.base = PREFIX if bot is None else bot_base(bot)
         self.web = console
         self.services = services
         self.reports = reports
@@ -69,6 +79,15 @@ class ConsolePages:
         self.misses = misses
         self.readiness = readiness
         self.member = member
+
+    def render(
+        self, request: web.Request, template: str, values: Mapping[str, Any], *, status: int = 200
+    ) -> web.Response:
+        """A page of this bot: its links start at its base; with bots:, the switcher to the others."""
+        login, fleet = self.web.logged_in(request), self.fleet
+        switcher = () if fleet is None or self.bot is None else fleet.switcher(self.bot, request, login)
+        shown = {"base": self.base, "bot": self.bot, "switcher": switcher, **values}
+        return self.web.render(request, template, shown, status=status)
 
     @property
     def timezone(self) -> dt.tzinfo:
@@ -103,22 +122,23 @@ class ConsolePages:
             "efficiency": cache_efficiency(month.cache_read, misses.tokens),
             "misses": misses,
             "causes": CAUSE_LABELS,
+            "bots": await self.fleet.spend(self.web.logged_in(request)) if self.fleet is not None else [],
         }
-        return self.web.render(request, "overview.html", values)
+        return self.render(request, "overview.html", values)
 
     async def chats(self, request: web.Request) -> web.StreamResponse:
         sort = _choice(request.query.get("sort"), ChatSort, ChatSort.SPEND)
         descending = request.query.get("order", "desc") != "asc"
         page = await self.reports.chats(sort, descending, _number(request.query.get("page"), 1))
-        return self.web.render(request, "chats.html", {"heading": "Chats", "page": page})
+        return self.render(request, "chats.html", {"heading": "Chats", "page": page})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         key = request.query.get("key", "")
         chat = await self.reports.chat(key) if key else None
         if chat is None:
             text = "There is no chat with that key; pick one from the list of chats."
-            missing = {"heading": "No such chat", "text": text, "back": "/console/chats"}
-            return self.web.render(request, "message.html", missing, status=404)
+            missing = {"heading": "No such chat", "text": text, "back": f"{self.base}/chats"}
+            return self.render(request, "message.html", missing, status=404)
         store = self.services.runtime.store
         shown = await self.reports.turns(key)
         misses = await self.misses.on_requests(key, [t.request_id for t in shown])
@@ -162,7 +182,7 @@ class ConsolePages:
             "overrides": self.budgets.overrides_of_chat(key),
             "timezone": str(self.timezone),
         }
-        return self.web.render(request, "chat.html", values)
+        return self.render(request, "chat.html", values)
 
     # --- scheduled jobs --------------------------------------------------------------------------
 
@@ -170,22 +190,22 @@ class ConsolePages:
         manager = self.services.runtime.cron
         jobs = [_job_view(job) for job in await manager.visible(COMMAND_LINE)]
         values = {"heading": "Scheduled jobs", "jobs": jobs, "timezone": str(self.timezone)}
-        return self.web.render(request, "jobs.html", values)
+        return self.render(request, "jobs.html", values)
 
     async def change_job(self, request: web.Request) -> web.StreamResponse:
         change = request.match_info["change"]
         if change not in CHANGES:
             raise self.web.done(
-                "/console/jobs", Notice("error", f"'{change}' is not something a job can do.")
+                f"{self.base}/jobs", Notice("error", f"'{change}' is not something a job can do.")
             )
         manager = self.services.runtime.cron
         try:
             job = await manager.find(COMMAND_LINE, request.match_info["job_id"])
             await change_job(manager, COMMAND_LINE, change, job.id)
         except CronError as error:
-            raise self.web.done("/console/jobs", Notice("error", str(error))) from None
+            raise self.web.done(f"{self.base}/jobs", Notice("error", str(error))) from None
         done = {"run": "Running now", "pause": "Paused", "resume": "Resumed", "remove": "Removed"}[change]
-        raise self.web.done("/console/jobs", Notice("ok", f'{done}: "{job.name}" ({job.id}).'))
+        raise self.web.done(f"{self.base}/jobs", Notice("ok", f'{done}: "{job.name}" ({job.id}).'))
 
     # --- pairing ---------------------------------------------------------------------------------
 
@@ -196,7 +216,7 @@ class ConsolePages:
             "pending": await pairing.pending(),
             "approved": await pairing.approved(),
         }
-        return self.web.render(request, "pairing.html", values)
+        return self.render(request, "pairing.html", values)
 
     async def decide_pairing(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -208,16 +228,16 @@ class ConsolePages:
                 self.services.sender.notify()
                 who = admin_id(user.platform, user.user_id)
                 text = f"Approved {user.user_name} ({who}); they are being told."
-                raise self.web.done("/console/pairing", Notice("ok", text))
+                raise self.web.done(f"{self.base}/pairing", Notice("ok", text))
         else:
             denied = await pairing.deny(platform, code)
             if denied is not None:
                 text = (
                     f"Denied the request of {denied.user_name} ({admin_id(denied.platform, denied.user_id)})."
                 )
-                raise self.web.done("/console/pairing", Notice("ok", text))
+                raise self.web.done(f"{self.base}/pairing", Notice("ok", text))
         text = f"No pending {platform} pairing code {code.upper()}: it expired or was handled already."
-        raise self.web.done("/console/pairing", Notice("error", text))
+        raise self.web.done(f"{self.base}/pairing", Notice("error", text))
 
     async def revoke(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -228,16 +248,16 @@ class ConsolePages:
             paused = await pause_lost(services.runtime.cron.jobs, services.authorizer, person=who)
             jobs = f" Paused the jobs they made: {', '.join(p.job.id for p in paused)}." if paused else ""
             raise self.web.done(
-                "/console/pairing", Notice("ok", f"Revoked {who}: they can no longer use the bot.{jobs}")
+                f"{self.base}/pairing", Notice("ok", f"Revoked {who}: they can no longer use the bot.{jobs}")
             )
-        raise self.web.done("/console/pairing", Notice("error", f"{who} was not approved."))
+        raise self.web.done(f"{self.base}/pairing", Notice("error", f"{who} was not approved."))
 
     # --- budgets and health ----------------------------------------------------------------------
 
     async def budget_lines(self, request: web.Request) -> web.StreamResponse:
         page = await self.budgets.page(_number(request.query.get("page"), 1))
         values = {"heading": "Budgets", "budgets": page, "timezone": str(self.timezone)}
-        return self.web.render(request, "budgets.html", values)
+        return self.render(request, "budgets.html", values)
 
     async def health(self, request: web.Request) -> web.StreamResponse:
         report = await self.readiness()
@@ -256,7 +276,7 @@ class ConsolePages:
             "dependencies": await self._dependencies(),
             "cluster": await self._cluster(),
         }
-        return self.web.render(request, "health.html", {"heading": "Health", "health": health})
+        return self.render(request, "health.html", {"heading": "Health", "health": health})
 
     async def _dependencies(self) -> list[Dependency]:
         found = []

@@ -4,6 +4,9 @@ The console is served on the gateway's HTTP server (``gateway.http_host``, loopb
 address other than loopback, someone else on the network could reach its login page: it is served there
 only with ``HERALD_CONSOLE_TOKEN`` set, and never with a token too short to resist guessing (a
 ConfigError at start, one sentence saying what to set).
+
+With ``bots:`` the one console serves every bot (``gateway.console.bots``): one login (its signing
+secret and failed-login count kept by the first bot), each bot's pages on its own services.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -19,6 +23,7 @@ from aiohttp import web
 from gateway.config import ConfigError, HeraldConfig
 from gateway.console.attempts import LoginAttempts
 from gateway.console.auth import Signer, derive_key, weak_token
+from gateway.console.bots import Fleet, fleet_routes
 from gateway.console.links import LoginLinks
 from gateway.console.pages import ConsolePages, Readiness
 from gateway.console.render import Renderer
@@ -54,18 +59,24 @@ def console_token(environ: Mapping[str, str]) -> str | None:
     return token
 
 
+@dataclass(frozen=True)
+class ConsoleBot:
+    """A bot the console shows: its name (None: the one bot without ``bots:``), its services and this
+    process's membership of its cluster."""
+
+    name: str | None
+    services: Services
+    member: ClusterMember | None = None
+
+
 async def build_console(
     config: HeraldConfig,
-    services: Services,
+    bots: Sequence[ConsoleBot],
     environ: Mapping[str, str],
     *,
     readiness: Readiness,
-    budgets: BudgetSource,
-    misses: CacheMissSource,
-    member: ClusterMember | None = None,
 ) -> web.Application | None:
-    """The console's application for ``PREFIX``, or None when this process does not serve it; it reads
-    spend limits from ``budgets`` and cache misses from ``misses``."""
+    """The console's application for ``PREFIX``, or None when this process does not serve it."""
     settings = config.console
     if not settings.enabled:
         return None
@@ -75,28 +86,46 @@ async def build_console(
         log.warning("the console is not served: gateway.http_host is %s (not loopback) and %s is not set",
                     host, CONSOLE_TOKEN)  # fmt: skip
         return None
-    runtime = services.runtime
+    runtime = bots[0].services.runtime
     secret = await GatewayFacts(runtime.storage).settle(SECRET_FACT, secrets.token_hex(32))
-    timezone = runtime.cron.timezone
     console = ConsoleWeb(
         signer=Signer(derive_key(bytes.fromhex(secret), token)),
-        renderer=Renderer(timezone),
-        links=LoginLinks(runtime.storage),
+        renderer=Renderer(runtime.cron.timezone),
+        links={bot.name: LoginLinks(bot.services.runtime.storage) for bot in bots},
         attempts=LoginAttempts(runtime.cluster.redis if runtime.cluster is not None else None),
         token=token,
         session_seconds=settings.session_hours * 3600,
         secure_cookies=(settings.public_url or "").startswith("https://"),
     )
-    pages = ConsolePages(
-        console,
-        services,
-        Reports(runtime.storage, runtime.store, timezone, budgets.book),
-        budgets=budgets,
-        misses=misses,
-        readiness=readiness,
-        member=member,
-    )
-    return console.application(pages.routes())
+    budgets = {bot.name: budget_source(bot.services) for bot in bots}
+    named = {str(name): source for name, source in budgets.items() if name is not None}
+    fleet = Fleet(named) if named else None
+    pages = {
+        bot.name: ConsolePages(
+            console,
+            bot.services,
+            reports(bot.services, budgets[bot.name]),
+            budgets=budgets[bot.name],
+            misses=CacheMissSource(bot.services.runtime.store),
+            readiness=readiness,
+            member=bot.member,
+            bot=bot.name,
+            fleet=fleet,
+        ).routes()
+        for bot in bots
+    }
+    if fleet is None:
+        return console.application(pages[None])
+    return console.application(fleet_routes(console, fleet, {str(name): own for name, own in pages.items()}))
+
+
+def budget_source(services: Services) -> BudgetSource:
+    return BudgetSource(services.budgets.book, services.runtime.storage)
+
+
+def reports(services: Services, budgets: BudgetSource) -> Reports:
+    runtime = services.runtime
+    return Reports(runtime.storage, runtime.store, runtime.cron.timezone, budgets.book)
 
 
 def console_url(config: HeraldConfig, served_at: str) -> str:

@@ -5,6 +5,9 @@ needs a login cookie (``gateway.console.auth``): a page asked for without one re
 page, anything else gets 401. Every POST must carry the CSRF token of its login (the login form: of its
 own cookie), else 403 and nothing is done. A POST that changes something answers with a redirect to the
 page (so reloading does not repeat it) and a one-line notice for the next page shown.
+
+With ``bots:`` one console serves every bot (``gateway.console.bots``): one login, and each bot's login
+links (made in its own database by its ``/console``) are redeemed here; a link's login sees its bot only.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class ConsoleWeb:
         *,
         signer: Signer,
         renderer: Renderer,
-        links: LoginLinks,
+        links: Mapping[str | None, LoginLinks],  # each bot's (None: the one bot without bots:)
         attempts: LoginAttempts,
         token: str | None,
         session_seconds: float,
@@ -126,6 +129,9 @@ class ConsoleWeb:
                     "flash": notice,
                     "here": request.path,
                     "now": self.clock(),
+                    "base": PREFIX,  # where the pages' links start (a bot's pages: under its name)
+                    "bot": None,  # the bot a page is of, shown in its title (bots:)
+                    "switcher": (),  # (bot, its page, shown now) for each bot the login sees (bots:)
                     **values,
                 },
             ),
@@ -210,9 +216,12 @@ class ConsoleWeb:
             )
         link, token = _text(form.get("link")), _text(form.get("token"))
         who: str | None = None
+        scope: str | None = None  # a bot's link logs in to that bot only
         if link:
-            made_by = await self.links.redeem(link)
-            who = f"a link from {made_by}" if made_by else None
+            for bot, links in self.links.items():
+                if made_by := await links.redeem(link):
+                    who, scope = f"a link from {made_by}" + (f" (bot {bot})" if bot else ""), bot
+                    break
             error = "This login link was used already or has expired; send /console to the bot for a new one."
         else:
             if self.token is not None and token and same(token, self.token):
@@ -229,7 +238,7 @@ class ConsoleWeb:
         log.info("console: logged in with %s from %s", who, address)
         response = web.HTTPSeeOther(_next(_text(form.get("next"))))
         response.set_cookie(
-            SESSION_COOKIE, self.signer.new_login(now, self.session_seconds), path=PREFIX,
+            SESSION_COOKIE, self.signer.new_login(now, self.session_seconds, scope), path=PREFIX,
             max_age=int(self.session_seconds), httponly=True, samesite="Strict", secure=self.secure_cookies,
         )  # fmt: skip
         response.del_cookie(LOGIN_COOKIE, path=PREFIX)

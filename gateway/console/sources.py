@@ -141,6 +141,11 @@ class BudgetSource:
             month_ends=month.end,
         )
 
+    async def bot_spend(self) -> ScopeBudget:
+        """The whole bot's spending today and this month against its own limits (``budgets.bot``)."""
+        [(today, this_month)] = await self.book.of_scopes([self.book.scope(BOT, "")])
+        return _scope(today, this_month)
+
     async def chat(self, session_key: str) -> ScopeBudget:
         """One chat's spending today and this month against its own limits (a scheduled job's runs: the
         job's)."""

@@ -145,12 +145,29 @@ def _speech_key(ctx: DoctorContext, config: HeraldConfig) -> list[Finding]:
     return [Finding("fail", "keys", missing_tts_key(config, str(ctx.home.env_path)))]
 
 
+async def check_api_keys(ctx: DoctorContext) -> list[Finding]:
+    """The OpenAI-compatible API's keys resolve and are strong enough, as the gateway's start requires
+    (with ``bots:`` checked once here, each key with the bot it names)."""
+    from gateway.openai_api.keys import key_ring  # hashlib only; keeps doctor's imports light
+
+    if ctx.config is None or not ctx.config.api.keys:
+        return []
+    load_env(ctx.home, ctx.environ)
+    try:
+        key_ring(ctx.config.api.keys, ctx.home, ctx.environ)
+    except ConfigError as error:
+        return [Finding("fail", "api", str(error))]
+    bots = sorted({key.bot for key in ctx.config.api.keys if key.bot is not None})
+    whose = f" (bots {', '.join(bots)})" if bots else ""
+    return [Finding("ok", "api", f"{len(ctx.config.api.keys)} API key(s) set{whose}.")]
+
+
 def default_checks() -> list[Check]:
     from gateway.doctor.cluster import check_redis  # these build on this module's findings
     from gateway.doctor.provider import check_provider
     from gateway.doctor.storage import check_storage
 
-    return [check_home, check_config, check_storage, check_redis, check_keys, check_provider]
+    return [check_home, check_config, check_storage, check_redis, check_keys, check_api_keys, check_provider]
 
 
 async def run_doctor(
@@ -189,7 +206,7 @@ async def _findings(ctx: DoctorContext, checks: Sequence[Check]) -> list[Finding
     return found
 
 
-BOT_SKIPS = ("check_home", "check_config")  # about the one home and its file: checked once, above
+BOT_SKIPS = ("check_home", "check_config", "check_api_keys")  # the home, its file, its keys: checked once
 
 
 async def _bots_findings(ctx: DoctorContext, checks: Sequence[Check]) -> list[Finding]:
@@ -205,12 +222,13 @@ async def _bots_findings(ctx: DoctorContext, checks: Sequence[Check]) -> list[Fi
         subject = f"bot {name}"
         try:
             environ = bot_environ(ctx.environ, settings.tokens, ctx.home, name)
-            require_platform(name, environ)
+            config = ctx.config.bot(name)
+            require_platform(name, environ, config)
         except ConfigError as error:
             found.append(Finding("fail", f"{subject} tokens", str(error)))
             continue
         home = bot_home(ctx.home, name, settings.profile)
-        bot = DoctorContext(home, environ, ctx.offline, config=ctx.config.bot(name), timeout=ctx.timeout)
+        bot = DoctorContext(home, environ, ctx.offline, config=config, timeout=ctx.timeout)
         chosen = [check for check in checks if check.__name__ not in BOT_SKIPS]
         found += [Finding(f.status, f"{subject} {f.subject}", f.text) for f in await _findings(bot, chosen)]
     return found

@@ -5,7 +5,8 @@ way only its digest is held here, and a presented key is hashed and compared wit
 digest in constant time. A key too short to resist guessing stops the start (like the console's token).
 The person a key acts for is ``platform:user_id``: ``api:NAME`` for someone who uses the API only (the
 key is their access: :func:`api_people`), or an existing person (``telegram:12345``), whose access,
-memory, limits and rights the key then shares.
+memory, limits and rights the key then shares. With ``bots:`` a key also names the bot it talks to: that
+person of that bot (each bot's API people are its own, ``HeraldConfig.bot``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Caller:
 
     person: str  # platform:user_id
     label: str  # for logs (never the key)
+    bot: str | None = None  # the bot the key talks to (``bots:``); None: the one bot
 
     @property
     def platform(self) -> str:
@@ -66,7 +68,8 @@ def key_ring(keys: Sequence[ApiKey], home: HeraldHome, environ: Mapping[str, str
     """The ring of ``api.keys``; a ConfigError names a ``$NAME`` that is not set or a key too short."""
     entries: list[tuple[bytes, Caller]] = []
     for index, key in enumerate(keys):
-        caller = Caller(key.person, key.label)
+        label = key.label if key.bot is None else f"{key.label} (bot {key.bot})"
+        caller = Caller(key.person, label, key.bot)
         if key.sha256 is not None:
             entries.append((bytes.fromhex(key.sha256), caller))
             continue

@@ -9,6 +9,10 @@ and clients keep waiting. Everything refused before a stream starts is an HTTP e
 (401 wrong key, 400 bad request, 404 unknown model, 403 not allowed, 429 over a spend limit, 503 while
 shutting down); a failure once the stream has started is an error event in it, as OpenAI sends one.
 
+With ``bots:`` each key names its bot (``api.keys[].bot``): its requests are answered by that bot's
+turns (its database, sessions, memory, limits and model), and ``/v1/models`` names the bot as the
+model's owner. A conversation found for one bot's key is never looked for in another bot's database.
+
 The conversation id a client may send: the header ``X-Herald-Conversation``, else
 ``metadata.conversation_id`` in the body, else Open WebUI's ``X-OpenWebUI-Chat-Id`` (sent when Open
 WebUI forwards its user info headers). It confines the matching of histories to that conversation.
@@ -20,18 +24,19 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
 from agent.api import Usage
-from gateway.config import ApiSettings, HeraldConfig
+from gateway.config import ApiSettings
 from gateway.openai_api.answering import NO_RETRY, ApiRequest, ApiTurns, ClientGone
 from gateway.openai_api.conversations import Conversations
 from gateway.openai_api.keys import Caller, KeyRing
 from gateway.openai_api.wire import (
     DONE,
     KEEP_ALIVE,
+    OWNER,
     ApiError,
     ChatRequest,
     Chunks,
@@ -195,9 +200,17 @@ Output = StreamOutput | WholeOutput
 
 
 class ApiServer:
-    """The API's application and the turns it runs (for a drain at shutdown)."""
+    """The API's application and the turns it runs (for a drain at shutdown). ``turns`` holds each bot's
+    (by name; None: the one bot without ``bots:``); a key's caller names its bot."""
 
-    def __init__(self, turns: ApiTurns, keys: KeyRing, settings: ApiSettings, *, created: int) -> None:
+    def __init__(
+        self,
+        turns: Mapping[str | None, ApiTurns],
+        keys: KeyRing,
+        settings: ApiSettings,
+        *,
+        created: int,
+    ) -> None:
         self.turns = turns
         self.keys = keys
         self.settings = settings
@@ -266,14 +279,14 @@ class ApiServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         try:
-            self._caller(request)
+            caller = self._caller(request)
         except ApiError as error:
             return error_response(error)
-        return web.json_response(models_body(self.settings.model_name, self.created))
+        return web.json_response(models_body(self.settings.model_name, self.created, _owner(caller)))
 
     async def _model(self, request: web.Request) -> web.Response:
         try:
-            self._caller(request)
+            caller = self._caller(request)
             name = request.match_info["model"]
             if name != self.settings.model_name:
                 raise ApiError(
@@ -283,7 +296,7 @@ class ApiServer:
                 )
         except ApiError as error:
             return error_response(error)
-        return web.json_response(model_body(name, self.created))
+        return web.json_response(model_body(name, self.created, _owner(caller)))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         if not self.accepting:
@@ -300,7 +313,7 @@ class ApiServer:
             output = StreamOutput(request, Chunks(answer_id, chat.model, created, chat.include_usage))
         else:
             output = WholeOutput(request, answer_id, chat.model, created)
-        answering = self.turns.answer(
+        answering = self.turns[caller.bot].answer(
             ApiRequest(caller, chat.transcript, conversation, output, answer_id, streaming=chat.stream)
         )
         task = asyncio.create_task(answering, name=f"api {caller.label} {answer_id}")
@@ -348,6 +361,11 @@ class ApiServer:
         return await output.fail(error)
 
 
+def _owner(caller: Caller) -> str:
+    """Who owns the model a key may use: its bot (``bots:``), else Herald."""
+    return caller.bot or OWNER
+
+
 @web.middleware
 async def _openai_errors(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -367,10 +385,18 @@ async def _openai_errors(
     return error_response(error)
 
 
-def build_api(config: HeraldConfig, services: Services, keys: KeyRing) -> ApiServer | None:
-    """The API of this gateway process, or None when no key is configured (then it is not served)."""
+def build_api(
+    settings: ApiSettings, keys: KeyRing, bots: Mapping[str | None, Services]
+) -> ApiServer | None:
+    """The API of this gateway process, or None when no key is configured (then it is not served):
+    each bot of ``bots`` (by name) answers on turns of its own, in its own database."""
     if not len(keys):
         return None
-    conversations = Conversations(services.runtime.storage)
-    turns = ApiTurns(services, conversations, slots=config.gateway.max_concurrent_turns)
-    return ApiServer(turns, keys, config.api, created=int(services.started_at))
+    turns = {
+        name: ApiTurns(
+            services, Conversations(services.runtime.storage), slots=services.settings.max_concurrent_turns
+        )
+        for name, services in bots.items()
+    }
+    started = min(services.started_at for services in bots.values())
+    return ApiServer(turns, keys, settings, created=int(started))

@@ -321,9 +321,12 @@ def event(data: Mapping[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-def models_body(model_name: str, created: int) -> dict[str, Any]:
-    return {"object": "list", "data": [model_body(model_name, created)]}
+OWNER = "herald"  # who owns the model, as /v1/models says, without bots: (with them: the key's bot)
 
 
-def model_body(model_name: str, created: int) -> dict[str, Any]:
-    return {"id": model_name, "object": "model", "created": created, "owned_by": "herald"}
+def models_body(model_name: str, created: int, owner: str = OWNER) -> dict[str, Any]:
+    return {"object": "list", "data": [model_body(model_name, created, owner)]}
+
+
+def model_body(model_name: str, created: int, owner: str = OWNER) -> dict[str, Any]:
+    return {"id": model_name, "object": "model", "created": created, "owned_by": owner}
