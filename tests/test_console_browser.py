@@ -20,6 +20,7 @@ from gateway.access.pairing import WELCOME
 from gateway.cron.jobs import RunStatus
 from gateway.cron.manage import COMMAND_LINE
 from gateway.home import HeraldHome
+from tests.bots_support import two_bots
 from tests.browser_support import PHONE, Watched, chromium, screenshot_if_failed, watched_page
 from tests.console_support import CONSOLE_TOKEN, ConsoleHarness, console_gateway
 from tests.emulator import ProviderEmulator, Reply
@@ -314,3 +315,25 @@ async def test_a_cache_miss_is_marked_on_its_chart_with_its_cause_and_chats_sort
         assert await row.locator("td.cause").inner_text() == "TTL expired"
         assert f"{miss.missed_tokens:,}" in await row.inner_text()
     assert tab.errors == []
+
+
+@pytest.mark.slow
+async def test_the_bot_switcher_leads_to_the_same_page_of_the_other_bot(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tab: Watched
+) -> None:
+    """With bots:, every page has the bots' names at the top; a click on another keeps the page."""
+    environ = {"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
+    async with two_bots(home, emulator, emulator_url, environ=environ) as harness:
+        url, page = harness.gateway.http.url, tab.page
+        await page.goto(url + "/console/bots/family/budgets")
+        await page.fill("#token", CONSOLE_TOKEN)
+        await page.click("button[type=submit]")
+        await page.wait_for_url(url + "/console/bots/family/budgets")
+        assert await page.locator("nav.bots a[aria-current]").inner_text() == "family"
+        await page.click("nav.bots >> text=work")
+        await page.wait_for_url(url + "/console/bots/work/budgets")
+        assert await page.locator("nav.bots a[aria-current]").inner_text() == "work"
+        assert await page.locator("h1").inner_text() == "Budgets" and "work" in await page.title()
+        await page.click("header nav:not(.bots) >> text=Overview")  # the page links keep the bot
+        await page.wait_for_url(url + "/console/bots/work/")
+        assert await page.locator("#bots tr[data-bot]").count() == 2
