@@ -60,6 +60,7 @@ async def log_in(tab: Watched, console: ConsoleHarness) -> None:
     await page.click("button[type=submit]")
     await page.wait_for_url(console.url + "/console/chats")  # ...is where the login leads
     assert await page.locator("h1").inner_text() == "Chats"
+    assert await page.locator("nav.bots").count() == 0  # one bot (no bots:): no switcher
 
 
 async def test_log_in_and_see_every_page_on_a_desktop_and_a_phone(
