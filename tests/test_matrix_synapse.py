@@ -2,10 +2,11 @@
 one per test session, with a real person on it writing through the client-server API as Element does.
 
 What the fake homeserver (``tests/fakes/matrix``) cannot prove: that Synapse's own answers (its sync,
-invites, relations, edits) are read and written the way the adapter expects. A DM invite from an
-allowed person accepted and answered; a thread answered in its thread; a gateway stopped while
-someone writes answers that message once after its restart and replays nothing; an invite from
-anyone else declined."""
+invites, relations, edits, cut timelines) are read and written the way the adapter expects. Through
+the whole gateway: a DM invite from an allowed person accepted and answered; a thread answered in
+its thread; a gateway stopped while someone writes answers that message once after its restart and
+replays nothing; an invite from anyone else declined. Through the adapter alone: a long absence
+paged in whole; an encrypted room refused out loud."""
 
 from __future__ import annotations
 
@@ -19,15 +20,18 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
-from adapters.matrix.adapter import DECLINED
+from adapters.matrix.adapter import DECLINED, ENCRYPTED_NOTICE, MatrixAdapter
+from adapters.matrix.settings import RECORDS
 from adapters.matrix.spec import TOKEN
+from adapters.records import MemoryRecordStore
 from gateway.app import Gateway, open_gateway
 from gateway.home import HeraldHome
 from tests.conformance.harness import STREAM_INTERVAL, idle, user_texts
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
-from tests.fakes.waiting import wait_until_awaited
+from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.synapse_server import REQUEST_TIMEOUT, SERVER_NAME, Account, SynapseMissing, SynapseServer
+from tests.test_matrix_adapter import Inbox
 
 pytestmark = pytest.mark.slow
 
@@ -82,9 +86,12 @@ class Person:
         body = {"invite": [bot], "is_direct": True, "preset": "trusted_private_chat"}
         return str((await self._call("POST", "/createRoom", body))["room_id"])
 
-    async def room(self, invite: list[str]) -> str:
-        """A new private room with ``invite`` invited; its room id."""
-        body = {"invite": invite, "preset": "private_chat", "name": "a shared room"}
+    async def room(self, invite: list[str], *, encrypted: bool = False) -> str:
+        """A new private room with ``invite`` invited (``encrypted``: end-to-end); its room id."""
+        body: dict[str, Any] = {"invite": invite, "preset": "private_chat", "name": "a shared room"}
+        if encrypted:
+            encryption = {"algorithm": "m.megolm.v1.aes-sha2"}
+            body["initial_state"] = [{"type": "m.room.encryption", "state_key": "", "content": encryption}]
         return str((await self._call("POST", "/createRoom", body))["room_id"])
 
     async def join(self, room: str) -> None:
@@ -272,3 +279,47 @@ async def test_an_invite_from_someone_not_allowed_is_declined(
     ]
     assert memberships == [("invite", None), ("leave", DECLINED)]  # never joined
     assert emulator.requests == []
+
+
+async def test_a_long_absence_is_paged_in_whole_in_order(synapse: SynapseServer) -> None:
+    """More was written while the bot was away than one sync's timeline holds: Synapse cuts it
+    (``limited``) and the adapter pages the rest in from the room's history, up to its stored token."""
+    bot, records = await synapse.register("bot"), MemoryRecordStore(RECORDS)
+    async with person(synapse, "friend") as friend:
+        away = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await away.start(Inbox(records))
+        try:
+            room = await friend.direct_chat(bot.user_id)
+            await joined(friend, room, bot.user_id)
+        finally:
+            await away.stop()
+        for n in range(70):
+            await friend.say(room, f"message {n}")
+        inbox = Inbox(records)
+        back = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await back.start(inbox)
+        try:
+            await wait_until(lambda: len(inbox.texts) >= 70, what="the 70 messages handed over")
+        finally:
+            await back.stop()
+    assert inbox.texts == [f"message {n}" for n in range(70)]
+
+
+async def test_invited_to_an_encrypted_room_the_bot_says_it_cannot_read_it_and_leaves(
+    synapse: SynapseServer,
+) -> None:
+    bot, records = await synapse.register("bot"), MemoryRecordStore(RECORDS)
+    async with person(synapse, "friend") as friend:
+        adapter = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await adapter.start(Inbox(records))
+        try:
+            room = await friend.room([bot.user_id], encrypted=True)
+
+            async def left() -> bool:
+                return await friend.membership(room, bot.user_id) == "leave"
+
+            await wait_until_awaited(left, what="the bot left the encrypted room")
+            said = await friend.answers(room, bot.user_id)
+        finally:
+            await adapter.stop()
+    assert [answer.text for answer in said] == [ENCRYPTED_NOTICE]
