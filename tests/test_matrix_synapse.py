@@ -6,7 +6,8 @@ invites, relations, edits, cut timelines) are read and written the way the adapt
 the whole gateway: a DM invite from an allowed person accepted and answered; a thread answered in
 its thread; a gateway stopped while someone writes answers that message once after its restart and
 replays nothing; an invite from anyone else declined. Through the adapter alone: a long absence
-paged in whole; an encrypted room refused out loud."""
+paged in whole; a room's history from before the invite not handed over; an encrypted room refused
+out loud."""
 
 from __future__ import annotations
 
@@ -93,6 +94,9 @@ class Person:
             encryption = {"algorithm": "m.megolm.v1.aes-sha2"}
             body["initial_state"] = [{"type": "m.room.encryption", "state_key": "", "content": encryption}]
         return str((await self._call("POST", "/createRoom", body))["room_id"])
+
+    async def invite(self, room: str, user: str) -> None:
+        await self._call("POST", f"/rooms/{quote(room, safe='')}/invite", {"user_id": user})
 
     async def join(self, room: str) -> None:
         await self._call("POST", f"/rooms/{quote(room, safe='')}/join", {})
@@ -303,6 +307,33 @@ async def test_a_long_absence_is_paged_in_whole_in_order(synapse: SynapseServer)
         finally:
             await back.stop()
     assert inbox.texts == [f"message {n}" for n in range(70)]
+
+
+async def test_a_room_s_history_from_before_the_invite_is_not_handed_over_what_came_after_it_is(
+    synapse: SynapseServer,
+) -> None:
+    """Synapse shows a room the bot has just joined with its recent history: what was written before
+    the invite is not for the bot (not even a mention of it); what came after it, before the bot
+    joined, is."""
+    bot, records = await synapse.register("bot"), MemoryRecordStore(RECORDS)
+    async with person(synapse, "friend") as friend, person(synapse, "other") as other:
+        away = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await away.start(Inbox(records))  # the bot has run: it has a sync token
+        await away.stop()
+        room = await friend.room([other.user_id])
+        await other.join(room)
+        await friend.say(room, "an old question", mention=bot.user_id)
+        await other.say(room, "old chatter")
+        await friend.invite(room, bot.user_id)
+        await friend.say(room, "welcome", mention=bot.user_id)
+        inbox = Inbox(records)
+        back = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await back.start(inbox)
+        try:
+            await wait_until(lambda: inbox.texts, what="the room's news handed over")
+        finally:
+            await back.stop()
+    assert inbox.texts == [f"{bot.user_id}: welcome"]
 
 
 async def test_invited_to_an_encrypted_room_the_bot_says_it_cannot_read_it_and_leaves(
