@@ -23,6 +23,7 @@ from adapters.base import (
     SinkUnavailable,
 )
 from adapters.matrix.adapter import ENCRYPTED_NOTICE, TOKEN_KEY, MatrixAdapter
+from adapters.matrix.inbound import since_invited
 from adapters.matrix.settings import RECORDS, MatrixSettings
 from adapters.matrix.spec import SPEC
 from adapters.records import MemoryRecordStore
@@ -130,6 +131,36 @@ async def test_a_cut_timeline_is_filled_so_nothing_is_lost() -> None:
         async with adapter_on(fake, inbox):
             await wait_until(lambda: len(inbox.texts) >= 120 and not fake.pending(), what="all 120")
     assert inbox.texts == [f"message {n}" for n in range(120)]
+
+
+async def test_a_room_s_history_from_before_the_invite_is_not_handed_over_what_came_after_it_is() -> None:
+    """Joined, a room shows its recent history (Synapse does; the fake too): written before the bot
+    was asked in, it is not for the bot, not even a mention of it. A direct chat's first words, typed
+    before the bot joined, are."""
+    fake, records = world(), MemoryRecordStore(RECORDS)
+    async with fake.serve():
+        async with adapter_on(fake, Inbox(records)):
+            pass  # the bot has run: it has a sync token
+        room = fake.create_room([FRIEND, OTHER], bot=False)
+        fake.message(room, FRIEND, text("an old question for Herald", **{"m.mentions": {"user_ids": [BOT]}}))
+        fake.message(room, OTHER, text("old chatter"))
+        fake.invite(FRIEND, room_id=room)
+        fake.message(room, FRIEND, text("welcome, Herald", **{"m.mentions": {"user_ids": [BOT]}}))
+        inbox = Inbox(records)
+        async with adapter_on(fake, inbox):
+            await wait_until(lambda: inbox.texts and not fake.pending(), what="the room's news")
+    assert inbox.texts == ["welcome, Herald"]
+
+
+def test_since_invited_keeps_what_came_after_the_bot_s_latest_invite() -> None:
+    def member(user: str, membership: str) -> dict[str, Any]:
+        return {"type": "m.room.member", "state_key": user, "content": {"membership": membership}}
+
+    old, new = {"type": "m.room.message", "body": "old"}, {"type": "m.room.message", "body": "new"}
+    assert since_invited([old, member(BOT, "invite"), new], BOT) == [new]
+    assert since_invited([member(BOT, "invite"), old, member(BOT, "invite"), new], BOT) == [new]
+    assert since_invited([old, member(FRIEND, "invite"), new], BOT) == [old, member(FRIEND, "invite"), new]
+    assert since_invited([old, member(BOT, "join"), new], BOT) == [old, member(BOT, "join"), new]
 
 
 async def test_invites_are_accepted_from_allowed_people_only() -> None:

@@ -12,9 +12,8 @@ from adapters.base import Attachment, DeliveryError
 from adapters.slack import files
 from adapters.slack.spec import SIGNING_SECRET
 from gateway.home import HeraldHome
-from tests.conformance.harness import running
+from tests.conformance.harness import running, user_texts
 from tests.conformance.slack_driver import CHANNEL, SlackDriver
-from tests.conformance.test_scenarios import user_texts
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.slack.server import SIGNING_SECRET as FAKE_SECRET
 from tests.fakes.waiting import wait_until

@@ -6,7 +6,8 @@ A batch's messages go to the sink first; only once it returned is the token of t
 the record store, so a restart or another process of the cluster goes on from it): a crash before
 that syncs the same batch again, and the gateway's inbox drops what it already has. The very first
 sync of a bot (no token kept yet) only takes the token: history from before the bot started is not
-answered.
+answered, nor a room's history from before the bot was invited to it (which the homeserver shows
+when the bot joins).
 
 Invites are accepted from ``gateway.admins`` and ``matrix.allowed_users``, and to the rooms of
 ``matrix.allowed_rooms``; any other is declined at once (nothing else is done for it). Encrypted rooms
@@ -63,6 +64,7 @@ from .inbound import (
     mentions,
     read_sync,
     relations,
+    since_invited,
     to_inbound,
 )
 from .settings import PLATFORM, RECORDS
@@ -372,9 +374,10 @@ class MatrixAdapter(Adapter):
         return known
 
     async def _messages(self, room: RoomEvents, since: str | None) -> list[InboundMessage]:
-        events = list(room.timeline)
+        events: list[Mapping[str, Any]] = list(room.timeline)
         if room.gap is not None and since is not None:
             events = [*await self._missed(room.room_id, room.gap, since), *events]
+        events = since_invited(events, self._me)  # a room just joined comes with its history
         found: list[InboundMessage] = []
         for event in events:
             if not is_message(event, self._me):

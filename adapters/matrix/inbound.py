@@ -9,7 +9,7 @@ members) and whether a reply answers the bot.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,24 @@ def is_message(event: Mapping[str, Any], me: str) -> bool:
         and (content.get("msgtype") in TEXT_TYPES or content.get("msgtype") in MEDIA_KINDS)
         and not relations(content).edit
     )
+
+
+def since_invited(events: Sequence[Mapping[str, Any]], me: str) -> list[Mapping[str, Any]]:
+    """The events after the bot's latest invite among ``events`` (all of them when there is none).
+
+    A room the bot has just joined comes with its recent history (Synapse shows a newly joined room's
+    last events, and its ``/messages`` pages back through history the room lets members see): what was
+    written before anyone asked the bot in is not for it to answer. What came after the invite (a
+    direct chat's first words, typed before the bot joined) is."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if (
+            event.get("type") == MEMBER
+            and event.get("state_key") == me
+            and _mapping(event.get("content")).get("membership") == "invite"
+        ):
+            return list(events[index + 1 :])
+    return list(events)
 
 
 def mentions(content: Mapping[str, Any], me: str, my_name: str) -> bool:

@@ -39,17 +39,10 @@ class Running:
     async def settled(self, timeout: float = WAIT_TIMEOUT) -> None:  # noqa: ASYNC109 - a bounded wait
         """Wait until everything people wrote so far was handed over, stored, answered and the answers
         sent (checked in the order work flows, so nothing slips between two checks)."""
-        services = self.gateway.services
-        await self.driver.delivered(services.adapters[self.name])
-
-        async def idle() -> bool:
-            return (
-                not await services.inbox.pending()
-                and services.lanes.depth == 0
-                and await services.outbox.pending_count() == 0
-            )
-
-        await wait_until_awaited(idle, timeout, what=f"the gateway on {self.name} idle")
+        await self.driver.delivered(self.gateway.services.adapters[self.name])
+        await wait_until_awaited(
+            lambda: idle(self.gateway), timeout, what=f"the gateway on {self.name} idle"
+        )
 
     async def counted(self, metric: str, labels: Mapping[str, str]) -> float:
         """The value of ``metric`` (a Prometheus sample of the gateway's) once it is at least 1."""
@@ -61,6 +54,27 @@ class Running:
 
     async def session_keys(self) -> list[str]:
         return sorted(s.session_key for s in await self.gateway.services.runtime.store.list_sessions())
+
+
+async def idle(gateway: Gateway) -> bool:
+    """Everything handed to the gateway so far was stored, answered and the answers sent."""
+    services = gateway.services
+    return (
+        not await services.inbox.pending()
+        and services.lanes.depth == 0
+        and await services.outbox.pending_count() == 0
+    )
+
+
+def user_texts(request: Any) -> list[str]:
+    """The text of each user message of a model request."""
+    return [
+        block["text"]
+        for message in request.json["messages"]
+        if message["role"] == "user"
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+        if block.get("type") == "text"
+    ]
 
 
 def gateway_settings(driver: Driver, **gateway: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 from tests.conformance.driver import Driver
 from tests.conformance.drivers import DRIVERS
-from tests.conformance.harness import configure, gateway_process, running
+from tests.conformance.harness import configure, gateway_process, running, user_texts
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import PROCESS_TIMEOUT, wait_until, wait_until_sync
 from tests.media_files import photo
@@ -33,17 +33,6 @@ LONG_ANSWER = "**Read this first.** The whole program:\n\n```python\ndef main():
 
 
 ANSWER = "Hello, friend."
-
-
-def user_texts(request: Any) -> list[str]:
-    """The text of each user message of a model request."""
-    return [
-        block["text"]
-        for message in request.json["messages"]
-        if message["role"] == "user"
-        for block in (message["content"] if isinstance(message["content"], list) else [])
-        if block.get("type") == "text"
-    ]
 
 
 def system_text(request: Any) -> str:

@@ -2,7 +2,8 @@
 
 Every event (a message, an edit, a membership, an invite of the bot) gets the next position in one
 stream; a sync token is ``s<position>``, and a sync since ``s<n>`` answers what came after ``n`` in the
-rooms the bot had joined when it happened (and its invites). What a person does is a method here
+rooms the bot had joined when it happened (and its invites); a room the bot joined since shows its
+last events, from before the join too, as Synapse does. What a person does is a method here
 (:meth:`MatrixState.message`, :meth:`MatrixState.invite`...); what the bot did is read back with
 :meth:`MatrixState.bot_events` and friends. All under ``lock``: the server may run on another thread.
 """
@@ -107,9 +108,9 @@ class MatrixState:
                 self._direct[user] = self.create_room([user])
             return self._direct[user]
 
-    def invite(self, inviter: str, *, encrypted: bool = False) -> str:
-        """``inviter`` makes a room (encrypted or not) and invites the bot."""
-        room_id = self.create_room([inviter], bot=False, encrypted=encrypted)
+    def invite(self, inviter: str, *, encrypted: bool = False, room_id: str | None = None) -> str:
+        """``inviter`` makes a room (encrypted or not; or takes ``room_id``) and invites the bot."""
+        room_id = room_id or self.create_room([inviter], bot=False, encrypted=encrypted)
         with self.lock:
             self._membership(room_id, inviter, BOT, "invite")
         self.on_change()
@@ -217,12 +218,26 @@ class MatrixState:
                     invite[item.room_id] = self._invited(self.rooms[item.room_id])
                 elif item.visible and item.event["sender"] not in not_senders:
                     news.setdefault(item.room_id, []).append(item)
+            for room_id in self._joined_since(since):  # as Synapse: a room just joined shows its last
+                shown = [i for i in self.stream[:end] if i.event["sender"] not in not_senders]
+                news[room_id] = [i for i in shown if i.room_id == room_id]  # from before the join too
             for room_id, items in news.items():
                 cut = len(items) > limit
                 kept = items[-limit:]
                 gap = f"s{kept[0].position - 1}" if cut else None
                 join[room_id] = self._joined(self.rooms[room_id], [i.event for i in kept], [], cut, gap)
         return {"next_batch": f"s{end}", "rooms": {"join": join, "invite": invite}}
+
+    def _joined_since(self, since: int) -> set[str]:
+        """The rooms the bot joined after position ``since`` and is still in."""
+        return {
+            item.room_id
+            for item in self.stream[since:]
+            if item.event["type"] == "m.room.member"
+            and item.event.get("state_key") == BOT
+            and item.event["content"].get("membership") == "join"
+            and self.rooms[item.room_id].members.get(BOT) == "join"
+        }
 
     def _joined(
         self,
@@ -254,8 +269,9 @@ class MatrixState:
         return {"invite_state": {"events": events}}
 
     def messages_between(self, room_id: str, start: int, stop: int, limit: int) -> dict[str, Any]:
-        """``/messages`` backwards from position ``start`` down to ``stop`` (exclusive)."""
-        items = [i for i in self.stream[stop:start] if i.room_id == room_id and i.visible][::-1][:limit]
+        """``/messages`` backwards from position ``start`` down to ``stop`` (exclusive); history from
+        before the bot joined too, as Synapse shows it (history visibility "shared")."""
+        items = [i for i in self.stream[stop:start] if i.room_id == room_id][::-1][:limit]
         end = f"s{items[-1].position - 1}" if items else f"s{stop}"
         return {"chunk": [_shown(i.event) for i in items], "start": f"s{start}", "end": end}
 
