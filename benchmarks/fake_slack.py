@@ -29,8 +29,8 @@ def user_of(chat: int) -> str:
 
 
 def number(ts: str) -> int:
-    """A message's ``ts`` as the fake makes it (``<seconds>.<counter>``): its counter is unique."""
-    return int(ts.rpartition(".")[2])
+    """A message's ``ts`` (seconds with six decimals, unique) as a number: its microseconds."""
+    return int(ts.replace(".", ""))
 
 
 def _inject(fake: FakeSlack, tags: dict[str, int], messages: list[tuple[int, str, str]]) -> list[Sent]:

@@ -1,7 +1,8 @@
 """Slack in a cluster: one process holds the Socket Mode connection, elected like Telegram polling (two
 gateways on one PostgreSQL, one Redis and one fake Slack, in one event loop). When it stops, the other
-connects within ``cluster.leader_ttl`` and reads back, from the cursor the first one stored, what was
-sent while nobody was connected: answered once."""
+connects within ``cluster.leader_ttl`` and reads back what was sent while nobody was connected (from
+the cursors the first one stored, and in a DM that has none yet, from when the first one connected):
+answered once."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ async def test_one_gateway_holds_the_socket_and_the_other_takes_it_over_when_it_
     redis_server: RedisServer,
 ) -> None:  # fmt: skip
     driver = SlackDriver()
-    fake, place = driver.fake, driver.dm_place(driver.friend)
+    fake, place, admin = driver.fake, driver.dm_place(driver.friend), driver.dm_place(driver.admin)
     async with slack_cluster(
         driver, home, emulator_url, postgresql_database, redis_server.url, ["a", "b"]
     ) as cluster:
@@ -96,16 +97,18 @@ async def test_one_gateway_holds_the_socket_and_the_other_takes_it_over_when_it_
         await until(lambda: len(opened("apps.connections.open")) == 2, LEADER_TTL + SLACK, "the other's turn")
         opening = opened("apps.connections.open")[1]
         driver.dm(driver.friend, "during the handover")  # into no socket: Slack drops the event
+        driver.dm(driver.admin, "a first word while nobody listened")  # a DM with no stored cursor yet
         fake.release("apps.connections.open")
         await until(lambda: fake.live(), SLACK, "the other's socket")
         assert cluster.leaders() == [name for name in ("a", "b") if name != first]
         await until(lambda: len(driver.messages(place)) == 2, SETTLE_TIMEOUT, "the gap's message answered")
+        await until(lambda: len(driver.messages(admin)) == 1, SETTLE_TIMEOUT, "the first DM answered")
         driver.dm(driver.friend, "after the handover")
         await cluster.settled()
-        answers = driver.messages(place)
+        answers, first_dm = driver.messages(place), driver.messages(admin)
     said = [user_texts(request)[-1] for request in emulator.requests]
-    for text in ("before the handover", "during the handover", "after the handover"):
+    for text in ("before the handover", "during the handover", "a first word", "after the handover"):
         assert sum(text in line for line in said) == 1, (text, said)  # nothing lost, nothing doubled
-    assert len(answers) == len(said) == 3 and fake.connections == 2
+    assert len(answers) == 3 and len(first_dm) == 1 and len(said) == 4 and fake.connections == 2
     took = opening.time - stopping
     assert took < LEADER_TTL + SLACK, f"the socket was taken over {took:.1f} s after the leader stopped"

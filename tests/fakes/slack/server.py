@@ -96,7 +96,7 @@ class FakeSlack:
         self.event_posts: list[tuple[int, int]] = []  # (retry number, status) of each Events API POST
         self._failures: dict[str, list[float]] = {}
         self._gates: dict[str, asyncio.Event] = {}  # held methods
-        self._ts = itertools.count(1)
+        self._last_ts = 0  # microseconds: every message's ts is the time it was made, and unique
         self._ids = itertools.count(1)
         self._sockets: list[_Socket] = []
         self._unacked: dict[str, dict[str, Any]] = {}  # envelope id -> envelope
@@ -122,7 +122,11 @@ class FakeSlack:
         return channel
 
     def _next_ts(self) -> str:
-        return f"{int(time.time())}.{next(self._ts):06d}"
+        """Slack's ``ts``: the time in seconds with six decimals, unique in the workspace."""
+        with self.lock:
+            self._last_ts = max(int(time.time() * 1_000_000), self._last_ts + 1)
+            micros = self._last_ts
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     # --- what people do -------------------------------------------------------------------------
 
