@@ -93,6 +93,7 @@ async def test_a_post_with_a_bad_or_old_signature_is_refused(
     assert status == 401 and emulator.requests == []
 
 
+@pytest.mark.slow
 async def test_slash_commands_posted_over_http_are_answered_privately_or_in_the_channel(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
