@@ -23,9 +23,9 @@ cache measurement both run on this loop, so the emulated clock and the scripted 
   gateway process's peak RSS while it reads them, and what stays in use afterwards. Then one such
   image in each format, alone in a fresh process: how it is decoded, the memory estimated before
   and the peak measured.
-- **platforms**: latency and throughput as above (stock adapters), on Matrix and on Discord: each
-  platform's fake in a process of its own (``benchmarks/fake_matrix.py``, ``fake_discord.py``) in place
-  of the fake Telegram (``benchmarks/gateway_platforms.py``).
+- **platforms**: latency and throughput as above (stock adapters), on Matrix, Discord and Slack (Socket
+  Mode): each platform's fake in a process of its own (``benchmarks/fake_matrix.py``, ``fake_discord.py``,
+  ``fake_slack.py``) in place of the fake Telegram (``benchmarks/gateway_platforms.py``).
 - **cache**: scripted conversations through the gateway; efficiency = cache read ÷ what an oracle could
   have read (see ``benchmarks/cache.py``), and what a new chat's first request reads.
 
@@ -252,14 +252,15 @@ async def main_async(size: Size, only: list[str], *, trace: bool) -> None:
             print("\nOne image alone, each in a fresh process:\n\n" + table(DECODE_COLUMNS, decode_costs()))
     if "platforms" in only:
         names = list(gateway_platforms.PLATFORMS)
-        with section("Matrix and Discord: latency, one message at a time"):
+        listed = ", ".join(names)
+        with section(f"{listed}: latency, one message at a time"):
             rows = [
                 await fresh(gateway_platforms.latency(name, size.latency_messages, interval))
                 for name in names
                 for interval in (1.0, 0.0)
             ]
             print(table(gateway_platforms.LATENCY_COLUMNS, rows))
-        title = f"Matrix and Discord: throughput, {size.chats} chats × {size.per_chat} messages at once"
+        title = f"{listed}: throughput, {size.chats} chats × {size.per_chat} messages at once"
         with section(title):
             rows = [
                 await fresh(gateway_platforms.throughput(name, size.chats, size.per_chat, interval=interval))

@@ -1,7 +1,7 @@
-"""Matrix and Discord through the whole gateway: the latency and throughput measurements of
+"""Matrix, Discord and Slack through the whole gateway: the latency and throughput measurements of
 ``benchmarks/gateway.py`` by the same method, each platform's fake in a process of its own
-(``benchmarks/fake_matrix.py``, ``benchmarks/fake_discord.py``) in place of the fake Telegram, and the
-stock adapter built from the platform's spec, as ``herald gateway run`` builds it."""
+(``benchmarks/fake_matrix.py``, ``fake_discord.py``, ``fake_slack.py``) in place of the fake Telegram,
+and the stock adapter built from the platform's spec, as ``herald gateway run`` builds it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tempfile import TemporaryDirectory
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_discord import FakeDiscordProcess
 from benchmarks.fake_matrix import FakeMatrixProcess
+from benchmarks.fake_slack import FakeSlackProcess
 from benchmarks.fake_telegram import Check, Sent
 from benchmarks.gateway_harness import STORAGE_URL, fresh_home, ms, operations_sent, percentile, poll, settle
 from benchmarks.platform_process import PlatformProcess
@@ -22,6 +23,7 @@ from gateway.config import HeraldConfig
 PLATFORMS: dict[str, Callable[[], PlatformProcess]] = {
     "Matrix": FakeMatrixProcess,
     "Discord": FakeDiscordProcess,
+    "Slack": FakeSlackProcess,
 }
 LATENCY_CHATS = [101, 102, 103, 104]
 LATENCY_SPACING = 0.1

@@ -1,6 +1,7 @@
 """A fake platform in a process of its own for the benchmarks: the measured gateway shares no CPU
 time or memory with the fake it talks to. One way to start, command and stop such a process; each
-platform's fake (``benchmarks.fake_telegram``, ``fake_discord``, ``fake_matrix``) gives its commands."""
+platform's fake (``benchmarks.fake_telegram``, ``fake_discord``, ``fake_matrix``, ``fake_slack``) gives
+its commands."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently, the
-Events API's signatures and retries, a mention in a thread, files that answer with a sign-in page."""
+Events API's signatures and retries, slash commands over HTTP and their private replies through
+``response_url``, a mention in a thread, files that answer with a sign-in page."""
 
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -15,6 +17,7 @@ from gateway.home import HeraldHome
 from tests.conformance.harness import running, user_texts
 from tests.conformance.slack_driver import CHANNEL, SlackDriver
 from tests.emulator import ProviderEmulator, Reply
+from tests.fakes.slack.server import FORM
 from tests.fakes.slack.server import SIGNING_SECRET as FAKE_SECRET
 from tests.fakes.waiting import wait_until
 
@@ -87,6 +90,40 @@ async def test_a_post_with_a_bad_or_old_signature_is_refused(
         status = await driver.fake.post_signed(body, secret=secret, age=age)
         await platform.settled()
     assert status == 401 and emulator.requests == []
+
+
+@pytest.mark.slow
+async def test_slash_commands_posted_over_http_are_answered_privately_or_in_the_channel(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """The Events API mode (no socket): ``/herald help`` is private, so its answer goes to the asker
+    alone through the command's ``response_url``; ``/herald new`` is answered in the channel for all;
+    a form with a bad signature is refused 401 and nothing of it is stored or answered."""
+    driver = EventsDriver()
+    fake = driver.fake
+    async with running(driver, home, emulator, emulator_url) as platform:
+        fake.events_to(f"{platform.gateway.http.url}/slack/events")
+        helped = fake.slash_command(driver.friend, CHANNEL, "/herald", "help")
+        await wait_until(lambda: fake.event_posts, what="the command's POST answered")
+        await platform.settled()
+        fake.slash_command(driver.friend, CHANNEL, "/herald", "new")
+        await wait_until(lambda: len(fake.event_posts) == 2, what="the second command's POST answered")
+        await platform.settled()
+        forged = {**helped, "text": "status", "trigger_id": "forged.trigger"}
+        await fake.post_signed(urlencode(forged).encode(), secret="not-the-secret", content_type=FORM)
+        await platform.settled()
+        inbox = platform.gateway.services.inbox
+        stored_forged = await inbox.find("slack", CHANNEL, "command:forged.trigger")
+        stored_help = await inbox.find("slack", CHANNEL, f"command:{helped['trigger_id']}")
+    said = [m for m in fake.messages if m.bot and m.channel == CHANNEL]
+    private = [m for m in said if m.ephemeral_to is not None]
+    public = [m for m in said if m.ephemeral_to is None]
+    assert fake.event_posts == [(0, 200), (0, 200), (0, 401)]
+    assert [(m.ephemeral_to, m.text.splitlines()[0]) for m in private] == [(driver.friend, "Commands:")]
+    assert "/new" in private[0].text
+    assert len(public) == 1 and public[0].text.startswith("New session started")
+    assert [c.args["channel"] for c in fake.calls_to("chat.postMessage")] == [CHANNEL]  # help: not posted
+    assert stored_help is not None and stored_forged is None and emulator.requests == []
 
 
 async def test_a_mention_in_a_thread_is_answered_there_with_the_threads_earlier_messages(

@@ -74,7 +74,8 @@ class _CatchUp:
     """Queued after a connection opened: read back what may have been missed before it."""
 
     replaced: bool
-    since: float | None  # when the previous connection opened (None: only channels with a cursor)
+    since: float | None  # when this process's previous connection opened (None: its first one)
+    opened: float  # when this connection opened
 
 
 class SlackAdapter(Adapter):
@@ -246,7 +247,7 @@ class SlackAdapter(Adapter):
 
     def _connected(self, replaced: bool) -> None:
         since, self._connected_at = self._connected_at, time.time()
-        self._queue.put_nowait(_CatchUp(replaced, since if replaced else None))
+        self._queue.put_nowait(_CatchUp(replaced, since if replaced else None, self._connected_at))
         self._status.detail = ""
 
     async def _consume(self) -> None:
@@ -282,11 +283,12 @@ class SlackAdapter(Adapter):
         client, me = self._started(), self._me
         assert me is not None
         caught, channels = 0, 0
-        try:
+        try:  # a channel with no cursor: from when the last connection, of any process, opened
+            since = item.since if item.replaced else await self._cursors.last_connected()
             for channel in await catchup.channels_of_bot(client):
                 oldest = await self._cursors.get(channel.id)
-                if oldest is None and item.since is not None:
-                    oldest = f"{item.since:.6f}"
+                if oldest is None and since is not None:
+                    oldest = f"{since:.6f}"
                 if oldest is None:
                     continue
                 events = await catchup.missed(
@@ -300,6 +302,10 @@ class SlackAdapter(Adapter):
             log.warning("Slack catch-up after a new Socket Mode connection failed (%s); messages of the gap "
                         "may be missing", delivery_error(exc, "conversations.history"))  # fmt: skip
             return
+        try:
+            await self._cursors.connected(item.opened)
+        except Exception as exc:  # an older time only means a longer catch-up next time
+            log.info("Could not record when the Slack connection opened (%s)", type(exc).__name__)
         if item.replaced:
             log.warning(
                 "Slack Socket Mode connection replaced (the old one stopped answering pings or was closed); "

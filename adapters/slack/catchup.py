@@ -7,7 +7,10 @@ moved since (``conversations.replies``). Whatever was already stored is a duplic
 so the gap is closed from a point that is surely before it: nothing lost, nothing doubled.
 
 Cursors live in the adapter's record store, so another process of a cluster that takes the socket
-over, or a restart, catches up from the same point.
+over, or a restart, catches up from the same point. A channel with no cursor yet (a person's first DM)
+is read from when the last connection opened, also kept there: whatever was written in it since then
+was never stored, so it was missed. Before the very first connection there is no such time, and old
+history is not answered.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ PAGE = 200  # messages or channels per Web API page
 MAX_PAGES = 25  # per channel and catch-up: 5,000 messages at most
 THREADS_KEPT = 50  # threads remembered per channel as "moved recently", for their replies
 CONVERSATION_TYPES = "public_channel,private_channel,mpim,im"
+CONNECTED = "connected"  # the record of when the last connection opened
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,16 @@ class Cursors:
             self._seen[channel] = ts
         if thread:
             await self._remember_thread(channel, thread)
+
+    async def last_connected(self) -> float | None:
+        """When the last Socket Mode connection (of this process or another) opened, if one did."""
+        stored = await self._records.get(CONNECTED)
+        at = stored.value.get("at") if stored is not None else None
+        return float(at) if isinstance(at, (int, float)) else None
+
+    async def connected(self, at: float) -> None:
+        """A connection opened at ``at`` and what came before it was caught up."""
+        await self._records.put(CONNECTED, {"at": at})
 
     async def threads(self, channel: str) -> list[str]:
         stored = await self._records.get(f"threads:{channel}")

@@ -3,11 +3,12 @@
 People act through :meth:`FakeSlack.post` (a message in a channel or DM, in a thread, with files),
 :meth:`FakeSlack.slash_command`, :meth:`FakeSlack.open_home`. Each becomes an event pushed to the
 live Socket Mode connection (kept until acknowledged, sent again after a reconnection, as Slack does)
-or, with :meth:`FakeSlack.events_to`, POSTed signed to an Events API URL. :meth:`FakeSlack.silence`
-makes the socket stop answering pings and swallow events, like a connection that died without a close
-frame: what is sent meanwhile is lost unless read back with ``conversations.history``. Faults:
-:meth:`FakeSlack.fail_next` (a 429 with ``Retry-After``). Thread safe: a test may drive a fake served
-from another thread.
+or, with :meth:`FakeSlack.events_to`, POSTed signed to an Events API URL (a slash command as a form).
+:meth:`FakeSlack.silence` makes the socket stop answering pings and swallow events, like a connection
+that died without a close frame: what is sent meanwhile is lost unless read back with
+``conversations.history``. Faults: :meth:`FakeSlack.fail_next` (a 429 with ``Retry-After``),
+:meth:`FakeSlack.hold` (a method left unanswered until released). Thread safe: a test may drive a fake
+served from another thread.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -37,6 +38,7 @@ SIGNING_SECRET = "fake-signing-secret"
 TEAM = "T0FAKE"
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
+FORM = "application/x-www-form-urlencoded"
 SIGN_IN_PAGE = b"<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
 
 
@@ -55,6 +57,7 @@ class SlackMessage:
     deleted: bool = False
     ephemeral_to: str | None = None
     reply_broadcast: bool = False
+    made: float = field(default_factory=time.monotonic)  # when the fake took it (benchmarks time answers)
 
     def wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"type": "message", "ts": self.ts, "user": self.user, "text": self.text}
@@ -92,7 +95,8 @@ class FakeSlack:
         self.events_url: str | None = None
         self.event_posts: list[tuple[int, int]] = []  # (retry number, status) of each Events API POST
         self._failures: dict[str, list[float]] = {}
-        self._ts = itertools.count(1)
+        self._gates: dict[str, asyncio.Event] = {}  # held methods
+        self._last_ts = 0  # microseconds: every message's ts is the time it was made, and unique
         self._ids = itertools.count(1)
         self._sockets: list[_Socket] = []
         self._unacked: dict[str, dict[str, Any]] = {}  # envelope id -> envelope
@@ -118,7 +122,11 @@ class FakeSlack:
         return channel
 
     def _next_ts(self) -> str:
-        return f"{int(time.time())}.{next(self._ts):06d}"
+        """Slack's ``ts``: the time in seconds with six decimals, unique in the workspace."""
+        with self.lock:
+            self._last_ts = max(int(time.time() * 1_000_000), self._last_ts + 1)
+            micros = self._last_ts
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     # --- what people do -------------------------------------------------------------------------
 
@@ -158,7 +166,10 @@ class FakeSlack:
             "channel_id": channel, "team_id": TEAM, "trigger_id": trigger,
             "response_url": f"{self.root}/respond/{channel}/{user}/{trigger}",
         }  # fmt: skip
-        self._push({"type": "slash_commands", "payload": payload, "accepts_response_payload": True})
+        if self.events_url is not None:  # the app's Request URL: a signed form POST, as Slack sends it
+            self._on_loop(self.post_signed(urlencode(payload).encode(), content_type=FORM))
+        else:
+            self._push({"type": "slash_commands", "payload": payload, "accepts_response_payload": True})
         return payload
 
     def open_home(self, user: str) -> None:
@@ -223,6 +234,17 @@ class FakeSlack:
     def fail_next(self, method: str, count: int, retry_after: float) -> None:
         with self.lock:
             self._failures.setdefault(method, []).extend([retry_after] * count)
+
+    def hold(self, method: str) -> None:
+        """Calls of ``method`` wait, unanswered, until :meth:`release` (a slow Slack, on purpose)."""
+        with self.lock:
+            self._gates[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        with self.lock:
+            gate, loop = self._gates.pop(method, None), self._loop
+        if gate is not None and loop is not None:
+            loop.call_soon_threadsafe(gate.set)
 
     def silence(self) -> None:
         """The live socket stops answering pings and swallows events (no close frame)."""
@@ -368,6 +390,9 @@ class FakeSlack:
             retry_after = waits.pop(0) if waits else None
             status = 429 if retry_after is not None else 200
             self.calls.append(Call(method, time.monotonic(), args, status))
+            gate = self._gates.get(method)
+        if gate is not None:
+            await gate.wait()
         if token != expected:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         if retry_after is not None:
