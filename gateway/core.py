@@ -10,7 +10,6 @@ the router, the command table, the turn runner, the outbox.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
 from gateway.speech.replies import SpokenReplies
 from gateway.speech.synthesizers import speech_retries
+from resilience.cancelling import cancel_and_wait
 
 if TYPE_CHECKING:
     from gateway.cluster.redis import Cluster
@@ -195,6 +195,4 @@ async def open_lanes(
 
 
 async def cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait([task])

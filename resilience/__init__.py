@@ -6,6 +6,8 @@ polling, MCP restarts, the database outage wait and every lease of the cluster b
 - ``backoff``: how long to wait before trying again (:class:`~resilience.backoff.Backoff`);
 - ``loops``: a background task that logs what it did not expect and goes on, stopped once
   (:class:`~resilience.loops.BackgroundLoop`);
+- ``cancelling``: stopping tasks for good, even one whose cancellation a client library lost
+  (:func:`~resilience.cancelling.cancel_and_wait`);
 - ``renewal``: keeping a lease alive and knowing when to stop trusting it
   (:class:`~resilience.renewal.Renewer`), whatever holds the lease (Redis, the database);
 - ``unreachable``: the one meaning of "the service is away now"

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from resilience.backoff import Backoff, Streak
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,7 @@ class BackgroundLoop:
         task = self._task
         if task is None or task is asyncio.current_task():
             return
-        task.cancel()
-        await asyncio.wait({task})  # its own cancellation is not this caller's
+        await cancel_and_wait([task])  # its own cancellation is not this caller's
 
     def cancel(self) -> None:
         """Stop without waiting for the end (from a callback, which cannot wait)."""

@@ -16,9 +16,8 @@ import pytest
 from gateway.app import Gateway, open_gateway
 from gateway.home import HeraldHome
 from tests.cluster_leader_support import LEADER_TTL, SETTLE_TIMEOUT, SLACK, until
-from tests.conformance.harness import gateway_settings
+from tests.conformance.harness import gateway_settings, user_texts
 from tests.conformance.slack_driver import SlackDriver
-from tests.conformance.test_scenarios import user_texts
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer

@@ -50,6 +50,7 @@ from adapters.base import (
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
+from resilience.cancelling import cancel_and_wait
 from resilience.unreachable import Unreachable
 
 from .client import NETWORK_ERRORS, HeraldHTTPAPI, delivery_error
@@ -222,9 +223,7 @@ class MatrixAdapter(Adapter):
     async def stop_receiving(self) -> None:
         task, self._sync = self._sync, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
 
     async def stop(self) -> None:
         await self.stop_receiving()

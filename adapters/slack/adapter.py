@@ -47,6 +47,7 @@ from adapters.base import (
 )
 from adapters.records import MemoryRecordStore, RecordStore
 from resilience.backoff import Backoff, Streak
+from resilience.cancelling import cancel_and_wait
 
 from . import catchup, files
 from .errors import delivery_error, error_code
@@ -220,12 +221,8 @@ class SlackAdapter(Adapter):
         await self.stop_receiving()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            consumer.cancel()
-            await asyncio.wait({consumer})
-        for task in list(self._background):
-            task.cancel()
-        if self._background:
-            await asyncio.wait(self._background)
+            await cancel_and_wait([consumer])
+        await cancel_and_wait(list(self._background))
         session, self._session, self._client, self._sink = self._session, None, None, None
         if session is not None:
             await session.close()

@@ -36,6 +36,7 @@ from adapters.base import (
     SinkUnavailable,
     WebhookReply,
 )
+from resilience.cancelling import cancel_and_wait
 
 from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
 from .inbound import PRESS_PREFIX, BotIdentity, press_id, press_to_inbound, to_inbound
@@ -209,8 +210,7 @@ class TelegramAdapter(Adapter):
         self._receiving = False
         poller, self._poller = self._poller, None
         if poller is not None:
-            poller.cancel()
-            await asyncio.wait({poller})
+            await cancel_and_wait([poller])
 
     async def stop(self) -> None:
         """Cancel polling wherever it is (a sink call included): nothing unstored is confirmed.

@@ -16,7 +16,6 @@ subscription open. Either way ``on_tools_changed`` is called (possibly twice for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -36,6 +35,7 @@ from agent.mcp.stderr import StderrTail
 from agent.mcp.stdout import StdoutNoise, quiet_sdk_parse_errors
 from agent.mcp.transport import HttpErrors, make_client
 from agent.settings import McpServer
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,4 @@ async def _listen_for_changes(name: str, client: Client, on_tools_changed: Calla
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait([task])

@@ -27,7 +27,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.spending.rules import fits
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +157,7 @@ class LocalCounters(SpendCounters):
     async def aclose(self) -> None:
         task, self._refreshing = self._refreshing, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
 
     async def _ensure(self, keys: Sequence[SpendKey]) -> None:
         """Load the keys not in memory (waiting); start a background reload of stale ones."""

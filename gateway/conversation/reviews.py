@@ -15,7 +15,6 @@ process, with a live turn on any process cancelling it (``ReviewClaims``,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from gateway.budgets.limits import review_charge
 from gateway.rights import rights_for
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +123,7 @@ class Reviews:
 
     async def aclose(self) -> None:
         await asyncio.gather(*self._cancels, return_exceptions=True)
-        for task in list(self._running.values()):
-            task.cancel()
-        for task in list(self._running.values()):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(list(self._running.values()))
 
     def _eligible(self, session: SessionRecord) -> bool:
         return (

@@ -32,6 +32,7 @@ from gateway.cron.describe import when
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.runner import CronRunner
 from gateway.cron.schedule import ScheduleError, parse_schedule
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,7 @@ class CronScheduler:
             self._unsubscribe()
             self._unsubscribe = None
         syncing, self._syncing = self._syncing, None
-        for task in [t for t in (syncing, *self._bookkeeping) if t is not None]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([t for t in (syncing, *self._bookkeeping) if t is not None])
         if self._aps.running:
             self._aps.shutdown(wait=False)
 

@@ -16,12 +16,13 @@ logged and the lane goes on). ``submit`` never blocks, and may be called only on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
+
+from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +130,11 @@ class Lanes(Generic[Item]):
         for lane in lanes:
             self._count(-len(lane.queue))
             lane.queue.clear()
-            if lane.running is not None and not lane.running.done():
-                lane.running.cancel(SHUTTING_DOWN)
-        for lane in lanes:
-            if lane.worker is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await lane.worker
+        await cancel_and_wait([lane.running for lane in lanes if lane.running is not None],
+                              message=SHUTTING_DOWN)  # fmt: skip
+        workers = [lane.worker for lane in lanes if lane.worker is not None]
+        if workers:  # each ends once its running job did (its queue is empty)
+            await asyncio.wait(workers)
 
     def _count(self, change: int) -> None:
         self._depth += change

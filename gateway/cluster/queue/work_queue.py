@@ -61,6 +61,7 @@ from gateway.intake.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.intake.outage import until_reachable
 from gateway.intake.work import Work
 from gateway.server.metrics import GatewayMetrics
+from resilience.cancelling import cancel_and_wait
 from resilience.loops import BackgroundLoop
 
 log = logging.getLogger(__name__)
@@ -193,14 +194,8 @@ class RedisWorkQueue:
         self._taking = False
         self._closing = True
         runs = [chat.running[1] for chat in self._chats.values() if chat.running is not None]
-        for run in runs:
-            run.cancel(SHUTTING_DOWN)
-        if runs:
-            await asyncio.wait(runs)
-        tasks = [chat.task for chat in self._chats.values() if chat.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(runs, message=SHUTTING_DOWN)
+        await cancel_and_wait([chat.task for chat in self._chats.values() if chat.task is not None])
 
     # --- readiness ----------------------------------------------------------------------------------
 
@@ -244,9 +239,7 @@ class RedisWorkQueue:
             await self.control.flush(CLOSE_FLUSH)
         for loop in self._loops:
             await loop.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         self._tasks.clear()
 
     # --- Redis up and down -------------------------------------------------------------------------
