@@ -116,6 +116,7 @@ def postgres_server() -> PostgresServer:
     if _postgres is None:
         _postgres = PostgresServer()
         _postgres.start()
+        _postgres.make_ahead(2)
     return _postgres
 
 
