@@ -1,10 +1,11 @@
 """``herald gateway run``: every enabled adapter, the router and the HTTP server in one process.
 
-Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): the agent runtime (with the
-gateway's tables), the outbox sender, the adapters, recovery of what a previous run left unanswered,
-the command menus (published only when they changed), the scheduler of cron jobs (runs missed while
-the gateway was down happen now), the HTTP server (with the operator console, ``gateway.console``, and
-the OpenAI-compatible API, ``gateway.openai_api``).
+Start-up, in one ``AsyncExitStack`` (a failure closes what was opened): outside a cluster the home's
+gateway lock (a second gateway on the home is refused: ``gateway.home.gateway_lock``), the agent
+runtime (with the gateway's tables), the outbox sender, the adapters, recovery of what a previous run
+left unanswered, the command menus (published only when they changed), the scheduler of cron jobs
+(runs missed while the gateway was down happen now), the HTTP server (with the operator console,
+``gateway.console``, and the OpenAI-compatible API, ``gateway.openai_api``).
 
 With ``bots:`` in config.yaml the process serves several bots (``gateway.bots``): each bot's part (its
 core, adapters, scheduler, cluster membership) is opened as the one bot's is, from its own configuration,
@@ -48,6 +49,7 @@ from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
 from gateway.home.facts import GatewayFacts
+from gateway.home.gateway_lock import hold_gateway_lock
 from gateway.intake.router import Router
 from gateway.openai_api.keys import KeyRing, key_ring
 from gateway.openai_api.server import PREFIX as API_PREFIX
@@ -193,6 +195,8 @@ async def open_gateway(
             log.warning("%sgateway.allow_all is on: anyone who finds the bot can use it (and spend your "
                         "tokens)", _prefix(profile.name))  # fmt: skip
     async with AsyncExitStack() as stack:
+        if any(profile.config.cluster.redis_url is None for profile in profiles):  # this process alone
+            stack.callback(os.close, hold_gateway_lock(home))  # a second gateway on the home stops here
         bots = [await open_bot(stack, profile, adapters) for profile in profiles]
         chosen = [adapter for bot in bots for adapter in bot.adapters]
         if not chosen and not len(keys):

@@ -45,6 +45,11 @@ class PlatformStartFailed(Exception):
     portal, unreachable); the message says why and what to do."""
 
 
+class AlreadyRunning(Exception):
+    """Another gateway serves this home (outside a cluster one process does); the message names it and
+    says what to do."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """One sentence for stderr (without the ``herald:`` prefix; empty: nothing to say) and the exit
@@ -58,7 +63,7 @@ def explain(error: Exception) -> Failure:
     """The sentence and exit code for ``error``; never raises."""
     if isinstance(error, CommandFailed):
         return Failure(str(error), error.code)
-    if isinstance(error, PlatformStartFailed):
+    if isinstance(error, (PlatformStartFailed, AlreadyRunning)):
         return Failure(str(error), EXIT_UNUSABLE)
     if isinstance(error, BrokenPipeError):  # `herald insights | head -1`: the reader has had enough
         return Failure("", EXIT_FAILED)

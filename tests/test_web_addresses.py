@@ -101,3 +101,24 @@ def test_a_refusal_names_the_setting_and_guests_are_never_allowed_private_addres
     assert owner_policy(allow_private=False).refusal(ip("::ffff:169.254.169.254"), 80) == (
         "::ffff:a9fe:a9fe (169.254.169.254) is a link-local address (web.allow_private is off)"
     )
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("10.1.2.3", "a private address"),
+        ("169.254.169.254", "a link-local address"),
+        ("::ffff:127.0.0.1", "a loopback address"),
+        ("fd12:3456::1", "a unique local address"),
+        ("224.0.0.1", "a multicast address"),
+    ],
+)
+def test_a_refusal_for_a_host_name_says_what_it_resolves_to_without_the_address(
+    address: str, kind: str
+) -> None:
+    """A guest who asks for http://intranet.example/ must not learn the owner's network map from it."""
+    for policy in (owner_policy(allow_private=False), guest_policy(allow_private=True)):
+        reason = policy.refusal(ip(address), 80, "intranet.example")
+        assert reason is not None and reason.startswith(f"intranet.example resolves to {kind}")
+        assert address not in reason and str(ip(address)) not in reason
+        assert str(embedded_ipv4(ip(address)) or address) not in reason

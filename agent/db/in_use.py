@@ -7,21 +7,18 @@ file to write holds a *shared* ``flock`` on ``state.db.lock`` for as long as it 
 migration takes it *exclusive* (without waiting): it starts only when no one else uses the file, and
 no one starts using it until the copy is over.
 
-The kernel releases a ``flock`` when its holder exits, however it exits (``kill -9``, a crash, a
-reboot), so a lock is never stale and there is nothing to clean up: the file itself stays and means
-nothing by being there. It holds across processes of one machine, which is where one SQLite file is
-shared. Read-only openers take no lock: reading during a copy harms nothing.
+The lock is :mod:`agent.files.flock` (released by the kernel with its holder, so never stale). It
+holds across processes of one machine, which is where one SQLite file is shared. Read-only openers
+take no lock: reading during a copy harms nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 from pathlib import Path
 
 from agent.db.errors import DatabaseUnwritable, StorageError
-from agent.files.private import PRIVATE_FILE
+from agent.files.flock import LockHeld, take_lock
 
 
 class DatabaseInUse(StorageError):
@@ -39,19 +36,12 @@ def claim(database: Path, *, exclusive: bool) -> int:
     be created beside the database."""
     path = lock_path(database)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        return take_lock(path, exclusive=exclusive)
+    except LockHeld as held:
+        others = [pid for pid in held.holders if pid != os.getpid()]
+        raise DatabaseInUse(in_use_message(database, others, exclusive=exclusive)) from None
     except OSError as error:
         raise DatabaseUnwritable(database, f"cannot open {path}: {error.strerror or error}") from None
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holders = lock_holders(fd)
-        os.close(fd)
-        raise DatabaseInUse(in_use_message(database, holders, exclusive=exclusive)) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def in_use_message(database: Path, holders: list[int], *, exclusive: bool) -> str:
@@ -68,19 +58,3 @@ def in_use_message(database: Path, holders: list[int], *, exclusive: bool) -> st
         f"{database} is being copied by `herald storage migrate`{which}; start Herald again when it has "
         "finished (and storage.url names the new database)."
     )
-
-
-def lock_holders(fd: int) -> list[int]:
-    """The processes holding a ``flock`` on the file open at ``fd``, from ``/proc/locks`` (Linux; an
-    empty list where it cannot be read). This process is left out."""
-    status = os.fstat(fd)
-    file = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
-    holders: set[int] = set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            # "1: FLOCK  ADVISORY  READ 4242 fe:00:1234 0 EOF" (a blocked waiter's line has "->" too)
-            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == file and fields[4].isdigit():
-                holders.add(int(fields[4]))
-    holders.discard(os.getpid())
-    return sorted(holders)

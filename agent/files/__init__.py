@@ -1,7 +1,8 @@
 """Files Herald writes and reads: privately (0600 in a 0700 home) and atomically, text made valid UTF-8,
-YAML read strictly (a key given twice is an error with its lines)."""
+YAML read strictly (a key given twice is an error with its lines); a lock file that names its holders."""
 
 from agent.files.atomic import atomic_write_text
+from agent.files.flock import LockHeld, take_lock
 from agent.files.private import (
     PRIVATE_FILE,
     create_private_file,
@@ -15,6 +16,7 @@ from agent.files.yaml_text import DuplicateKey, load_yaml
 __all__ = [
     "PRIVATE_FILE",
     "DuplicateKey",
+    "LockHeld",
     "atomic_write_text",
     "create_private_file",
     "load_yaml",
@@ -22,5 +24,6 @@ __all__ = [
     "make_private_dirs",
     "on_read_only_file_system",
     "read_text",
+    "take_lock",
     "valid_text",
 ]

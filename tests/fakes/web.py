@@ -106,10 +106,10 @@ class PublicServer:
     inner: AddressPolicy
     port: int
 
-    def refusal(self, address: IPAddress, port: int) -> str | None:
+    def refusal(self, address: IPAddress, port: int, host: str | None = None) -> str | None:
         if address == LOOPBACK and port == self.port:
             return None
-        return self.inner.refusal(address, port)
+        return self.inner.refusal(address, port, host)
 
 
 @dataclass

@@ -10,6 +10,10 @@ Pure functions over :mod:`ipaddress`. Python's ``is_global`` alone is not enough
 and the deprecated IPv6 site-local range global, and it does not look inside IPv6 addresses that
 carry an IPv4 address (``::ffff:127.0.0.1``, 6to4 ``2002:7f00:1::``, NAT64 ``64:ff9b::7f00:1``), so
 those are unwrapped and judged by the IPv4 address they lead to.
+
+A refusal names an address only when the URL itself held it. For a host name it says what kind of
+address the name resolves to, never which one: the model passes the refusal on to whoever asked (a
+guest, a group), and "intranet.example resolves to 10.1.2.3" would draw them the owner's network.
 """
 
 from __future__ import annotations
@@ -80,15 +84,19 @@ def classify(address: IPAddress) -> Verdict:
     if address.is_private:
         return Verdict(Reach.PRIVATE, "a private address")
     if not address.is_global:
-        return Verdict(Reach.PRIVATE, "not a public address")
+        return Verdict(Reach.PRIVATE, "an address that is not public")
     return PUBLIC
 
 
-def refusal(address: IPAddress, *, allow_private: bool) -> str | None:
-    """Why a connection to ``address`` is refused ("169.254.169.254 is a link-local address"), or None."""
+def refusal(address: IPAddress, *, allow_private: bool, host: str | None = None) -> str | None:
+    """Why a connection to ``address`` is refused ("169.254.169.254 is a link-local address"), or None.
+    ``host``: the name ``address`` was resolved from, named instead of the address ("intranet.example
+    resolves to a private address")."""
     verdict = classify(address)
     if verdict.reach is Reach.PUBLIC or (verdict.reach is Reach.PRIVATE and allow_private):
         return None
+    if host is not None:
+        return f"{host} resolves to {verdict.kind}"
     inner = embedded_ipv4(address)
     shown = f"{address} ({inner})" if inner is not None else str(address)
     return f"{shown} is {verdict.kind}"
@@ -97,8 +105,9 @@ def refusal(address: IPAddress, *, allow_private: bool) -> str | None:
 class AddressPolicy(Protocol):
     """Decides each connection ``web_fetch`` is about to open (after DNS, before connecting)."""
 
-    def refusal(self, address: IPAddress, port: int) -> str | None:
-        """Why ``address``:``port`` is refused, as a sentence ending that names the setting, or None."""
+    def refusal(self, address: IPAddress, port: int, host: str | None = None) -> str | None:
+        """Why ``address``:``port`` is refused, as a sentence ending that names the setting, or None;
+        ``host``: the name ``address`` was resolved from (the refusal names it, not the address)."""
         ...
 
 
@@ -110,8 +119,8 @@ class NetworkPolicy:
     allow_private: bool
     why_private: str = "web.allow_private is off"
 
-    def refusal(self, address: IPAddress, port: int) -> str | None:
-        reason = refusal(address, allow_private=self.allow_private)
+    def refusal(self, address: IPAddress, port: int, host: str | None = None) -> str | None:
+        reason = refusal(address, allow_private=self.allow_private, host=host)
         if reason is None:
             return None
         if classify(address).reach is Reach.PRIVATE:

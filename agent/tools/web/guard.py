@@ -36,7 +36,8 @@ KEEPALIVE_EXPIRY = 30.0
 
 
 class AddressRefused(Exception):
-    """The policy refused an address the host resolved to; the message says which and why."""
+    """The policy refused an address the host resolved to; the message says why (naming the address only
+    when the URL held it)."""
 
 
 async def system_resolver(host: str, port: int) -> list[IPAddress]:
@@ -81,11 +82,9 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         if not addresses:
             raise httpcore.ConnectError(f"{host} does not resolve (no addresses)")
         for address in addresses:
-            reason = self.policy.refusal(address, port)
+            reason = self.policy.refusal(address, port, None if literal is not None else host)
             if reason is not None:
-                raise AddressRefused(
-                    reason if literal is not None else f"{host} resolves to {address}; {reason}"
-                )
+                raise AddressRefused(reason)
         return addresses
 
     async def connect_tcp(
