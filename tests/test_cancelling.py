@@ -36,20 +36,18 @@ def quickly(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_a_retry_loop_that_lost_its_cancellation_is_stopped_all_the_same() -> None:
     lost: list[int] = []
-    calls = 0
+    calling = asyncio.Event()
 
     async def keeper() -> None:  # the work queue's keeper, say: a Redis error is retried
-        nonlocal calls
         while True:
-            calls += 1
+            calling.set()
             try:
                 await call_that_loses_the_first_cancellation(lost)
             except LibraryTimeout:
                 continue
 
     loop = BackgroundLoop("the keeper", keeper).start()
-    while calls < 1:
-        await asyncio.sleep(0)
+    await calling.wait()
     async with asyncio.timeout(10):  # without a second cancellation: stopped never
         await loop.stop()
     assert lost == [1]  # the first cancellation was lost, and the loop stopped anyway
