@@ -208,7 +208,9 @@ async def test_a_changed_system_prompt_is_reported_and_logged_as_an_error(
         [miss] = await runtime.store.cache_misses_of_session(session.id)
     assert miss.cause == "prompt_changed"
     assert miss.read_tokens == last_ok(emulator).cache_read  # the shared layers were still read
-    [error] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    # This module's errors only: an error another test left behind (a client closed after its loop was,
+    # logged by asyncio when collected) may land in this test's records on a loaded machine.
+    [error] = [r for r in caplog.records if r.levelno == logging.ERROR and r.name.startswith("agent.")]
     assert session.id in error.getMessage() and "tool list or system prompt changed" in error.getMessage()
 
 
