@@ -22,8 +22,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from resilience.cancelling import cancel_and_wait
-
 log = logging.getLogger(__name__)
 
 
@@ -130,8 +128,8 @@ class Lanes(Generic[Item]):
         for lane in lanes:
             self._count(-len(lane.queue))
             lane.queue.clear()
-        await cancel_and_wait([lane.running for lane in lanes if lane.running is not None],
-                              message=SHUTTING_DOWN)  # fmt: skip
+            if lane.running is not None and not lane.running.done():
+                lane.running.cancel(SHUTTING_DOWN)  # once: a second would cut its checkpoint short
         workers = [lane.worker for lane in lanes if lane.worker is not None]
         if workers:  # each ends once its running job did (its queue is empty)
             await asyncio.wait(workers)

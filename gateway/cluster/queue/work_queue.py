@@ -194,7 +194,10 @@ class RedisWorkQueue:
         self._taking = False
         self._closing = True
         runs = [chat.running[1] for chat in self._chats.values() if chat.running is not None]
-        await cancel_and_wait(runs, message=SHUTTING_DOWN)
+        for run in runs:
+            run.cancel(SHUTTING_DOWN)  # once: a second would cut its checkpoint short
+        if runs:
+            await asyncio.wait(runs)
         await cancel_and_wait([chat.task for chat in self._chats.values() if chat.task is not None])
 
     # --- readiness ----------------------------------------------------------------------------------
