@@ -7,11 +7,16 @@ waits for its end waits forever (a gateway's SIGTERM that never exits; seen unde
 commands in a retry loop). :func:`cancel_and_wait` is the one way Herald stops tasks it owns: it cancels
 again every :data:`AGAIN_EVERY` seconds until each has ended, so a lost cancellation costs a second,
 not the shutdown.
+
+Waiting itself can lose one too: on Python 3.11, ``asyncio.wait_for(event.wait(), t)`` returns normally
+when the event is set just as the cancellation arrives, and a loop around it goes on. :func:`wait_event`
+is the one way Herald waits for an event with a time limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -34,6 +39,15 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, message: str 
             log.debug("%s did not end when cancelled (a cancellation lost in a library?): cancelling it "
                       "again", _name(task))  # fmt: skip
             task.cancel(message)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASYNC109 - the point of it
+    """Wait until ``event`` is set or ``timeout`` seconds have passed; whether it is set. A cancellation
+    is always raised (``asyncio.timeout``, not 3.11's ``wait_for``: see the module)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    return event.is_set()
 
 
 def _name(task: asyncio.Future[Any]) -> str:

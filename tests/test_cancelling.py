@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from resilience import cancelling
-from resilience.cancelling import cancel_and_wait
+from resilience.cancelling import cancel_and_wait, wait_event
 from resilience.loops import BackgroundLoop
 
 
@@ -69,3 +69,29 @@ async def test_every_task_is_cancelled_with_the_message_and_waited_for() -> None
     await cancel_and_wait([*tasks, asyncio.create_task(asyncio.sleep(0))], message="shutting down")
     assert all(task.cancelled() for task in tasks)
     assert seen == ["shutting down"] * 3
+
+
+async def test_a_wait_cancelled_just_as_its_event_is_set_is_cancelled_all_the_same() -> None:
+    """On Python 3.11, ``asyncio.wait_for(event.wait(), t)`` returns normally when the event is set in the
+    step the cancellation arrives: a loop around it went on, and a fake's long poll was held after its
+    client had hung up. :func:`wait_event` raises the cancellation."""
+    event = asyncio.Event()
+    went_on: list[bool] = []
+
+    async def waiting() -> None:
+        went_on.append(await wait_event(event, 30.0))
+
+    task = asyncio.create_task(waiting())
+    await asyncio.sleep(0)  # its first step: waiting now
+    event.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert went_on == []
+
+
+async def test_a_wait_ends_with_its_event_or_its_time() -> None:
+    event = asyncio.Event()
+    assert await wait_event(event, 0.01) is False
+    asyncio.get_running_loop().call_soon(event.set)
+    assert await wait_event(event, 30.0) is True

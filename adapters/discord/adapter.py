@@ -440,7 +440,8 @@ class DiscordAdapter(Adapter):
 
     async def _close_client(self, client: HeraldClient) -> None:
         try:
-            await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await client.close()
         except Exception as exc:
             log.warning("Closing the Discord client failed: %s", describe(exc, self._token))
 
@@ -502,7 +503,8 @@ class DiscordAdapter(Adapter):
         name = command_name(inbound.text)
         try:
             defer = interaction.response.defer(thinking=True, ephemeral=name in self._ephemeral)
-            await asyncio.wait_for(defer, DEFER_TIMEOUT)
+            async with asyncio.timeout(DEFER_TIMEOUT):
+                await defer
         except Exception as exc:  # too late or refused: the reply becomes a channel message
             text = describe(exc, self._token)
             log.warning("Could not defer Discord interaction %s (/%s): %s", interaction.id, name, text)
@@ -557,7 +559,8 @@ class DiscordAdapter(Adapter):
         if record is not None and record.deferred:  # nothing answered it: fill the "thinking…" response
             with contextlib.suppress(Exception):
                 apology = self._interaction_webhook(record).edit_original(NOT_HANDLED)
-                await asyncio.wait_for(apology, self._request_timeout)
+                async with asyncio.timeout(self._request_timeout):
+                    await apology
 
     # --- outbound -------------------------------------------------------------------------------
 
@@ -681,7 +684,8 @@ class DiscordAdapter(Adapter):
         if client is None:
             return
         try:
-            await asyncio.wait_for(client.http.send_typing(channel_id(address)), TYPING_TIMEOUT)
+            async with asyncio.timeout(TYPING_TIMEOUT):
+                await client.http.send_typing(channel_id(address))
         except Exception as exc:  # best effort by contract
             log.info(
                 "Discord typing indicator for chat %s failed: %s", address.chat_id, describe(exc, self._token)

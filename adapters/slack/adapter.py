@@ -573,7 +573,8 @@ class SlackAdapter(Adapter):
 
     async def _call(self, method: str, request: Awaitable[T], *, limit: float = REQUEST_TIMEOUT + 5) -> T:
         try:
-            return await asyncio.wait_for(request, limit)
+            async with asyncio.timeout(limit):
+                return await request
         except (asyncio.CancelledError, DeliveryError):
             raise
         except Exception as exc:

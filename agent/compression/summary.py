@@ -143,9 +143,8 @@ class Summarizer:
         failure: Exception | None = None
         for model in self._models(session):
             try:
-                return await asyncio.wait_for(
-                    self._attempt(model, session, history, instruction, max_tokens), self.timeout
-                )
+                async with asyncio.timeout(self.timeout):
+                    return await self._attempt(model, session, history, instruction, max_tokens)
             except OverBudget:
                 raise
             except (ProviderError, TimeoutError, ValueError) as exc:

@@ -22,7 +22,6 @@ running, and new sessions do not get them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -43,6 +42,7 @@ from agent.settings import McpServer, McpSettings
 from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
 from resilience.backoff import Backoff, Streak
+from resilience.cancelling import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +147,7 @@ class McpServers:
         while not self._closing.is_set():
             if await self._run(server, ready):
                 restarts.reset()  # it ran: the next failure starts the waits over
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), restarts.next_delay())
+            await wait_event(self._closing, restarts.next_delay())
 
     async def _run(self, server: _Server, ready: asyncio.Future[StartFailed | None]) -> bool:
         """Start the server and serve it until it stops or Herald closes; whether it started."""

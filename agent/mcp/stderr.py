@@ -100,7 +100,8 @@ class StderrTail:
         """Wait (at most ``DRAIN_TIMEOUT`` seconds) until the reader reached the end of the pipe."""
         if self._task is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._task), DRAIN_TIMEOUT)
+                async with asyncio.timeout(DRAIN_TIMEOUT):
+                    await asyncio.shield(self._task)
 
     async def _pump(self, reader: asyncio.StreamReader) -> None:
         pending = ""

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from gateway.cron.describe import when
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.runner import CronRunner
 from gateway.cron.schedule import ScheduleError, parse_schedule
-from resilience.cancelling import cancel_and_wait
+from resilience.cancelling import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +128,7 @@ class CronScheduler:
 
     async def _follow_table(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+            await wait_event(self._wake, self.settings.poll_interval)
             self._wake.clear()
             try:
                 await self.sync()

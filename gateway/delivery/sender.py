@@ -21,7 +21,6 @@ that item and leaves the row to the process that holds it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -34,6 +33,7 @@ from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
+from resilience.cancelling import wait_event
 from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
@@ -107,8 +107,7 @@ class OutboxSender:
                 log.exception("outbox sender: a pass failed; trying again in %.0f s", PASS_RETRY)
                 next_at = self.clock() + PASS_RETRY
             wait = IDLE_WAIT if next_at is None else min(IDLE_WAIT, max(0.0, next_at - self.clock()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait if wait > 0 else 0.01)
+            await wait_event(self._wake, wait if wait > 0 else 0.01)
 
     async def send_due(self) -> int:
         """Send everything due now, chat by chat in order; returns how many items were handled."""

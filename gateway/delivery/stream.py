@@ -16,7 +16,6 @@ Rendering is chosen by the adapter's :class:`Capabilities`, never by a platform'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,6 +29,7 @@ from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.delivery.text.sanitize import sanitize_text
 from gateway.intake.inbox import Inbox
 from gateway.intake.lanes import INTERRUPTED
+from resilience.cancelling import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +156,7 @@ class ReplyStream:
     async def _keep_typing(self) -> None:
         while not self._typing_done.is_set():
             await self.adapter.typing(self.address)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._typing_done.wait(), TYPING_EVERY)
+            await wait_event(self._typing_done, TYPING_EVERY)
 
     async def on_event(self, event: TurnEvent) -> None:
         """The agent's event consumer: never raises (a platform hiccup must not fail the turn)."""

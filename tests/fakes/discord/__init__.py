@@ -14,7 +14,8 @@ Typical use::
             client = discord.Client(intents=intents, guild_ready_timeout=0.05)
             await client.login(fake.token)
             task = asyncio.create_task(client.connect())
-            await asyncio.wait_for(client.wait_until_ready(), 30)
+            async with asyncio.timeout(30):
+                await client.wait_until_ready()
             fake.guild_message(fake.channel_id, 42, "hi", mention_bot=True)
             sent = await fake.wait_for(lambda: fake.messages(fake.channel_id))
             await client.close()

@@ -88,7 +88,8 @@ class Gateway:
             try:
                 if conn.closing and not writer.done():  # let our close handshake finish
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(writer), CLOSE_TIMEOUT)
+                        async with asyncio.timeout(CLOSE_TIMEOUT):
+                            await asyncio.shield(writer)
             finally:
                 writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -311,6 +312,5 @@ class Gateway:
                 conn.close(code, "The fake Discord is shutting down.")
         if open_connections:
             with contextlib.suppress(TimeoutError):  # runner.cleanup() cancels what is left
-                await asyncio.wait_for(
-                    asyncio.gather(*(c.finished.wait() for c in open_connections)), CLOSE_TIMEOUT
-                )
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await asyncio.gather(*(c.finished.wait() for c in open_connections))

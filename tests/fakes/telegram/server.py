@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
+from resilience.cancelling import wait_event
 from tests.fakes.waiting import WAIT_TIMEOUT, Waiter
 from tests.threaded import serve_in_thread
 
@@ -49,7 +50,8 @@ class FakeTelegram(TelegramState):
     Inject: :meth:`private_message`, :meth:`group_message`, :meth:`push_update`,
     :meth:`redeliver`. Faults: :meth:`fail_next`, :meth:`reject_formatting_next`,
     :meth:`fail_network_next`, :meth:`slow_next`, :meth:`forbid_chat`. Observe: ``calls``, :meth:`messages`,
-    :meth:`typing_actions`, :meth:`commands`, :meth:`wait_for`, :meth:`wait_idle`, ``poll_overlaps``.
+    :meth:`typing_actions`, :meth:`commands`, :meth:`wait_for`, :meth:`wait_idle`, ``poll_overlaps``,
+    ``open_polls``.
     """
 
     webhook_timeout: float = 10.0  # seconds the fake waits for the bot's webhook to answer
@@ -69,6 +71,11 @@ class FakeTelegram(TelegramState):
         # When a getUpdates arrived while another was still waiting: two pollers of one bot (Telegram
         # ends the earlier call with 409 "terminated by other getUpdates request").
         self.poll_overlaps: list[float] = []
+
+    @property
+    def open_polls(self) -> int:
+        """How many ``getUpdates`` calls are held open now, waiting for updates."""
+        return len(self._polls)
 
     # --- serving -------------------------------------------------------------------------------
 
@@ -251,8 +258,10 @@ class FakeTelegram(TelegramState):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(poll.event.wait(), remaining)
+                # Not asyncio.wait_for: on 3.11 it swallows the cancellation aiohttp sends when the client
+                # hangs up if an update wakes the poll at that moment, and the poll was held on, seen as
+                # the next poller's overlap (resilience.cancelling).
+                await wait_event(poll.event, remaining)
                 poll.event.clear()
                 with self.lock:
                     updates = [] if poll.terminated else self.select_updates(limit, self.allowed_updates)
