@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from httpcore._async.http11 import AsyncHTTP11Connection
 from telegram import Bot, Message
 from telegram.error import (
     BadRequest,
@@ -886,6 +887,38 @@ async def test_webhook_end_to_end_with_redelivery(fake: FakeTelegram) -> None:
 
 
 # --- receiving on demand (a cluster's elected poller) ----------------------------------------------
+
+
+async def test_stop_receiving_hangs_up_a_long_poll_the_http_client_kept_open(
+    fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader stepping down closes its held ``getUpdates`` before it returns, so the next leader's poll
+    is the only one Telegram sees. httpcore can keep the connection of a request cancelled mid-flight
+    (encode/httpcore#1093): here it always does, and the poll is hung up all the same, and the next
+    term polls on a connection of its own."""
+    responded = AsyncHTTP11Connection._response_closed
+
+    async def kept_open_when_cancelled(connection: AsyncHTTP11Connection) -> None:
+        task = asyncio.current_task()
+        if task is None or not task.cancelling():
+            await responded(connection)
+
+    monkeypatch.setattr(AsyncHTTP11Connection, "_response_closed", kept_open_when_cancelled)
+    inbox = Inbox()
+    adapter = TelegramAdapter(fake.token, base_url=fake.base_url, **{**FAST, "poll_timeout": 4 * WAIT})
+    await asyncio.wait_for(adapter.start(inbox, receive=False), WAIT)
+    try:
+        await asyncio.wait_for(adapter.start_receiving(), WAIT)
+        await fake.wait_for(lambda: fake.open_polls == 1, WAIT)
+        await asyncio.wait_for(adapter.stop_receiving(), WAIT)
+        await fake.wait_for(lambda: fake.open_polls == 0, WAIT)  # without the hang-up: held 4 × WAIT
+        await asyncio.wait_for(adapter.start_receiving(), WAIT)  # and polling again works
+        fake.private_message(PRIVATE, "after the hang-up")
+        await inbox.stored(fake, 1)
+    finally:
+        await asyncio.wait_for(adapter.stop(), WAIT)
+    assert [m.text for m in inbox.messages] == ["after the hang-up"]
+    assert fake.poll_overlaps == []
 
 
 async def test_receive_on_demand_polls_only_between_start_and_stop_receiving(fake: FakeTelegram) -> None:

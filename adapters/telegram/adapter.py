@@ -143,6 +143,7 @@ class TelegramAdapter(Adapter):
         self._me: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._polling_request = _request(pool_size=1)  # getUpdates' own HTTP client (see stop_receiving)
         self._receiving = False  # polling, or the webhook was set by this process
         self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
         self._status = AdapterStatus()
@@ -201,16 +202,24 @@ class TelegramAdapter(Adapter):
             return
         with self._typed_errors("deleteWebhook" if self.mode == "polling" else "setWebhook"):
             await self._to_the_end(self._ask_for_updates(bot))
+        await self._polling_request.initialize()  # a client stop_receiving closed is opened again
         self._begin_receiving(bot, allowed)
         log.info("Telegram adapter receiving (%s)", self.mode)
 
     async def stop_receiving(self) -> None:
         """Stop polling (nothing unstored is confirmed) but keep the bot for sending queued replies. A
-        webhook stays set (and POSTs are still answered): Telegram holds what it cannot deliver."""
+        webhook stays set (and POSTs are still answered): Telegram holds what it cannot deliver.
+
+        The long poll's connection is closed before this returns (its HTTP client is closed, and opened
+        again by :meth:`start_receiving`), so the next poller (another process of the cluster) is the
+        only one Telegram sees. Cancelling the poll alone does not promise that: httpcore can keep the
+        connection of a request cancelled mid-flight (encode/httpcore#1093), and in a pool of one that
+        would also be the next term's only connection."""
         self._receiving = False
         poller, self._poller = self._poller, None
         if poller is not None:
             await cancel_and_wait([poller])
+            await self._polling_request.shutdown()
 
     async def stop(self) -> None:
         """Cancel polling wherever it is (a sink call included): nothing unstored is confirmed.
@@ -491,7 +500,7 @@ class TelegramAdapter(Adapter):
             base_url=self._base_url,
             base_file_url=self._base_file_url,
             request=_request(pool_size=BOT_API_CONNECTIONS),
-            get_updates_request=_request(pool_size=1),
+            get_updates_request=self._polling_request,
             rate_limiter=BoundedRateLimiter(max_retries=self._flood_retries, max_wait=self._max_flood_wait),
         )
 
