@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -34,6 +34,7 @@ ADMIN = PEOPLE["owner"][0]
 class ApiHarness:
     gateway: Gateway
     emulator: ProviderEmulator
+    clients: list[AsyncOpenAI] = field(default_factory=list)  # closed with the harness
 
     @property
     def url(self) -> str:
@@ -45,7 +46,9 @@ class ApiHarness:
         each answer as the gateway gave it."""
         options.setdefault("max_retries", 0)
         options.setdefault("timeout", 30.0)
-        return AsyncOpenAI(base_url=self.url, api_key=key or PEOPLE[who][1], **options)
+        client = AsyncOpenAI(base_url=self.url, api_key=key or PEOPLE[who][1], **options)
+        self.clients.append(client)  # an SDK client left open is closed when collected, maybe on a
+        return client  # later test's event loop, which fails there ("Event loop is closed")
 
     async def post(
         self, body: bytes | str, *, who: str = "alice", path: str = "/chat/completions"
@@ -88,4 +91,9 @@ async def api_gateway(
     config = api_config(emulator_url, **sections)
     environ = {f"HERALD_API_KEY_{name.upper()}": key for name, (_, key) in PEOPLE.items()}
     async with open_gateway(config, home, environ=environ) as gateway:
-        yield ApiHarness(gateway, emulator)
+        harness = ApiHarness(gateway, emulator)
+        try:
+            yield harness
+        finally:
+            for client in harness.clients:
+                await client.close()

@@ -7,7 +7,10 @@ the real ``openai`` SDK as the API's client, aiohttp as the console's browser.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import openai
 import pytest
@@ -88,6 +91,35 @@ async def test_one_console_shows_each_bots_own_chats_and_spend_and_switches_betw
     assert links == {"/console/": "/console/bots/work/", "family": 403, "work": 200, "switcher": ["work"]}
 
 
+async def test_each_bots_pages_show_times_in_that_bots_timezone(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The work bot keeps Kathmandu's time (UTC+05:45), the family bot UTC's: each chat page dates its
+    sessions in its own bot's zone (before, every bot's pages used the first bot's)."""
+    zones = {"family": "UTC", "work": "Asia/Kathmandu"}
+    bots = {name: {"settings": {"scheduler": {"timezone": zone}}} for name, zone in zones.items()}
+    environ = {"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
+    async with two_bots(home, emulator, emulator_url, bots=bots, environ=environ) as harness:
+        harness.fakes["family"].private_message(FRIEND, "grandma visits on sunday")
+        harness.fakes["work"].private_message(FRIEND, "the quarterly report is due")
+        await harness.settled()
+        started = {}
+        for name in zones:
+            [session] = await harness.gateway.bot(name).services.runtime.store.list_sessions()
+            started[name] = session.created_at
+        async with console_client(harness.gateway.http.url) as client:
+            await client.login()
+            pages = {
+                name: (await client.get(f"/console/bots/{name}/chat?key=telegram:dm:{FRIEND}"))[1]
+                for name in zones
+            }
+    for name, zone in zones.items():
+        shown = dt.datetime.fromtimestamp(started[name], ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
+        in_utc = dt.datetime.fromtimestamp(started[name], dt.UTC).strftime("%Y-%m-%d %H:%M")
+        assert f"<td>{shown}</td>" in pages[name], name
+        assert name == "family" or f"<td>{in_utc}</td>" not in pages[name]
+
+
 async def scoped_login(harness: BotsHarness, url: str) -> dict[str, object]:
     """Log in with the work bot's /console link; where it leads and what it may see."""
     harness.fakes["work"].private_message(ADMIN, "/console")
@@ -134,18 +166,21 @@ async def test_each_api_key_talks_to_its_own_bot_and_nothing_crosses(
         base_url = h.gateway.http.url + API_PREFIX
         owners = {}
         for bot, key in KEYS.items():
-            client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=30.0)
-            messages: list[dict[str, str]] = [{"role": "user", "content": said[bot]}]
-            first = await client.chat.completions.create(model="herald", messages=messages)  # type: ignore[arg-type]
-            messages += [
-                {"role": "assistant", "content": first.choices[0].message.content or ""},
-                {"role": "user", "content": f"what did I tell the {bot} bot?"},
-            ]
-            await client.chat.completions.create(model="herald", messages=messages)  # type: ignore[arg-type]
-            owners[bot] = [model.owned_by async for model in client.models.list()]
-        wrong = openai.AsyncOpenAI(base_url=base_url, api_key="not-a-key-0123456789", max_retries=0)
-        with pytest.raises(openai.AuthenticationError):
-            await wrong.chat.completions.create(model="herald", messages=[{"role": "user", "content": "hi"}])
+            options: dict[str, Any] = {"max_retries": 0, "timeout": 30.0}
+            async with openai.AsyncOpenAI(base_url=base_url, api_key=key, **options) as client:
+                messages: list[dict[str, str]] = [{"role": "user", "content": said[bot]}]
+                first = await client.chat.completions.create(model="herald", messages=messages)  # type: ignore[arg-type]
+                messages += [
+                    {"role": "assistant", "content": first.choices[0].message.content or ""},
+                    {"role": "user", "content": f"what did I tell the {bot} bot?"},
+                ]
+                await client.chat.completions.create(model="herald", messages=messages)  # type: ignore[arg-type]
+                owners[bot] = [model.owned_by async for model in client.models.list()]
+        wrong_key = "not-a-key-0123456789"
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=wrong_key, max_retries=0) as wrong:
+            with pytest.raises(openai.AuthenticationError):
+                hello: list[Any] = [{"role": "user", "content": "hi"}]
+                await wrong.chat.completions.create(model="herald", messages=hello)
         sessions = {bot: await api_sessions(h.gateway.bot(bot)) for bot in KEYS}
 
     assert owners == {"family": ["family"], "work": ["work"]}

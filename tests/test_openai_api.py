@@ -372,8 +372,10 @@ async def test_a_key_for_a_person_of_another_platform_has_exactly_their_access(
     for allowed in (False, True):
         telegram = {"allowed_users": ["2"] if allowed else []}
         config = api_config(emulator_url, people=(), telegram=telegram, **sections)
-        async with open_gateway(config, home, environ={"FRIEND_KEY": key}) as gateway:
-            client = openai.AsyncOpenAI(base_url=gateway.http.url + "/v1", api_key=key, max_retries=0)
+        async with (
+            open_gateway(config, home, environ={"FRIEND_KEY": key}) as gateway,
+            openai.AsyncOpenAI(base_url=gateway.http.url + "/v1", api_key=key, max_retries=0) as client,
+        ):
             if not allowed:
                 with pytest.raises(openai.PermissionDeniedError) as refused:
                     await ask(client, [user("hello")])

@@ -83,10 +83,11 @@ class ConsolePages:
     def render(
         self, request: web.Request, template: str, values: Mapping[str, Any], *, status: int = 200
     ) -> web.Response:
-        """A page of this bot: its links start at its base; with bots:, the switcher to the others."""
+        """A page of this bot: its links start at its base, its times are in its timezone; with bots:,
+        the switcher to the others."""
         login, fleet = self.web.logged_in(request), self.fleet
         switcher = () if fleet is None or self.bot is None else fleet.switcher(self.bot, request, login)
-        shown = {"base": self.base, "bot": self.bot, "switcher": switcher, **values}
+        shown = {"base": self.base, "bot": self.bot, "switcher": switcher, "zone": self.timezone, **values}
         return self.web.render(request, template, shown, status=status)
 
     @property

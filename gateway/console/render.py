@@ -45,7 +45,8 @@ def count(value: int) -> str:
 
 
 class Renderer:
-    """Renders the console's templates; times are shown in ``timezone``."""
+    """Renders the console's templates; times are shown in the page's ``zone`` (its bot's
+    ``scheduler.timezone``, given by the bot's pages), else in ``timezone``."""
 
     def __init__(self, timezone: dt.tzinfo) -> None:
         self.timezone = timezone
@@ -61,10 +62,12 @@ class Renderer:
         )
         self.env.globals["stylesheet"] = STYLESHEET
 
-    def when(self, timestamp: float | None) -> str:
+    @jinja2.pass_context
+    def when(self, context: jinja2.runtime.Context, timestamp: float | None) -> str:
         if timestamp is None:
             return "—"
-        return dt.datetime.fromtimestamp(timestamp, self.timezone).strftime("%Y-%m-%d %H:%M")
+        zone = context.get("zone") or self.timezone
+        return dt.datetime.fromtimestamp(timestamp, zone).strftime("%Y-%m-%d %H:%M")
 
     def ago(self, timestamp: float | None, now: float) -> str:
         if timestamp is None:
