@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def served(emulator: ProviderEmulator) -> Iterator[str]:
 
 
 BACKENDS = ("sqlite", "postgresql")
-RUN_ONCE = ("sqlite_itself", "own_database", "sqlite_only")  # markers of tests not run per --storage database
+RUN_ONCE = ("sqlite_itself", "own_database")  # markers of tests not run per --storage database
 DATABASE_URL_VARIABLE = "HERALD_TEST_DATABASE_URL"
 _postgres: PostgresServer | None = None
 _database_url: str | None = None  # the current test's PostgreSQL database (read by make_config)
@@ -70,9 +71,10 @@ _database_url: str | None = None  # the current test's PostgreSQL database (read
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--storage",
-        choices=[*BACKENDS, "both"],
+        choices=[*BACKENDS, "both", "each"],
         default="both",
-        help="the database(s) every test that keeps state runs on (default: both)",
+        help="the database(s) the tests that keep state run on: sqlite, postgresql, both (default: the "
+        "storage tests on each, every other test on one of the two) or each (every test on each)",
     )
 
 
@@ -85,8 +87,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "own_database: the test brings its own database (a PostgreSQL of its own, both ends of a move), "
         "so it runs once whatever --storage says",
     )
-    # The cluster tests still carry own_database's first name; drop this line once they say own_database.
-    config.addinivalue_line("markers", "sqlite_only: the former name of own_database")
+    config.addinivalue_line(
+        "markers",
+        "each_database: what it tests is storage (through the gateway or a process boundary), so with "
+        "--storage both it runs on each database, as a test of the storage seam does",
+    )
     config.addinivalue_line(
         "markers",
         "slow: seconds of its own (processes started, leases waited out, load made); the default run "
@@ -95,14 +100,53 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that keeps state (it uses ``home`` or ``storage``) runs on each chosen database."""
+    """Every test that keeps state (it uses ``home`` or ``storage``) is made for each chosen database;
+    :func:`pytest_collection_modifyitems` keeps one of the two where that is enough."""
     if "backend" not in metafunc.fixturenames:
         return
     chosen = metafunc.config.getoption("--storage")
-    backends = list(BACKENDS) if chosen == "both" else [chosen]
+    backends = list(BACKENDS) if chosen in ("both", "each") else [chosen]
     if any(metafunc.definition.get_closest_marker(name) for name in RUN_ONCE):
         backends = ["sqlite"]  # the home's state.db; an own_database test opens its own besides
     metafunc.parametrize("backend", backends)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--storage both``, a test of storage runs on each database and any other test on one.
+
+    A test of storage uses the ``storage`` fixture (the repository seam) or is marked ``each_database``
+    (storage seen through the gateway: a crash and restart, turns interrupted, many sessions at once).
+    Any other test keeps state only on the way to what it tests, so it runs once, on the database
+    :func:`database_for` picks from its name: half the tests on each, the same ones every run.
+    ``--storage each`` runs every test on each (the full run for a change to storage itself)."""
+    if config.getoption("--storage") != "both":
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if (
+            backend is None
+            or "storage" in getattr(item, "fixturenames", ())
+            or item.get_closest_marker("each_database")
+            or any(item.get_closest_marker(name) for name in RUN_ONCE)
+            or database_for(item.nodeid, backend) == backend
+        ):
+            kept.append(item)
+        else:
+            dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def database_for(nodeid: str, backend: str) -> str:
+    """The one database a test that is not about storage runs on: from a checksum of its id without the
+    database (stable across runs and machines, unlike ``hash``)."""
+    test, _, params = nodeid.partition("[")
+    rest = "-".join(part for part in params.rstrip("]").split("-") if part != backend)
+    return BACKENDS[zlib.crc32(f"{test}[{rest}]".encode()) % len(BACKENDS)]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -16,7 +16,7 @@ from tests.emulator import ProviderEmulator
 from tests.gateway_support import FRIEND
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
 
 
 @pytest.fixture

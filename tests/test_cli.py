@@ -28,6 +28,7 @@ from tests.helpers import (
 
 
 @pytest.mark.slow
+@pytest.mark.each_database  # the stored prompt read back byte for byte from either database
 def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:

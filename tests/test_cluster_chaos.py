@@ -37,7 +37,7 @@ from tests.fakes import FakeTelegram
 from tests.postgres import PostgresServer, free_port
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
 
 LEADER_TTL = 2.0
 LEASE_TTL = 5.0  # a dead process's session leases and stream entries are taken over after this

@@ -29,7 +29,7 @@ from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(180)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(180)]  # PostgreSQL whatever --storage says
 
 
 async def send_steadily(fake: FakeTelegram, users: list[int], every: float) -> None:

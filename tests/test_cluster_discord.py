@@ -26,7 +26,7 @@ from tests.conftest import make_config
 from tests.fakes import FakeDiscord
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
 
 FRIEND = 1002
 FAST: dict[str, Any] = {"identify_delay": 0.0, "guild_ready_timeout": 0.05, "start_timeout": 5.0}

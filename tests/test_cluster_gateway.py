@@ -25,7 +25,7 @@ from tests.helpers import Ran
 from tests.postgres import free_port
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(90)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(90)]  # PostgreSQL whatever --storage says
 
 PASSWORD = "s3cret-sesame"
 

@@ -19,7 +19,7 @@ from tests.cluster_support import open_cluster
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(60)]
 
 LEADER_TTL = 4.0  # a claim of a process that died lapses this fast; a live one stalled for less is kept
 

@@ -33,7 +33,7 @@ from tests.helpers import new_session
 from tests.redis_server import RedisServer
 from tests.virtual_time import virtual_time
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
 
 KEY = "telegram:chat:42"
 

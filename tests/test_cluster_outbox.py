@@ -30,7 +30,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.redis_server import RedisServer
 
-pytestmark = pytest.mark.sqlite_only  # a cluster runs on PostgreSQL whatever --storage says
+pytestmark = pytest.mark.own_database  # a cluster runs on PostgreSQL whatever --storage says
 SETTLE_TIMEOUT = 30.0
 
 

@@ -21,7 +21,7 @@ from tests.emulator import ProviderEmulator
 from tests.postgres import PostgresServer
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(120)]
 
 FIRST_CHAT = 1000
 

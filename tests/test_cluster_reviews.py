@@ -17,7 +17,7 @@ from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 from tests.test_cluster_queue import model_asked
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(90)]
 
 CHAT = 1000
 KEY = "telegram:dm:1000"

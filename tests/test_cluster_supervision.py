@@ -16,7 +16,7 @@ from tests.cluster_support import answer_each, open_cluster
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(90)]
 
 CHAT = 1000
 

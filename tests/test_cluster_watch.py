@@ -20,7 +20,7 @@ from tests.redis_server import RedisServer
 from tests.test_cluster_leader import Ledger
 from tests.test_cluster_leases import KEY, process
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
 
 
 @asynccontextmanager

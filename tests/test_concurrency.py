@@ -16,6 +16,8 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 from tests.helpers import assert_well_formed, new_session, run_turn
 
+pytestmark = pytest.mark.each_database  # hundreds of sessions at once on the database's connections
+
 SESSIONS = 300
 CAP = 40
 

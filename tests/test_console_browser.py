@@ -27,7 +27,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import ADMIN, FRIEND, STRANGER
 from tests.helpers import write_project_notes
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.sqlite_only]  # the browser, not the database, is tested
+pytestmark = pytest.mark.timeout(120)
 
 XSS = "<img src=x onerror=alert(1)>"
 PAGES = {  # nav link -> the page's heading

@@ -19,7 +19,7 @@ from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 from tests.test_console_sources import row_of
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(120)]  # PostgreSQL whatever --storage says
 
 LEADER = re.compile(r"<dt>Leader</dt><dd>(g[01])</dd>")
 

@@ -19,7 +19,7 @@ from tests.emulator import ProviderEmulator
 from tests.gateway_support import ADMIN, FRIEND
 from tests.helpers import herald_cli, write_project_notes
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.sqlite_only]  # the pages, not the database
+pytestmark = pytest.mark.timeout(120)
 
 GROUP = -100
 GROUP_KEY = f"telegram:group:{GROUP}"

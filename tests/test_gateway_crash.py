@@ -25,7 +25,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.fakes.waiting import PROCESS_TIMEOUT
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # processes start and restart
+pytestmark = [pytest.mark.each_database, pytest.mark.slow, pytest.mark.timeout(600)]  # processes restart
 
 CHAT = 2
 

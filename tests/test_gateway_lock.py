@@ -20,7 +20,7 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.fakes.waiting import PROCESS_TIMEOUT
 from tests.gateway_support import FRIEND, gateway_config, telegram_gateway
-from tests.test_gateway_crash import configure, gateway_process
+from tests.test_gateway_crash import CHAT, configure, gateway_process
 
 
 def refusal(pid: int, home: HeraldHome) -> str:
@@ -67,10 +67,8 @@ def test_gateway_run_beside_a_running_gateway_exits_2_naming_its_pid(
             result = herald("gateway", "run")
             assert (result.returncode, result.stdout) == (2, ""), result
             assert result.stderr == f"herald: {refusal(first.pid, home)}\n"
-            polls = len(fake.calls_to("getUpdates"))
-            fake.wait_for_sync(
-                lambda: len(fake.calls_to("getUpdates")) > polls, PROCESS_TIMEOUT, what="it still polling"
-            )
+            fake.private_message(CHAT, "still there?")  # the first gateway still answers
+            fake.wait_for_sync(lambda: fake.messages(CHAT), PROCESS_TIMEOUT, what="its answer")
             assert first.poll() is None and fake.poll_overlaps == []
 
 

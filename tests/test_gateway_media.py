@@ -489,7 +489,6 @@ def rss_growth() -> Iterator[list[float]]:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.sqlite_only  # memory is the database's no more than the images', and one run is enough
 async def test_four_huge_images_at_once_keep_the_gateway_within_its_memory_and_give_it_back(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

@@ -15,6 +15,8 @@ from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, run_turn
 
+pytestmark = pytest.mark.each_database  # what the database keeps of a history, and what it leaves out
+
 
 def texts(blocks: object) -> str:
     if isinstance(blocks, str):

@@ -27,6 +27,8 @@ from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until_sync
 from tests.helpers import HERALD, assert_well_formed, new_session, point_at, run_turn
 
+pytestmark = pytest.mark.each_database  # a history left by a killed process, repaired in the database
+
 CALL = ToolCall("call_1", "todo", "{}")
 
 

@@ -23,7 +23,7 @@ from tests.postgres import free_port
 from tests.redis_server import RedisServer
 from tests.test_cluster_chaos import START_TIMEOUT, USERS, Process, configure, gateway_process, wait
 
-pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
+pytestmark = [pytest.mark.own_database, pytest.mark.timeout(240)]  # PostgreSQL whatever --storage says
 
 LIMIT = 0.1  # about 30 of the 80 messages' answers
 LINE = "This bot has used its $0.10 for today; it resets at 00:00 Europe/Berlin."

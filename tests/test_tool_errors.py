@@ -128,7 +128,7 @@ async def test_no_tool_error_names_a_path_a_database_or_an_address(
 SKILL = b"---\nname: deploy\ndescription: Ship a release.\n---\n\nRun the release script.\n"
 
 
-@pytest.mark.sqlite_only  # a PostgreSQL of its own, stopped
+@pytest.mark.own_database  # a PostgreSQL of its own, stopped
 @pytest.mark.timeout(120)
 async def test_with_the_database_down_tools_say_so_without_naming_it(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, own_postgres: PostgresServer
