@@ -151,13 +151,12 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
 
         wait(answered, "the answer from the other process", timeout=60)
         waited = time.monotonic() - began
-        fake.private_message(CHAT, "second")  # one chat's turns go in order: a doubled answer comes first
-        wait(lambda: "Answer to second" in answered(), "the next answer", timeout=60)
+        time.sleep(1.0)  # a doubled answer would show up now (a load could only hide one, never make one)
         final = [m.text for m in fake.messages(CHAT) if not m.deleted]
         assert processes[1 - killed].poll() is None
     client.close()
-    assert final == ["Answer to question", "Answer to second"]
-    assert len(emulator.requests) == 3  # the killed attempt, the one that answered, and the second
+    assert final == ["Answer to question"]
+    assert len(emulator.requests) == 2  # the killed attempt and the one that answered
     assert waited < LEASE_TTL + 15, waited
 
 

@@ -9,6 +9,7 @@ a broken connection: ``tests/test_cluster_watch.py``."""
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -123,9 +124,10 @@ async def test_a_taken_lease_ends_the_term_at_the_next_renewal(redis_url: str) -
 
 
 async def test_a_duty_that_fails_to_start_ends_the_term(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr("gateway.cluster.leases.leader.FAILED_DUTY_PAUSE", 30.0)
+    caplog.set_level(logging.INFO, logger="gateway.cluster.leases.leader")
     ledger = Ledger()
 
     @asynccontextmanager
@@ -140,9 +142,10 @@ async def test_a_duty_that_fails_to_start_ends_the_term(
         failing.add_duty("ledger", ledger.duty("failing"))
         failing.add_duty("broken", broken)
         await stack.enter_async_context(failing.campaigning())
-        await until(lambda: failing.terms == 1 and not failing.leading, TTL + SLACK, "a failed term")
+        await until(lambda: "failing stepped down" in caplog.messages, TTL + SLACK, "a failed term's end")
+        assert failing.terms == 1 and not failing.leading
         assert ledger.spans and ledger.running() == []  # what had started was stopped
-        assert await redis.get(LEADER_KEY) is None  # and the lease released at once
+        assert await redis.get(LEADER_KEY) is None  # and the lease released (not left to expire)
         healthy = Leadership(redis, "healthy", TTL)
         healthy.add_duty("ledger", ledger.duty("healthy"))
         await stack.enter_async_context(healthy.campaigning())

@@ -108,6 +108,8 @@ async def test_one_gateway_holds_the_socket_and_the_other_takes_it_over_when_it_
     said = [user_texts(request)[-1] for request in emulator.requests]
     for text in ("before the handover", "during the handover", "a first word", "after the handover"):
         assert sum(text in line for line in said) == 1, (text, said)  # nothing lost, nothing doubled
-    assert len(answers) == 3 and len(first_dm) == 1 and len(said) == 4 and fake.connections == 2
+    assert len(answers) == 3 and len(first_dm) == 1 and len(said) == 4
+    assert fake.connections >= 2  # the other's socket (and a new one of its own if a loaded machine made
+    # it replace one that seemed silent; two processes at once are ruled out above, while both ran)
     took = opening.time - stopping
     assert took < LEADER_TTL + SLACK, f"the socket was taken over {took:.1f} s after the leader stopped"
