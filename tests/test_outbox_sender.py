@@ -31,6 +31,7 @@ from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import ReplyStream
 from gateway.intake.inbox import Inbox
 from gateway.server.metrics import GatewayMetrics
+from resilience.backoff import Backoff
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until, wait_until_awaited
 
 
@@ -307,6 +308,40 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     finally:
         running.cancel()
     assert [text.text for _, _, text in adapter.sent] == ["still delivered"]
+
+
+async def test_a_send_recorded_while_the_database_is_away_is_recorded_when_it_is_back_and_not_sent_again(
+    outbox: Outbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telegram took the reply, then PostgreSQL went away before the sender could mark it sent (a
+    loaded chaos run showed it: the pass failed, and the reply went out a second time once the
+    database was back). The send is recorded when the database answers again, and made once."""
+    adapter = ScriptedAdapter()
+    sender, _, _ = make_sender(outbox, adapter)
+    monkeypatch.setattr(sender_module, "PASS_RETRY", 0.05)
+    monkeypatch.setattr(sender_module, "RECORDING", Backoff(0.01, 0.02))
+    real_mark_sent = outbox.mark_sent
+    away = iter([StorageUnavailable("the database cannot be reached")] * 3)
+
+    async def away_for_a_while(*args: Any, **kwargs: Any) -> Any:
+        for failure in away:
+            raise failure
+        return await real_mark_sent(*args, **kwargs)
+
+    monkeypatch.setattr(outbox, "mark_sent", away_for_a_while)
+    [item_id] = await outbox.enqueue([send("a", "once")])
+    running = asyncio.create_task(sender.run())
+    try:
+        async def recorded() -> bool:
+            return bool((await stored(outbox, item_id)).state == OutboxState.SENT.value)
+
+        await wait_until_awaited(recorded, what="the send recorded")
+        await outbox.enqueue([send("b", "a later reply")])  # a later pass: the first is not sent again
+        await wait_until(lambda: len(adapter.sent) >= 2, what="the later reply sent")
+    finally:
+        running.cancel()
+    assert (await stored(outbox, item_id)).platform_message_id == "m1"
+    assert [text.text for _, _, text in adapter.sent] == ["once", "a later reply"]
 
 
 async def test_a_chat_waiting_for_its_first_reply_s_retry_is_not_due_before_it(outbox: Outbox) -> None:

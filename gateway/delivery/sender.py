@@ -32,9 +32,10 @@ from adapters.text.entities import plain_fallback
 from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.server.metrics import GatewayMetrics
-from resilience.backoff import Backoff
+from resilience.backoff import Backoff, Streak
 from resilience.cancelling import wait_event
 from resilience.renewal import Policy, Renewal, Renewer
+from resilience.unreachable import Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ CLAIM_BATCH = CONCURRENT_CHATS  # heads one process claims per round, so the oth
 MAX_BUDGET_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
 IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
 PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
+RECORD_PATIENCE = 300.0  # seconds a send the platform accepted is retried into a database that is away
+RECORDING = Backoff(0.1, 0.5)  # well inside PASS_RETRY: the sender that sent it records it first
 
 
 RETRIES = Backoff(FIRST_BACKOFF, MAX_BACKOFF)  # the platform's retry_after wins when it gives one
@@ -229,13 +232,38 @@ class OutboxSender:
         except Exception as error:  # an adapter bug must not stop every other chat's replies
             log.exception("outbox item %d: unexpected error from the adapter", item.id)
             return await self._failed(item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True))
-        if not await self.outbox.mark_sent(item.id, message_id, claimant=self.claimant):
+        if not await self._record_sent(item, message_id):
             log.warning(
                 "outbox item %d was sent, but another process had taken it over: it may go out twice",
                 item.id,
             )
         self.metrics.messages_out.labels(outgoing.address.platform, outgoing.operation.value).inc()
         return True
+
+    async def _record_sent(self, item: OutboxItem, message_id: str) -> bool:
+        """Record a send the platform accepted; False when another process had taken the item over.
+
+        The database may be away just then (a restart, a failover). Giving up at once would forget the
+        send, and the item would go out again once its claim ran out, from here or from another
+        process: it is retried every 0.1–0.5 s instead, for up to ``RECORD_PATIENCE`` seconds. Other
+        processes retry a failed pass only after ``PASS_RETRY``, so this one records it first."""
+        retries = Streak(RECORDING)
+        deadline = self.clock() + RECORD_PATIENCE
+        while True:
+            try:
+                recorded = await self.outbox.mark_sent(item.id, message_id, claimant=self.claimant)
+            except Unreachable as error:
+                if self.clock() >= deadline:
+                    log.error("outbox item %d was sent but never recorded: it may go out again", item.id)
+                    raise
+                if retries.failures == 0:
+                    log.warning("outbox item %d was sent; recording it waits for the database (%s)",
+                                item.id, error)  # fmt: skip
+                await asyncio.sleep(retries.next_delay())
+                continue
+            if retries.failures:
+                log.info("outbox item %d: its send is recorded now", item.id)
+            return recorded
 
     async def _perform(self, adapter: Adapter, item: OutboxItem) -> str:
         outgoing = item.outgoing
