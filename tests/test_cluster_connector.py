@@ -211,7 +211,7 @@ async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_w
         ["a", "b", "c"],
         fake=fake,
         telegram=webhook,
-        cluster={"leader_ttl": 10.0},  # one term throughout, also on a loaded machine: one setWebhook
+        cluster={"leader_ttl": 10.0},  # mostly one term throughout (a loaded machine may make another)
     ) as cluster:
         await cluster.leader()
         await until(lambda: len(fake.calls_to("setWebhook")) == 1, SLACK, "the leader setting the webhook")
@@ -232,5 +232,6 @@ async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_w
             fake.pending.clear()
         await cluster.settled()
         assert_each_answered_once(cluster, users)
-        assert len(fake.calls_to("setWebhook")) == 1
+        terms = sum(cluster.member(name).leadership.terms for name in cluster.gateways)
+        assert len(fake.calls_to("setWebhook")) == terms  # once per leader's term, never by the others
         assert not fake.calls_to("deleteWebhook") and not fake.calls_to("getUpdates")
