@@ -29,13 +29,13 @@ from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
 from adapters.text.entities import plain_fallback
-from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem
+from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem, OutboxState
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
+from gateway.intake.outage import until_reachable
 from gateway.server.metrics import GatewayMetrics
-from resilience.backoff import Backoff, Streak
+from resilience.backoff import Backoff
 from resilience.cancelling import wait_event
 from resilience.renewal import Policy, Renewal, Renewer
-from resilience.unreachable import Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -245,25 +245,23 @@ class OutboxSender:
 
         The database may be away just then (a restart, a failover). Giving up at once would forget the
         send, and the item would go out again once its claim ran out, from here or from another
-        process: it is retried every 0.1–0.5 s instead, for up to ``RECORD_PATIENCE`` seconds. Other
-        processes retry a failed pass only after ``PASS_RETRY``, so this one records it first."""
-        retries = Streak(RECORDING)
-        deadline = self.clock() + RECORD_PATIENCE
-        while True:
-            try:
-                recorded = await self.outbox.mark_sent(item.id, message_id, claimant=self.claimant)
-            except Unreachable as error:
-                if self.clock() >= deadline:
-                    log.error("outbox item %d was sent but never recorded: it may go out again", item.id)
-                    raise
-                if retries.failures == 0:
-                    log.warning("outbox item %d was sent; recording it waits for the database (%s)",
-                                item.id, error)  # fmt: skip
-                await asyncio.sleep(retries.next_delay())
-                continue
-            if retries.failures:
-                log.info("outbox item %d: its send is recorded now", item.id)
-            return recorded
+        process: it is retried every 0.1–0.5 s instead (``until_reachable``), for up to
+        ``RECORD_PATIENCE`` seconds. Other processes retry a failed pass only after ``PASS_RETRY``, so
+        this one records it first."""
+
+        async def record(again: bool) -> bool:
+            if again:  # the interrupted write may have committed before its answer was lost
+                stored = await self.outbox.find(item.id)
+                if stored is not None and stored.state is OutboxState.SENT:
+                    return stored.platform_message_id == message_id
+            return await self.outbox.mark_sent(item.id, message_id, claimant=self.claimant)
+
+        try:
+            async with asyncio.timeout(RECORD_PATIENCE):
+                return await until_reachable(record, f"recording sent outbox item {item.id}", waits=RECORDING)
+        except TimeoutError:
+            log.error("outbox item %d was sent but never recorded: it may go out again", item.id)
+            raise
 
     async def _perform(self, adapter: Adapter, item: OutboxItem) -> str:
         outgoing = item.outgoing

@@ -26,12 +26,16 @@ MAX_WAIT = 30.0
 WAITS = Backoff(FIRST_WAIT, MAX_WAIT)
 
 
-async def until_reachable(attempt: Callable[[bool], Awaitable[T]], what: str) -> T:
+async def until_reachable(
+    attempt: Callable[[bool], Awaitable[T]], what: str, *, waits: Backoff = WAITS
+) -> T:
     """``await attempt(again)`` until it does not raise ``StorageUnavailable``; returns what it returned.
 
     ``again`` is False on the first try and True on every later one: the interrupted try may have stored
     part of its work, which the next one looks for rather than repeating. Any other exception is
     ``attempt``'s own and propagates. ``what`` names the work in the log ("inbox 12", "cron job ab12").
+    ``waits``: a caller that must win a race once the server is back (the outbox sender recording a send)
+    waits less between tries.
     """
     failed = 0
     while True:
@@ -41,7 +45,7 @@ async def until_reachable(attempt: Callable[[bool], Awaitable[T]], what: str) ->
             failed += 1
             if failed == 1:
                 log.warning("%s waits: %s", what, error)
-            await asyncio.sleep(WAITS.delay(failed))
+            await asyncio.sleep(waits.delay(failed))
             continue
         if failed:
             log.info("%s: reachable again; done after %d wait(s)", what, failed)
