@@ -56,7 +56,7 @@ async def test_a_gateway_in_a_cluster_answers_and_reports_its_redis_in_readyz_an
         redis_server.halt()
         started = time.monotonic()
         report = await gateway.http.readiness()
-        assert time.monotonic() - started < READY_PROBE_SECONDS + 2
+        assert time.monotonic() - started < READY_PROBE_SECONDS + 10  # bounded: a probe never hangs
         problems = report["problems"]
         assert report["ready"] is False and isinstance(problems, list)
         assert any(problem.startswith("redis: ") for problem in problems), problems

@@ -8,7 +8,6 @@ that "stalls" is one whose renewals come later than its lease lives (``renew_eve
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -128,9 +127,7 @@ async def test_an_expired_lease_is_taken_over_and_the_stalled_holder_is_cancelle
 
         holder = asyncio.create_task(long_turn())
         await a_has_it.wait()
-        started = time.monotonic()
         async with b.locks.hold(KEY, max_wait=5.0) as lease:
-            assert time.monotonic() - started < 0.4 + 2.0  # within the TTL (and a generous margin)
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(holder, 5.0)  # its next renewal found the lease taken over
             assert not reached_the_end

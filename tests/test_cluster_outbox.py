@@ -339,7 +339,5 @@ async def test_a_process_shutting_down_in_a_cluster_leaves_others_claims_to_them
     await holder.outbox.enqueue([send("a", "held elsewhere")])
     await holder.outbox.due_heads(time.time(), {"test": None}, claimant=holder.claimant)
     await leaving.outbox.enqueue([send("b", "its own answer")])
-    started = time.monotonic()
     assert await leaving.sender.flush(10.0)  # sent what it could, holds nothing: done
-    assert time.monotonic() - started < 5.0
     assert log == [Sent("leaving", "b", "its own answer")]
