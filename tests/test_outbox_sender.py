@@ -32,6 +32,7 @@ from gateway.delivery.stream import ReplyStream
 from gateway.intake.inbox import Inbox
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
+from resilience.cancelling import cancel_and_wait
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until, wait_until_awaited
 
 
@@ -169,7 +170,7 @@ async def test_an_adapter_bug_is_retried_not_fatal(outbox: Outbox) -> None:
     try:
         await wait_until(lambda: adapter.sent, what="the retried send")
     finally:
-        task.cancel()
+        await cancel_and_wait([task])  # its pass may be mid-query: let it give its connection back
     assert calls == 2
 
 
@@ -332,6 +333,7 @@ async def test_a_send_recorded_while_the_database_is_away_is_recorded_when_it_is
     [item_id] = await outbox.enqueue([send("a", "once")])
     running = asyncio.create_task(sender.run())
     try:
+
         async def recorded() -> bool:
             return bool((await stored(outbox, item_id)).state == OutboxState.SENT.value)
 
