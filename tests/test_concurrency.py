@@ -37,7 +37,10 @@ async def test_three_hundred_sessions_at_once_are_all_answered_in_order_under_th
 ) -> None:
     emulator.stream_delay = 0.002
     with emulator.serve_in_thread() as url:  # its own event loop, like a provider elsewhere
-        config = make_config(url, agent={"max_concurrent_requests": CAP})
+        # 300 turns share PostgreSQL's 20 connections; on a loaded machine one may wait its turn longer
+        # than the default 10 s, which the gateway waits out and this test (the agent alone) would not.
+        storage = {"connect_timeout": 120.0}
+        config = make_config(url, agent={"max_concurrent_requests": CAP}, storage=storage)
         async with open_agent_runtime(config, home) as runtime:
             sessions = [(await runtime.new_session(spec(n))).record for n in range(SESSIONS)]
             results = await asyncio.gather(

@@ -8,6 +8,8 @@ the conversation, and the next request exactly the prefix the cache holds.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from gateway.home import HeraldHome
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
+from tests.fakes.waiting import wait_until
 from tests.helpers import (
     EventLog,
     assert_well_formed,
@@ -265,3 +268,31 @@ async def test_an_unreachable_provider_is_named_as_such(home: HeraldHome, api: s
     assert result.error == (
         "No answer: the model provider could not be reached (2 attempts). Please try again in a minute."
     )
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_cancelled_answer_hangs_up_on_the_provider_at_once(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, api: str
+) -> None:
+    """A turn stopped mid-stream (/stop, Ctrl-C, a newer message) closes its HTTP response then, not when
+    the garbage collector reaches the stream: a stopped answer frees its connection at once, and an exiting
+    `herald chat` has no half-read stream left to close (which printed a traceback after "[stopped]")."""
+    emulator.hold_streams(1)  # the answer stops half-way until the client hangs up
+    streamed = asyncio.Event()
+
+    async def on_text(_text: str) -> None:
+        streamed.set()
+
+    async with open_agent_runtime(config_for(emulator_url, api), home) as runtime:
+        session = await new_session(runtime)
+        provider = runtime.agent.provider_for(session)
+        gc.disable()  # only an explicit close can end the response now
+        try:
+            answering = asyncio.create_task(provider.complete(one_message(session), on_text))
+            await streamed.wait()
+            answering.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await answering
+            await wait_until(lambda: emulator.in_flight == 0, what="the provider seeing the hang-up")
+        finally:
+            gc.enable()

@@ -118,27 +118,28 @@ class AnthropicProvider(Provider):
         if progress is not None:
             progress.begin()
         stream = await self._client.messages.create(stream=True, **body)
-        async for event in stream:
-            await asyncio.sleep(0)  # one event per turn of the loop: a buffered stream never hogs it
-            if event.type == "message_start":
-                usage = event.message.usage.model_dump()
-                if progress is not None:  # what the request costs is known now, before any output
-                    progress.reported = normalize_usage(usage)
-            elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                call = reply.call(event.index)
-                call["id"], call["name"] = event.content_block.id, event.content_block.name
-            elif event.type == "content_block_delta":
-                if event.delta.type == "text_delta":
-                    text = reply.add_text(event.delta.text)
-                    if on_text is not None:
-                        await on_text(text)
-                elif event.delta.type == "input_json_delta" and event.index in reply.calls:
-                    reply.call(event.index)["json"] += event.delta.partial_json
-            elif event.type == "message_delta":
-                stop_reason = event.delta.stop_reason or stop_reason
-                usage["output_tokens"] = event.usage.output_tokens
-            elif event.type == "message_stop":
-                stopped = True
+        async with stream:  # closed at once on cancellation or error, not left to the garbage collector
+            async for event in stream:
+                await asyncio.sleep(0)  # one event per turn of the loop: a buffered stream never hogs it
+                if event.type == "message_start":
+                    usage = event.message.usage.model_dump()
+                    if progress is not None:  # what the request costs is known now, before any output
+                        progress.reported = normalize_usage(usage)
+                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    call = reply.call(event.index)
+                    call["id"], call["name"] = event.content_block.id, event.content_block.name
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        text = reply.add_text(event.delta.text)
+                        if on_text is not None:
+                            await on_text(text)
+                    elif event.delta.type == "input_json_delta" and event.index in reply.calls:
+                        reply.call(event.index)["json"] += event.delta.partial_json
+                elif event.type == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    usage["output_tokens"] = event.usage.output_tokens
+                elif event.type == "message_stop":
+                    stopped = True
         if not stopped:
             raise incomplete_stream("message_stop")
         return reply.response(stop_reason, normalize_usage(usage))

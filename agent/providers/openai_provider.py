@@ -150,24 +150,25 @@ class OpenAIProvider(Provider):
         if progress is not None:
             progress.begin()
         stream = await self._client.chat.completions.create(**body)
-        async for chunk in stream:
-            await asyncio.sleep(0)  # one chunk per turn of the loop: a buffered stream never hogs it
-            if chunk.usage is not None:
-                usage = chunk.usage
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    text = reply.add_text(delta.content)
-                    if on_text is not None:
-                        await on_text(text)
-                for piece in delta.tool_calls or []:
-                    call = reply.call(piece.index)
-                    call["id"] = piece.id or call["id"]
-                    if piece.function is not None:
-                        call["name"] += piece.function.name or ""
-                        call["json"] += piece.function.arguments or ""
-                if choice.finish_reason:
-                    finish_reason = choice.finish_reason
+        async with stream:  # closed at once on cancellation or error, not left to the garbage collector
+            async for chunk in stream:
+                await asyncio.sleep(0)  # one chunk per turn of the loop: a buffered stream never hogs it
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        text = reply.add_text(delta.content)
+                        if on_text is not None:
+                            await on_text(text)
+                    for piece in delta.tool_calls or []:
+                        call = reply.call(piece.index)
+                        call["id"] = piece.id or call["id"]
+                        if piece.function is not None:
+                            call["name"] += piece.function.name or ""
+                            call["json"] += piece.function.arguments or ""
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
         if finish_reason is None:
             raise incomplete_stream("a finish_reason")
         return reply.response(finish_reason, normalize_usage(usage))
