@@ -307,7 +307,7 @@ async def test_a_database_error_in_a_pass_does_not_end_the_sender(
     try:
         await wait_until(lambda: adapter.sent, what="the send after the failed pass")
     finally:
-        running.cancel()
+        await cancel_and_wait([running])  # its pass may be mid-query: let it give its connection back
     assert [text.text for _, _, text in adapter.sent] == ["still delivered"]
 
 
@@ -341,7 +341,7 @@ async def test_a_send_recorded_while_the_database_is_away_is_recorded_when_it_is
         await outbox.enqueue([send("b", "a later reply")])  # a later pass: the first is not sent again
         await wait_until(lambda: len(adapter.sent) >= 2, what="the later reply sent")
     finally:
-        running.cancel()
+        await cancel_and_wait([running])  # its pass may be mid-query: let it give its connection back
     assert (await stored(outbox, item_id)).platform_message_id == "m1"
     assert [text.text for _, _, text in adapter.sent] == ["once", "a later reply"]
 
