@@ -181,8 +181,9 @@ async def test_a_cancelled_command_is_killed_with_its_sandbox_and_leaves_no_cgro
     with pytest.raises(asyncio.CancelledError):
         await task
     await wait_until(lambda: not any(alive(pid) for pid in sandbox), what="the sandbox to die")
-    await run(hands, "true")  # the next command clears what the cancelled one left
     await wait_until(lambda: not _our_cgroups(runner.cgroups), what="its cgroup to be removed")
+    assert (await run(hands, "echo next")).stdout.text() == "next\n"
+    assert not _our_cgroups(runner.cgroups), "a finished command leaves no cgroup either"
 
 
 def _our_cgroups(base: Path | None) -> list[Path]:

@@ -126,14 +126,26 @@ def probe(bwrap: str) -> str | None:
 
 
 class BubblewrapProcess(LocalProcess):
-    """A sandboxed command; its process cgroup is removed once it was stopped."""
+    """A sandboxed command; its process cgroup is removed once the command ended, whether it was stopped
+    or killed by a cancelled turn (which cannot wait for that, so a task of its own does)."""
 
     def __init__(self, process: asyncio.subprocess.Process, group: PidsGroup | None) -> None:
         super().__init__(process)
         self.group = group
+        self._releasing: asyncio.Task[None] | None = None
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         await super().stop(grace)
+        await self._release_group()
+
+    def kill_now(self) -> None:
+        super().kill_now()
+        if self.group is not None and self._releasing is None:
+            self._releasing = asyncio.get_running_loop().create_task(
+                self._release_group(), name=f"sandbox-cgroup-{self.pid}"
+            )
+
+    async def _release_group(self) -> None:
         group = self.group
         if group is None:
             return
@@ -142,8 +154,8 @@ class BubblewrapProcess(LocalProcess):
                 await self.wait()
                 while not group.empty():  # noqa: ASYNC110 - cgroup.procs has no event to await
                     await asyncio.sleep(0.02)
-        group.remove()
-        self.group = None
+        if group.remove():
+            self.group = None
 
     @property
     def ended(self) -> bool:
@@ -223,11 +235,10 @@ class BubblewrapRunner:
         return started
 
     def _sweep(self) -> None:
-        """Remove the cgroups of commands killed without a stop (a cancelled turn), once they ended."""
-        for process in [p for p in self._started if p.ended or p.group is None]:
-            self._started.remove(process)
-            if process.group is not None and process.group.empty():
-                process.group.remove()
-                process.group = None
-            elif process.group is not None:
-                self._started.append(process)  # still has processes: next time
+        """Forget the commands whose cgroup is gone; retry removing those a command left processes in."""
+        for process in list(self._started):
+            group = process.group
+            if group is not None and process.ended and group.empty() and group.remove():
+                process.group = group = None
+            if group is None:
+                self._started.remove(process)

@@ -9,7 +9,6 @@ cgroup can be made (:func:`pids_hierarchy` says which, and ``herald doctor`` say
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -111,10 +110,13 @@ class PidsGroup:
         except OSError:
             return True
 
-    def remove(self) -> None:
-        """Remove the group once it is empty (a group with a process left in it stays; logged)."""
-        with contextlib.suppress(FileNotFoundError):
-            try:
-                self.path.rmdir()
-            except OSError as error:
-                log.warning("sandbox cgroup %s not removed: %s", self.path, error.strerror)
+    def remove(self) -> bool:
+        """Remove the group once it is empty; False when a process left in it keeps it there (logged)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError as error:
+            log.warning("sandbox cgroup %s not removed: %s", self.path, error.strerror)
+            return False
+        return True
