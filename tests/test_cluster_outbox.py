@@ -1,6 +1,7 @@
 """Several senders on one PostgreSQL outbox (one per simulated process): each reply sent by exactly one
-of them, each chat's replies in order, a dead sender's claim taken over after the claim time, and a
-sender whose claim was taken over neither sends nor marks the reply."""
+of them, each chat's replies in order, a dead sender's claim taken over after the claim time and a
+grace, a sender whose claim was taken over does not send the reply, and one whose send the platform
+accepted records it even after its claim ran out (nobody sends it again)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ import sqlalchemy as sa
 from adapters.base import Adapter, Capabilities, ChatAddress, InboundSink, OutboundText
 from adapters.text.markdown import render_markdown
 from agent.db.connect import open_storage
+from agent.db.errors import StorageUnavailable
 from agent.db.urls import parse_storage_url
 from gateway import tables as schema
 from gateway.cluster.limits.send_budget import RedisSendBudget
-from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxState, Outgoing
+from gateway.delivery import sender as sender_module
+from gateway.delivery.outbox import TAKEOVER_GRACE, Claimant, Operation, Outbox, OutboxState, Outgoing
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
 from gateway.server.metrics import GatewayMetrics
+from resilience.backoff import Backoff
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.redis_server import RedisServer
@@ -205,7 +209,10 @@ async def test_a_reply_whose_sender_died_holding_its_claim_is_sent_by_another_af
     await survivor.sender.send_due()
     assert [s.text for s in log] == ["other chat"]  # chat a's head is claimed: nothing of chat a goes out
 
-    later[0] = 11.0  # past the dead process's claim
+    later[0] = 11.0  # past the dead process's claim: released, and due after the grace
+    await survivor.sender.send_due()
+    assert [s.text for s in log] == ["other chat"]
+    later[0] = 11.0 + TAKEOVER_GRACE
     await survivor.sender.send_due()
     assert [s.text for s in log] == ["other chat", "one", "two"]
     assert {s.process for s in log} == {"survivor"}
@@ -223,21 +230,27 @@ async def test_a_sender_whose_claim_was_taken_over_does_not_send_the_reply(
     stalled = await process(
         stack, postgresql_database, tmp_path, "stalled", log, claim_seconds=5.0, budget=held_up
     )
-    other = await process(stack, postgresql_database, tmp_path, "other", log, clock=lambda: time.time() + 6.0)
+    later = [6.0]
+    other = await process(
+        stack, postgresql_database, tmp_path, "other", log, clock=lambda: time.time() + later[0]
+    )
     [item_id] = await stalled.outbox.enqueue([send("a", "the answer")])
     attempt = asyncio.create_task(stalled.sender.send_due())
     await asyncio.wait_for(held_up.waiting.wait(), 10.0)
 
-    await other.sender.send_due()  # the claim expired: taken over and sent
+    await other.sender.send_due()  # the claim expired: released for the grace
     held_up.opened.set()
     await asyncio.wait_for(attempt, 10.0)
+    assert log == []  # the stalled process checked its claim and held back
+    later[0] = 6.0 + TAKEOVER_GRACE
+    await other.sender.send_due()
 
-    assert log == [Sent("other", "a", "the answer")]  # the stalled process checked its claim and held back
+    assert log == [Sent("other", "a", "the answer")]
     stored = await row(other.outbox, item_id)
     assert (stored.state, stored.claimed_by) == (OutboxState.SENT, other.claimant.holder)
 
 
-async def test_a_sender_whose_claim_was_taken_over_mid_send_cannot_mark_the_reply(
+async def test_a_send_accepted_after_the_claim_ran_out_is_recorded_and_not_sent_again(
     stack: AsyncExitStack, postgresql_database: str, tmp_path: Path
 ) -> None:
     log: list[Sent] = []
@@ -245,24 +258,64 @@ async def test_a_sender_whose_claim_was_taken_over_mid_send_cannot_mark_the_repl
     stalled = await process(
         stack, postgresql_database, tmp_path, "stalled", log, claim_seconds=60.0, gate=slow_platform
     )
+    later = [61.0]
     other = await process(
-        stack, postgresql_database, tmp_path, "other", log, clock=lambda: time.time() + 61.0
+        stack, postgresql_database, tmp_path, "other", log, clock=lambda: time.time() + later[0]
     )
     [item_id] = await stalled.outbox.enqueue([send("a", "the answer")])
     attempt = asyncio.create_task(stalled.sender.send_due())
     await asyncio.wait_for(stalled.adapter.started.wait(), 10.0)  # the request is with the platform
 
-    await (
-        other.sender.send_due()
-    )  # the stalled process's claim ran out: another sends it (the duplicate window)
+    await other.sender.send_due()  # the stalled process's claim ran out: released for the grace
     slow_platform.set()
-    await asyncio.wait_for(attempt, 10.0)
+    await asyncio.wait_for(attempt, 10.0)  # the platform took it: recorded though the claim is gone
+    later[0] = 61.0 + TAKEOVER_GRACE
+    await other.sender.send_due()
 
+    assert log == [Sent("stalled", "a", "the answer")]
     stored = await row(other.outbox, item_id)
-    assert (stored.state, stored.claimed_by) == (OutboxState.SENT, other.claimant.holder)
-    assert stored.platform_message_id.startswith("other-")  # the late process's mark was refused
-    assert stored.attempts == 1
+    assert (stored.state, stored.claimed_by) == (OutboxState.SENT, stalled.claimant.holder)
+    assert (stored.platform_message_id, stored.attempts) == ("stalled-1", 1)
     assert not await stalled.outbox.keep_claim(item_id, stalled.claimant, time.time())
+
+
+async def test_a_send_recorded_after_the_database_was_away_longer_than_the_claim_goes_out_once(
+    stack: AsyncExitStack, postgresql_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The platform accepted the reply, then the database went away for longer than the claim; another
+    process reached the database first once it was back. Its sender waits the grace, the first
+    process's retried write lands meanwhile, and the reply goes out once (it went out twice before)."""
+    log: list[Sent] = []
+    monkeypatch.setattr(sender_module, "RECORDING", Backoff(0.01, 0.02))
+    sender_proc = await process(stack, postgresql_database, tmp_path, "sender", log, claim_seconds=10.0)
+    later = [11.0]
+    other = await process(
+        stack, postgresql_database, tmp_path, "other", log, clock=lambda: time.time() + later[0]
+    )
+    back, refused = asyncio.Event(), asyncio.Event()
+    real_mark_sent = sender_proc.outbox.mark_sent
+
+    async def mark_sent_once_back(*args: Any, **kwargs: Any) -> bool:
+        if not back.is_set():
+            refused.set()
+            raise StorageUnavailable("the database cannot be reached")
+        return await real_mark_sent(*args, **kwargs)
+
+    monkeypatch.setattr(sender_proc.outbox, "mark_sent", mark_sent_once_back)
+    [item_id] = await sender_proc.outbox.enqueue([send("a", "the answer")])
+    attempt = asyncio.create_task(sender_proc.sender.send_due())
+    await asyncio.wait_for(refused.wait(), 10.0)  # sent, and its record refused
+
+    await other.sender.send_due()  # the database answers the other process first: the claim ran out
+    assert log == [Sent("sender", "a", "the answer")]
+    back.set()
+    await asyncio.wait_for(attempt, 10.0)
+    later[0] = 11.0 + TAKEOVER_GRACE
+    await other.sender.send_due()
+
+    assert log == [Sent("sender", "a", "the answer")]
+    stored = await row(other.outbox, item_id)
+    assert (stored.state, stored.platform_message_id) == (OutboxState.SENT, "sender-1")
 
 
 async def test_a_live_sender_keeps_its_claim_while_the_platform_is_slow(

@@ -27,17 +27,26 @@ a sender passes a :class:`Claimant` and each item is sent by the one process tha
   has expired, so while an item of chat C is claimed and unsent, no process sends a later item of C.
 - The claim lasts ``Claimant.seconds`` and is renewed while the attempt runs
   (:meth:`Outbox.keep_claim`, also called right before the platform gets the request); a process that
-  dies leaves it to expire, and another process sends the item after ``claimed_until``.
-- With a claimant, every state change is a compare-and-set on ``claimed_by``: it changes the item
-  only while it is pending and the claimant still holds it, and says whether it did. A process whose
-  claim expired and was taken over can neither mark the item nor (checking :meth:`~Outbox.keep_claim`
-  right before sending) send it. Sent and failed items keep ``claimed_by`` (who settled them); a
-  retry, a postponement or a replacement releases the claim, so any process may try next.
+  dies leaves it to expire.
+- A claim of another process found expired is not taken over at once: it is released and the item
+  postponed by ``TAKEOVER_GRACE``. Its holder may have had the send accepted and be retrying the write
+  that records it (the database was away longer than the claim); that write is retried every 0.1–0.5
+  s, so once the database answers, it lands within the grace. After the grace, any process sends the
+  item, unless it was recorded sent.
+- With a claimant, every state change but :meth:`~Outbox.mark_sent` is a compare-and-set on
+  ``claimed_by``: it changes the item only while it is pending and the claimant still holds it, and
+  says whether it did. A process whose claim expired can neither change the item nor (checking
+  :meth:`~Outbox.keep_claim` right before sending) send it. A send the platform accepted is recorded
+  whoever holds the claim by then, as long as the item is pending: it is the truth, and it stops a
+  process that has not sent the item yet from sending it. Sent and failed items keep ``claimed_by``
+  (who settled them); a retry, a postponement or a replacement releases the claim, so any process may
+  try next.
 - Expiry compares ``claimed_until`` with the claiming process's clock: the processes' machines keep
   their clocks in sync (NTP), and a skew of s seconds lets a claim be taken over s seconds early.
 - The one window where a reply goes out twice stays the one above (the platform accepted, the process
   died or stalled before its ``UPDATE``), now also across processes: a process stalled (SIGSTOP, GC,
-  a partition) longer than the claim between its last check and the platform's answer.
+  a partition) longer than the claim and the grace between its last check and the platform's answer,
+  or one that could not record a send for ``RECORD_PATIENCE`` (``gateway.delivery.sender``).
 
 Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and the claim columns stay
 empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
@@ -55,6 +64,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -70,6 +80,11 @@ from gateway.tables import outbox
 
 # What a process delivers: platform -> its only chat, or None for every chat of the platform.
 Served = Mapping[str, str | None]
+# How long an item whose claim expired in another process waits before anyone sends it: ten times the
+# longest pause between that process's tries to record a send (see the module docstring).
+TAKEOVER_GRACE = 5.0
+
+log = logging.getLogger(__name__)
 
 
 class Operation(StrEnum):
@@ -185,7 +200,21 @@ class Outbox:
         locked = query.where(claimable).with_for_update(skip_locked=True, of=outbox)
 
         def claim(conn: sa.Connection) -> list[OutboxItem]:
-            items = _items(conn, conn.execute(locked).all())
+            rows = conn.execute(locked).all()
+            expired = [row for row in rows if row.claimed_by not in (None, claimant.holder)]
+            if expired:
+                for row in expired:
+                    log.warning(
+                        "outbox item %d: the claim of %s ran out; sending it in %.0f s unless that "
+                        "process records it sent meanwhile",
+                        row.id,
+                        row.claimed_by,
+                        TAKEOVER_GRACE,
+                    )
+                ids = [row.id for row in expired]
+                grace = {"next_attempt_at": now + TAKEOVER_GRACE, **RELEASED}
+                conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(**grace))
+            items = _items(conn, [row for row in rows if row not in expired])
             if items:
                 claimed = {"claimed_by": claimant.holder, "claimed_until": now + claimant.seconds}
                 ids = [item.id for item in items]
@@ -218,20 +247,27 @@ class Outbox:
         return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     # The state changes below: with ``claimant``, only while it still holds the item (see the module
-    # docstring); each returns whether the item was changed.
+    # docstring), except mark_sent; each returns whether the item was changed.
 
     async def mark_sent(
         self, item_id: int, platform_message_id: str, *, claimant: Claimant | None = None
     ) -> bool:
-        return await self._update(
-            item_id,
-            claimant,
-            state=OutboxState.SENT.value,
-            platform_message_id=platform_message_id,
-            sent_at=time.time(),
-            attempts=outbox.c.attempts + 1,
-            **SETTLED,
+        """Record a send the platform accepted, while the item is pending, even if ``claimant``'s claim
+        expired meanwhile (the module docstring says why); False when it was settled already."""
+        statement = (
+            sa.update(outbox)
+            .where(outbox.c.id == item_id)
+            .values(
+                state=OutboxState.SENT.value,
+                platform_message_id=platform_message_id,
+                sent_at=time.time(),
+                attempts=outbox.c.attempts + 1,
+                **SETTLED,
+            )
         )
+        if claimant is not None:
+            statement = statement.where(PENDING).values(claimed_by=claimant.holder)
+        return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
 
     async def reschedule(
         self, item_id: int, error: str, at: float, *, claimant: Claimant | None = None

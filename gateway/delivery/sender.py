@@ -13,9 +13,10 @@ Redis is down) postpones every item by ``PASS_RETRY`` without counting an attemp
 
 Several processes (``claimant`` given): each sender claims at most ``CLAIM_BATCH`` heads per round
 (``Outbox.due_heads``), keeps each claim alive while its attempt runs (every third of the claim time),
-checks it right before handing the request to the platform, and marks the item only while it still
-holds it (see ``gateway.delivery.outbox``). A sender that finds its claim taken over sends nothing more for
-that item and leaves the row to the process that holds it.
+checks it right before handing the request to the platform, and changes the item only while it still
+holds it, but for recording a send the platform accepted (see ``gateway.delivery.outbox``). A sender that
+finds its claim taken over sends nothing more for that item and leaves the row to the process that holds
+it.
 """
 
 from __future__ import annotations
@@ -233,21 +234,19 @@ class OutboxSender:
             log.exception("outbox item %d: unexpected error from the adapter", item.id)
             return await self._failed(item, DeliveryError(f"{type(error).__name__}: {error}", retryable=True))
         if not await self._record_sent(item, message_id):
-            log.warning(
-                "outbox item %d was sent, but another process had taken it over: it may go out twice",
-                item.id,
-            )
+            log.warning("outbox item %d was sent, but another process had sent it already", item.id)
         self.metrics.messages_out.labels(outgoing.address.platform, outgoing.operation.value).inc()
         return True
 
     async def _record_sent(self, item: OutboxItem, message_id: str) -> bool:
-        """Record a send the platform accepted; False when another process had taken the item over.
+        """Record a send the platform accepted; False when another process had settled the item first.
 
         The database may be away just then (a restart, a failover). Giving up at once would forget the
-        send, and the item would go out again once its claim ran out, from here or from another
-        process: it is retried every 0.1–0.5 s instead (``until_reachable``), for up to
-        ``RECORD_PATIENCE`` seconds. Other processes retry a failed pass only after ``PASS_RETRY``, so
-        this one records it first."""
+        send, and the item would go out again, from here or from another process: it is retried every
+        0.1–0.5 s instead (``until_reachable``), for up to ``RECORD_PATIENCE`` seconds. Once the
+        database answers, this lands before anyone sends the item again: this process's own next pass
+        comes after ``PASS_RETRY``, and another process that finds the claim expired waits
+        ``TAKEOVER_GRACE`` (``gateway.delivery.outbox``)."""
 
         async def record(again: bool) -> bool:
             if again:  # the interrupted write may have committed before its answer was lost
