@@ -136,14 +136,21 @@ class BubblewrapProcess(LocalProcess):
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         await super().stop(grace)
-        await self._release_group()
+        releasing = self._release()
+        if releasing is not None:
+            await asyncio.shield(releasing)
 
     def kill_now(self) -> None:
         super().kill_now()
+        self._release()
+
+    def _release(self) -> asyncio.Task[None] | None:
+        """The one task that removes the cgroup once the sandbox has left it (None: there is none)."""
         if self.group is not None and self._releasing is None:
             self._releasing = asyncio.get_running_loop().create_task(
                 self._release_group(), name=f"sandbox-cgroup-{self.pid}"
             )
+        return self._releasing
 
     async def _release_group(self) -> None:
         group = self.group
