@@ -203,18 +203,8 @@ class Outbox:
             rows = conn.execute(locked).all()
             expired = [row for row in rows if row.claimed_by not in (None, claimant.holder)]
             if expired:
-                for row in expired:
-                    log.warning(
-                        "outbox item %d: the claim of %s ran out; sending it in %.0f s unless that "
-                        "process records it sent meanwhile",
-                        row.id,
-                        row.claimed_by,
-                        TAKEOVER_GRACE,
-                    )
-                ids = [row.id for row in expired]
-                grace = {"next_attempt_at": now + TAKEOVER_GRACE, **RELEASED}
-                conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(**grace))
-            items = _items(conn, [row for row in rows if row not in expired])
+                _grant_grace(conn, expired, now)
+            items = _items(conn, [row for row in rows if row.claimed_by in (None, claimant.holder)])
             if items:
                 claimed = {"claimed_by": claimant.holder, "claimed_until": now + claimant.seconds}
                 ids = [item.id for item in items]
@@ -356,6 +346,21 @@ def item_states(conn: sa.Connection, item_ids: Sequence[int]) -> dict[int, tuple
         outbox.c.id.in_(sorted(set(item_ids)))
     )
     return {int(row.id): (OutboxState(row.state), row.error) for row in conn.execute(query)}
+
+
+def _grant_grace(conn: sa.Connection, expired: Sequence[sa.Row[Any]], now: float) -> None:
+    """Release claims another process let expire and postpone their items by ``TAKEOVER_GRACE``."""
+    for row in expired:
+        log.warning(
+            "outbox item %d: the claim of %s ran out; sending it in %.0f s unless that process "
+            "records it sent meanwhile",
+            row.id,
+            row.claimed_by,
+            TAKEOVER_GRACE,
+        )
+    ids = [row.id for row in expired]
+    grace = {"next_attempt_at": now + TAKEOVER_GRACE, **RELEASED}
+    conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(**grace))
 
 
 def _heads(served: Served) -> sa.Select[tuple[Any]]:
