@@ -172,11 +172,11 @@ async def test_a_cancelled_command_is_killed_with_its_sandbox_and_leaves_no_cgro
     hands = sandboxed(tmp_path)
     runner = hands.terminal.runner if hands.terminal else None
     assert isinstance(runner, BubblewrapRunner) and runner.cgroups is not None, "a pids cgroup here"
-    marker = hands.workspace / "started"
-    task = asyncio.create_task(run(hands, f"(trap '' TERM; sleep 1000) & touch {marker}; wait"))
-    await wait_until(marker.exists, what="the command to start")
-    sandbox = [pid for pid in _descendants() if _command(pid).startswith("sleep 1000")]
-    assert sandbox
+    task = asyncio.create_task(run(hands, "(trap '' TERM; sleep 1000) & wait"))
+    sandbox = await wait_until(
+        lambda: [pid for pid in _descendants() if _command(pid).startswith("sleep 1000")],
+        what="the sandboxed sleep to start",
+    )
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
