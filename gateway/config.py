@@ -220,7 +220,7 @@ class ClusterSettings(Section):
         ge=5.0,
         le=600.0,
         description="Seconds a process's claim on a reply it is sending lives without renewal; a reply "
-        "whose process died is sent by another after this.",
+        "whose process died is sent by another after this and 5 s more.",
     )
     max_concurrent_turns: StrictInt | None = Field(
         None,
