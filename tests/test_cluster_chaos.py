@@ -41,6 +41,7 @@ pytestmark = [pytest.mark.own_database, pytest.mark.timeout(240)]  # PostgreSQL 
 
 LEADER_TTL = 2.0
 LEASE_TTL = 5.0  # a dead process's session leases and stream entries are taken over after this
+OUTBOX_CLAIM_TTL = 5.0  # ... and the replies it was sending, 5 s (the takeover grace) after this
 TAKEOVER_SLACK = 5.0  # a new leader's first poll comes at most this long after the dead one's lease ran out
 # (seconds, where a restart by hand would take minutes; generous for a loaded machine)
 SLACK = 5.0
@@ -86,6 +87,7 @@ def configure(home: HeraldHome, provider: str, telegram: str, database_url: str,
         ("cluster.redis_url", redis_url),
         ("cluster.leader_ttl", str(LEADER_TTL)),
         ("cluster.lease_ttl", str(LEASE_TTL)),
+        ("cluster.outbox_claim_ttl", str(OUTBOX_CLAIM_TTL)),
         ("model.base_url", provider),
         ("model.retry_base_delay", "0.01"),
         ("telegram.base_url", telegram),
