@@ -150,8 +150,8 @@ _PENDING_FOR = (
         outbox.c.chat_id == sa.bindparam("chat"),
     )
 )
-RELEASED = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
-SETTLED = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
+RELEASED: dict[str, Any] = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
+SETTLED: dict[str, Any] = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
 
 
 class Outbox:
@@ -244,20 +244,18 @@ class Outbox:
     ) -> bool:
         """Record a send the platform accepted, while the item is pending, even if ``claimant``'s claim
         expired meanwhile (the module docstring says why); False when it was settled already."""
-        statement = (
-            sa.update(outbox)
-            .where(outbox.c.id == item_id)
-            .values(
-                state=OutboxState.SENT.value,
-                platform_message_id=platform_message_id,
-                sent_at=time.time(),
-                attempts=outbox.c.attempts + 1,
-                **SETTLED,
-            )
+        settler = {} if claimant is None else {"claimed_by": claimant.holder}
+        return await self._update(
+            item_id,
+            claimant,
+            holding=False,
+            state=OutboxState.SENT.value,
+            platform_message_id=platform_message_id,
+            sent_at=time.time(),
+            attempts=outbox.c.attempts + 1,
+            **SETTLED,
+            **settler,
         )
-        if claimant is not None:
-            statement = statement.where(PENDING).values(claimed_by=claimant.holder)
-        return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
 
     async def reschedule(
         self, item_id: int, error: str, at: float, *, claimant: Claimant | None = None
@@ -305,10 +303,16 @@ class Outbox:
         query = sa.select(outbox).where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         return await self.storage.read(lambda conn: _items(conn, conn.execute(query).all()))
 
-    async def _update(self, item_id: int, claimant: Claimant | None, **values: Any) -> bool:
+    async def _update(
+        self, item_id: int, claimant: Claimant | None, *, holding: bool = True, **values: Any
+    ) -> bool:
+        """One ``UPDATE`` of ``item_id``; with ``claimant``, only while the item is pending and (unless
+        ``holding`` is False) the claimant still holds it."""
         statement = sa.update(outbox).where(outbox.c.id == item_id).values(**values)
         if claimant is not None:
-            statement = statement.where(PENDING, outbox.c.claimed_by == claimant.holder)
+            statement = statement.where(PENDING)
+            if holding:
+                statement = statement.where(outbox.c.claimed_by == claimant.holder)
         return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
 
 
