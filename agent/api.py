@@ -40,6 +40,7 @@ from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict
 from agent.hands.rules import LABELS as APPROVAL_LABELS
 from agent.hands.rules import Finding
 from agent.hands.sandbox import SandboxUnavailable
+from agent.hands.sandbox import reach_report as sandbox_reach
 from agent.hands.sandbox import runner_for as sandbox_runner
 from agent.hands.sandbox import summary as sandbox_summary
 from agent.hands.toolbox import Hands, WorkspaceUnusable, workspace_path
@@ -218,6 +219,7 @@ __all__ = [
     "prepare_image",
     "redact",
     "review",
+    "sandbox_reach",
     "sandbox_runner",
     "sandbox_summary",
     "search_client",

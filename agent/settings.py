@@ -647,12 +647,15 @@ class ToolsSettings(Section):
         description="More rules: {name, pattern} regular expressions searched in each command, e.g. "
         "[{name: drops a table, pattern: '(?i)\\bdrop\\s+table\\b'}].",
     )
-    sandbox: Literal["none", "bubblewrap", "docker"] = Field(
-        "none",
-        description="Where terminal commands and execute_code run: none = on this machine as Herald's user; "
-        "bubblewrap = in a bwrap sandbox (read-only system, only the workspace and allowed_paths writable, "
-        "private /tmp, Herald's home hidden); docker = in a container of sandbox_image. A sandbox that is "
-        "not available means those tools are not offered (herald doctor says why), never a run unsandboxed.",
+    sandbox: Literal["auto", "none", "bubblewrap", "docker"] = Field(
+        "auto",
+        description="Where terminal commands and execute_code run: auto = bubblewrap where it works here, "
+        "else on this machine unsandboxed (herald doctor and the start-up log say which); bubblewrap = in a "
+        "bwrap sandbox (only the system's programs and settings, read-only; the workspace and allowed_paths "
+        "writable; empty private /tmp, /run and homes; no host socket, Herald's home and your other files "
+        "not there), and if it cannot be had the command tools are not offered; docker = in a container of "
+        "sandbox_image, likewise; none = on this machine as Herald's own user, where a command you approve "
+        "can do anything that user can.",
     )
     sandbox_network: StrictBool = Field(
         False, description="Whether sandboxed commands may use the network (off: no interface but loopback)."
@@ -669,6 +672,12 @@ class ToolsSettings(Section):
     )
     sandbox_file_mb: StrictInt = Field(
         1024, ge=1, description="Largest file a sandboxed command may write, in MB."
+    )
+    sandbox_scratch_mb: StrictInt = Field(
+        512,
+        ge=1,
+        description="bubblewrap: the size of each private scratch folder of a sandbox (/tmp, /var/tmp, /run, "
+        "/home, /root), in MB; they are kept in memory and gone when the command ends.",
     )
     sandbox_image: str = Field(
         "python:3.12-slim",

@@ -34,11 +34,13 @@ DISCORD_ADMIN = 1001
 
 
 def hands(workspace: Path, **tools: Any) -> dict[str, Any]:
-    """The sections that give the owner a shell and files in ``workspace``."""
+    """The sections that give the owner a shell and files in ``workspace``, on this machine itself
+    (``tools.sandbox: none``: these tests watch the commands' processes from outside; the sandbox's own
+    tests are tests/test_sandbox_*.py)."""
     return {
         "agent": {"toolsets": HANDS},
         "gateway": {"tools_for_guests": ["memory", "todo"]},
-        "tools": {"workspace": str(workspace), **tools},
+        "tools": {"workspace": str(workspace), "sandbox": "none", **tools},
     }
 
 

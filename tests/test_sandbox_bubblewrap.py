@@ -86,7 +86,80 @@ async def test_only_the_workspace_and_allowed_paths_are_writable_and_tmp_is_priv
     assert not (outside / "escaped").exists() and not _exists(etc)
     assert not _exists(private)  # its /tmp was its own
     assert "code=1" in result.stdout.text() and result.stdout.text().endswith("tmp\n")
-    assert result.stderr.text().count("Read-only file system") == 2
+    stderr = result.stderr.text()
+    assert f"{outside}/escaped: No such file or directory" in stderr  # the owner's other files are not there
+    assert f"'{etc}': Read-only file system" in stderr  # the system is, read-only
+
+
+async def test_no_host_unix_socket_is_reachable_and_the_owners_files_are_not_there(tmp_path: Path) -> None:
+    """A read-only view of the machine would leave every UNIX socket connectable (Docker's, the user's
+    systemd bus, PostgreSQL, ssh-agent): the sandbox sees the system's programs and nothing else."""
+    run_dir, home_dir = _host_folders()
+    secret = home_dir / "notes.txt"
+    servers = []
+    try:
+        for place in (run_dir / "service.sock", home_dir / "agent.sock"):
+            servers.append(await asyncio.start_unix_server(lambda r, w: w.close(), path=str(place)))
+        probe = "; ".join(
+            f"python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{place}\")' "
+            f"&& echo reached {place.name} || echo refused {place.name}"
+            for place in (run_dir / "service.sock", home_dir / "agent.sock")
+        )
+        _, writer = await asyncio.open_unix_connection(str(run_dir / "service.sock"))  # the host can
+        writer.close()
+        result = await run(
+            sandboxed(tmp_path), f"{probe}; cat {secret}; cat /etc/hostname >/dev/null && echo etc"
+        )
+    finally:
+        for server in servers:
+            server.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(home_dir, ignore_errors=True)
+
+    said = result.stdout.text()
+    assert "refused service.sock" in said and "refused agent.sock" in said, said + result.stderr.text()
+    assert "reached" not in said
+    assert "the owner's own file" not in said
+    assert f"{secret}: No such file or directory" in result.stderr.text()
+    assert said.endswith("etc\n")  # the system's settings are readable as before
+
+
+async def test_scratch_folders_are_bounded_and_the_root_is_read_only(tmp_path: Path) -> None:
+    result = await run(
+        sandboxed(tmp_path, sandbox_scratch_mb=1),
+        "head -c 2000000 /dev/zero > /tmp/big; echo tmp=$?; touch /made-here; echo root=$?",
+    )
+
+    assert "tmp=1" in result.stdout.text() and "No space left on device" in result.stderr.text()
+    assert "root=1" in result.stdout.text() and "Read-only file system" in result.stderr.text()
+
+
+def _host_folders() -> tuple[Path, Path]:
+    """A new folder under /run (where services keep their sockets) and one in the owner's home, with a
+    file of the owner's in it."""
+    run_dir = Path(f"/run/herald-test-{uuid.uuid4().hex}")
+    run_dir.mkdir()
+    home_dir = Path(tempfile.mkdtemp(prefix="herald-owner-", dir=os.path.expanduser("~")))
+    (home_dir / "notes.txt").write_text("the owner's own file\n")
+    return run_dir, home_dir
+
+
+def test_the_survey_lists_what_a_sandboxed_command_can_write_and_a_socket_it_reaches(tmp_path: Path) -> None:
+    """``herald doctor`` looks from inside a sandbox: a socket left in the workspace is named."""
+    import socket
+
+    from agent.hands.sandbox import reach_report
+
+    hands = sandboxed(tmp_path)
+    assert hands.terminal is not None
+    clean = reach_report(hands.terminal.runner)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(hands.workspace / "db.sock"))
+        found = reach_report(hands.terminal.runner)
+
+    assert clean is not None and found is not None
+    assert clean[1] is False and "reaches no UNIX socket" in clean[0] and "/tmp" in clean[0]
+    assert found[1] is True and str(hands.workspace / "db.sock") in found[0]
 
 
 async def test_herald_secrets_are_neither_in_the_environment_nor_readable_in_its_home(tmp_path: Path) -> None:

@@ -98,3 +98,30 @@ async def test_doctor_says_what_the_working_sandbox_limits(home: HeraldHome) -> 
     )
     assert "64 processes" in sandboxed
     assert "unsandboxed" in unsandboxed
+    assert "[ok]   sandbox: a sandboxed command can write in " in sandboxed
+    assert "reaches no UNIX socket" in sandboxed
+
+
+async def test_auto_sandboxes_where_bubblewrap_works(home: HeraldHome) -> None:
+    said = await doctor_says(home, {})  # tools.sandbox: auto is the default
+    assert said.startswith("[ok]   sandbox: bubblewrap makes sandboxes here")
+
+
+async def test_auto_without_bwrap_runs_commands_unsandboxed_and_says_so(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path, no_bwrap: None
+) -> None:
+    said = await doctor_says(home, {})
+    assert said.startswith("[warn] sandbox: tools.sandbox is auto and no sandbox can be made here (bwrap is")
+    assert "a command you approve can read and change whatever that user can" in said
+
+    workspace = tmp_path / "ws"
+    emulator.script(
+        Reply(tool_calls=[ToolUse("terminal", {"command": "pwd"})]),
+        Reply(text="Done."),
+    )
+    async with telegram_gateway(home, emulator, emulator_url, **sections(workspace, "auto")) as harness:
+        harness.fake.private_message(ADMIN, "where are you?")
+        await harness.settled()
+    blocks = emulator.requests[-1].json["messages"][-1]["content"]
+    [result] = [block for block in blocks if block.get("type") == "tool_result"]
+    assert not result.get("is_error") and str(workspace) in str(result["content"])

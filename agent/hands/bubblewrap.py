@@ -1,10 +1,14 @@
-"""Commands in a bubblewrap sandbox (``tools.sandbox: bubblewrap``).
+"""Commands in a bubblewrap sandbox (``tools.sandbox: bubblewrap``, or ``auto`` where bwrap works).
 
-The sandbox sees the machine's files read-only, with the workspace and ``tools.allowed_paths`` writable
-at their own paths (so paths in commands and in the file tools agree), a private ``/tmp``, ``/dev`` and
-``/proc`` of its own, Herald's home hidden (an empty folder: its ``.env``, keys and database are not
-readable from inside), no capabilities, and no network unless ``tools.sandbox_network`` (new
-namespaces for everything else: processes, IPC, hostname). The environment is exactly the one given
+The sandbox is built up from nothing rather than from the machine's root, so what it can reach is a
+list, not "everything but": the system's programs and settings read-only (:data:`SYSTEM`), the workspace
+and ``tools.allowed_paths`` writable at their own paths (so paths in commands and in the file tools
+agree), and empty private folders over ``/tmp``, ``/var/tmp``, ``/run`` and the homes. A read-only view of
+``/`` would leave every UNIX socket on the machine connectable (the Docker socket, the user's systemd bus,
+PostgreSQL with peer authentication, ssh-agent): ``connect()`` ignores a read-only mount. Herald's home is
+hidden (an empty folder: its ``.env``, keys and database are not readable from inside), and so are the
+owner's files anywhere else. There are no capabilities and no network unless ``tools.sandbox_network``
+(new namespaces for everything else: processes, IPC, hostname). The environment is exactly the one given
 (``toolbox.command_environment``: never Herald's keys and tokens). Limits: ``agent.hands.limits``.
 
 It is started like a local command (a session of its own), so :class:`~agent.hands.runner.LocalProcess`
@@ -30,6 +34,11 @@ REAP_SECONDS = 2.0  # after a stop, how long the sandbox may take to leave its c
 PROBE_TIMEOUT = 10.0  # seconds for ``bwrap ... true`` to say whether sandboxes can be made here
 # The first step of a command with a pids cgroup: join it (pid into cgroup.procs), then become the sandbox.
 JOIN_CGROUP = 'echo $$ > "$1" && shift && exec "$@"'
+# What commands need of the machine, bound read-only where it exists (a symbolic link, as /bin is on a
+# merged-/usr system, is made again as the same link). Nothing else of the machine is there.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Empty, private and writable in each sandbox, each at most ``scratch_mb`` (the homes hide the owner's files).
+SCRATCH = ("/tmp", "/var/tmp", "/run", "/home", "/root")
 
 
 class BubblewrapMissing(Exception):
@@ -59,7 +68,10 @@ def mounts(layout: Layout) -> list[str]:
     def in_home(path: Path) -> bool:
         return hidden is not None and inside(path, hidden)
 
-    writable = sorted({layout.workspace, *layout.writable}, key=lambda path: len(path.parts))
+    # A folder that is not there yet (an allowed path never made, doctor before the first run) is left
+    # out: bwrap would refuse to start at all, and a command could not make it without its parent.
+    existing = {path for path in (layout.workspace, *layout.writable) if path.is_dir()}
+    writable = sorted(existing, key=lambda path: len(path.parts))
     options: list[str] = []
     for path in (p for p in writable if not in_home(p)):
         options += ["--bind", str(path), str(path)]
@@ -70,10 +82,32 @@ def mounts(layout: Layout) -> list[str]:
     return options
 
 
+def system_mounts(root: Path = Path("/")) -> list[str]:
+    """Read-only binds of :data:`SYSTEM` as this machine has it (``root`` is for tests)."""
+    options: list[str] = []
+    for name in SYSTEM:
+        path = root / name.lstrip("/")
+        if path.is_symlink():
+            options += ["--symlink", str(path.readlink()), name]
+        elif path.is_dir():
+            options += ["--ro-bind", str(path), name]
+    return options
+
+
 def bwrap_argv(
-    command: str, *, shell: str, cwd: Path, layout: Layout, network: bool, bwrap: str = "bwrap"
+    command: str,
+    *,
+    shell: str,
+    cwd: Path,
+    layout: Layout,
+    network: bool,
+    scratch_mb: int,
+    bwrap: str = "bwrap",
 ) -> list[str]:
     """The ``bwrap`` command line that runs ``command`` with ``shell -c`` in the sandbox."""
+    scratch: list[str] = []
+    for path in SCRATCH:
+        scratch += ["--size", str(scratch_mb * 1024 * 1024), "--tmpfs", path]
     return [
         bwrap,
         "--die-with-parent",
@@ -82,16 +116,18 @@ def bwrap_argv(
         *(["--share-net"] if network else []),
         "--cap-drop",
         "ALL",
-        "--ro-bind",
-        "/",
-        "/",
+        *system_mounts(),
         "--dev",
         "/dev",
         "--proc",
         "/proc",
-        "--tmpfs",
-        "/tmp",
+        *scratch,
+        "--symlink",
+        "../run",
+        "/var/run",
         *mounts(layout),
+        "--remount-ro",  # the sandbox's own root, where the mounts above stand: nothing else is writable
+        "/",
         "--chdir",
         str(cwd),
         "--",
@@ -123,6 +159,33 @@ def probe(bwrap: str) -> str | None:
             "or run Herald as root"
         )
     return f"bwrap fails to make a sandbox: {reason}"
+
+
+# Run inside a sandbox by :func:`reach`: the topmost folders a command can write, then every UNIX socket it
+# can see. ``-writable`` asks access(2), which answers no on a read-only mount even to root.
+SURVEY = (
+    "find / \\( -path /proc -o -path /sys \\) -prune -o -type d -writable -print -prune 2>/dev/null; "
+    "echo '--'; find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null"
+)
+SURVEY_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a command in the sandbox can reach, as one found it from inside (``herald doctor``)."""
+
+    writable: tuple[str, ...]  # the topmost folders it can write in
+    sockets: tuple[str, ...]  # the UNIX sockets it can see (and so connect to)
+
+
+def reach(runner: BubblewrapRunner) -> Reach:
+    """Run :data:`SURVEY` in a sandbox as commands get it; raises ``OSError`` or ``TimeoutExpired``."""
+    cwd = runner.layout.workspace if runner.layout.workspace.is_dir() else Path("/")
+    done = subprocess.run(
+        runner.argv(SURVEY, cwd, None), capture_output=True, timeout=SURVEY_TIMEOUT, check=False, cwd=cwd
+    )
+    writable, _, sockets = done.stdout.decode(errors="replace").partition("--\n")
+    return Reach(tuple(writable.splitlines()), tuple(sockets.splitlines()))
 
 
 class BubblewrapProcess(LocalProcess):
@@ -210,7 +273,13 @@ class BubblewrapRunner:
 
     def argv(self, command: str, cwd: Path, group: PidsGroup | None) -> list[str]:
         sandbox = bwrap_argv(
-            command, shell=self.shell, cwd=cwd, layout=self.layout, network=self.network, bwrap=self.bwrap
+            command,
+            shell=self.shell,
+            cwd=cwd,
+            layout=self.layout,
+            network=self.network,
+            scratch_mb=self.limits.scratch_mb,
+            bwrap=self.bwrap,
         )
         limited = [*prlimit_argv(self.limits, with_nproc=group is None), *sandbox]
         if group is None:

@@ -30,6 +30,7 @@ class SandboxLimits:
     memory_mb: int
     processes: int
     file_mb: int
+    scratch_mb: int  # bubblewrap: the size of each private /tmp, /run and home
 
     @classmethod
     def of(cls, settings: ToolsSettings) -> SandboxLimits:
@@ -38,6 +39,7 @@ class SandboxLimits:
             settings.sandbox_memory_mb,
             settings.sandbox_processes,
             settings.sandbox_file_mb,
+            settings.sandbox_scratch_mb,
         )
 
 

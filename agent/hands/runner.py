@@ -183,8 +183,10 @@ class LocalRunner:
 
     name = "local"
 
-    def __init__(self, shell: str | None = None) -> None:
+    def __init__(self, shell: str | None = None, *, unsandboxed_because: str | None = None) -> None:
         self.shell = shell or shutil.which("bash") or "/bin/sh"
+        # tools.sandbox: auto found no sandbox here: why, and what to do (herald doctor warns with it).
+        self.unsandboxed_because = unsandboxed_because
 
     async def spawn(self, command: str, *, cwd: Path, env: Mapping[str, str]) -> LocalProcess:
         process = await asyncio.create_subprocess_exec(
