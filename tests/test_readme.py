@@ -33,7 +33,7 @@ def prose(page: Path) -> list[str]:
     """The page's lines outside fenced code blocks."""
     lines, fenced = [], False
     for line in text(page).splitlines():
-        if line.startswith("```"):
+        if line.lstrip().startswith("```"):
             fenced = not fenced
         elif not fenced:
             lines.append(line)
@@ -45,9 +45,10 @@ def headings(page: Path) -> set[str]:
 
 
 def code_lines(page: Path) -> list[str]:
-    """Every `herald ...` of the page: inline code spans, and lines of its shell code blocks."""
+    """Every `herald ...` of the page: inline code spans, and lines of its shell code blocks (also those
+    indented in a list)."""
     found = [" ".join(span.split()) for span in re.findall(r"`(herald [^`]*)`", text(page))]
-    for block in re.findall(r"^```(?:sh|bash|console)\n(.*?)^```", text(page), flags=re.M | re.S):
+    for block in re.findall(r"^ *```(?:sh|bash|console)\n(.*?)^ *```", text(page), flags=re.M | re.S):
         for line in block.splitlines():
             command = line.split("  #")[0].strip().removeprefix("$ ")
             found += [part.strip() for part in command.split("&&") if part.strip().startswith("herald ")]
