@@ -1,7 +1,7 @@
 """Every platform Herald can talk on: the one list the gateway reads.
 
 Adding a platform is adding its spec here (``adapters/<name>/spec.py``, see ``adapters.spec`` and the
-README's "Adding a platform"); nothing else in the gateway or the agent names a platform. This is the
+docs/adding-a-platform.md); nothing else in the gateway or the agent names a platform. This is the
 only module outside a platform's own folder that imports it (``tests/test_layering.py``), and it imports
 only the specs: no SDK is loaded until a platform's ``build`` runs.
 """

@@ -28,7 +28,7 @@ from adapters.records import RecordsPolicy, RecordStore
 class PlatformSettings(BaseModel):
     """A platform's section of ``config.yaml`` (``telegram:``, ``discord:``...): unknown keys are errors,
     like in every section. Its docstring heads the section in the commented ``config.yaml``, and each
-    field's ``description`` explains the key there and in the README's settings table."""
+    field's ``description`` explains the key there and in the settings table of docs/config.md."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 

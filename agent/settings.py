@@ -2,7 +2,7 @@
 
 These pydantic models are the ``config.yaml`` sections the agent core reads; ``gateway.config`` adds
 the gateway's sections and loads the file. The core receives these objects as they are (no copies
-with defaults of their own), and ``config/config.yaml`` and the README's table are generated from
+with defaults of their own), and ``config/config.yaml`` and the table in docs/config.md are generated from
 the ``description`` of each field, so code, example file and documentation cannot drift apart.
 """
 
@@ -66,7 +66,7 @@ class Section(BaseModel):
 
 class FallbackModel(Section):
     """A model that answers when a session's own keeps failing (overloaded, 5xx, timeouts, dropped
-    connections) after its retries; see the README's "Fallback models"."""
+    connections) after its retries; see docs/failures.md, "Fallback models"."""
 
     provider: ProviderKind = Field(description="anthropic | openai (any compatible server via base_url).")
     name: str = Field(min_length=1, description="Model name as the provider spells it.")

@@ -13,7 +13,7 @@ database thread's queries, rendering, the client) is what a page costs whatever 
 the load average is printed with the table.
 
 ``--screenshots DIR`` also saves each page as Chromium shows it on a desktop and a phone screen
-(``overview-desktop.png`` is the README's picture).
+(``overview-desktop.png`` is docs/console.md's picture).
 
     python -m benchmarks.console [--sessions 10000] [--storage postgresql://USER@HOST:PORT/DB]
 """

@@ -453,7 +453,7 @@ PROCESS_GATEWAY_KEYS = frozenset({"http_host", "http_port"})  # the one HTTP ser
 
 
 class BotSettings(Section):
-    """One bot of several served by one process (see the README's "Several bots in one process")."""
+    """One bot of several served by one process (see docs/several-bots.md)."""
 
     tokens: dict[str, str] = Field(
         default_factory=dict,
@@ -531,7 +531,7 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 CLUSTER_NEEDS_POSTGRESQL = (
     "cluster.redis_url is set but storage.url is not PostgreSQL: every process of a cluster must see the "
-    "same state (set storage.url: postgresql://..., see the README's Storage)"
+    "same state (set storage.url: postgresql://..., see docs/storage.md)"
 )
 
 

@@ -6,7 +6,7 @@ cannot be created or read, a command that says itself why it could not do its wo
 (:class:`CommandFailed`), and, last, anything unforeseen (a bug: its traceback is logged and shown
 with ``-v``).
 
-Exit codes (the README lists them too):
+Exit codes (docs/commands.md lists them too):
 
 - 0: done.
 - 1: the command ran but did not succeed: no answer from the model, ``doctor`` found problems, an

@@ -124,7 +124,7 @@ def _cause_line(total: MissTotal) -> str:
 NO_MISSES = "Cache misses: none (every request read from the cache what it should have)."
 MISSES_FOOTNOTE = (
     "Tokens = what should have been read from the cache and was paid in full; cost $ = the difference. "
-    "What to do about each cause: the README's \"Cache misses\"."
+    "What to do about each cause: docs/costs.md, \"Cache misses\"."
 )
 
 

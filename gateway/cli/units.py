@@ -102,8 +102,8 @@ TEMPLATE_UNIT_NAME = "herald-gateway@.service"
 TEMPLATE_UNIT = """\
 # Several Herald gateway processes of one cluster on this host: one instance per HTTP port
 # (herald-gateway@8787, herald-gateway@8788, ...), each named HOSTNAME-PORT in the cluster.
-# The shared config needs storage.url (PostgreSQL) and cluster.redis_url: README, "Several processes
-# (cluster)". Install the user, venv and home as for herald-gateway.service, then:
+# The shared config needs storage.url (PostgreSQL) and cluster.redis_url: docs/cluster.md in Herald's
+# repository. Install the user, venv and home as for herald-gateway.service, then:
 #          sudo cp herald-gateway@.service /etc/systemd/system/ && sudo systemctl daemon-reload
 #          sudo systemctl enable --now herald-gateway@8787 herald-gateway@8788 herald-gateway@8789
 # Logs:    journalctl -u 'herald-gateway@*' -f

@@ -8,5 +8,5 @@ as a model, at ``/v1/chat/completions`` and ``/v1/models`` on the gateway's HTTP
 - :mod:`~gateway.openai_api.answering`: one request's turn, under its session's lease;
 - :mod:`~gateway.openai_api.server`: the aiohttp application, streaming and the watch on the client.
 
-The README's "OpenAI-compatible API" section says how to set it up and what works.
+docs/openai-api.md says how to set it up and what works.
 """

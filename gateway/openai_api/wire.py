@@ -25,7 +25,7 @@ from typing import Any
 from agent.api import Usage
 from gateway.openai_api.transcript import NotAConversation, Transcript, Turn, transcript
 
-# Accepted and ignored: the session's own model settings decide (README, "OpenAI-compatible API").
+# Accepted and ignored: the session's own model settings decide (docs/openai-api.md).
 IGNORED = frozenset({
     "temperature", "top_p", "max_tokens", "max_completion_tokens", "presence_penalty", "frequency_penalty",
     "logit_bias", "seed", "stop", "user", "store", "service_tier", "prompt_cache_key",

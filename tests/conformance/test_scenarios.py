@@ -1,6 +1,6 @@
 """What every adapter does with the gateway around it, the same on every platform (see ``__init__``).
 
-Each scenario runs once per platform driver (``drivers.py``); the README's "Adding a platform" gives
+Each scenario runs once per platform driver (``drivers.py``); docs/adding-a-platform.md gives
 the count. The words of a platform appear only in its driver.
 """
 
