@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
+from agent.api import Hands
 from agent.db import Storage
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
@@ -98,6 +99,7 @@ async def open_chat_core(
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
         lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
+        readiness += hands_readiness(runtime.hands)
         replies = Replies(outbox, sender, by_platform)
         approvals = Approvals(
             ApprovalRecords(runtime.storage),
@@ -163,6 +165,18 @@ async def approvals_across(stack: AsyncExitStack, cluster: Cluster, approvals: A
     channel = ApprovalChannel(cluster.redis, approvals.wake)
     approvals.announce = channel.announce
     await stack.enter_async_context(BackgroundLoop("the approvals channel", channel.listen))
+
+
+def hands_readiness(hands: Hands | None) -> list[ReadinessCheck]:
+    """``/readyz`` is not ready while every thread of the file tools is stuck (a hung disk)."""
+    if hands is None:
+        return []
+
+    async def probe() -> None:
+        if (why := hands.starved()) is not None:
+            raise RuntimeError(why)
+
+    return [ReadinessCheck("file tools", probe)]
 
 
 async def open_lanes(

@@ -8,12 +8,13 @@ Descriptions are fixed text, as every tool's (the prompt prefix is shared).
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.hands import files
+from agent.hands.file_pool import FilePool
 from agent.hands.files import FileLimits
 from agent.hands.paths import Confinement
 from agent.store.audit import AuditEntry, Outcome
@@ -43,6 +44,7 @@ def _number(args: dict[str, Any], name: str, default: int) -> int:
 class FileTools:
     confinement: Confinement
     limits: FileLimits
+    pool: FilePool = field(default_factory=FilePool)  # their own threads (``/readyz`` watches them)
 
     def tools(self) -> list[Tool]:
         return [
@@ -141,7 +143,9 @@ class FileTools:
         changes: bool = False,
     ) -> Tool:
         async def handle(args: dict[str, Any], context: ToolContext) -> str:
-            return await _audited(context, name, _action(verb, args), operation, args, before=changes)
+            return await _audited(
+                context, name, _action(verb, args), self.pool, operation, args, before=changes
+            )
 
         schema = {"type": "object", "properties": properties, "required": required}
         return Tool(name, description, schema, handle, guidance, TOOLSET)
@@ -156,16 +160,23 @@ def _action(verb: str, args: dict[str, Any]) -> str:
 
 
 async def _audited(
-    context: ToolContext, tool: str, action: str, operation: Operation, args: dict[str, Any], *, before: bool
+    context: ToolContext,
+    tool: str,
+    action: str,
+    pool: FilePool,
+    operation: Operation,
+    args: dict[str, Any],
+    *,
+    before: bool,
 ) -> str:
-    """Run ``operation`` in a thread and put it in the audit: a change before it happens (it does not
-    happen when the row cannot be written), a read once it is done."""
+    """Run ``operation`` on the file tools' threads and put it in the audit: a change before it happens
+    (it does not happen when the row cannot be written), a read once it is done."""
     audit = context.store.audit
     person = context.approver.person if context.approver is not None else None
     entry = AuditEntry(context.session_key, context.session_id, tool, action, Outcome.RUNNING, person=person)
     started = await audit.begin(entry) if before else None
     try:
-        result = await asyncio.to_thread(operation, args)
+        result = await pool.run(functools.partial(operation, args))
     except ToolError as refusal:
         await _settle(context, entry, started, Outcome.FAILED, str(refusal))
         raise

@@ -42,20 +42,16 @@ class FileLimits:
 
 def _read_bytes(confinement: Confinement, path: Path, limits: FileLimits, shown: str) -> bytes:
     try:
-        fd = confinement.open(path, os.O_RDONLY)
+        fd = confinement.open_regular(path)
     except FileNotFoundError:
         raise ToolError(f"'{shown}' does not exist.") from None
     except IsADirectoryError:
         raise ToolError(f"'{shown}' is a folder; list_files shows what is in it.") from None
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if stat.S_ISDIR(info.st_mode):
-            raise ToolError(f"'{shown}' is a folder; list_files shows what is in it.")
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"'{shown}' is not a regular file (a device, a pipe or a socket).")
-        if info.st_size > limits.max_bytes:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limits.max_bytes:
             raise ToolError(
-                f"'{shown}' is {info.st_size:,} bytes, over the {limits.max_bytes:,} the file tools read "
+                f"'{shown}' is {size:,} bytes, over the {limits.max_bytes:,} the file tools read "
                 "(tools.max_file_bytes); look at parts of it with a command (head, tail, grep)."
             )
         data = handle.read(limits.max_bytes + 1)
@@ -251,17 +247,24 @@ def search_files(
 
 
 def _files_under(confinement: Confinement, root: Path) -> list[Path]:
-    if root.is_file():
+    """The regular files to search: ``root`` itself, or those under it (links, FIFOs, sockets and
+    devices are walked past: a FIFO's open would block the search for good)."""
+    try:
+        mode = root.lstat().st_mode
+    except FileNotFoundError:
+        raise ToolError(f"'{confinement.relative(root)}' does not exist.") from None
+    if stat.S_ISREG(mode):
         return [root]
-    if not root.is_dir():
-        raise ToolError(f"'{confinement.relative(root)}' does not exist.")
+    if not stat.S_ISDIR(mode):
+        raise ToolError(f"'{confinement.relative(root)}' is not a regular file or a folder.")
     found: list[Path] = []
     for folder, folders, names in os.walk(root, followlinks=False):
         folders[:] = sorted(name for name in folders if name not in SKIPPED_FOLDERS)
         for name in sorted(names):
             path = Path(folder) / name
-            if not path.is_symlink():
-                found.append(path)
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    found.append(path)
     return found
 
 
@@ -271,12 +274,11 @@ def _search_one(
     """(line number, line) of each matching line of one file; binary, oversized or vanished files give
     nothing. Raises TimeoutError when the pattern takes longer than ``seconds`` on it."""
     try:
-        fd = confinement.open(path, os.O_RDONLY)
-    except (OSError, PathChanged):
+        fd = confinement.open_regular(path)
+    except (OSError, ToolError):
         return []
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.max_bytes:
+        if os.fstat(handle.fileno()).st_size > limits.max_bytes:
             return []
         data = handle.read(limits.max_bytes + 1)
     if b"\x00" in data[:BINARY_SNIFF]:

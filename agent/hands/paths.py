@@ -6,9 +6,10 @@ Herald's user, and every symbolic link on the way is followed before the judgeme
 place of the workspace to another works.
 
 Between that judgement and the open, the path could change (another process swaps a folder for a
-link): :meth:`Confinement.open` therefore walks the resolved path one folder at a time from ``/``,
-opening each with ``O_NOFOLLOW``, so a link that appeared meanwhile fails the open instead of being
-followed (the ``openat`` discipline). Blocking calls: run them in a thread.
+link): :meth:`Confinement.open_regular` and :meth:`Confinement.folder` therefore walk the resolved path
+one folder at a time from ``/``, opening each with ``O_NOFOLLOW``, so a link that appeared meanwhile
+fails the open instead of being followed (the ``openat`` discipline). Only regular files are opened: a
+FIFO's open would block for good. Blocking calls: run them in a thread.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,11 @@ NEW_FOLDER_MODE = 0o755  # before the umask, like mkdir
 
 class PathChanged(ToolError):
     """A folder on the way became a symbolic link (or vanished) between the check and the open."""
+
+
+class NotRegular(ToolError):
+    """The path is a FIFO, a socket or a device: the file tools never open one (opening a FIFO blocks
+    until a writer comes, for good; opening a device can act on it)."""
 
 
 def real(path: Path) -> Path:
@@ -83,18 +90,32 @@ class Confinement:
             return str(path.relative_to(self.workspace)) if path != self.workspace else "."
         return str(path)
 
-    def open(self, path: Path, flags: int, mode: int = 0o666, *, make_folders: bool = False) -> int:
-        """Open the real path ``path`` (from :meth:`resolve`) following no symbolic link anywhere on the
-        way; ``make_folders`` creates missing folders (for a file to be written). Returns a descriptor."""
-        with self.folder(path.parent, make=make_folders) as folder:
+    def open_regular(self, path: Path) -> int:
+        """Open the real path ``path`` for reading if it is a regular file, judged before the open (a
+        FIFO or device is never opened) and again on the descriptor (in case it was swapped meanwhile);
+        ``IsADirectoryError`` for a folder, :class:`NotRegular` for anything else. ``O_NONBLOCK`` makes
+        even a swap to a FIFO between the two checks unable to block."""
+        shown = self.relative(path)
+        with self.folder(path.parent) as folder:
+            before = os.stat(path.name, dir_fd=folder, follow_symlinks=False)
+            _refuse_unless_regular(before.st_mode, shown)
             try:
-                return os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+                fd = os.open(
+                    path.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder
+                )
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise PathChanged(
-                        f"'{self.relative(path)}' became a symbolic link; not followed."
-                    ) from None
+                    raise PathChanged(f"'{shown}' became a symbolic link; not followed.") from None
                 raise
+        try:
+            after = os.fstat(fd)
+            _refuse_unless_regular(after.st_mode, shown)
+            if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+                raise PathChanged(f"'{shown}' was replaced while it was opened; try again.")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     @contextlib.contextmanager
     def folder(self, path: Path, *, make: bool = False) -> Iterator[int]:
@@ -127,3 +148,15 @@ class Confinement:
             yield fd
         finally:
             os.close(fd)
+
+
+def _refuse_unless_regular(mode: int, shown: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a folder", shown)
+    if stat.S_ISLNK(mode):
+        raise PathChanged(f"'{shown}' became a symbolic link; not followed.")
+    if not stat.S_ISREG(mode):
+        raise NotRegular(
+            f"'{shown}' is not a regular file (a pipe, a socket or a device); the file tools read and "
+            "write regular files only."
+        )

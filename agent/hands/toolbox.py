@@ -133,8 +133,13 @@ class Hands:
         """Stop the chat's background commands (``/stop``); how many there were."""
         return await self.jobs.stop_chat(session_key)
 
+    def starved(self) -> str | None:
+        """Why the file tools can take no call now (``/readyz``), or None."""
+        return self.files.pool.starved()
+
     async def aclose(self) -> None:
         await self.jobs.aclose()
+        self.files.pool.close()
 
 
 def wanted(toolsets: Collection[str]) -> bool:
