@@ -136,6 +136,13 @@ class ConsoleClient:
         assert status == 303, (status, text[:300])
         return response
 
+    async def login_with_link(self, secret: str) -> aiohttp.ClientResponse:
+        """Log in with a one-time link's ``secret``, as its page's form sends it."""
+        form = await self.csrf(f"/console/login?link={secret}")
+        status, text, response = await self.post("/console/login", {"csrf": form, "link": secret})
+        assert status == 303, (status, text[:300])
+        return response
+
 
 @asynccontextmanager
 async def console_client(url: str) -> AsyncIterator[ConsoleClient]:

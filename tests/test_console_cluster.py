@@ -16,7 +16,7 @@ from gateway.console.links import LoginLinks
 from gateway.console.server import CONSOLE_WEB
 from gateway.home import HeraldHome
 from tests.cluster_support import open_cluster
-from tests.console_support import CONSOLE_TOKEN, CSRF, ConsoleClient, HeldBack, console_client
+from tests.console_support import CONSOLE_TOKEN, HeldBack, console_client
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 from tests.test_console_sources import row_of
@@ -58,7 +58,7 @@ async def test_the_console_of_a_cluster(
 
         secret = await LoginLinks(cluster.gateways[0].services.runtime.storage).issue("telegram:1")
         async with console_client(second) as browser:  # a link made through the first, on the second
-            await log_in_with_link(browser, secret)
+            await browser.login_with_link(secret)
             assert (await browser.get("/console/chats"))[0] == 200
 
         held = [HeldBack(), HeldBack()]  # each process's failed logins, on virtual time
@@ -74,13 +74,6 @@ async def test_the_console_of_a_cluster(
             assert status == 401
             assert held[1].delays == [LONGEST_DELAY]  # its 11th failure over the cluster, not its first
             await owner.login()  # the right token, all the same
-
-
-async def log_in_with_link(client: ConsoleClient, secret: str) -> None:
-    _, text, _ = await client.get(f"/console/login?link={secret}")
-    form = {"csrf": CSRF.search(text).group(1), "link": secret}  # type: ignore[union-attr]
-    status, _, _ = await client.post("/console/login", form)
-    assert status == 303
 
 
 async def test_every_process_shows_what_the_whole_cluster_spent(
