@@ -618,8 +618,8 @@ class Reports:
                 {(r.platform, r.chat_id): r for r in conn.execute(_NAMES, {"ids": latest})} if latest else {}
             )
             job_names = {r.id: r.name for r in conn.execute(_JOB_NAMES, {"ids": jobs})} if jobs else {}
-            api = conn.execute(_API_PEOPLE, {"keys": others}) if others else []
-            people = {r.session_key: r.person for r in api}
+            api = conn.execute(_API_PEOPLE, {"keys": others}).all() if others else []
+            people = {str(r.session_key): str(r.person) for r in api}
             return names, job_names, people
 
         names, job_names, people = await self.storage.read(read)
