@@ -3,6 +3,7 @@ an HTTP client that logs in like a browser does (cookies, the CSRF token read fr
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -12,6 +13,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from gateway.console.attempts import LoginAttempts
+from gateway.console.server import CONSOLE_WEB
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
 from tests.gateway_support import Harness, telegram_gateway
@@ -30,6 +33,11 @@ class ConsoleHarness:
     def app(self) -> web.Application:
         """The console's application, as mounted on the gateway's HTTP server."""
         return self.harness.gateway.http.mounted["/console"]
+
+    @property
+    def attempts(self) -> LoginAttempts:
+        """What counts and slows down its failed logins."""
+        return self.app[CONSOLE_WEB].attempts
 
     def routes(self) -> list[tuple[str, str]]:
         """Every (method, path) the console serves, with sample values in the path's variables."""
@@ -63,6 +71,32 @@ async def console_gateway(
         home, emulator, emulator_url, environ=variables, scheduler=scheduler, **sections
     ) as harness:
         yield ConsoleHarness(harness, harness.gateway.http.url)
+
+
+class HeldBack:
+    """A failed login's sleep on virtual time: records each delay; returns at once, or when released
+    (``hold()``)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.waiting = 0  # failures held now
+        self._released: asyncio.Event | None = None
+
+    def hold(self) -> None:
+        self._released = asyncio.Event()
+
+    def release(self) -> None:
+        if self._released is not None:
+            self._released.set()
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        if self._released is not None:
+            self.waiting += 1
+            try:
+                await self._released.wait()
+            finally:
+                self.waiting -= 1
 
 
 class ConsoleClient:
@@ -99,6 +133,13 @@ class ConsoleClient:
     async def login(self, token: str = CONSOLE_TOKEN) -> aiohttp.ClientResponse:
         form = await self.csrf("/console/login")
         status, text, response = await self.post("/console/login", {"csrf": form, "token": token})
+        assert status == 303, (status, text[:300])
+        return response
+
+    async def login_with_link(self, secret: str) -> aiohttp.ClientResponse:
+        """Log in with a one-time link's ``secret``, as its page's form sends it."""
+        form = await self.csrf(f"/console/login?link={secret}")
+        status, text, response = await self.post("/console/login", {"csrf": form, "link": secret})
         assert status == 303, (status, text[:300])
         return response
 

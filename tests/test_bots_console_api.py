@@ -53,8 +53,9 @@ async def test_one_console_shows_each_bots_own_chats_and_spend_and_switches_betw
     """FRIEND talks to the family bot twice, ADMIN to the work bot once. Logged in with the token, each
     bot's pages list only its own chat (the other bot's chat is a 404 there), the overview puts both bots'
     spend of today side by side (each as its own database says), every page has the switcher, whose links
-    keep the page; a name that is no bot is a 404 page that shows the name as text. A login made by the
-    work bot's /console link sees the work bot only."""
+    keep the page; a page's path without a bot (/console/chats) leads to the first bot's; a name that
+    is no bot is a 404 page that shows the name as text. A login made by the work bot's /console link
+    sees the work bot only."""
     environ = {"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
     async with two_bots(home, emulator, emulator_url, environ=environ) as harness:
         harness.fakes["family"].private_message(FRIEND, "grandma visits on sunday")
@@ -69,6 +70,10 @@ async def test_one_console_shows_each_bots_own_chats_and_spend_and_switches_betw
             await client.login()
             status, _, response = await client.get("/console/")
             first = response.headers.get("Location")
+            unbotted = {  # the pages' paths without a bot (bookmarks from before bots:)
+                path: (await client.get(path))[2].headers.get("Location")
+                for path in ("/console/chats", "/console/budgets", f"/console/chat?key=telegram:dm:{FRIEND}")
+            }
             _, family_chats, _ = await client.get("/console/bots/family/chats")
             _, work_chats, _ = await client.get("/console/bots/work/chats")
             crossed, _, _ = await client.get(f"/console/bots/work/chat?key=telegram:dm:{FRIEND}")
@@ -78,6 +83,11 @@ async def test_one_console_shows_each_bots_own_chats_and_spend_and_switches_betw
         links = await scoped_login(harness, url)
 
     assert status == 303 and first == "/console/bots/family/"
+    assert unbotted == {
+        "/console/chats": "/console/bots/family/chats",
+        "/console/budgets": "/console/bots/family/budgets",
+        f"/console/chat?key=telegram:dm:{FRIEND}": f"/console/bots/family/chat?key=telegram:dm:{FRIEND}",
+    }
     assert f"telegram:dm:{FRIEND}" in family_chats and f"telegram:dm:{ADMIN}" not in family_chats
     assert f"telegram:dm:{ADMIN}" in work_chats and f"telegram:dm:{FRIEND}" not in work_chats
     assert (crossed, own) == (404, 200)
@@ -88,7 +98,10 @@ async def test_one_console_shows_each_bots_own_chats_and_spend_and_switches_betw
     assert [bots_row(overview, bot) for bot in spent] == [usd(spent["family"]), usd(spent["work"])]
     assert "Overview of work" in overview
     assert unknown == 404 and "There is no bot called &lt;img src=x&gt;" in hostile and "<img" not in hostile
-    assert links == {"/console/": "/console/bots/work/", "family": 403, "work": 200, "switcher": ["work"]}
+    assert links == {
+        "/console/": "/console/bots/work/", "/console/chats": "/console/bots/work/chats",
+        "family": 403, "work": 200, "switcher": ["work"],
+    }  # fmt: skip
 
 
 async def test_each_bots_pages_show_times_in_that_bots_timezone(
@@ -133,10 +146,12 @@ async def scoped_login(harness: BotsHarness, url: str) -> dict[str, object]:
         status, _, _ = await browser.post("/console/login", form)
         assert status == 303
         _, _, start = await browser.get("/console/")
+        _, _, chats = await browser.get("/console/chats")
         family, _, _ = await browser.get("/console/bots/family/chats")
         work, page, _ = await browser.get("/console/bots/work/chats")
     return {
         "/console/": start.headers.get("Location"),
+        "/console/chats": chats.headers.get("Location"),
         "family": family,
         "work": work,
         "switcher": re.findall(r'data-bot="(\w+)"', page),

@@ -21,7 +21,7 @@ from gateway.cron.jobs import RunStatus
 from gateway.cron.manage import COMMAND_LINE
 from gateway.home import HeraldHome
 from tests.bots_support import two_bots
-from tests.browser_support import PHONE, Watched, chromium, screenshot_if_failed, watched_page
+from tests.browser_support import DESKTOP, PHONE, Watched, chromium, screenshot_if_failed, watched_page
 from tests.console_support import CONSOLE_TOKEN, ConsoleHarness, console_gateway
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import ADMIN, FRIEND, STRANGER
@@ -203,6 +203,38 @@ async def test_sort_the_chat_list(
         titles = page.locator("#chats .title")
         assert [await titles.nth(i).inner_text() for i in range(3)] == [f"chat number {n}" for n in range(3)]
     assert tab.errors == []
+
+
+async def test_the_chat_list_fits_a_desktop_and_a_phone_screen(
+    tab: Watched, browser: Browser, emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Every column on the screen, nothing to scroll sideways: not the page, not the list's box (at
+    1280 px the nine columns share the width and a long name wraps; on a phone each chat is a card)."""
+    budgets = {"chat": {"daily_usd": 1}}  # a budget bar in every chat's row
+    async with console_gateway(home, emulator, emulator_url, budgets=budgets) as console:
+        fake = console.harness.fake
+        long_title = f"Offsite_{'planning_' * 8}2026"  # one word, wider than its column
+        fake.group_message(-100, FRIEND, "hello bot", mention_bot=True, title=long_title)
+        fake.private_message(FRIEND, "What's the weather?", first_name="Ada")
+        await console.harness.settled()
+        await log_in(tab, console)
+        phone = await watched_page(browser, PHONE)
+        await phone.page.context.add_cookies(await tab.page.context.cookies())  # type: ignore[arg-type]
+        for watched, screen in ((tab, DESKTOP), (phone, PHONE)):
+            await watched.page.goto(console.url + "/console/chats")
+            assert await watched.page.locator("#chats tbody tr").count() == 2
+            page_width, box_width, box_shown = await watched.page.evaluate(
+                "[document.documentElement.scrollWidth, document.querySelector('.tablebox').scrollWidth,"
+                " document.querySelector('.tablebox').clientWidth]"
+            )
+            at = f"at {screen['width']}px"
+            assert page_width <= screen["width"], f"the page is {page_width}px wide {at}"
+            assert box_width <= box_shown, f"the list is {box_width}px wide in its {box_shown}px box {at}"
+            spend = watched.page.locator("#chats tbody tr td[data-spend]").first
+            assert await spend.is_visible()
+        await phone.page.click('th a[data-sort="title"]')  # the sort links are there on a phone too
+        assert await phone.page.locator('th[aria-sort="ascending"]').count() == 1
+    assert tab.errors == [] and phone.errors == []
 
 
 async def test_log_in_with_a_link_from_the_bot(

@@ -1,7 +1,7 @@
 """The console in a cluster (two gateway processes, one PostgreSQL, one Redis): the health page shows
 the processes and the leader as Redis knows them, a login made on one process is good on the other,
-a link made anywhere logs in anywhere, failed logins are counted over the cluster, and every process
-shows what the whole cluster spent."""
+a link made anywhere logs in anywhere, failed logins are counted (and slowed) over the cluster, and
+every process shows what the whole cluster spent."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import re
 import pytest
 
 from gateway.budgets.lines import usd
+from gateway.console.attempts import LONGEST_DELAY
 from gateway.console.links import LoginLinks
+from gateway.console.server import CONSOLE_WEB
 from gateway.home import HeraldHome
 from tests.cluster_support import open_cluster
-from tests.console_support import CONSOLE_TOKEN, CSRF, ConsoleClient, console_client
+from tests.console_support import CONSOLE_TOKEN, HeldBack, console_client
 from tests.emulator import ProviderEmulator
 from tests.redis_server import RedisServer
 from tests.test_console_sources import row_of
@@ -56,24 +58,22 @@ async def test_the_console_of_a_cluster(
 
         secret = await LoginLinks(cluster.gateways[0].services.runtime.storage).issue("telegram:1")
         async with console_client(second) as browser:  # a link made through the first, on the second
-            await log_in_with_link(browser, secret)
+            await browser.login_with_link(secret)
             assert (await browser.get("/console/chats"))[0] == 200
 
+        held = [HeldBack(), HeldBack()]  # each process's failed logins, on virtual time
+        for gateway, sleep in zip(cluster.gateways, held, strict=True):
+            gateway.http.mounted["/console"][CONSOLE_WEB].attempts.sleep = sleep
         async with console_client(first) as guesser, console_client(second) as owner:
             for _ in range(10):
                 form = await guesser.csrf("/console/login")
                 status, _, _ = await guesser.post("/console/login", {"csrf": form, "token": "guess"})
                 assert status == 401
             form = await owner.csrf("/console/login")  # the same address, on the other process
-            status, _, _ = await owner.post("/console/login", {"csrf": form, "token": CONSOLE_TOKEN})
-            assert status == 429
-
-
-async def log_in_with_link(client: ConsoleClient, secret: str) -> None:
-    _, text, _ = await client.get(f"/console/login?link={secret}")
-    form = {"csrf": CSRF.search(text).group(1), "link": secret}  # type: ignore[union-attr]
-    status, _, _ = await client.post("/console/login", form)
-    assert status == 303
+            status, _, _ = await owner.post("/console/login", {"csrf": form, "token": "guess"})
+            assert status == 401
+            assert held[1].delays == [LONGEST_DELAY]  # its 11th failure over the cluster, not its first
+            await owner.login()  # the right token, all the same
 
 
 async def test_every_process_shows_what_the_whole_cluster_spent(

@@ -1,9 +1,10 @@
 """The operator console's guard, over HTTP against a running gateway: no page without a login, no change
-without the page's CSRF token, the cookie's attributes, failed logins limited, user text escaped, and no
-console on an open address without a token."""
+without the page's CSRF token, the cookie's attributes, failed logins slowed (the right token never
+locked out), user text escaped, and no console on an open address without a token."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -11,9 +12,12 @@ import sqlalchemy as sa
 
 from agent.db.schema import cache_misses, requests
 from gateway.config import ConfigError
+from gateway.console.attempts import FREE_FAILURES, LONGEST_DELAY, delay_after
+from gateway.console.links import LoginLinks
 from gateway.cron.manage import COMMAND_LINE
 from gateway.home import HeraldHome
-from tests.console_support import CONSOLE_TOKEN, CSRF, console_client, console_gateway
+from tests.cluster_leader_support import until
+from tests.console_support import CONSOLE_TOKEN, CSRF, HeldBack, console_client, console_gateway
 from tests.emulator import ProviderEmulator
 from tests.gateway_support import FRIEND, STRANGER, telegram_gateway
 
@@ -141,22 +145,65 @@ async def test_behind_an_https_address_the_cookie_is_secure(
             assert response.cookies["herald_console"]["secure"]
 
 
-async def test_failed_logins_are_limited_per_address(
+async def test_failed_logins_are_slowed_but_the_right_token_or_a_fresh_link_always_logs_in(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
+    """Behind a reverse proxy every browser has one address: ten bad tries must not keep the operator
+    out. Each failure's answer is held back longer (on virtual time), up to a bound; a right one never."""
     async with (
         console_gateway(home, emulator, emulator_url) as console,
-        console_client(console.url) as client,
+        console_client(console.url) as guesser,
     ):
+        held = HeldBack()
+        console.attempts.sleep = held
         for _ in range(10):
-            form = await client.csrf("/console/login")
-            status, _, _ = await client.post("/console/login", {"csrf": form, "token": "guess"})
-            assert status == 401
-        form = await client.csrf("/console/login")
-        status, text, response = await client.post("/console/login", {"csrf": form, "token": CONSOLE_TOKEN})
-        assert status == 429  # even the right token, until the window has passed
-        assert "Too many failed logins from your address" in text
-        assert "herald_console" not in response.cookies
+            form = await guesser.csrf("/console/login")
+            status, text, _ = await guesser.post("/console/login", {"csrf": form, "token": "guess"})
+            assert status == 401 and "That is not the console token." in text
+        assert held.delays == [delay_after(n) for n in range(1, 11) if delay_after(n) > 0]
+        assert len(held.delays) == 10 - FREE_FAILURES and held.delays[0] > 0  # the first few: at once
+        assert held.delays == sorted(held.delays) and held.delays[-1] == held.delays[-2] == LONGEST_DELAY
+
+        async with console_client(console.url) as owner:  # the same address
+            await owner.login()
+            assert (await owner.get("/console/chats"))[0] == 200
+        secret = await LoginLinks(console.harness.gateway.services.runtime.storage).issue("telegram:1")
+        async with console_client(console.url) as owner:
+            await owner.login_with_link(secret)
+            assert (await owner.get("/console/chats"))[0] == 200
+        assert len(held.delays) == 10 - FREE_FAILURES  # neither was held back
+
+        form = await guesser.csrf("/console/login")
+        status, _, _ = await guesser.post("/console/login", {"csrf": form, "link": secret})  # used
+        assert status == 401 and held.delays[-1] == LONGEST_DELAY and len(held.delays) == 11 - FREE_FAILURES
+
+
+async def test_only_so_many_failed_logins_wait_at_once_and_the_right_token_passes_them(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The delay cannot be used to tie the server up: past ``most_held`` waiting failures the next is
+    refused at once (429), and the right token still logs in meanwhile."""
+    async with console_gateway(home, emulator, emulator_url) as console:
+        held = HeldBack()
+        console.attempts.sleep, console.attempts.most_held = held, 2
+        async with console_client(console.url) as guesser:
+            for _ in range(FREE_FAILURES):
+                form = await guesser.csrf("/console/login")
+                assert (await guesser.post("/console/login", {"csrf": form, "token": "guess"}))[0] == 401
+            held.hold()
+            form = await guesser.csrf("/console/login")
+            waiting = [
+                asyncio.create_task(guesser.post("/console/login", {"csrf": form, "token": f"guess {n}"}))
+                for n in range(2)
+            ]
+            await until(lambda: held.waiting == 2, 20, "two failures held back")
+            status, text, _ = await guesser.post("/console/login", {"csrf": form, "token": "one more"})
+            assert status == 429 and "Too many failed logins are being tried at once" in text
+            async with console_client(console.url) as owner:
+                await owner.login()
+            assert not any(task.done() for task in waiting)
+            held.release()
+            assert [(await task)[0] for task in waiting] == [401, 401]
 
 
 async def test_names_and_titles_people_wrote_are_shown_as_text(

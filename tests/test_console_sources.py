@@ -147,3 +147,26 @@ async def test_a_bot_without_limits_or_misses_says_so(
     assert "no limit for this chat" in chat
     listed = row_of(chats, f'data-key="{DM_KEY}"')
     assert 'data-misses="0"' in listed and 'data-budget=""' in listed and 'data-people="1"' in listed
+
+
+async def test_a_chat_whose_cache_writes_were_never_read_says_caching_cost_more(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """One message with a prompt over the cache minimum: its cache write costs more than sending it
+    uncached, and nothing read it back. The console says so in words, never "saved $-0.0087"."""
+    write_project_notes()
+    async with console_gateway(home, emulator, emulator_url) as console:
+        console.harness.fake.private_message(FRIEND, "hello")
+        await console.harness.settled()
+        store = console.harness.gateway.services.runtime.store
+        [turn] = await store.usage_by_purpose(DM_KEY)
+        async with console_client(console.url) as client:
+            await client.login()
+            chat = (await client.get(f"/console/chat?key={DM_KEY}"))[1]
+            overview = (await client.get("/console/"))[1]
+    dearer = turn.cost - turn.uncached_cost
+    assert dearer > 0 and turn.usage.cache_write_tokens > 0
+    assert f"caching cost {money(dearer)} more" in chat
+    assert f"caching cost {money(dearer)} more" in overview  # all time
+    assert f"<td class=\"num\">-{money(dearer)}</td>" in chat  # the by-purpose table's "Saved"
+    assert "$-" not in chat and "$-" not in overview

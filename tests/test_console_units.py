@@ -9,11 +9,13 @@ from gateway.config import HeraldConfig
 from gateway.console.auth import Signer, derive_key, same, weak_token
 from gateway.console.charts import (
     HEIGHT,
+    MIN_TOKEN_AXIS,
     MissMark,
     TurnFigures,
     daily_spend,
     money,
     nice_ceiling,
+    saving,
     tokens,
     turns,
 )
@@ -28,6 +30,8 @@ def test_the_value_axis_ends_on_a_round_number() -> None:
         1, 1, 1, 2, 2.5, 5, 10, 50, 0.02
     ]  # fmt: skip
     assert [money(v) for v in (0, 0.0042, 1.234, 12345.6)] == ["$0", "$0.0042", "$1.23", "$12,346"]
+    assert [money(v) for v in (-0.0087, -1.5, -0.000001)] == ["-$0.0087", "-$1.50", "$0"]  # never "$-"
+    assert [saving(v) for v in (0.12, -0.0087)] == ["saved $0.12 by caching", "caching cost $0.0087 more"]
     assert [tokens(v) for v in (950, 1000, 12_500, 3_200_000)] == ["950", "1k", "12.5k", "3.2M"]
 
 
@@ -39,8 +43,33 @@ def test_daily_bars_are_as_tall_as_their_spend() -> None:
     assert most.y + most.height == pytest.approx(HEIGHT - 28)  # bars stand on the axis
     assert one.title == "2026-03-01: $1.00 (3 requests)" and most.title.endswith("(1 request)")
     assert [label.text for label in chart.labels] == ["03-03"]  # today's, then every 5th before it
-    assert [tick.label for tick in chart.ticks] == ["$0", "$0.62", "$1.25", "$1.88", "$2.50"]
+    assert [tick.label for tick in chart.ticks] == ["$0", "$0.50", "$1.00", "$1.50", "$2.00", "$2.50"]
     assert daily_spend([("2026-03-01", 0.0, 0)]).empty
+
+
+@pytest.mark.parametrize("largest", [0.0, 0.004, 0.013, 0.02, 0.07, 0.1, 0.2, 0.9, 2.4, 7.0, 42.0, 1234.0])
+def test_each_dollar_tick_is_labelled_once_with_its_value(largest: float) -> None:
+    """Labels as precise as the step: never "$0.03" on a tick at 0.025, nor one label on two ticks."""
+    chart = daily_spend([("2026-03-01", largest, 1)])
+    top = nice_ceiling(largest)
+    labels = [tick.label for tick in chart.ticks]
+    assert len(set(labels)) == len(labels), labels
+    for tick in chart.ticks:
+        value = top * (chart.bottom - tick.y) / (chart.bottom - chart.top)
+        assert float(tick.label.removeprefix("$").replace(",", "")) == pytest.approx(value, abs=1e-9), labels
+
+
+@pytest.mark.parametrize("largest", [0, 1, 3, 7, 40, 625, 1250, 3900, 12_345, 2_400_000])
+def test_each_token_tick_is_labelled_once_with_a_whole_number(largest: int) -> None:
+    figures = [TurnFigures(1, "one", input_tokens=largest, cache_read=0, cache_write=0, output_tokens=0)]
+    chart = turns(figures)
+    labels = [tick.label for tick in chart.ticks]
+    assert len(set(labels)) == len(labels), labels
+    top = nice_ceiling(largest, least=MIN_TOKEN_AXIS)
+    for tick in chart.ticks:
+        value = top * (chart.bottom - tick.y) / (chart.bottom - chart.top)
+        shown = float(tick.label.replace("k", "e3").replace("M", "e6"))
+        assert shown == pytest.approx(value) and shown == int(shown), labels
 
 
 def test_turn_bars_stack_the_four_kinds_and_misses_mark_their_request() -> None:

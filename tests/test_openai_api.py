@@ -10,6 +10,7 @@ stored; a client that hangs up stops its turn cleanly.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,10 +25,13 @@ from openai.types.chat import (
 
 from agent.memory import OWNER_SCOPE, user_scope
 from gateway.app import open_gateway
+from gateway.console.links import LoginLinks
 from gateway.home import HeraldHome
+from tests.console_support import console_client
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes.waiting import wait_until
-from tests.openai_api_support import PEOPLE, ApiHarness, api_config, api_gateway
+from tests.openai_api_support import ADMIN, PEOPLE, ApiHarness, api_config, api_gateway
+from tests.test_console_sources import row_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -216,6 +220,26 @@ async def test_two_keys_conversations_never_mix_even_with_the_same_words(
         assert bob.memory_scope == user_scope("api", "bob")
         assert await api.history(alice) == await api.history(bob)  # the same words, kept apart
         assert len(await api.history(alice)) == 4
+
+
+async def test_the_console_lists_each_api_conversation_by_the_person_its_key_acts_for(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """Not by its session key's random hex (api:conversation:3f1c...), on the chat list and its page."""
+    emulator.script(*(Reply(text="Noted.") for _ in range(2)))
+    async with api_gateway(home, emulator, emulator_url) as api:
+        for who in ("alice", "bob"):
+            await ask(api.client(who), [user(f"{who} here: plan my week")])
+        keys = {PEOPLE[who][0]: (await api.sessions(who))[0].session_key for who in ("alice", "bob")}
+        secret = await LoginLinks(api.gateway.services.runtime.storage).issue(ADMIN)
+        async with console_client(api.gateway.http.url) as console:
+            await console.login_with_link(secret)
+            chats = (await console.get("/console/chats"))[1]
+            pages = {who: (await console.get(f"/console/chat?key={key}"))[1] for who, key in keys.items()}
+    for person, key in keys.items():
+        name = re.search(r'<a class="name" href="[^"]*">([^<]*)</a>', row_of(chats, f'data-key="{key}"'))
+        assert name is not None and name.group(1) == person
+        assert f'<h1 class="name">{person}</h1>' in pages[person]
 
 
 @pytest.mark.parametrize("streaming", [True, False])

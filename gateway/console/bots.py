@@ -5,7 +5,8 @@ Each bot's pages are a :class:`~gateway.console.pages.ConsolePages` of its own, 
 database, so a page cannot show another bot's chats by a query that forgot a filter. The routes of every
 bot are one table here: a login made by one bot's link (``gateway.console.auth``) is refused the other
 bots' pages (403), a name that is no bot's is a 404 page that says which bots there are, and ``/console/``
-leads to the first bot the login sees.
+and every other page's path without a bot (``/console/chats``: a bookmark from before ``bots:``, or a
+path typed by hand) lead to that page of the first bot the login sees, whose switcher offers the rest.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def fleet_routes(
     console: ConsoleWeb, fleet: Fleet, pages: Mapping[str, Mapping[str, tuple[str, Handler]]]
 ) -> dict[str, tuple[str, Handler]]:
     """The console's routes with bots: each bot's ``pages`` (path: (method, handler)) under its base,
-    refused to a login of another bot; ``/`` to the first bot the login sees; 404 pages for the rest."""
+    refused to a login of another bot; a page's path without a bot (``/``, ``/chats``...) to that page of
+    the first bot the login sees; 404 pages for the rest."""
     routes: dict[str, tuple[str, Handler]] = {}
     for bot, own in pages.items():
         for path, (method, handler) in own.items():
@@ -79,7 +81,8 @@ def fleet_routes(
 
     async def first(request: web.Request) -> web.StreamResponse:
         seen = fleet.seen(console.logged_in(request))
-        raise web.HTTPSeeOther(bot_base(seen[0] if seen else fleet.names[0]) + "/")
+        page = request.path_qs.removeprefix(PREFIX)  # with its query (/chat?key=...)
+        raise web.HTTPSeeOther(bot_base(seen[0] if seen else fleet.names[0]) + page)
 
     async def missing(request: web.Request) -> web.StreamResponse:
         name = request.match_info["bot"]
@@ -90,7 +93,8 @@ def fleet_routes(
             raise web.HTTPSeeOther(bot_base(name) + "/")
         return console.message(request, "No such page", f"Bot {name} has no page {request.path}.", status=404)
 
-    routes["/"] = ("GET", first)
+    for own in pages.values():
+        routes.update({path: ("GET", first) for path, (method, _) in own.items() if method == "GET"})
     routes[BOTS_PATH + "/{bot}"] = ("*", missing)
     routes[BOTS_PATH + "/{bot}/{rest:.*}"] = ("*", missing)
     return routes

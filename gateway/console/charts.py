@@ -18,6 +18,7 @@ RIGHT = 8.0
 TOP = 16.0
 BOTTOM = 28.0  # room for the labels under the bars
 GAP = 0.2  # share of a bar's slot left empty
+MIN_TOKEN_AXIS = 5  # tokens: the shortest axis whose steps are whole tokens
 
 
 @dataclass(frozen=True)
@@ -76,26 +77,62 @@ class Chart:
         return not any(bar.height > 0 for bar in self.bars)
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value`` (1 for nothing)."""
+# An axis ends on 1, 2, 2.5 or 5 times a power of ten, and is cut into steps of 0.2, 0.5 or 1 times one:
+# ticks are round numbers, and a label as precise as its step tells every tick apart.
+_AXIS_STEPS = ((1.0, 5), (2.0, 4), (2.5, 5), (5.0, 5), (10.0, 5))  # (the axis's end, its steps)
+
+
+def nice_ceiling(value: float, *, least: float = 0.0) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value`` and ``least`` (1 for
+    nothing)."""
+    value = max(value, least)
     if value <= 0:
         return 1.0
     power = 10.0 ** math.floor(math.log10(value))
-    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
-        if value <= step * power * (1 + 1e-9):
-            return step * power
+    for end, _ in _AXIS_STEPS:
+        if value <= end * power * (1 + 1e-9):
+            return end * power
     return 10 * power
 
 
-def money(value: float) -> str:
-    """Dollars as people read them: $0.0042, $1.23, $1,234."""
-    if value == 0:
-        return "$0"
-    if abs(value) < 0.01:
-        return f"${value:.4f}"
-    if abs(value) < 1000:
-        return f"${value:,.2f}"
-    return f"${value:,.0f}"
+def _steps(top_value: float) -> int:
+    """How many steps the axis ending at ``top_value`` (a :func:`nice_ceiling`) is cut into."""
+    power = 10.0 ** math.floor(math.log10(top_value) + 1e-9)
+    mantissa = top_value / power
+    return next((steps for end, steps in _AXIS_STEPS if math.isclose(mantissa, end)), 5)
+
+
+def _decimals(step: float) -> int:
+    """The fewest decimals that write every multiple of ``step`` exactly (0.025: 3)."""
+    for decimals in range(9):
+        if math.isclose(step * 10**decimals, round(step * 10**decimals), abs_tol=1e-6):
+            return decimals
+    return 9
+
+
+def money(value: float, *, decimals: int | None = None) -> str:
+    """Dollars as people read them: $0.0042, $1.23, $1,234; below zero -$0.0087 (never $-0.0087).
+    ``decimals``: exactly that many (an axis's ticks, all alike)."""
+    amount = abs(value)
+    if decimals is not None:
+        text = f"{amount:,.{decimals}f}"
+    elif amount < 0.01:
+        text = f"{amount:.4f}"
+    elif amount < 1000:
+        text = f"{amount:,.2f}"
+    else:
+        text = f"{amount:,.0f}"
+    if not any(digit in text for digit in "123456789"):
+        return "$0" if decimals is None else f"${text}"  # nothing to show: no sign either
+    return f"{'-' if value < 0 else ''}${text}"
+
+
+def saving(value: float) -> str:
+    """What caching did to the bill: "saved $0.12 by caching", or when cache writes were never read back
+    "caching cost $0.0087 more"."""
+    if money(value).startswith("-"):
+        return f"caching cost {money(-value)} more"
+    return f"saved {money(value)} by caching"
 
 
 def tokens(value: float) -> str:
@@ -107,10 +144,19 @@ def tokens(value: float) -> str:
 
 
 def _ticks(top_value: float, form: str) -> list[Tick]:
+    """The value axis's ticks from 0 to ``top_value``, each labelled as precisely as the step needs."""
     plot = HEIGHT - BOTTOM - TOP
-    steps = 4
-    show = money if form == "money" else tokens
-    return [Tick(HEIGHT - BOTTOM - plot * i / steps, show(top_value * i / steps)) for i in range(steps + 1)]
+    steps = _steps(top_value)
+    step = top_value / steps
+    places = _decimals(step)
+    places = 2 if 0 < places < 2 else places  # cents: $0.50, not $0.5
+
+    def label(value: float) -> str:
+        if form != "money":
+            return tokens(value)
+        return "$0" if value == 0 else money(value, decimals=places)
+
+    return [Tick(HEIGHT - BOTTOM - plot * i / steps, label(step * i)) for i in range(steps + 1)]
 
 
 def _slots(count: int) -> tuple[float, float]:
@@ -171,7 +217,8 @@ def turns(figures: Sequence[TurnFigures], misses: Sequence[MissMark] = (), *, la
     """Stacked bars, one per request, oldest first; a miss is a marker above its request's bar, in the
     colour of its cause (the legend names each cause marked)."""
     top_value = nice_ceiling(
-        max((f.input_tokens + f.cache_read + f.cache_write + f.output_tokens for f in figures), default=0)
+        max((f.input_tokens + f.cache_read + f.cache_write + f.output_tokens for f in figures), default=0),
+        least=MIN_TOKEN_AXIS,
     )
     plot = HEIGHT - BOTTOM - TOP
     slot, width = _slots(len(figures))

@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from gateway.budgets.lines import usd
-from gateway.console.charts import money, tokens
+from gateway.console.charts import money, saving, tokens
 
 STYLESHEET = (resources.files("gateway.console") / "templates" / "console.css").read_text(encoding="utf-8")
 _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLESHEET.encode()).digest()).decode()
@@ -58,7 +58,14 @@ class Renderer:
             lstrip_blocks=True,
         )
         self.env.filters.update(
-            money=money, usd=usd, tokens=tokens, percent=percent, count=count, when=self.when, ago=self.ago
+            money=money,
+            saving=saving,
+            usd=usd,
+            tokens=tokens,
+            percent=percent,
+            count=count,
+            when=self.when,
+            ago=self.ago,
         )
         self.env.globals["stylesheet"] = STYLESHEET
 

@@ -31,7 +31,7 @@ from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
 from gateway.insights import UsageRow, row_for_purpose, total_row
 from gateway.intake.inbox import PEOPLE_PER_CHAT
-from gateway.tables import cron_jobs, inbox
+from gateway.tables import api_conversations, cron_jobs, inbox
 
 DAYS = 30  # the overview's chart and its longest window
 WINDOWS = (("today", 1), ("7 days", 7), ("30 days", DAYS))
@@ -468,6 +468,9 @@ _NAMES = sa.select(
 _JOB_NAMES = sa.select(cron_jobs.c.id, cron_jobs.c.name).where(
     cron_jobs.c.id.in_(sa.bindparam("ids", expanding=True))
 )
+_API_PEOPLE = sa.select(api_conversations.c.session_key, api_conversations.c.person).where(
+    api_conversations.c.session_key.in_(sa.bindparam("keys", expanding=True))
+)
 
 
 # --- one chat ----------------------------------------------------------------------------------------
@@ -594,8 +597,8 @@ class Reports:
         )
 
     async def named(self, rows: Sequence[ChatRow]) -> list[ChatRow]:
-        """``rows`` with each chat's name: from the latest message the platform delivered in it, or the
-        scheduled job's name."""
+        """``rows`` with each chat's name: from the latest message the platform delivered in it, the
+        scheduled job's name, or the person an API conversation's key acts for (``api:alice``)."""
         addresses = {row.session_key: chat_of_session_key(row.session_key) for row in rows}
         chats = sorted({(a.platform, a.chat_id) for a in addresses.values() if a is not None})
         jobs = [
@@ -603,22 +606,31 @@ class Reports:
             for row in rows
             if row.session_key.startswith(SESSION_PREFIX)
         ]
+        others = [
+            row.session_key
+            for row in rows
+            if addresses[row.session_key] is None and not row.session_key.startswith(SESSION_PREFIX)
+        ]
 
-        def read(conn: sa.Connection) -> tuple[dict[tuple[str, str], Any], dict[str, str]]:
+        def read(conn: sa.Connection) -> tuple[dict[tuple[str, str], Any], dict[str, str], dict[str, str]]:
             latest = [int(r.latest) for r in conn.execute(_LATEST_MESSAGE, {"chats": chats})] if chats else []
             names = (
                 {(r.platform, r.chat_id): r for r in conn.execute(_NAMES, {"ids": latest})} if latest else {}
             )
             job_names = {r.id: r.name for r in conn.execute(_JOB_NAMES, {"ids": jobs})} if jobs else {}
-            return names, job_names
+            api = conn.execute(_API_PEOPLE, {"keys": others}).all() if others else []
+            people = {str(r.session_key): str(r.person) for r in api}
+            return names, job_names, people
 
-        names, job_names = await self.storage.read(read)
+        names, job_names, people = await self.storage.read(read)
         named: list[ChatRow] = []
         for row in rows:
             address = addresses[row.session_key]
-            if address is None:
+            if row.session_key.startswith(SESSION_PREFIX):
                 job = job_names.get(row.session_key.removeprefix(SESSION_PREFIX))
                 named.append(replace(row, name=f"scheduled job: {job}" if job else None))
+            elif address is None:
+                named.append(replace(row, name=people.get(row.session_key)))
             else:
                 named.append(replace(row, name=_chat_name(names.get((address.platform, address.chat_id)))))
         return named

@@ -73,6 +73,7 @@ class ConsoleWeb:
         """The sub-application for ``/console``: ``pages`` maps a path to its (method, handler)."""
         app = web.Application(middlewares=[self._guard], client_max_size=MAX_FORM_BYTES)
         app.on_response_prepare.append(_security_headers)
+        app[CONSOLE_WEB] = self
         app.router.add_get("/login", self._login_page, name=LOGIN_ROUTE)
         app.router.add_post("/login", self._login, name="login_post")
         app.router.add_post("/logout", self._logout)
@@ -202,18 +203,10 @@ class ConsoleWeb:
         return response
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
-        now = self.clock()
+        """A correct token or link logs in, whatever failed before it from the same address; a failure
+        is answered late (``gateway.console.attempts``), never at the right credential's expense."""
         form = await request.post()
         address = request.remote or "unknown"
-        wait = await self.attempts.blocked_for(address)
-        if wait > 0:
-            log.warning("console: login refused for %s: too many failed attempts", address)
-            return self.message(
-                request,
-                "Too many failed logins",
-                f"Too many failed logins from your address; try again in {wait / 60:.0f} minutes.",
-                status=429,
-            )
         link, token = _text(form.get("link")), _text(form.get("token"))
         who: str | None = None
         scope: str | None = None  # a bot's link logs in to that bot only
@@ -232,9 +225,16 @@ class ConsoleWeb:
                 else "Log in with a link from the bot."
             )
         if who is None:
-            await self.attempts.failed(address)
             log.warning("console: failed login from %s", address)
-            return self._login_form(request, now, link="", error=error, status=401)
+            if not await self.attempts.failed(address):
+                return self.message(
+                    request,
+                    "Too many failed logins",
+                    "Too many failed logins are being tried at once; try again in a minute.",
+                    status=429,
+                )
+            return self._login_form(request, self.clock(), link="", error=error, status=401)
+        now = self.clock()
         log.info("console: logged in with %s from %s", who, address)
         response = web.HTTPSeeOther(_next(_text(form.get("next"))))
         response.set_cookie(
@@ -248,6 +248,9 @@ class ConsoleWeb:
         response = web.HTTPSeeOther(f"{PREFIX}/login")
         response.del_cookie(SESSION_COOKIE, path=PREFIX)
         raise response
+
+
+CONSOLE_WEB = web.AppKey("console_web", ConsoleWeb)  # the console an application serves
 
 
 def _text(value: object) -> str:
