@@ -341,12 +341,13 @@ async def refuse(
     stream: ReplyStream | None = None,
     streamed: Sequence[str] = (),
 ) -> None:
-    """Close ``row`` as refused by a spend limit. The chat is told once per limit and window, never once
-    per message; a later message in that window is stored and closed without a word (``/budget`` says
-    where the chat stands). What a stopped turn had shown is replaced by the line, never left half
-    written."""
+    """Close ``row`` as refused by a spend limit. The chat is told once per limit and window that the
+    limit is used up, never once per message; a later message in that window is stored and closed
+    without a word (``/budget`` says where the chat stands). A request that only would have crossed the
+    limit is told each time (a smaller one may still fit: silence would hide why this one was not
+    answered). What a stopped turn had shown is replaced by the line, never left half written."""
     budgets = services.budgets
-    first = await budgets.first_told(refusal, row.session_key)
+    first = not refusal.used_up or await budgets.first_told(refusal, row.session_key)
     shown = bool(streamed) or (stream is not None and bool(stream.messages))
     services.metrics.turns.labels("refused").inc()
     log.info("inbox %d: refused by the spend limit of %s (%s)%s", row.id, refusal.scope.key,

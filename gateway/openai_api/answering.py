@@ -164,10 +164,11 @@ def new_session_key() -> str:
 
 
 def refused(refusal: Refusal, line: str, now: float) -> ApiError:
-    """A spend limit's refusal: 429 with the limit's line, not to be retried before its window resets."""
+    """A spend limit's refusal: 429 with the limit's line; a limit used up is not to be retried before its
+    window resets (a request that only would have crossed it may be retried smaller: no Retry-After)."""
     headers = dict(NO_RETRY)
     end = refusal.window.end
-    if end is not None:
+    if end is not None and refusal.used_up:
         headers["Retry-After"] = str(max(1, math.ceil(end - now)))
     return ApiError(429, line, kind="insufficient_quota", code="spend_limit", headers=headers)
 
