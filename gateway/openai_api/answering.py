@@ -61,15 +61,18 @@ from agent.api import (
     TurnResult,
     Usage,
     charging,
+    prompt_tokens_with,
 )
 from agent.db import FencedOut, StorageUnavailable
+from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
 from gateway.conversation.addressing import person_scope
 from gateway.conversation.turns import take_turn, turn_rights, why_replaced
+from gateway.cron.tool import TOOLSET as CRON_TOOLSET
 from gateway.openai_api.conversations import Conversations
 from gateway.openai_api.keys import PLATFORM, Caller
 from gateway.openai_api.transcript import Transcript
-from gateway.openai_api.wire import ApiError
+from gateway.openai_api.wire import ApiError, bad_request
 from gateway.rights import Rights
 from gateway.services import Services
 
@@ -255,6 +258,10 @@ class ApiTurns:
         that request must find the session (it then waits for this lease)."""
         services, metrics = self.services, self.services.metrics
         key, caller = session.session_key, request.caller
+        window = services.runtime.config.model_info(session.model).context_length
+        needed = prompt_tokens_with(session, request.transcript.message)
+        if needed > window:  # compression shortens a history, never the new message: no model could take it
+            raise too_long(needed, window)
         charge = services.budgets.for_person(caller.person, key, is_admin=standing.is_admin)
         over = await services.budgets.check(charge)
         if over is not None:  # nothing reaches the model
@@ -354,6 +361,7 @@ class ApiTurns:
             user_id=caller.user_id,
             platform_hint=PROMPT_HINT,
             instructions=transcript.instructions,
+            toolsets_left_out=toolsets_left_out(rights.memory_scope),
         )
         lease.check(key)
         started = await runtime.new_session(spec)
@@ -374,6 +382,24 @@ class ApiTurns:
             await self.conversations.move(session.session_key, tip if withdrawn else None)
         except (StorageUnavailable, FencedOut) as error:
             log.warning("session %s: an undelivered turn stays in the conversation: %s", session.id, error)
+
+
+def toolsets_left_out(memory_scope: str) -> tuple[str, ...]:
+    """What a conversation of the API is not offered. A conversation is no chat to post into, and a guest's
+    job may post only into the chat it was made in (``gateway.cron.manage``): the cron tool could never
+    succeed for them. The owner names a target chat, and keeps it."""
+    return () if memory_scope == OWNER_SCOPE else (CRON_TOOLSET,)
+
+
+def too_long(needed: int, window: int) -> ApiError:
+    """OpenAI's own answer to a prompt past the model's window (its SDKs and clients know the code)."""
+    return bad_request(
+        f"This model's maximum context length is {window:,} tokens. However, your messages resulted in about "
+        f"{needed:,} tokens (the last message with this conversation's prompt). Please reduce the length of "
+        "the messages.",
+        param="messages",
+        code="context_length_exceeded",
+    )
 
 
 def forbidden(caller: Caller) -> ApiError:
