@@ -15,6 +15,9 @@ What every turn must pass, it passes here the same way:
   moment (``gateway.rights``: ``tools_for_guests`` for everyone but admins);
 - **spend limits**: the bot, the conversation and the person (``gateway.budgets``), checked before the
   turn and before every model request of it; a refusal is a 429 with the limit's line;
+- **the model's window**: a new message that would not fit it even with nothing but the conversation's
+  prompt is a 400 ``context_length_exceeded`` before any model is asked (compression shortens a history,
+  never the message);
 - **the cache discipline**: a conversation is a stored session re-sent byte for byte; the client's
   history is only ever matched against it (``gateway.openai_api.transcript``), never written into it,
   except once, when a history Herald does not hold starts a new session (``Agent.import_history``).
