@@ -72,7 +72,7 @@ from agent.providers.base import Provider, ProviderError
 from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy
-from agent.session import PromptSources, SessionSpec, StartedSession, start_session
+from agent.session import PromptSources, SessionSpec, StartedSession, prompt_tokens_with, start_session
 from agent.side import SKIPPED, review
 from agent.spending.charge import Charge, Limit, Scope, charging
 from agent.spending.counters import (
@@ -217,6 +217,7 @@ __all__ = [
     "pid_alive",
     "prepare_document",
     "prepare_image",
+    "prompt_tokens_with",
     "redact",
     "review",
     "sandbox_reach",

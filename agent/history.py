@@ -20,6 +20,8 @@ SUMMARY_MARK = "summary"
 DROPPED_MARK = "dropped_note"
 CONTINUATION_MARK = "continuation"
 SYNTHETIC_MARKS = (SUMMARY_MARK, DROPPED_MARK, CONTINUATION_MARK)
+# meta key of a message a client's history brought (Agent.import_history): said, but never answered here
+IMPORTED_MARK = "imported"
 _REWRITTEN = (SUMMARY_MARK, DROPPED_MARK)
 
 

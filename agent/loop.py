@@ -49,7 +49,7 @@ from agent.events import (
 from agent.failover import FailedOver, failover_line
 from agent.files.text import valid_text
 from agent.hands.approval import Approver
-from agent.history import CONTINUATION_MARK, is_final_answer, turn_marked, unanswered_turn
+from agent.history import CONTINUATION_MARK, IMPORTED_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
 from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
@@ -71,7 +71,6 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 CANCELLED_NOTE = "(The user cancelled this turn.)"
-IMPORTED_MARK = "imported"  # meta of a message a client's history brought (Agent.import_history)
 CONTINUE_PROMPT = (
     "[Herald: your answer was cut off by the output token limit. Continue exactly where it stopped, "
     "without repeating anything.]"

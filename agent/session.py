@@ -16,7 +16,9 @@ from pathlib import Path
 from agent.context_files import load_project_context
 from agent.files.text import read_text
 from agent.memory import MemoryBank, MemorySnapshot
+from agent.messages import Message
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
+from agent.providers.base import ProviderRequest, estimate_input_tokens
 from agent.skills import SkillLibrary
 from agent.store import NewSession, SessionRecord, SessionStore
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
@@ -32,7 +34,9 @@ class SessionSpec:
     person's, or a group chat's); it has no default on purpose, so no caller hands the owner's memory
     to a stranger by forgetting it. ``chat_context`` (a chat title, a member list) goes in the volatile
     layer; ``instructions`` (the system message a client of the OpenAI-compatible API sent) in the
-    context layer.
+    context layer. ``toolsets_left_out``: tool sets whose tools could never succeed where the session
+    talks, left out of its tool list whatever the configuration grants (decided once: the list is
+    stored with the session).
     """
 
     session_key: str
@@ -44,6 +48,7 @@ class SessionSpec:
     chat_context: str = ""
     platform_hint: str = ""  # how to write there (the platform's adapter says; stable prompt layer)
     instructions: str = ""
+    toolsets_left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,3 +156,18 @@ async def start_session(
     )
     log.info("session %s started (%s, %s/%s)", record.id, spec.session_key, provider, model)
     return StartedSession(record=record, warnings=warnings)
+
+
+def prompt_tokens_with(session: SessionRecord, text: str) -> int:
+    """The estimated size of the smallest request of ``session`` that carries ``text`` as a user message:
+    its stored prompt and tools and the message (the same ~4 characters a token as every estimate, so it
+    agrees with hygiene and compression). History can be compressed away; this cannot: a message whose
+    count is past the model's context window can never be sent."""
+    request = ProviderRequest(
+        session_id=session.id,
+        system=session.system_prompt,
+        tools=session.tools,
+        messages=(Message(role="user", content=text),),
+        max_tokens=0,
+    )
+    return estimate_input_tokens(request)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError
 from agent.db import StorageUnavailable
+from gateway.bots.logs import speaking_for
 from gateway.bots.metrics import BotsMetrics
 from gateway.bots.profiles import BOTS_DIR, BotProfile, bot_profiles, prepare_profile
 from gateway.commands import menu, menu_hash
@@ -83,6 +84,10 @@ class BotGateway:
 
     async def stop_taking(self) -> None:
         """Stop taking messages and starting scheduled runs."""
+        with speaking_for(self.name):
+            await self._stop_taking()
+
+    async def _stop_taking(self) -> None:
         self.scheduler.pause()
         await self.router.close()
         if self.cluster is not None:
@@ -92,26 +97,24 @@ class BotGateway:
 
     async def finish(self) -> None:
         """Let running turns and runs finish (or checkpoint them), then send what is queued."""
+        with speaking_for(self.name):
+            await self._finish()
+
+    async def _finish(self) -> None:
         services = self.services
         timeout = services.settings.drain_timeout
         finished, _ = await asyncio.gather(services.lanes.drain(timeout), self.scheduler.drain(timeout))
         if not finished:
-            log.warning("%sturns still running after %.0fs; they will be answered after the restart",
-                        _prefix(self.name), timeout)  # fmt: skip
+            log.warning("turns still running after %.0fs; they will be answered after the restart", timeout)
             await services.lanes.shutdown()
         try:
             flushed = await services.sender.flush(FLUSH_TIMEOUT)
         except StorageUnavailable as error:  # stopping while the database is away: nothing is lost
-            log.warning("%sthe queued replies could not be read before shutdown (%s); they go out after the "
-                        "restart", _prefix(self.name), error)  # fmt: skip
+            log.warning("the queued replies could not be read before shutdown (%s); they go out after the "
+                        "restart", error)  # fmt: skip
             return
         if not flushed:
-            log.warning("%ssome replies could not be sent before shutdown; they go out after the restart",
-                        _prefix(self.name))  # fmt: skip
-
-
-def _prefix(name: str | None) -> str:
-    return f"bot {name}: " if name else ""
+            log.warning("some replies could not be sent before shutdown; they go out after the restart")
 
 
 @dataclass
@@ -192,29 +195,36 @@ async def open_gateway(
         console_token(tokens)  # a token too weak to guard the console stops the start, before anything opens
     for profile in profiles:
         if profile.config.gateway.allow_all:
-            log.warning("%sgateway.allow_all is on: anyone who finds the bot can use it (and spend your "
-                        "tokens)", _prefix(profile.name))  # fmt: skip
+            with speaking_for(profile.name):
+                log.warning("gateway.allow_all is on: anyone who finds the bot can use it (and spend your "
+                            "tokens)")  # fmt: skip
     async with AsyncExitStack() as stack:
         if any(profile.config.cluster.redis_url is None for profile in profiles):  # this process alone
             stack.callback(os.close, hold_gateway_lock(home))  # a second gateway on the home stops here
-        bots = [await open_bot(stack, profile, adapters) for profile in profiles]
+        bots: list[BotGateway] = []
+        for profile in profiles:
+            with speaking_for(profile.name):
+                bots.append(await open_bot(stack, profile, adapters))
         chosen = [adapter for bot in bots for adapter in bot.adapters]
         if not chosen and not len(keys):
             raise no_platform(home)
         http = reserve_http_server(stack, config, bots, chosen)
         for bot in bots:
             clustered = bot.services.runtime.cluster is not None  # the elected member receives and schedules
-            if not clustered:
-                start_review_sweeper(stack, bot.services)
-            await start_adapters(stack, bot.adapters, bot.router, receive_all=not clustered)
+            with speaking_for(bot.name):
+                if not clustered:
+                    start_review_sweeper(stack, bot.services)
+                await start_adapters(stack, bot.adapters, bot.router, receive_all=not clustered)
         for bot in bots:
-            await bot.router.recover()  # before any new message is handled (the router waits for it)
-            await publish_menus(bot.adapters, bot.services)
+            with speaking_for(bot.name):
+                await bot.router.recover()  # before any new message is handled (the router waits for it)
+                await publish_menus(bot.adapters, bot.services)
         for bot in bots:
-            if bot.services.runtime.cluster is not None:
-                bot.cluster = await open_cluster_member(stack, bot.services, bot.adapters, bot.scheduler)
-            else:
-                await bot.scheduler.start()
+            with speaking_for(bot.name):
+                if bot.services.runtime.cluster is not None:
+                    bot.cluster = await open_cluster_member(stack, bot.services, bot.adapters, bot.scheduler)
+                else:
+                    await bot.scheduler.start()
         await serve_http(http, config, bots, tokens, keys)
         gateway = Gateway(bots, http)
         served = [served_line(bot) for bot in bots] + (["the OpenAI-compatible API"] if keys else [])

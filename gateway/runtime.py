@@ -195,7 +195,11 @@ class Runtime:
             memory=self.memory,
             context_dir=self.context_dir,
             system_message=self.config.agent.system_message,
-            toolsets=session_toolsets(self.config, spec.memory_scope),
+            toolsets=tuple(
+                toolset
+                for toolset in session_toolsets(self.config, spec.memory_scope)
+                if toolset not in spec.toolsets_left_out
+            ),
             project_context=self.config.agent.project_context,
         )
 

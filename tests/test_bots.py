@@ -6,6 +6,7 @@ Real python-telegram-bot against one fake Bot API per bot, the real anthropic SD
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 import aiohttp
@@ -253,3 +254,23 @@ async def test_each_bot_receives_its_webhook_at_its_own_path_on_the_one_http_ser
 
 def webhook(port: int, bot: str) -> str:
     return f"http://127.0.0.1:{port}/bots/{bot}/telegram/webhook"
+
+
+async def test_each_bots_start_up_lines_name_the_bot(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two bots on one platform start alike: each line of a bot's start (its database's, its adapter's,
+    its scheduler's) says which bot it is about; the line of the process as a whole lists them."""
+    caplog.set_level(logging.INFO)
+    async with two_bots(home, emulator, emulator_url):
+        said = [(record.name, record.getMessage()) for record in caplog.records]
+    started = sorted(message for _, message in said if "Telegram adapter started" in message)
+    assert started == [
+        "bot family: Telegram adapter started as @family_bot, polling",
+        "bot work: Telegram adapter started as @work_bot, polling",
+    ]
+    per_bot = [m for name, m in said if name.startswith(("adapters.", "agent.db.", "gateway.cron."))]
+    assert any("schema migrated" in message for message in per_bot), per_bot
+    for bot in TOKENS:
+        assert sum(message.startswith(f"bot {bot}: ") for message in per_bot) == len(per_bot) / 2, per_bot
+    assert any(message.startswith("gateway running: bot family on telegram") for _, message in said), said

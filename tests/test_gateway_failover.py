@@ -17,6 +17,7 @@ from gateway.runtime import Runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import wait_until
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
+from tests.spend_support import crossing, dollars
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -95,7 +96,8 @@ async def test_a_spend_limit_is_not_failed_over(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
     """The primary is overloaded; its first fallback costs more than the chat's day has left: the chat is
-    told its limit, and neither that fallback nor the next one is asked."""
+    told what that request could cost against what is left, and neither that fallback nor the next one is
+    asked."""
     model: dict[str, Any] = {
         "max_tokens": 100,
         "fallbacks": [{"provider": "anthropic", "name": OPUS}, {"provider": "anthropic", "name": HAIKU}],
@@ -107,7 +109,10 @@ async def test_a_spend_limit_is_not_failed_over(
         runtime_of(harness, emulator)
         emulator.fail_for(60, 529, model=SONNET)
         reply = await ask(harness, "hello", answered=False)
-    assert reply == "This chat has used its $0.01 for today; it resets at 00:00 UTC."
+    told = crossing(reply)  # what the fallback could cost, more than the day has left
+    assert (told["who"], told["spent"], told["limit"]) == ("This chat has", "$0.00", "$0.01")
+    assert told["left"] == "$0.01"
+    assert dollars(told["estimate"]) > 0.01 and told["when"] == "at 00:00 UTC"
     assert [r.model for r in emulator.requests] == [SONNET] * 4
 
 

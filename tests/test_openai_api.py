@@ -10,6 +10,7 @@ stored; a client that hangs up stops its turn cleanly.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,13 +25,15 @@ from openai.types.chat import (
 )
 
 from agent.memory import OWNER_SCOPE, user_scope
+from agent.side import REVIEW_TASK
 from gateway.app import open_gateway
 from gateway.console.links import LoginLinks
 from gateway.home import HeraldHome
 from tests.console_support import console_client
-from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes.waiting import wait_until
 from tests.openai_api_support import ADMIN, PEOPLE, ApiHarness, api_config, api_gateway
+from tests.spend_support import crossing, dollars
 from tests.test_console_sources import row_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -156,22 +159,24 @@ async def test_a_wrong_or_missing_key_is_refused_with_401_and_reaches_no_model(
         assert [model.id for model in models.data] == [MODEL]
 
 
-async def test_a_keys_spend_limit_refuses_with_429_once_it_is_used_up(
+async def test_a_keys_spend_limit_refuses_with_429_a_request_that_would_cross_it(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
-    budgets = {"overrides": {PEOPLE["bob"][0]: {"daily_usd": 0.01}}}  # room for one turn, not two
+    budgets = {"overrides": {PEOPLE["bob"][0]: {"daily_usd": 0.01}}}  # room for a turn or two
     model = {"max_tokens": 100}  # an answer is estimated at 100 output tokens before it is sent
     async with api_gateway(home, emulator, emulator_url, budgets=budgets, model=model) as api:
         bob = api.client("bob", max_retries=2)  # the SDK would retry a plain 429: this one says not to
-        first = await ask(bob, [user("hello")])
-        assert first
-        asked = len(emulator.requests)
+        messages = [user("hello")]
         with pytest.raises(openai.RateLimitError) as refused:
-            await ask(bob, [user("hello"), assistant(first), user("and again")])
-        assert refused.value.status_code == 429
-        assert "You have used your $0.01 for today" in refused.value.message
+            for turn in range(10):
+                asked = len(emulator.requests)
+                messages += [assistant(await ask(bob, messages)), user(f"and again {turn}")]
+        assert refused.value.status_code == 429 and asked >= 1
+        told = crossing(refused.value.message.removeprefix("Error code: 429 - "))
+        assert (told["who"], told["limit"]) == ("You have", "$0.01")
+        assert dollars(told["estimate"]) > dollars(told["left"]) > 0 and dollars(told["spent"]) > 0
         assert refused.value.response.headers["x-should-retry"] == "false"
-        assert int(refused.value.response.headers["Retry-After"]) > 0
+        assert "Retry-After" not in refused.value.response.headers  # a smaller request may fit now
         assert len(emulator.requests) == asked, "a refused request reaches no model (and is not retried)"
         assert await ask(api.client("alice"), [user("hello")])  # alice has no such limit
 
@@ -495,3 +500,76 @@ async def test_a_shutdown_stops_a_running_turn_and_tells_its_client(
         with pytest.raises(openai.InternalServerError) as refused:
             await ask(client, [user("hello")])
         assert refused.value.status_code == 503
+
+
+def tool_names(request: RecordedRequest) -> list[str]:
+    return [tool["name"] for tool in request.json.get("tools", [])]
+
+
+async def test_a_message_past_the_models_context_window_is_refused_with_400_before_any_model_call(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """A 1.2 MB message is about 300,000 tokens: no model of a 200,000-token window could take it, and
+    compression shortens a history, never the message itself. OpenAI's own error, and nothing sent."""
+    huge = "The logs of last night, line after line, every request and its answer. " * 17_000
+    async with api_gateway(home, emulator, emulator_url) as api:
+        client = api.client("alice")
+        with pytest.raises(openai.BadRequestError) as refused:
+            await ask(client, [user(huge)])
+        answer = await ask(client, [user("hello")])
+        asked = len(emulator.requests)
+        with pytest.raises(openai.BadRequestError) as refused_later:  # in a conversation going on
+            await ask(client, [user("hello"), assistant(answer), user(huge)])
+        after = await ask(client, [user("hello"), assistant(answer), user("a short one then")])
+    for error in (refused.value, refused_later.value):
+        assert error.status_code == 400 and error.code == "context_length_exceeded"
+        assert error.type == "invalid_request_error" and error.param == "messages"
+        assert "maximum context length is 200,000 tokens" in error.message
+    assert asked == 1 and after  # the first refusal reached no model, and neither did the second
+    assert len(emulator.requests) == 2 and all(len(r.body) < 100_000 for r in emulator.requests)
+
+
+async def test_an_api_guest_is_offered_no_cron_tool_and_the_owner_keeps_it_in_a_frozen_list(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """A guest's job posts only into the chat it was made in, and an API conversation is no chat: the
+    tool could never succeed for them, so it is not in their list. The owner names a target chat. Each
+    list is fixed when the conversation starts, and sent byte for byte on every later turn."""
+    async with api_gateway(home, emulator, emulator_url, review={"enabled": False}) as api:
+        guest, owner = api.client("alice"), api.client("owner")
+        first = await ask(guest, [user("remind me of the dentist every monday")])
+        await ask(guest, [user("remind me of the dentist every monday"), assistant(first), user("and?")])
+        await ask(owner, [user("what can you schedule?")])
+    guest_turns, owner_turn = emulator.requests[:2], emulator.requests[2]
+    assert "cron" not in tool_names(guest_turns[0]) and "memory" in tool_names(guest_turns[0])
+    assert guest_turns[0].tools_json == guest_turns[1].tools_json  # the frozen list, on every turn
+    assert "cron" in tool_names(owner_turn)
+    assert "cron" not in guest_turns[0].system_json  # nor its guidance in the prompt
+
+
+async def test_an_imported_history_starts_no_review_and_the_turns_answered_here_do(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """A client brings 20 turns Herald never answered: they are not 20 turns to review at once. Reviews
+    count the turns answered here (``review.every_turns``: 3)."""
+    imported: Messages = []
+    for turn in range(20):
+        imported += [user(f"earlier question {turn}"), assistant(f"earlier answer {turn}")]
+    async with api_gateway(home, emulator, emulator_url, review={"every_turns": 3}) as api:
+        client = api.client("alice")
+        messages = [*imported, user("the first question here")]
+        messages.append(assistant(await ask(client, messages)))
+        [session] = await api.sessions("alice")
+        store = api.gateway.services.runtime.store
+        unreviewed = await store.turns_since_review(session.id)
+        for number in range(2):
+            messages.append(user(f"question {number} here"))
+            messages.append(assistant(await ask(client, messages)))
+        reviewed = await wait_until(
+            lambda: [r for r in emulator.requests if REVIEW_TASK in json.dumps(r.json["messages"][-1])],
+            what="a review after three answered turns",
+        )
+        await wait_until(lambda: api.gateway.services.reviews.running == 0, what="the review done")
+    assert unreviewed == 1  # the one turn answered here; the imported ones are not counted
+    before = emulator.requests[: emulator.requests.index(reviewed[0])]
+    assert len(before) == 3  # the first review came after the third turn answered here

@@ -5,6 +5,7 @@ Events API's signatures and retries, slash commands over HTTP and their private 
 from __future__ import annotations
 
 import json
+import logging
 from urllib.parse import urlencode
 
 import aiohttp
@@ -90,6 +91,42 @@ async def test_a_post_with_a_bad_or_old_signature_is_refused(
         status = await driver.fake.post_signed(body, secret=secret, age=age)
         await platform.settled()
     assert status == 401 and emulator.requests == []
+
+
+@pytest.mark.parametrize("timestamp", [None, "", "soon", "1700000000.5", "１７００"])
+async def test_a_post_without_a_whole_number_timestamp_is_refused_in_one_line(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, caplog: pytest.LogCaptureFixture,
+    timestamp: str | None,
+) -> None:  # fmt: skip
+    """Not Slack's (a scanner, a misconfigured proxy): 401 and one warning, never a 500 and a traceback."""
+    driver = EventsDriver()
+    headers = {"X-Slack-Signature": "v0=00", "Content-Type": "application/json"}
+    if timestamp is not None:
+        headers["X-Slack-Request-Timestamp"] = timestamp
+    async with running(driver, home, emulator, emulator_url) as platform, aiohttp.ClientSession() as session:
+        url = f"{platform.gateway.http.url}/slack/events"
+        async with session.post(url, data=b'{"type": "event_callback"}', headers=headers) as response:
+            await response.read()
+            status = response.status
+    slack = [r for r in caplog.records if r.name.startswith("adapters.slack")]
+    refused = [r for r in slack if r.levelno >= logging.WARNING]
+    assert status == 401 and emulator.requests == []
+    assert [r.getMessage() for r in refused] == ["Refused a Slack POST with a bad or expired signature"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_a_failed_catch_up_names_the_call_that_failed(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = SlackDriver()
+    driver.fake.fail_next("users.conversations", 1, retry_after=0.0)
+    async with running(driver, home, emulator, emulator_url):
+        [warned] = await wait_until(
+            lambda: [r.getMessage() for r in caplog.records if "catch-up" in r.getMessage()],
+            what="the catch-up's warning",
+        )
+    assert "Slack users.conversations failed: ratelimited" in warned, warned
+    assert "conversations.history" not in warned
 
 
 @pytest.mark.slow

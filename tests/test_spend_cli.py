@@ -8,6 +8,7 @@ from gateway.config import set_value
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
 from tests.helpers import point_at
+from tests.spend_support import crossing
 
 
 def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every_scope(
@@ -21,7 +22,6 @@ def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every
         ("model.max_tokens", "100"),
     ):
         set_value(home.config_path, key, value)
-    line = "This chat has used its $0.015 for today; it resets at 00:00 Europe/Berlin."
     outcomes = [herald("chat", "-q", "first")]
     while outcomes[-1].returncode == 0 and len(outcomes) < 20:
         outcomes.append(herald("chat", "-q", f"then {len(outcomes)}", "--continue"))
@@ -30,8 +30,10 @@ def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every
     report = herald("budget")
 
     refused = outcomes[-1]
-    assert refused.returncode == 1 and refused.stderr.strip() == line and refused.stdout == ""
-    assert again.returncode == 1 and "a spend limit is reached" in again.stderr  # a script: every time
+    assert refused.returncode == 1 and refused.stdout == ""
+    told = crossing(refused.stderr.strip())  # the next request would cross the limit
+    assert (told["who"], told["limit"], told["when"]) == ("This chat has", "$0.015", "at 00:00 Europe/Berlin")
+    assert again.returncode == 1 and crossing(again.stderr.strip())["spent"] == told["spent"]  # every time
     assert len(emulator.requests) == asked == len(outcomes) - 1  # neither reached the model
     assert report.returncode == 0
     lines = report.stdout.splitlines()
@@ -40,5 +42,6 @@ def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every
     assert lines[1].split() == ["scope", "today", "this", "month"]
     assert re.match(r"the bot +\$0\.0\d+ +\$0\.0\d+ of \$50\.00 \(0%\)$", lines[2])
     assert re.match(r"chat cli:dm:local +\$0\.01\d+ of \$0\.015 \(\d+%\) +\$0\.01\d+$", lines[3])
+    assert lines[3].split()[2] == told["spent"]  # the line told what the chat had really spent
     assert re.match(r"person cli:\S+ +\$0\.01\d+ +\$0\.01\d+$", lines[4])
     assert lines[5] == "Limits: the bot $50.00/month; each chat $0.015/day. Admins are warned at 80%."

@@ -83,11 +83,14 @@ def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_reques
         )
         answered = scalar(postgresql_database, "SELECT count(*) FROM inbox WHERE state = 'answered'")
         refused = scalar(postgresql_database, "SELECT count(*) FROM inbox WHERE state = 'refused'")
-        lines = sum(1 for user in USERS for m in fake.messages(user) if m.text == LINE)
+        told = [[m.text for m in fake.messages(user) if m.text.startswith("This bot has")] for user in USERS]
     assert total == pytest.approx(window)  # the window is the sum of what the requests cost
     assert total <= LIMIT + 3 * largest  # at most one request per process beyond the limit
     assert total > LIMIT - 3 * largest  # and it was really reached, not stopped early
     assert len(emulator.requests) == answered  # a refused message reached no model
     assert refused > 0 and answered + refused == 2 * len(USERS)
-    assert 0 < lines <= len(USERS)  # each chat told once at most, whatever it sent after
+    assert 0 < sum(map(len, told)) <= refused  # each line tells one refused message what happened
+    assert all(lines.count(LINE) <= 1 for lines in told)  # "used up": once per chat, whatever it sent after
+    for line in (line for lines in told for line in lines if line != LINE):
+        assert "of its $0.10 for today" in line and ("could cost up to" in line or "still running" in line)
     assert sum(1 for turns in answered_by if turns > 0) >= 2, answered_by  # the processes shared the work

@@ -24,6 +24,7 @@ from gateway.home import HeraldHome
 from gateway.timezones import resolve_timezone
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
+from tests.spend_support import crossing, dollars
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,11 +61,13 @@ async def until(check: Any, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_more_and_others_go_on(
+async def test_a_chat_near_its_daily_limit_is_told_what_it_spent_and_asks_the_model_nothing_more(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
+    """Each request is refused when its estimate would cross the limit: the chat is told what it really
+    spent, what the request could cost and what is left, each time (a smaller request may still fit);
+    other chats go on."""
     limit = 0.015  # the first turn writes the prompt to the cache (~$0.010), later ones read it (~$0.001)
-    line = "This chat has used its $0.015 for today; it resets at 00:00 Europe/Berlin."
     budgets = {"chat": {"daily_usd": limit}}
     async with telegram_gateway(
         home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
@@ -73,7 +76,7 @@ async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_m
         for number in range(40):
             fake.private_message(FRIEND, f"question {number}")
             await harness.settled()
-            if harness.texts(FRIEND)[-1] == line:
+            if harness.texts(FRIEND)[-1].startswith("This chat has"):
                 break
         else:
             pytest.fail("the chat was never refused")
@@ -83,9 +86,9 @@ async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_m
 
         for extra in range(3):
             fake.private_message(FRIEND, f"and another thing {extra}")
-        await harness.settled()
-        assert harness.texts(FRIEND) == [*answered, line]  # one line for the window, none per message
-        assert len(emulator.requests) == asked  # and no model request for them
+            await harness.settled()
+        refusals = harness.texts(FRIEND)[len(answered) :]
+        assert len(emulator.requests) == asked  # no model request for them
 
         fake.private_message(ADMIN, "meanwhile in another chat")
         await harness.settled()
@@ -96,10 +99,44 @@ async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_m
         report = harness.texts(FRIEND)[-1]
         chat_spent = await spent(harness, f"chat:telegram:dm:{FRIEND}")
         friend_costs = await costs(harness, f"telegram:dm:{FRIEND}")
-        assert chat_spent == pytest.approx(sum(friend_costs))  # what the requests cost, cache prices included
-        assert chat_spent <= limit + max(friend_costs)  # overshot by one request at most (here: none)
-        assert report.splitlines()[1].startswith(f"• This chat: {usd(chat_spent)} of $0.015 (")
-        assert "Days start again at 00:00 Europe/Berlin" in report
+    assert chat_spent == pytest.approx(sum(friend_costs))  # what the requests cost, cache prices included
+    assert chat_spent < limit  # the gate let nothing overshoot here: each estimate covered its cost
+    assert len(refusals) == 4  # each refused message is told why, none is left without a word
+    for line in refusals:
+        told = crossing(line)
+        assert told["who"] == "This chat has" and told["limit"] == "$0.015" and told["window"] == "for today"
+        assert told["spent"] == usd(chat_spent) and told["left"] == usd(limit - chat_spent)
+        assert dollars(told["estimate"]) > limit - chat_spent
+        assert told["when"] == "at 00:00 Europe/Berlin"
+    assert report.splitlines()[1].startswith(f"• This chat: {usd(chat_spent)} of $0.015 (")
+    assert "Days start again at 00:00 Europe/Berlin" in report
+
+
+async def test_a_limit_used_up_is_told_once_per_window_and_a_new_day_answers_again(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """An exempt admin spends the bot's whole day (admins are never refused): everyone else is told once
+    that the limit is used up, further messages get no reply and no model request, until midnight."""
+    limit = 0.015
+    line = "This bot has used its $0.015 for today; it resets at 00:00 Europe/Berlin."
+    budgets = {"bot": {"daily_usd": limit}, "exempt_admins": True}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
+    ) as harness:
+        fake = harness.fake
+        for number in range(40):
+            fake.private_message(ADMIN, f"question {number}")
+            await harness.settled()
+            if await spent(harness, "bot") >= limit:
+                break
+        else:
+            pytest.fail("the admin never used the bot's day up")
+        asked = len(emulator.requests)
+        for extra in range(3):
+            fake.private_message(FRIEND, f"and another thing {extra}")
+            await harness.settled()
+        assert harness.texts(FRIEND) == [line]  # one line for the window, none per message
+        assert len(emulator.requests) == asked  # and no model request for them
 
         gate = harness.gateway.services.runtime.spending
         midnight = day_window(time.time(), BERLIN).end
@@ -108,8 +145,40 @@ async def test_a_chat_over_its_daily_limit_is_told_once_asks_the_model_nothing_m
         gate.clock = lambda: time.time() + shift  # a second after midnight in Berlin
         fake.private_message(FRIEND, "a new day")
         await harness.settled()
-        assert len(emulator.requests) == asked + 2
-        assert harness.texts(FRIEND)[-1] != line and len(harness.texts(FRIEND)) == len(answered) + 3
+        assert len(emulator.requests) == asked + 1
+        assert len(harness.texts(FRIEND)) == 2 and harness.texts(FRIEND)[-1] != line
+
+
+async def test_a_request_that_would_cross_the_limit_says_what_was_spent_and_a_smaller_one_is_answered(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Issue 29: a long document's estimate crossed the bot's $0.05 while a third of it was spent; the
+    chat was told the $0.05 was used, and the next short message was answered. The line says what
+    happened, and the short message after it is answered as the line lets one expect."""
+    limit = 0.05
+    budgets = {"bot": {"daily_usd": limit}}
+    document = ("The quarterly figures, line by line, with every remark the auditors made. " * 800).encode()
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
+    ) as harness:
+        fake = harness.fake
+        fake.private_message(FRIEND, "hello")
+        await harness.settled()
+        asked = len(emulator.requests)
+        fake.private_message(FRIEND, "summarise this", document=document, file_name="figures.txt")
+        await harness.settled()
+        refused = harness.texts(FRIEND)[-1]
+        bot_spent = await spent(harness, "bot")
+        assert len(emulator.requests) == asked  # the long one reached no model
+        fake.private_message(FRIEND, "just say hi")
+        await harness.settled()
+        shown = harness.texts(FRIEND)
+    told = crossing(refused)
+    assert 0 < bot_spent < limit / 2
+    assert told["who"] == "This bot has" and told["spent"] == usd(bot_spent)
+    assert told["left"] == usd(limit - bot_spent) and dollars(told["estimate"]) > limit - bot_spent
+    assert "used its" not in refused
+    assert len(emulator.requests) == asked + 1 and len(shown) == 3  # the short one was answered
 
 
 def tool_rounds(count: int) -> list[Reply]:
@@ -124,7 +193,6 @@ async def test_a_turn_that_reaches_the_limit_mid_way_stops_before_its_next_reque
 ) -> None:
     emulator.script(*tool_rounds(40))  # far more rounds than the limit pays for
     budgets = {"person": {"daily_usd": 0.05}}
-    line = "You have used your $0.05 for today; it resets at 00:00 Europe/Berlin."
     async with telegram_gateway(
         home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model={"max_tokens": 400}
     ) as harness:
@@ -134,9 +202,12 @@ async def test_a_turn_that_reaches_the_limit_mid_way_stops_before_its_next_reque
         paid = await costs(harness)
         person_spent = await spent(harness, f"person:telegram:{FRIEND}")
     assert 2 <= len(emulator.requests) < 41  # it ran some rounds, then stopped before the next request
-    assert shown == [line]  # the rounds' streamed words replaced by the line: never a half answer
+    assert len(shown) == 1  # the rounds' streamed words replaced by the line: never a half answer
+    told = crossing(shown[0])
+    assert told["who"] == "You have" and told["spent"] == usd(person_spent)
+    assert told["left"] == usd(0.05 - person_spent) and dollars(told["estimate"]) > 0.05 - person_spent
     assert person_spent == pytest.approx(sum(paid))
-    assert person_spent <= 0.05 + max(paid)
+    assert person_spent <= 0.05
 
 
 async def test_exempt_admins_go_on_and_a_background_review_over_the_limit_is_skipped_unbilled(
@@ -205,11 +276,20 @@ async def test_a_scheduled_job_over_its_per_run_limit_stops_and_says_so_each_run
         shown = harness.texts(FRIEND)
         stored = await runtime.cron.jobs.get(job.id)
         paid = await costs(harness, job.session_key)
-    line = f'⚠️ Scheduled job "Feeds" ({job.id}) failed: This scheduled job has used its $0.05 for this run.'
-    assert shown == ["Hi.", line, line]  # every run is a window of its own: each says so
+    failed = f'⚠️ Scheduled job "Feeds" ({job.id}) failed: '
+    assert shown[0] == "Hi." and len(shown) == 3  # every run is a window of its own: each says so
+    runs = [crossing(line.removeprefix(failed)) for line in shown[1:]]
+    assert all(line.startswith(failed) for line in shown[1:])
+    assert [(run["who"], run["limit"], run["window"]) for run in runs] == [
+        ("This scheduled job has", "$0.05", "for this run")
+    ] * 2
+    for run in runs:  # what each run spent, and what was left of its $0.05
+        assert dollars(run["spent"]) + dollars(run["left"]) == pytest.approx(0.05, abs=0.0002)
+        assert dollars(run["estimate"]) > dollars(run["left"])
+    assert sum(dollars(run["spent"]) for run in runs) == pytest.approx(sum(paid), abs=0.0002)
     assert 2 <= first_run < 41 and 2 <= len(emulator.requests) - 1 - first_run < 41
-    assert stored is not None and stored.last_error == "This scheduled job has used its $0.05 for this run."
-    assert sum(paid) <= 2 * 0.05 + 2 * max(paid)
+    assert stored is not None and stored.last_error == shown[2].removeprefix(failed)
+    assert sum(paid) <= 2 * 0.05
 
 
 async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(

@@ -190,6 +190,26 @@ def test_the_refusal_line_names_the_limit_and_when_it_resets_in_the_configured_z
 
 def test_amounts_show_what_a_small_limit_is() -> None:
     assert [usd(2), usd(0.015), usd(1234.5), usd(0)] == ["$2.00", "$0.015", "$1,234.50", "$0.00"]
+    assert [usd(0.00001), usd(0.00012)] == ["$0.00", "$0.0001"]
+
+
+def test_a_refusal_says_whether_the_limit_is_used_up_or_this_request_would_cross_it() -> None:
+    bot = Scope("bot", "", (Limit("day", 0.05),))
+    today = day_window(at(2026, 3, 14, 18), BERLIN)
+    crossing = Refusal(bot, today, 0.05, 0.0155, 0.0, estimate=0.04)
+    assert not crossing.used_up and crossing.left == pytest.approx(0.0345)
+    assert refusal_line(crossing, BERLIN) == (
+        "This bot has spent $0.0155 of its $0.05 for today; this request could cost up to $0.04, more than "
+        "the $0.0345 left, so it was not sent. The limit resets at 00:00 Europe/Berlin."
+    )
+    held = Refusal(bot, today, 0.05, 0.03, 0.02, estimate=0.01)  # requests in flight hold the rest
+    assert not held.used_up and refusal_line(held, BERLIN) == (
+        "This bot has spent $0.03 of its $0.05 for today, and requests still running hold $0.02; nothing is "
+        "left until they finish. The limit resets at 00:00 Europe/Berlin."
+    )
+    assert refusal_line(Refusal(bot, today, 0.05, 0.0512, 0.0, estimate=0.01), BERLIN) == (
+        "This bot has used its $0.05 for today; it resets at 00:00 Europe/Berlin."
+    )
 
 
 def test_the_admins_warning_names_the_scope_the_share_and_the_reset() -> None:

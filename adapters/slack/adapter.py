@@ -295,9 +295,9 @@ class SlackAdapter(Adapter):
                 if batch:
                     await self._hand_over(batch, retry=True)
                     caught, channels = caught + len(batch), channels + 1
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+        except DeliveryError as exc:  # the catch-up's Web API call that failed, by name
             log.warning("Slack catch-up after a new Socket Mode connection failed (%s); messages of the gap "
-                        "may be missing", delivery_error(exc, "conversations.history"))  # fmt: skip
+                        "may be missing", exc)  # fmt: skip
             return
         try:
             await self._cursors.connected(item.opened)
@@ -327,7 +327,7 @@ class SlackAdapter(Adapter):
             lowered.get("x-slack-request-timestamp", ""),
             lowered.get("x-slack-signature", ""),
         )
-        if not self._verifier.is_valid(body, timestamp, signature):
+        if not _is_unix_time(timestamp) or not self._verifier.is_valid(body, timestamp, signature):
             log.warning("Refused a Slack POST with a bad or expired signature")
             return WebhookReply(401, b"invalid signature")
         if self._me is None:
@@ -612,3 +612,9 @@ class SlackAdapter(Adapter):
 
 def _with_text(message: InboundMessage, text: str) -> InboundMessage:
     return replace(message, text=text)
+
+
+def _is_unix_time(timestamp: str) -> bool:
+    """Whether ``X-Slack-Request-Timestamp`` is what Slack sends (whole seconds, ASCII digits): anything
+    else is refused as unsigned before slack_sdk's ``int()`` of it could raise."""
+    return timestamp.isascii() and timestamp.isdigit()

@@ -20,11 +20,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.records import MemoryRecordStore, RecordStore
 
+from .errors import delivery_error
 from .settings import RECORDS
+
+FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError)  # a Web API call that did not answer
 
 WINDOW = 24 * 3600.0  # seconds: a gap older than this is not read back (Slack's own retries ended)
 PAGE = 200  # messages or channels per Web API page
@@ -87,13 +92,17 @@ class Cursors:
 
 
 async def channels_of_bot(client: AsyncWebClient) -> list[Channel]:
-    """Every conversation the bot is a member of (``users.conversations``)."""
+    """Every conversation the bot is a member of (``users.conversations``); a failure is a
+    :class:`DeliveryError` that names the call."""
     found: list[Channel] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await client.users_conversations(
-            types=CONVERSATION_TYPES, limit=PAGE, exclude_archived=True, cursor=cursor
-        )
+        try:
+            page = await client.users_conversations(
+                types=CONVERSATION_TYPES, limit=PAGE, exclude_archived=True, cursor=cursor
+            )
+        except FAILURES as exc:
+            raise delivery_error(exc, "users.conversations") from exc
         for conversation in page.get("channels") or ():
             found.append(Channel(str(conversation["id"]), channel_type(conversation)))
         cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
@@ -114,16 +123,23 @@ async def missed(
     client: AsyncWebClient, channel: Channel, oldest: str, known_threads: Sequence[str]
 ) -> list[dict[str, Any]]:
     """The channel's messages after ``oldest`` (threads' replies included), oldest first, each as a
-    message event (``channel`` and ``channel_type`` filled in)."""
+    message event (``channel`` and ``channel_type`` filled in). A failure is a :class:`DeliveryError`
+    that names the call."""
     oldest = max(float(oldest), time.time() - WINDOW).__format__(".6f")
     by_ts: dict[str, dict[str, Any]] = {}
     threads = set(known_threads)
-    for message in await _pages(client.conversations_history, channel=channel.id, oldest=oldest):
+    history = await _pages(
+        client.conversations_history, "conversations.history", channel=channel.id, oldest=oldest
+    )
+    for message in history:
         by_ts[str(message["ts"])] = message
         if message.get("reply_count") and float(message.get("latest_reply") or 0) > float(oldest):
             threads.add(str(message["ts"]))
     for thread in sorted(threads):
-        replies = await _pages(client.conversations_replies, channel=channel.id, ts=thread, oldest=oldest)
+        replies = await _pages(
+            client.conversations_replies, "conversations.replies", channel=channel.id, ts=thread,
+            oldest=oldest,
+        )  # fmt: skip
         for message in replies:
             if float(message["ts"]) > float(oldest):
                 by_ts.setdefault(str(message["ts"]), message)
@@ -133,11 +149,15 @@ async def missed(
     ]
 
 
-async def _pages(method: Any, **arguments: Any) -> list[dict[str, Any]]:
+async def _pages(method: Any, name: str, **arguments: Any) -> list[dict[str, Any]]:
+    """Every page of the Web API call ``name`` (``method``), up to :data:`MAX_PAGES`."""
     messages: list[dict[str, Any]] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await method(limit=PAGE, inclusive=False, cursor=cursor, **arguments)
+        try:
+            page = await method(limit=PAGE, inclusive=False, cursor=cursor, **arguments)
+        except FAILURES as exc:
+            raise delivery_error(exc, name) from exc
         messages.extend(m for m in page.get("messages") or () if isinstance(m, dict) and "ts" in m)
         cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
         if not cursor or not page.get("has_more", True):

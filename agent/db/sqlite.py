@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import sqlite3
 import urllib.parse
@@ -184,8 +185,9 @@ class SqliteStorage(Storage):
 
     async def _submit(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()  # the caller's, as asyncio.to_thread passes it (its logs' bot)
         try:
-            return await loop.run_in_executor(self._executor, fn, *args)
+            return await loop.run_in_executor(self._executor, context.run, fn, *args)
         except (sqlite3.DatabaseError, DBAPIError) as error:
             explained = await self._explain(error)
             if explained is None:

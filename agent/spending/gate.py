@@ -38,13 +38,28 @@ WARNED = "admins"  # the audience noted when the admins were warned about a scop
 
 @dataclass(frozen=True)
 class Refusal:
-    """A limit a request (or a turn) does not fit under."""
+    """A limit a request (or a turn) does not fit under: nothing is left of it (:attr:`used_up`), or
+    something is, but less than the request's ``estimate`` (0 for the check before a turn starts)."""
 
     scope: Scope
     window: Window
     limit: float
     spent: float
-    reserved: float
+    reserved: float  # held by requests in flight, whose cost is not known yet
+    estimate: float = 0.0
+
+    @property
+    def left(self) -> float:
+        """What is left of the limit for new requests (nothing once spent and held reach it, as
+        :func:`~agent.spending.rules.fits` counts)."""
+        committed = self.spent + self.reserved
+        return self.limit - committed if committed < self.limit else 0.0
+
+    @property
+    def used_up(self) -> bool:
+        """Whether the limit is spent (nothing fits before its window resets), rather than this request
+        being estimated at more than what is left, or requests in flight holding the rest."""
+        return self.spent >= self.limit
 
 
 class OverBudget(ProviderError):
@@ -52,11 +67,12 @@ class OverBudget(ProviderError):
 
     def __init__(self, refusal: Refusal) -> None:
         scope, window = refusal.scope, refusal.window
-        super().__init__(
-            f"the spend limit of {scope.key} (${refusal.limit:.2f} per {window.kind}) is reached",
-            retryable=False,
-            kind="budget",
-        )
+        limit = f"the spend limit of {scope.key} (${refusal.limit:.2f} per {window.kind})"
+        reason = f"{limit} is reached"
+        if not refusal.used_up:
+            estimate, left = refusal.estimate, refusal.left
+            reason = f"a request estimated at ${estimate:.4f} would cross {limit}; ${left:.4f} is left"
+        super().__init__(reason, retryable=False, kind="budget")
         self.refusal = refusal
 
 
@@ -180,7 +196,9 @@ class SpendGate:
             return None
         item = next(item for item in limited if item.capped == shortfall.capped)
         standing = shortfall.standing
-        return Refusal(item.scope, item.window, item.capped.limit, standing.spent, standing.reserved)
+        return Refusal(
+            item.scope, item.window, item.capped.limit, standing.spent, standing.reserved, estimate
+        )
 
     async def settle(self, admission: Admission, cost: float, totals: Mapping[SpendKey, float]) -> None:
         """Count ``cost`` (stored in the database, which says the windows now stand at ``totals``) and

@@ -3,7 +3,9 @@
 A review reads a session's recent turns and updates memory and skills; ``sessions.reviewed_through``
 is the id of the last message a review covered. A turn counts when a person sent it
 (:func:`agent.history.is_turn_start`: not a message Herald wrote in the user's role, not one taken out
-by a failed turn) after that message.
+by a failed turn) after that message, and Herald answered it here: the turns of a history a client
+brought along (``IMPORTED_MARK``: a client of the OpenAI-compatible API) were answered elsewhere, and
+twenty of them do not make twenty turns to review at once.
 
 Contract: reads see every write that returned before them. :meth:`ReviewSchedule.mark_reviewed` only
 moves ``reviewed_through`` forward, in one statement: idempotent, safe to retry, and a late review that
@@ -19,7 +21,7 @@ import sqlalchemy as sa
 from agent.db.base import Storage
 from agent.db.schema import messages, sessions
 from agent.db.sql import json_text
-from agent.history import SYNTHETIC_MARKS
+from agent.history import IMPORTED_MARK, SYNTHETIC_MARKS
 from agent.store.sessions import RECORD_COLUMNS, SessionRecord, session_record
 
 _UNREVIEWED_TURN = (
@@ -27,7 +29,7 @@ _UNREVIEWED_TURN = (
     messages.c.role == "user",
     messages.c.active == sa.true(),
     messages.c.id > sessions.c.reviewed_through,
-    *(json_text(messages.c.meta, mark).is_(None) for mark in SYNTHETIC_MARKS),
+    *(json_text(messages.c.meta, mark).is_(None) for mark in (*SYNTHETIC_MARKS, IMPORTED_MARK)),
 )
 _TURNS_SINCE_REVIEW = sa.select(sa.func.count()).where(
     messages.c.session_id == sa.bindparam("session_id"), *_UNREVIEWED_TURN

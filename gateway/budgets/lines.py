@@ -23,7 +23,8 @@ def usd(amount: float) -> str:
     """``$2.00``; ``$0.015`` when two decimals would hide what the amount is."""
     text = f"{amount:,.2f}"
     if abs(float(text.replace(",", "")) - amount) > 1e-9:
-        text = f"{amount:,.4f}".rstrip("0")
+        finer = f"{amount:,.4f}".rstrip("0")
+        text = finer if not finer.endswith(".") else text  # under $0.00005: "$0.00", never "$0."
     return f"${text}"
 
 
@@ -51,14 +52,30 @@ def _subject(scope: Scope) -> tuple[str, str]:
 
 
 def refusal_line(refusal: Refusal, zone: dt.tzinfo) -> str:
-    """The one line a chat gets when a limit stops it: "This chat has used its $2.00 for today; it
-    resets at 00:00 Europe/Berlin." """
+    """The line a chat gets when a limit stops it, saying what happened: the limit is used up ("This chat
+    has used its $2.00 for today; it resets at 00:00 Europe/Berlin."), or what is left of it is less than
+    this request could cost ("This bot has spent $0.0155 of its $0.05 for today; this request could cost
+    up to $0.04, more than the $0.0345 left, so it was not sent. ..."), or requests still running hold
+    the rest."""
     subject, its = _subject(refusal.scope)
+    window = FOR_WINDOW[refusal.window.kind]
     if refusal.limit <= 0:  # nothing was ever allowed: nothing "resets"
-        return f"{subject} a spend limit of {usd(0)} {FOR_WINDOW[refusal.window.kind]}: no model requests."
-    line = f"{subject} used {its} {usd(refusal.limit)} {FOR_WINDOW[refusal.window.kind]}"
+        return f"{subject} a spend limit of {usd(0)} {window}: no model requests."
     when = resets(refusal.window, zone)
-    return f"{line}; it resets {when}." if when else f"{line}."
+    if refusal.used_up:
+        line = f"{subject} used {its} {usd(refusal.limit)} {window}"
+        return f"{line}; it resets {when}." if when else f"{line}."
+    line = f"{subject} spent {usd(refusal.spent)} of {its} {usd(refusal.limit)} {window}"
+    if refusal.reserved > 0:
+        line += f", and requests still running hold {usd(refusal.reserved)}"
+    if refusal.left <= 0:
+        line += "; nothing is left until they finish"
+    else:
+        line += (
+            f"; this request could cost up to {usd(refusal.estimate)}, more than the {usd(refusal.left)} "
+            "left, so it was not sent"
+        )
+    return f"{line}. The limit resets {when}." if when else f"{line}."
 
 
 def scope_name(kind: str, ident: str) -> str:

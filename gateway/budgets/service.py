@@ -50,9 +50,13 @@ class Budgets:
     def line(self, refusal: Refusal) -> str:
         return refusal_line(refusal, self.gate.zone)
 
-    async def first_told(self, refusal: Refusal, audience: str) -> bool:
-        """Whether ``audience`` (a chat's session key) hears of this limit for the first time in its window
-        (noted now, over every process): one line per chat and window, never one per message."""
+    async def should_tell(self, refusal: Refusal, audience: str) -> bool:
+        """Whether ``audience`` (a chat's session key) is told of ``refusal``. A limit used up: the first
+        time in its window only (noted now, over every process), one line per chat and window, never one
+        per message. A request that only would have crossed it: every time (a smaller one may still fit,
+        so silence would hide why this one was not answered)."""
+        if not refusal.used_up:
+            return True
         return await self.ledger.note_once(refusal.scope.key, refusal.window.id, audience)
 
 

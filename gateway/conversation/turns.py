@@ -8,7 +8,8 @@ the prefix stays cached) and answered again.
 
 Every model request of a turn is charged to the bot, the chat and the person who wrote
 (``gateway.budgets``): a message over one of their spend limits starts no turn, a turn that reaches one
-stops before its next request, and the chat is told once per limit and window (:func:`refuse`).
+stops before its next request, and the chat is told once per limit and window when the limit is used
+up, each time when only that request would have crossed it (:func:`refuse`).
 
 An answer to be spoken (``gateway.speech``: a voice note answered with one) is not streamed; its voice
 note is made inside the turn's charge, while "typing…" still shows, and queued with the text (or in
@@ -341,17 +342,18 @@ async def refuse(
     stream: ReplyStream | None = None,
     streamed: Sequence[str] = (),
 ) -> None:
-    """Close ``row`` as refused by a spend limit. The chat is told once per limit and window, never once
-    per message; a later message in that window is stored and closed without a word (``/budget`` says
-    where the chat stands). What a stopped turn had shown is replaced by the line, never left half
-    written."""
+    """Close ``row`` as refused by a spend limit. The chat is told once per limit and window that the
+    limit is used up, never once per message; a later message in that window is stored and closed
+    without a word (``/budget`` says where the chat stands). A request that only would have crossed the
+    limit is told each time (``Budgets.should_tell``). What a stopped turn had shown is replaced by the
+    line, never left half written."""
     budgets = services.budgets
-    first = await budgets.first_told(refusal, row.session_key)
+    told = await budgets.should_tell(refusal, row.session_key)
     shown = bool(streamed) or (stream is not None and bool(stream.messages))
     services.metrics.turns.labels("refused").inc()
     log.info("inbox %d: refused by the spend limit of %s (%s)%s", row.id, refusal.scope.key,
-             refusal.window.id, "" if first else "; the chat was told already")  # fmt: skip
-    if not first and not shown:
+             refusal.window.id, "" if told else "; the chat was told already")  # fmt: skip
+    if not told and not shown:
         await services.replies.queue([], row=row, state=InboxState.REFUSED)
         return
     line = budgets.line(refusal)

@@ -235,8 +235,8 @@ class CronRunner:
         """Record the failure and tell the target chat in one line."""
         assert run.error is not None
         if run.delivery is None and run.refused is not None:
-            first = await self.services.budgets.first_told(run.refused, job.session_key)
-            if not first:  # the target chat heard of this limit in this window already: say it once
+            told = await self.services.budgets.should_tell(run.refused, job.session_key)
+            if not told:  # the target chat heard of this limit used up in this window already: say it once
                 run.delivery = []
         if run.delivery is None:
             line = f'⚠️ Scheduled job "{display_name(job.name)}" ({job.id}) failed: {run.error}'

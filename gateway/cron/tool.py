@@ -18,6 +18,7 @@ from gateway.cron.manage import Caller, Change, CronError, CronManager, change_j
 from gateway.rights import Rights
 
 NAME = "cron"
+TOOLSET = "cron"
 ACTIONS = ("create", "list", "pause", "resume", "run_now", "remove")
 
 SCHEMA: dict[str, Any] = {
@@ -119,5 +120,5 @@ def cron_tool(manager: CronManager) -> Tool:
             "cron: for reminders and recurring work, create a job whose prompt says what to do at run "
             "time; a run that has nothing worth posting answers exactly [SILENT]."
         ),
-        toolset="cron",
+        toolset=TOOLSET,
     )

@@ -15,6 +15,9 @@ What every turn must pass, it passes here the same way:
   moment (``gateway.rights``: ``tools_for_guests`` for everyone but admins);
 - **spend limits**: the bot, the conversation and the person (``gateway.budgets``), checked before the
   turn and before every model request of it; a refusal is a 429 with the limit's line;
+- **the model's window**: a new message that would not fit it even with nothing but the conversation's
+  prompt is a 400 ``context_length_exceeded`` before any model is asked (compression shortens a history,
+  never the message);
 - **the cache discipline**: a conversation is a stored session re-sent byte for byte; the client's
   history is only ever matched against it (``gateway.openai_api.transcript``), never written into it,
   except once, when a history Herald does not hold starts a new session (``Agent.import_history``).
@@ -61,15 +64,18 @@ from agent.api import (
     TurnResult,
     Usage,
     charging,
+    prompt_tokens_with,
 )
 from agent.db import FencedOut, StorageUnavailable
+from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
 from gateway.conversation.addressing import person_scope
 from gateway.conversation.turns import take_turn, turn_rights, why_replaced
+from gateway.cron.tool import TOOLSET as CRON_TOOLSET
 from gateway.openai_api.conversations import Conversations
 from gateway.openai_api.keys import PLATFORM, Caller
 from gateway.openai_api.transcript import Transcript
-from gateway.openai_api.wire import ApiError
+from gateway.openai_api.wire import ApiError, bad_request
 from gateway.rights import Rights
 from gateway.services import Services
 
@@ -164,10 +170,11 @@ def new_session_key() -> str:
 
 
 def refused(refusal: Refusal, line: str, now: float) -> ApiError:
-    """A spend limit's refusal: 429 with the limit's line, not to be retried before its window resets."""
+    """A spend limit's refusal: 429 with the limit's line; a limit used up is not to be retried before its
+    window resets (a request that only would have crossed it may be retried smaller: no Retry-After)."""
     headers = dict(NO_RETRY)
     end = refusal.window.end
-    if end is not None:
+    if end is not None and refusal.used_up:
         headers["Retry-After"] = str(max(1, math.ceil(end - now)))
     return ApiError(429, line, kind="insufficient_quota", code="spend_limit", headers=headers)
 
@@ -254,6 +261,10 @@ class ApiTurns:
         that request must find the session (it then waits for this lease)."""
         services, metrics = self.services, self.services.metrics
         key, caller = session.session_key, request.caller
+        window = services.runtime.config.model_info(session.model).context_length
+        needed = prompt_tokens_with(session, request.transcript.message)
+        if needed > window:  # compression shortens a history, never the new message: no model could take it
+            raise too_long(needed, window)
         charge = services.budgets.for_person(caller.person, key, is_admin=standing.is_admin)
         over = await services.budgets.check(charge)
         if over is not None:  # nothing reaches the model
@@ -353,6 +364,7 @@ class ApiTurns:
             user_id=caller.user_id,
             platform_hint=PROMPT_HINT,
             instructions=transcript.instructions,
+            toolsets_left_out=toolsets_left_out(rights.memory_scope),
         )
         lease.check(key)
         started = await runtime.new_session(spec)
@@ -373,6 +385,24 @@ class ApiTurns:
             await self.conversations.move(session.session_key, tip if withdrawn else None)
         except (StorageUnavailable, FencedOut) as error:
             log.warning("session %s: an undelivered turn stays in the conversation: %s", session.id, error)
+
+
+def toolsets_left_out(memory_scope: str) -> tuple[str, ...]:
+    """What a conversation of the API is not offered. A conversation is no chat to post into, and a guest's
+    job may post only into the chat it was made in (``gateway.cron.manage``): the cron tool could never
+    succeed for them. The owner names a target chat, and keeps it."""
+    return () if memory_scope == OWNER_SCOPE else (CRON_TOOLSET,)
+
+
+def too_long(needed: int, window: int) -> ApiError:
+    """OpenAI's own answer to a prompt past the model's window (its SDKs and clients know the code)."""
+    return bad_request(
+        f"This model's maximum context length is {window:,} tokens. However, your messages resulted in about "
+        f"{needed:,} tokens (the last message with this conversation's prompt). Please reduce the length of "
+        "the messages.",
+        param="messages",
+        code="context_length_exceeded",
+    )
 
 
 def forbidden(caller: Caller) -> ApiError:
