@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from agent.hands.paths import Confinement, inside, real
+from agent.hands.proof import BUILTIN_SAFE, Prover
 from agent.hands.shell_words import Command, Script, Unreadable, Word, parse
 
 LABELS = {
@@ -38,7 +39,12 @@ LABELS = {
     "system": "changes the system's configuration",
     "opaque": "cannot be read for sure",
     "fork_bomb": "is a fork bomb",
+    "downloaded_code": "runs code it downloads",
+    "unproven": "is not known to be harmless",
 }
+# What "Approve for this session" never covers: the owner approves these one command at a time.
+NOT_FOR_SESSION = frozenset({"opaque", "superuser", "shell_pipe", "downloaded_code", "fork_bomb"})
+DOWNLOADERS = frozenset({"curl", "wget", "aria2c", "fetch", "scp", "rsync"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash"})
 INTERPRETER = re.compile(
     r"(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|php[0-9.]*|lua[0-9.]*)"
@@ -389,18 +395,47 @@ class _Reading:
 
 
 class Judge:
-    """Applies the enabled rules and the owner's patterns to commands."""
+    """Holds every command not proven harmless (``agent.hands.proof``); the enabled rules and the owner's
+    patterns say why, and the patterns hold even a harmless one.
 
-    def __init__(self, rules: Collection[str], patterns: Sequence[tuple[str, str]], places: Places) -> None:
+    ``sandboxed``: commands run in a sandbox (tools.sandbox), which is the boundary: a command no rule
+    names runs there without asking even when it is not proven harmless (like ``execute_code``)."""
+
+    def __init__(
+        self,
+        rules: Collection[str],
+        patterns: Sequence[tuple[str, str]],
+        places: Places,
+        *,
+        safe: Sequence[str] = BUILTIN_SAFE,
+        sandboxed: bool = False,
+    ) -> None:
         unknown = set(rules) - set(LABELS)
         if unknown:
             raise ValueError(f"unknown approval rules: {', '.join(sorted(unknown))}")
         self.rules = frozenset(rules)
         self.patterns = [(name, re.compile(pattern)) for name, pattern in patterns]
         self.places = places
+        self.prover = Prover(safe, places.confinement, places.herald_home)
+        self.sandboxed = sandboxed
 
     def findings(self, command: str) -> tuple[Finding, ...]:
-        """What in ``command`` the rules hold it for (empty: it may run without asking)."""
+        """Why ``command`` waits for the owner (empty: it runs without asking)."""
+        unproven = self.prover.problem(command)
+        found = self._explained(command)
+        patterns = tuple(finding for finding in found if finding.rule.startswith("pattern:"))
+        if unproven is None:
+            return patterns
+        named = tuple(finding for finding in found if not finding.rule.startswith("pattern:"))
+        if named:
+            return found
+        if self.sandboxed and not unproven.opaque:
+            return patterns
+        rule = "opaque" if unproven.opaque else "unproven"
+        return (Finding(rule, f"{LABELS[rule]}: {unproven.why}"), *patterns)
+
+    def _explained(self, command: str) -> tuple[Finding, ...]:
+        """What the rules and the owner's patterns find in ``command``: the question's reasons."""
         reading = _Reading(cwd=self.places.confinement.workspace)
         try:
             script = parse(command)
@@ -410,6 +445,8 @@ class Judge:
             self._script(script, reading)
         if FORK_BOMB.search(command):
             reading.findings.append(Finding("fork_bomb", LABELS["fork_bomb"]))
+        if _runs_downloaded(reading.texts):
+            reading.findings.append(Finding("downloaded_code", LABELS["downloaded_code"]))
         for name, pattern in self.patterns:
             if any(pattern.search(text) for text in (command, *reading.texts)):
                 reading.findings.append(Finding(f"pattern:{name}", name))
@@ -916,6 +953,16 @@ class Judge:
 
     def _find(self, reading: _Reading, rule: str, detail: str) -> None:
         reading.findings.append(Finding(rule, f"{LABELS[rule]}: {detail}"))
+
+
+def _runs_downloaded(texts: Sequence[str]) -> bool:
+    """Whether a command line downloads something and also runs a shell, an interpreter or a script."""
+    names = [text.split(" ", 1)[0] for text in texts if text]
+    runs = any(
+        name in SHELLS or INTERPRETER.fullmatch(name) or name in ("source", ".", "chmod") or "." in name
+        for name in names
+    )
+    return runs and any(name in DOWNLOADERS for name in names)
 
 
 def _options(args: Iterable[Word]) -> list[Word]:
