@@ -428,6 +428,19 @@ def test_the_owners_patterns_are_searched_in_every_command_as_it_runs(home: Path
     assert [f.rule for f in judge.findings("cat notes.txt")] == ["pattern:cat"]  # harmless, but named
 
 
+def test_git_is_not_proven_harmless_when_the_repository_names_a_program(home: Path) -> None:
+    judge = judge_in(home)
+    config = home / "workspace" / ".git" / "config"
+    config.parent.mkdir()
+    config.write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
+    assert judge.findings("git status") == ()
+    config.write_text(config.read_text() + "\tfsmonitor = rm -rf ~\n")  # the model may write this file
+    [finding] = judge.findings("git status")
+    assert "core.fsmonitor" in finding.what
+    config.write_text('[diff "x"]\n\ttextconv = sh evil.sh\n')
+    assert judge.findings("cd src && git diff") != ()
+
+
 def test_reads_in_allowed_paths_run_and_links_out_are_held(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     shared = tmp_path / "shared"

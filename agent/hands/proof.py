@@ -61,6 +61,17 @@ REFUSED: dict[str, frozenset[str]] = {
 }
 RECURSIVE = frozenset({"grep", "egrep", "fgrep", "rg"})  # read whole folders (grep with -r)
 WALK_LIMIT = 20_000  # entries a recursive read's folders are checked for hard links; beyond: not proven
+# Keys a repository's own configuration may hold for a git command to be proven harmless; any other key
+# may name a program git runs (core.fsmonitor, core.pager, diff.*.textconv, filter.*.clean, include...).
+GIT_KEYS = frozenset(
+    {
+        "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+        "core.ignorecase", "core.precomposeunicode", "core.symlinks", "core.autocrlf", "core.eol",
+        "remote.url", "remote.fetch", "remote.pushurl", "branch.remote", "branch.merge", "branch.rebase",
+        "user.name", "user.email", "init.defaultbranch", "pull.rebase", "extensions.objectformat",
+        "extensions.worktreeconfig",
+    }
+)  # fmt: skip
 ONE_FILE = frozenset({"uniq", "xxd"})  # a second file operand is written
 NOT_PATHS = frozenset({"echo", "printf", "exit"})  # their words are text, not files
 READABLE_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin"})
@@ -187,6 +198,9 @@ class Prover:
                 folders += [p for cwd in reading.cwds for p in _expanded(text, word.glob, cwd) if p.is_dir()]
         if name == "cd":
             self._cd(args, reading)
+        if name.startswith("git "):
+            for cwd in reading.cwds:
+                _plain_git_config(cwd)
         if name in RECURSIVE and (name == "rg" or _recursive_grep(args)):
             _no_hard_links(folders or reading.cwds)
 
@@ -249,6 +263,36 @@ def _expanded(text: str, globbed: bool, cwd: Path) -> Iterator[Path]:
         pattern = text if text.startswith("/") else str(cwd / text)
         for match in glob.glob(pattern):
             yield Path(match)
+
+
+def _plain_git_config(cwd: Path) -> None:
+    """The repository ``cwd`` is in names no program in its own configuration (the model may write it)."""
+    for folder in (cwd, *cwd.parents):
+        dot_git = folder / ".git"
+        if not dot_git.exists() and not dot_git.is_symlink():
+            continue
+        if not dot_git.is_dir() or dot_git.is_symlink():
+            raise NotProven("its repository's .git is elsewhere (a file or a link)")
+        for config in (dot_git / "config", dot_git / "config.worktree"):
+            if config.exists():
+                _known_git_keys(config)
+        return
+
+
+def _known_git_keys(config: Path) -> None:
+    section = ""
+    for raw in config.read_text(errors="replace").splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].split(" ", 1)[0].split(".", 1)[0].strip().lower()
+            if "]" in line.split("]", 1)[1]:
+                raise NotProven("its repository's configuration cannot be read for sure")
+            continue
+        key = f"{section}.{line.split('=', 1)[0].strip().lower()}"
+        if key not in GIT_KEYS:
+            raise NotProven(f"its repository's configuration sets {key}, which may run a program")
 
 
 def _recursive_grep(args: list[Literal]) -> bool:
