@@ -5,6 +5,7 @@ run by bash in the workspace, the audit read back by ``herald audit``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,44 @@ async def test_commands_not_proven_harmless_are_held_and_their_canaries_survive(
     assert (workspace / "src" / "canary.txt").read_text() == "alive"
     assert (outside / "canary.txt").read_text() == "alive"
     assert audit == [("terminal", "ran"), *[("terminal", "held"), ("terminal", "denied")] * len(attacks)]
+
+
+async def test_herald_s_keys_stay_out_of_commands_and_files_and_never_reach_the_provider(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    secret = "sk-canary-0123456789"
+    with home.env_path.open("a") as env:
+        env.write(f"\nHERALD_CANARY_KEY={secret}\n")
+    workspace = home.root / "workspace"  # the default place: inside the home, next to .env
+    workspace.mkdir(exist_ok=True)
+    globbed = home.root.name[:-1] + "?"
+    reads = [  # issue 30: each ran without a question and the keys went to the provider
+        "cat $(dirname $PWD)/.env",
+        f"cat ../../{globbed}/.env",
+        "cat ../.env",
+        "cat /proc/$PPID/environ",
+        f"cat /proc/{os.getpid()}/environ",
+        "grep -r KEY ..",
+    ]
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        for command in reads:
+            emulator.script(run(command), Reply(text="Not read."))
+            harness.fake.private_message(ADMIN, "show me the keys")
+            asking = await question(harness)
+            harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Deny")
+            await harness.settled()
+        os.link(home.env_path, workspace / "notes.txt")  # as an approved "ln ../.env notes.txt" would
+        emulator.script(
+            Reply(tool_calls=[ToolUse("read_file", {"path": "notes.txt"})]), Reply(text="Not read either.")
+        )
+        harness.fake.private_message(ADMIN, "read notes.txt")
+        await harness.settled()
+        refused = result_text(emulator.requests[-1])
+        audit = await outcomes(harness)
+
+    assert "hard link" in refused
+    assert not [request for request in emulator.requests if secret.encode() in request.body]
+    assert audit == [*[("terminal", "held"), ("terminal", "denied")] * len(reads), ("read_file", "failed")]
 
 
 async def test_a_dangerous_command_waits_for_the_button_and_runs_once_approved(

@@ -53,6 +53,11 @@ def _read_bytes(confinement: Confinement, path: Path, limits: FileLimits, shown:
             raise ToolError(f"'{shown}' is a folder; list_files shows what is in it.")
         if not stat.S_ISREG(info.st_mode):
             raise ToolError(f"'{shown}' is not a regular file (a device, a pipe or a socket).")
+        if info.st_nlink > 1:
+            raise ToolError(
+                f"'{shown}' has another name (a hard link), which may be one of Herald's or the owner's "
+                "secret files, so the file tools do not read it. Ask the owner about it."
+            )
         if info.st_size > limits.max_bytes:
             raise ToolError(
                 f"'{shown}' is {info.st_size:,} bytes, over the {limits.max_bytes:,} the file tools read "
@@ -276,8 +281,8 @@ def _search_one(
         return []
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.max_bytes:
-            return []
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1 or info.st_size > limits.max_bytes:
+            return []  # a hard link may be a secret's: search_files skips it like read_file refuses it
         data = handle.read(limits.max_bytes + 1)
     if b"\x00" in data[:BINARY_SNIFF]:
         return []
