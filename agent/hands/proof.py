@@ -187,8 +187,12 @@ class Prover:
                 continue
             if not options_end and text.startswith("-") and text != "-":
                 _option(name, text, refused)
-                if "=" in text and name not in NOT_PATHS:
+                if name in NOT_PATHS:
+                    continue
+                if "=" in text:
                     self._path(text.partition("=")[2], word.glob, reading)
+                elif not text.startswith("--") and "/" in text:
+                    self._path(text[2:], word.glob, reading)  # a value joined to its option: -f../x
                 continue
             files += 1
             if name in ONE_FILE and files > 1:
@@ -258,6 +262,8 @@ class Prover:
 
 def _expanded(text: str, globbed: bool, cwd: Path) -> Iterator[Path]:
     """The paths bash would pass for ``text`` in ``cwd``: a glob's matches (itself when none match)."""
+    if globbed and any(part.startswith(".") and GLOB & set(part) for part in text.split("/")):
+        raise NotProven(f"a pattern for hidden names may match '..' in older bash ({text})")
     yield cwd / text
     if globbed:
         pattern = text if text.startswith("/") else str(cwd / text)
