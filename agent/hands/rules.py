@@ -1,16 +1,20 @@
-"""Which commands wait for the owner's yes: the built-in rules, and the owner's own patterns.
+"""Why a command waits for the owner's yes: the built-in rules, and the owner's own patterns.
+
+Whether it waits is decided first by :class:`Judge`: every command that ``agent.hands.proof`` cannot
+prove harmless waits. The rules below no longer let anything through; they say *why* a command is
+held ("deletes recursively", "runs code it downloads"), and what the session's button may not cover
+(:data:`NOT_FOR_SESSION`).
 
 A command is read as bash will run it (``agent.hands.shell_words``), so quoting (``r""m``), escapes
 (``\\rm``, ``$'\\x72m'``), paths (``/bin/rm``), wrappers (``sudo``, ``env``, ``nice``, ``timeout``,
 ``xargs``, ``find -exec``), nested shells (``bash -c '...'``, ``eval``, ``ssh host '...'``, a
 here-document fed to ``sh``) and substitutions (``$(...)``) do not hide what runs. Each rule looks at
-every command that runs; :meth:`Judge.findings` lists what the command does that a rule names, empty
-when nothing does. What cannot be read for sure (a command name in a variable, ``eval "$x"``, an
-unclosed quote) is itself a finding (rule ``opaque``): when in doubt, ask.
+every command that runs. What cannot be read for sure (a command name in a variable, ``eval "$x"``, an
+unclosed quote) is itself a finding (rule ``opaque``); a command held with no rule naming it is
+``unproven`` ("is not known to be harmless: 'make' is not on tools.safe_commands").
 
-The rules are a safety net against mistakes and manipulated instructions, not a sandbox: a determined
-program can do harm in ways no rule reads (a script file, Python code). ``tools.sandbox`` is the
-boundary for that. Pure: no I/O but resolving paths (``realpath``) to see where a write really lands.
+This reader is hand-written and misses forms (a function body, ``[[ ]]``), which is why it only
+explains: the proof reads with a real grammar and fails closed. Pure: no I/O but resolving paths.
 """
 
 from __future__ import annotations
