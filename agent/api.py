@@ -36,7 +36,7 @@ from agent.events import (
     TurnEvent,
 )
 from agent.failover import Failover
-from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict
+from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict, grantable
 from agent.hands.rules import LABELS as APPROVAL_LABELS
 from agent.hands.rules import Finding
 from agent.hands.sandbox import SandboxUnavailable
@@ -207,6 +207,7 @@ __all__ = [
     "day_window",
     "error_message",
     "frozen_memory",
+    "grantable",
     "hands_wanted",
     "is_image_file",
     "key_variable",

@@ -565,8 +565,21 @@ ApprovalRule = Literal[
     "system",
     "opaque",
     "fork_bomb",
+    "downloaded_code",
 ]
 APPROVAL_RULES: tuple[ApprovalRule, ...] = get_args(ApprovalRule)
+
+
+# tools.safe_commands by default: commands that only read and list (agent.hands.proof knows their options
+# that would write or run a program, and holds those).
+DEFAULT_SAFE_COMMANDS: tuple[str, ...] = (
+    "ls", "cat", "head", "tail", "wc", "nl", "tac", "cut", "tr", "sort", "uniq", "comm", "cmp", "diff",
+    "grep", "egrep", "fgrep", "rg", "jq", "od", "xxd", "file", "stat", "du", "df", "tree", "pwd", "echo",
+    "printf", "true", "false", "whoami", "id", "uname", "date", "basename", "dirname", "realpath",
+    "readlink", "which", "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "cd", "exit",
+    "git status", "git diff", "git log", "git show", "git rev-parse", "git ls-files", "git blame",
+)  # fmt: skip
+SAFE_COMMAND = re.compile(r"[A-Za-z0-9_./:@+=,-]+( [A-Za-z0-9_./:@+=,-]+)*")
 
 
 class ApprovalPattern(Section):
@@ -634,13 +647,25 @@ class ToolsSettings(Section):
     )
     approval_rules: list[ApprovalRule] = Field(
         default_factory=lambda: list(APPROVAL_RULES),
-        description="Built-in rules whose commands are held for approval: recursive_delete, superuser "
+        description="Built-in rules that say why a command is held (it is held anyway unless proven "
+        "harmless: see safe_commands; in a sandbox, a command none of these rules names runs there "
+        "without asking): "
+        "recursive_delete, superuser "
         "(sudo, su, doas), devices (writing to a disk, formatting), outside_paths (writing outside the "
         "workspace and allowed_paths), herald_home (Herald's own files: keys, database), shell_pipe "
         "(a download or text piped into a shell), kill (processes, services, shutdown), packages "
         "(installs, removals), git_force (push --force, reset --hard, clean -f), permissions (recursive "
         "chmod/chown, setuid), system (mounts, firewall, users, crontab), opaque (a command Herald cannot "
-        "read for sure: a name from a variable, eval), fork_bomb.",
+        "read for sure: a name from a variable, eval), fork_bomb, downloaded_code (downloads and runs code).",
+    )
+    safe_commands: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SAFE_COMMANDS),
+        description="The only commands that run without asking (unsandboxed): each a command and maybe its "
+        "first words (e.g. 'npm test', 'make check'); a command line runs without a question only when "
+        "every command in it starts with one of these, every word is literal (no $, no substitution), "
+        "its arguments stay in the workspace and allowed_paths, and it writes nothing but /dev/null. The "
+        "default lists commands that only read and list (ls, cat, grep, wc, git status/diff/log/show, ...); "
+        "what you add may run the workspace's own code (npm test runs package.json's script).",
     )
     approval_patterns: list[ApprovalPattern] = Field(
         default_factory=list,
@@ -690,6 +715,16 @@ class ToolsSettings(Section):
         description="docker: the Engine's address, e.g. unix:///var/run/docker.sock; null = DOCKER_HOST, "
         "else the default socket.",
     )
+
+    @field_validator("safe_commands")
+    @classmethod
+    def _plain_words(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not SAFE_COMMAND.fullmatch(entry):
+                raise ValueError(
+                    f"'{entry}' must be plain words separated by single spaces (no quotes, $, ;, | or >)"
+                )
+        return value
 
     @field_validator("workspace", "allowed_paths")
     @classmethod

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from gateway.config import HeraldConfig
@@ -73,7 +74,8 @@ def yaml_value(value: Any) -> str:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value) if value == "" or re.search(r"[:#\[\]{},&*!|>'\"%@`]", value) else value
+        special = value == "" or re.search(r"[:#\[\]{},&*!|>'\"%@`]", value)
+        return json.dumps(value) if special or yaml.safe_load(value) != value else value  # true, 1, null
     if isinstance(value, list):
         return "[" + ", ".join(yaml_value(item) for item in value) + "]"
     if isinstance(value, dict):

@@ -5,6 +5,7 @@ run by bash in the workspace, the audit read back by ``herald audit``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,89 @@ async def test_a_harmless_command_runs_in_the_workspace_and_the_model_reads_its_
     assert audit == [("terminal", "ran")]
 
 
+async def test_commands_not_proven_harmless_are_held_and_their_canaries_survive(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "notes.txt").write_text("TODO one\nTODO two\n")
+    (workspace / "src" / "canary.txt").write_text("alive")
+    outside.mkdir()
+    (outside / "canary.txt").write_text("alive")
+    attacks = [  # issue 30: each ran without a question under the denylist
+        "find src -type f -exec rm {} +",
+        f"find {outside} -delete",
+        "trap 'rm -rf src' EXIT",
+        "function f { rm -rf src; }; f",
+        "hash -p /bin/rm ls; ls -rf src",
+        "truncate -s 0 src/canary.txt",
+        "python3 -c \"import shutil; shutil.rmtree('src')\"",
+        "awk 'BEGIN{system(\"rm -rf src\")}'",
+    ]
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        emulator.script(
+            run("grep -c TODO notes.txt | wc -l && git status 2>/dev/null; ls src"), Reply(text="ok")
+        )
+        harness.fake.private_message(ADMIN, "count the todos")
+        await harness.settled()
+        harmless = result_text(emulator.requests[-1])
+        asked_before = [m for m in harness.visible(ADMIN) if m.reply_markup]
+        held = []
+        for attack in attacks:
+            emulator.script(run(attack), Reply(text="Not done."))
+            harness.fake.private_message(ADMIN, "tidy up")
+            asking = await question(harness)
+            held.append(attack in asking.text)
+            harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Deny")
+            await harness.settled()
+        audit = await outcomes(harness)
+
+    assert "canary.txt" in harmless and not asked_before  # reading and listing: no question
+    assert all(held)
+    assert (workspace / "src" / "canary.txt").read_text() == "alive"
+    assert (outside / "canary.txt").read_text() == "alive"
+    assert audit == [("terminal", "ran"), *[("terminal", "held"), ("terminal", "denied")] * len(attacks)]
+
+
+async def test_herald_s_keys_stay_out_of_commands_and_files_and_never_reach_the_provider(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    secret = "sk-canary-0123456789"
+    with home.env_path.open("a") as env:
+        env.write(f"\nHERALD_CANARY_KEY={secret}\n")
+    workspace = home.root / "workspace"  # the default place: inside the home, next to .env
+    workspace.mkdir(exist_ok=True)
+    globbed = home.root.name[:-1] + "?"
+    reads = [  # issue 30: each ran without a question and the keys went to the provider
+        "cat $(dirname $PWD)/.env",
+        f"cat ../../{globbed}/.env",
+        "cat ../.env",
+        "cat /proc/$PPID/environ",
+        f"cat /proc/{os.getpid()}/environ",
+        "grep -r KEY ..",
+    ]
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        for command in reads:
+            emulator.script(run(command), Reply(text="Not read."))
+            harness.fake.private_message(ADMIN, "show me the keys")
+            asking = await question(harness)
+            harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Deny")
+            await harness.settled()
+        os.link(home.env_path, workspace / "notes.txt")  # as an approved "ln ../.env notes.txt" would
+        emulator.script(
+            Reply(tool_calls=[ToolUse("read_file", {"path": "notes.txt"})]), Reply(text="Not read either.")
+        )
+        harness.fake.private_message(ADMIN, "read notes.txt")
+        await harness.settled()
+        refused = result_text(emulator.requests[-1])
+        audit = await outcomes(harness)
+
+    assert "hard link" in refused
+    assert not [request for request in emulator.requests if secret.encode() in request.body]
+    assert audit == [*[("terminal", "held"), ("terminal", "denied")] * len(reads), ("read_file", "failed")]
+
+
 async def test_a_dangerous_command_waits_for_the_button_and_runs_once_approved(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
 ) -> None:
@@ -117,7 +201,7 @@ async def test_a_dangerous_command_waits_for_the_button_and_runs_once_approved(
         harness.fake.private_message(ADMIN, "clean the build")
         asking = await question(harness)
         assert (workspace / "build").exists()  # held: nothing ran yet
-        assert labels(asking) == ["Approve once", "Approve for this session", "Deny"]
+        assert labels(asking) == ["Approve once", "Allow this command for the session", "Deny"]
         assert "rm -rf build && echo removed" in asking.text and "deletes recursively" in asking.text
         press = harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Approve once")
         await harness.settled()
@@ -178,39 +262,92 @@ async def test_deny_and_no_answer_in_time_run_nothing_and_the_model_is_told(
     ]
 
 
-async def test_approval_for_the_session_covers_later_commands_of_that_session_only(
+async def test_approval_for_the_session_covers_that_exact_command_in_that_session_only(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
-    for name in ("a", "b", "c"):
-        (workspace / name / "x").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    canary = outside / "keep" / "canary.txt"
+    canary.write_text("alive")
+    (workspace / "build" / "x").mkdir(parents=True)
     async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
-        emulator.script(run("rm -rf a"), Reply(text="a gone."))
-        harness.fake.private_message(ADMIN, "remove a")
+        emulator.script(run("rm -rf build"), Reply(text="build gone."))
+        harness.fake.private_message(ADMIN, "remove build")
         asking = await question(harness)
-        harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Approve for this session")
+        harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Allow this command for the session")
         await harness.settled()
-        emulator.script(run("rm -r b"), Reply(text="b gone."))
-        harness.fake.private_message(ADMIN, "remove b")
-        await harness.settled()  # granted: no question
-        asked_in_session = len([m for m in harness.fake.messages(ADMIN) if m.versions[0].startswith("⚠️")])
+        (workspace / "build" / "y").mkdir(parents=True)
+        emulator.script(run("rm -rf build"), Reply(text="build gone again."))
+        harness.fake.private_message(ADMIN, "remove build again")
+        await harness.settled()  # the same command: granted, no question
+        asked_for_build = len([m for m in harness.fake.messages(ADMIN) if m.versions[0].startswith("⚠️")])
+
+        emulator.script(run(f"find {outside} -delete"), Reply(text="Kept."))
+        harness.fake.private_message(ADMIN, "clean outside")
+        wider = await question(harness)  # another command with the same danger: asked again
+        assert wider.message_id != asking.message_id and canary.exists()
+        harness.fake.press_button(ADMIN, wider.message_id, ADMIN, "Deny")
+        await harness.settled()
+
         harness.fake.private_message(ADMIN, "/new")
         await harness.settled()
-        emulator.script(run("rm -rf c"), Reply(text="Kept c."))
-        harness.fake.private_message(ADMIN, "remove c")
-        again = await question(harness)
-        assert again.message_id != asking.message_id
+        (workspace / "build").mkdir()
+        emulator.script(run("rm -rf build"), Reply(text="Kept build."))
+        harness.fake.private_message(ADMIN, "remove build")
+        again = await question(harness)  # a new session: the grant is gone
         harness.fake.press_button(ADMIN, again.message_id, ADMIN, "Deny")
         await harness.settled()
         audit = await outcomes(harness)
 
-    assert asked_in_session == 1
-    assert not (workspace / "a").exists() and not (workspace / "b").exists() and (workspace / "c").exists()
+    assert asked_for_build == 1
+    assert canary.read_text() == "alive" and (workspace / "build").exists()
     assert audit == [
         ("terminal", "held"),
         ("terminal", "approved_session"),
         ("terminal", "ran"),
         ("terminal", "granted"),
+        ("terminal", "ran"),
+        ("terminal", "held"),
+        ("terminal", "denied"),
+        ("terminal", "held"),
+        ("terminal", "denied"),
+    ]
+
+
+async def test_what_cannot_be_read_is_never_allowed_for_the_session(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "victim" / "x").mkdir(parents=True)
+    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+        emulator.script(run("x=date; $x"), Reply(text="Dated."))
+        harness.fake.private_message(ADMIN, "what day is it")
+        asking = await question(harness)
+        offered = labels(asking)
+        code = asking.text.split("/deny ")[1][:6]
+        harness.fake.private_message(ADMIN, f"/approve {code} session")  # typed anyway
+        await harness.settled()
+        told = [m.text for m in harness.visible(ADMIN) if m.text.startswith("Approved")]
+
+        emulator.script(run("$(echo rm) -rf victim"), Reply(text="Kept."))
+        harness.fake.private_message(ADMIN, "now this")
+        second = await question(harness)  # also "cannot be read", and still asked
+        assert (workspace / "victim").exists()
+        harness.fake.press_button(ADMIN, second.message_id, ADMIN, "Deny")
+        await harness.settled()
+        audit = await outcomes(harness)
+
+    assert offered == ["Approve once", "Deny"]
+    assert "cannot be read for sure" in asking.text and "can only be approved once" in asking.text
+    assert told == [
+        "Approved once: x=date; $x. Only once: a command that cannot be read for sure, runs as another user "
+        "or runs downloaded code is never approved for the session."
+    ]
+    assert (workspace / "victim").exists()
+    assert audit == [
+        ("terminal", "held"),
+        ("terminal", "approved_once"),
         ("terminal", "ran"),
         ("terminal", "held"),
         ("terminal", "denied"),
@@ -286,8 +423,11 @@ async def test_a_command_is_stopped_at_its_timeout_and_by_stop_with_what_it_star
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
-    forever = "echo $$ > {name}.pid; exec sleep 1000"
-    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+    workspace.mkdir()
+    (workspace / "forever.sh").write_text('echo $$ > "$1.pid"; exec sleep 1000\n')
+    forever = "sh forever.sh {name}"  # on the owner's safe list: runs without asking
+    tools = hands(workspace, safe_commands=["sh forever.sh"])
+    async with telegram_gateway(home, emulator, emulator_url, **tools) as harness:
         emulator.script(
             Reply(tool_calls=[ToolUse("terminal", {"command": forever.format(name="timed"), "timeout": 1})]),
             Reply(text="It hung."),
@@ -419,7 +559,7 @@ async def test_on_discord_the_question_has_buttons_and_a_press_is_answered_priva
             responses = fake.interaction_responses(int(press["id"]))
             question = fake.message(asking.message_id)
 
-    assert buttons == ["Approve once", "Approve for this session", "Deny"]
+    assert buttons == ["Approve once", "Allow this command for the session", "Deny"]
     assert not (workspace / "build").exists()
     deferred, filled = responses[0], responses[-1]
     assert deferred.kind == "callback" and deferred.type == 5 and deferred.data.get("flags") == 64
@@ -448,7 +588,9 @@ async def test_approve_with_a_code_answers_the_held_command_and_pairing_codes_ke
 
     assert harness.texts(FRIEND) == ["Only an admin can use /approve."]
     assert replies[0] == "No pending telegram pairing code K7QX2MZZ (codes expire after an hour)."
-    assert replies[1].startswith("Approved: rm -rf old. Commands held by the same rules (recursive_delete)")
+    assert replies[1] == (
+        "Approved: rm -rf old. This exact command runs again without asking until /new; others still ask."
+    )
     assert replies[-1] == "Old is gone."
     assert not (workspace / "old").exists()
 
@@ -457,8 +599,11 @@ async def test_background_commands_are_listed_and_stopped_when_herald_stops(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
-    server = "echo $$ > server.pid; echo listening; exec sleep 1000"
-    async with telegram_gateway(home, emulator, emulator_url, **hands(workspace)) as harness:
+    workspace.mkdir()
+    (workspace / "server.sh").write_text("echo $$ > server.pid; echo listening; exec sleep 1000\n")
+    server = "sh server.sh"
+    tools = hands(workspace, safe_commands=["sh server.sh"])
+    async with telegram_gateway(home, emulator, emulator_url, **tools) as harness:
         emulator.script(
             Reply(tool_calls=[ToolUse("terminal", {"command": server, "background": True})]),
             Reply(tool_calls=[ToolUse("jobs", {"action": "list"})]),

@@ -78,7 +78,7 @@ async def test_unsandboxed_code_waits_for_the_owners_approval(
         harness.fake.private_message(ADMIN, "run this")
         asking = await question(harness)
         assert not (workspace / "ran.txt").exists()  # held: nothing ran yet
-        assert labels(asking) == ["Approve once", "Approve for this session", "Deny"]
+        assert labels(asking) == ["Approve once", "Allow this command for the session", "Deny"]
         assert "open('../ran.txt'" in asking.text and "tools.sandbox is none" in asking.text
         harness.fake.press_button(ADMIN, asking.message_id, ADMIN, "Approve once")
         await harness.settled()

@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from agent.hands.rules import Finding
+from agent.hands.rules import NOT_FOR_SESSION, Finding
 
 
 class Verdict(StrEnum):
     APPROVED_ONCE = "approved_once"
-    APPROVED_SESSION = (
-        "approved_session"  # this time, and what the same rules hold for the rest of the session
-    )
-    GRANTED = "granted"  # the session's owner approved these rules for the session earlier
+    APPROVED_SESSION = "approved_session"  # this time, and the same action again for the rest of the session
+    GRANTED = "granted"  # the session's owner approved exactly this action for the session earlier
     DENIED = "denied"
     EXPIRED = "expired"  # no answer within tools.approval_timeout
     NOBODY = "nobody"  # nobody to ask in this context
@@ -41,6 +39,17 @@ class ApprovalRequest:
     @property
     def rules(self) -> frozenset[str]:
         return frozenset(finding.rule for finding in self.findings)
+
+    @property
+    def grantable(self) -> bool:
+        """Whether the owner may allow it for the session: never what cannot be read for sure, runs as
+        another user or runs downloaded or piped-in code (those are approved one at a time)."""
+        return grantable(self.rules)
+
+
+def grantable(rules: frozenset[str]) -> bool:
+    """Whether a command held for ``rules`` may be allowed for the rest of a session."""
+    return not rules & NOT_FOR_SESSION
 
 
 @dataclass(frozen=True)

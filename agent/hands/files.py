@@ -48,7 +48,13 @@ def _read_bytes(confinement: Confinement, path: Path, limits: FileLimits, shown:
     except IsADirectoryError:
         raise ToolError(f"'{shown}' is a folder; list_files shows what is in it.") from None
     with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
+        info = os.fstat(handle.fileno())
+        if info.st_nlink > 1:
+            raise ToolError(
+                f"'{shown}' has another name (a hard link), which may be one of Herald's or the owner's "
+                "secret files, so the file tools do not read it. Ask the owner about it."
+            )
+        size = info.st_size
         if size > limits.max_bytes:
             raise ToolError(
                 f"'{shown}' is {size:,} bytes, over the {limits.max_bytes:,} the file tools read "
@@ -278,8 +284,9 @@ def _search_one(
     except (OSError, ToolError):
         return []
     with os.fdopen(fd, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > limits.max_bytes:
-            return []
+        info = os.fstat(handle.fileno())
+        if info.st_nlink > 1 or info.st_size > limits.max_bytes:
+            return []  # a hard link may be a secret's: search_files skips it like read_file refuses it
         data = handle.read(limits.max_bytes + 1)
     if b"\x00" in data[:BINARY_SNIFF]:
         return []

@@ -1,16 +1,20 @@
-"""Which commands wait for the owner's yes: the built-in rules, and the owner's own patterns.
+"""Why a command waits for the owner's yes: the built-in rules, and the owner's own patterns.
+
+Whether it waits is decided first by :class:`Judge`: every command that ``agent.hands.proof`` cannot
+prove harmless waits. The rules below no longer let anything through; they say *why* a command is
+held ("deletes recursively", "runs code it downloads"), and what the session's button may not cover
+(:data:`NOT_FOR_SESSION`).
 
 A command is read as bash will run it (``agent.hands.shell_words``), so quoting (``r""m``), escapes
 (``\\rm``, ``$'\\x72m'``), paths (``/bin/rm``), wrappers (``sudo``, ``env``, ``nice``, ``timeout``,
 ``xargs``, ``find -exec``), nested shells (``bash -c '...'``, ``eval``, ``ssh host '...'``, a
 here-document fed to ``sh``) and substitutions (``$(...)``) do not hide what runs. Each rule looks at
-every command that runs; :meth:`Judge.findings` lists what the command does that a rule names, empty
-when nothing does. What cannot be read for sure (a command name in a variable, ``eval "$x"``, an
-unclosed quote) is itself a finding (rule ``opaque``): when in doubt, ask.
+every command that runs. What cannot be read for sure (a command name in a variable, ``eval "$x"``, an
+unclosed quote) is itself a finding (rule ``opaque``); a command held with no rule naming it is
+``unproven`` ("is not known to be harmless: 'make' is not on tools.safe_commands").
 
-The rules are a safety net against mistakes and manipulated instructions, not a sandbox: a determined
-program can do harm in ways no rule reads (a script file, Python code). ``tools.sandbox`` is the
-boundary for that. Pure: no I/O but resolving paths (``realpath``) to see where a write really lands.
+This reader is hand-written and misses forms (a function body, ``[[ ]]``), which is why it only
+explains: the proof reads with a real grammar and fails closed. Pure: no I/O but resolving paths.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from agent.hands.paths import Confinement, inside, real
+from agent.hands.proof import BUILTIN_SAFE, Prover
 from agent.hands.shell_words import Command, Script, Unreadable, Word, parse
 
 LABELS = {
@@ -38,7 +43,12 @@ LABELS = {
     "system": "changes the system's configuration",
     "opaque": "cannot be read for sure",
     "fork_bomb": "is a fork bomb",
+    "downloaded_code": "runs code it downloads",
+    "unproven": "is not known to be harmless",
 }
+# What "Approve for this session" never covers: the owner approves these one command at a time.
+NOT_FOR_SESSION = frozenset({"opaque", "superuser", "shell_pipe", "downloaded_code", "fork_bomb"})
+DOWNLOADERS = frozenset({"curl", "wget", "aria2c", "fetch", "scp", "rsync"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash"})
 INTERPRETER = re.compile(
     r"(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|php[0-9.]*|lua[0-9.]*)"
@@ -389,18 +399,47 @@ class _Reading:
 
 
 class Judge:
-    """Applies the enabled rules and the owner's patterns to commands."""
+    """Holds every command not proven harmless (``agent.hands.proof``); the enabled rules and the owner's
+    patterns say why, and the patterns hold even a harmless one.
 
-    def __init__(self, rules: Collection[str], patterns: Sequence[tuple[str, str]], places: Places) -> None:
+    ``sandboxed``: commands run in a sandbox (tools.sandbox), which is the boundary: a command no rule
+    names runs there without asking even when it is not proven harmless (like ``execute_code``)."""
+
+    def __init__(
+        self,
+        rules: Collection[str],
+        patterns: Sequence[tuple[str, str]],
+        places: Places,
+        *,
+        safe: Sequence[str] = BUILTIN_SAFE,
+        sandboxed: bool = False,
+    ) -> None:
         unknown = set(rules) - set(LABELS)
         if unknown:
             raise ValueError(f"unknown approval rules: {', '.join(sorted(unknown))}")
         self.rules = frozenset(rules)
         self.patterns = [(name, re.compile(pattern)) for name, pattern in patterns]
         self.places = places
+        self.prover = Prover(safe, places.confinement, places.herald_home)
+        self.sandboxed = sandboxed
 
     def findings(self, command: str) -> tuple[Finding, ...]:
-        """What in ``command`` the rules hold it for (empty: it may run without asking)."""
+        """Why ``command`` waits for the owner (empty: it runs without asking)."""
+        unproven = self.prover.problem(command)
+        found = self._explained(command)
+        patterns = tuple(finding for finding in found if finding.rule.startswith("pattern:"))
+        if unproven is None:
+            return patterns
+        named = tuple(finding for finding in found if not finding.rule.startswith("pattern:"))
+        if named:
+            return found
+        if self.sandboxed and not unproven.opaque:
+            return patterns
+        rule = "opaque" if unproven.opaque else "unproven"
+        return (Finding(rule, f"{LABELS[rule]}: {unproven.why}"), *patterns)
+
+    def _explained(self, command: str) -> tuple[Finding, ...]:
+        """What the rules and the owner's patterns find in ``command``: the question's reasons."""
         reading = _Reading(cwd=self.places.confinement.workspace)
         try:
             script = parse(command)
@@ -410,6 +449,8 @@ class Judge:
             self._script(script, reading)
         if FORK_BOMB.search(command):
             reading.findings.append(Finding("fork_bomb", LABELS["fork_bomb"]))
+        if _runs_downloaded(reading.texts):
+            reading.findings.append(Finding("downloaded_code", LABELS["downloaded_code"]))
         for name, pattern in self.patterns:
             if any(pattern.search(text) for text in (command, *reading.texts)):
                 reading.findings.append(Finding(f"pattern:{name}", name))
@@ -916,6 +957,16 @@ class Judge:
 
     def _find(self, reading: _Reading, rule: str, detail: str) -> None:
         reading.findings.append(Finding(rule, f"{LABELS[rule]}: {detail}"))
+
+
+def _runs_downloaded(texts: Sequence[str]) -> bool:
+    """Whether a command line downloads something and also runs a shell, an interpreter or a script."""
+    names = [text.split(" ", 1)[0] for text in texts if text]
+    runs = any(
+        name in SHELLS or INTERPRETER.fullmatch(name) or name in ("source", ".", "chmod") or "." in name
+        for name in names
+    )
+    return runs and any(name in DOWNLOADERS for name in names)
 
 
 def _options(args: Iterable[Word]) -> list[Word]:

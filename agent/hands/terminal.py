@@ -171,14 +171,20 @@ class Terminal:
 
     def _terminal_tool(self) -> Tool:
         settings = self.settings
+        others = (
+            "a command that could do harm (deleting, sudo, installing, writing outside the workspace ...)"
+            if self.judge.sandboxed
+            else "any other command"
+        )
         return Tool(
             name="terminal",
             description=(
                 "Run a shell command (bash) on the owner's machine, in the workspace folder. Returns the "
-                "exit code and the output (long output keeps its start and end). Commands that could do harm "
-                "(deleting recursively, sudo, installing packages, writing outside the workspace, killing "
-                "processes, git push --force ...) wait for the owner's approval first. No input can be "
-                "typed: pass -y and the like."
+                "exit code and the output (long output keeps its start and end). Commands that read or "
+                "list inside the workspace (ls, cat, grep, wc, git status/diff/log ..., plain words, no $ "
+                f"or substitutions) run at once; {others} waits for the owner's approval first, so "
+                "prefer the file tools and plain reading commands. No input can be typed: pass -y and "
+                "the like."
             ),
             input_schema={
                 "type": "object",

@@ -86,11 +86,6 @@ class Hands:
             raise WorkspaceUnusable(f"tools.workspace {workspace} is not a folder")
         confinement = Confinement.of(workspace, settings.allowed_paths)
         jobs = BackgroundJobs(limit=settings.max_background, output_limit=settings.output_limit)
-        judge = Judge(
-            settings.approval_rules,
-            [(pattern.name, pattern.pattern) for pattern in settings.approval_patterns],
-            Places.of(confinement, herald_home),
-        )
         files = FileTools(confinement, FileLimits(settings.max_file_bytes))
         if runner is None:
             try:
@@ -100,6 +95,13 @@ class Hands:
             except SandboxUnavailable as error:
                 log.warning("%s The terminal tools are not offered.", error)
                 return cls(confinement.workspace, confinement, jobs, None, files, unavailable=str(error))
+        judge = Judge(
+            settings.approval_rules,
+            [(pattern.name, pattern.pattern) for pattern in settings.approval_patterns],
+            Places.of(confinement, herald_home),
+            safe=settings.safe_commands,
+            sandboxed=runner.name != LocalRunner.name,
+        )
         terminal = Terminal(
             TerminalSettings(
                 timeout=settings.terminal_timeout,

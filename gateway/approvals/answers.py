@@ -19,6 +19,10 @@ from gateway.approvals.records import Held, State, is_approval_code
 from gateway.approvals.service import Approvals
 
 MODES = (prompt.ONCE, prompt.SESSION)
+NOT_FOR_SESSION = (
+    "Only once: a command that cannot be read for sure, runs as another user or runs downloaded code "
+    "is never approved for the session."
+)
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,23 @@ async def answer_held(approvals: Approvals, decider: Decider, args: str, *, appr
             listed = "\n".join(f"{held.code}: {prompt.summary(held)}" for held in waiting)
             return f"Several commands wait; answer one with /approve CODE or /deny CODE:\n{listed}"
         held = waiting[0]
-    state = (
-        (State.APPROVED_SESSION if mode == prompt.SESSION else State.APPROVED_ONCE)
-        if approve
-        else State.DENIED
-    )
+    for_session = mode == prompt.SESSION and held.grantable
+    state = (State.APPROVED_SESSION if for_session else State.APPROVED_ONCE) if approve else State.DENIED
     settled = await approvals.settle(held.code, state, by=decider.person, by_name=decider.name)
     if settled is None:
         current = await approvals.records.find(held.code)
         return f"That was answered already. {prompt.outcome(current or held)}"
+    if approve and mode == prompt.SESSION and not for_session:
+        return f"{_told(settled)} {NOT_FOR_SESSION}"
     return _told(settled)
 
 
 def _told(held: Held) -> str:
     shown = prompt.summary(held)
     if held.state is State.APPROVED_SESSION:
-        rules = ", ".join(sorted(held.rules))
-        return f"Approved: {shown}. Commands held by the same rules ({rules}) run without asking until /new."
+        return (
+            f"Approved: {shown}. This exact command runs again without asking until /new; others still ask."
+        )
     if held.state is State.APPROVED_ONCE:
         return f"Approved once: {shown}."
     return f"Denied: {shown}. The agent is told so."

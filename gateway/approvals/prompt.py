@@ -15,13 +15,17 @@ ONCE = "once"
 SESSION = "session"
 
 
-def buttons(code: str) -> tuple[Button, ...]:
-    """Approve once / Approve for this session / Deny: each the command it stands for."""
-    return (
-        Button("Approve once", f"/approve {code}", shortcut="y"),
-        Button("Approve for this session", f"/approve {code} {SESSION}", shortcut="s"),
-        Button("Deny", f"/deny {code}", shortcut="n"),
-    )
+SESSION_BUTTON = "Allow this command for the session"
+
+
+def buttons(code: str, grantable: bool) -> tuple[Button, ...]:
+    """Approve once / Allow this command for the session (when it may be) / Deny: each the command it
+    stands for."""
+    once = Button("Approve once", f"/approve {code}", shortcut="y")
+    deny = Button("Deny", f"/deny {code}", shortcut="n")
+    if not grantable:
+        return (once, deny)
+    return (once, Button(SESSION_BUTTON, f"/approve {code} {SESSION}", shortcut="s"), deny)
 
 
 def fenced(text: str) -> str:
@@ -36,14 +40,19 @@ def question(held: Held, timeout: float) -> str:
     reasons = "\n".join(f"• {what}" for _, what in held.findings)
     return (
         f"⚠️ Approval needed: the agent wants to run\n{fenced(held.action)}\n{reasons}\n\n"
-        f"{footer(held.code, timeout)}"
+        f"{footer(held.code, timeout, held.grantable)}"
     )
 
 
-def footer(code: str, timeout: float) -> str:
+def footer(code: str, timeout: float, grantable: bool) -> str:
+    session = (
+        " (add 'session' to allow exactly this command again for the rest of this session)"
+        if grantable
+        else " (this one can only be approved once)"
+    )
     return (
-        f"Approve or deny with the buttons, or /approve {code} (add 'session' to allow the same for the rest "
-        f"of this session) or /deny {code}. No answer within {_duration(timeout)} is a no."
+        f"Approve or deny with the buttons, or /approve {code}{session} or /deny {code}. "
+        f"No answer within {_duration(timeout)} is a no."
     )
 
 
@@ -52,7 +61,7 @@ def outcome(held: Held) -> str:
     who = f" by {held.decided_by_name or held.decided_by}" if held.decided_by else ""
     lines = {
         State.APPROVED_ONCE: f"✅ Approved once{who}.",
-        State.APPROVED_SESSION: f"✅ Approved{who} for the rest of this session (the same rules).",
+        State.APPROVED_SESSION: f"✅ Approved{who}, and this exact command for the rest of this session.",
         State.DENIED: f"⛔ Denied{who}: not run.",
         State.EXPIRED: "⌛ No answer in time: not run.",
         State.WITHDRAWN: "Withdrawn: the answer was stopped before anyone decided.",

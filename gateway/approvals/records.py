@@ -10,8 +10,8 @@ Contract:
 - :meth:`ApprovalRecords.decide` is a compare-and-set: it changes a *pending* row only, in one
   ``UPDATE``, and returns the row as changed; None when it was decided already (or never existed), so
   of two answers at once exactly one counts.
-- :meth:`ApprovalRecords.granted_rules` is the union of the rules of the session's rows approved for
-  the session.
+- :meth:`ApprovalRecords.granted` is whether the session has a row approved for the session with the
+  same tool and the same action, character for character (a grant never covers another command).
 - Reads see every write that returned before them.
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.api import grantable
 from agent.db import Storage
 from gateway.tables import tool_approvals
 
@@ -70,6 +71,10 @@ class Held:
     @property
     def rules(self) -> frozenset[str]:
         return frozenset(rule for rule, _ in self.findings)
+
+    @property
+    def grantable(self) -> bool:
+        return grantable(self.rules)
 
 
 def new_code(choose: Callable[[str], str] = secrets.choice) -> str:
@@ -145,19 +150,19 @@ class ApprovalRecords:
         )
         return await self.storage.read(lambda conn: [_held(row) for row in conn.execute(query)])
 
-    async def granted_rules(self, session_id: str) -> frozenset[str]:
-        """The rules approved for the rest of session ``session_id``."""
-        query = sa.select(tool_approvals.c.findings).where(
-            tool_approvals.c.session_id == session_id,
-            tool_approvals.c.state == State.APPROVED_SESSION.value,
-        )
-
-        def select(conn: sa.Connection) -> frozenset[str]:
-            return frozenset(
-                rule for findings in conn.execute(query).scalars() for rule, _ in _findings(findings)
+    async def granted(self, session_id: str, tool: str, action: str) -> bool:
+        """Whether the owner allowed exactly ``action`` by ``tool`` for the rest of session ``session_id``."""
+        query = (
+            sa.select(tool_approvals.c.code)
+            .where(
+                tool_approvals.c.session_id == session_id,
+                tool_approvals.c.state == State.APPROVED_SESSION.value,
+                tool_approvals.c.tool == tool,
+                tool_approvals.c.action == action,
             )
-
-        return await self.storage.read(select)
+            .limit(1)
+        )
+        return await self.storage.read(lambda conn: conn.execute(query).first() is not None)
 
 
 def _find(conn: sa.Connection, code: str) -> Held | None:

@@ -92,8 +92,7 @@ class Approvals:
     # --- asking -------------------------------------------------------------------------------------
 
     async def ask(self, request: ApprovalRequest, address: ChatAddress, person: str | None) -> Answer:
-        granted = await self.records.granted_rules(request.session_id)
-        if request.rules <= granted:
+        if request.grantable and await self.records.granted(request.session_id, request.tool, request.action):
             return Answer(Verdict.GRANTED)
         now = self.clock()
         held = await self.records.create(
@@ -134,13 +133,15 @@ class Approvals:
         shown = text
         if len(operations) > 1:  # a long command: its parts first, then the question with the buttons
             body = text.rpartition("\n\n")[0]
-            shown = prompt.footer(held.code, self.timeout)
+            shown = prompt.footer(held.code, self.timeout, held.grantable)
             operations = [
                 *self.replies.render(address, body, streamed=(), reply_to=None),
                 *self.replies.render(address, shown, streamed=(), reply_to=None),
             ]
         last = operations[-1]
-        operations[-1] = replace(last, text=replace(last.text, buttons=prompt.buttons(held.code)))
+        operations[-1] = replace(
+            last, text=replace(last.text, buttons=prompt.buttons(held.code, held.grantable))
+        )
         ids = await self.replies.queue(operations)
         await self.records.set_prompt(held.code, shown, ids[-1])
 

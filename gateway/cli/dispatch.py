@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gateway.cli.grammar import build_parser, one_shot_text
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNUSABLE, CommandFailed
 from gateway.heap import defer_collection
+from gateway.inspection import forbid_inspection
 
 if TYPE_CHECKING:
     from gateway.home import HeraldHome
@@ -238,6 +239,7 @@ def _dispatch(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     configure_streams()
     defer_collection()  # the process's policy, so not in run() (tests run many commands in one process)
+    forbid_inspection()  # its commands cannot read its environment or memory (/proc/PID/environ)
     code = run(argv)
     try:
         sys.stdout.flush()
