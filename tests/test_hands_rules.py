@@ -315,11 +315,15 @@ DANGEROUS: list[tuple[str, set[str]]] = [
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
+    return make_home(tmp_path)
+
+
+def make_home(root: Path) -> Path:
     """A Herald home with keys, its workspace (notes, code, a link and a hard link to the keys)."""
-    home = tmp_path / "home"
+    home = root / "home"
     workspace = home / "workspace"
     (workspace / "src").mkdir(parents=True)
-    (tmp_path / "outside").mkdir()
+    (root / "outside").mkdir()
     (home / ".env").write_text("ANTHROPIC_API_KEY=secret\n")
     (workspace / "notes.txt").write_text("TODO\n")
     (workspace / "data.json").write_text("{}")
