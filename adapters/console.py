@@ -36,7 +36,7 @@ from adapters.base import (
     InboundSink,
     OutboundText,
 )
-from adapters.text.markdown import render_markdown
+from adapters.text.terminal import render_terminal
 
 PLATFORM = "cli"
 CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
@@ -63,7 +63,7 @@ class ConsoleAdapter(Adapter):
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
-            render=render_markdown,
+            render=render_terminal,
             can_edit=False,
             has_threads=False,
             appends=live,

@@ -11,7 +11,8 @@ here, independent of the renderers:
   of the text as written);
 - Slack: mrkdwn with ``<url|label>`` shown as the label, ``&lt; &gt; &amp;`` unescaped and the
   mrkdwn style marks ``* _ ~`` not shown;
-- Matrix: the text content of ``formatted_body`` (an HTML parser's data) and the plain ``body``.
+- Matrix: the text content of ``formatted_body`` (an HTML parser's data) and the plain ``body``;
+- the terminal (``herald chat``): the text as printed.
 
 "Formatting aside", precisely: whitespace is not compared (each platform lays out lines its own
 way); from the model's text, only these may go missing: the characters ``* _ ` [ ] \\``, a ``>``
@@ -38,6 +39,7 @@ from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.formatted import to_html
 from adapters.slack.render import render_slack
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.text.terminal import render_terminal
 from gateway.delivery.stream import render
 from tests.text_support import is_fence_line
 
@@ -153,6 +155,11 @@ def matrix_body_visible(parts: Iterable[OutboundText]) -> str:
     return discord_visible(parts)
 
 
+def terminal_visible(parts: Iterable[OutboundText]) -> str:
+    """A terminal prints the text as it is."""
+    return "\n".join(part.text for part in parts)
+
+
 # --- "As written, formatting aside" -------------------------------------------------------------
 
 _MAY_VANISH = frozenset("*_`[]\\")
@@ -208,12 +215,20 @@ def as_written(model: str, visible: str, added: str = "") -> bool:
 _SLACK = Capabilities(  # the adapter builds it from its settings: 4,000 characters by default
     max_message_length=4000, length_unit="chars", render=render_slack, can_edit=True, has_threads=True
 )
+_TERMINAL = Capabilities(
+    max_message_length=1_000_000,
+    length_unit="chars",
+    render=render_terminal,
+    can_edit=False,
+    has_threads=False,
+)
 PLATFORMS = {
     "telegram": (TelegramAdapter.capabilities, telegram_visible, "⦁—"),
     "discord": (DiscordAdapter.capabilities, discord_visible, ""),
     "slack": (_SLACK, slack_visible, "•"),
     "matrix": (MatrixAdapter.capabilities, matrix_visible, "☐☑"),
     "matrix body": (MatrixAdapter.capabilities, matrix_body_visible, ""),
+    "terminal": (_TERMINAL, terminal_visible, ""),
 }
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
