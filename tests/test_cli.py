@@ -151,6 +151,19 @@ async def test_insights_in_the_terminal_prints_its_tables_without_code_fences(
     assert "Hello there" in lines[sessions + 2]  # the session's row, right under the rule
 
 
+async def test_a_streamed_answer_prints_its_code_without_the_fence_lines(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The answer streams in pieces that cut lines (and fences) apart; the terminal prints it as it
+    comes, holding back only a line that may be a fence's until it knows."""
+    answer = "Run this:\n\n```python\nprint('<b>hi</b>')\nif a < b:\n    pass\n```\n\nThat's all: ``` ~~~."
+    emulator.script(Reply(text=answer))
+    chat = await chat_in_terminal(make_config(emulator_url), home, "code please", "/quit")
+    printed = "\n".join(line for line in answer.split("\n") if not line.startswith("```"))
+    assert chat.code == 0
+    assert printed in chat.out
+
+
 async def test_compress_command_in_the_chat(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
