@@ -16,8 +16,8 @@ here, independent of the renderers:
 
 "Formatting aside", precisely: whitespace is not compared (each platform lays out lines its own
 way); from the model's text, only these may go missing: the characters ``* _ ` [ ] \\``, a ``>``
-that starts a line after nothing but spaces, ``>`` and ``*`` (a quote or list marker), a link's
-``(destination)`` right after a ``]``, and a code fence's language word. The visible text may add
+with only spaces, ``>`` and ``*`` before it on its line (a quote marker, perhaps in a list item), a
+link's ``(destination)`` right after a ``]``, and a code fence's language word. The visible text may add
 only a platform's own list, rule and task-box symbols. Everything else - letters, ``<``, ``&``,
 ``;``, ``(`` and ``)`` outside link destinations, the order of it all - must arrive.
 """
