@@ -5,7 +5,9 @@ adapter in place of a platform SDK. Input does not arrive by itself: the termina
 each line to :meth:`ConsoleAdapter.submit`. Output goes to two streams: the conversation to ``out``,
 remarks about the work (a retry) to ``notices``, so a transcript on stdout holds only the
 conversation. With ``live`` off (``herald chat -q``) nothing is printed here: the command prints the
-finished answer itself, from the outbox, and ``sent`` keeps everything else that was sent.
+finished answer itself, from the outbox, and ``sent`` keeps everything else that was sent. Text is
+printed as written, Markdown included, but for the lines of code fences (``adapters.text.terminal``),
+streamed or not.
 
 Buttons (an approval's Approve / Deny): with ``ask`` (the terminal's line reader) and ``live``, a message
 with buttons is printed with each button's key, and the adapter reads the answer itself, while the turn
@@ -36,7 +38,8 @@ from adapters.base import (
     InboundSink,
     OutboundText,
 )
-from adapters.text.markdown import render_markdown
+from adapters.text.fences import find_fences
+from adapters.text.terminal import render_terminal
 
 PLATFORM = "cli"
 CHAT = "local"  # the terminal's one conversation, whichever process the lines come from
@@ -63,7 +66,7 @@ class ConsoleAdapter(Adapter):
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
-            render=render_markdown,
+            render=render_terminal,
             can_edit=False,
             has_threads=False,
             appends=live,
@@ -75,6 +78,9 @@ class ConsoleAdapter(Adapter):
         self._sink: InboundSink | None = None
         self._ids = itertools.count(1)
         self._mid_line = False  # the last thing written to ``out`` did not end a line
+        self._streamed = ""  # the answer appended so far (where its code fences are)
+        self._line = ""  # its last line so far
+        self._holding = True  # that line is not printed yet: it may be a code fence's line
         self._presses: set[asyncio.Task[None]] = set()  # questions being read (buttons)
 
     async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
@@ -147,7 +153,29 @@ class ConsoleAdapter(Adapter):
         return None
 
     async def append(self, address: ChatAddress, text: str) -> None:
-        self._write(self.out, text)
+        """Print streamed text as it comes, except the lines of code fences, as ``render_terminal``
+        does: a line that could be one is held until its end shows whether it is."""
+        for piece in text.splitlines(keepends=True):
+            self._streamed += piece
+            self._line += piece
+            if not self._holding:
+                self._write(self.out, piece)
+            elif piece.endswith("\n"):
+                self._release_line()
+            elif not _may_open_or_close_a_fence(self._line):
+                self._write(self.out, self._line)
+                self._holding = False
+            if piece.endswith("\n"):
+                self._line, self._holding = "", True
+
+    def _release_line(self) -> None:
+        """Print the held line unless it opens or closes a code fence of the answer so far."""
+        start = len(self._streamed) - len(self._line)
+        fence_line = _may_open_or_close_a_fence(self._line) and any(
+            start in (fence.start, fence.close_start) for fence in find_fences(self._streamed)
+        )
+        if not fence_line:
+            self._write(self.out, self._line)
 
     async def notice(self, address: ChatAddress, text: str) -> None:
         self.end_line()
@@ -155,6 +183,9 @@ class ConsoleAdapter(Adapter):
 
     def end_line(self) -> None:
         """Finish a streamed answer's last line, so what follows starts on a line of its own."""
+        if self._holding and self._line:
+            self._release_line()
+        self._streamed, self._line, self._holding = "", "", True
         if self._mid_line:
             self._write(self.out, "\n")
 
@@ -163,6 +194,13 @@ class ConsoleAdapter(Adapter):
         stream.flush()
         if stream is self.out and text:
             self._mid_line = not text.endswith("\n")
+
+
+def _may_open_or_close_a_fence(line: str) -> bool:
+    """Whether ``line`` (or a line that starts like it) can be a code fence's line: three backticks or
+    tildes after the indentation, or the start of them."""
+    stripped = line.strip()
+    return stripped.startswith(("```", "~~~")) or stripped in ("", "`", "``", "~", "~~")
 
 
 def process_chat(pid: int) -> str:

@@ -131,6 +131,39 @@ async def test_interactive_chat_commands(
     assert len(sessions) == 2
 
 
+async def test_insights_in_the_terminal_prints_its_tables_without_code_fences(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Before, ``/insights`` in ``herald chat`` printed the ``` lines that keep each table's columns on
+    the chat platforms, around every table."""
+    emulator.script(Reply(text="Hi! How can I help?"))
+    chat = await chat_in_terminal(make_config(emulator_url), home, "Hello there", "/insights", "/quit")
+    lines = chat.out.splitlines()
+    assert chat.code == 0
+    assert not [line for line in lines if line.lstrip().startswith(("```", "~~~"))]
+    sessions, purposes = (
+        next(n for n, line in enumerate(lines) if line.startswith(h)) for h in ("session ", "by purpose ")
+    )
+    for header in (sessions, purposes):
+        assert set(lines[header + 1]) == {"-"}, lines[
+            header : header + 2
+        ]  # the table as it is: rule under it
+    assert "Hello there" in lines[sessions + 2]  # the session's row, right under the rule
+
+
+async def test_a_streamed_answer_prints_its_code_without_the_fence_lines(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """The answer streams in pieces that cut lines (and fences) apart; the terminal prints it as it
+    comes, holding back only a line that may be a fence's until it knows."""
+    answer = "Run this:\n\n```python\nprint('<b>hi</b>')\nif a < b:\n    pass\n```\n\nThat's all: ``` ~~~."
+    emulator.script(Reply(text=answer))
+    chat = await chat_in_terminal(make_config(emulator_url), home, "code please", "/quit")
+    printed = "\n".join(line for line in answer.split("\n") if not line.startswith("```"))
+    assert chat.code == 0
+    assert printed in chat.out
+
+
 async def test_compress_command_in_the_chat(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

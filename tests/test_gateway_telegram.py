@@ -244,3 +244,33 @@ async def test_insights_tables_arrive_as_preformatted_text_without_headings(
             header
         )  # the header line and the line under it are inside one pre block
     assert "Hello there" in report.text and "main turns (1 requests)" in report.text
+
+
+async def test_html_in_an_answer_and_in_a_command_arrives_as_written(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """Before, Telegram showed ``List<String>`` as "List", ``<script>alert(1)</script>`` in a sentence as
+    "alert(1)" and ``&amp;`` as "&", while streaming and in the final answer; ``/model <img …>`` was
+    answered "'' is not a model name"."""
+    answer = (
+        "Use List<String> or <br> as you like; a `Map<K, V>` too. Never <script>alert(1)</script>; "
+        "write &amp; for &. " + "More about generics follows here. " * 20
+    )
+    shown = answer.replace("`", "").strip()  # the backticks are formatting: the code span's entity
+    model_name = "<img src=x onerror=alert(1)>"
+    emulator.script(Reply(text=answer))
+    emulator.hold_streams()
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        harness.fake.private_message(FRIEND, "generics in Java?")
+        await harness.fake.wait_for(lambda: emulator.holding and harness.visible(FRIEND), what="half")
+        emulator.release_streams()
+        await harness.settled()
+        harness.fake.private_message(FRIEND, f"/model {model_name}")
+        await harness.settled()
+        [reply, model_reply] = harness.visible(FRIEND)
+    assert reply.text == shown
+    assert {"type": "code", "offset": shown.index("Map<"), "length": len("Map<K, V>")} in reply.entities
+    streamed = reply.versions[:-1]  # what the person saw while the answer arrived
+    assert streamed and all(shown.startswith(version.replace("`", "").strip()) for version in streamed)
+    assert any("List<String>" in version for version in streamed)
+    assert model_reply.text.startswith(f"'{model_name}' is not a model name.")

@@ -52,7 +52,7 @@ def test_only_allowed_tags_and_safe_links_come_out(markdown: str) -> None:
 
 def test_raw_html_in_the_answer_is_shown_as_text_not_markup() -> None:
     tags = parsed(SAMPLES[4])
-    assert tags.tags == []  # an HTML block: shown as its text
+    assert tags.tags == [("p", {})]  # an HTML block: a paragraph of its text
     assert "".join(tags.words) == "<script>alert(1)</script> <img src=x onerror=alert(1)> <b>not bold</b>"
 
 

@@ -3,7 +3,8 @@
 The HTML is built here, tag by tag, from pulldown-cmark's events (``pyromark``): only tags of the
 Matrix spec's allowed list come out, raw HTML in the model's text is shown as text (never markup),
 and a link keeps its target only for http(s), mailto and matrix.to (an image becomes a link: clients
-show only ``mxc://`` images). Pure and total: any text gives HTML.
+show only ``mxc://`` images). Character references (``&amp;``) are shown as written, like the raw HTML
+(``adapters.text.literal``). Pure and total: any text gives HTML.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from html import escape
 from typing import Any
 
 import pyromark
+
+from adapters.text.literal import as_written
 
 OPTIONS = (
     pyromark.Options.ENABLE_STRIKETHROUGH | pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_TASKLISTS
@@ -64,7 +67,7 @@ def to_html(markdown: str) -> str:
     out: list[str] = []
     stack: list[str] = []  # open tags, innermost last
     head = False  # inside a table's head row: cells are <th>
-    for event in pyromark.events(markdown, options=OPTIONS):
+    for event, _ in as_written(pyromark.events_with_range(markdown, options=OPTIONS), markdown):
         if isinstance(event, str):
             out.append({"SoftBreak": "<br>", "HardBreak": "<br>", "Rule": "<hr>"}.get(event, ""))
             continue
@@ -80,7 +83,7 @@ def to_html(markdown: str) -> str:
                 head = False
             if stack:
                 out.append(_closing(stack.pop()))
-        elif kind in ("Text", "Html", "InlineHtml", "InlineMath", "DisplayMath", "FootnoteReference"):
+        elif kind in ("Text", "InlineMath", "DisplayMath", "FootnoteReference"):
             out.append(escape(str(value), quote=False))
         elif kind == "Code":
             out.append(f"<code>{escape(str(value), quote=False)}</code>")
@@ -127,7 +130,7 @@ def _open(value: Any, head: bool) -> tuple[str, str]:
         return "table", "<table>"
     if name == "TableCell":
         return ("th", "<th>") if head else ("td", "<td>")
-    return "", ""  # HtmlBlock, footnotes, metadata: their text is escaped, no tag
+    return "", ""  # footnotes, metadata: their text is escaped, no tag
 
 
 def _closing(tag: str) -> str:

@@ -1,16 +1,18 @@
 """Telegram's renderer: Markdown to plain text plus entities, split to 4,096 UTF-16 code units per message.
 
 Sending entities instead of a parse mode means there is nothing to escape and no "can't parse
-entities" failure caused by the Markdown. The conversion is telegramify-markdown's ``convert``
-(its entities already count UTF-16 code units); this module wraps it so our signature stays stable,
-and makes it total: whatever the (sanitized, see ``Capabilities.render``) input, ``render_telegram``
-returns sendable parts and never raises.
+entities" failure caused by the Markdown. The conversion is telegramify-markdown's (its parse, then
+its walk over pyromark's events; its entities already count UTF-16 code units), with the model's raw
+HTML and character references read as the text they were written as (``adapters.text.literal``:
+telegramify alone drops the ``<String>`` of ``List<String>``). This module wraps it so our signature
+stays stable, and makes it total: whatever the (sanitized, see ``Capabilities.render``) input,
+``render_telegram`` returns sendable parts and never raises.
 
 Degradations, each to plain text (the Markdown source, no entities):
 
 - the converter raises;
 - its layout would explode (deeply nested lists, huge tables; see ``layout_guard``);
-- it renders a non-blank source to blank text (an answer made only of an HTML block, say).
+- it renders a non-blank source to blank text.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from telegramify_markdown import MessageEntity, RenderConfig, convert
+from telegramify_markdown import MessageEntity, RenderConfig
+from telegramify_markdown.converter import STANDARD_OPTIONS, EventWalker, _parse
 
 from adapters.base import OutboundText, TextEntity
 from adapters.text.controls import mask_controls
 from adapters.text.entities import clip_entities, split_outbound
+from adapters.text.literal import as_written
 from adapters.text.units import utf16_len
 
 from .layout_guard import layout_growth
@@ -41,6 +45,7 @@ _RENDER_CONFIG = RenderConfig.isolated()
 _MAX_LAYOUT_GROWTH_PER_CHAR = 4
 _MAX_LAYOUT_GROWTH_SLACK = 100_000
 
+_TELEGRAMIFY_TAGS = frozenset({"<tg-spoiler>", "</tg-spoiler>"})
 _QUOTE_TYPES = frozenset({"blockquote", "expandable_blockquote"})
 
 
@@ -72,16 +77,26 @@ def _format(source: str) -> OutboundText:
         if growth > _MAX_LAYOUT_GROWTH_PER_CHAR * len(source) + _MAX_LAYOUT_GROWTH_SLACK:
             logger.warning("Markdown layout would add %d characters; sending plain text", growth)
             return OutboundText(source)
-        text, entities = convert(source, config=_RENDER_CONFIG)
+        text, entities = convert(source)
     except Exception:
         logger.warning("telegramify-markdown failed; sending plain text", exc_info=True)
         return OutboundText(source)
     if not text.strip():
         return OutboundText(source)
-    # Character references such as "&#1;" can bring control characters back; masking them one for
-    # one keeps every entity offset valid.
+    # Character references are shown as written (``as_written``), so "&#1;" brings no control
+    # character back; whatever else might (a LaTeX conversion, say) is masked one for one, which
+    # keeps every entity offset valid.
     text = mask_controls(text)
     return OutboundText(text, _normalize(entities, utf16_len(text)))
+
+
+def convert(source: str) -> tuple[str, list[MessageEntity]]:
+    """telegramify-markdown's ``convert`` (the same parse and walk), with HTML and character references
+    as written; its own spoiler tags (made of ``||…||``) stay markup."""
+    parsed, events = _parse(source, STANDARD_OPTIONS, latex_escape=True)
+    walked = as_written(events, parsed, markup=_TELEGRAMIFY_TAGS)
+    text, entities, _ = EventWalker(_RENDER_CONFIG, parsed).walk(tuple(walked))
+    return text, entities
 
 
 def _normalize(entities: Iterable[MessageEntity], text_length: int) -> tuple[TextEntity, ...]:

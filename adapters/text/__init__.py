@@ -4,5 +4,7 @@ No I/O, no platform SDK, nothing of the gateway: a platform's renderer (``Capabi
 built from these, and the gateway uses them too. ``units`` counts UTF-16 code units; ``boundaries``
 plans where a long text splits; ``fences`` keeps code blocks balanced across parts; ``split`` splits
 Markdown; ``entities`` splits text plus formatting entities; ``controls`` masks control characters;
-``markdown`` is the renderer of platforms that show Markdown themselves.
+``markdown`` is the renderer of platforms that show Markdown themselves, ``terminal`` the terminal's;
+``literal`` makes the renderers built on a Markdown parser show raw HTML and character references as
+written.
 """

@@ -1,4 +1,5 @@
-"""The renderer of platforms that show Markdown themselves (Discord, the terminal): split, not converted."""
+"""The renderer of platforms that show Markdown themselves (Discord; Matrix, which converts each part to
+HTML as it sends it): split, not converted."""
 
 from __future__ import annotations
 

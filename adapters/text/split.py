@@ -1,4 +1,4 @@
-"""Split Markdown for platforms that render it themselves (Discord, the terminal).
+"""Split Markdown for platforms that render it themselves (Discord, Matrix), and for the terminal.
 
 The Markdown passes through untouched; only code fences are repaired around split points.
 """

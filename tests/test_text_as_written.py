@@ -1,0 +1,276 @@
+"""What the model wrote reaches the person as written, formatting aside, on every platform.
+
+Arbitrary answers built from ``< > & * _ [ ] ( ) ` \\ ;``, words, HTML-looking tags, character
+references, code spans, fenced code blocks, links, lists and quotes go through the gateway's render
+step (``gateway.delivery.stream.render``: sanitize, then the platform's renderer, split to a limit).
+For each platform the visible text is then read the way that platform shows it, by readers written
+here, independent of the renderers:
+
+- Telegram: the message text (the renderer sends text plus entities; entities only style it);
+- Discord: the Markdown with its code-fence lines hidden (Discord shows HTML, ``&amp;`` and the rest
+  of the text as written);
+- Slack: mrkdwn with ``<url|label>`` shown as the label, ``&lt; &gt; &amp;`` unescaped and the
+  mrkdwn style marks ``* _ ~`` not shown;
+- Matrix: the text content of ``formatted_body`` (an HTML parser's data) and the plain ``body``;
+- the terminal (``herald chat``): the text as printed.
+
+"Formatting aside", precisely: whitespace is not compared (each platform lays out lines its own
+way); from the model's text, only these may go missing: the characters ``* _ ` [ ] \\``, a ``>``
+with only spaces, ``>`` and ``*`` before it on its line (a quote marker, perhaps in a list item), a
+link's ``(destination)`` right after a ``]``, and a code fence's language word. The visible text may add
+only a platform's own list, rule and task-box symbols. Everything else - letters, ``<``, ``&``,
+``;``, ``(`` and ``)`` outside link destinations, the order of it all - must arrive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.base import Capabilities, OutboundText
+from adapters.discord.adapter import DiscordAdapter
+from adapters.matrix.adapter import MatrixAdapter
+from adapters.matrix.formatted import to_html
+from adapters.slack.render import render_slack
+from adapters.telegram.adapter import TelegramAdapter
+from adapters.text.terminal import render_terminal
+from gateway.delivery.stream import render
+from tests.text_support import is_fence_line
+
+# --- The model's text ---------------------------------------------------------------------------
+
+_WORDS = ["List", "String", "Vec", "u8", "br", "img", "src", "script", "alert", "Map", "foo", "T", "a1"]
+_TAGS = [
+    "<br>",
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "List<String>",
+    "<div>",
+    "</div>",
+    "<!-- note -->",
+    "<b>bold</b>",
+    "Map<K, V>",
+]
+_REFERENCES = ["&amp;", "&lt;", "&gt;", "&#60;", "&#x3C;", "&copy;", "&nosuch;"]
+_LANGUAGES = ["", "python", "html", "tsx"]
+
+_atom = st.one_of(
+    st.sampled_from(_WORDS),
+    st.sampled_from(list("<>&*_[]()`\\;")),
+    st.sampled_from(_TAGS),
+    st.sampled_from(_REFERENCES),
+    st.tuples(st.sampled_from(_WORDS), st.sampled_from(_WORDS)).map(
+        lambda p: f"[{p[0]}](https://example.com/{p[1]})"
+    ),
+    st.sampled_from(_TAGS + _WORDS).map(lambda w: f"`{w}`"),
+)
+_line = st.lists(st.tuples(_atom, st.sampled_from(["", " ", " ", "  "])), min_size=1, max_size=12).map(
+    lambda pieces: "".join(atom + gap for atom, gap in pieces).strip() or "foo"
+)
+
+
+@st.composite
+def _fenced(draw: st.DrawFn) -> str:
+    body = draw(st.lists(_line, min_size=0, max_size=4))
+    return "\n".join([f"```{draw(st.sampled_from(_LANGUAGES))}", *body, "```"])
+
+
+_block = st.one_of(
+    _line,
+    st.lists(_line, min_size=1, max_size=3).map("\n".join),
+    _line.map(lambda text: "* " + text),
+    _line.map(lambda text: "> " + text),
+    _line.map(lambda text: "    " + text),  # an indented code block (or a list item's continuation)
+    _fenced(),
+)
+answers = st.lists(st.tuples(_block, st.sampled_from(["\n", "\n\n"])), min_size=1, max_size=6).map(
+    lambda blocks: "".join(block + gap for block, gap in blocks)
+)
+
+# --- What each platform shows -------------------------------------------------------------------
+
+
+def _without_fence_lines(markdown: str) -> str:
+    return "\n".join(line for line in markdown.split("\n") if not is_fence_line(line))
+
+
+def telegram_visible(parts: Iterable[OutboundText]) -> str:
+    return "\n".join(part.text for part in parts)
+
+
+def discord_visible(parts: Iterable[OutboundText]) -> str:
+    return "\n".join(_without_fence_lines(part.text) for part in parts)
+
+
+_SLACK_LINK = re.compile(r"<([^<>|]*)\|([^<>]*)>|<([^<>|]*)>")
+_SLACK_ENTITY = re.compile(r"&(lt|gt|amp);")
+_SLACK_MARKS = str.maketrans("", "", "*_~")
+
+
+_SLACK_CAPTION = re.compile(r"^_[^\s_]+_\n(?=```)", re.M)
+
+
+def slack_visible(parts: Iterable[OutboundText]) -> str:
+    """mrkdwn as Slack shows it: links as their label, entities as characters, no style marks, and
+    no code-block captions (the fence's language, shown again above each part of a split block)."""
+    shown = []
+    for part in parts:
+        text = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(1) is not None else m.group(3), part.text)
+        text = _without_fence_lines(_SLACK_CAPTION.sub("", text)).translate(_SLACK_MARKS)
+        shown.append(_SLACK_ENTITY.sub(lambda m: {"lt": "<", "gt": ">", "amp": "&"}[m.group(1)], text))
+    return "\n".join(shown)
+
+
+class _TextContent(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.data: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.data.append(data)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.data.append(" ")  # a <br>, a new paragraph or list item: layout, not text
+
+
+def matrix_visible(parts: Iterable[OutboundText]) -> str:
+    """What an HTML-capable client shows: the text content of each part's ``formatted_body``."""
+    shown = []
+    for part in parts:
+        reader = _TextContent()
+        reader.feed(to_html(part.text))
+        reader.close()
+        shown.append("".join(reader.data))
+    return "\n".join(shown)
+
+
+def matrix_body_visible(parts: Iterable[OutboundText]) -> str:
+    """What a plain-text client shows: the ``body``, the Markdown as it is."""
+    return discord_visible(parts)
+
+
+def terminal_visible(parts: Iterable[OutboundText]) -> str:
+    """A terminal prints the text as it is."""
+    return "\n".join(part.text for part in parts)
+
+
+# --- "As written, formatting aside" -------------------------------------------------------------
+
+_MAY_VANISH = frozenset("*_`[]\\")
+_QUOTE_OR_ITEM = re.compile(r"^[ \t>*]+", re.M)
+_DESTINATION = re.compile(r"(?<=\])\((?:<[^<>\n]*>|[^\s()]*)\)")
+_FENCE_LANGUAGE = re.compile(r"^[ \t]*```([^\s`]+)", re.M)
+
+
+def _units(model: str) -> list[tuple[str, bool]]:
+    """The model's text as (text, may vanish) units, whitespace left out."""
+    spans: dict[int, int] = {}  # start -> end of the multi-character units that may vanish
+    for pattern in (_DESTINATION, _FENCE_LANGUAGE):
+        for match in pattern.finditer(model):
+            group = match.lastindex or 0
+            spans[match.start(group)] = match.end(group)
+    markers = {
+        match.start() + offset
+        for match in _QUOTE_OR_ITEM.finditer(model)
+        for offset, char in enumerate(match.group())
+        if char == ">"
+    }
+    units: list[tuple[str, bool]] = []
+    position = 0
+    while position < len(model):
+        if position in spans:
+            end = spans[position]
+            units.append(("".join(model[position:end].split()), True))
+            position = end
+            continue
+        char = model[position]
+        if not char.isspace():
+            units.append((char, char in _MAY_VANISH or position in markers))
+        position += 1
+    return units
+
+
+def as_written(model: str, visible: str, added: str = "") -> bool:
+    """Whether ``visible`` is ``model`` with only formatting gone (see the module docstring), after
+    leaving out whitespace and the platform's own symbols ``added``."""
+    shown = "".join(char for char in visible if not char.isspace() and char not in added)
+    reachable = {0}  # how much of ``shown`` the units so far can account for
+    for text, may_vanish in _units(model):
+        reachable = {at + len(text) for at in reachable if shown.startswith(text, at)} | (
+            reachable if may_vanish else set()
+        )
+        if not reachable:
+            return False
+    return len(shown) in reachable
+
+
+# --- The platforms ------------------------------------------------------------------------------
+
+_SLACK = Capabilities(  # the adapter builds it from its settings: 4,000 characters by default
+    max_message_length=4000, length_unit="chars", render=render_slack, can_edit=True, has_threads=True
+)
+_TERMINAL = Capabilities(
+    max_message_length=1_000_000,
+    length_unit="chars",
+    render=render_terminal,
+    can_edit=False,
+    has_threads=False,
+)
+PLATFORMS = {
+    "telegram": (TelegramAdapter.capabilities, telegram_visible, "⦁—"),
+    "discord": (DiscordAdapter.capabilities, discord_visible, ""),
+    "slack": (_SLACK, slack_visible, "•"),
+    "matrix": (MatrixAdapter.capabilities, matrix_visible, "☐☑"),
+    "matrix body": (MatrixAdapter.capabilities, matrix_body_visible, ""),
+    "terminal": (_TERMINAL, terminal_visible, ""),
+}
+EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@given(model=answers, limit=st.one_of(st.none(), st.integers(200, 600)))
+@EXAMPLES
+def test_every_platform_shows_the_answer_as_written(platform: str, model: str, limit: int | None) -> None:
+    """``limit``: the platform's own, or a small one so answers are split into several messages."""
+    capabilities, visible, added = PLATFORMS[platform]
+    if limit is not None:
+        capabilities = dataclasses.replace(capabilities, max_message_length=limit)
+    shown = visible(render(model, capabilities))
+    assert as_written(model, shown, added), f"{platform} shows {shown!r}"
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize(
+    "model",
+    [
+        "A `List<String>` or List<String>, the <br> tag and Map<K, V>.",
+        "<script>alert(1)</script>",
+        "Escape it: write &amp;lt; for <, &amp; for &.",
+        "'<img src=x onerror=alert(1)>' is not a model name.",
+        "<div>\n**inside**\n</div>\n\nafter &copy; 2026",
+    ],
+)
+def test_html_and_character_references_arrive_as_written(platform: str, model: str) -> None:
+    capabilities, visible, added = PLATFORMS[platform]
+    shown = visible(render(model, capabilities))
+    assert as_written(model, shown, added), f"{platform} shows {shown!r}"
+    for token in re.findall(r"<[^>]*>|&\w+;", model):
+        assert token in shown, f"{platform} lost {token!r}: {shown!r}"
+
+
+def test_the_check_itself_catches_lost_and_added_characters() -> None:
+    """The comparison is narrow: markup may vanish, nothing else."""
+    assert as_written("**bold** [link](https://example.com/x) `code`", "bold link code")
+    assert as_written("> quoted\n* item", "quoted\n⦁ item", added="⦁")
+    assert not as_written("List<String>", "List")
+    assert not as_written("the <br> tag", "the  tag")
+    assert not as_written("a &amp; b", "a & b")
+    assert not as_written("alert(1)", "alert1")
+    assert not as_written("a b", "a b c")
+    assert not as_written("a > b", "a b")  # not a quote marker: inside a line
