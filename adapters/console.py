@@ -39,6 +39,7 @@ from adapters.base import (
     OutboundText,
 )
 from adapters.text.fences import find_fences
+from adapters.text.markdown import render_markdown
 from adapters.text.terminal import render_terminal
 
 PLATFORM = "cli"
@@ -66,7 +67,9 @@ class ConsoleAdapter(Adapter):
         self.capabilities = Capabilities(
             max_message_length=UNLIMITED,
             length_unit="chars",
-            render=render_terminal,
+            # At a terminal, code fence lines are hidden; `herald chat -q` prints the Markdown as written,
+            # fences included, for the script or viewer it is piped into.
+            render=render_terminal if live else render_markdown,
             can_edit=False,
             has_threads=False,
             appends=live,

@@ -52,6 +52,18 @@ def test_each_process_restores_the_session_and_sends_the_same_prompt_bytes(
     assert report.returncode == 0 and "first question" in report.stdout and "all sessions" in report.stdout
 
 
+def test_a_one_shot_answer_is_printed_as_written_fences_included(
+    emulator: ProviderEmulator, served: str, home: HeraldHome, herald
+) -> None:
+    """``herald chat -q`` is for scripts and viewers: it prints the Markdown the model wrote, while the
+    interactive terminal hides the fence lines."""
+    point_at(home, served)
+    answer = "Run this:\n\n```python\nprint('<b>hi</b>')\n```\n\nThat's all."
+    emulator.script(Reply(text=answer))
+    done = herald("chat", "-q", "code please")
+    assert done.returncode == 0 and done.stdout == answer + "\n"
+
+
 def test_without_continue_each_query_is_a_new_session(
     emulator: ProviderEmulator, served: str, home: HeraldHome, herald
 ) -> None:
