@@ -698,6 +698,14 @@ class ToolsSettings(Section):
     sandbox_file_mb: StrictInt = Field(
         1024, ge=1, description="Largest file a sandboxed command may write, in MB."
     )
+    workspace_quota_mb: StrictInt | None = Field(
+        10_240,
+        ge=1,
+        description="The most space the workspace and allowed_paths may take, in MB, watched while "
+        "commands run (sandboxed or not): a command during which they grow past it is stopped, with a "
+        "sentence saying so (what it wrote stays; a command that frees space is never stopped). "
+        "null = no quota.",
+    )
     sandbox_scratch_mb: StrictInt = Field(
         512,
         ge=1,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.hands.output import CappedOutput, pump
+from agent.hands.quota import Watch, WorkspaceQuota, unwatch
 from agent.hands.runner import DRAIN_SECONDS, Process, Runner, spawn
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class Job:
     exit_code: int | None = None
     stopped: bool = False  # ended by Herald (/stop, the jobs tool, shutdown), not by itself
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    quota: Watch | None = field(default=None, repr=False)  # the workspace's quota, while it runs
 
     @property
     def running(self) -> bool:
@@ -46,6 +48,8 @@ class Job:
     def status(self) -> str:
         if self.running:
             return f"running for {_duration(time.time() - self.started_at)}"
+        if self.quota is not None and self.quota.reason is not None:
+            return f"stopped: {self.quota.reason}"
         if self.stopped:
             return "stopped"
         return f"exited with {self.exit_code}"
@@ -66,9 +70,17 @@ class BackgroundJobs:
         self._closed = False
 
     async def start(
-        self, runner: Runner, command: str, *, session_key: str, cwd: Path, env: Mapping[str, str]
+        self,
+        runner: Runner,
+        command: str,
+        *,
+        session_key: str,
+        cwd: Path,
+        env: Mapping[str, str],
+        quota: WorkspaceQuota | None = None,
     ) -> Job:
-        """Start ``command`` for the chat ``session_key``; raises :class:`TooManyJobs` or ``OSError``."""
+        """Start ``command`` for the chat ``session_key``; raises :class:`TooManyJobs` or ``OSError``.
+        With ``quota``, the job is stopped if the workspace grows past it while it runs."""
         if self._closed:
             raise TooManyJobs("Herald is shutting down; no command can start in the background now.")
         running = [job for job in self.of(session_key) if job.running]
@@ -86,6 +98,7 @@ class BackgroundJobs:
             stdout=CappedOutput(self.output_limit),
             stderr=CappedOutput(self.output_limit),
             started_at=time.time(),
+            quota=quota.watch(process) if quota is not None else None,
         )
         job.task = asyncio.create_task(self._watch(job), name=f"background job {job.id}")
         self._jobs[job.id] = job
@@ -137,6 +150,7 @@ class BackgroundJobs:
             raise
         finally:
             job.ended_at = time.time()
+            await unwatch(job.quota)
             if not reading.done():
                 reading.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

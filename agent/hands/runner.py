@@ -27,6 +27,7 @@ from typing import Protocol
 
 from agent.hands.output import CappedOutput, pump
 from agent.hands.processes import signal_tree
+from agent.hands.quota import WorkspaceQuota, unwatch
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class RunResult:
     stderr: CappedOutput
     seconds: float
     timed_out: bool = False
+    stopped_because: str | None = None  # stopped by Herald for this reason (the workspace's quota)
 
 
 async def run_command(
@@ -94,12 +96,15 @@ async def run_command(
     env: Mapping[str, str],
     timeout: float,  # noqa: ASYNC109 - the command's own limit, not a wait of ours
     limit: int,
+    quota: WorkspaceQuota | None = None,
 ) -> RunResult:
     """Run ``command`` to its end, or stop it after ``timeout`` seconds; its output capped to ``limit``
     bytes per stream. When the shell exits, whatever it left running (``cmd &``) is stopped: a command
-    that should go on runs as a background job. Cancelling this (``/stop``) kills the whole tree at once."""
+    that should go on runs as a background job. Cancelling this (``/stop``) kills the whole tree at once.
+    With ``quota``, a command during which the workspace grows past it is stopped."""
     started = time.monotonic()
     process = await spawn(runner, command, cwd=cwd, env=env)
+    watch = quota.watch(process) if quota is not None else None
     stdout, stderr = CappedOutput(limit), CappedOutput(limit)
     reading = asyncio.gather(pump(process.stdout, stdout), pump(process.stderr, stderr))
     exit_code: int | None = None
@@ -118,11 +123,19 @@ async def run_command(
         process.kill_now()
         raise
     finally:
+        await unwatch(watch)
         if not reading.done():
             reading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reading
-    return RunResult(exit_code, stdout, stderr, time.monotonic() - started, timed_out=timed_out)
+    return RunResult(
+        exit_code,
+        stdout,
+        stderr,
+        time.monotonic() - started,
+        timed_out=timed_out,
+        stopped_because=watch.reason if watch is not None else None,
+    )
 
 
 async def spawn(runner: Runner, command: str, *, cwd: Path, env: Mapping[str, str]) -> Process:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agent.hands.approval import Answer, ApprovalRequest, Verdict, outcome_for_model
 from agent.hands.jobs import BackgroundJobs, Job, TooManyJobs
+from agent.hands.quota import WorkspaceQuota
 from agent.hands.rules import Finding, Judge
 from agent.hands.runner import Runner, RunResult, run_command
 from agent.store.audit import AuditEntry, Outcome
@@ -54,6 +55,7 @@ class Terminal:
     jobs: BackgroundJobs
     workspace: Path
     env: Mapping[str, str]
+    quota: WorkspaceQuota | None = None  # tools.workspace_quota_mb, watched while commands run
 
     def tools(self) -> list[Tool]:
         return [self._terminal_tool(), self._jobs_tool()]
@@ -127,6 +129,7 @@ class Terminal:
                 env=self.env,
                 timeout=timeout,
                 limit=self.settings.output_limit,
+                quota=self.quota,
             )
         except OSError as error:
             await context.store.audit.finish(audit_id, Outcome.FAILED, detail=str(error))
@@ -153,7 +156,12 @@ class Terminal:
     async def _background(self, command: str, entry: AuditEntry, context: ToolContext) -> str:
         try:
             job = await self.jobs.start(
-                self.runner, command, session_key=context.session_key, cwd=self.workspace, env=self.env
+                self.runner,
+                command,
+                session_key=context.session_key,
+                cwd=self.workspace,
+                env=self.env,
+                quota=self.quota,
             )
         except TooManyJobs as refusal:
             await context.store.audit.record(_with(entry, outcome=Outcome.FAILED, detail=str(refusal)))
@@ -280,6 +288,8 @@ async def _finish_shielded(context: ToolContext, audit_id: int) -> None:
 
 
 def _summary(result: RunResult) -> str:
+    if result.stopped_because is not None:
+        return f"stopped after {result.seconds:.1f} s: {result.stopped_because}"
     if result.timed_out:
         return f"stopped at its timeout after {result.seconds:.1f} s"
     cut = result.stdout.cut + result.stderr.cut
@@ -290,7 +300,9 @@ def _summary(result: RunResult) -> str:
 
 def report(result: RunResult, timeout: float, capped: bool) -> str:
     """The tool's result: how the command ended, and its output."""
-    if result.timed_out:
+    if result.stopped_because is not None:
+        head = f"Stopped after {result.seconds:.1f} s: {result.stopped_because}."
+    elif result.timed_out:
         head = f"Stopped after {timeout:g} s (its timeout); it had not finished."
     else:
         head = f"Exit code {result.exit_code} ({result.seconds:.1f} s)."

@@ -18,6 +18,7 @@ from agent.hands.file_tools import FileTools
 from agent.hands.files import FileLimits
 from agent.hands.jobs import BackgroundJobs
 from agent.hands.paths import Confinement
+from agent.hands.quota import WorkspaceQuota
 from agent.hands.rules import Judge, Places
 from agent.hands.runner import LocalRunner, Runner
 from agent.hands.sandbox import SandboxUnavailable, Withheld, runner_for
@@ -114,6 +115,11 @@ class Hands:
             jobs,
             confinement.workspace,
             command_environment(settings, environ),
+            quota=(
+                WorkspaceQuota(confinement.roots, settings.workspace_quota_mb)
+                if settings.workspace_quota_mb is not None
+                else None
+            ),
         )
         code = CodeTool(terminal, sandboxed=runner.name != LocalRunner.name)
         return cls(confinement.workspace, confinement, jobs, terminal, files, code)

@@ -1,0 +1,96 @@
+"""The workspace's quota (``tools.workspace_quota_mb``): a command, or a background job, during which
+the workspace grows past it is stopped and the model is told why; one that frees space is not.
+
+Before, many files under the per-file cap filled a workspace without bound (61 MB with a 20 MB cap), and
+without a sandbox nothing limited ``fallocate -l 50G``. Real python-telegram-bot against the fake Bot
+API, the real anthropic SDK against the emulator, commands in real bubblewrap (the default,
+``tools.sandbox: auto``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.hands.quota import usage
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator, Reply, ToolUse
+from tests.fakes.waiting import wait_until
+from tests.gateway_support import ADMIN, telegram_gateway
+from tests.test_hands_gateway import HANDS, result_text
+
+pytestmark = pytest.mark.timeout(120)
+
+# Writes 100 files of 5 MB, one every 0.2 s: 500 MB unless something stops it.
+FILL = "for i in $(seq 1 100); do head -c 5000000 /dev/zero > fill-$1-$i; sleep 0.2; done\necho all written\n"
+QUOTA_MB = 20
+MB = 1024 * 1024
+
+
+def sections(workspace: Path) -> dict[str, Any]:
+    return {
+        "agent": {"toolsets": HANDS},
+        "tools": {"workspace": str(workspace), "workspace_quota_mb": QUOTA_MB, "sandbox_file_mb": 8},
+    }
+
+
+async def test_a_command_that_fills_the_workspace_is_stopped_at_its_quota_and_rm_still_runs(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "fill.sh").write_text(FILL)
+    emulator.script(
+        Reply(tool_calls=[ToolUse("terminal", {"command": "sh fill.sh fg", "timeout": 100})]),
+        Reply(text="It was stopped."),
+        Reply(tool_calls=[ToolUse("terminal", {"command": "rm -f fill-fg-1 fill-fg-2"})]),
+        Reply(text="Freed some."),
+    )
+    async with telegram_gateway(home, emulator, emulator_url, **sections(workspace)) as harness:
+        assert harness.gateway.services.runtime.hands is not None
+        harness.fake.private_message(ADMIN, "fill the disk")
+        await harness.settled()
+        stopped = result_text(emulator.requests[1])
+        filled = usage([workspace])
+        harness.fake.private_message(ADMIN, "free some space")
+        await harness.settled()
+        freed = result_text(emulator.requests[3])
+
+    assert stopped.startswith("Stopped after ")
+    assert "past its quota of 20 MB (tools.workspace_quota_mb)" in stopped
+    assert "all written" not in stopped
+    assert QUOTA_MB * MB < filled < 250 * MB  # stopped near the quota, far from the 500 MB it would write
+    assert freed.startswith("Exit code 0")  # over the quota, a command that frees space still runs
+    assert usage([workspace]) < filled
+
+
+async def test_a_background_job_that_fills_the_workspace_is_stopped_and_listed_so(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "fill.sh").write_text(FILL)
+    emulator.script(
+        Reply(tool_calls=[ToolUse("terminal", {"command": "sh fill.sh bg", "background": True})]),
+        Reply(text="Started."),
+    )
+    async with telegram_gateway(home, emulator, emulator_url, **sections(workspace)) as harness:
+        hands = harness.gateway.services.runtime.hands
+        assert hands is not None and hands.terminal is not None
+        harness.fake.private_message(ADMIN, "fill it in the background")
+        await harness.settled()
+        jobs = hands.terminal.jobs
+
+        def ended() -> bool:
+            listed = jobs.of(f"telegram:dm:{ADMIN}")
+            return bool(listed) and not listed[0].running
+
+        await wait_until(ended, what="the background job ended", timeout=90)
+        emulator.script(Reply(tool_calls=[ToolUse("jobs", {"action": "list"})]), Reply(text="Listed."))
+        harness.fake.private_message(ADMIN, "what runs?")
+        await harness.settled()
+        listed = result_text(emulator.requests[-1])
+
+    assert "stopped: the workspace grew to " in listed and "past its quota of 20 MB" in listed
+    assert usage([workspace]) < 250 * MB
