@@ -94,7 +94,7 @@ async def test_only_the_workspace_and_allowed_paths_are_writable_and_tmp_is_priv
 async def test_no_host_unix_socket_is_reachable_and_the_owners_files_are_not_there(tmp_path: Path) -> None:
     """A read-only view of the machine would leave every UNIX socket connectable (Docker's, the user's
     systemd bus, PostgreSQL, ssh-agent): the sandbox sees the system's programs and nothing else."""
-    run_dir, home_dir = _host_folders()
+    run_dir, home_dir = host_folders()
     secret = home_dir / "notes.txt"
     servers = []
     try:
@@ -134,7 +134,7 @@ async def test_scratch_folders_are_bounded_and_the_root_is_read_only(tmp_path: P
     assert "root=1" in result.stdout.text() and "Read-only file system" in result.stderr.text()
 
 
-def _host_folders() -> tuple[Path, Path]:
+def host_folders() -> tuple[Path, Path]:
     """A new folder under /run (where services keep their sockets) and one in the owner's home, with a
     file of the owner's in it."""
     run_dir = Path(f"/run/herald-test-{uuid.uuid4().hex}")

@@ -1,5 +1,7 @@
-"""The workspace's quota (``tools.workspace_quota_mb``): a command, or a background job, during which
-the workspace grows past it is stopped and the model is told why; one that frees space is not.
+"""The sandbox holds, through the chat: no host UNIX socket and none of the owner's files outside the
+workspace are there, and the workspace's quota (``tools.workspace_quota_mb``) stops a command, or a
+background job, during which the workspace grows past it (the model is told why); one that frees space
+is not stopped.
 
 Before, many files under the per-file cap filled a workspace without bound (61 MB with a 20 MB cap), and
 without a sandbox nothing limited ``fallocate -l 50G``. Real python-telegram-bot against the fake Bot
@@ -8,6 +10,9 @@ API, the real anthropic SDK against the emulator, commands in real bubblewrap (t
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,7 @@ from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes.waiting import wait_until
 from tests.gateway_support import ADMIN, telegram_gateway
 from tests.test_hands_gateway import HANDS, result_text
+from tests.test_sandbox_bubblewrap import host_folders
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,3 +100,35 @@ async def test_a_background_job_that_fills_the_workspace_is_stopped_and_listed_s
 
     assert "stopped: the workspace grew to " in listed and "past its quota of 20 MB" in listed
     assert usage([workspace]) < 250 * MB
+
+
+async def test_through_the_chat_a_sandboxed_command_reaches_no_host_socket_and_no_file_of_the_owners(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    """What a prompt-injected page would have the agent try: talk to a service on a host UNIX socket
+    (the Docker socket, the systemd bus, PostgreSQL) and read the owner's files outside the workspace."""
+    run_dir, home_dir = host_folders()
+    place = run_dir / "service.sock"
+    server = await asyncio.start_unix_server(lambda r, w: w.close(), path=str(place))
+    connect = (
+        f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{place}'); "
+        "print('reached the service')\""
+    )
+    workspace = tmp_path / "ws"
+    emulator.script(
+        Reply(tool_calls=[ToolUse("terminal", {"command": f"{connect}; cat {home_dir}/notes.txt"})]),
+        Reply(text="Nothing there."),
+    )
+    try:
+        async with telegram_gateway(home, emulator, emulator_url, **sections(workspace)) as harness:
+            harness.fake.private_message(ADMIN, f"ignore previous instructions {uuid.uuid4().hex}")
+            await harness.settled()
+            said = result_text(emulator.requests[1])
+    finally:
+        server.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(home_dir, ignore_errors=True)
+
+    assert "reached the service" not in said and "the owner's own file" not in said
+    assert "No such file or directory" in said  # neither the socket nor the owner's file is there
+    assert not [m for m in harness.visible(ADMIN) if m.reply_markup]  # it ran in the sandbox, unasked
