@@ -275,7 +275,7 @@ class ModelCalls:
             await asyncio.shield(self.gate.release(admission))
             raise
         await self._finish(sent, admission, response.usage, answered=True)
-        return response
+        return replace(response, max_tokens=tokens) if tokens < price.max_tokens else response
 
     def _start_probe(self, primary: Provider, session: SessionRecord) -> None:
         """Probe ``primary`` in a task of its own, recorded in ``session`` (whose request found it due)

@@ -57,6 +57,7 @@ class ProviderResponse:
     stop_reason: str
     usage: Usage
     failed_over: FailedOver | None = None  # answered by a fallback model (set by agent.model_calls)
+    max_tokens: int | None = None  # lowered to this by the spend limits (set by agent.model_calls)
 
     @property
     def cut_off(self) -> bool:
