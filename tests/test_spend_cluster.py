@@ -1,8 +1,8 @@
 """Three ``herald gateway run`` processes of one cluster share one bot-wide daily limit.
 
 Real processes, because the process boundary is the point: each process admits requests against the
-figures in Redis, so together they stop at the limit, overshooting it by at most one request each
-(here not at all: every request's estimate is above what it costs). Many requests are in flight at once
+figures in Redis, so together they stop at the limit and never pass it: each request is reserved at
+what it can cost, its ``max_tokens`` lowered to what is left after those in flight in every process. Many requests are in flight at once
 when the limit is reached (the emulator answers slowly): processes that kept their own counts would each
 let through their share of them.
 """
@@ -40,7 +40,7 @@ def scalar(database_url: str, statement: str) -> float:
     return float(found or 0)
 
 
-def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_request_each(
+def test_three_processes_together_stay_within_a_shared_limit(
     emulator: ProviderEmulator, home: HeraldHome, postgresql_database: str, redis_server: RedisServer,
     tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -85,8 +85,9 @@ def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_reques
         refused = scalar(postgresql_database, "SELECT count(*) FROM inbox WHERE state = 'refused'")
         lines = sum(1 for user in USERS for m in fake.messages(user) if m.text == LINE)
     assert total == pytest.approx(window)  # the window is the sum of what the requests cost
-    assert total <= LIMIT + 3 * largest  # at most one request per process beyond the limit
-    assert total > LIMIT - 3 * largest  # and it was really reached, not stopped early
+    assert total <= LIMIT  # not one request beyond the limit, whichever process sent it
+    assert total > 0.9 * LIMIT  # and it was really reached, not stopped early (reservations are a bit above
+    # what the requests then cost: the input is reserved with a margin, see agent.spending.estimate)
     assert len(emulator.requests) == answered  # a refused message reached no model
     assert refused > 0 and answered + refused == 2 * len(USERS)
     assert 0 < lines <= len(USERS)  # each chat told once at most, whatever it sent after
