@@ -2,9 +2,9 @@
 
 Real processes, because the process boundary is the point: each process admits requests against the
 figures in Redis, so together they stop at the limit and never pass it: each request is reserved at
-what it can cost, its ``max_tokens`` lowered to what is left after those in flight in every process. Many requests are in flight at once
-when the limit is reached (the emulator answers slowly): processes that kept their own counts would each
-let through their share of them.
+what it can cost, its ``max_tokens`` lowered to what is left after those in flight in every process.
+Many requests are in flight at once when the limit is reached (the emulator answers slowly): processes
+that kept their own counts would each let through their share of them.
 """
 
 from __future__ import annotations
@@ -77,7 +77,6 @@ def test_three_processes_together_stay_within_a_shared_limit(
         fake.wait_for_sync(lambda: all(fake.messages(user) for user in USERS), 30, what="every chat told")
         answered_by = [p.metric('gateway_turns_total{outcome="answered"}') or 0.0 for p in processes]
         total = scalar(postgresql_database, "SELECT sum(estimated_cost) FROM requests")
-        largest = scalar(postgresql_database, "SELECT max(estimated_cost) FROM requests")
         window = scalar(
             postgresql_database, "SELECT spent FROM spend_windows WHERE scope = 'bot' AND period LIKE 'day:%'"
         )
