@@ -224,3 +224,37 @@ async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(
         await harness.settled()
         shown = harness.texts(FRIEND)
     assert shown == [line, f"Not compressed: {line}"] and emulator.requests == []
+
+
+async def test_guests_who_used_the_bots_limit_do_not_lock_the_owner_out_who_hears_the_warning_next(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    budgets = {"bot": {"daily_usd": 0.03}, "warn_at": 0.5}  # exempt_admins is not set: its default
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT
+    ) as harness:
+        fake = harness.fake
+        for number in range(40):  # a guest spends the bot's whole day; the owner never wrote to the bot
+            asked = len(emulator.requests)
+            fake.private_message(FRIEND, f"question {number}")
+            await harness.settled()
+            if len(emulator.requests) == asked:
+                break
+        else:
+            pytest.fail("the guest was never refused")
+        owed = await harness.gateway.services.budgets.book.owed_warnings()  # what the console shows
+        assert [warning.admin for warning in owed] == [f"telegram:{ADMIN}"]
+        assert owed[0].text.startswith("💸 Spend warning: The bot has spent $")
+
+        fake.private_message(ADMIN, "hello, it's me")
+        await harness.settled()
+        first = harness.texts(ADMIN)
+        fake.private_message(ADMIN, "and again")
+        await harness.settled()
+        again = harness.texts(ADMIN)[len(first) :]
+        owed_after = await harness.gateway.services.budgets.book.owed_warnings()
+    assert len(emulator.requests) == asked + 2  # the owner was answered both times
+    assert len(first) == 2 and first[0].startswith("💸 Spend warning: The bot has spent $")  # told first
+    assert "of its $0.03 for today" in first[0] and not first[1].startswith("💸")
+    assert len(again) == 1 and not again[0].startswith("💸")  # told once
+    assert owed_after == []
