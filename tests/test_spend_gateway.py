@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from adapters.base import ChatAddress, ChatType
 from agent.db.schema import requests, sessions
+from agent.memory import user_scope
 from agent.spending.windows import day_window
+from gateway.access.auth import Speaker
 from gateway.budgets.lines import usd
 from gateway.cron.jobs import RunStatus
-from gateway.cron.manage import COMMAND_LINE
+from gateway.cron.manage import COMMAND_LINE, Caller
 from gateway.home import HeraldHome
 from gateway.timezones import resolve_timezone
 from tests.emulator import ProviderEmulator, Reply, ToolUse
@@ -210,6 +213,32 @@ async def test_a_scheduled_job_over_its_per_run_limit_stops_and_says_so_each_run
     assert 2 <= first_run < 41 and 2 <= len(emulator.requests) - 1 - first_run < 41
     assert stored is not None and stored.last_error == "This scheduled job has used its $0.05 for this run."
     assert sum(paid) <= 2 * 0.05 + 2 * max(paid)
+
+
+async def test_a_guests_scheduled_job_is_charged_to_the_guest_too(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Hi."), *tool_rounds(40))
+    budgets = {"person": {"daily_usd": 0.05}}  # no limit on the job: the guest's is what stops it
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model={"max_tokens": 400}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "hi")
+        await harness.settled()
+        runtime = harness.gateway.services.runtime
+        guest = Speaker("telegram", str(FRIEND), str(FRIEND), ChatType.DIRECT)
+        caller = Caller(f"telegram:dm:{FRIEND}", user_scope("telegram", str(FRIEND)),
+                        ChatAddress("telegram", str(FRIEND)), creator=guest)  # fmt: skip
+        job = await runtime.cron.create(caller, prompt="Check every feed.", schedule="every 1h", name="Feeds")
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.FAILED
+        person_spent = await spent(harness, f"person:telegram:{FRIEND}")
+        job_spent = await spent(harness, f"cron:{job.id}")
+        stored = await runtime.cron.jobs.get(job.id)
+    assert 2 <= len(emulator.requests) - 1 < 41  # the run stopped at the guest's limit
+    assert job_spent > 0 and person_spent >= job_spent  # the run counted in the guest's window too
+    assert person_spent <= 0.05
+    assert stored is not None and stored.last_error is not None
+    assert stored.last_error.startswith("You have used your $0.05 for today")  # the guest's limit stopped it
 
 
 async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(

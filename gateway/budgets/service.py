@@ -38,8 +38,9 @@ class Budgets:
     def for_review(self, session_key: str) -> Charge:
         return review_charge(self.settings, session_key)
 
-    def for_run(self, job_id: str, run: str) -> Charge:
-        return run_charge(self.settings, job_id, run)
+    def for_run(self, job_id: str, run: str, guest: str | None = None) -> Charge:
+        """A run of a job; ``guest``: who made it (``platform:user_id``) when that was not an admin."""
+        return run_charge(self.settings, job_id, run, guest)
 
     async def check(self, charge: Charge) -> Refusal | None:
         """Before work starts: the first of the charge's limits with nothing left, if any."""
