@@ -77,6 +77,7 @@ from agent.side import SKIPPED, review
 from agent.spending.charge import Charge, Limit, Scope, charging
 from agent.spending.counters import (
     Capped,
+    Granted,
     Loader,
     LocalCounters,
     Shortfall,
@@ -132,6 +133,7 @@ __all__ = [
     "FailingOver",
     "Failover",
     "Finding",
+    "Granted",
     "Hands",
     "Lease",
     "Limit",

@@ -79,6 +79,7 @@ CUT_OFF_NOTICE = (
     "The answer was cut off at the model.max_tokens limit of {limit:,} tokens; for longer answers "
     "raise it in config.yaml (herald config set model.max_tokens {more})."
 )
+SPEND_CUT_NOTICE = "The answer was cut short: the spend limits could pay for only {limit:,} tokens of it."
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,12 @@ class Agent:
                 if response.failed_over is not None:
                     failovers.append(response.failed_over)
                 pump.check()
-                if response.cut_off and self.settings.on_max_tokens == "continue" and not continued:
+                if (
+                    response.cut_off
+                    and response.max_tokens is None  # cut by the spend limits: no more can be paid
+                    and self.settings.on_max_tokens == "continue"
+                    and not continued
+                ):
                     continued = True
                     parts.append(response.text)
                     stored = await self.store.append_messages(
@@ -212,7 +218,7 @@ class Agent:
                     answered = True
                     await self._maybe_compress(session, [*messages, *stored], response, pump)
                     await pump.flush()
-                    cut_off = self._cut_off_notice() if response.cut_off else None
+                    cut_off = self._cut_off_notice(response) if response.cut_off else None
                     return TurnResult(
                         text="".join([*parts, response.text]),
                         usage=total,
@@ -261,7 +267,9 @@ class Agent:
                 await asyncio.shield(self.store.append_messages(session.id, [marker]))
             raise
 
-    def _cut_off_notice(self) -> str:
+    def _cut_off_notice(self, response: ProviderResponse) -> str:
+        if response.max_tokens is not None:
+            return SPEND_CUT_NOTICE.format(limit=response.max_tokens)
         return CUT_OFF_NOTICE.format(limit=self.settings.max_tokens, more=self.settings.max_tokens * 2)
 
     async def close_interrupted_turn(self, lease: Lease, session: SessionRecord) -> int:

@@ -3,14 +3,17 @@
 A chat's turn and its tool rounds, a sub-agent, a background review, a compression's summary, a
 scheduled job's run: each asks this one object, which
 
-1. estimates the request's cost (``agent.spending.estimate``) and has the spend gate admit it
-   (``agent.spending.gate``): a request over a limit raises ``OverBudget`` before anything is sent;
+1. prices what the request can cost (``agent.spending.estimate``: its input and a whole ``max_tokens``
+   answer) and has the spend gate reserve it (``agent.spending.gate``), lowering ``max_tokens`` to what
+   the limits can still pay: a request that cannot be paid even a short answer raises ``OverBudget``
+   before anything is sent;
 2. sends it with retries (``agent.providers.retry``), holding a slot of the request limiter per attempt;
+   every attempt is admitted (step 1) and recorded (step 3) on its own;
 3. records the provider's reported usage, priced from the model table with its cache prices, with its
    cost added to the spending windows of whoever pays, in one transaction (``agent.store``), and when it
    was sent (the provider writes and refreshes cache entries then: TTL pacing counts pauses from there);
-   a request cancelled mid-stream records what it cost so far (``StreamProgress``), a failed one
-   nothing; then settles the gate's reservation;
+   an attempt cancelled or broken mid-stream records what it was billed so far (``StreamProgress``),
+   one that failed before the provider answered nothing; then settles the gate's reservation;
 4. has an answered request's cache read judged (``agent.cache_misses``): a shortfall is a cache-miss
    event with its cause;
 5. when the session's own model still fails after its retries (overloaded, 5xx, timeouts, dropped
@@ -49,8 +52,8 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
-from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, complete_with_retries
-from agent.spending.estimate import estimate_cost
+from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, send_once
+from agent.spending.estimate import request_price
 from agent.spending.gate import Admission, OverBudget, SpendGate
 from agent.store import SessionRecord, SessionStore
 from agent.usage import Usage, priced, spoken
@@ -75,6 +78,14 @@ def probe_request(session_id: str) -> ProviderRequest:
         messages=(Message(role="user", content="ping"),),
         max_tokens=1,
     )
+
+
+def _billed(progress: StreamProgress, request: ProviderRequest) -> Usage | None:
+    """What a failed attempt was billed: nothing unless the provider had started its answer (reported
+    its usage, or streamed some of it); then what it reported, with the output streamed so far."""
+    if progress.reported is None and progress.output_chars == 0:
+        return None
+    return progress.usage(request)
 
 
 def _again(error: ProviderError) -> ProviderError:
@@ -219,30 +230,52 @@ class ModelCalls:
         on_text: TextCallback | None = None,
         on_retry: RetryCallback | None = None,
     ) -> ProviderResponse:
-        """Steps 1 to 4 of the module's docstring, for one model."""
+        """Steps 1 to 4 of the module's docstring, for one model: each attempt is admitted, recorded and
+        settled on its own (a retry is another request the provider may bill)."""
+        return await call_with_retries(
+            lambda: self._attempt(provider, request, session, purpose, on_text),
+            policy,
+            name=f"provider {provider.name}",
+            on_retry=on_retry,
+        )
+
+    async def _attempt(
+        self,
+        provider: Provider,
+        request: ProviderRequest,
+        session: SessionRecord,
+        purpose: str,
+        on_text: TextCallback | None,
+    ) -> ProviderResponse:
+        """One attempt: reserve what it can cost, with ``max_tokens`` lowered to what its scopes can still
+        pay (``agent.spending.estimate``), send it, record and settle what the provider billed."""
         info = self.model_info(provider.model)
-        cached = self._cached(request, provider.model)
-        admission = await self.gate.admit(estimate_cost(request, info, cached_tokens=cached))
+        price = request_price(request, info, cached_tokens=self._cached(request, provider.model))
+        admission = await self.gate.admit(price.least, price.most)
+        tokens = price.tokens_for(admission.granted)
+        if tokens < request.max_tokens:
+            log.info(
+                "session %s: max_tokens %d lowered to %d: that is what its spend limits can still pay",
+                session.id, request.max_tokens, tokens,
+            )  # fmt: skip
+            request = replace(request, max_tokens=tokens)
         progress = StreamProgress()
         sent = _Sent(session, provider, request, purpose, self.clock())
         try:
-            response = await complete_with_retries(
-                provider,
-                request,
-                policy=policy,
-                limiter=self.limiter,
-                on_text=on_text,
-                on_retry=on_retry,
-                progress=progress,
+            response = await send_once(
+                provider, request, limiter=self.limiter, on_text=on_text, progress=progress
             )
         except asyncio.CancelledError:  # a stopped answer was still paid for: count it
             await asyncio.shield(self._finish(sent, admission, progress.usage(request), answered=False))
+            raise
+        except ProviderError:  # a stream that broke after the provider billed it is counted as billed
+            await asyncio.shield(self._finish(sent, admission, _billed(progress, request), answered=False))
             raise
         except BaseException:
             await asyncio.shield(self.gate.release(admission))
             raise
         await self._finish(sent, admission, response.usage, answered=True)
-        return response
+        return replace(response, max_tokens=tokens) if tokens < price.max_tokens else response
 
     def _start_probe(self, primary: Provider, session: SessionRecord) -> None:
         """Probe ``primary`` in a task of its own, recorded in ``session`` (whose request found it due)

@@ -430,8 +430,9 @@ class BudgetSettings(Section):
         "null = no warnings.",
     )
     exempt_admins: StrictBool = Field(
-        False,
-        description="Requests on behalf of gateway.admins are never refused (their spend still counts).",
+        True,
+        description="Requests on behalf of gateway.admins are never refused (their spend still counts): "
+        "the limits protect the owner's wallet from others, and must not lock the owner out.",
     )
 
     @field_validator("overrides")

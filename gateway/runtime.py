@@ -292,14 +292,15 @@ def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLim
 
 
 def hold_ttl(config: HeraldConfig) -> float:
-    """How long a spend reservation lives at most: a request's every attempt and wait between them."""
+    """How long a spend reservation lives at most: one attempt's (each is reserved on its own) and its wait
+    for a request slot; kept as long as a whole request's attempts and waits, to be safe."""
     model = config.model
     return model.timeout * (model.max_retries + 1) + model.max_retries * MAX_RETRY_AFTER + 60.0
 
 
 def spend_counters(config: HeraldConfig, store: SessionStore, cluster: Cluster | None) -> SpendCounters:
     """Where the spend gate keeps its figures: this process's memory, or the cluster's Redis (shared by
-    every process, so together they overshoot a limit by at most one request each)."""
+    every process, so together they hold the same bound as one process: a limit is never passed)."""
     if cluster is None:
         return LocalCounters(store.spending.spent, hold_ttl=hold_ttl(config))
     from gateway.cluster.limits.spending import RedisCounters  # redis-py: cluster mode only

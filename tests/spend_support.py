@@ -6,7 +6,7 @@ import re
 
 CROSSING = re.compile(
     r"(?P<who>.+) spent (?P<spent>\$[\d.,]+) of (?:its|your) (?P<limit>\$[\d.,]+) (?P<window>for [a-z ]+); "
-    r"this request could cost up to (?P<estimate>\$[\d.,]+), more than the (?P<left>\$[\d.,]+) left, so it "
+    r"this request needs at least (?P<needed>\$[\d.,]+), more than the (?P<left>\$[\d.,]+) left, so it "
     r"was not sent\.(?: The limit resets (?P<when>.+)\.)?"
 )
 

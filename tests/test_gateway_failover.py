@@ -112,7 +112,7 @@ async def test_a_spend_limit_is_not_failed_over(
     told = crossing(reply)  # what the fallback could cost, more than the day has left
     assert (told["who"], told["spent"], told["limit"]) == ("This chat has", "$0.00", "$0.01")
     assert told["left"] == "$0.01"
-    assert dollars(told["estimate"]) > 0.01 and told["when"] == "at 00:00 UTC"
+    assert dollars(told["needed"]) > 0.01 and told["when"] == "at 00:00 UTC"
     assert [r.model for r in emulator.requests] == [SONNET] * 4
 
 

@@ -174,7 +174,7 @@ async def test_a_keys_spend_limit_refuses_with_429_a_request_that_would_cross_it
         assert refused.value.status_code == 429 and asked >= 1
         told = crossing(refused.value.message.removeprefix("Error code: 429 - "))
         assert (told["who"], told["limit"]) == ("You have", "$0.01")
-        assert dollars(told["estimate"]) > dollars(told["left"]) > 0 and dollars(told["spent"]) > 0
+        assert dollars(told["needed"]) > dollars(told["left"]) > 0 and dollars(told["spent"]) > 0
         assert refused.value.response.headers["x-should-retry"] == "false"
         assert "Retry-After" not in refused.value.response.headers  # a smaller request may fit now
         assert len(emulator.requests) == asked, "a refused request reaches no model (and is not retried)"

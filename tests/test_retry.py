@@ -49,7 +49,7 @@ def test_user_facing_errors_are_one_sentence() -> None:
 
 async def test_the_error_reports_how_many_calls_were_made() -> None:
     from agent.providers.base import Provider, ProviderRequest
-    from agent.providers.retry import complete_with_retries
+    from agent.providers.retry import call_with_retries, send_once
 
     class Flaky(Provider):
         api, name, model = "anthropic", "flaky", "m"
@@ -71,13 +71,11 @@ async def test_the_error_reports_how_many_calls_were_made() -> None:
     overloaded = [ProviderError("busy", retryable=True, status=529) for _ in range(2)]
     rejected = ProviderError("bad", retryable=False, status=400)
     with pytest.raises(ProviderError) as info:
-        await complete_with_retries(
-            Flaky([*overloaded, rejected]), request, policy=policy, limiter=LocalRequestLimiter(1)
-        )
+        flaky, limiter = Flaky([*overloaded, rejected]), LocalRequestLimiter(1)
+        await call_with_retries(lambda: send_once(flaky, request, limiter=limiter), policy, name="flaky")
     assert info.value is rejected and info.value.attempts == 3
     long_wait = ProviderError("later", retryable=True, status=429, retry_after=3600)
     with pytest.raises(ProviderError) as info:
-        await complete_with_retries(
-            Flaky([long_wait]), request, policy=policy, limiter=LocalRequestLimiter(1)
-        )
+        flaky, limiter = Flaky([long_wait]), LocalRequestLimiter(1)
+        await call_with_retries(lambda: send_once(flaky, request, limiter=limiter), policy, name="flaky")
     assert info.value.attempts == 1 and "(1 attempt)" in user_facing_error(info.value, info.value.attempts)

@@ -20,6 +20,7 @@ def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every
         ("budgets.bot.monthly_usd", "50"),
         ("scheduler.timezone", "Europe/Berlin"),
         ("model.max_tokens", "100"),
+        ("budgets.exempt_admins", "false"),  # the terminal's user is the owner, exempt by default
     ):
         set_value(home.config_path, key, value)
     outcomes = [herald("chat", "-q", "first")]

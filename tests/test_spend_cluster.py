@@ -1,10 +1,10 @@
 """Three ``herald gateway run`` processes of one cluster share one bot-wide daily limit.
 
 Real processes, because the process boundary is the point: each process admits requests against the
-figures in Redis, so together they stop at the limit, overshooting it by at most one request each
-(here not at all: every request's estimate is above what it costs). Many requests are in flight at once
-when the limit is reached (the emulator answers slowly): processes that kept their own counts would each
-let through their share of them.
+figures in Redis, so together they stop at the limit and never pass it: each request is reserved at
+what it can cost, its ``max_tokens`` lowered to what is left after those in flight in every process.
+Many requests are in flight at once when the limit is reached (the emulator answers slowly): processes
+that kept their own counts would each let through their share of them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def scalar(database_url: str, statement: str) -> float:
     return float(found or 0)
 
 
-def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_request_each(
+def test_three_processes_together_stay_within_a_shared_limit(
     emulator: ProviderEmulator, home: HeraldHome, postgresql_database: str, redis_server: RedisServer,
     tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -77,7 +77,6 @@ def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_reques
         fake.wait_for_sync(lambda: all(fake.messages(user) for user in USERS), 30, what="every chat told")
         answered_by = [p.metric('gateway_turns_total{outcome="answered"}') or 0.0 for p in processes]
         total = scalar(postgresql_database, "SELECT sum(estimated_cost) FROM requests")
-        largest = scalar(postgresql_database, "SELECT max(estimated_cost) FROM requests")
         window = scalar(
             postgresql_database, "SELECT spent FROM spend_windows WHERE scope = 'bot' AND period LIKE 'day:%'"
         )
@@ -85,12 +84,13 @@ def test_three_processes_together_overshoot_a_shared_limit_by_at_most_one_reques
         refused = scalar(postgresql_database, "SELECT count(*) FROM inbox WHERE state = 'refused'")
         told = [[m.text for m in fake.messages(user) if m.text.startswith("This bot has")] for user in USERS]
     assert total == pytest.approx(window)  # the window is the sum of what the requests cost
-    assert total <= LIMIT + 3 * largest  # at most one request per process beyond the limit
-    assert total > LIMIT - 3 * largest  # and it was really reached, not stopped early
+    assert total <= LIMIT  # not one request beyond the limit, whichever process sent it
+    assert total > 0.9 * LIMIT  # and it was really reached, not stopped early (reservations are a bit above
+    # what the requests then cost: the input is reserved with a margin, see agent.spending.estimate)
     assert len(emulator.requests) == answered  # a refused message reached no model
     assert refused > 0 and answered + refused == 2 * len(USERS)
     assert 0 < sum(map(len, told)) <= refused  # each line tells one refused message what happened
     assert all(lines.count(LINE) <= 1 for lines in told)  # "used up": once per chat, whatever it sent after
     for line in (line for lines in told for line in lines if line != LINE):
-        assert "of its $0.10 for today" in line and ("could cost up to" in line or "still running" in line)
+        assert "of its $0.10 for today" in line and ("needs at least" in line or "still running" in line)
     assert sum(1 for turns in answered_by if turns > 0) >= 2, answered_by  # the processes shared the work

@@ -15,13 +15,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from adapters.base import ChatAddress, ChatType
 from agent.db.schema import requests, sessions
+from agent.memory import user_scope
 from agent.spending.windows import day_window
+from gateway.access.auth import Speaker
 from gateway.budgets.lines import usd
 from gateway.cron.jobs import RunStatus
-from gateway.cron.manage import COMMAND_LINE
+from gateway.cron.manage import COMMAND_LINE, Caller
 from gateway.home import HeraldHome
 from gateway.timezones import resolve_timezone
+from tests.console_support import CONSOLE_TOKEN, console_client
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway
 from tests.spend_support import crossing, dollars
@@ -106,7 +110,7 @@ async def test_a_chat_near_its_daily_limit_is_told_what_it_spent_and_asks_the_mo
         told = crossing(line)
         assert told["who"] == "This chat has" and told["limit"] == "$0.015" and told["window"] == "for today"
         assert told["spent"] == usd(chat_spent) and told["left"] == usd(limit - chat_spent)
-        assert dollars(told["estimate"]) > limit - chat_spent
+        assert dollars(told["needed"]) > limit - chat_spent
         assert told["when"] == "at 00:00 Europe/Berlin"
     assert report.splitlines()[1].startswith(f"• This chat: {usd(chat_spent)} of $0.015 (")
     assert "Days start again at 00:00 Europe/Berlin" in report
@@ -176,7 +180,7 @@ async def test_a_request_that_would_cross_the_limit_says_what_was_spent_and_a_sm
     told = crossing(refused)
     assert 0 < bot_spent < limit / 2
     assert told["who"] == "This bot has" and told["spent"] == usd(bot_spent)
-    assert told["left"] == usd(limit - bot_spent) and dollars(told["estimate"]) > limit - bot_spent
+    assert told["left"] == usd(limit - bot_spent) and dollars(told["needed"]) > limit - bot_spent
     assert "used its" not in refused
     assert len(emulator.requests) == asked + 1 and len(shown) == 3  # the short one was answered
 
@@ -205,7 +209,7 @@ async def test_a_turn_that_reaches_the_limit_mid_way_stops_before_its_next_reque
     assert len(shown) == 1  # the rounds' streamed words replaced by the line: never a half answer
     told = crossing(shown[0])
     assert told["who"] == "You have" and told["spent"] == usd(person_spent)
-    assert told["left"] == usd(0.05 - person_spent) and dollars(told["estimate"]) > 0.05 - person_spent
+    assert told["left"] == usd(0.05 - person_spent) and dollars(told["needed"]) > 0.05 - person_spent
     assert person_spent == pytest.approx(sum(paid))
     assert person_spent <= 0.05
 
@@ -285,11 +289,37 @@ async def test_a_scheduled_job_over_its_per_run_limit_stops_and_says_so_each_run
     ] * 2
     for run in runs:  # what each run spent, and what was left of its $0.05
         assert dollars(run["spent"]) + dollars(run["left"]) == pytest.approx(0.05, abs=0.0002)
-        assert dollars(run["estimate"]) > dollars(run["left"])
+        assert dollars(run["needed"]) > dollars(run["left"])
     assert sum(dollars(run["spent"]) for run in runs) == pytest.approx(sum(paid), abs=0.0002)
     assert 2 <= first_run < 41 and 2 <= len(emulator.requests) - 1 - first_run < 41
     assert stored is not None and stored.last_error == shown[2].removeprefix(failed)
     assert sum(paid) <= 2 * 0.05
+
+
+async def test_a_guests_scheduled_job_is_charged_to_the_guest_too(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="Hi."), *tool_rounds(40))
+    budgets = {"person": {"daily_usd": 0.05}}  # no limit on the job: the guest's is what stops it
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model={"max_tokens": 400}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "hi")
+        await harness.settled()
+        runtime = harness.gateway.services.runtime
+        guest = Speaker("telegram", str(FRIEND), str(FRIEND), ChatType.DIRECT)
+        caller = Caller(f"telegram:dm:{FRIEND}", user_scope("telegram", str(FRIEND)),
+                        ChatAddress("telegram", str(FRIEND)), creator=guest)  # fmt: skip
+        job = await runtime.cron.create(caller, prompt="Check every feed.", schedule="every 1h", name="Feeds")
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.FAILED
+        person_spent = await spent(harness, f"person:telegram:{FRIEND}")
+        job_spent = await spent(harness, f"cron:{job.id}")
+        stored = await runtime.cron.jobs.get(job.id)
+    assert 2 <= len(emulator.requests) - 1 < 41  # the run stopped at the guest's limit
+    assert job_spent > 0 and person_spent >= job_spent  # the run counted in the guest's window too
+    assert person_spent <= 0.05
+    assert stored is not None and stored.last_error is not None
+    assert stored.last_error.startswith("You have used your $0.05 for today")  # the guest's limit stopped it
 
 
 async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(
@@ -304,3 +334,42 @@ async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(
         await harness.settled()
         shown = harness.texts(FRIEND)
     assert shown == [line, f"Not compressed: {line}"] and emulator.requests == []
+
+
+async def test_guests_who_used_the_bots_limit_do_not_lock_the_owner_out_who_hears_the_warning_next(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    budgets = {"bot": {"daily_usd": 0.03}, "warn_at": 0.5}  # exempt_admins is not set: its default
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, model=SHORT,
+        environ={"HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN},
+    ) as harness:  # fmt: skip
+        fake = harness.fake
+        for number in range(40):  # a guest spends the bot's whole day; the owner never wrote to the bot
+            asked = len(emulator.requests)
+            fake.private_message(FRIEND, f"question {number}")
+            await harness.settled()
+            if len(emulator.requests) == asked:
+                break
+        else:
+            pytest.fail("the guest was never refused")
+        async with console_client(harness.gateway.http.url) as client:
+            await client.login()
+            status, page, _ = await client.get("/console/budgets", follow=True)
+        assert status == 200 and "Spend warnings not delivered" in page  # the console shows it
+        assert f'data-admin="telegram:{ADMIN}"' in page and "💸 Spend warning: The bot has spent $" in page
+
+        fake.private_message(ADMIN, "hello, it's me")
+        await harness.settled()
+        first = harness.texts(ADMIN)
+        fake.private_message(ADMIN, "and again")
+        await harness.settled()
+        again = harness.texts(ADMIN)[len(first) :]
+        async with console_client(harness.gateway.http.url) as client:
+            await client.login()
+            _, page_after, _ = await client.get("/console/budgets", follow=True)
+    assert len(emulator.requests) == asked + 2  # the owner was answered both times
+    assert len(first) == 2 and first[0].startswith("💸 Spend warning: The bot has spent $")  # told first
+    assert "of its $0.03 for today" in first[0] and not first[1].startswith("💸")
+    assert len(again) == 1 and not again[0].startswith("💸")  # told once
+    assert "Spend warnings not delivered" not in page_after

@@ -12,9 +12,9 @@ from agent.models import lookup_model
 from agent.prompt import SystemPrompt
 from agent.providers.base import ProviderRequest
 from agent.spending.charge import Limit, Scope
-from agent.spending.estimate import ASSUMED_OUTPUT_TOKENS, estimate_cost
+from agent.spending.estimate import INPUT_MARGIN, MIN_ANSWER_TOKENS, request_price
 from agent.spending.gate import Refusal, SpendWarning
-from agent.spending.rules import crossed, fits
+from agent.spending.rules import crossed, grant
 from agent.spending.windows import day_window, month_window, run_window
 from gateway.budgets.limits import chat_scope, default_charge, job_scope, person_scope, turn_charge
 from gateway.budgets.lines import refusal_line, usd, warning_text
@@ -60,22 +60,25 @@ def test_a_month_is_the_calendar_month_and_the_year_rolls_over() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spent", "reserved", "estimate", "limit", "expected"),
+    ("spent", "reserved", "least", "most", "limit", "expected"),
     [
-        (0.0, 0.0, 0.5, 2.0, True),
-        (1.5, 0.0, 0.5, 2.0, True),  # exactly reaches the limit
-        (1.5, 0.1, 0.5, 2.0, False),  # requests in flight count
-        (1.99, 0.0, 0.02, 2.0, False),  # would cross it
-        (2.0, 0.0, 0.0, 2.0, False),  # nothing left: a turn does not start
-        (1.99, 0.0, 0.0, 2.0, True),  # something left: it starts, its first request decides
-        (0.0, 0.0, 0.0, 0.0, False),  # a limit of 0 stops everything
-        (2.5, 0.0, 0.0, 2.0, False),  # overshot (by requests in flight): still nothing left
+        (0.0, 0.0, 0.5, 0.5, 2.0, 0.5),
+        (1.5, 0.0, 0.5, 0.5, 2.0, 0.5),  # exactly reaches the limit
+        (1.5, 0.1, 0.5, 0.5, 2.0, None),  # requests in flight count
+        (1.99, 0.0, 0.02, 0.02, 2.0, None),  # would cross it
+        (1.0, 0.5, 0.1, 3.0, 2.0, 0.5),  # it may cost what is left after those in flight, no more
+        (1.0, 0.95, 0.1, 3.0, 2.0, None),  # what is left does not pay its least
+        (2.0, 0.0, 0.0, 0.0, 2.0, None),  # nothing left: a turn does not start
+        (1.99, 0.0, 0.0, 0.0, 2.0, 0.0),  # something left: it starts, its first request decides
+        (0.0, 0.0, 0.0, 0.0, 0.0, None),  # a limit of 0 stops everything
+        (2.5, 0.0, 0.0, 0.0, 2.0, None),  # overshot (a request's input sized wrong): nothing left
     ],
 )
-def test_a_request_fits_when_what_is_left_covers_its_estimate(
-    spent: float, reserved: float, estimate: float, limit: float, expected: bool
+def test_a_request_gets_what_is_left_up_to_what_it_can_cost_if_that_pays_its_least(
+    spent: float, reserved: float, least: float, most: float, limit: float, expected: float | None
 ) -> None:
-    assert fits(spent, reserved, estimate, limit) is expected
+    granted = grant(spent, reserved, least, most, limit)
+    assert granted == (None if expected is None else pytest.approx(expected))
 
 
 def test_a_warning_threshold_is_crossed_once() -> None:
@@ -95,30 +98,42 @@ def _request(messages: Sequence[Message], *, max_tokens: int = 4096, ttl: str = 
     )
 
 
-def test_an_estimate_prices_what_the_cache_holds_as_a_read_and_the_rest_as_a_write() -> None:
+def test_a_price_counts_what_the_cache_holds_as_a_read_the_rest_as_a_write_and_the_whole_max_tokens() -> None:
     sonnet = lookup_model("claude-sonnet-4-6")  # $3 in, $15 out; read $0.30, 5m write $3.75, 1h $6; min 2048
     request = _request([Message(role="user", content="y" * 8000)], max_tokens=100)
-    size = 3000  # about four characters a token
-    fresh = estimate_cost(request, sonnet, cached_tokens=0)
-    assert fresh == pytest.approx((size * 3.75 + 100 * 15) / 1e6, rel=0.02)
-    warm = estimate_cost(request, sonnet, cached_tokens=2500)
-    assert warm == pytest.approx((2500 * 0.30 + 500 * 3.75 + 100 * 15) / 1e6, rel=0.02)
-    hour = estimate_cost(_request(request.messages, max_tokens=100, ttl="1h"), sonnet, cached_tokens=2500)
-    assert hour == pytest.approx((2500 * 0.30 + 500 * 6.0 + 100 * 15) / 1e6, rel=0.02)
-    capped = estimate_cost(_request(request.messages, max_tokens=64_000), sonnet, cached_tokens=size)
-    assert capped == pytest.approx((size * 0.30 + ASSUMED_OUTPUT_TOKENS * 15) / 1e6, rel=0.02)
-    too_short_to_be_cached = estimate_cost(request, sonnet, cached_tokens=1000)
+    size = 3000 * INPUT_MARGIN  # about four characters a token, and the margin
+    fresh = request_price(request, sonnet, cached_tokens=0)
+    assert fresh.input == pytest.approx(size * 3.75 / 1e6, rel=0.02)
+    assert fresh.most == pytest.approx((size * 3.75 + 100 * 15) / 1e6, rel=0.02)
+    warm = request_price(request, sonnet, cached_tokens=2500)
+    assert warm.most == pytest.approx((2500 * 0.30 + (size - 2500) * 3.75 + 100 * 15) / 1e6, rel=0.02)
+    hour = request_price(_request(request.messages, max_tokens=100, ttl="1h"), sonnet, cached_tokens=2500)
+    assert hour.most == pytest.approx((2500 * 0.30 + (size - 2500) * 6.0 + 100 * 15) / 1e6, rel=0.02)
+    large = request_price(_request(request.messages, max_tokens=64_000), sonnet, cached_tokens=0)
+    assert large.most == pytest.approx((size * 3.75 + 64_000 * 15) / 1e6, rel=0.02)  # the whole cap
+    assert large.least == pytest.approx((size * 3.75 + MIN_ANSWER_TOKENS * 15) / 1e6, rel=0.02)
+    too_short_to_be_cached = request_price(request, sonnet, cached_tokens=1000)
     assert too_short_to_be_cached == fresh
+
+
+def test_a_price_lowers_max_tokens_to_what_an_amount_pays() -> None:
+    sonnet = lookup_model("claude-sonnet-4-6")
+    price = request_price(_request([Message(role="user", content="y" * 8000)], max_tokens=4000), sonnet,
+                          cached_tokens=0)  # fmt: skip
+    assert price.tokens_for(price.most) == 4000 and price.tokens_for(price.most * 2) == 4000
+    assert price.tokens_for(price.input + 1000 * 15 / 1e6) == 1000
+    assert price.tokens_for(price.input / 2) == 0
+    assert price.input + price.tokens_for(0.02) * 15 / 1e6 <= 0.02  # never more than the amount
 
 
 def test_a_request_under_the_minimum_cacheable_size_is_priced_as_plain_input() -> None:
     sonnet = lookup_model("claude-sonnet-4-6")
     short = ProviderRequest(
-        session_id="s", system=SystemPrompt(stable="x" * 2000, context="", volatile=""), tools=(),
+        session_id="s", system=SystemPrompt(stable="x" * 1600, context="", volatile=""), tools=(),
         messages=[Message(role="user", content="hi")], max_tokens=10,
     )  # fmt: skip
-    plain = (500 * 3.0 + 10 * 15) / 1e6
-    assert estimate_cost(short, sonnet, cached_tokens=500) == pytest.approx(plain, rel=0.02)
+    plain = (400 * INPUT_MARGIN * 3.0 + 10 * 15) / 1e6
+    assert request_price(short, sonnet, cached_tokens=500).most == pytest.approx(plain, rel=0.02)
 
 
 def _usd(scope: Scope) -> dict[str, float]:
@@ -196,18 +211,18 @@ def test_amounts_show_what_a_small_limit_is() -> None:
 def test_a_refusal_says_whether_the_limit_is_used_up_or_this_request_would_cross_it() -> None:
     bot = Scope("bot", "", (Limit("day", 0.05),))
     today = day_window(at(2026, 3, 14, 18), BERLIN)
-    crossing = Refusal(bot, today, 0.05, 0.0155, 0.0, estimate=0.04)
+    crossing = Refusal(bot, today, 0.05, 0.0155, 0.0, needed=0.04)
     assert not crossing.used_up and crossing.left == pytest.approx(0.0345)
     assert refusal_line(crossing, BERLIN) == (
-        "This bot has spent $0.0155 of its $0.05 for today; this request could cost up to $0.04, more than "
+        "This bot has spent $0.0155 of its $0.05 for today; this request needs at least $0.04, more than "
         "the $0.0345 left, so it was not sent. The limit resets at 00:00 Europe/Berlin."
     )
-    held = Refusal(bot, today, 0.05, 0.03, 0.02, estimate=0.01)  # requests in flight hold the rest
+    held = Refusal(bot, today, 0.05, 0.03, 0.02, needed=0.01)  # requests in flight hold the rest
     assert not held.used_up and refusal_line(held, BERLIN) == (
         "This bot has spent $0.03 of its $0.05 for today, and requests still running hold $0.02; nothing is "
         "left until they finish. The limit resets at 00:00 Europe/Berlin."
     )
-    assert refusal_line(Refusal(bot, today, 0.05, 0.0512, 0.0, estimate=0.01), BERLIN) == (
+    assert refusal_line(Refusal(bot, today, 0.05, 0.0512, 0.0, needed=0.01), BERLIN) == (
         "This bot has used its $0.05 for today; it resets at 00:00 Europe/Berlin."
     )
 

@@ -32,7 +32,7 @@ def calls(attribute: str) -> dict[str, list[str]]:
 
 
 def test_only_the_seam_sends_model_requests() -> None:
-    assert set(calls("complete_with_retries")) == {SEAM}
+    assert set(calls("send_once")) == {SEAM}
     senders = {module: receivers for module, receivers in calls("complete").items() if module != RETRIES}
     # everything else that says .complete( asks the seam (``self.calls`` / ``agent.calls``)
     receivers = {receiver for found in senders.values() for receiver in found}
@@ -42,7 +42,7 @@ def test_only_the_seam_sends_model_requests() -> None:
 
 def test_the_seam_gates_before_it_sends_and_records_after() -> None:
     source = (ROOT / SEAM).read_text(encoding="utf-8")
-    steps = ("gate.admit(", "complete_with_retries(", "record_request(")
+    steps = ("gate.admit(", "send_once(", "record_request(")
     admit, send, record = (source.index(step) for step in steps)
     assert admit < send < record
 

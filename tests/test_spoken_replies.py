@@ -314,7 +314,7 @@ async def test_a_voice_note_over_the_chats_spend_limit_is_not_made_and_the_text_
     assert (answer.kind, answer.text) == ("text", "A short answer.")  # the turn itself fitted
     assert emulator.speeches == []
     [line] = [r.getMessage() for r in caplog.records if r.name == "gateway.speech.replies"]
-    assert "no voice note (a request estimated at $" in line  # the voice note's price, not what was spent
+    assert "no voice note (a request needing at least $" in line  # the voice note's price, not what was spent
     assert "would cross the spend limit of chat:telegram:dm:2 ($1.00 per day)" in line
 
 

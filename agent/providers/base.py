@@ -57,6 +57,7 @@ class ProviderResponse:
     stop_reason: str
     usage: Usage
     failed_over: FailedOver | None = None  # answered by a fallback model (set by agent.model_calls)
+    max_tokens: int | None = None  # lowered to this by the spend limits (set by agent.model_calls)
 
     @property
     def cut_off(self) -> bool:
@@ -128,7 +129,7 @@ class StreamedReply:
 
 
 class ProviderError(Exception):
-    """A failed model call. ``retryable`` errors are retried by ``complete_with_retries``.
+    """A failed model call. ``retryable`` errors are retried by ``call_with_retries``.
 
     The only exception ``Provider.complete`` raises (besides cancellation); ``kind`` names the
     cause for the user-facing sentence (see ``agent/providers/errors.py`` for the kinds).
@@ -148,7 +149,7 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.kind = kind
-        self.attempts = 1  # set by complete_with_retries: how many calls were made in all
+        self.attempts = 1  # set by call_with_retries: how many calls were made in all
 
 
 class Provider(ABC):

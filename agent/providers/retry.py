@@ -84,30 +84,18 @@ def user_facing_error(error: ProviderError, attempts: int) -> str:
     return f"No answer: {reason} ({tries}). Please try again in a minute."
 
 
-async def complete_with_retries(
+async def send_once(
     provider: Provider,
     request: ProviderRequest,
     *,
-    policy: RetryPolicy,
     limiter: RequestLimiter,
     on_text: TextCallback | None = None,
-    on_retry: RetryCallback | None = None,
-    rng: random.Random | None = None,
     progress: StreamProgress | None = None,
 ) -> ProviderResponse:
-    """Call ``provider`` until it answers, a non-retryable error occurs, or retries run out.
-
-    Each attempt holds a ``limiter`` slot; the backoff sleeps between attempts do not. ``progress``
-    follows the attempt in flight (see :class:`StreamProgress`).
-    """
-
-    async def attempt() -> ProviderResponse:
-        async with limiter.slot():
-            return await provider.complete(request, on_text, progress)
-
-    return await call_with_retries(
-        attempt, policy, name=f"provider {provider.name}", on_retry=on_retry, rng=rng
-    )
+    """One attempt of a model call, holding a ``limiter`` slot (the backoff sleeps between attempts of
+    :func:`call_with_retries` do not). ``progress`` follows it (see :class:`StreamProgress`)."""
+    async with limiter.slot():
+        return await provider.complete(request, on_text, progress)
 
 
 async def call_with_retries(

@@ -13,9 +13,10 @@ check is cheap and loads them from the database when it does not have them:
 
 Contract:
 
-- :meth:`SpendCounters.take` checks every capped key with :func:`agent.spending.rules.fits` and, when all
-  fit, reserves ``estimate`` on each under ``hold`` (all or none); it returns the first key that does not
-  fit and where it stands, or None. ``hold`` None only checks.
+- :meth:`SpendCounters.take` asks every capped key with :func:`agent.spending.rules.grant` how much of
+  a request that can cost up to ``most`` (and needs at least ``least``) it can pay, and when all can pay
+  ``least``, reserves the smallest of their answers on each under ``hold`` (all or none) and returns it as
+  :class:`Granted`; else the first key that cannot, and where it stands. ``hold`` None only checks.
 - :meth:`SpendCounters.settle` is called after the cost was stored in the database: it counts ``cost``
   on the keys the counters know and drops ``hold``'s reservations. :meth:`SpendCounters.release` drops
   them without counting anything (the request failed, or was never sent). Neither raises for a key or a
@@ -33,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.spending.rules import fits
+from agent.spending.rules import grant
 from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,13 @@ class Standing:
 
 
 @dataclass(frozen=True)
+class Granted:
+    """What a request may cost: reserved on every capped key (nothing when only checked)."""
+
+    amount: float
+
+
+@dataclass(frozen=True)
 class Shortfall:
     """The first capped key a request does not fit under."""
 
@@ -72,8 +80,11 @@ class SpendCounters(ABC):
     hold_ttl: float
 
     @abstractmethod
-    async def take(self, capped: Sequence[Capped], estimate: float, hold: str | None) -> Shortfall | None:
-        """Reserve ``estimate`` on every key if all fit; else the first that does not."""
+    async def take(
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+    ) -> Granted | Shortfall:
+        """Reserve what every key can pay of ``most`` if that is at least ``least``; else the first key
+        that cannot."""
 
     @abstractmethod
     async def settle(self, hold: str | None, keys: Sequence[SpendKey], cost: float) -> None:
@@ -123,20 +134,25 @@ class LocalCounters(SpendCounters):
         self._refreshing: asyncio.Task[None] | None = None
         self._swept_at = clock()
 
-    async def take(self, capped: Sequence[Capped], estimate: float, hold: str | None) -> Shortfall | None:
+    async def take(
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+    ) -> Granted | Shortfall:
         await self._ensure([c.key for c in capped])
         now = self._clock()  # no await from here on: the check and the reservation are one step
         entries = [self._entries[c.key] for c in capped]
+        amount = most
         for limit, entry in zip(capped, entries, strict=True):
             entry.used_at = now
             standing = Standing(entry.spent, entry.reserved(now))
-            if not fits(standing.spent, standing.reserved, estimate, limit.limit):
+            granted = grant(standing.spent, standing.reserved, least, amount, limit.limit)
+            if granted is None:
                 return Shortfall(limit, standing)
+            amount = granted
         if hold is not None:
             for entry in entries:
-                entry.holds[hold] = (estimate, now + self.hold_ttl)
+                entry.holds[hold] = (amount, now + self.hold_ttl)
         self._sweep(now)
-        return None
+        return Granted(amount)
 
     async def settle(self, hold: str | None, keys: Sequence[SpendKey], cost: float) -> None:
         for key in keys:

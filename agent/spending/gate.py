@@ -1,12 +1,16 @@
-"""The spend gate: a model request is admitted only if its estimated cost fits every limit of whoever
+"""The spend gate: a model request is admitted only if what it can cost fits every limit of whoever
 pays for it, and what it cost is counted after.
 
-Reserve, then settle: :meth:`SpendGate.admit` reserves the request's estimate on every limited scope and
-window of the current :class:`~agent.spending.charge.Charge` (all or none, atomically where the counters
-are shared), so requests in flight count before their cost is known; :meth:`SpendGate.settle` counts
-the reported cost (already stored in the database) and drops the reservation. A request refused raises
-:class:`OverBudget` before anything was sent: nothing was spent, nothing is recorded. So the limit is
-overshot only by what requests in flight cost beyond their estimates: at most one request each.
+Reserve, then settle: :meth:`SpendGate.admit` reserves what the request can cost (its input and a whole
+``max_tokens`` answer, ``agent.spending.estimate``) on every limited scope and window of the current
+:class:`~agent.spending.charge.Charge` (all or none, atomically where the counters are shared), or, when
+less than that is left after what is already spent and reserved by requests in flight, all that is left,
+if that pays at least the request's smallest answer (the caller lowers ``max_tokens`` to fit);
+:meth:`SpendGate.settle` counts the reported cost (already stored in the database) and drops the
+reservation. A request refused raises :class:`OverBudget` before anything was sent: nothing was spent,
+nothing is recorded. So no request can carry a scope past its limit: spent plus reserved never exceeds
+it, and a request costs at most its reservation (as far as its input is sized right, see
+``agent.spending.estimate``).
 
 Every request is counted in its scopes' day and month windows (and its run's, for a scheduled job),
 limited or not, so ``/budget`` and ``herald budget`` show spending everywhere. When a limited day's or
@@ -22,12 +26,12 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from agent.providers.base import ProviderError
 from agent.spending.charge import Charge, Scope, current_charge
-from agent.spending.counters import Capped, SpendCounters, SpendKey
+from agent.spending.counters import Capped, Granted, SpendCounters, SpendKey
 from agent.spending.rules import crossed
 from agent.spending.windows import CALENDAR, Window, WindowKind, calendar_window, run_window
 
@@ -46,7 +50,7 @@ class Refusal:
     limit: float
     spent: float
     reserved: float  # held by requests in flight, whose cost is not known yet
-    estimate: float = 0.0
+    needed: float = 0.0  # what the refused request needed at least (0: a turn's check, "anything left?")
 
     @property
     def left(self) -> float:
@@ -58,7 +62,7 @@ class Refusal:
     @property
     def used_up(self) -> bool:
         """Whether the limit is spent (nothing fits before its window resets), rather than this request
-        being estimated at more than what is left, or requests in flight holding the rest."""
+        needing more than what is left, or requests in flight holding the rest."""
         return self.spent >= self.limit
 
 
@@ -70,8 +74,8 @@ class OverBudget(ProviderError):
         limit = f"the spend limit of {scope.key} (${refusal.limit:.2f} per {window.kind})"
         reason = f"{limit} is reached"
         if not refusal.used_up:
-            estimate, left = refusal.estimate, refusal.left
-            reason = f"a request estimated at ${estimate:.4f} would cross {limit}; ${left:.4f} is left"
+            needed, left = refusal.needed, refusal.left
+            reason = f"a request needing at least ${needed:.4f} would cross {limit}; ${left:.4f} is left"
         super().__init__(reason, retryable=False, kind="budget")
         self.refusal = refusal
 
@@ -104,11 +108,13 @@ class _Limited:
 
 @dataclass(frozen=True)
 class Admission:
-    """An admitted request: where its cost counts, and its reservation (None: nothing reserved)."""
+    """An admitted request: where its cost counts, its reservation (None: nothing reserved), and what it
+    may cost (``granted``: the ``most`` it asked for when nothing limits it)."""
 
     hold: str | None
     keys: tuple[SpendKey, ...]
     limited: tuple[_Limited, ...]
+    granted: float
 
 
 class SpendGate:
@@ -166,39 +172,42 @@ class SpendGate:
                     limited.append(_Limited(scope, window, Capped((scope.key, window.id), limit.usd)))
         return tuple(keys), tuple(limited)
 
-    async def admit(self, estimate: float) -> Admission:
-        """Reserve ``estimate`` for a request of the current charge; raises :class:`OverBudget`."""
+    async def admit(self, least: float, most: float | None = None) -> Admission:
+        """Reserve up to ``most`` (default: ``least``), at least ``least``, for a request of the current
+        charge; raises :class:`OverBudget`."""
+        most = least if most is None else max(least, most)
         charge = self.charge()
         keys, limited = self._plan(charge, self.clock())
         if charge.exempt or not limited:
-            return Admission(None, keys, limited)
+            return Admission(None, keys, limited, most)
         hold = secrets.token_hex(8)
-        refusal = await self._take(limited, estimate, hold)
-        if refusal is not None:
+        taken = await self._take(limited, least, most, hold)
+        if isinstance(taken, Refusal):
             log.info(
                 "refused a model request: %s has spent $%.4f (+$%.4f in flight) of $%.2f this %s; the "
-                "request was estimated at $%.4f", refusal.scope.key, refusal.spent, refusal.reserved,
-                refusal.limit, refusal.window.kind, estimate,
+                "request needed at least $%.4f", taken.scope.key, taken.spent, taken.reserved,
+                taken.limit, taken.window.kind, least,
             )  # fmt: skip
-            raise OverBudget(refusal)
-        return Admission(hold, keys, limited)
+            raise OverBudget(replace(taken, needed=least))
+        return Admission(hold, keys, limited, taken)
 
     async def check(self, charge: Charge) -> Refusal | None:
         """Before a turn starts: the first limit of ``charge`` with nothing left, if any."""
         if charge.exempt:
             return None
         _, limited = self._plan(charge, self.clock())
-        return await self._take(limited, 0.0, None) if limited else None
+        taken = await self._take(limited, 0.0, 0.0, None) if limited else None
+        return taken if isinstance(taken, Refusal) else None
 
-    async def _take(self, limited: tuple[_Limited, ...], estimate: float, hold: str | None) -> Refusal | None:
-        shortfall = await self.counters.take([item.capped for item in limited], estimate, hold)
-        if shortfall is None:
-            return None
+    async def _take(
+        self, limited: tuple[_Limited, ...], least: float, most: float, hold: str | None
+    ) -> Refusal | float:
+        shortfall = await self.counters.take([item.capped for item in limited], least, most, hold)
+        if isinstance(shortfall, Granted):
+            return shortfall.amount
         item = next(item for item in limited if item.capped == shortfall.capped)
         standing = shortfall.standing
-        return Refusal(
-            item.scope, item.window, item.capped.limit, standing.spent, standing.reserved, estimate
-        )
+        return Refusal(item.scope, item.window, item.capped.limit, standing.spent, standing.reserved)
 
     async def settle(self, admission: Admission, cost: float, totals: Mapping[SpendKey, float]) -> None:
         """Count ``cost`` (stored in the database, which says the windows now stand at ``totals``) and

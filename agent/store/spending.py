@@ -11,7 +11,7 @@ Contract:
   stored together or not at all. It returns what each window has spent now, over every process.
 - :meth:`SpendLedger.spent` and :meth:`SpendLedger.in_periods` read; :meth:`SpendLedger.note_once`
   records that an audience was told about a window and says whether it was the first time (two
-  processes noting at once: one of them is first).
+  processes noting at once: one of them is first); :meth:`SpendLedger.notices` reads those notes back.
 """
 
 from __future__ import annotations
@@ -81,6 +81,15 @@ _IN_PERIODS = (
 )
 
 
+@dataclass(frozen=True)
+class Notice:
+    """``audience`` was noted about ``scope``'s window ``period``."""
+
+    scope: str
+    period: str
+    audience: str
+
+
 class SpendLedger:
     """The ``spend_windows`` and ``spend_notices`` tables."""
 
@@ -103,6 +112,19 @@ class SpendLedger:
             SpendRow(row.scope, row.period, float(row.spent), int(row.requests), float(row.updated_at))
             for row in rows
         ]
+
+    async def notices(self, periods: Sequence[str], audience_prefix: str) -> list[Notice]:
+        """The notes of ``periods``' windows whose audience starts with ``audience_prefix``, oldest first."""
+        if not periods:
+            return []
+        query = (
+            sa.select(spend_notices.c.scope, spend_notices.c.period, spend_notices.c.audience)
+            .where(spend_notices.c.period.in_(list(periods)))
+            .where(spend_notices.c.audience.startswith(audience_prefix, autoescape=True))
+            .order_by(spend_notices.c.created_at)
+        )
+        rows = await self.storage.read(lambda conn: conn.execute(query).all())
+        return [Notice(row.scope, row.period, row.audience) for row in rows]
 
     async def note_once(self, scope: str, period: str, audience: str) -> bool:
         """Record that ``audience`` was told about ``scope``'s window ``period``; False if it was already."""

@@ -12,6 +12,8 @@ process; requests in flight are not in it), and the limits from ``budgets:``.
   :meth:`BudgetBook.of_scopes` the same for any scopes (the console's page of one chat).
 - :meth:`BudgetBook.scope` gives a scope with its limits, worked out once per scope (the limits are
   fixed for the life of the process).
+- :meth:`BudgetBook.owed_warnings`: the spend warnings of today and this month an admin could not be sent
+  (no direct chat with the bot yet, or its platform away) and was not told since, as they read now.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.api import Scope, SpendLedger, Window, day_window, month_window
+from agent.api import Scope, SpendLedger, SpendWarning, Window, day_window, month_window
 from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, bot_scope, chat_scope, job_scope, person_scope
-from gateway.budgets.lines import ScopeStanding
+from gateway.budgets.lines import ScopeStanding, warning_text
 from gateway.config import BudgetSettings
 
 KIND_ORDER = {BOT: 0, CHAT: 1, PERSON: 2, CRON: 3}
+OWED = "owed:"  # a spend notice's audience: an admin a warning could not be sent to ("owed:telegram:42")
+TOLD = "told:"  # and the same admin, told at their next message
 REMEMBERED_SCOPES = 100_000  # scopes whose limits are kept worked out (then they are worked out afresh)
 
 
@@ -42,6 +46,16 @@ class Spending:
 
     def of(self, key: str, window: Window) -> tuple[float, int]:
         return self.amounts.get((key, window.id), (0.0, 0))
+
+
+@dataclass(frozen=True)
+class OwedWarning:
+    """A spend warning ``admin`` (``platform:user_id``) has not received yet, as it reads now."""
+
+    admin: str
+    scope: str
+    period: str
+    text: str
 
 
 def split_scope(key: str) -> tuple[str, str]:
@@ -124,6 +138,31 @@ class BudgetBook:
         if with_bot:
             scopes.append(bot_scope(self.settings))
         return await self.of_scopes(scopes, now)
+
+    async def owed_warnings(self, admin: str | None = None) -> list[OwedWarning]:
+        """The warnings of today's and this month's windows that ``admin`` (None: any admin) is owed."""
+        now = self.clock()
+        day, month = self.current_windows(now)
+        periods = [day.id, month.id]
+        prefix = OWED if admin is None else f"{OWED}{admin}"
+        noted = await self.ledger.notices(periods, prefix)
+        owed = [n for n in noted if admin is None or n.audience == prefix]  # not telegram:12 for telegram:1
+        if not owed:
+            return []
+        told = {(n.scope, n.period, n.audience) for n in await self.ledger.notices(periods, TOLD)}
+        found = []
+        for notice in owed:
+            who = notice.audience.removeprefix(OWED)
+            if (notice.scope, notice.period, f"{TOLD}{who}") in told:
+                continue
+            scope = self.scope(*split_scope(notice.scope))
+            [(today, this_month)] = await self.of_scopes([scope], now)
+            standing = today if notice.period == day.id else this_month
+            if standing.limit is None:  # the limit was lifted since
+                continue
+            warning = SpendWarning(scope, standing.window, standing.limit, standing.spent)
+            found.append(OwedWarning(who, notice.scope, notice.period, warning_text(warning, self.zone)))
+        return found
 
     async def of_scopes(
         self, scopes: Sequence[Scope], now: float | None = None

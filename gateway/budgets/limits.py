@@ -4,7 +4,8 @@
   and the person who wrote (``platform:user_id``); exempt when ``budgets.exempt_admins`` is on and the
   person is an admin.
 - A background review: the bot and the chat (it is nobody's message).
-- A scheduled job's run: the bot and the job, with the job's per-run limit counted in that run.
+- A scheduled job's run: the bot and the job, with the job's per-run limit counted in that run; a job a
+  guest made (not an admin), also that guest: their job cannot spend what their messages may not.
 
 Overrides (``budgets.overrides``) are looked up from the most particular key to the least: for a chat,
 its session key (``telegram:group:-100123:topic:7``), then ``platform:chat_id:thread_id``, then
@@ -171,8 +172,10 @@ def review_charge(settings: BudgetSettings, session_key: str) -> Charge:
     return Charge((bot_scope(settings), chat_scope(settings, session_key)))
 
 
-def run_charge(settings: BudgetSettings, job_id: str, run: str) -> Charge:
-    return Charge((bot_scope(settings), job_scope(settings, job_id, run)))
+def run_charge(settings: BudgetSettings, job_id: str, run: str, guest: str | None = None) -> Charge:
+    """A scheduled job's run; ``guest``: the person (``platform:user_id``) who made it, when not an admin."""
+    scopes = (bot_scope(settings), job_scope(settings, job_id, run))
+    return Charge((*scopes, person_scope(settings, guest)) if guest is not None else scopes)
 
 
 def default_charge(settings: BudgetSettings) -> Charge:

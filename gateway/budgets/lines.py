@@ -72,7 +72,7 @@ def refusal_line(refusal: Refusal, zone: dt.tzinfo) -> str:
         line += "; nothing is left until they finish"
     else:
         line += (
-            f"; this request could cost up to {usd(refusal.estimate)}, more than the {usd(refusal.left)} "
+            f"; this request needs at least {usd(refusal.needed)}, more than the {usd(refusal.left)} "
             "left, so it was not sent"
         )
     return f"{line}. The limit resets {when}." if when else f"{line}."

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from adapters.base import InboundMessage
 from agent.api import Charge, Refusal, SessionStore, SpendGate, SpendLedger, SpendWarning
-from gateway.budgets.book import BudgetBook
+from gateway.budgets.book import OWED, TOLD, BudgetBook
 from gateway.budgets.limits import review_charge, run_charge, turn_charge
 from gateway.budgets.lines import refusal_line, warning_text
 from gateway.config import BudgetSettings
@@ -38,8 +38,9 @@ class Budgets:
     def for_review(self, session_key: str) -> Charge:
         return review_charge(self.settings, session_key)
 
-    def for_run(self, job_id: str, run: str) -> Charge:
-        return run_charge(self.settings, job_id, run)
+    def for_run(self, job_id: str, run: str, guest: str | None = None) -> Charge:
+        """A run of a job; ``guest``: who made it (``platform:user_id``) when that was not an admin."""
+        return run_charge(self.settings, job_id, run, guest)
 
     async def check(self, charge: Charge) -> Refusal | None:
         """Before work starts: the first of the charge's limits with nothing left, if any."""
@@ -49,6 +50,15 @@ class Budgets:
 
     def line(self, refusal: Refusal) -> str:
         return refusal_line(refusal, self.gate.zone)
+
+    async def owed_warnings(self, admin: str) -> list[str]:
+        """The spend warnings ``admin`` (``platform:user_id``) could not be sent, to tell them now (at their
+        next message); each is noted as told, over every process, so it is told once."""
+        texts = []
+        for owed in await self.book.owed_warnings(admin):
+            if await self.ledger.note_once(owed.scope, owed.period, f"{TOLD}{admin}"):
+                texts.append(owed.text)
+        return texts
 
     async def should_tell(self, refusal: Refusal, audience: str) -> bool:
         """Whether ``audience`` (a chat's session key) is told of ``refusal``. A limit used up: the first
@@ -63,13 +73,20 @@ class Budgets:
 class AdminWarnings:
     """Tells every admin (``gateway.admins``) in their direct chat with the bot that a scope's window
     reached ``budgets.warn_at`` of its limit (the gate calls it once per scope and window). An admin who
-    never wrote to the bot directly cannot be written to: that is logged."""
+    never wrote to the bot directly, or whose platform is away, cannot be written to now: the warning is
+    noted as owed to them (the console's Budgets page shows it) and they are told at their next message
+    (:meth:`Budgets.owed_warnings`)."""
 
     def __init__(self, admins: Sequence[str], store: SessionStore, replies: Replies, gate: SpendGate) -> None:
         self.admins = admins
         self.store = store
         self.replies = replies
         self.gate = gate
+
+    async def _owe(self, admin: str, warning: SpendWarning, why: str) -> None:
+        log.warning("could not warn %s about %s's spending (%s): they are told at their next message",
+                    admin, warning.scope.key, why)  # fmt: skip
+        await self.store.spending.note_once(warning.scope.key, warning.window.id, f"{OWED}{admin}")
 
     async def __call__(self, warning: SpendWarning) -> None:
         text = warning_text(warning, self.gate.zone)
@@ -79,10 +96,9 @@ class AdminWarnings:
             session = await self.store.sessions.direct_with(platform, user_id)
             address = chat_of_session_key(session.session_key) if session is not None else None
             if address is None:
-                log.warning("could not warn %s about %s's spending: they never wrote to the bot directly",
-                            admin, warning.scope.key)  # fmt: skip
+                await self._owe(admin, warning, "they never wrote to the bot directly")
                 continue
             try:
                 await self.replies.post(address, text)
             except PlatformNotConnected as error:
-                log.warning("could not warn %s about %s's spending: %s", admin, warning.scope.key, error)
+                await self._owe(admin, warning, str(error))

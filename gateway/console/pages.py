@@ -257,7 +257,8 @@ class ConsolePages:
 
     async def budget_lines(self, request: web.Request) -> web.StreamResponse:
         page = await self.budgets.page(_number(request.query.get("page"), 1))
-        values = {"heading": "Budgets", "budgets": page, "timezone": str(self.timezone)}
+        owed = await self.budgets.book.owed_warnings()  # warnings no admin could be sent yet
+        values = {"heading": "Budgets", "budgets": page, "timezone": str(self.timezone), "owed": owed}
         return self.render(request, "budgets.html", values)
 
     async def health(self, request: web.Request) -> web.StreamResponse:

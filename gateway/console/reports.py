@@ -206,7 +206,8 @@ def _limit_of(limits: KeyLimits, key: sa.ColumnElement[str], prefix: str = "") -
     :func:`gateway.budgets.limits.listed_scope` decides it for one chat (tests/test_console_reports.py
     holds the two to each other); ``key`` is the session key (person, job) after ``prefix``. A key no rule
     can name (most of them) is told apart by one test, not one per rule."""
-    default = sa.null() if limits.default is None else sa.literal(limits.default, sa.Double)
+    none = sa.cast(sa.null(), sa.Double)  # typed: a CASE of bare NULLs is text to PostgreSQL
+    default = none if limits.default is None else sa.literal(limits.default, sa.Double)
     cases = []
     for rule in limits.rules:
         names: list[sa.ColumnElement[bool]] = [key.in_([prefix + k for k in rule.keys])] if rule.keys else []
@@ -214,7 +215,7 @@ def _limit_of(limits: KeyLimits, key: sa.ColumnElement[str], prefix: str = "") -
             topic = _like_escaped(prefix + rule.topics_of)
             one_topic = sa.and_(key.like(f"{topic}%", escape="\\"), ~key.like(f"{topic}%:%", escape="\\"))
             names.append(one_topic)
-        cases.append((sa.or_(*names), sa.null() if rule.usd is None else sa.literal(rule.usd, sa.Double)))
+        cases.append((sa.or_(*names), none if rule.usd is None else sa.literal(rule.usd, sa.Double)))
     if not cases:
         return default
     named = [prefix + k for rule in limits.rules for k in rule.keys]

@@ -145,7 +145,10 @@ class CronRunner:
         async def compressed(outcome: CompressionOutcome) -> None:
             log.info("cron job %s: %s", job.id, outcome.line())
 
-        with charging(self.services.budgets.for_run(job.id, run.occurrence)):
+        creator = job.creator
+        is_admin = creator is None or self.services.authorizer.is_admin(creator.platform, creator.user_id)
+        guest = None if is_admin or creator is None else creator.person
+        with charging(self.services.budgets.for_run(job.id, run.occurrence, guest)):
             result = await take_turn(
                 self.services,
                 lease,

@@ -5,17 +5,17 @@ A scope's window is one hash, ``herald:spend:<window>:<scope>``: ``spent`` (what
 spent, kept up to date by every process's settles) and one field per reservation in flight,
 ``h:<hold>`` = ``<amount>:<expires ms>``. Amounts are whole nano-dollars, so additions are exact.
 
-- A check (:data:`_TAKE`) drops expired reservations, tests every capped key with the rule of
-  ``agent.spending.rules.fits`` (mirrored in Lua) and, when all fit, adds the request's reservation to
-  each: nothing can slip between the test and the reservation, whichever process asks. Reservations
-  expire in Redis' own clock (``TIME``), so a process that died holds nothing for longer than
-  ``hold_ttl``.
+- A check (:data:`_TAKE`) drops expired reservations, asks every capped key with the rule of
+  ``agent.spending.rules.grant`` (mirrored in Lua) what it can pay of the request and, when all can pay
+  its least, adds the smallest of their answers as the request's reservation to each: nothing can slip
+  between the test and the reservation, whichever process asks. Reservations expire in Redis' own clock
+  (``TIME``), so a process that died holds nothing for longer than ``hold_ttl``.
 - A settle (:data:`_SETTLE`), run after the cost is committed to PostgreSQL, adds it to ``spent`` of
   the windows Redis has and drops the reservation; so the cost counts in the database before the
   reservation is gone (a moment counted twice, never not at all).
 - A window Redis does not have (its first use, or Redis restarted empty) is seeded from the database
-  (``HSETNX``: the first seeder wins). A settle that races a seed may be missed by it: one request per
-  process at most, which is the overshoot the gate promises anyway. A window whose settle could not
+  (``HSETNX``: the first seeder wins). A settle that races a seed may be missed by it (one request per
+  process at most, while that window is first met in Redis). A window whose settle could not
   reach Redis is seeded again from the database before its next check.
 
 Redis unreachable: a check raises ``RedisUnavailable`` (the work waits, as for a database that is
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agent.api import Capped, Loader, Shortfall, SpendCounters, SpendKey, Standing
+from agent.api import Capped, Granted, Loader, Shortfall, SpendCounters, SpendKey, Standing
 from gateway.cluster.redis import reaching, redis_key
 from gateway.cluster.redis_errors import UNREACHABLE
 
@@ -42,12 +42,14 @@ SEED_ATTEMPTS = 3
 DAY_MS = 24 * 3600 * 1000
 KEEP_MS = {"day": 3 * DAY_MS, "month": 40 * DAY_MS, "run": 2 * DAY_MS}  # by the window id's kind
 
-# KEYS: the capped windows. ARGV: estimate (nano), hold TTL (ms), hold id ("" = check only), then each
-# key's limit (nano). Returns {0} (fits; reserved), {1, i} (key i is not seeded), {2, i, spent, reserved}.
+# KEYS: the capped windows. ARGV: most (nano), hold TTL (ms), hold id ("" = check only), least (nano),
+# then each key's limit (nano). Returns {0, granted} (reserved), {1, i} (key i is not seeded),
+# {2, i, spent, reserved} (key i cannot pay the least).
 _TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local estimate = tonumber(ARGV[1])
+local amount = tonumber(ARGV[1])
+local least = tonumber(ARGV[4])
 for i, key in ipairs(KEYS) do
   if redis.call('HEXISTS', key, 'spent') == 0 then return {1, i} end
 end
@@ -66,17 +68,17 @@ for i, key in ipairs(KEYS) do
       end
     end
   end
-  local limit = tonumber(ARGV[3 + i])
-  local committed = spent + reserved
-  if not (committed < limit and committed + estimate <= limit) then
+  local left = tonumber(ARGV[4 + i]) - (spent + reserved)
+  if left <= 0 or left < least then
     return {2, i, spent, reserved}
   end
+  if left < amount then amount = left end
 end
 if ARGV[3] ~= '' then
-  local value = ARGV[1] .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
+  local value = string.format('%d', amount) .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
   for _, key in ipairs(KEYS) do redis.call('HSET', key, 'h:' .. ARGV[3], value) end
 end
-return {0}
+return {0, amount}
 """
 
 # KEYS: the windows of a request. ARGV: hold id ("" = none), cost (nano).
@@ -114,16 +116,18 @@ class RedisCounters(SpendCounters):
         self._seed = redis.register_script(_SEED)
         self._stale: set[SpendKey] = set()  # a settle missed Redis: seed these again
 
-    async def take(self, capped: Sequence[Capped], estimate: float, hold: str | None) -> Shortfall | None:
+    async def take(
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+    ) -> Granted | Shortfall:
         keys = [window_key(c.key) for c in capped]
         ttl = max(1, int(self.hold_ttl * 1000))
-        args: list[str | int] = [nano(estimate), ttl, hold or "", *(nano(c.limit) for c in capped)]
+        args: list[str | int] = [nano(most), ttl, hold or "", nano(least), *(nano(c.limit) for c in capped)]
         with reaching(self.redis):
             await self._forget_stale(capped)
             for _ in range(SEED_ATTEMPTS):
                 answer = [int(value) for value in await self._take(keys=keys, args=args)]
                 if answer[0] == 0:
-                    return None
+                    return Granted(answer[1] / NANO)
                 if answer[0] == 2:
                     found = capped[answer[1] - 1]
                     return Shortfall(found, Standing(answer[2] / NANO, answer[3] / NANO))
