@@ -231,7 +231,7 @@ async def _budget(context: CommandContext) -> str:
     person = admin_id(message.platform, message.user_id)
     rows = await budgets.book.chat_standing(context.key, person, with_bot=with_bot)
     exempt = context.is_admin and budgets.settings.exempt_admins
-    return chat_report(rows, budgets.book.zone, exempt=exempt)
+    return chat_report(rows, budgets.book.zone, exempt=exempt, now=time.time())
 
 
 async def _cron(context: CommandContext) -> str:

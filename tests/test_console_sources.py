@@ -57,6 +57,7 @@ async def test_a_chat_over_its_limit_shows_where_it_stands_as_herald_budget_says
             budgets_page = (await client.get("/console/budgets"))[1]
             chat_page = (await client.get(f"/console/chat?key={GROUP_KEY}"))[1]
             chats = (await client.get("/console/chats?sort=budget"))[1]
+            overview = (await client.get("/console/"))[1]
         report = await herald_cli("budget")
 
     assert refused.startswith("This chat has used its $0.001 for today; it resets at 00:00")
@@ -66,6 +67,11 @@ async def test_a_chat_over_its_limit_shows_where_it_stands_as_herald_budget_says
     assert f'{usd(day.spent)} of $0.001 · <span class="share">{day.spent / 0.001:.1%}</span>' in line
     assert f'{usd(month.spent)} of $5.00 · <span class="share">{month.spent / 5.0:.1%}</span>' in line
     assert '<svg class="bar over"' in line and "at its limit" in line
+    month_cell = line.split('data-window="month"')[1]  # a month with a limit says where it is heading
+    assert '<div class="forecast sub">at this pace $' in month_cell and "this month" in month_cell
+    assert "forecast" not in line.split('data-window="month"')[0]  # a day has no forecast
+    projected = overview.split('id="projected"')[1].split("</div>\n  </div>")[0]
+    assert "the bot has no monthly limit" in projected
     assert f"/console/chat?key={GROUP_KEY.replace(':', '%3A')}" in line  # the scope leads to its chat
     admin_day, _ = standing[("person", f"telegram:{ADMIN}")]
     assert f"{usd(admin_day.spent)}</div>" in row_of(budgets_page, f'data-scope="person:telegram:{ADMIN}"')

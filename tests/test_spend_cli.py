@@ -41,7 +41,12 @@ def test_a_script_over_the_limit_is_told_each_time_and_herald_budget_shows_every
     header = r"Spending in USD, today \(\d{4}-\d\d-\d\d\) and this month \(\d{4}-\d\d\), Europe/Berlin:"
     assert re.fullmatch(header, lines[0])
     assert lines[1].split() == ["scope", "today", "this", "month"]
-    assert re.match(r"the bot +\$0\.0\d+ +\$0\.0\d+ of \$50\.00 \(0%\)$", lines[2])
+    # a month with a limit says where it is heading: a few cents a day is far within $50
+    assert re.match(
+        r"the bot +\$0\.0\d+ +\$0\.0\d+ of \$50\.00 \(0%\) +at this pace \$\d\.\d+ this month, within its "
+        r"\$50\.00 limit$",
+        lines[2],
+    )
     assert re.match(r"chat cli:dm:local +\$0\.01\d+ of \$0\.015 \(\d+%\) +\$0\.01\d+$", lines[3])
     assert lines[3].split()[2] == told["spent"]  # the line told what the chat had really spent
     assert re.match(r"person cli:\S+ +\$0\.01\d+ +\$0\.01\d+$", lines[4])

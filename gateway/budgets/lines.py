@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.api import Refusal, Scope, SpendWarning, Window, zone_name
+from gateway.budgets.forecast import Forecast, month_forecast
 from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, PERSON
 from gateway.config import BudgetSettings
 
@@ -137,15 +138,19 @@ CHAT_LABELS = {CHAT: "This chat", PERSON: "You", BOT: "The bot", CRON: "This job
 
 
 def chat_report(
-    rows: Sequence[tuple[ScopeStanding, ScopeStanding]], zone: dt.tzinfo, *, exempt: bool
+    rows: Sequence[tuple[ScopeStanding, ScopeStanding]], zone: dt.tzinfo, *, exempt: bool, now: float
 ) -> str:
-    """``/budget``: per scope (this chat, you, the bot) its day and month, when the limits start again."""
+    """``/budget``: per scope (this chat, you, the bot) its day and month, where a month with a limit is
+    heading at its pace so far, and when the limits start again."""
     if not rows:
         return "No spending yet."
     lines = [f"Spending (days and months in {zone_name(zone)}):"]
     for day, month in rows:
         label = CHAT_LABELS.get(day.kind, day.kind)
-        lines.append(f"• {label}: {amount_of(day)} today, {amount_of(month)} this month")
+        line = f"• {label}: {amount_of(day)} today, {amount_of(month)} this month"
+        if (ahead := standing_forecast(month, now)) is not None:
+            line += f"; {forecast_text(ahead, zone)}"
+        lines.append(line)
     day_window, month_window = rows[0][0].window, rows[0][1].window
     lines.append(f"Days start again {resets(day_window, zone)}; the month {resets(month_window, zone)}.")
     if exempt:
@@ -153,13 +158,37 @@ def chat_report(
     return "\n".join(lines)
 
 
-def table(rows: Sequence[tuple[ScopeStanding, ScopeStanding]]) -> list[str]:
-    """``herald budget``: one line per scope with its day and month, aligned."""
-    cells = [("scope", "today", "this month")] + [
-        (scope_name(day.kind, day.id), amount_of(day), amount_of(month)) for day, month in rows
+def table(rows: Sequence[tuple[ScopeStanding, ScopeStanding]], zone: dt.tzinfo, now: float) -> list[str]:
+    """``herald budget``: one line per scope with its day, its month and, for a month with a limit,
+    where it is heading at its pace so far, aligned."""
+    def ahead(month: ScopeStanding) -> str:
+        found = standing_forecast(month, now)
+        return forecast_text(found, zone) if found is not None else ""
+
+    cells = [("scope", "today", "this month", "")] + [
+        (scope_name(day.kind, day.id), amount_of(day), amount_of(month), ahead(month)) for day, month in rows
     ]
-    widths = [max(len(row[column]) for row in cells) for column in range(2)]
-    return [f"{a.ljust(widths[0])}  {b.ljust(widths[1])}  {c}".rstrip() for a, b, c in cells]
+    widths = [max(len(row[column]) for row in cells) for column in range(3)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=True)).rstrip()
+            for row in cells]  # fmt: skip
+
+
+def standing_forecast(month: ScopeStanding, now: float) -> Forecast | None:
+    """Where a scope's month is heading at its pace so far (None without a monthly limit)."""
+    window = month.window
+    return month_forecast(month.spent, month.limit, window.start, window.end, now)
+
+
+def forecast_text(forecast: Forecast, zone: dt.tzinfo) -> str:
+    """"at this pace $12.40 this month, reaching its $10.00 limit on 24 March", "... within its $10.00
+    limit" or "...; its $10.00 limit is reached"."""
+    text = f"at this pace {usd(forecast.projected)} this month"
+    if forecast.reached:
+        return f"{text}; its {usd(forecast.limit)} limit is reached"
+    if forecast.reaches_at is None:
+        return f"{text}, within its {usd(forecast.limit)} limit"
+    day = dt.datetime.fromtimestamp(forecast.reaches_at, zone)
+    return f"{text}, reaching its {usd(forecast.limit)} limit on {day.day} {MONTHS[day.month - 1]}"
 
 
 def limits_summary(settings: BudgetSettings) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 
 from agent.api import SpendLedger, zone_name
 from gateway.budgets.book import BudgetBook, pairs
@@ -21,11 +22,12 @@ async def _run(home: HeraldHome) -> int:
     config = home_config(home)
     async with open_home_storage(home, config, pool_size=2) as storage:
         book = BudgetBook(config.budgets, SpendLedger(storage), resolve_timezone(config.scheduler.timezone))
-        day, month = book.current_windows()
-        rows = pairs(await book.standing())
+        now = time.time()
+        day, month = book.current_windows(now)
+        rows = pairs(await book.standing(now))
     today, this_month = day.id.partition(":")[2], month.id.partition(":")[2]
     print(f"Spending in USD, today ({today}) and this month ({this_month}), {zone_name(book.zone)}:")
-    print("\n".join(table(rows)) if rows else "Nothing spent yet today or this month.")
+    print("\n".join(table(rows, book.zone, now)) if rows else "Nothing spent yet today or this month.")
     print(limits_summary(config.budgets))
     return 0
 

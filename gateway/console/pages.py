@@ -124,6 +124,7 @@ class ConsolePages:
             "misses": misses,
             "causes": CAUSE_LABELS,
             "bots": await self.fleet.spend(self.web.logged_in(request)) if self.fleet is not None else [],
+            "spend": await self.budgets.bot_spend(),  # with the month's projection at its pace so far
         }
         return self.render(request, "overview.html", values)
 

@@ -65,6 +65,7 @@ class Renderer:
             percent=percent,
             count=count,
             when=self.when,
+            day=self.day,
             ago=self.ago,
         )
         self.env.globals["stylesheet"] = STYLESHEET
@@ -75,6 +76,12 @@ class Renderer:
             return "—"
         zone = context.get("zone") or self.timezone
         return dt.datetime.fromtimestamp(timestamp, zone).strftime("%Y-%m-%d %H:%M")
+
+    @jinja2.pass_context
+    def day(self, context: jinja2.runtime.Context, timestamp: float) -> str:
+        """"on 24 March", in the page's zone."""
+        local = dt.datetime.fromtimestamp(timestamp, context.get("zone") or self.timezone)
+        return f"on {local.day} {local:%B}"
 
     def ago(self, timestamp: float | None, now: float) -> str:
         if timestamp is None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from agent.api import CacheMiss, MissTotal, Scope, SessionStore, Window
 from agent.db import Storage
 from gateway.budgets.book import BudgetBook, limit_in, split_scope
+from gateway.budgets.forecast import Forecast, month_forecast
 from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, listed_scope
 from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
 from gateway.console.reports import ScopeList
@@ -36,6 +37,7 @@ class BudgetLine:
     spent_usd: float
     limit_usd: float | None
     resets_at: float | None
+    forecast: Forecast | None = None  # a month with a limit: where it is heading at its pace so far
 
     @property
     def used(self) -> float | None:
@@ -123,10 +125,11 @@ class BudgetSource:
         bot = self.book.scope(BOT, "")
         [(bot_day, bot_month)] = await self.book.of_scopes([bot], now)
         with_bot = bool(bot.limits) or bot_day.spent > 0 or bot_month.spent > 0
-        scopes = [_scope(bot_day, bot_month)] if with_bot and listed.page == 1 else []
+        scopes = [_scope(bot_day, bot_month, now)] if with_bot and listed.page == 1 else []
         for spent in listed.scopes:
             scope = self.book.scope(*split_scope(spent.scope))
-            today, this_month = _line_in(scope, day, spent.day), _line_in(scope, month, spent.month)
+            today = _line_in(scope, day, spent.day, now)
+            this_month = _line_in(scope, month, spent.month, now)
             scopes.append(ScopeBudget(scope.kind, scope.id, today, this_month))
         settings = self.book.settings
         assert day.end is not None and month.end is not None  # calendar windows end
@@ -143,14 +146,17 @@ class BudgetSource:
 
     async def bot_spend(self) -> ScopeBudget:
         """The whole bot's spending today and this month against its own limits (``budgets.bot``)."""
-        [(today, this_month)] = await self.book.of_scopes([self.book.scope(BOT, "")])
-        return _scope(today, this_month)
+        now = self.book.clock()
+        [(today, this_month)] = await self.book.of_scopes([self.book.scope(BOT, "")], now)
+        return _scope(today, this_month, now)
 
     async def chat(self, session_key: str) -> ScopeBudget:
         """One chat's spending today and this month against its own limits (a scheduled job's runs: the
         job's)."""
-        [(today, this_month)] = await self.book.of_scopes([listed_scope(self.book.settings, session_key)])
-        return _scope(today, this_month)
+        now = self.book.clock()
+        scope = listed_scope(self.book.settings, session_key)
+        [(today, this_month)] = await self.book.of_scopes([scope], now)
+        return _scope(today, this_month, now)
 
     def overrides_of_chat(self, session_key: str) -> list[str]:
         """The keys of ``budgets.overrides`` that give the chat's limits, most particular first."""
@@ -159,16 +165,18 @@ class BudgetSource:
         return [key for key in keys if key in self.book.settings.overrides]
 
 
-def _line_in(scope: Scope, window: Window, spent: float) -> BudgetLine:
-    return BudgetLine(window.kind, spent, limit_in(scope, window), window.end)
+def _line_in(scope: Scope, window: Window, spent: float, now: float) -> BudgetLine:
+    return _budget_line(window, spent, limit_in(scope, window), now)
 
 
-def _line(standing: ScopeStanding) -> BudgetLine:
-    return BudgetLine(standing.window.kind, standing.spent, standing.limit, standing.window.end)
+def _budget_line(window: Window, spent: float, limit: float | None, now: float) -> BudgetLine:
+    ahead = month_forecast(spent, limit, window.start, window.end, now) if window.kind == "month" else None
+    return BudgetLine(window.kind, spent, limit, window.end, ahead)
 
 
-def _scope(today: ScopeStanding, this_month: ScopeStanding) -> ScopeBudget:
-    return ScopeBudget(today.kind, today.id, _line(today), _line(this_month))
+def _scope(today: ScopeStanding, this_month: ScopeStanding, now: float) -> ScopeBudget:
+    lines = [_budget_line(s.window, s.spent, s.limit, now) for s in (today, this_month)]
+    return ScopeBudget(today.kind, today.id, *lines)
 
 
 def _override_text(given: dict[str, float | None]) -> str:
