@@ -219,7 +219,8 @@ async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_w
         cluster={"leader_ttl": 10.0},  # mostly one term throughout (a loaded machine may make another)
     ) as cluster:
         await cluster.leader()
-        await until(lambda: len(fake.calls_to("setWebhook")) == 1, SLACK, "the leader setting the webhook")
+        # At least one: a loop stalled past leader_ttl/2 by a loaded machine makes another term (one each).
+        await until(lambda: len(fake.calls_to("setWebhook")) >= 1, SLACK, "the leader setting the webhook")
         urls = [f"{g.http.url}/telegram/webhook" for g in cluster.gateways.values()]
         good = {SECRET_HEADER: webhook_secret(fake.token)}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client:
