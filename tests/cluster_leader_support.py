@@ -7,8 +7,9 @@ processes on one host do) and the fakes. ``Cluster.close(name)`` stops one as SI
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,3 +137,58 @@ def cut_off(monkeypatch: pytest.MonkeyPatch, instance_id: str) -> None:
             return await command(lease, *args, **kwargs)
 
         monkeypatch.setattr(RedisLease, name, partitioned)
+
+
+@dataclass
+class LeaseCall:
+    """One ``take`` or ``release`` of a lease by a process, numbered when it was sent and when it
+    returned (the processes share one event loop, so the numbers order them)."""
+
+    op: str
+    key: str
+    holder: str  # the process's name
+    sent: int
+    returned: int = -1  # -1: not yet
+    succeeded: bool = False  # take: won; release: deleted the caller's own lease
+
+
+@dataclass
+class LeaseCalls:
+    """Every ``take`` and ``release`` of every lease from :meth:`record` on: how a lease changed hands
+    (handed over, or waited out), whatever the machine's speed."""
+
+    calls: list[LeaseCall] = field(default_factory=list)
+    _count: Iterator[int] = field(default_factory=itertools.count)
+
+    @classmethod
+    def record(cls, monkeypatch: pytest.MonkeyPatch) -> LeaseCalls:
+        recorded = cls()
+        for op in ("take", "release"):
+            command = getattr(RedisLease, op)
+
+            async def call(
+                lease: RedisLease, *args: Any, command: Any = command, op: str = op, **kwargs: Any
+            ) -> Any:
+                entry = LeaseCall(op, lease.key, lease.value.split("/")[0], next(recorded._count))
+                recorded.calls.append(entry)
+                result = await command(lease, *args, **kwargs)
+                entry.returned = next(recorded._count)
+                entry.succeeded = result is None if op == "take" else bool(result)
+                return result
+
+            monkeypatch.setattr(RedisLease, op, call)
+        return recorded
+
+    def assert_handed_over(self, key: str, old: str, new: str) -> None:
+        """``old`` released lease ``key`` and ``new`` won it at its first try after that: the takeover
+        did not wait for the lease to expire, and came at the next of the campaign's tries (every
+        ``ttl/3`` at most), however long the machine took to get there."""
+        calls = [c for c in self.calls if c.key == key and c.returned >= 0]
+        releases = [c for c in calls if c.op == "release" and c.holder == old]
+        assert releases and releases[-1].succeeded, f"{old} did not release {key} (it was left to expire)"
+        released = releases[-1]
+        takes = [c for c in calls if c.op == "take" and c.holder == new]
+        win = next((c for c in takes if c.succeeded and c.returned > released.sent), None)
+        assert win is not None, f"{new} did not win {key} after {old} released it"
+        lost = [c for c in takes if released.returned < c.sent < win.sent]
+        assert lost == [], f"{new} tried {len(lost)} time(s) in vain after {old} released {key}"

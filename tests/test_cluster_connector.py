@@ -21,6 +21,7 @@ from tests.cluster_leader_support import (
     SLACK,
     USERS,
     Cluster,
+    LeaseCalls,
     cut_off,
     telegram_cluster,
     until,
@@ -56,9 +57,13 @@ def assert_each_answered_once(cluster: Cluster, users: list[int]) -> None:
 
 
 async def test_one_gateway_polls_and_another_takes_over_within_the_ttl_when_it_stops(
-    home: HeraldHome, emulator_url: str, postgresql_database: str, redis_server: RedisServer
-) -> None:
+    home: HeraldHome, emulator_url: str, postgresql_database: str, redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A leader stopped by SIGTERM hands the lease over: it releases it, and the next process wins it
+    at its next try (every ``leader_ttl/3``), not after the lease's TTL, on a slow machine too."""
     users = USERS[:40]
+    leases = LeaseCalls.record(monkeypatch)
     async with telegram_cluster(
         home, emulator_url, postgresql_database, redis_server.url, ["a", "b", "c"]
     ) as cluster:
@@ -69,11 +74,11 @@ async def test_one_gateway_polls_and_another_takes_over_within_the_ttl_when_it_s
         assert {cluster.member(n).role for n in cluster.gateways} == {"leader", "worker"}
         sending = asyncio.create_task(send_steadily(cluster.fake, users, every=0.05))
         await asyncio.sleep(0.5)
-        stopping = time.monotonic()
+        key = leadership.key
         await cluster.close(first)  # SIGTERM: it resigns, drains and closes
         second = await cluster.leader()
         assert second != first
-        assert time.monotonic() - stopping < LEADER_TTL + SLACK
+        leases.assert_handed_over(key, first, second)
         await sending
         await cluster.settled()
         assert_each_answered_once(cluster, users)
@@ -214,7 +219,8 @@ async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_w
         cluster={"leader_ttl": 10.0},  # mostly one term throughout (a loaded machine may make another)
     ) as cluster:
         await cluster.leader()
-        await until(lambda: len(fake.calls_to("setWebhook")) == 1, SLACK, "the leader setting the webhook")
+        # At least one: a loop stalled past leader_ttl/2 by a loaded machine makes another term (one each).
+        await until(lambda: len(fake.calls_to("setWebhook")) >= 1, SLACK, "the leader setting the webhook")
         urls = [f"{g.http.url}/telegram/webhook" for g in cluster.gateways.values()]
         good = {SECRET_HEADER: webhook_secret(fake.token)}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client:

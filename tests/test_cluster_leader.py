@@ -20,7 +20,7 @@ import pytest
 from gateway.cluster.leases.leader import LEADER_KEY, Leadership
 from gateway.cluster.redis import connect as open_redis
 from resilience.renewal import Loss
-from tests.cluster_leader_support import cut_off, until
+from tests.cluster_leader_support import LeaseCalls, cut_off, until
 from tests.redis_server import RedisServer
 
 TTL = 10.0  # a leader stalled by a loaded machine for less than 5 s stays leader
@@ -74,8 +74,11 @@ async def cluster(url: str, ledger: Ledger, names: list[str]) -> AsyncIterator[d
         yield members
 
 
-async def test_one_leader_and_a_new_one_within_the_ttl(redis_url: str) -> None:
+async def test_one_leader_and_a_new_one_within_the_ttl(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ledger = Ledger()
+    leases = LeaseCalls.record(monkeypatch)
     async with AsyncExitStack() as stack:
         members: dict[str, Leadership] = {}
         stops: dict[str, Callable[[], Awaitable[None]]] = {}
@@ -96,9 +99,10 @@ async def test_one_leader_and_a_new_one_within_the_ttl(redis_url: str) -> None:
         assert ledger.running() == [first] and renewer.trusted()
         assert sum(m.leading for m in members.values()) == 1
         await stops[first]()  # a graceful stop releases the lease
-        took = await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a new leader")
-        assert took < TTL  # released, not expired: the next try wins
-        assert ledger.running()[0] != first
+        await until(lambda: len(ledger.running()) == 1, TTL + SLACK, "a new leader")
+        second = ledger.running()[0]
+        assert second != first
+        leases.assert_handed_over(LEADER_KEY, first, second)  # released, not expired: the next try wins
     ledger.assert_never_overlapped()
 
 

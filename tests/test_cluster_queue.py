@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from gateway.app import Gateway
+from gateway.cluster.queue.work_stream import Entry, WorkStream
 from gateway.home import HeraldHome
 from gateway.intake.inbox import InboxEntry
 from gateway.intake.work import Work, WorkKind
@@ -157,7 +158,20 @@ async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_th
     emulator_url: str,
     redis_server: RedisServer,
     postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Another process claims the message's stream entry once Redis saw it idle ``lease_ttl`` (the
+    stopped process no longer touches it), and answers it: shown by the claim, not by a stopwatch."""
+    claims: list[tuple[str, int, int]] = []  # (consumer, min_idle_ms, entries) of each claim that took some
+    claim_idle = WorkStream.claim_idle
+
+    async def recorded(stream: WorkStream, min_idle_ms: int, count: int) -> list[Entry]:
+        entries = await claim_idle(stream, min_idle_ms, count)
+        if entries:
+            claims.append((stream.consumer, min_idle_ms, len(entries)))
+        return entries
+
+    monkeypatch.setattr(WorkStream, "claim_idle", recorded)
     emulator.responder = answer_each
     emulator.stall_next(60)  # the first attempt hangs until its process stops
     async with open_cluster(
@@ -175,7 +189,10 @@ async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_th
         assert await cluster.queued(FIRST_CHAT) == ["Answer to who answers me?"]
         assert cluster.answers(FIRST_CHAT) == ["Answer to who answers me?"]
         assert len(emulator.requests) == 2  # the cut-off attempt and the one that answered
-        assert LEASE_TTL - 1 <= waited <= LEASE_TTL + 15, waited
+        [(claimer, min_idle_ms, taken)] = claims  # claimed once, one entry, idle the whole lease in Redis
+        assert claimer != cluster.queue(stopped).stream.consumer
+        assert (min_idle_ms, taken) == (int(LEASE_TTL * 1000), 1)
+        assert waited >= LEASE_TTL - 1, waited  # not before the lease time (a load only makes it later)
 
 
 async def test_stop_from_one_process_cancels_the_turn_running_in_another(

@@ -333,3 +333,25 @@ async def test_only_the_elected_process_syncs_and_sending_goes_on_without_syncin
             await adapter.stop()
     assert syncs_while_not_elected == 0
     assert inbox.texts == ["anyone?"]
+
+
+async def test_a_failing_sync_is_not_connected_until_syncing_recovers_or_stops() -> None:
+    """``/readyz`` asks ``status``: a failing sync is reported while the loop runs and clears when it
+    syncs again; a process that stops syncing (a cluster leader stepping down to a worker) is not
+    judged by a loop it no longer runs."""
+    fake, records = world(), MemoryRecordStore(RECORDS)
+    room = fake.direct_room(FRIEND)
+    async with fake.serve(), adapter_on(fake, Inbox(records)) as adapter:
+        fake.fail_next("sync", 1000, status=502, retry_after=None)
+        fake.message(room, FRIEND, text("ends the sync under way"))
+        await wait_until(lambda: not adapter.status().connected, what="the sync failing")
+        assert adapter.status().detail.startswith("sync failed")
+        with fake.lock:
+            fake.faults.clear()
+        await wait_until(lambda: adapter.status().connected, what="syncing again")
+        assert adapter.status().detail == ""
+        fake.fail_next("sync", 1000, status=502, retry_after=None)
+        fake.message(room, FRIEND, text("ends the sync under way"))
+        await wait_until(lambda: not adapter.status().connected, what="the sync failing again")
+        await adapter.stop_receiving()
+        assert adapter.status().connected and adapter.status().detail == ""

@@ -805,6 +805,27 @@ async def test_network_errors_back_off_quietly_and_recover(
     assert fake.token not in caplog.text and "bot<token>/getUpdates" in caplog.text
 
 
+async def test_a_failing_poll_is_not_connected_until_polling_recovers_or_stops(fake: FakeTelegram) -> None:
+    """``/readyz`` asks ``status``: a poller's failure is reported while it runs and clears when it
+    reconnects; a process that stops polling (a cluster leader stepping down to a worker) sends on and
+    is not judged by a poller it no longer runs."""
+    async with running(fake) as adapter:
+        fake.fail_network_next("getUpdates", 1000)
+        fake.private_message(PRIVATE, "ends the poll under way")
+        await fake.wait_for(lambda: not adapter.status().connected, WAIT, what="the poll failing")
+        with fake.lock:
+            fake.network_faults.clear()
+        await fake.wait_for(lambda: adapter.status().connected, WAIT, what="polling again")
+        assert adapter.status().detail == ""
+        fake.fail_network_next("getUpdates", 1000)
+        fake.private_message(PRIVATE, "ends the poll under way")
+        await fake.wait_for(lambda: not adapter.status().connected, WAIT, what="the poll failing again")
+        await adapter.stop_receiving()
+        assert adapter.status().connected and adapter.status().detail == ""
+        await adapter.send(at(PRIVATE), OutboundText("still sending"))
+        assert [m.text for m in fake.messages(PRIVATE)] == ["still sending"]
+
+
 # --- webhook mode --------------------------------------------------------------------------------
 
 

@@ -462,6 +462,8 @@ class DiscordAdapter(Adapter):
 
     def _on_connection(self, connected: bool, what: str) -> None:
         if connected:
+            if self.status().connected:  # every shard is back: the loss recorded is over
+                self._status.detail = ""
             if what == "ready" and self._gateways and all(s.up for s in self._gateways.values()):
                 log.info("Discord gateway identified again (a new session)")
         else:

@@ -168,7 +168,8 @@ class MatrixAdapter(Adapter):
         self._own: OrderedDict[str, None] = OrderedDict()  # the bot's recent message ids
         self._commands: frozenset[str] = frozenset()
         self._token_kept = -TOKEN_REFRESH  # time.monotonic() the sync token was last written
-        self._status = AdapterStatus()
+        self._status = AdapterStatus()  # signed in (until stop)
+        self._syncing = AdapterStatus()  # the running sync loop's: its last sync (see status())
 
     @property
     def user_id(self) -> str:
@@ -215,6 +216,7 @@ class MatrixAdapter(Adapter):
             return
         self._allowed = allowed
         self._first_sync = asyncio.Event()
+        self._syncing = AdapterStatus(connected=True)  # a new sync loop starts with no failure of its own
         self._sync = asyncio.create_task(self._sync_loop(), name="matrix-sync")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first answer (or failure), not forever
@@ -233,7 +235,13 @@ class MatrixAdapter(Adapter):
         self._status.connected = False
 
     def status(self) -> AdapterStatus:
-        return self._status
+        """Connected: signed in, and the sync loop (while this process runs one) got its last sync
+        answered. A process that does not sync (a cluster's worker, a leader that stepped down) is not
+        judged by a loop it no longer runs."""
+        syncing = self._syncing if self._sync is not None else None
+        connected = self._status.connected and (syncing is None or syncing.connected)
+        detail = syncing.detail if syncing is not None else self._status.detail
+        return AdapterStatus(connected=connected, detail=detail, extra=dict(self._status.extra))
 
     # --- receiving ------------------------------------------------------------------------------
 
@@ -282,8 +290,8 @@ class MatrixAdapter(Adapter):
         except asyncio.CancelledError:
             raise
         except Exception as error:  # network, 5xx, a bad answer: never end the loop
-            self._status.connected = False
-            self._status.detail = f"sync failed: {error}"
+            self._syncing.connected = False
+            self._syncing.detail = f"sync failed: {error}"
             if self._sync_backoff.failures == 0:
                 log.warning("Matrix sync failed (%s); backing off", error)
             await asyncio.sleep(
@@ -293,7 +301,7 @@ class MatrixAdapter(Adapter):
         failures = self._sync_backoff.reset()
         if failures:
             log.info("Matrix sync recovered after %d failed attempt(s)", failures)
-        self._status.connected, self._status.detail = True, ""
+        self._syncing.connected, self._syncing.detail = True, ""
         return batch
 
     async def _handle(self, batch: SyncBatch, *, messages: bool, since: str | None = None) -> bool:
@@ -328,7 +336,7 @@ class MatrixAdapter(Adapter):
                     error,
                     exc_info=not unavailable,
                 )
-            self._status.detail = f"a sync batch not stored yet: {error}"
+            self._syncing.detail = f"a sync batch not stored yet: {error}"
             await asyncio.sleep(self._sink_backoff.next_delay())
             return False
         self._sink_backoff.reset()

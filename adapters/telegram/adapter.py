@@ -146,7 +146,8 @@ class TelegramAdapter(Adapter):
         self._polling_request = _request(pool_size=1)  # getUpdates' own HTTP client (see stop_receiving)
         self._receiving = False  # polling, or the webhook was set by this process
         self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
-        self._status = AdapterStatus()
+        self._status = AdapterStatus()  # the bot's: getMe answered (until stop)
+        self._polling = AdapterStatus()  # the running poller's: its last getUpdates (see status())
         self._log_filter = TokenFilter(token)
         self._in_flight: set[asyncio.Future[Any]] = set()  # requests whose caller stopped waiting
 
@@ -252,10 +253,11 @@ class TelegramAdapter(Adapter):
         self._receiving = True
         if self.mode != "polling":
             return
+        self._polling = AdapterStatus(connected=True)  # a new poller starts with no failure of its own
         poller = Poller(
             bot,
             self._accept_batch,
-            self._status,
+            self._polling,
             token=self._token,
             poll_timeout=self._poll_timeout,
             retry_base=self._retry_base,
@@ -265,9 +267,14 @@ class TelegramAdapter(Adapter):
         self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
 
     def status(self) -> AdapterStatus:
+        """Connected: started, and the poller (while this process runs one) got its last ``getUpdates``
+        answered. A process that does not poll (a cluster's worker, a leader that stepped down) is not
+        judged by a poller it no longer runs."""
         current = self._status
-        connected = current.connected and self._bot is not None
-        return AdapterStatus(connected=connected, detail=current.detail, extra=dict(current.extra))
+        polling = self._polling if self._poller is not None else None
+        connected = current.connected and self._bot is not None and (polling is None or polling.connected)
+        detail = polling.detail if polling is not None else current.detail
+        return AdapterStatus(connected=connected, detail=detail, extra=dict(current.extra))
 
     # --- inbound --------------------------------------------------------------------------------
 

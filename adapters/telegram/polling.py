@@ -95,6 +95,7 @@ class Poller:
         failures = self._fetch_backoff.reset()
         if failures:
             log.info("Telegram polling recovered after %d failed attempt(s)", failures)
+            self._status.detail = ""  # the failure it reported is over (the console shows the detail)
         self._streak = None
         self._status.connected = True
         return updates
