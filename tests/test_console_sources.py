@@ -71,7 +71,7 @@ async def test_a_chat_over_its_limit_shows_where_it_stands_as_herald_budget_says
     assert '<div class="forecast sub">at this pace $' in month_cell and "this month" in month_cell
     assert "forecast" not in line.split('data-window="month"')[0]  # a day has no forecast
     projected = overview.split('id="projected"')[1].split("</div>\n  </div>")[0]
-    assert "the bot has no monthly limit" in projected
+    assert "spent so far; no monthly limit" in projected
     assert f"/console/chat?key={GROUP_KEY.replace(':', '%3A')}" in line  # the scope leads to its chat
     admin_day, _ = standing[("person", f"telegram:{ADMIN}")]
     assert f"{usd(admin_day.spent)}</div>" in row_of(budgets_page, f'data-scope="person:telegram:{ADMIN}"')

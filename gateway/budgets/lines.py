@@ -29,6 +29,11 @@ def usd(amount: float) -> str:
     return f"${text}"
 
 
+def rough_usd(amount: float) -> str:
+    """A projection, to the cent (``$7.37``, not ``$7.3693``); finer only below ten cents."""
+    return usd(round(amount, 2) if amount >= 0.1 else amount)
+
+
 def resets(window: Window, zone: dt.tzinfo) -> str | None:
     """When ``window``'s limit starts again: "at 00:00 Europe/Berlin" (the next day) or "on 1 April at
     00:00 Europe/Berlin"; None for a run."""
@@ -176,13 +181,17 @@ def table(rows: Sequence[tuple[ScopeStanding, ScopeStanding]], zone: dt.tzinfo, 
 def standing_forecast(month: ScopeStanding, now: float) -> Forecast | None:
     """Where a scope's month is heading at its pace so far (None without a monthly limit)."""
     window = month.window
+    if month.limit is None:
+        return None
     return month_forecast(month.spent, month.limit, window.start, window.end, now)
 
 
 def forecast_text(forecast: Forecast, zone: dt.tzinfo) -> str:
     """"at this pace $12.40 this month, reaching its $10.00 limit on 24 March", "... within its $10.00
     limit" or "...; its $10.00 limit is reached"."""
-    text = f"at this pace {usd(forecast.projected)} this month"
+    text = f"at this pace {rough_usd(forecast.projected)} this month"
+    if forecast.limit is None:
+        return text
     if forecast.reached:
         return f"{text}; its {usd(forecast.limit)} limit is reached"
     if forecast.reaches_at is None:

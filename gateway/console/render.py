@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from gateway.budgets.lines import usd
+from gateway.budgets.lines import rough_usd, usd
 from gateway.console.charts import money, saving, tokens
 
 STYLESHEET = (resources.files("gateway.console") / "templates" / "console.css").read_text(encoding="utf-8")
@@ -61,6 +61,7 @@ class Renderer:
             money=money,
             saving=saving,
             usd=usd,
+            rough_usd=rough_usd,
             tokens=tokens,
             percent=percent,
             count=count,
