@@ -9,6 +9,7 @@ check what happened around it.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from typing import Any
 
@@ -18,9 +19,9 @@ import sqlalchemy as sa
 from adapters.base import ChatAddress, ChatType
 from agent.db.schema import requests, sessions
 from agent.memory import user_scope
-from agent.spending.windows import day_window
+from agent.spending.windows import day_window, month_window
 from gateway.access.auth import Speaker
-from gateway.budgets.lines import usd
+from gateway.budgets.lines import MONTHS, usd
 from gateway.cron.jobs import RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller
 from gateway.home import HeraldHome
@@ -151,6 +152,63 @@ async def test_a_limit_used_up_is_told_once_per_window_and_a_new_day_answers_aga
         await harness.settled()
         assert len(emulator.requests) == asked + 1
         assert len(harness.texts(FRIEND)) == 2 and harness.texts(FRIEND)[-1] != line
+
+
+async def test_a_monthly_limit_far_from_utc_starts_again_at_that_zones_midnight(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """In Pacific/Kiritimati (UTC+14) a month starts at 10:00 UTC of the day before: on a virtual clock,
+    the bot's month used up an hour before its end is still used up a second before it, and answers
+    again a second after it; the line names the zone's midnight."""
+    zone = resolve_timezone("Pacific/Kiritimati")
+    limit = 0.015
+    budgets = {"bot": {"monthly_usd": limit}, "exempt_admins": True}
+    kiritimati = {"timezone": "Pacific/Kiritimati"}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=kiritimati, model=SHORT
+    ) as harness:
+        gate = harness.gateway.services.runtime.spending
+        month = month_window(time.time(), zone)
+        assert month.end is not None
+        end = month.end
+
+        def at(moment: float) -> None:
+            shift = moment - time.time()
+            gate.clock = lambda: time.time() + shift
+
+        async def bot_month() -> float:
+            period = month_window(gate.clock(), zone).id
+            found = await harness.gateway.services.runtime.store.spending.spent([("bot", period)])
+            return found.get(("bot", period), 0.0)
+
+        at(end - 3600)  # an hour before the month ends in Kiritimati
+        fake = harness.fake
+        for number in range(40):
+            fake.private_message(ADMIN, f"question {number}")
+            await harness.settled()
+            if await bot_month() >= limit:
+                break
+        else:
+            pytest.fail("the admin never used the bot's month up")
+        asked = len(emulator.requests)
+        fake.private_message(FRIEND, "anything left?")
+        await harness.settled()
+        at(end - 1)  # a second before the month ends there: still the same month
+        fake.private_message(FRIEND, "and now?")
+        await harness.settled()
+        refused = len(emulator.requests) == asked
+        at(end + 1)  # a second after: a new month
+        fake.private_message(FRIEND, "a new month")
+        await harness.settled()
+
+    first = dt.datetime.fromtimestamp(end, zone)
+    assert first.day == 1 and first.hour == 0 and dt.datetime.fromtimestamp(end, dt.UTC).hour == 10
+    assert harness.texts(FRIEND)[0] == (
+        f"This bot has used its $0.015 for this month; it resets on 1 {MONTHS[first.month - 1]} at 00:00 "
+        "Pacific/Kiritimati."
+    )
+    assert refused and len(emulator.requests) == asked + 1  # only the new month's message was sent
+    assert len(harness.texts(FRIEND)) == 2  # told once in the old month, answered in the new one
 
 
 async def test_a_request_that_would_cross_the_limit_says_what_was_spent_and_a_smaller_one_is_answered(
