@@ -41,12 +41,18 @@ def sections(workspace: Path) -> dict[str, Any]:
     }
 
 
-async def test_a_command_that_fills_the_workspace_is_stopped_at_its_quota_and_rm_still_runs(
-    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
-) -> None:
+def filling(tmp_path: Path) -> Path:
+    """A workspace with the script that would fill it."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "fill.sh").write_text(FILL)
+    return workspace
+
+
+async def test_a_command_that_fills_the_workspace_is_stopped_at_its_quota_and_rm_still_runs(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = filling(tmp_path)
     emulator.script(
         Reply(tool_calls=[ToolUse("terminal", {"command": "sh fill.sh fg", "timeout": 100})]),
         Reply(text="It was stopped."),
@@ -74,9 +80,7 @@ async def test_a_command_that_fills_the_workspace_is_stopped_at_its_quota_and_rm
 async def test_a_background_job_that_fills_the_workspace_is_stopped_and_listed_so(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "fill.sh").write_text(FILL)
+    workspace = filling(tmp_path)
     emulator.script(
         Reply(tool_calls=[ToolUse("terminal", {"command": "sh fill.sh bg", "background": True})]),
         Reply(text="Started."),
