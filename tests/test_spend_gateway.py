@@ -295,6 +295,31 @@ async def test_exempt_admins_go_on_and_a_background_review_over_the_limit_is_ski
     assert admin_spent == pytest.approx(sum(paid)) and len(paid) == 1  # counted, and nothing for the review
 
 
+async def test_a_background_review_is_counted_in_the_chats_and_the_persons_scopes(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    """A review runs after the turn, in the background, on the chat's session: what it costs counts where
+    the turn's cost counts (the chat, the person, the bot), so nobody can spend past a limit through it."""
+    budgets = {"chat": {"daily_usd": 5.0}, "person": {"daily_usd": 5.0}, "bot": {"daily_usd": 50.0}}
+    async with telegram_gateway(
+        home, emulator, emulator_url, budgets=budgets, scheduler=ZONE, review={"every_turns": 1}
+    ) as harness:
+        harness.fake.private_message(FRIEND, "hello, remember that I like tea")
+        await harness.settled()
+        reviews = harness.gateway.services.metrics.reviews
+        await until(lambda: reviews.labels("done")._value.get() == 1, "the review to be done")
+        storage = harness.gateway.services.runtime.storage
+        query = sa.select(requests.c.purpose, requests.c.estimated_cost)
+        rows = await storage.read(lambda conn: [(p, float(c)) for p, c in conn.execute(query).all()])
+        chat = await spent(harness, f"chat:telegram:dm:{FRIEND}")
+        person = await spent(harness, f"person:telegram:{FRIEND}")
+        bot = await spent(harness, "bot")
+    purposes = {purpose for purpose, _ in rows}
+    assert purposes == {"turn", "review"}, purposes
+    total = sum(cost for _, cost in rows)
+    assert (chat, person, bot) == pytest.approx((total, total, total)), rows  # the review too, everywhere
+
+
 async def test_the_admins_are_warned_once_when_a_scope_nears_its_limit(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:

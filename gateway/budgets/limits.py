@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from adapters import console
 from agent.api import Charge, Limit, Scope, WindowKind
+from agent.memory import scope_parts
 from gateway.config import BudgetSettings, LimitOverride, ScopeLimits
 from gateway.conversation.addressing import chat_of_session_key
 from gateway.cron.jobs import SESSION_PREFIX
@@ -168,8 +169,18 @@ def turn_charge(settings: BudgetSettings, session_key: str, person: str, *, is_a
     return Charge(scopes, exempt=is_admin and settings.exempt_admins)
 
 
-def review_charge(settings: BudgetSettings, session_key: str) -> Charge:
-    return Charge((bot_scope(settings), chat_scope(settings, session_key)))
+def review_charge(settings: BudgetSettings, session_key: str, memory_scope: str) -> Charge:
+    """A background review of a chat's session: the bot and the chat, and the person whose own memory it
+    reviews (a guest's direct chat or API conversation). A group's review is the group's (its memory is
+    the chat's), and the owner's is the owner's (admins' own requests are exempt by default)."""
+    scopes = (bot_scope(settings), chat_scope(settings, session_key))
+    try:
+        parts = scope_parts(memory_scope)
+    except ValueError:  # not a scope this gateway makes: the bot and the chat
+        parts = None
+    if parts is None or parts.kind != "user":
+        return Charge(scopes)
+    return Charge((*scopes, person_scope(settings, f"{parts.platform}:{parts.ident}")))
 
 
 def run_charge(settings: BudgetSettings, job_id: str, run: str, guest: str | None = None) -> Charge:

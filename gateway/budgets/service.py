@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from adapters.base import InboundMessage
 from agent.api import Charge, Refusal, SessionStore, SpendGate, SpendLedger, SpendWarning
 from gateway.budgets.book import OWED, TOLD, BudgetBook
-from gateway.budgets.limits import review_charge, run_charge, turn_charge
+from gateway.budgets.limits import run_charge, turn_charge
 from gateway.budgets.lines import refusal_line, warning_text
 from gateway.config import BudgetSettings
 from gateway.conversation.addressing import admin_id, chat_of_session_key
@@ -34,9 +34,6 @@ class Budgets:
     def for_person(self, person: str, session_key: str, *, is_admin: bool) -> Charge:
         """A turn ``person`` (``platform:user_id``) asked for in the chat of ``session_key``."""
         return turn_charge(self.settings, session_key, person, is_admin=is_admin)
-
-    def for_review(self, session_key: str) -> Charge:
-        return review_charge(self.settings, session_key)
 
     def for_run(self, job_id: str, run: str, guest: str | None = None) -> Charge:
         """A run of a job; ``guest``: who made it (``platform:user_id``) when that was not an admin."""

@@ -5,7 +5,8 @@ read skills and past sessions, those of its tools the session's memory scope may
 (``gateway.rights``). It does not hold the chat's lock — it never writes into the
 conversation — and a live turn of the same chat cancels it, so a review never delays an answer.
 What is due is computed from the database (user turns after the last reviewed message), so the
-schedule survives restarts. A review is charged to the bot and the chat (``budgets``): one whose next
+schedule survives restarts. A review is charged to the bot, the chat and, for a guest's own
+conversation, that person (``budgets``): one whose next
 request would not fit their limits stops there, skipped and logged, that request never sent. At most
 one review per chat runs at a time: in a cluster, over every
 process, with a live turn on any process cancelling it (``ReviewClaims``,
@@ -143,11 +144,11 @@ class Reviews:
                 log.info("session %s: no background review here (another process reviews it)", session.id)
 
     async def _reviewed(self, session: SessionRecord) -> None:
-        charge = review_charge(self.runtime.config.budgets, session.session_key)
+        charge = review_charge(self.runtime.config.budgets, session.session_key, session.memory_scope)
         runtime = self.runtime  # its tools: those of the session's memory scope now (gateway.rights)
         gate = rights_for(runtime.config, runtime.registry.fixed, self.authorizer, None, session.memory_scope)
         try:
-            with charging(charge):  # the bot's and the chat's limits; a request over one is not sent
+            with charging(charge):  # the bot's, the chat's and a guest's own limits; one over is not sent
                 result = await review(
                     runtime.agent, session, max_iterations=self.settings.max_iterations, gate=gate
                 )
