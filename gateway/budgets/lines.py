@@ -34,6 +34,12 @@ def rough_usd(amount: float) -> str:
     return usd(round(amount, 2) if amount >= 0.1 else amount)
 
 
+def on_day(timestamp: float, zone: dt.tzinfo) -> str:
+    """"on 1 April": the local day ``timestamp`` falls on, as every budget line names a day."""
+    local = dt.datetime.fromtimestamp(timestamp, zone)
+    return f"on {local.day} {MONTHS[local.month - 1]}"
+
+
 def resets(window: Window, zone: dt.tzinfo) -> str | None:
     """When ``window``'s limit starts again: "at 00:00 Europe/Berlin" (the next day) or "on 1 April at
     00:00 Europe/Berlin"; None for a run."""
@@ -43,7 +49,7 @@ def resets(window: Window, zone: dt.tzinfo) -> str | None:
     clock = f"{end:%H:%M} {zone_name(zone)}"
     if window.kind == "day":
         return f"at {clock}"
-    return f"on {end.day} {MONTHS[end.month - 1]} at {clock}"
+    return f"{on_day(window.end, zone)} at {clock}"
 
 
 def _subject(scope: Scope) -> tuple[str, str]:
@@ -196,8 +202,7 @@ def forecast_text(forecast: Forecast, zone: dt.tzinfo) -> str:
         return f"{text}; its {usd(forecast.limit)} limit is reached"
     if forecast.reaches_at is None:
         return f"{text}, within its {usd(forecast.limit)} limit"
-    day = dt.datetime.fromtimestamp(forecast.reaches_at, zone)
-    return f"{text}, reaching its {usd(forecast.limit)} limit on {day.day} {MONTHS[day.month - 1]}"
+    return f"{text}, reaching its {usd(forecast.limit)} limit {on_day(forecast.reaches_at, zone)}"
 
 
 def limits_summary(settings: BudgetSettings) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from gateway.budgets.lines import rough_usd, usd
+from gateway.budgets.lines import on_day, rough_usd, usd
 from gateway.console.charts import money, saving, tokens
 
 STYLESHEET = (resources.files("gateway.console") / "templates" / "console.css").read_text(encoding="utf-8")
@@ -81,8 +81,7 @@ class Renderer:
     @jinja2.pass_context
     def day(self, context: jinja2.runtime.Context, timestamp: float) -> str:
         """"on 24 March", in the page's zone."""
-        local = dt.datetime.fromtimestamp(timestamp, context.get("zone") or self.timezone)
-        return f"on {local.day} {local:%B}"
+        return on_day(timestamp, context.get("zone") or self.timezone)
 
     def ago(self, timestamp: float | None, now: float) -> str:
         if timestamp is None:
