@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import stat
@@ -22,6 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from agent.hands.file_pool import FilePool
+from agent.tools.registry import ToolError
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,9 @@ class Watch:
 class WorkspaceQuota:
     """Watches commands against ``limit_mb`` for the folders ``roots`` (the workspace first)."""
 
-    def __init__(self, roots: Iterable[Path], limit_mb: int) -> None:
+    def __init__(self, roots: Iterable[Path], limit_mb: int, pool: FilePool) -> None:
         self.roots = tuple(roots)
+        self.pool = pool  # the file tools' threads: a hung disk must not take the process's default ones
         self.limit = limit_mb * 1024 * 1024
         self.limit_mb = limit_mb
 
@@ -96,12 +101,12 @@ class WorkspaceQuota:
                     log.warning("command %d stopped: %s", process.pid, watch.reason)
                     await process.stop()
                     return
-        except OSError as error:  # the workspace cannot be measured: say so, stop nothing
+        except (OSError, ToolError) as error:  # it cannot be measured (now): say so, stop nothing
             log.warning("the workspace quota cannot be watched: %s", error)
 
     async def _measure(self) -> tuple[int, float]:
         started = time.monotonic()
-        measured = await asyncio.to_thread(usage, self.roots)
+        measured = await self.pool.run(functools.partial(usage, self.roots))
         return measured, time.monotonic() - started
 
 

@@ -116,7 +116,7 @@ class Hands:
             confinement.workspace,
             command_environment(settings, environ),
             quota=(
-                WorkspaceQuota(confinement.roots, settings.workspace_quota_mb)
+                WorkspaceQuota(confinement.roots, settings.workspace_quota_mb, files.pool)
                 if settings.workspace_quota_mb is not None
                 else None
             ),
