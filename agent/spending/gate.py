@@ -43,7 +43,7 @@ WARNED = "admins"  # the audience noted when the admins were warned about a scop
 @dataclass(frozen=True)
 class Refusal:
     """A limit a request (or a turn) does not fit under: nothing is left of it (:attr:`used_up`), or
-    something is, but less than the request's ``estimate`` (0 for the check before a turn starts)."""
+    something is, but less than the request ``needed`` at least (0 for the check before a turn starts)."""
 
     scope: Scope
     window: Window

@@ -66,8 +66,8 @@ def _subject(scope: Scope) -> tuple[str, str]:
 def refusal_line(refusal: Refusal, zone: dt.tzinfo) -> str:
     """The line a chat gets when a limit stops it, saying what happened: the limit is used up ("This chat
     has used its $2.00 for today; it resets at 00:00 Europe/Berlin."), or what is left of it is less than
-    this request could cost ("This bot has spent $0.0155 of its $0.05 for today; this request could cost
-    up to $0.04, more than the $0.0345 left, so it was not sent. ..."), or requests still running hold
+    this request needs at least ("This bot has spent $0.0155 of its $0.05 for today; this request needs
+    at least $0.04, more than the $0.0345 left, so it was not sent. ..."), or requests still running hold
     the rest."""
     subject, its = _subject(refusal.scope)
     window = FOR_WINDOW[refusal.window.kind]
