@@ -66,6 +66,7 @@ from agent.media.transcribe import OpenAITranscriber, Transcriber, Transcription
 from agent.media.types import Media
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
+from agent.paid import Payer, ServiceCall
 from agent.prompt import frozen_memory
 from agent.providers import PROVIDERS, build_provider
 from agent.providers.base import Provider, ProviderError
@@ -99,7 +100,7 @@ from agent.tools.registry import OPEN, Refuse, Tool, ToolContext, ToolError, Too
 from agent.tools.web import WebTools
 from agent.tools.web.search import SearchError, key_variable, search_provider, unusable
 from agent.tools.web.tools import TOOLSET, search_client
-from agent.usage import Usage
+from agent.usage import TRANSCRIPTION_PURPOSE, Usage
 
 __all__ = [
     "APPROVAL_LABELS",
@@ -110,6 +111,7 @@ __all__ = [
     "PROVIDERS",
     "SKIPPED",
     "TOOLSET",
+    "TRANSCRIPTION_PURPOSE",
     "Agent",
     "AgentSettings",
     "Answer",
@@ -151,6 +153,7 @@ __all__ = [
     "OpenAISynthesizer",
     "OpenAITranscriber",
     "OverBudget",
+    "Payer",
     "PromptSources",
     "Provider",
     "ProviderError",
@@ -166,6 +169,7 @@ __all__ = [
     "SandboxUnavailable",
     "Scope",
     "SearchError",
+    "ServiceCall",
     "SessionLeases",
     "SessionLocks",
     "SessionRecord",

@@ -497,6 +497,7 @@ class Agent:
             store=self.store,
             memory=self.memory.store(session.memory_scope),
             skills=self.skills,
+            payer=self.calls,
             delegate=delegate_for(self, session, depth, gate),
             trusted=session.memory_scope == OWNER_SCOPE,
             gate=gate,

@@ -22,9 +22,10 @@ scheduled job's run: each asks this one object, which
    until it answers again. A background review waits for the session's own model instead.
 
 So a new kind of request cannot forget the limits, the usage record or the cache check: there is no other
-way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). A spoken reply's
-synthesis (:meth:`ModelCalls.speak`) is billed per character and takes the same road: the gate admits its
-price, the usage record (purpose "speech", its characters) and the settlement follow.
+way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). Paid services that
+are not models (``agent.paid``: a spoken reply's synthesis, a transcription, a web search) take the same
+road through :meth:`ModelCalls.pay`: the gate admits their price, the usage record (of their purpose) and
+the settlement follow.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
@@ -43,6 +45,7 @@ from agent.limits import RequestLimiter
 from agent.media.speech import Synthesizer
 from agent.messages import Message
 from agent.models import ModelInfo
+from agent.paid import ServiceCall
 from agent.prompt import SystemPrompt
 from agent.providers.base import (
     Provider,
@@ -56,9 +59,11 @@ from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries,
 from agent.spending.estimate import request_price
 from agent.spending.gate import Admission, OverBudget, SpendGate
 from agent.store import SessionRecord, SessionStore
-from agent.usage import Usage, priced, spoken
+from agent.usage import SPEECH_PURPOSE, Usage, priced, service_usage
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 REMEMBERED_SESSIONS = 4096  # sessions whose last request is remembered for estimates
 PROBE_POLICY = RetryPolicy(max_retries=0, base_delay=0.0)  # one attempt: the next probe is an interval away
@@ -317,33 +322,50 @@ class ModelCalls:
         policy: RetryPolicy,
         timeout: float,  # noqa: ASYNC109 - one bound on every attempt and the waits between them
     ) -> bytes:
-        """``text`` spoken by ``synthesizer`` on behalf of ``session`` (a spoken reply), as an audio file.
+        """``text`` spoken by ``synthesizer`` on behalf of ``session`` (a spoken reply), as an audio file:
+        a :meth:`pay` of its price per character, retried as ``policy`` says within ``timeout``."""
+        call = ServiceCall(
+            purpose=SPEECH_PURPOSE,
+            provider=synthesizer.provider,
+            model=synthesizer.model,
+            price=synthesizer.cost(text),
+            send=lambda: call_with_retries(lambda: synthesizer.synthesize(text), policy, name="speech"),
+            characters=len(text),
+        )
+        return await self.pay(call, session_id=session.id, timeout=timeout)
 
-        Its price is known before it is sent (per character), so the gate admits exactly that; retries as
-        ``policy`` says, all attempts within ``timeout`` seconds. Raises ``OverBudget`` (nothing sent) or a
-        ``ProviderError``; a failed synthesis is not recorded (the services bill what they delivered)."""
-        cost = synthesizer.cost(text)
-        admission = await self.gate.admit(cost)
+    async def pay(self, call: ServiceCall[T], *, session_id: str, timeout: float) -> T:  # noqa: ASYNC109
+        """Send ``call`` (a paid service that is not a model: ``agent.paid``) on behalf of the session
+        ``session_id``, charged like its model requests (to the current ``Charge``).
+
+        The gate admits ``call.price`` before anything is sent; the cost the answer reports (``billed``)
+        is recorded and settled after. Raises ``OverBudget`` (nothing sent), ``ProviderError`` with kind
+        "timeout" after ``timeout`` seconds, or what ``call.send`` raised; a failed call is not recorded
+        (the services bill what they delivered)."""
+        admission = await self.gate.admit(call.price)
         sent_at = self.clock()
         try:
             async with asyncio.timeout(timeout):
-                audio = await call_with_retries(lambda: synthesizer.synthesize(text), policy, name="speech")
+                result = await call.send()
         except TimeoutError:
             await asyncio.shield(self.gate.release(admission))
-            raise ProviderError(f"no speech within {timeout:g} s", retryable=False, kind="timeout") from None
+            raise ProviderError(
+                f"no {call.purpose} within {timeout:g} s", retryable=False, kind="timeout"
+            ) from None
         except BaseException:
             await asyncio.shield(self.gate.release(admission))
             raise
-        record = spoken(synthesizer.provider, synthesizer.model, len(text), cost)
+        cost = call.price if call.billed is None else call.billed(result)
+        record = service_usage(call.purpose, call.provider, call.model, cost, characters=call.characters)
         try:
             recorded = await self.store.record_request(
-                session.id, record, at=self.clock(), sent_at=sent_at, spend=admission.keys
+                session_id, record, at=self.clock(), sent_at=sent_at, spend=admission.keys
             )
         except BaseException:
             await asyncio.shield(self.gate.release(admission))
             raise
         await self.gate.settle(admission, cost, recorded.spent)
-        return audio
+        return result
 
     async def _finish(
         self, sent: _Sent, admission: Admission, usage: Usage | None, *, answered: bool

@@ -381,6 +381,13 @@ class SpeechToTextSettings(Section):
     reply_with_transcript: StrictBool = Field(
         False, description="Also post the transcript into the chat, so the person sees what was heard."
     )
+    price_per_minute: StrictFloat | None = Field(
+        None,
+        ge=0,
+        description="USD per minute of audio, for insights and spend limits; null = OpenAI's price of the "
+        "model (0.006 for whisper-1 and gpt-4o-transcribe, 0.003 for gpt-4o-mini-transcribe). Set 0 for a "
+        "free local server.",
+    )
 
 
 class TextToSpeechSettings(Section):
@@ -463,6 +470,12 @@ class WebSearchSettings(Section):
     tavily_url: str = Field("https://api.tavily.com/search", description="Tavily search API endpoint.")
     max_results: StrictInt = Field(5, ge=1, le=20, description="Results per search.")
     timeout: StrictFloat = Field(15.0, gt=0, description="Seconds to wait for one search.")
+    price_per_query: StrictFloat | None = Field(
+        None,
+        ge=0,
+        description="USD per search, for insights and spend limits; null = the provider's list price "
+        "(brave 0.005, tavily 0.008, searxng 0). Set it to what your plan costs.",
+    )
 
 
 class WebSettings(Section):

@@ -80,11 +80,16 @@ class RequestUsage:
 
 
 SPEECH_PURPOSE = "speech"  # a spoken reply's synthesis (agent.media.speech)
+TRANSCRIPTION_PURPOSE = "transcription"  # a voice note or audio file heard (agent.media.transcribe)
+SEARCH_PURPOSE = "search"  # a web_search query (agent.tools.web.search)
 
 
-def spoken(provider: str, model: str, characters: int, cost: float) -> RequestUsage:
-    """A speech request as the store records it: no tokens, its characters, a cost caching cannot lower."""
-    return RequestUsage(SPEECH_PURPOSE, provider, model, Usage(), cost, cost, characters)
+def service_usage(
+    purpose: str, provider: str, model: str, cost: float, *, characters: int = 0
+) -> RequestUsage:
+    """A paid service's request (``agent.paid``) as the store records it: no tokens, a cost caching
+    cannot lower, and for speech the characters spoken."""
+    return RequestUsage(purpose, provider, model, Usage(), cost, cost, characters)
 
 
 def priced(purpose: str, provider: str, model: str, info: ModelInfo, usage: Usage) -> RequestUsage:

@@ -126,7 +126,11 @@ async def open_chat_core(
             lanes=lanes,
             reviews=Reviews(runtime, config.review, metrics, authorizer, claims=review_claims(in_cluster)),
             media=MediaReader(
-                config.media, config.gateway.max_attachment_mb, runtime.transcriber, runtime.store
+                config.media,
+                config.gateway.max_attachment_mb,
+                runtime.transcriber,
+                runtime.store,
+                payer=runtime.agent.calls,
             ),
             metrics=metrics,
             budgets=Budgets(config.budgets, runtime.spending, runtime.store.spending),

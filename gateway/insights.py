@@ -62,6 +62,8 @@ PURPOSE_LABELS = {
     "subagent": "sub-agents",
     "review": "reviews",
     "speech": "spoken",  # spoken replies: billed per character, no tokens
+    "transcription": "transcribed",  # voice notes heard: billed per minute of audio
+    "search": "web searches",  # web_search queries: billed per search
 }
 
 

@@ -256,6 +256,7 @@ def make_transcriber(config: HeraldConfig) -> Transcriber | None:
         timeout=stt.timeout,
         language=stt.language,
         retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
+        price_per_minute=stt.price_per_minute,
     )
 
 

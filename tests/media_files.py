@@ -109,9 +109,11 @@ def pdf(pages: int = 2, text: str | None = "Quarterly report: revenue grew 12 pe
     return bytes(out)
 
 
-def voice_note(words: str) -> bytes:
-    """An Ogg file whose words the provider emulator reads back (it does not listen: ``SPEECH:``)."""
-    return b"OggS\x00\x02" + b"\x00" * 20 + b"SPEECH:" + words.encode() + b"\x00"
+def voice_note(words: str, seconds: float = 0.0) -> bytes:
+    """An Ogg file whose words the provider emulator reads back (it does not listen: ``SPEECH:``); with
+    ``seconds``, padded to the size that much speech takes at 32 kbit/s (the emulator bills by size)."""
+    note = b"OggS\x00\x02" + b"\x00" * 20 + b"SPEECH:" + words.encode() + b"\x00"
+    return note + b"\x00" * max(0, int(seconds * 4_000) - len(note))
 
 
 PNG_SAMPLES = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # samples a pixel, by colour type

@@ -94,7 +94,9 @@ async def test_compressed_messages_are_still_found_by_session_search(
         await chat(runtime, session.id, range(14))
         active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
         memory = runtime.memory.store(session.memory_scope)
-        context = ToolContext(session.id, session.session_key, runtime.store, memory, runtime.skills)
+        context = ToolContext(
+            session.id, session.session_key, runtime.store, memory, runtime.skills, runtime.agent.calls
+        )
         found = await SESSION_SEARCH_TOOL.handler({"query": "FACT-3"}, context)
     assert "Turn 3: remember" not in active_text  # compressed away...
     [hit] = [line for line in found.splitlines() if "remember [FACT-3]" in line]  # ...but findable

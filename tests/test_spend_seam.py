@@ -47,11 +47,28 @@ def test_the_seam_gates_before_it_sends_and_records_after() -> None:
     assert admit < send < record
 
 
-def test_speech_is_paid_through_the_seam_too() -> None:
-    """A spoken reply's synthesis is billed per character: only ``ModelCalls.speak`` asks a synthesizer,
-    after the gate admitted its price and before its usage is recorded."""
+def test_paid_services_are_paid_through_the_seam_too() -> None:
+    """Speech, transcription and web search are billed like model requests (``agent.paid``): only the
+    seam's ``pay`` sends a ``ServiceCall``, after the gate admitted its price and before its usage is
+    recorded; a synthesizer is asked only by the seam, a transcriber and a search provider only inside
+    the ``ServiceCall`` handed to it."""
     assert set(calls("synthesize")) == {SEAM}
     source = (ROOT / SEAM).read_text(encoding="utf-8")
-    speak = source[source.index("async def speak(") :]
-    admit, send, record = (speak.index(step) for step in ("gate.admit(", ".synthesize(", "record_request("))
+    pay = source[source.index("async def pay(") :]
+    admit, send, record = (pay.index(step) for step in ("gate.admit(", "call.send()", "record_request("))
     assert admit < send < record
+    services = (
+        ("transcribe", "transcriber", "gateway/conversation/media.py"),
+        ("search", "provider", "agent/tools/web/tools.py"),
+    )
+    # `herald doctor` asks the search service one query when the owner runs it: no session, no chat
+    doctor = {"gateway/doctor/web.py"}
+    for method, receiver, home in services:
+        senders = {
+            module
+            for module, receivers in calls(method).items()
+            if any(found.endswith(receiver) for found in receivers)
+        }
+        assert senders - doctor == {home}, senders
+        text = (ROOT / home).read_text(encoding="utf-8")
+        assert text.index("ServiceCall(") < text.index(f"{receiver}.{method}(") < text.index(".pay(")

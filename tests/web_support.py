@@ -7,10 +7,11 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
+from agent.paid import ServiceCall
 from agent.settings import WebSettings
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
 from agent.tools.web.addresses import guest_policy, owner_policy
@@ -20,6 +21,18 @@ from tests.helpers import open_store
 from tests.state_support import files_bank, files_library
 
 Contexts = Callable[[bool], ToolContext]  # trusted (the owner) or not (a guest) -> a context
+T = TypeVar("T")
+
+
+class _Uncharged:
+    """Sends a paid call as it is: these tests are about what the tools do; what a search costs and who
+    pays it is tests/test_paid_services.py's business (through the real ``ModelCalls.pay``)."""
+
+    async def pay(self, call: ServiceCall[T], *, session_id: str, timeout: float) -> T:  # noqa: ASYNC109
+        return await call.send()
+
+
+UNCHARGED = _Uncharged()
 
 
 @asynccontextmanager
@@ -30,7 +43,7 @@ async def tool_contexts(root: Path) -> AsyncIterator[Contexts]:
         skills = files_library(root / "skills")
 
         def context(trusted: bool) -> ToolContext:
-            return ToolContext("session", "telegram:1", store, memory, skills, trusted=trusted)
+            return ToolContext("session", "telegram:1", store, memory, skills, UNCHARGED, trusted=trusted)
 
         yield context
 

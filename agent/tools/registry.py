@@ -27,6 +27,7 @@ from agent.messages import Message, ToolCall, tool_result
 if TYPE_CHECKING:
     from agent.hands.approval import Approver
     from agent.memory import MemoryStore
+    from agent.paid import Payer
     from agent.skills import SkillLibrary
     from agent.store import SessionStore
 
@@ -117,6 +118,7 @@ class ToolContext:
     store: SessionStore
     memory: MemoryStore
     skills: SkillLibrary
+    payer: Payer  # paid services a tool uses (web_search) are charged through it like model requests
     delegate: Delegate | None = None
     trusted: bool = False
     gate: ToolGate = OPEN

@@ -26,12 +26,17 @@ from typing import TypeVar
 
 from adapters.base import Adapter, Attachment, DeliveryError, InboundMessage
 from agent.api import (
+    TRANSCRIPTION_PURPOSE,
     DecodeBudget,
     Media,
     MediaLimits,
     MediaLoad,
     MediaRefused,
     ModelInfo,
+    OverBudget,
+    Payer,
+    ProviderError,
+    ServiceCall,
     SessionRecord,
     SessionStore,
     Transcriber,
@@ -48,6 +53,8 @@ DOWNLOAD_SECONDS = 180.0
 FILE_THREADS = 2  # threads that read files (Pillow, pypdf), apart from the event loop's own
 _FILE_WORK = ThreadPoolExecutor(max_workers=FILE_THREADS, thread_name_prefix="herald-files")
 PREPARE_SECONDS = 60.0  # reading one file (documents stop themselves at EXTRACT_SECONDS, between pages)
+# The transcriber bounds each attempt (``stt.timeout``) and its retries; this bounds them all together.
+TRANSCRIBE_SECONDS = 900.0
 TRANSCRIPT_LABEL = "[voice message, transcribed]"
 NO_STT = (
     "I can't listen to voice messages here: speech-to-text is not set up (the owner can turn it on "
@@ -110,6 +117,7 @@ class MediaReader:
     max_attachment_mb: float
     transcriber: Transcriber | None
     store: SessionStore
+    payer: Payer  # a transcription is paid like a model request (``agent.paid``), in the turn's charge
     decode_budget: DecodeBudget = field(init=False)
 
     def __post_init__(self) -> None:  # one budget for every image this gateway reads
@@ -155,7 +163,7 @@ class MediaReader:
                 parts.notices.append(NO_STT)
                 return
             data = await self._download(adapter, attachment, name)
-            transcript = await self._transcribe(data, attachment)
+            transcript = await self._transcribe(data, attachment, session)
             parts.lines.append(f"{TRANSCRIPT_LABEL} {transcript}")
             parts.transcripts.append(transcript)
             parts.usable = True
@@ -249,15 +257,28 @@ class MediaReader:
                 raise MessageRefused(f"I could not download {name}: {error}.") from None
             raise MessageRefused(f"I could not download {name} ({error}); please send it again.") from None
 
-    async def _transcribe(self, data: bytes, attachment: Attachment) -> str:
-        assert self.transcriber is not None
+    async def _transcribe(self, data: bytes, attachment: Attachment, session: SessionRecord) -> str:
+        """The words in ``data``, paid in the current charge; ``OverBudget`` when a limit refuses it."""
+        transcriber = self.transcriber
+        assert transcriber is not None
         file_name = attachment.name or f"{attachment.kind}{_audio_suffix(attachment.mime_type)}"
+        call = ServiceCall(
+            purpose=TRANSCRIPTION_PURPOSE,
+            provider=transcriber.provider,
+            model=transcriber.model,
+            price=transcriber.estimate(len(data)),
+            send=lambda: transcriber.transcribe(data, file_name=file_name, media_type=attachment.mime_type),
+            billed=lambda heard: transcriber.billed(heard, len(data)),
+        )
         try:
-            return await self.transcriber.transcribe(
-                data, file_name=file_name, media_type=attachment.mime_type
-            )
+            transcript = await self.payer.pay(call, session_id=session.id, timeout=TRANSCRIBE_SECONDS)
         except TranscriptionFailed as error:
             raise MessageRefused(str(error)) from None
+        except ProviderError as error:  # its own timeouts became TranscriptionFailed: this is the backstop
+            if isinstance(error, OverBudget):
+                raise
+            raise MessageRefused(f"I could not transcribe {file_name}: {error}.") from None
+        return transcript.text
 
 
 async def _in_thread(attachment: Attachment, work: Callable[[], T]) -> T:

@@ -33,6 +33,7 @@ from agent.api import (
     EventCallback,
     Lease,
     Media,
+    OverBudget,
     Refusal,
     SessionRecord,
     SessionSpec,
@@ -176,11 +177,15 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             await refuse(services, row, over, streamed=streamed)
             return
         try:
-            turn_input = await services.media.read(
-                adapter, message, session, runtime.config.model_info(session.model)
-            )
+            with charging(charge):  # a transcription is paid like the turn's model requests
+                turn_input = await services.media.read(
+                    adapter, message, session, runtime.config.model_info(session.model)
+                )
         except MessageRefused as refusal:
             await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
+            return
+        except OverBudget as unpaid:  # a voice note a limit cannot pay: nothing reached the model
+            await refuse(services, row, unpaid.refusal, streamed=streamed)
             return
         await echo_transcripts(services, row, turn_input.transcripts)
         stream = ReplyStream(

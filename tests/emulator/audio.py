@@ -2,8 +2,10 @@
 
 The emulator does not listen: the transcript is the next scripted one (``emu.script_transcript``), or
 else the UTF-8 text after ``SPEECH:`` in the file (test fixtures carry their words that way), or else
-a line naming the file's size. Faults queued for ``api="audio"`` (``emu.fail_next(500, api="audio")``)
-and stalls apply, as for the model APIs.
+a line naming the file's size. Its usage reports the audio's length as OpenAI does for whisper-1
+(``{"type": "duration", "seconds": ...}``): the emulator takes a file to hold 32 kbit/s of sound.
+Faults queued for ``api="audio"`` (``emu.fail_next(500, api="audio")``) and stalls apply, as for the
+model APIs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .wire import Outcome
 
 API = "audio"
 SPEECH_MARK = b"SPEECH:"
+BYTES_PER_SECOND = 4_000  # the length the emulator bills: as if every file were 32 kbit/s audio
 SUPPORTED_SUFFIXES = (".flac", ".m4a", ".mp3", ".mp4", ".mpeg", ".mpga", ".oga", ".ogg", ".wav", ".webm")
 
 
@@ -30,6 +33,7 @@ class Transcription:
     language: str | None
     status: int = 200
     text: str = ""
+    seconds: float = 0.0  # the length its usage reported
 
 
 def transcribe(
@@ -56,7 +60,8 @@ def transcribe(
                 400, f"Unrecognized file format. Supported formats: {list(SUPPORTED_SUFFIXES)}"
             )
         record.text = state.next_transcript() or _spoken(data)
-        return Outcome(200, {"text": record.text})
+        record.seconds = round(len(data) / BYTES_PER_SECOND, 3)
+        return Outcome(200, {"text": record.text, "usage": {"type": "duration", "seconds": record.seconds}})
 
 
 def _spoken(data: bytes) -> str:

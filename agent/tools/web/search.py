@@ -72,10 +72,12 @@ class SearchProvider(ABC):
 
     name: str
     hint_when_refused = ""  # added to a 401/403 error: what to check
+    list_price = 0.0  # USD per search when ``web.search.price_per_query`` is null
 
     def __init__(self, client: httpx.AsyncClient, timeout: float) -> None:
         self.client = client
         self.timeout = timeout
+        self.price_per_query = self.list_price  # a paid service (``agent.paid``): what one search costs
 
     @abstractmethod
     async def search(self, query: str, max_results: int) -> list[SearchResult]:
@@ -141,6 +143,7 @@ class KeyedSearch(SearchProvider):
 
 class BraveSearch(KeyedSearch):
     name = "Brave Search"
+    list_price = 0.005  # "Data for AI" plans: $5 per 1,000 queries
 
     async def search(self, query: str, max_results: int) -> list[SearchResult]:
         data = await self.request_json(
@@ -156,6 +159,7 @@ class BraveSearch(KeyedSearch):
 
 class TavilySearch(KeyedSearch):
     name = "Tavily"
+    list_price = 0.008  # one credit per basic search, $0.008 a credit pay-as-you-go
 
     async def search(self, query: str, max_results: int) -> list[SearchResult]:
         data = await self.request_json(
@@ -190,12 +194,18 @@ def search_provider(
     if missing is not None:
         log.warning("%s: no web_search", missing)
         return None
+    provider: SearchProvider
     if settings.provider == "searxng" and settings.searxng_url:
-        return SearxngSearch(client, settings.timeout, settings.searxng_url)
-    key_env = key_variable(settings)
-    if key_env is None:
-        return None  # no provider configured
-    api_key = environ.get(key_env, "").strip()
-    if settings.provider == "brave":
-        return BraveSearch(client, settings.timeout, settings.brave_url, api_key, key_env)
-    return TavilySearch(client, settings.timeout, settings.tavily_url, api_key, key_env)
+        provider = SearxngSearch(client, settings.timeout, settings.searxng_url)
+    else:
+        key_env = key_variable(settings)
+        if key_env is None:
+            return None  # no provider configured
+        api_key = environ.get(key_env, "").strip()
+        if settings.provider == "brave":
+            provider = BraveSearch(client, settings.timeout, settings.brave_url, api_key, key_env)
+        else:
+            provider = TavilySearch(client, settings.timeout, settings.tavily_url, api_key, key_env)
+    if settings.price_per_query is not None:
+        provider.price_per_query = settings.price_per_query
+    return provider

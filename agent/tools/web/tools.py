@@ -13,12 +13,15 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent.paid import ServiceCall
 from agent.settings import WebSettings
+from agent.spending.gate import OverBudget
 from agent.tools.registry import Tool, ToolContext, ToolError
 from agent.tools.web.addresses import AddressPolicy, guest_policy, owner_policy
 from agent.tools.web.extract import Kind, content_kind, not_readable, readable_text
 from agent.tools.web.search import SearchProvider, format_results, search_provider
 from agent.untrusted.envelope import mark_untrusted
+from agent.usage import SEARCH_PURPOSE
 
 if TYPE_CHECKING:
     import httpx
@@ -71,7 +74,19 @@ def search_tool(provider: SearchProvider, max_results: int) -> Tool:
 
     async def web_search(args: dict[str, Any], context: ToolContext) -> str:
         query = required_text(args, "query")
-        results = await provider.search(query, max_results)
+        call = ServiceCall(
+            purpose=SEARCH_PURPOSE,
+            provider=provider.name,
+            model="web_search",
+            price=provider.price_per_query,
+            send=lambda: provider.search(query, max_results),
+        )
+        try:  # the provider's own timeout bounds the search; this one only backs it up
+            results = await context.payer.pay(
+                call, session_id=context.session_id, timeout=provider.timeout + 5
+            )
+        except OverBudget as refused:
+            raise ToolError(f"Search not sent: {refused}.") from None
         return mark_untrusted(f"{provider.name} web search", format_results(query, results))
 
     return Tool(
