@@ -37,7 +37,7 @@ from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
 from gateway.budgets.service import Budgets
 from gateway.console.links import LINK_SECONDS, LoginLinks
-from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope
+from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope, reply_address
 from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
@@ -423,6 +423,9 @@ async def answer_command(services: Services, row: InboxRow) -> None:
     try:
         message = row.message
         is_admin = services.authorizer.is_admin(message.platform, message.user_id)
+        if is_admin:  # spend warnings that could not reach them as a direct message (a command is a message)
+            for warning in await services.budgets.owed_warnings(admin_id(message.platform, message.user_id)):
+                await services.replies.post(reply_address(message), warning)
         reply = await run_command(CommandContext(desk_of(services), row, args, is_admin), name)
     except (StorageUnavailable, FencedOut, NoLongerPending):
         raise  # the database is down (run again later), the session or the row is another process's

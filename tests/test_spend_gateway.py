@@ -420,8 +420,9 @@ async def test_compress_in_a_chat_with_nothing_left_asks_the_model_nothing(
     assert shown == [line, f"Not compressed: {line}"] and emulator.requests == []
 
 
+@pytest.mark.parametrize("first", ["hello, it's me", "/budget"], ids=["a message", "a command"])
 async def test_guests_who_used_the_bots_limit_do_not_lock_the_owner_out_who_hears_the_warning_next(
-    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, first: str
 ) -> None:
     budgets = {"bot": {"daily_usd": 0.03}, "warn_at": 0.5}  # exempt_admins is not set: its default
     async with telegram_gateway(
@@ -443,17 +444,18 @@ async def test_guests_who_used_the_bots_limit_do_not_lock_the_owner_out_who_hear
         assert status == 200 and "Spend warnings not delivered" in page  # the console shows it
         assert f'data-admin="telegram:{ADMIN}"' in page and "💸 Spend warning: The bot has spent $" in page
 
-        fake.private_message(ADMIN, "hello, it's me")
+        fake.private_message(ADMIN, first)
         await harness.settled()
-        first = harness.texts(ADMIN)
+        told = harness.texts(ADMIN)
         fake.private_message(ADMIN, "and again")
         await harness.settled()
-        again = harness.texts(ADMIN)[len(first) :]
+        again = harness.texts(ADMIN)[len(told) :]
         async with console_client(harness.gateway.http.url) as client:
             await client.login()
             _, page_after, _ = await client.get("/console/budgets", follow=True)
-    assert len(emulator.requests) == asked + 2  # the owner was answered both times
-    assert len(first) == 2 and first[0].startswith("💸 Spend warning: The bot has spent $")  # told first
-    assert "of its $0.03 for today" in first[0] and not first[1].startswith("💸")
+    asked_model = 1 if first.startswith("/") else 2  # a command asks no model
+    assert len(emulator.requests) == asked + asked_model  # the owner was answered both times
+    assert len(told) == 2 and told[0].startswith("💸 Spend warning: The bot has spent $")  # told first
+    assert "of its $0.03 for today" in told[0] and not told[1].startswith("💸")
     assert len(again) == 1 and not again[0].startswith("💸")  # told once
     assert "Spend warnings not delivered" not in page_after
