@@ -109,6 +109,11 @@ def _inject_file(
     return sent
 
 
+def _say(fake: FakeTelegram, injected: list[Sent], chat: int, text: str) -> None:
+    """A direct message of ``text`` as it is (a command, say): not tagged, not checked."""
+    fake.private_message(chat, text, first_name=f"User {chat}")
+
+
 def _inject_quietly(fake: FakeTelegram, injected: list[Sent], messages: list[tuple[int, str, str]]) -> int:
     return len(_inject(fake, injected, messages))
 
@@ -157,6 +162,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "inject": _inject,
     "inject_quietly": _inject_quietly,
     "inject_file": _inject_file,
+    "say": _say,
     "answers": _answers,
     "check": _check,
     "rss": lambda fake, injected: rss_kb(),
@@ -198,6 +204,10 @@ class FakeTelegramProcess(PlatformProcess):
         """A direct message from ``chat`` with a file sent as a file, captioned ``"<tag>: what is it?"``."""
         sent: Sent = await asyncio.to_thread(self._request, "inject_file", chat, tag, data, name, mime_type)
         return sent
+
+    async def say(self, chat: int, text: str) -> None:
+        """A direct message of ``text`` from ``chat`` as it is (a command), not tagged and not checked."""
+        await asyncio.to_thread(self._request, "say", chat, text)
 
     async def check(self, chats: list[int]) -> tuple[int, int, list[str]]:
         """(answered exactly once, injected, problems) over every message injected into ``chats``."""

@@ -1,0 +1,93 @@
+"""The soak, short (``python -m benchmarks.soak`` is the long one): a gateway that has answered many
+messages, images, scheduled runs and API requests holds no more tasks, open files, threads or database
+connections once it is idle again than it held idle after its first few. A leak of one of them per
+message (a task never ended, a socket or a file never closed, a connection never given back) shows as
+sixty here; the slack allows the few pooled keep-alive connections that come and go.
+
+Real python-telegram-bot against the fake Bot API, the real anthropic SDK against the emulator, the
+real openai SDK against the gateway's API; on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import threading
+from dataclasses import dataclass
+
+import openai
+import pytest
+
+from gateway.cron.jobs import RunStatus
+from gateway.home import HeraldHome
+from tests.emulator import ProviderEmulator
+from tests.gateway_support import ADMIN, Harness, telegram_gateway
+from tests.media_files import png_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.each_database, pytest.mark.timeout(240)]
+
+API_KEY = "soak-test-key-0123456789abcdef"
+CHATS = [20_000 + n for n in range(10)]
+SLACK = 4  # pooled keep-alive connections (a task, a descriptor) and pool threads that may come and go
+
+
+@dataclass(frozen=True)
+class Idle:
+    tasks: int
+    files: int
+    threads: int
+    connections: int | None  # checked out of PostgreSQL's pool, held or leaked (None: SQLite)
+
+
+def idle_state(harness: Harness) -> Idle:
+    gc.collect()
+    engine = getattr(harness.gateway.services.runtime.storage, "_engine", None)
+    pool = getattr(getattr(engine, "sync_engine", None), "pool", None)
+    return Idle(
+        tasks=len(asyncio.all_tasks()),
+        files=len(os.listdir("/proc/self/fd")),
+        threads=threading.active_count(),
+        connections=pool.checkedout() if pool is not None else None,
+    )
+
+
+async def traffic(harness: Harness, client: openai.AsyncOpenAI, job: str, rounds: int) -> None:
+    """``rounds`` times: a message in every chat (every fifth an image), one API request, one job run."""
+    for number in range(rounds):
+        for chat in CHATS:
+            if number % 5 == 4:
+                harness.fake.private_message(chat, "what is this?", photo=png_file(32, 32))
+            else:
+                harness.fake.private_message(chat, f"message {number}")
+        answer = await client.chat.completions.create(
+            model="herald", messages=[{"role": "user", "content": f"api {number}"}]
+        )
+        assert answer.choices[0].message.content
+        assert await harness.gateway.scheduler.run_now(job) is RunStatus.OK
+        await harness.settled()
+
+
+async def test_after_hundreds_of_messages_the_idle_gateway_holds_what_it_held_after_the_first(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    api = {"keys": [{"key": "$SOAK_KEY", "person": "api:soak"}]}
+    telegram = {"allowed_users": [str(chat) for chat in CHATS]}
+    async with telegram_gateway(
+        home, emulator, emulator_url, api=api, telegram=telegram, environ={"SOAK_KEY": API_KEY}
+    ) as harness:
+        harness.fake.private_message(ADMIN, "/cron add every 1d | Say one sentence about the weather.")
+        await harness.settled()
+        [job] = await harness.gateway.services.runtime.cron.jobs.all()
+        url = harness.gateway.http.url + "/v1"
+        async with openai.AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0, timeout=60) as client:
+            await traffic(harness, client, job.id, rounds=2)  # warm-up: pools, caches, lazy imports
+            before = idle_state(harness)
+            await traffic(harness, client, job.id, rounds=6)
+            after = idle_state(harness)
+        answered = [len(harness.texts(chat)) for chat in CHATS]
+    assert answered == [8] * len(CHATS)  # every message answered once
+    assert after.tasks <= before.tasks + SLACK, (before, after)
+    assert after.files <= before.files + SLACK, (before, after)
+    assert after.threads <= before.threads + SLACK, (before, after)  # pools start threads lazily
+    assert after.connections == before.connections, (before, after)  # those held for good: no more
