@@ -36,8 +36,9 @@ from gateway.approvals.service import Approvals
 from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
 from gateway.budgets.service import Budgets
+from gateway.chats import chat_of_session_key, person_id
 from gateway.console.links import LINK_SECONDS, LoginLinks
-from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope
+from gateway.conversation.addressing import memory_scope
 from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
@@ -228,7 +229,7 @@ async def _budget(context: CommandContext) -> str:
     budgets = context.desk.budgets
     message = context.row.message
     with_bot = context.is_admin or bool(bot_scope(budgets.settings).limits)
-    person = admin_id(message.platform, message.user_id)
+    person = person_id(message.platform, message.user_id)
     rows = await budgets.book.chat_standing(context.key, person, with_bot=with_bot)
     exempt = context.is_admin and budgets.settings.exempt_admins
     return chat_report(rows, budgets.book.zone, exempt=exempt, now=time.time())
@@ -298,7 +299,7 @@ async def _status(context: CommandContext) -> str:
 
 def _decider(context: CommandContext) -> Decider:
     message = context.row.message
-    return Decider(message.platform, message.chat_id, admin_id(message.platform, message.user_id),
+    return Decider(message.platform, message.chat_id, person_id(message.platform, message.user_id),
                    message.user_name)  # fmt: skip
 
 
@@ -309,7 +310,7 @@ async def _approve(context: CommandContext) -> str:
     words = context.args.split()
     platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
     message = context.row.message
-    user = await context.desk.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
+    user = await context.desk.pairing.approve(platform, code, person_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
     context.desk.wake_sender()  # the welcome was queued with the approval
@@ -350,7 +351,7 @@ async def _console(context: CommandContext) -> str:
         )
     if message.chat_type is not ChatType.DIRECT:
         return "Ask me for /console in a direct chat: a login link must not be shown to a group."
-    secret = await context.desk.login_links.issue(admin_id(message.platform, message.user_id))
+    secret = await context.desk.login_links.issue(person_id(message.platform, message.user_id))
     minutes = LINK_SECONDS / 60
     return (
         f"Your console login link (it works once, within {minutes:.0f} minutes):\n"

@@ -60,6 +60,7 @@ from agent.settings import (
     ToolsSettings,
     WebSettings,
 )
+from gateway.chats import is_person_id
 from gateway.timezones import resolve_timezone
 
 
@@ -72,8 +73,7 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 def _person(value: str) -> str:
     """``platform:user_id`` (how ``gateway.admins`` names people), or a ValueError saying so."""
-    platform, _, user = value.partition(":")
-    if not platform or not user or not platform.isalpha():
+    if not is_person_id(value):
         raise ValueError(f"'{value}' is not platform:user_id (e.g. {EXAMPLE}:12345, or api:alice)")
     return value
 

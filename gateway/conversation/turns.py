@@ -44,7 +44,8 @@ from agent.api import (
 from agent.db import FencedOut, StorageUnavailable
 from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker, speaker_of
-from gateway.conversation.addressing import admin_id, reply_address, session_spec, user_text
+from gateway.chats import person_id, reply_address
+from gateway.conversation.addressing import session_spec, user_text
 from gateway.conversation.media import MessageRefused
 from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.stream import ReplyStream
@@ -161,7 +162,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         is_admin = services.authorizer.is_admin(message.platform, message.user_id)
         charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
         if is_admin:  # spend warnings that could not reach them as a direct message
-            for warning in await services.budgets.owed_warnings(admin_id(message.platform, message.user_id)):
+            for warning in await services.budgets.owed_warnings(person_id(message.platform, message.user_id)):
                 await services.replies.post(address, warning)
         if recovered is not None:
             with charging(charge):

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from adapters.base import Adapter, ChatAddress
-from gateway.conversation.addressing import reply_address
+from gateway.chats import reply_address
 from gateway.delivery.outbox import Outbox, Outgoing
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import answer_operations

@@ -23,8 +23,8 @@ from agent.db import StorageUnavailable
 from agent.files import valid_text
 from gateway.access.auth import speaker_of
 from gateway.access.pairing import RequestOutcome
+from gateway.chats import reply_address, session_key
 from gateway.commands import BY_NAME, answer_command, parse_command
-from gateway.conversation.addressing import reply_address, session_key
 from gateway.intake.inbox import InboxEntry, InboxRow, NoLongerPending
 from gateway.intake.work import Work, WorkKind
 from gateway.services import Services
