@@ -43,9 +43,9 @@ from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller, CronManager
-from gateway.intake.inbox import InboxRow, NoLongerPending
 from gateway.intake.pending import hold_pending
 from gateway.intake.work import WorkQueue
+from gateway.ledger.inbox import InboxRow, NoLongerPending
 from gateway.services import Services
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
@@ -96,12 +96,12 @@ def desk_of(services: Services) -> CommandDesk:
     runtime = services.runtime
 
     async def new_session(row: InboxRow) -> StartedSession:
-        async with hold_pending(services, row) as lease:
+        async with hold_pending(runtime.locks, services.inbox, row) as lease:
             return await start_session(services, lease, row.message)
 
     async def compress(row: InboxRow, charge: Charge) -> CompressionOutcome | str | None:
         """The chat's session compressed now, charged like the asker's turn; a str: why not (a limit)."""
-        async with hold_pending(services, row) as lease:
+        async with hold_pending(runtime.locks, services.inbox, row) as lease:
             session = await runtime.store.latest_session(row.session_key)
             if session is None:
                 return None
@@ -388,6 +388,16 @@ COMMANDS: tuple[Command, ...] = (
     ),
 )
 BY_NAME = {command.name: command for command in COMMANDS}
+
+
+def command_in_lane(text: str) -> bool | None:
+    """None: ``text`` is no slash command; else whether the command runs in the chat's lane (an unknown
+    one is answered at once: with a hint)."""
+    parsed = parse_command(text)
+    if parsed is None:
+        return None
+    command = BY_NAME.get(parsed[0])
+    return command is not None and command.in_lane
 
 
 def private_commands() -> frozenset[str]:

@@ -21,7 +21,7 @@ from gateway.chats import session_key
 from gateway.config import HeraldConfig
 from gateway.conversation.addressing import session_spec
 from gateway.home import HeraldHome
-from gateway.intake.inbox import Inbox, InboxState
+from gateway.ledger.inbox import Inbox, InboxState
 from gateway.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram

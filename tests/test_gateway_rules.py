@@ -21,10 +21,10 @@ from gateway.access.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcom
 from gateway.chats import session_key
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
 from gateway.conversation.addressing import memory_scope, user_text
-from gateway.delivery.outbox import Operation
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.stream import answer_operations, render
 from gateway.intake.lanes import INTERRUPTED, Lanes
+from gateway.ledger.outbox import Operation
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 
 

@@ -163,8 +163,8 @@ REPOSITORIES = {
     "gateway/cron/jobs.py",
     "gateway/platforms/records.py",
     "gateway/home/facts.py",
-    "gateway/intake/inbox.py",
-    "gateway/delivery/outbox.py",
+    "gateway/ledger/inbox.py",
+    "gateway/ledger/outbox.py",
     "gateway/access/pairing.py",
     "gateway/openai_api/conversations.py",
     "gateway/approvals/records.py",  # commands held for approval
@@ -203,7 +203,7 @@ def test_every_reply_takes_one_road() -> None:
 
     assert users("outbox.enqueue(") <= {"gateway/delivery/replies.py"}, users("outbox.enqueue(")
     queuing = users("insert_items(")
-    assert queuing <= {"gateway/delivery/outbox.py", "gateway/access/pairing.py"}, queuing
+    assert queuing <= {"gateway/ledger/outbox.py", "gateway/access/pairing.py"}, queuing
 
 
 def test_resilience_is_neutral_ground() -> None:

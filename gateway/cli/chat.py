@@ -32,7 +32,7 @@ from gateway.conversation.turns import start_session
 from gateway.core import Core, open_chat_core
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxRow, InboxState
+from gateway.ledger.inbox import InboxRow, InboxState
 from gateway.runtime import Runtime
 
 if TYPE_CHECKING:

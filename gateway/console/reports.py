@@ -29,7 +29,7 @@ from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, KeyLimits, listed_li
 from gateway.chats import JOB_KEYS, chat_of_session_key, job_of_session_key, topics_prefix
 from gateway.config import BudgetSettings
 from gateway.insights import UsageRow, row_for_purpose, total_row
-from gateway.intake.inbox import PEOPLE_PER_CHAT
+from gateway.ledger.inbox import PEOPLE_PER_CHAT
 from gateway.tables import api_conversations, cron_jobs, inbox
 
 DAYS = 30  # the overview's chart and its longest window
@@ -257,7 +257,7 @@ def _per_chat(aggregate: sa.Select[Any], name: str, narrow: bool) -> sa.Subquery
 
 class ChatList:
     """The chat list's statements: each chat's sessions added up, with its latest title, its cache misses
-    (:data:`agent.api.MISSES_PER_CHAT`), its people (:data:`gateway.intake.inbox.PEOPLE_PER_CHAT`) and
+    (:data:`agent.api.MISSES_PER_CHAT`), its people (:data:`gateway.ledger.inbox.PEOPLE_PER_CHAT`) and
     the share of its limits spent today and this month, the fuller of the two (``spend_windows``; a
     chat's own limits, a scheduled job's runs their job's: :func:`gateway.budgets.limits.listed_scope`).
 

@@ -40,7 +40,7 @@ from adapters.registry import EXAMPLE
 from agent.db import Storage, insert_ignoring_duplicates, serialize
 from gateway.access.auth import Speaker
 from gateway.chats import job_session_key, parse_chat
-from gateway.delivery.outbox import OutboxState, item_states
+from gateway.ledger.outbox import OutboxState, item_states
 from gateway.tables import cron_jobs
 
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"  # no 0/o, 1/l/i look-alikes

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from adapters.base import Adapter, ChatAddress
 from gateway.chats import reply_address
-from gateway.delivery.outbox import Outbox, Outgoing
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import answer_operations
-from gateway.intake.inbox import InboxRow, InboxState
+from gateway.ledger.inbox import InboxRow, InboxState
+from gateway.ledger.outbox import Outbox, Outgoing
 
 DELIVERED_POLL = 0.05  # seconds between looks at a chat's outbox while a stream waits for it
 
