@@ -8,7 +8,7 @@ grammar; every other module builds and reads keys through it.
   is one session per chat (``telegram:group:-100``), per topic in forums
   (``telegram:group:-100:topic:7``), shared by its members.
 - The terminal: one conversation, ``cli:dm:local``, whichever process the lines come from. It has no
-  chat to post into later (:attr:`SessionKey.terminal`).
+  chat to post into later (``KeyKind.TERMINAL``: a kind of key, not a platform's name compared).
 - A scheduled job's runs: ``cron:<job id>``; an API conversation: ``api:conversation:<id>``.
 - A chat as a person writes it (a cron job's target, a budget override): ``platform:chat[:thread]``.
 - A person: ``platform:user_id`` (how ``gateway.admins`` names them).
@@ -27,7 +27,7 @@ SEPARATOR = ":"
 DIRECT, GROUP, TOPIC = "dm", "group", "topic"
 CRON = "cron"  # a scheduled job's runs
 API, API_CONVERSATION = "api", "conversation"  # the OpenAI-compatible API's conversations (and its people)
-TERMINAL_SESSION_KEY = SEPARATOR.join((console.PLATFORM, DIRECT, console.CHAT))
+TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"
 
 
 class KeyKind(StrEnum):
@@ -46,22 +46,18 @@ class SessionKey:
     chat: ChatAddress | None = None  # KeyKind.CHAT only
     ident: str = ""  # the job id (CRON), the conversation id (API)
 
-    @property
-    def terminal(self) -> bool:
-        return self.kind is KeyKind.TERMINAL
-
 
 def chat_session_key(address: ChatAddress, *, direct: bool) -> str:
     """The session of a platform's chat: a direct chat's, a group's, or one topic of a group's."""
     if direct:
-        return SEPARATOR.join((address.platform, DIRECT, address.chat_id))
-    key = SEPARATOR.join((address.platform, GROUP, address.chat_id))
-    return SEPARATOR.join((key, TOPIC, address.thread_id)) if address.thread_id else key
+        return f"{address.platform}:dm:{address.chat_id}"
+    key = f"{address.platform}:group:{address.chat_id}"
+    return f"{key}:topic:{address.thread_id}" if address.thread_id else key
 
 
 def topics_prefix(platform: str, chat_id: str) -> str:
     """What every topic key of a group starts with (``telegram:group:-100:topic:``)."""
-    return SEPARATOR.join((platform, GROUP, chat_id, TOPIC, ""))
+    return f"{platform}:group:{chat_id}:topic:"
 
 
 def is_terminal(message: InboundMessage) -> bool:
@@ -77,7 +73,7 @@ def session_key(message: InboundMessage) -> str:
 
 def job_session_key(job_id: str) -> str:
     """The session key of a job's runs (its own conversation, and its lock)."""
-    return SEPARATOR.join((CRON, job_id))
+    return f"cron:{job_id}"
 
 
 JOB_KEYS = job_session_key("")  # what every job's session key starts with (for a query in SQL)
@@ -85,7 +81,7 @@ JOB_KEYS = job_session_key("")  # what every job's session key starts with (for 
 
 def new_api_session_key() -> str:
     """A new API conversation's key (a client's history that matches no earlier one)."""
-    return SEPARATOR.join((API, API_CONVERSATION, secrets.token_hex(12)))
+    return f"api:conversation:{secrets.token_hex(12)}"
 
 
 def parse_session_key(key: str) -> SessionKey:
@@ -151,8 +147,3 @@ def split_person_id(person: str) -> tuple[str, str]:
     """``telegram:42`` → ("telegram", "42")."""
     platform, _, user_id = person.partition(SEPARATOR)
     return platform, user_id
-
-
-def api_person_id(name: str) -> str:
-    """A person who uses the API only (``api:NAME``)."""
-    return person_id(API, name)
