@@ -7,16 +7,16 @@ below the conversation and the commands, which build on it (the inbox, the lanes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from adapters.base import Adapter
+from adapters.base import Adapter, ChatAddress
 from gateway.access.auth import Authorizer
 from gateway.access.pairing import Pairing
 from gateway.config import GatewaySettings
-from gateway.delivery.replies import Replies
 from gateway.intake.work import WorkQueue
-from gateway.ledger.inbox import Inbox, InboxRow
+from gateway.ledger.inbox import Inbox, InboxRow, InboxState
+from gateway.ledger.outbox import Outgoing
 from gateway.server.metrics import GatewayMetrics
 
 
@@ -34,14 +34,43 @@ class Handlers(Protocol):
         """The reply of the slash command ``row`` holds."""
 
 
+class ReplyRoad(Protocol):
+    """The one road for replies (``gateway.delivery.replies.Replies``), as intake uses it: refusals,
+    pairing codes, commands answered at once, and a stopped message closed with no reply."""
+
+    async def answer(
+        self,
+        row: InboxRow,
+        text: str,
+        *,
+        state: InboxState = ...,
+        streamed: Sequence[str] = ...,
+        every_part_replies: bool = ...,
+    ) -> None: ...
+
+    async def post(self, address: ChatAddress, text: str, *, reply_to: str | None = ...) -> list[int]: ...
+
+    async def queue(
+        self, operations: Sequence[Outgoing], *, row: InboxRow | None = ..., state: InboxState | None = ...
+    ) -> list[int]: ...
+
+
 class IntakeServices(Protocol):
     """The collaborators the router and the worker use (``gateway.services.Services`` has them all)."""
 
-    settings: GatewaySettings
-    inbox: Inbox
-    lanes: WorkQueue
-    adapters: Mapping[str, Adapter]
-    authorizer: Authorizer
-    pairing: Pairing
-    replies: Replies
-    metrics: GatewayMetrics
+    @property
+    def settings(self) -> GatewaySettings: ...
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
+    def lanes(self) -> WorkQueue: ...
+    @property
+    def adapters(self) -> Mapping[str, Adapter]: ...
+    @property
+    def authorizer(self) -> Authorizer: ...
+    @property
+    def pairing(self) -> Pairing: ...
+    @property
+    def replies(self) -> ReplyRoad: ...
+    @property
+    def metrics(self) -> GatewayMetrics: ...
