@@ -209,7 +209,7 @@ def _may_open_or_close_a_fence(line: str) -> bool:
 def process_chat(pid: int) -> str:
     """A chat id for one terminal of process ``pid``: its lines and its answers, which no other
     terminal shows. The conversation is still the one terminal session
-    (``gateway.conversation.addressing.session_key``); the chat id only says who delivers the answers."""
+    (``gateway.chats.session_key``); the chat id only says who delivers the answers."""
     return f"{CHAT}-{pid}-{uuid.uuid4().hex[:8]}"
 
 

@@ -36,15 +36,16 @@ from gateway.approvals.service import Approvals
 from gateway.budgets.limits import bot_scope
 from gateway.budgets.lines import chat_report
 from gateway.budgets.service import Budgets
+from gateway.chats import chat_of_session_key, person_id, reply_address
 from gateway.console.links import LINK_SECONDS, LoginLinks
-from gateway.conversation.addressing import admin_id, chat_of_session_key, memory_scope, reply_address
+from gateway.conversation.addressing import memory_scope
 from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller, CronManager
-from gateway.intake.inbox import InboxRow, NoLongerPending
 from gateway.intake.pending import hold_pending
 from gateway.intake.work import WorkQueue
+from gateway.ledger.inbox import InboxRow, NoLongerPending
 from gateway.services import Services
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
@@ -95,12 +96,12 @@ def desk_of(services: Services) -> CommandDesk:
     runtime = services.runtime
 
     async def new_session(row: InboxRow) -> StartedSession:
-        async with hold_pending(services, row) as lease:
+        async with hold_pending(runtime.locks, services.inbox, row) as lease:
             return await start_session(services, lease, row.message)
 
     async def compress(row: InboxRow, charge: Charge) -> CompressionOutcome | str | None:
         """The chat's session compressed now, charged like the asker's turn; a str: why not (a limit)."""
-        async with hold_pending(services, row) as lease:
+        async with hold_pending(runtime.locks, services.inbox, row) as lease:
             session = await runtime.store.latest_session(row.session_key)
             if session is None:
                 return None
@@ -228,7 +229,7 @@ async def _budget(context: CommandContext) -> str:
     budgets = context.desk.budgets
     message = context.row.message
     with_bot = context.is_admin or bool(bot_scope(budgets.settings).limits)
-    person = admin_id(message.platform, message.user_id)
+    person = person_id(message.platform, message.user_id)
     rows = await budgets.book.chat_standing(context.key, person, with_bot=with_bot)
     exempt = context.is_admin and budgets.settings.exempt_admins
     return chat_report(rows, budgets.book.zone, exempt=exempt, now=time.time())
@@ -298,7 +299,7 @@ async def _status(context: CommandContext) -> str:
 
 def _decider(context: CommandContext) -> Decider:
     message = context.row.message
-    return Decider(message.platform, message.chat_id, admin_id(message.platform, message.user_id),
+    return Decider(message.platform, message.chat_id, person_id(message.platform, message.user_id),
                    message.user_name)  # fmt: skip
 
 
@@ -309,7 +310,7 @@ async def _approve(context: CommandContext) -> str:
     words = context.args.split()
     platform, code = (words[0], words[1]) if len(words) > 1 else (context.row.message.platform, words[0])
     message = context.row.message
-    user = await context.desk.pairing.approve(platform, code, admin_id(message.platform, message.user_id))
+    user = await context.desk.pairing.approve(platform, code, person_id(message.platform, message.user_id))
     if user is None:
         return f"No pending {platform} pairing code {code.upper()} (codes expire after an hour)."
     context.desk.wake_sender()  # the welcome was queued with the approval
@@ -350,7 +351,7 @@ async def _console(context: CommandContext) -> str:
         )
     if message.chat_type is not ChatType.DIRECT:
         return "Ask me for /console in a direct chat: a login link must not be shown to a group."
-    secret = await context.desk.login_links.issue(admin_id(message.platform, message.user_id))
+    secret = await context.desk.login_links.issue(person_id(message.platform, message.user_id))
     minutes = LINK_SECONDS / 60
     return (
         f"Your console login link (it works once, within {minutes:.0f} minutes):\n"
@@ -389,6 +390,16 @@ COMMANDS: tuple[Command, ...] = (
 BY_NAME = {command.name: command for command in COMMANDS}
 
 
+def command_in_lane(text: str) -> bool | None:
+    """None: ``text`` is no slash command; else whether the command runs in the chat's lane (an unknown
+    one is answered at once: with a hint)."""
+    parsed = parse_command(text)
+    if parsed is None:
+        return None
+    command = BY_NAME.get(parsed[0])
+    return command is not None and command.in_lane
+
+
 def private_commands() -> frozenset[str]:
     """Commands whose replies only the asker needs to see."""
     return frozenset(command.name for command in COMMANDS if command.private)
@@ -424,7 +435,7 @@ async def answer_command(services: Services, row: InboxRow) -> None:
         message = row.message
         is_admin = services.authorizer.is_admin(message.platform, message.user_id)
         if is_admin:  # spend warnings that could not reach them as a direct message (a command is a message)
-            for warning in await services.budgets.owed_warnings(admin_id(message.platform, message.user_id)):
+            for warning in await services.budgets.owed_warnings(person_id(message.platform, message.user_id)):
                 await services.replies.post(reply_address(message), warning)
         reply = await run_command(CommandContext(desk_of(services), row, args, is_admin), name)
     except (StorageUnavailable, FencedOut, NoLongerPending):

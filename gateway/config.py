@@ -34,6 +34,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RoundTripYAMLError
 
+from adapters.base import ChatAddress
 from adapters.registry import EXAMPLE, PLATFORMS, platform_variables
 from adapters.spec import PlatformSpec, S
 from agent.api import ModelInfo, lookup_model, with_context_length
@@ -60,6 +61,7 @@ from agent.settings import (
     ToolsSettings,
     WebSettings,
 )
+from gateway.chats import chat_session_key, is_person_id, job_session_key
 from gateway.timezones import resolve_timezone
 
 
@@ -72,8 +74,7 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 def _person(value: str) -> str:
     """``platform:user_id`` (how ``gateway.admins`` names people), or a ValueError saying so."""
-    platform, _, user = value.partition(":")
-    if not platform or not user or not platform.isalpha():
+    if not is_person_id(value):
         raise ValueError(f"'{value}' is not platform:user_id (e.g. {EXAMPLE}:12345, or api:alice)")
     return value
 
@@ -419,7 +420,8 @@ class BudgetSettings(Section):
         default_factory=dict,
         description=f'Limits of particular chats, people or jobs, e.g. {{"{EXAMPLE}:-100123": {{daily_usd: '
         f"5}}}}: keys are platform:chat_id (platform:chat_id:thread_id for a topic, or a session key such as "
-        f"{EXAMPLE}:group:-100123), platform:user_id for a person, cron:JOB_ID for a job; a key platform:id "
+        f"{chat_session_key(ChatAddress(EXAMPLE, '-100123'), direct=False)}), platform:user_id for a person, "
+        f"{job_session_key('JOB_ID')} for a job; a key platform:id "
         "applies to the chat and to the person with that id. An explicit null lifts a limit.",
     )
     warn_at: StrictFloat | None = Field(

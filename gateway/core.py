@@ -4,7 +4,8 @@
 core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
 terminal's read loop). So a message typed in the terminal takes the same path as one sent on a chat
 platform:
-the router, the command table, the turn runner, the outbox.
+the router, the command table, the turn runner, the outbox. The wiring of intake to its handlers is here
+(:class:`ChatHandlers`): intake knows neither the command table nor the turn.
 """
 
 from __future__ import annotations
@@ -25,19 +26,21 @@ from gateway.approvals.records import ApprovalRecords
 from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
+from gateway.commands import answer_command, command_in_lane
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
 from gateway.conversation.reviews import ReviewClaims, Reviews
-from gateway.delivery.outbox import Outbox
+from gateway.conversation.turns import answer
 from gateway.delivery.replies import Replies
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
-from gateway.intake.inbox import Inbox
 from gateway.intake.lanes import Lanes
 from gateway.intake.router import Router, lane_work_kind
 from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
+from gateway.ledger.inbox import Inbox, InboxRow
+from gateway.ledger.outbox import Outbox
 from gateway.runtime import open_agent_runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
@@ -142,11 +145,29 @@ async def open_chat_core(
         runtime.spending.on_warning(
             AdminWarnings(config.gateway.admins, runtime.store, services.replies, runtime.spending)
         )
-        services.lanes.serve(Worker(services).run)
+        handlers = ChatHandlers(services)
+        services.lanes.serve(Worker(services, handlers).run)
         stack.push_async_callback(services.reviews.aclose)
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
-        yield Core(services, Router(services, require_mention=policy.require_mention()), readiness)
+        yield Core(services, Router(services, handlers, require_mention=policy.require_mention()), readiness)
+
+
+@dataclass(frozen=True)
+class ChatHandlers:
+    """The handlers intake hands stored work to (``gateway.intake.handling.Handlers``): the command
+    table and the agent's turn."""
+
+    services: Services
+
+    def command_in_lane(self, text: str) -> bool | None:
+        return command_in_lane(text)
+
+    async def answer(self, row: InboxRow, *, resumed: bool) -> None:
+        await answer(self.services, row, resumed=resumed)
+
+    async def answer_command(self, row: InboxRow) -> None:
+        await answer_command(self.services, row)
 
 
 def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
@@ -201,7 +222,7 @@ async def open_lanes(
 
     claim = await stack.enter_async_context(claimed(cluster))  # one process per name, before any work
     max_mb = config.gateway.max_attachment_mb
-    order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb))
+    order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb, command_in_lane))
     queue = await stack.enter_async_context(
         cluster_work_queue(cluster, order, local_limit=config.gateway.max_concurrent_turns, metrics=metrics)
     )

@@ -19,12 +19,12 @@ from gateway.config import GatewaySettings
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
 from gateway.conversation.reviews import Reviews
-from gateway.delivery.outbox import Outbox
 from gateway.delivery.replies import Replies
 from gateway.delivery.send_budget import SendBudget
 from gateway.delivery.sender import OutboxSender
-from gateway.intake.inbox import Inbox
 from gateway.intake.work import WorkQueue
+from gateway.ledger.inbox import Inbox
+from gateway.ledger.outbox import Outbox
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.speech.replies import SpokenReplies

@@ -173,7 +173,7 @@ api_conversations = sa.Table(  # gateway.openai_api.conversations: where each AP
     sa.Index("api_conversations_by_tip", "person", "tip"),
 )
 
-chat_people = sa.Table(  # gateway.intake.inbox: who wrote in each chat (the console's "People")
+chat_people = sa.Table(  # gateway.ledger.inbox: who wrote in each chat (the console's "People")
     "chat_people",
     metadata,
     sa.Column("session_key", sa.Text, primary_key=True),  # the chat (a direct chat, a group or one topic)

@@ -20,7 +20,7 @@ from adapters.base import ChatType, InboundMessage
 from gateway.app import Gateway, open_gateway
 from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxState
+from gateway.ledger.inbox import InboxState
 from gateway.tables import inbox, outbox
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram

@@ -12,10 +12,10 @@ import pytest
 
 from adapters import console
 from adapters.base import ChatType, InboundMessage
+from gateway.chats import session_key
 from gateway.cli.chat import open_terminal
-from gateway.conversation.addressing import session_key
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxState
+from gateway.ledger.inbox import InboxState
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import ChatResponder, chat_in_terminal, is_summary_request, point_at

@@ -21,9 +21,9 @@ from gateway.cluster.limits.sending import sending
 from gateway.cluster.redis import Cluster, open_redis
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings
-from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.delivery.send_budget import BudgetUnavailable
 from gateway.delivery.sender import OutboxSender
+from gateway.ledger.outbox import Operation, Outbox, Outgoing
 from gateway.server.metrics import GatewayMetrics
 from tests.conftest import postgres_server
 from tests.redis_server import RedisServer

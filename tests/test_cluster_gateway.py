@@ -16,7 +16,7 @@ from agent.db.fencing import issue_token
 from agent.db.schema import messages, session_fences
 from gateway.config import CLUSTER_NEEDS_POSTGRESQL
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxState
+from gateway.ledger.inbox import InboxState
 from tests.emulator import ProviderEmulator, Reply
 from tests.gateway_support import FRIEND, telegram_gateway
 from tests.helpers import Ran

@@ -24,10 +24,10 @@ from agent.db.urls import parse_storage_url
 from gateway import tables as schema
 from gateway.cluster.limits.send_budget import RedisSendBudget
 from gateway.delivery import sender as sender_module
-from gateway.delivery.outbox import TAKEOVER_GRACE, Claimant, Operation, Outbox, OutboxState, Outgoing
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
+from gateway.ledger.outbox import TAKEOVER_GRACE, Claimant, Operation, Outbox, OutboxState, Outgoing
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
 from tests.emulator import ProviderEmulator, Reply

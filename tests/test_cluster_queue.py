@@ -15,8 +15,8 @@ import pytest
 from gateway.app import Gateway
 from gateway.cluster.queue.work_stream import Entry, WorkStream
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxEntry
 from gateway.intake.work import Work, WorkKind
+from gateway.ledger.inbox import InboxEntry
 from tests.cluster_support import LEASE_TTL, answer_each, inbound, open_cluster
 from tests.emulator import ProviderEmulator
 from tests.postgres import PostgresServer

@@ -27,7 +27,7 @@ from gateway.config import BudgetSettings
 from gateway.console import reports
 from gateway.console.reports import ChatSort, Reports, day_starts
 from gateway.console.sources import BudgetSource
-from gateway.intake.inbox import Inbox, InboxEntry
+from gateway.ledger.inbox import Inbox, InboxEntry
 from gateway.tables import chat_people, cron_jobs
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -17,10 +17,11 @@ from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.tool_runs import with_payload
 from gateway.app import open_gateway
+from gateway.chats import session_key
 from gateway.config import HeraldConfig
-from gateway.conversation.addressing import session_key, session_spec
+from gateway.conversation.addressing import session_spec
 from gateway.home import HeraldHome
-from gateway.intake.inbox import Inbox, InboxState
+from gateway.ledger.inbox import Inbox, InboxState
 from gateway.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram

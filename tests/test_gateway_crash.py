@@ -20,7 +20,7 @@ import pytest
 from gateway.config import set_value
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
-from gateway.intake.inbox import Inbox
+from gateway.ledger.inbox import Inbox
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.fakes.waiting import PROCESS_TIMEOUT

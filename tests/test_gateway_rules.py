@@ -18,12 +18,13 @@ from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
 from agent.memory import OWNER_SCOPE
 from gateway.access.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcome
+from gateway.chats import session_key
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
-from gateway.conversation.addressing import memory_scope, session_key, user_text
-from gateway.delivery.outbox import Operation
+from gateway.conversation.addressing import memory_scope, user_text
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.stream import answer_operations, render
 from gateway.intake.lanes import INTERRUPTED, Lanes
+from gateway.ledger.outbox import Operation
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 
 

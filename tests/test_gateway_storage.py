@@ -11,14 +11,14 @@ from typing import TypeVar
 import pytest
 import sqlalchemy as sa
 
-import gateway.delivery.outbox as outbox_module
+import gateway.ledger.outbox as outbox_module
 from adapters.base import ChatAddress, ChatType, InboundMessage, OutboundText
 from agent.db.base import Storage
 from agent.memory import OWNER_SCOPE
 from gateway.access.pairing import MAX_PENDING_PER_PLATFORM, Pairing, RequestOutcome
 from gateway.cron.jobs import CronJobs, DeliveryState, NewJob, RunStatus
-from gateway.delivery.outbox import Operation, Outbox, Outgoing
-from gateway.intake.inbox import Inbox, InboxEntry, InboxState, NoLongerPending
+from gateway.ledger.inbox import Inbox, InboxEntry, InboxState, NoLongerPending
+from gateway.ledger.outbox import Operation, Outbox, Outgoing
 
 T = TypeVar("T")
 

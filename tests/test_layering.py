@@ -163,8 +163,8 @@ REPOSITORIES = {
     "gateway/cron/jobs.py",
     "gateway/platforms/records.py",
     "gateway/home/facts.py",
-    "gateway/intake/inbox.py",
-    "gateway/delivery/outbox.py",
+    "gateway/ledger/inbox.py",
+    "gateway/ledger/outbox.py",
     "gateway/access/pairing.py",
     "gateway/openai_api/conversations.py",
     "gateway/approvals/records.py",  # commands held for approval
@@ -203,7 +203,7 @@ def test_every_reply_takes_one_road() -> None:
 
     assert users("outbox.enqueue(") <= {"gateway/delivery/replies.py"}, users("outbox.enqueue(")
     queuing = users("insert_items(")
-    assert queuing <= {"gateway/delivery/outbox.py", "gateway/access/pairing.py"}, queuing
+    assert queuing <= {"gateway/ledger/outbox.py", "gateway/access/pairing.py"}, queuing
 
 
 def test_resilience_is_neutral_ground() -> None:
@@ -342,3 +342,84 @@ def test_no_folder_holds_more_rooms_than_a_reader_can_take_in() -> None:
         if (count := len(list(folder.glob("*.py")))) > ROOM_SIZE
     }
     assert crowded == {}
+
+
+# Package circles: each first-level folder and top-level file of a layer is one unit (tests.layering_figures
+# measures them). The units still tangled in one circle; a unit leaves this list when a move frees it, and
+# nothing joins it.
+STILL_TANGLED = {
+    "gateway": {"cluster/", "conversation/", "cron/", "runtime.py", "services.py"},
+    "agent": {
+        "cache_misses/", "compression/", "failover.py", "history.py", "media/", "messages.py",
+        "model_calls.py", "providers/", "spending/", "store/", "hands/", "tools/",
+    },
+}  # fmt: skip
+
+
+def test_no_package_circle_grows() -> None:
+    """The gateway's floors (the chat vocabulary, the ledger, access, budgets, approvals, the commands, the
+    API, the console ...) are in no package circle: only the units still tangled are, and no other joins
+    them."""
+    from tests.layering_figures import figures
+
+    tangled = {
+        layer: {unit for circle in figures(layer).circles for unit in circle} for layer in STILL_TANGLED
+    }
+    assert {layer: units - STILL_TANGLED[layer] for layer, units in tangled.items()} == {
+        layer: set() for layer in STILL_TANGLED
+    }
+
+
+def herald_imports(path: Path) -> set[str]:
+    """What ``path`` imports of Herald, ``if TYPE_CHECKING:`` imports included."""
+    return {name for name in imports(path) if name.split(".")[0] in HERALD}
+
+
+def test_intake_knows_no_handler() -> None:
+    """Intake stores a message and schedules it; what the message becomes (a turn, a command's reply) is
+    the handlers' business, passed in by the wiring (``gateway.intake.handling``). So intake imports no
+    handler and not the Services bag that holds them."""
+    handlers = ("gateway.conversation", "gateway.commands", "gateway.cron", "gateway.openai_api",
+                "gateway.services", "gateway.runtime", "gateway.core")  # fmt: skip
+    knowing = {
+        str(path.relative_to(ROOT)): sorted(hits)
+        for path in modules("gateway/intake")
+        if (hits := {name for name in herald_imports(path) if name.startswith(handlers)})
+    }
+    assert knowing == {}
+
+
+def test_the_chat_vocabulary_and_the_ledger_are_ground_floors() -> None:
+    """``gateway.chats`` imports nothing of the gateway; the ledger only the gateway's tables."""
+    assert {
+        name for name in herald_imports(ROOT / "gateway" / "chats.py") if name.startswith("gateway")
+    } == set()
+    above = {
+        str(path.relative_to(ROOT)): sorted(hits)
+        for path in modules("gateway/ledger")
+        if (hits := {n for n in herald_imports(path) if n.startswith("gateway") and
+                     not n.startswith(("gateway.ledger", "gateway.tables"))})
+    }  # fmt: skip
+    assert above == {}
+
+
+KEY_GRAMMAR = re.compile(r":(dm|group|topic|conversation):|[\"']cron:[\"'{]")
+
+
+def key_grammar(path: Path) -> list[str]:
+    """Each string literal of ``path`` (docstrings left out) that spells a session key's separators."""
+    source = path.read_text(encoding="utf-8")
+    docs = documentation(ast.parse(source))
+    return [
+        f"{token.start[0]}: {token.string[:60]}"
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.STRING and token.start not in docs and KEY_GRAMMAR.search(token.string)
+    ]
+
+
+def test_the_session_key_grammar_has_one_home() -> None:
+    """Session keys are written and read by ``gateway.chats`` only: a second writer or reader drifts."""
+    spelled = {
+        str(path.relative_to(ROOT)): found for path in modules("gateway") if (found := key_grammar(path))
+    }
+    assert set(spelled) == {"gateway/chats.py"}, spelled

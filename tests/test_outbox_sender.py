@@ -25,11 +25,11 @@ from agent.db.fencing import FencedOut
 from agent.events import TextDelta
 from gateway import tables as schema
 from gateway.delivery import sender as sender_module
-from gateway.delivery.outbox import Operation, Outbox, OutboxState, Outgoing
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import ReplyStream
-from gateway.intake.inbox import Inbox
+from gateway.ledger.inbox import Inbox
+from gateway.ledger.outbox import Operation, Outbox, OutboxState, Outgoing
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait

@@ -18,8 +18,8 @@ from agent.db.connect import open_storage
 from agent.db.schema import messages, sessions
 from agent.db.transfer import prompt_hash
 from agent.db.urls import parse_storage_url
-from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.home import HeraldHome
+from gateway.ledger.outbox import Operation, Outbox, Outgoing
 from gateway.tables import cron_jobs, outbox
 from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram

@@ -18,10 +18,8 @@ from adapters.base import ChatType, InboundMessage
 from adapters.registry import PLATFORMS
 from adapters.spec import AccessRules
 from gateway.access.pairing import Pairing
+from gateway.chats import API, person_id, split_person_id
 from gateway.config import HeraldConfig
-from gateway.conversation.addressing import admin_id
-from gateway.openai_api.keys import PLATFORM as API_PLATFORM
-from gateway.openai_api.keys import api_people
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class Speaker:
     @property
     def person(self) -> str:
         """``platform:user_id``, as ``gateway.admins`` names people."""
-        return admin_id(self.platform, self.user_id)
+        return person_id(self.platform, self.user_id)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
@@ -73,6 +71,13 @@ class AccessPolicy:
         return {name: rules.require_mention for name, rules in self.platforms.items()}
 
 
+def api_people(config: HeraldConfig) -> frozenset[str]:
+    """The user ids of ``api:NAME`` people (``api.keys``): their key is their access (the allowlist of
+    the platform ``api``)."""
+    people = (split_person_id(key.person) for key in config.api.keys)
+    return frozenset(user_id for platform, user_id in people if platform == API)
+
+
 def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> AccessPolicy:
     """Who may talk: the config's admins and each platform's rules (its spec reads them from its
     section), plus ``owners`` (the terminal's user)."""
@@ -81,7 +86,7 @@ def access_policy(config: HeraldConfig, *, owners: Sequence[str] = ()) -> Access
         allow_all=config.gateway.allow_all,
         platforms={
             **{spec.name: spec.access(config.platform_settings(spec)) for spec in PLATFORMS},
-            API_PLATFORM: AccessRules(users=api_people(config)),  # an api:NAME key is its access
+            API: AccessRules(users=api_people(config)),  # an api:NAME key is its access
         },
     )
 
@@ -100,7 +105,7 @@ class Authorizer:
         )
 
     def is_admin(self, platform: str, user_id: str) -> bool:
-        return admin_id(platform, user_id) in self.policy.admins
+        return person_id(platform, user_id) in self.policy.admins
 
     async def is_allowed(self, speaker: Speaker) -> bool:
         """Whether ``speaker`` may use the bot where they write (approvals as the database has them now)."""

@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 from adapters.base import ChatAddress, OutboundText
 from agent.db import Storage, serialize, upsert
-from gateway.delivery.outbox import Operation, Outgoing, insert_items
+from gateway.ledger.outbox import Operation, Outgoing, insert_items
 from gateway.tables import approved_users, pairing_codes
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"

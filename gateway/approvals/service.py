@@ -37,8 +37,8 @@ from agent.api import (
 )
 from gateway.approvals import prompt
 from gateway.approvals.records import ApprovalRecords, Held, State
-from gateway.delivery.outbox import Operation, Outbox, Outgoing
 from gateway.delivery.replies import Replies
+from gateway.ledger.outbox import Operation, Outbox, Outgoing
 from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)

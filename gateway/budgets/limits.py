@@ -21,12 +21,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adapters import console
+from adapters.base import ChatAddress
 from agent.api import Charge, Limit, Scope, WindowKind
 from agent.memory import scope_parts
+from gateway.chats import (
+    KeyKind,
+    chat_of_session_key,
+    chat_session_key,
+    chat_text,
+    job_of_session_key,
+    parse_chat,
+    parse_session_key,
+    topics_prefix,
+)
 from gateway.config import BudgetSettings, LimitOverride, ScopeLimits
-from gateway.conversation.addressing import chat_of_session_key
-from gateway.cron.jobs import SESSION_PREFIX
 
 BOT, CHAT, PERSON, CRON = "bot", "chat", "person", "cron"
 FIELDS: dict[str, WindowKind] = {"daily_usd": "day", "monthly_usd": "month", "per_run_usd": "run"}
@@ -52,8 +60,8 @@ def chat_override_keys(session_key: str) -> list[str]:
     address = chat_of_session_key(session_key)
     if address is not None:
         if address.thread_id:
-            keys.append(f"{address.platform}:{address.chat_id}:{address.thread_id}")
-        keys.append(f"{address.platform}:{address.chat_id}")
+            keys.append(chat_text(address))
+        keys.append(chat_text(ChatAddress(address.platform, address.chat_id)))
     return keys
 
 
@@ -101,9 +109,8 @@ class ListedLimits:
 def listed_scope(settings: BudgetSettings, session_key: str) -> Scope:
     """The scope whose limits a chat of the console's list spends against: its job's for a scheduled
     job's runs (a run is charged to the bot and its job), else the chat's."""
-    if session_key.startswith(SESSION_PREFIX):
-        return job_scope(settings, session_key.removeprefix(SESSION_PREFIX))
-    return chat_scope(settings, session_key)
+    job = job_of_session_key(session_key)
+    return chat_scope(settings, session_key) if job is None else job_scope(settings, job)
 
 
 def listed_limits(settings: BudgetSettings, window: WindowKind) -> ListedLimits:
@@ -117,20 +124,19 @@ def listed_limits(settings: BudgetSettings, window: WindowKind) -> ListedLimits:
         if name not in given:
             continue
         usd = given[name]
-        if key.startswith(SESSION_PREFIX):
+        if job_of_session_key(key) is not None:
             by_job.append(KeyRule(usd, keys=(key,)))
         by_session.append(KeyRule(usd, keys=(key,)))
-        parts = key.split(":")
-        if parts[0] == console.PLATFORM:  # the terminal's key names no chat of a platform
+        chat = override_chat(key)
+        if chat is None:
             continue
-        if len(parts) == 3 and parts[2]:
-            platform, chat_id, thread_id = parts
-            by_topic.append(KeyRule(usd, keys=(f"{platform}:group:{chat_id}:topic:{thread_id}",)))
-        elif len(parts) == 2:
-            platform, chat_id = parts
-            group = f"{platform}:group:{chat_id}"
-            direct = f"{platform}:dm:{chat_id}"
-            by_chat.append(KeyRule(usd, keys=(direct, group), topics_of=f"{group}:topic:"))
+        if chat.thread_id:
+            by_topic.append(KeyRule(usd, keys=(chat_session_key(chat, direct=False),)))
+        else:
+            direct, group = chat_session_key(chat, direct=True), chat_session_key(chat, direct=False)
+            by_chat.append(
+                KeyRule(usd, keys=(direct, group), topics_of=topics_prefix(chat.platform, chat.chat_id))
+            )
     return ListedLimits(
         window,
         chats=KeyLimits(getattr(settings.chat, name, None), (*by_session, *by_topic, *by_chat)),
@@ -138,6 +144,18 @@ def listed_limits(settings: BudgetSettings, window: WindowKind) -> ListedLimits:
         people=KeyLimits(getattr(settings.person, name, None), tuple(by_session)),  # the key is the person
         bot=getattr(settings.bot, name, None),
     )
+
+
+def override_chat(key: str) -> ChatAddress | None:
+    """The chat an override key names as ``platform:chat[:thread]`` (not a session key, not the terminal's),
+    else None."""
+    if parse_session_key(key).kind is not KeyKind.OTHER:
+        return None
+    try:
+        chat = parse_chat(key, example="")
+    except ValueError:
+        return None
+    return chat if chat_text(chat) == key else None  # as written: chat_override_keys matches it exactly
 
 
 def _matching(overrides: Mapping[str, LimitOverride], keys: Sequence[str]) -> list[LimitOverride]:

@@ -12,8 +12,8 @@ from agent.api import Charge, Refusal, SessionStore, SpendGate, SpendLedger, Spe
 from gateway.budgets.book import OWED, TOLD, BudgetBook
 from gateway.budgets.limits import run_charge, turn_charge
 from gateway.budgets.lines import refusal_line, warning_text
+from gateway.chats import chat_of_session_key, person_id, split_person_id
 from gateway.config import BudgetSettings
-from gateway.conversation.addressing import admin_id, chat_of_session_key
 from gateway.delivery.replies import PlatformNotConnected, Replies
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class Budgets:
     # -- who pays -----------------------------------------------------------------------------
 
     def for_turn(self, message: InboundMessage, session_key: str, *, is_admin: bool) -> Charge:
-        return self.for_person(admin_id(message.platform, message.user_id), session_key, is_admin=is_admin)
+        return self.for_person(person_id(message.platform, message.user_id), session_key, is_admin=is_admin)
 
     def for_person(self, person: str, session_key: str, *, is_admin: bool) -> Charge:
         """A turn ``person`` (``platform:user_id``) asked for in the chat of ``session_key``."""
@@ -89,7 +89,7 @@ class AdminWarnings:
         text = warning_text(warning, self.gate.zone)
         log.warning("spend warning: %s", text)
         for admin in self.admins:
-            platform, _, user_id = admin.partition(":")
+            platform, user_id = split_person_id(admin)
             session = await self.store.sessions.direct_with(platform, user_id)
             address = chat_of_session_key(session.session_key) if session is not None else None
             if address is None:

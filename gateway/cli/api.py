@@ -12,6 +12,7 @@ import hashlib
 import re
 import secrets
 
+from gateway.chats import split_person_id
 from gateway.home import HeraldHome
 
 KEY_PREFIX = "sk-herald-"
@@ -19,7 +20,7 @@ KEY_PREFIX = "sk-herald-"
 
 def variable_for(person: str) -> str:
     """The environment variable suggested for ``person``'s key: HERALD_API_KEY_ALICE for api:alice."""
-    return "HERALD_API_KEY_" + re.sub(r"[^A-Za-z0-9]+", "_", person.partition(":")[2]).strip("_").upper()
+    return "HERALD_API_KEY_" + re.sub(r"[^A-Za-z0-9]+", "_", split_person_id(person)[1]).strip("_").upper()
 
 
 def run_api_command(home: HeraldHome, args: argparse.Namespace) -> int:

@@ -26,13 +26,13 @@ from adapters.base import ChatType, InboundMessage
 from adapters.console import ConsoleAdapter
 from agent.api import Lease, SessionRecord, pid_alive
 from agent.files import valid_text
+from gateway.chats import TERMINAL_SESSION_KEY, person_id
 from gateway.config import HeraldConfig
-from gateway.conversation.addressing import TERMINAL_SESSION_KEY, admin_id
 from gateway.conversation.turns import start_session
 from gateway.core import Core, open_chat_core
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from gateway.home import HeraldHome
-from gateway.intake.inbox import InboxRow, InboxState
+from gateway.ledger.inbox import InboxRow, InboxState
 from gateway.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ TERMINAL_CHAT = InboundMessage(
     text="",
     timestamp=0.0,
 )
-OWNER = admin_id(console.PLATFORM, console.OWNER)
+OWNER = person_id(console.PLATFORM, console.OWNER)
 
 
 class TerminalInput:

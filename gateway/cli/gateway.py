@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
+from gateway.chats import person_id
 from gateway.cli.units import install_user_unit, user_unit_path
 from gateway.config import HeraldConfig, validate
-from gateway.conversation.addressing import admin_id
 from gateway.cron.jobs import CronJobs
 from gateway.cron.standing import pause_lost
 from gateway.home import HeraldHome
@@ -86,7 +86,7 @@ async def _run_pairing(home: HeraldHome, args: argparse.Namespace) -> int:
                 return 1
             print(f"Approved {user.user_name} ({user.platform}:{user.user_id}); they will be told.")
             return 0
-        who = admin_id(args.platform, args.user_id)
+        who = person_id(args.platform, args.user_id)
         if not await pairing.revoke(args.platform, args.user_id):
             print(f"{who} was not approved.", file=sys.stderr)
             return 1

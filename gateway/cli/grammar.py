@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent import version
+from gateway.chats import is_person_id
 from gateway.failures import EXIT_UNUSABLE, CommandFailed
 
 TEXT_LATER = "\0"  # -q followed by another option: its text comes later (argv can hold no NUL)
@@ -277,8 +278,7 @@ def add_audit_commands(commands: Commands, common: argparse.ArgumentParser) -> N
 
 
 def _person(value: str) -> str:
-    platform, _, user = value.partition(":")
-    if not platform.isalpha() or not user:
+    if not is_person_id(value):
         raise argparse.ArgumentTypeError(f"'{value}' is not platform:user_id (e.g. api:alice)")
     return value
 

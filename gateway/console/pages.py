@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from agent.api import CAUSE_LABELS
+from gateway.chats import chat_text, person_id
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.bots import Fleet, bot_base
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
 from gateway.console.reports import ChatSort, Reports
 from gateway.console.server import PREFIX, ConsoleWeb, Handler, Notice
 from gateway.console.sources import BudgetSource, CacheMissSource, cache_efficiency
-from gateway.conversation.addressing import admin_id
 from gateway.cron.describe import delivery_text, preview, when
-from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
+from gateway.cron.jobs import CronJob, DeliveryState, RunStatus
 from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
 from gateway.cron.standing import pause_lost
 from gateway.home.facts import GatewayFacts
@@ -228,15 +228,14 @@ class ConsolePages:
             user = await pairing.approve(platform, code, CONSOLE_ADMIN)  # queues the welcome too
             if user is not None:
                 self.services.sender.notify()
-                who = admin_id(user.platform, user.user_id)
+                who = person_id(user.platform, user.user_id)
                 text = f"Approved {user.user_name} ({who}); they are being told."
                 raise self.web.done(f"{self.base}/pairing", Notice("ok", text))
         else:
             denied = await pairing.deny(platform, code)
             if denied is not None:
-                text = (
-                    f"Denied the request of {denied.user_name} ({admin_id(denied.platform, denied.user_id)})."
-                )
+                who = person_id(denied.platform, denied.user_id)
+                text = f"Denied the request of {denied.user_name} ({who})."
                 raise self.web.done(f"{self.base}/pairing", Notice("ok", text))
         text = f"No pending {platform} pairing code {code.upper()}: it expired or was handled already."
         raise self.web.done(f"{self.base}/pairing", Notice("error", text))
@@ -244,7 +243,7 @@ class ConsolePages:
     async def revoke(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
         platform, user_id = str(form.get("platform", "")), str(form.get("user_id", ""))
-        who = admin_id(platform, user_id)
+        who = person_id(platform, user_id)
         services = self.services
         if await services.pairing.revoke(platform, user_id):
             paused = await pause_lost(services.runtime.cron.jobs, services.authorizer, person=who)
@@ -394,7 +393,7 @@ def _job_view(job: CronJob) -> JobRow:
         id=job.id,
         name=job.name,
         schedule=job.schedule,
-        target_text=format_target(job.target),
+        target_text=chat_text(job.target),
         prompt_preview=preview(job.prompt),
         enabled=job.enabled,
         state=state,

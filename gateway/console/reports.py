@@ -26,11 +26,10 @@ from agent.api import Window as SpendWindow
 from agent.db import Storage, json_text, requests, sessions, spend_windows
 from gateway.budgets.book import BudgetBook
 from gateway.budgets.limits import BOT, CHAT, CRON, PERSON, KeyLimits, listed_limits
+from gateway.chats import JOB_KEYS, chat_of_session_key, job_of_session_key, topics_prefix
 from gateway.config import BudgetSettings
-from gateway.conversation.addressing import chat_of_session_key
-from gateway.cron.jobs import SESSION_PREFIX
 from gateway.insights import UsageRow, row_for_purpose, total_row
-from gateway.intake.inbox import PEOPLE_PER_CHAT
+from gateway.ledger.inbox import PEOPLE_PER_CHAT
 from gateway.tables import api_conversations, cron_jobs, inbox
 
 DAYS = 30  # the overview's chart and its longest window
@@ -221,7 +220,7 @@ def _limit_of(limits: KeyLimits, key: sa.ColumnElement[str], prefix: str = "") -
     named = [prefix + k for rule in limits.rules for k in rule.keys]
     maybe = [key.in_(named)] if named else []
     if any(rule.topics_of is not None for rule in limits.rules):
-        maybe.append(key.like("%:topic:%"))  # a topic of a group a rule names
+        maybe.append(key.like(f"{topics_prefix('%', '%')}%"))  # a topic of a group a rule names
     return sa.case((sa.or_(*maybe), sa.case(*cases, else_=default)), else_=default)
 
 
@@ -258,7 +257,7 @@ def _per_chat(aggregate: sa.Select[Any], name: str, narrow: bool) -> sa.Subquery
 
 class ChatList:
     """The chat list's statements: each chat's sessions added up, with its latest title, its cache misses
-    (:data:`agent.api.MISSES_PER_CHAT`), its people (:data:`gateway.intake.inbox.PEOPLE_PER_CHAT`) and
+    (:data:`agent.api.MISSES_PER_CHAT`), its people (:data:`gateway.ledger.inbox.PEOPLE_PER_CHAT`) and
     the share of its limits spent today and this month, the fuller of the two (``spend_windows``; a
     chat's own limits, a scheduled job's runs their job's: :func:`gateway.budgets.limits.listed_scope`).
 
@@ -282,7 +281,7 @@ class ChatList:
         key = sessions.c.session_key
         extra = []
         if limits:
-            job = key.startswith(SESSION_PREFIX)
+            job = key.startswith(JOB_KEYS)
             for window in self.limited:
                 limit = sa.case((job, _limit_of(window.jobs, key)), else_=_limit_of(window.chats, key))
                 extra.append(limit.label(f"{window.window}_limit"))
@@ -602,15 +601,12 @@ class Reports:
         scheduled job's name, or the person an API conversation's key acts for (``api:alice``)."""
         addresses = {row.session_key: chat_of_session_key(row.session_key) for row in rows}
         chats = sorted({(a.platform, a.chat_id) for a in addresses.values() if a is not None})
-        jobs = [
-            row.session_key.removeprefix(SESSION_PREFIX)
-            for row in rows
-            if row.session_key.startswith(SESSION_PREFIX)
-        ]
+        job_ids = {row.session_key: job_of_session_key(row.session_key) for row in rows}
+        jobs = [job for job in job_ids.values() if job is not None]
         others = [
             row.session_key
             for row in rows
-            if addresses[row.session_key] is None and not row.session_key.startswith(SESSION_PREFIX)
+            if addresses[row.session_key] is None and job_ids[row.session_key] is None
         ]
 
         def read(conn: sa.Connection) -> tuple[dict[tuple[str, str], Any], dict[str, str], dict[str, str]]:
@@ -627,8 +623,8 @@ class Reports:
         named: list[ChatRow] = []
         for row in rows:
             address = addresses[row.session_key]
-            if row.session_key.startswith(SESSION_PREFIX):
-                job = job_names.get(row.session_key.removeprefix(SESSION_PREFIX))
+            if (job_id := job_ids[row.session_key]) is not None:
+                job = job_names.get(job_id)
                 named.append(replace(row, name=f"scheduled job: {job}" if job else None))
             elif address is None:
                 named.append(replace(row, name=people.get(row.session_key)))

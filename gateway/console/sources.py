@@ -25,8 +25,8 @@ from gateway.budgets.book import BudgetBook, limit_in, split_scope
 from gateway.budgets.forecast import Forecast, month_forecast
 from gateway.budgets.limits import BOT, CHAT, CRON, FIELDS, chat_override_keys, listed_scope
 from gateway.budgets.lines import ScopeStanding, limits_summary, scope_name, share_of, usd
+from gateway.chats import job_session_key
 from gateway.console.reports import ScopeList
-from gateway.cron.jobs import SESSION_PREFIX
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class ScopeBudget:
         job's runs'; None for the bot and a person."""
         if self.kind == CHAT:
             return self.id
-        return f"{SESSION_PREFIX}{self.id}" if self.kind == CRON else None
+        return job_session_key(self.id) if self.kind == CRON else None
 
     @property
     def used(self) -> float | None:
@@ -180,7 +180,7 @@ def _scope(today: ScopeStanding, this_month: ScopeStanding, now: float) -> Scope
 
 
 def _override_text(given: dict[str, float | None]) -> str:
-    """"$5.00/day; no monthly limit" (an explicit null lifts a limit)."""
+    """ "$5.00/day; no monthly limit" (an explicit null lifts a limit)."""
     parts = [
         f"{usd(value)}/{FIELDS[name]}" if (value := given[name]) is not None else f"no {FIELDS[name]} limit"
         for name in FIELDS

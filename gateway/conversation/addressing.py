@@ -1,8 +1,6 @@
 """Pure rules that map an inbound message to its session, memory and prompt text.
 
-- Session key: a direct chat is one session per platform and chat; a group is one session per chat
-  (per topic in forums), shared by its members. The terminal is one conversation, ``cli:dm:local``,
-  whichever process the lines come from; a scheduled job's runs have ``cron:<job id>``.
+- Session key: ``gateway.chats`` (the one home of the key grammar).
 - Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
   ``memories/``; every other person has their own; a group has the group's (docs/ARCHITECTURE.md,
   reliability invariant 5).
@@ -12,40 +10,12 @@
 
 from __future__ import annotations
 
-from adapters import console
-from adapters.base import ChatAddress, ChatType, InboundMessage
+from adapters.base import ChatType, InboundMessage
 from agent.api import SessionSpec
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
+from gateway.chats import session_key
 
 MAX_NAME_CHARS = 64
-TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"
-
-
-def session_key(message: InboundMessage) -> str:
-    if message.platform == console.PLATFORM:  # one conversation, whichever terminal process typed it
-        return TERMINAL_SESSION_KEY
-    if message.chat_type is ChatType.DIRECT:
-        return f"{message.platform}:dm:{message.chat_id}"
-    key = f"{message.platform}:group:{message.chat_id}"
-    return f"{key}:topic:{message.thread_id}" if message.thread_id else key
-
-
-def chat_of_session_key(key: str) -> ChatAddress | None:
-    """The chat a session key belongs to (the inverse of ``session_key``); None for keys of no chat
-    (the terminal's ``cli:dm:local``, a scheduled job's ``cron:ID``)."""
-    parts = key.split(":")
-    if parts[0] == console.PLATFORM:  # the terminal cannot receive what is posted later
-        return None
-    if len(parts) == 3 and parts[1] in ("dm", "group"):
-        return ChatAddress(parts[0], parts[2])
-    if len(parts) == 5 and parts[1] == "group" and parts[3] == "topic":
-        return ChatAddress(parts[0], parts[2], parts[4])
-    return None
-
-
-def admin_id(platform: str, user_id: str) -> str:
-    """How ``gateway.admins`` names a person: ``platform:user_id``."""
-    return f"{platform}:{user_id}"
 
 
 def memory_scope(message: InboundMessage, *, is_admin: bool) -> str:
@@ -99,7 +69,3 @@ def session_spec(message: InboundMessage, *, is_admin: bool, platform_hint: str 
         chat_context=chat_context(message),
         platform_hint=platform_hint,
     )
-
-
-def reply_address(message: InboundMessage) -> ChatAddress:
-    return ChatAddress(message.platform, message.chat_id, message.thread_id)

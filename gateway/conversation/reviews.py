@@ -27,6 +27,7 @@ from agent.api import SKIPPED, SessionRecord, charging, review
 from agent.settings import ReviewSettings
 from gateway.access.auth import Authorizer
 from gateway.budgets.limits import review_charge
+from gateway.chats import job_of_session_key
 from gateway.rights import rights_for
 from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY = 60.0
 IDLE_LOOKBACK = 7 * 24 * 3600.0  # idle sessions older than this are left alone
-SKIPPED_KEYS = ("cron:",)  # scheduled runs are not conversations worth reviewing
 
 
 class ReviewClaims(Protocol):
@@ -130,7 +130,7 @@ class Reviews:
         return (
             self.settings.enabled
             and session.session_key not in self._running
-            and not session.session_key.startswith(SKIPPED_KEYS)
+            and job_of_session_key(session.session_key) is None  # scheduled runs are not worth reviewing
         )
 
     async def _review(self, session: SessionRecord) -> None:

@@ -45,13 +45,14 @@ from agent.api import (
 from agent.db import FencedOut, StorageUnavailable
 from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker, speaker_of
-from gateway.conversation.addressing import admin_id, reply_address, session_spec, user_text
+from gateway.chats import person_id, reply_address
+from gateway.conversation.addressing import session_spec, user_text
 from gateway.conversation.media import MessageRefused
-from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.stream import ReplyStream
-from gateway.intake.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.intake.lanes import INTERRUPTED
 from gateway.intake.pending import hold_pending
+from gateway.ledger.inbox import InboxRow, InboxState, NoLongerPending
+from gateway.ledger.outbox import Operation, Outgoing
 from gateway.rights import Rights, rights_for
 from gateway.services import Services
 
@@ -150,7 +151,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
     adapter = services.adapters[message.platform]
     services.reviews.cancel(row.session_key)  # a live turn never waits for a background review
     speaker = speaker_of(message)
-    async with hold_pending(services, row) as lease:
+    async with hold_pending(runtime.locks, services.inbox, row) as lease:
         if await _closed_without_access(services, row, speaker, "while the message waited"):
             return
         rights = turn_rights(services, speaker, _spec(services, message).memory_scope)
@@ -162,7 +163,7 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
         is_admin = services.authorizer.is_admin(message.platform, message.user_id)
         charge = services.budgets.for_turn(message, row.session_key, is_admin=is_admin)
         if is_admin:  # spend warnings that could not reach them as a direct message
-            for warning in await services.budgets.owed_warnings(admin_id(message.platform, message.user_id)):
+            for warning in await services.budgets.owed_warnings(person_id(message.platform, message.user_id)):
                 await services.replies.post(address, warning)
         if recovered is not None:
             with charging(charge):

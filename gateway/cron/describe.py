@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gateway.cron.jobs import CronJob, DeliveryState, RunStatus, format_target
+from gateway.chats import chat_text
+from gateway.cron.jobs import CronJob, DeliveryState, RunStatus
 
 PREVIEW_CHARS = 80
 
@@ -66,7 +67,7 @@ def preview(text: str) -> str:
 def describe(job: CronJob, tz: dt.tzinfo) -> str:
     """Three or four lines: id, name, schedule and target; state; the last run; the last answer."""
     lines = [
-        f"{job.id}  {job.name}  [{job.schedule}] → {format_target(job.target)}",
+        f"{job.id}  {job.name}  [{job.schedule}] → {chat_text(job.target)}",
         f"  {state_line(job, tz)}",
         f"  {last_run_line(job, tz)}",
     ]
@@ -84,5 +85,5 @@ def created(job: CronJob, tz: dt.tzinfo) -> str:
     upcoming = f"first run {when(job.next_run_at, tz)}" if job.next_run_at else "no run scheduled"
     return (
         f'Created job {job.id} "{job.name}" [{job.schedule}]: {upcoming}, '
-        f"posts to {format_target(job.target)}."
+        f"posts to {chat_text(job.target)}."
     )

@@ -39,14 +39,14 @@ from adapters.base import ChatAddress
 from adapters.registry import EXAMPLE
 from agent.db import Storage, insert_ignoring_duplicates, serialize
 from gateway.access.auth import Speaker
-from gateway.delivery.outbox import OutboxState, item_states
+from gateway.chats import job_session_key, parse_chat
+from gateway.ledger.outbox import OutboxState, item_states
 from gateway.tables import cron_jobs
 
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"  # no 0/o, 1/l/i look-alikes
 ID_LENGTH = 6
 CLAIM_LEEWAY = 1.0  # seconds: a run may start this early and still count as due
 MAX_OUTPUT_CHARS = 4000  # of the last answer kept for `herald cron list`
-SESSION_PREFIX = "cron:"
 
 
 class RunStatus(StrEnum):
@@ -64,30 +64,13 @@ class DeliveryState(StrEnum):
     FAILED = "failed"
 
 
-def job_session_key(job_id: str) -> str:
-    """The session key of a job's runs (its own conversation, and its lock)."""
-    return f"{SESSION_PREFIX}{job_id}"
-
-
 def new_job_id() -> str:
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
 
 
 def parse_target(text: str) -> ChatAddress:
-    """``platform:chat[:thread]`` (``telegram:-1001234:7``); raises ValueError with the expected form."""
-    platform, _, rest = text.strip().partition(":")
-    chat_id, _, thread_id = rest.partition(":")
-    if not platform.isalpha() or not chat_id or ":" in thread_id or " " in rest:
-        raise ValueError(
-            f"'{text}' is not a chat: write platform:chat_id or platform:chat_id:thread_id "
-            f"(e.g. {EXAMPLE}:12345)"
-        )
-    return ChatAddress(platform.lower(), chat_id, thread_id or None)
-
-
-def format_target(address: ChatAddress) -> str:
-    base = f"{address.platform}:{address.chat_id}"
-    return f"{base}:{address.thread_id}" if address.thread_id else base
+    """A job's target as a person writes it (``gateway.chats.parse_chat``)."""
+    return parse_chat(text, example=EXAMPLE)
 
 
 @dataclass(frozen=True)

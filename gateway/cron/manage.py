@@ -29,10 +29,10 @@ from adapters.base import ChatAddress
 from adapters.registry import EXAMPLE
 from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
+from gateway.chats import TERMINAL_SESSION_KEY
 from gateway.config import SchedulerSettings
-from gateway.conversation.addressing import TERMINAL_SESSION_KEY
 from gateway.cron.describe import describe
-from gateway.cron.jobs import CronJob, CronJobs, JobCounts, JobRefused, NewJob, format_target, parse_target
+from gateway.cron.jobs import CronJob, CronJobs, JobCounts, JobRefused, NewJob, parse_target
 from gateway.cron.schedule import (
     Schedule,
     ScheduleError,
@@ -249,7 +249,7 @@ class CronManager:
         return await self.jobs.get(job.id) or job
 
 
-__all__ = ["COMMAND_LINE", "Caller", "CronError", "CronManager", "format_target"]
+__all__ = ["COMMAND_LINE", "Caller", "CronError", "CronManager"]
 
 
 Change = Literal["pause", "resume", "run", "remove"]

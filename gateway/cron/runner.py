@@ -37,9 +37,10 @@ from typing import Any
 
 from agent.api import CompressionOutcome, Lease, Refusal, Refuse, SessionRecord, SessionSpec, both, charging
 from agent.db import StorageUnavailable
+from gateway.chats import job_session_key
 from gateway.conversation.addressing import display_name
 from gateway.conversation.turns import UNEXPECTED, take_turn, turn_rights, with_notices
-from gateway.cron.jobs import CronJob, CronJobs, RunStatus, job_session_key
+from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.delivery.replies import PlatformNotConnected
 from gateway.intake.outage import until_reachable

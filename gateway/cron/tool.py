@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.api import Tool, ToolContext, ToolError
-from gateway.conversation.addressing import chat_of_session_key
+from gateway.chats import chat_of_session_key
 from gateway.cron.describe import created, describe_all
 from gateway.cron.manage import Caller, Change, CronError, CronManager, change_job
 from gateway.rights import Rights

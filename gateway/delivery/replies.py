@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from adapters.base import Adapter, ChatAddress
-from gateway.conversation.addressing import reply_address
-from gateway.delivery.outbox import Outbox, Outgoing
+from gateway.chats import reply_address
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import answer_operations
-from gateway.intake.inbox import InboxRow, InboxState
+from gateway.ledger.inbox import InboxRow, InboxState
+from gateway.ledger.outbox import Outbox, Outgoing
 
 DELIVERED_POLL = 0.05  # seconds between looks at a chat's outbox while a stream waits for it
 

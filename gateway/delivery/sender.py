@@ -14,7 +14,7 @@ Redis is down) postpones every item by ``PASS_RETRY`` without counting an attemp
 Several processes (``claimant`` given): each sender claims at most ``CLAIM_BATCH`` heads per round
 (``Outbox.due_heads``), keeps each claim alive while its attempt runs (every third of the claim time),
 checks it right before handing the request to the platform, and changes the item only while it still
-holds it, but for recording a send the platform accepted (see ``gateway.delivery.outbox``). A sender that
+holds it, but for recording a send the platform accepted (see ``gateway.ledger.outbox``). A sender that
 finds its claim taken over sends nothing more for that item and leaves the row to the process that holds
 it.
 """
@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
 from adapters.text.entities import plain_fallback
-from gateway.delivery.outbox import Claimant, Operation, Outbox, OutboxItem, OutboxState
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.intake.outage import until_reachable
+from gateway.ledger.outbox import Claimant, Operation, Outbox, OutboxItem, OutboxState
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
 from resilience.cancelling import wait_event
@@ -246,7 +246,7 @@ class OutboxSender:
         0.1–0.5 s instead (``until_reachable``), for up to ``RECORD_PATIENCE`` seconds. Once the
         database answers, this lands before anyone sends the item again: this process's own next pass
         comes after ``PASS_RETRY``, and another process that finds the claim expired waits
-        ``TAKEOVER_GRACE`` (``gateway.delivery.outbox``)."""
+        ``TAKEOVER_GRACE`` (``gateway.ledger.outbox``)."""
 
         async def record(again: bool) -> bool:
             if again:  # the interrupted write may have committed before its answer was lost

@@ -24,11 +24,11 @@ from types import TracebackType
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
 from agent.api import Compressed, FailingOver, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from agent.db import FencedOut, StorageUnavailable
-from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
 from gateway.delivery.text.sanitize import sanitize_text
-from gateway.intake.inbox import Inbox
 from gateway.intake.lanes import INTERRUPTED
+from gateway.ledger.inbox import Inbox
+from gateway.ledger.outbox import Operation, Outgoing
 from resilience.cancelling import wait_event
 
 log = logging.getLogger(__name__)

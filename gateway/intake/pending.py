@@ -6,7 +6,7 @@ The session lease lets one of them in at a time; checking the row's state *insid
 later ones see that it was answered meanwhile, so a message is answered once and a turn never runs
 twice on one history. (In one process the lanes already run a message once; the check costs one read.)
 The transaction that queues an answer closes its row only while it is pending
-(``gateway.intake.inbox.finish_row``): the last word should two workers race past this check anyway.
+(``gateway.ledger.inbox.finish_row``): the last word should two workers race past this check anyway.
 """
 
 from __future__ import annotations
@@ -14,17 +14,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agent.api import Lease
-from gateway.intake.inbox import InboxRow, InboxState, NoLongerPending
-from gateway.services import Services
+from agent.api import Lease, SessionLocks
+from gateway.ledger.inbox import Inbox, InboxRow, InboxState, NoLongerPending
 
 
 @asynccontextmanager
-async def hold_pending(services: Services, row: InboxRow) -> AsyncIterator[Lease]:
+async def hold_pending(locks: SessionLocks, inbox: Inbox, row: InboxRow) -> AsyncIterator[Lease]:
     """Hold the lease of ``row``'s chat; raises :class:`NoLongerPending` (holding nothing) when the row
     was closed by the time the lease was granted."""
-    async with services.runtime.locks.hold(row.session_key) as lease:
-        current = await services.inbox.get(row.id)
+    async with locks.hold(row.session_key) as lease:
+        current = await inbox.get(row.id)
         if current is None or current.state is not InboxState.PENDING:
             raise NoLongerPending(row.id)
         yield lease

@@ -5,8 +5,8 @@
 3. Authorize: unknown people in a direct chat get a pairing code; in groups they are ignored silently.
    Nothing of theirs is stored and nothing reaches a provider.
 4. Store in the inbox (deduplicating a platform's redelivery); only then does the sink return.
-5. Commands run from the command table; everything else becomes a turn in the chat's lane, where the
-   busy policy decides what a message arriving mid-turn does.
+5. Commands go to the command handler; everything else becomes a turn in the chat's lane, where the
+   busy policy decides what a message arriving mid-turn does (the handlers: ``gateway.intake.handling``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,11 +23,10 @@ from agent.db import StorageUnavailable
 from agent.files import valid_text
 from gateway.access.auth import speaker_of
 from gateway.access.pairing import RequestOutcome
-from gateway.commands import BY_NAME, answer_command, parse_command
-from gateway.conversation.addressing import reply_address, session_key
-from gateway.intake.inbox import InboxEntry, InboxRow, NoLongerPending
+from gateway.chats import reply_address, session_key
+from gateway.intake.handling import Handlers, IntakeServices
 from gateway.intake.work import Work, WorkKind
-from gateway.services import Services
+from gateway.ledger.inbox import InboxEntry, InboxRow, NoLongerPending
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +67,18 @@ def _size(size: int) -> str:
     return f"{size / MB:.1f} MB" if size >= MB else f"{size / 1000:.0f} kB"
 
 
-def lane_work_kind(row: InboxRow, max_attachment_mb: float) -> WorkKind | None:
+def lane_work_kind(
+    row: InboxRow, max_attachment_mb: float, command_in_lane: Callable[[str], bool | None]
+) -> WorkKind | None:
     """What a stored message is in its chat's lane: a turn, a command that touches the session, or None
-    for what is answered at once outside the lane (a refusal, an immediate command such as ``/stop``)."""
+    for what is answered at once outside the lane (a refusal, an immediate command such as ``/stop``).
+    ``command_in_lane``: :meth:`Handlers.command_in_lane`."""
     if oversized_refusal(row.message, max_attachment_mb) is not None:
         return None
-    parsed = parse_command(row.message.text)
-    if parsed is None:
+    in_lane = command_in_lane(row.message.text)
+    if in_lane is None:
         return WorkKind.MESSAGE
-    command = BY_NAME.get(parsed[0])
-    return WorkKind.COMMAND if command is not None and command.in_lane else None
+    return WorkKind.COMMAND if in_lane else None
 
 
 class GatewayStopping(Exception):
@@ -85,10 +86,13 @@ class GatewayStopping(Exception):
 
 
 class Router:
-    def __init__(self, services: Services, *, require_mention: Mapping[str, bool]) -> None:
+    def __init__(
+        self, services: IntakeServices, handlers: Handlers, *, require_mention: Mapping[str, bool]
+    ) -> None:
         """``require_mention``: per platform, whether shared chats need the bot addressed (an adapter
         marks messages in its free-response chats as addressed)."""
         self.services = services
+        self.handlers = handlers
         self.require_mention = require_mention
         self.accepting = True
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
@@ -140,10 +144,10 @@ class Router:
     async def dispatch(self, row: InboxRow, *, resumed: bool = False) -> None:
         """Start handling a stored message: a refusal, a command, or a turn in the chat's lane."""
         services = self.services
-        kind = lane_work_kind(row, services.settings.max_attachment_mb)
+        kind = lane_work_kind(row, services.settings.max_attachment_mb, self.handlers.command_in_lane)
         if kind is None:
             refusal = oversized_refusal(row.message, services.settings.max_attachment_mb)
-            self._in_background(self._reply(row, refusal) if refusal else answer_command(services, row))
+            self._in_background(self._reply(row, refusal) if refusal else self.handlers.answer_command(row))
             return
         if kind is WorkKind.COMMAND:
             services.lanes.submit(Work(WorkKind.COMMAND, row.session_key, row.id))

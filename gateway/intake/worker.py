@@ -1,10 +1,10 @@
 """What running a lane's work means: one function from :class:`gateway.intake.work.Work` to its effect.
 
-A stored message becomes a turn of the agent (``gateway.conversation.turns.answer``) or, for a slash
-command that touches the session (``/new``, ``/compress`` ...), the command's reply. The message is read
-from the inbox by id when the work runs; a row that is no longer pending (answered by an earlier run,
-cancelled by a terminal that exited) is skipped, also when that is found only once the chat's lease is
-held (``gateway.intake.pending``: another worker answered it meanwhile).
+A stored message becomes a turn of the agent or, for a slash command that touches the session (``/new``,
+``/compress`` ...), the command's reply: the handlers (``gateway.intake.handling``) make them. The
+message is read from the inbox by id when the work runs; a row that is no longer pending (answered by
+an earlier run, cancelled by a terminal that exited) is skipped, also when that is found only once the
+chat's lease is held (``gateway.intake.pending``: another worker answered it meanwhile).
 
 A database that cannot be reached is a state, not a failure: the work waits (``gateway.intake.outage``:
 backing off up to 30 s between tries, for as long as it takes) and runs again once the database is
@@ -25,23 +25,22 @@ from dataclasses import replace
 from functools import partial
 
 from agent.db import FencedOut, StorageUnavailable
-from gateway.commands import answer_command
-from gateway.conversation.turns import answer
-from gateway.intake.inbox import InboxState, NoLongerPending
+from gateway.intake.handling import Handlers, IntakeServices
 from gateway.intake.lanes import INTERRUPTED
 from gateway.intake.outage import until_reachable
 from gateway.intake.work import Work, WorkKind
-from gateway.services import Services
+from gateway.ledger.inbox import InboxState, NoLongerPending
 
 log = logging.getLogger(__name__)
 
 
 class Worker:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: IntakeServices, handlers: Handlers) -> None:
         self.services = services
+        self.handlers = handlers
 
     async def run(self, work: Work) -> None:
-        """Do ``work``; never raises but for cancellation (``answer`` and ``answer_command`` say why).
+        """Do ``work``; never raises but for cancellation (the handlers say why).
 
         Cancelled as :data:`INTERRUPTED` (``/stop``, a newer message) before the turn itself could close
         the row (waiting for the chat's lease, reading media ...), the row is closed as cancelled here:
@@ -84,6 +83,6 @@ class Worker:
             log.info("inbox %d: no longer pending; nothing to do", work.inbox_id)
             return
         if work.kind is WorkKind.COMMAND:
-            await answer_command(self.services, row)
+            await self.handlers.answer_command(row)
         else:
-            await answer(self.services, row, resumed=work.resumed)
+            await self.handlers.answer(row, resumed=work.resumed)

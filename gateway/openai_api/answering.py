@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -69,11 +68,12 @@ from agent.api import (
 from agent.db import FencedOut, StorageUnavailable
 from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
+from gateway.chats import API, new_api_session_key, parse_session_key
 from gateway.conversation.addressing import person_scope
 from gateway.conversation.turns import take_turn, turn_rights, why_replaced
 from gateway.cron.tool import TOOLSET as CRON_TOOLSET
 from gateway.openai_api.conversations import Conversations
-from gateway.openai_api.keys import PLATFORM, Caller
+from gateway.openai_api.keys import Caller
 from gateway.openai_api.transcript import Transcript
 from gateway.openai_api.wire import ApiError, bad_request
 from gateway.rights import Rights
@@ -86,7 +86,6 @@ PROMPT_HINT = (  # how to write here: stable prompt layer, the same text for eve
 
 log = logging.getLogger(__name__)
 
-SESSION_KEY_PREFIX = f"{PLATFORM}:conversation:"  # no chat to post into later (gateway.cron.manage)
 API_META = "api_request"  # stored with the turn's user message: the request it answers
 NO_RETRY = {"x-should-retry": "false"}  # OpenAI's SDKs read it: Herald retried what could be retried
 BREAK = "\n\n"
@@ -165,10 +164,6 @@ class AnswerText:
         return self.text
 
 
-def new_session_key() -> str:
-    return f"{SESSION_KEY_PREFIX}{secrets.token_hex(12)}"
-
-
 def refused(refusal: Refusal, line: str, now: float) -> ApiError:
     """A spend limit's refusal: 429 with the limit's line; a limit used up is not to be retried before its
     window resets (a request that only would have crossed it may be retried smaller: no Retry-After)."""
@@ -233,7 +228,7 @@ class ApiTurns:
     async def _answer(self, request: ApiRequest) -> None:
         services = self.services
         started = time.time()
-        services.metrics.messages_in.labels(PLATFORM).inc()
+        services.metrics.messages_in.labels(API).inc()
         standing = await self._standing(request.caller)
         async with self._conversation(request, standing.rights) as (lease, session):
             services.reviews.cancel(session.session_key)  # a live turn never waits for a background review
@@ -245,7 +240,7 @@ class ApiTurns:
     async def _standing(self, caller: Caller) -> Standing:
         """The caller's standing; a 403 when their person may not use the bot (now)."""
         authorizer = self.services.authorizer
-        speaker = Speaker(caller.platform, caller.user_id, chat_id=PLATFORM, chat_type=ChatType.DIRECT)
+        speaker = Speaker(caller.platform, caller.user_id, chat_id=API, chat_type=ChatType.DIRECT)
         if not await authorizer.is_allowed(speaker):
             raise forbidden(caller)
         is_admin = authorizer.is_admin(caller.platform, caller.user_id)
@@ -332,7 +327,7 @@ class ApiTurns:
                 if session is not None:
                     yield lease, session
                     return
-        key = new_session_key()
+        key = new_api_session_key()
         async with runtime.locks.hold(key) as lease:
             yield lease, await self._branch(lease, key, request, rights)
 
@@ -357,10 +352,10 @@ class ApiTurns:
         caller, transcript = request.caller, request.transcript
         spec = SessionSpec(
             session_key=key,
-            source=PLATFORM,
-            platform=PLATFORM,
+            source=API,
+            platform=API,
             memory_scope=rights.memory_scope,
-            chat_id=key.removeprefix(SESSION_KEY_PREFIX),
+            chat_id=parse_session_key(key).ident,
             user_id=caller.user_id,
             platform_hint=PROMPT_HINT,
             instructions=transcript.instructions,

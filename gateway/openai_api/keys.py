@@ -4,9 +4,9 @@ A key is configured as ``$NAME`` (the key is in the environment or ``.env``) or 
 way only its digest is held here, and a presented key is hashed and compared with every configured
 digest in constant time. A key too short to resist guessing stops the start (like the console's token).
 The person a key acts for is ``platform:user_id``: ``api:NAME`` for someone who uses the API only (the
-key is their access: :func:`api_people`), or an existing person (``telegram:12345``), whose access,
-memory, limits and rights the key then shares. With ``bots:`` a key also names the bot it talks to: that
-person of that bot (each bot's API people are its own, ``HeraldConfig.bot``).
+key is their access: ``gateway.access.auth.api_people``), or an existing person (``telegram:12345``),
+whose access, memory, limits and rights the key then shares. With ``bots:`` a key also names the bot it
+talks to: that person of that bot (each bot's API people are its own, ``HeraldConfig.bot``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.config import ApiKey, ConfigError, HeraldConfig
+from gateway.chats import split_person_id
+from gateway.config import ApiKey, ConfigError
 from gateway.home import HeraldHome, from_environment
 
-PLATFORM = "api"  # the platform of people who use the API only: api:NAME
 MIN_KEY_CHARS = 16
 
 
@@ -33,11 +33,11 @@ class Caller:
 
     @property
     def platform(self) -> str:
-        return self.person.partition(":")[0]
+        return split_person_id(self.person)[0]
 
     @property
     def user_id(self) -> str:
-        return self.person.partition(":")[2]
+        return split_person_id(self.person)[1]
 
 
 def digest(key: str) -> bytes:
@@ -82,11 +82,3 @@ def key_ring(keys: Sequence[ApiKey], home: HeraldHome, environ: Mapping[str, str
             )
         entries.append((digest(value), caller))
     return KeyRing(entries)
-
-
-def api_people(config: HeraldConfig) -> frozenset[str]:
-    """The user ids of ``api:NAME`` people: their key is their access (the allowlist of the platform
-    ``api``)."""
-    return frozenset(
-        key.person.partition(":")[2] for key in config.api.keys if key.person.partition(":")[0] == PLATFORM
-    )

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from adapters.base import Capabilities, ChatAddress, InboundMessage, OutboundText
 from agent.api import ModelCalls, ProviderError, RetryPolicy, SessionRecord, Synthesizer
 from agent.settings import TextToSpeechSettings
-from gateway.delivery.outbox import Operation, Outgoing
 from gateway.delivery.stream import answer_operations, render
+from gateway.ledger.outbox import Operation, Outgoing
 from gateway.speech.opus import NotAudio, voice_note
 from gateway.speech.spoken import spoken_form
 

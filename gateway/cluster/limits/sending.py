@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, ChatAddress, SendRate
-from gateway.delivery.outbox import Claimant
 from gateway.delivery.send_budget import LocalSendBudget, SendBudget
+from gateway.ledger.outbox import Claimant
 from gateway.server.metrics import GatewayMetrics
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gateway.intake.inbox import Inbox, InboxRow
 from gateway.intake.work import Work, WorkKind
+from gateway.ledger.inbox import Inbox, InboxRow
 
 KindOf = Callable[[InboxRow], WorkKind | None]  # a row's lane work, or None (answered outside the lane)
 

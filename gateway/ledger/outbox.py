@@ -75,7 +75,7 @@ import sqlalchemy as sa
 
 from adapters.base import Button, ChatAddress, OutboundText, OutboundVoice, TextEntity
 from agent.db import Storage, insert_ignoring_duplicates, media
-from gateway.intake.inbox import InboxState, finish_row
+from gateway.ledger.inbox import InboxState, finish_row
 from gateway.tables import outbox
 
 # What a process delivers: platform -> its only chat, or None for every chat of the platform.
