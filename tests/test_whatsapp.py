@@ -192,6 +192,7 @@ async def test_a_failed_status_marks_the_outbox_item_and_read_receipts_go_to_the
     [(state, error, message_id)] = rows
     assert (state, message_id) == ("failed", answer.id) and "131026" in error and "undeliverable" in error
     assert (asked, True) in reads  # marked read, with "typing…", while the answer was written
+    assert answer.context == asked  # the answer quotes the question
 
 
 async def _failed(rows: Any) -> list[Any]:
