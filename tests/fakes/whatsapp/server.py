@@ -72,6 +72,7 @@ class BotMessage:
     body: dict[str, Any]
     context: str | None
     media: tuple[str, str, bytes] | None = None  # (file name, MIME type, content)
+    made: float = field(default_factory=time.monotonic)  # when the fake accepted it
 
     @property
     def text(self) -> str:
