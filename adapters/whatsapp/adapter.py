@@ -44,6 +44,7 @@ from adapters.base import (
     WebhookReply,
 )
 from adapters.records import MemoryRecordStore, RecordStore
+from resilience.unreachable import Unreachable
 
 from .graph import OUTSIDE_WINDOW, Graph, GraphError
 from .render import TEXT_LIMIT, render_whatsapp
@@ -162,7 +163,7 @@ class WhatsAppAdapter(Adapter):
                 await sink(messages)
             if received.statuses and self.status_sink is not None:
                 await self.status_sink(received.statuses)
-        except SinkUnavailable as exc:
+        except (SinkUnavailable, Unreachable) as exc:  # the database is away (the inbox or the records)
             log.warning("Could not store a WhatsApp webhook (%s); answering 503 so Meta retries", exc)
             return WebhookReply(503)
         except Exception:
