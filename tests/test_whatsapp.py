@@ -145,18 +145,24 @@ async def test_outside_the_24_hour_window_the_owner_is_told_and_nothing_goes_out
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A message Meta could deliver only 25 hours late: the answer cannot go out; its outbox item is
-    failed with the reason and the log tells the owner (no template is configured)."""
-    emulator.script(Reply(text="Too late, I am afraid."))
+    failed with the reason, the log tells the owner, and so does a message to the admin on WhatsApp
+    (whose own window is open: they wrote just now). No template is configured."""
+    emulator.script(Reply(text="Hello, admin."), Reply(text="Too late, I am afraid."))
     driver = WhatsAppDriver()
     with caplog.at_level(logging.WARNING):
         async with running(driver, home, emulator, emulator_url) as platform:
+            driver.fake.text(driver.admin, "hi")
+            await platform.settled()
             driver.fake.text(driver.friend, "are you there?", ago=DAY + 3600)
             await platform.settled()
             rows = await outbox_rows(platform)
     assert driver.fake.bot_messages(driver.friend) == [] and driver.fake.refusals == []  # not even tried
-    [(state, error, _)] = rows
-    assert state == "failed" and "24 hours" in error and "whatsapp.template" in error
+    assert sorted(state for state, _, _ in rows) == ["failed", "sent"]
+    [error] = [error for state, error, _ in rows if state == "failed"]
+    assert "24 hours" in error and "whatsapp.template" in error
     assert any("the reply was not delivered" in record.getMessage() for record in caplog.records)
+    [_, notice] = [message.text for message in driver.fake.bot_messages(driver.admin)]
+    assert driver.friend in notice and "not delivered" in notice
 
 
 async def test_outside_the_window_the_configured_template_is_sent_once_instead(

@@ -72,8 +72,16 @@ class WhatsAppAdapter(Adapter):
         "addresses in full)."
     )
 
-    def __init__(self, token: str, settings: WhatsAppSettings, *, app_secret: str, verify_token: str,
-                 records: RecordStore | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        token: str,
+        settings: WhatsAppSettings,
+        *,
+        app_secret: str,
+        verify_token: str,
+        records: RecordStore | None = None,
+        admins: frozenset[str] = frozenset(),
+    ) -> None:
         if not settings.phone_number_id:
             raise ValueError("whatsapp.phone_number_id is not set")
         self.capabilities = Capabilities(
@@ -91,6 +99,7 @@ class WhatsAppAdapter(Adapter):
         self._app_secret = app_secret
         self._verify_token = verify_token
         self._records = records or MemoryRecordStore(RECORDS)
+        self._admins = admins  # their WhatsApp ids: told when a reply cannot go out
         self._session: aiohttp.ClientSession | None = None
         self._graph: Graph | None = None
         self._sink: InboundSink | None = None
@@ -241,11 +250,12 @@ class WhatsAppAdapter(Adapter):
 
     async def _template(self, person: str, window: Window) -> str:
         """Outside the window: the configured template once per closed window, or a ``DeliveryError``;
-        the owner is told in the log either way."""
+        the owner is told either way (the log, and the admins on WhatsApp: :meth:`_tell_admins`)."""
         template = self._settings.template
         if not template:
             notice = closed_notice(person, None, window.closes_at())
             log.warning("%s", notice)
+            await self._tell_admins(person, window, notice)
             raise DeliveryError(notice)
         key = f"template:{person}"
         sent = await self._records.get(key)
@@ -257,8 +267,30 @@ class WhatsAppAdapter(Adapter):
         answer = await self._started().message({"recipient_type": "individual", "to": person, **body},
                                                f"the template {template}")  # fmt: skip
         await self._records.put(key, {"after": window.last_inbound}, expires_at=time.time() + WINDOW)
-        log.warning("%s", closed_notice(person, template, window.closes_at()))
+        notice = closed_notice(person, template, window.closes_at())
+        log.warning("%s", notice)
+        await self._tell_admins(person, window, notice)
         return _message_id(answer)
+
+    async def _tell_admins(self, person: str, window: Window, notice: str) -> None:
+        """``notice`` to each admin on WhatsApp (``gateway.admins``) whose own window is open, once per
+        closed window of ``person`` (not to an admin whose window is closed too: the log has it). Best
+        effort: a failure is logged."""
+        marker = f"told:{person}"
+        told = await self._records.get(marker)
+        if told is not None and told.value.get("after") == window.last_inbound:
+            return
+        await self._records.put(marker, {"after": window.last_inbound}, expires_at=time.time() + WINDOW)
+        for admin in sorted(self._admins - {person}):
+            if not (await self._window(admin)).is_open(time.time()):
+                continue
+            text = {"body": notice.removeprefix("WhatsApp: "), "preview_url": False}
+            try:
+                await self._started().message(
+                    {"to": admin, "type": "text", "text": text}, "a notice to an admin"
+                )
+            except DeliveryError as exc:
+                log.info("Could not tell WhatsApp admin %s: %s", admin, exc)
 
     async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
         raise DeliveryError("WhatsApp cannot edit a business's messages", permanent=True)

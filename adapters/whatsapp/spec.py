@@ -44,6 +44,7 @@ def build(context: BuildContext[WhatsAppSettings]) -> Adapter:
         app_secret=secrets[APP_SECRET.env],
         verify_token=secrets[VERIFY_TOKEN.env],
         records=context.records,
+        admins=context.admins,
     )
 
 
