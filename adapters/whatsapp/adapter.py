@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -55,7 +54,6 @@ from .window import WINDOW, Window, closed_notice, later
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 100 * 1024 * 1024  # a document: the Cloud API's largest media
-LAST_MESSAGES_KEPT = 10_000  # chats whose last message id ``typing`` remembers (to mark it read)
 MAX_COMMANDS = 30  # WhatsApp shows at most 30 commands
 MAX_COMMAND_NAME = 32
 MAX_COMMAND_DESCRIPTION = 256
@@ -103,7 +101,6 @@ class WhatsAppAdapter(Adapter):
         self._session: aiohttp.ClientSession | None = None
         self._graph: Graph | None = None
         self._sink: InboundSink | None = None
-        self._last: OrderedDict[str, str] = OrderedDict()  # chat -> its last message id (read receipts)
         self._status = AdapterStatus()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -181,16 +178,15 @@ class WhatsAppAdapter(Adapter):
         return WebhookReply(200)
 
     async def _opened(self, message: InboundMessage) -> None:
-        """``message``'s sender wrote at its time: the window is open 24 hours from then."""
+        """``message``'s sender wrote at its time: the window is open 24 hours from then; its id is what
+        ``typing`` marks read (kept with the window, so any process of a cluster finds it)."""
         key = f"window:{message.user_id}"
         stored = await self._records.get(key)
-        last = stored.value.get("last") if stored is not None else None
-        start = later(last if isinstance(last, int | float) else None, message.timestamp)
-        await self._records.put(key, {"last": start}, expires_at=start + WINDOW)
-        self._last[message.chat_id] = message.message_id
-        self._last.move_to_end(message.chat_id)
-        while len(self._last) > LAST_MESSAGES_KEPT:
-            self._last.popitem(last=False)
+        value = stored.value if stored is not None else {}
+        last = value.get("last") if isinstance(value.get("last"), int | float) else None
+        start = later(last, message.timestamp)
+        newest = message.message_id if start == message.timestamp else str(value.get("message") or "")
+        await self._records.put(key, {"last": start, "message": newest}, expires_at=start + WINDOW)
 
     async def _window(self, person: str) -> Window:
         stored = await self._records.get(f"window:{person}")
@@ -300,13 +296,15 @@ class WhatsAppAdapter(Adapter):
 
     async def typing(self, address: ChatAddress) -> None:
         """Mark the person's last message read and show "typing…" (best effort)."""
-        message_id, graph = self._last.get(address.chat_id), self._graph
-        if message_id is None or graph is None:
-            return
-        body = {"status": "read", "message_id": message_id, "typing_indicator": {"type": "text"}}
+        graph = self._graph
         try:
+            stored = await self._records.get(f"window:{address.chat_id}")
+            message_id = stored.value.get("message") if stored is not None else None
+            if not message_id or graph is None:
+                return
+            body = {"status": "read", "message_id": message_id, "typing_indicator": {"type": "text"}}
             await graph.message(body, "a read receipt")
-        except DeliveryError as exc:
+        except (DeliveryError, Unreachable) as exc:
             log.info("WhatsApp read receipt failed: %s", exc)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
