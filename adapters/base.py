@@ -86,7 +86,13 @@ and ``start_receiving``/``stop_receiving`` turn receiving on and off any number 
 goes on; several processes of one bot then all send, and the one the gateway elects receives (an
 adapter whose receiving is split into shards is spread over the processes, see
 ``gateway.cluster.leases.shards``). **Webhooks:** an adapter with ``webhook_path`` gets the POSTs the
-gateway's HTTP server receives there (:meth:`Adapter.receive_webhook`).
+gateway's HTTP server receives there (:meth:`Adapter.receive_webhook`), and its GETs
+(:meth:`Adapter.verify_webhook`: a platform that proves the URL is yours with a challenge first).
+
+**Delivery reports.** A platform that later says what became of a message it accepted (delivered,
+read, failed: a status webhook) hands that to :attr:`Adapter.status_sink` as :class:`DeliveryStatus`
+(the gateway sets it before ``start``; the outbox item that sent the message is marked failed when it
+failed). A reply the platform will not take at all is a ``DeliveryError`` as ever.
 
 **Buttons.** An adapter whose ``Capabilities.buttons`` is true shows ``OutboundText.buttons`` under
 the message it sends (Telegram's inline keyboard, Discord's components, a question in the terminal);
@@ -301,6 +307,21 @@ class DeliveryError(Exception):
         self.permanent = permanent
 
 
+@dataclass(frozen=True)
+class DeliveryStatus:
+    """What the platform later said about a message it accepted (a status webhook): ``message_id`` is
+    what ``send`` returned; ``error`` says why, for "failed", in words an owner can act on."""
+
+    platform: str
+    chat_id: str
+    message_id: str
+    status: Literal["sent", "delivered", "read", "failed"]
+    error: str | None = None
+
+
+StatusSink = Callable[[Sequence[DeliveryStatus]], Awaitable[None]]
+"""Where an adapter hands delivery reports (see the module docstring); returns once they are recorded."""
+
 InboundSink = Callable[[Sequence[InboundMessage]], Awaitable[None]]
 """The gateway's entry point: returns once the batch is durably handled (see the module docstring)."""
 
@@ -345,6 +366,7 @@ class Adapter(ABC):
     only_chat: str | None = None  # set when this instance delivers to one chat of its platform only
     receive_on_demand: bool = False  # start(sink, receive=False) and start_receiving() are supported
     prompt_hint: str = ""  # how the model should write here (stable prompt layer: never per chat)
+    status_sink: StatusSink | None = None  # set by the gateway: where delivery reports go
 
     def serves(self, chat_id: str) -> bool:
         """Whether this instance answers ``chat_id``: every chat of its platform, unless ``only_chat``
@@ -380,6 +402,11 @@ class Adapter(ABC):
         the sink), hand what it carries to the sink, and say what to answer: 2xx only once the sink
         returned (the platform redelivers otherwise). Never raises."""
         return WebhookReply(404)
+
+    async def verify_webhook(self, query: Mapping[str, str]) -> WebhookReply:
+        """A GET of ``webhook_path`` (its query parameters): a platform's check that the URL is this bot's
+        (answer its challenge only when its token is right). Never raises."""
+        return WebhookReply(405)
 
     @abstractmethod
     async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:

@@ -15,8 +15,9 @@ from adapters.matrix.spec import SPEC as MATRIX
 from adapters.slack.spec import SPEC as SLACK
 from adapters.spec import PlatformSpec
 from adapters.telegram.spec import SPEC as TELEGRAM
+from adapters.whatsapp.spec import SPEC as WHATSAPP
 
-PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX)
+PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, WHATSAPP)
 """In the order config.yaml shows their sections and ``herald doctor`` checks them."""
 
 

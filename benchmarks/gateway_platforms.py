@@ -1,6 +1,7 @@
-"""Matrix, Discord and Slack through the whole gateway: the latency and throughput measurements of
-``benchmarks/gateway.py`` by the same method, each platform's fake in a process of its own
-(``benchmarks/fake_matrix.py``, ``fake_discord.py``, ``fake_slack.py``) in place of the fake Telegram,
+"""Matrix, Discord, Slack and WhatsApp through the whole gateway: the latency and throughput
+measurements of ``benchmarks/gateway.py`` by the same method, each platform's fake in a process of its
+own (``benchmarks/fake_matrix.py``, ``fake_discord.py``, ``fake_slack.py``, ``fake_whatsapp.py``) in
+place of the fake Telegram,
 and the stock adapter built from the platform's spec, as ``herald gateway run`` builds it."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from benchmarks.fake_discord import FakeDiscordProcess
 from benchmarks.fake_matrix import FakeMatrixProcess
 from benchmarks.fake_slack import FakeSlackProcess
 from benchmarks.fake_telegram import Check, Sent
+from benchmarks.fake_whatsapp import FakeWhatsAppProcess
 from benchmarks.gateway_harness import STORAGE_URL, fresh_home, ms, operations_sent, percentile, poll, settle
 from benchmarks.platform_process import PlatformProcess
 from gateway.app import open_gateway
@@ -24,6 +26,7 @@ PLATFORMS: dict[str, Callable[[], PlatformProcess]] = {
     "Matrix": FakeMatrixProcess,
     "Discord": FakeDiscordProcess,
     "Slack": FakeSlackProcess,
+    "WhatsApp": FakeWhatsAppProcess,
 }
 LATENCY_CHATS = [101, 102, 103, 104]
 LATENCY_SPACING = 0.1
@@ -44,7 +47,7 @@ def config_for(
         {
             "storage": {"url": STORAGE_URL.get()},
             "model": {"base_url": emulator_url},
-            "gateway": {"http_port": 0, "stream_edit_interval": interval},
+            "gateway": {"http_port": 0, "stream_edit_interval": interval, **fake.gateway_section()},
             name.lower(): fake.section(chats),
         }
     )

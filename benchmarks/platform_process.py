@@ -99,3 +99,7 @@ class PlatformProcess:
     def environ(self) -> dict[str, str]:
         """The variables the gateway reads (the fake's token)."""
         raise NotImplementedError
+
+    def gateway_section(self) -> dict[str, Any]:
+        """Settings of the gateway section the fake needs (a webhook's: the port it POSTs to)."""
+        return {}

@@ -34,7 +34,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter, DeliveryError
+from adapters.base import Adapter, DeliveryError, StatusSink
 from agent.db import StorageUnavailable
 from gateway.bots.logs import speaking_for
 from gateway.bots.metrics import BotsMetrics
@@ -46,6 +46,7 @@ from gateway.console.server import PREFIX
 from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
+from gateway.delivery.statuses import DeliveryStatuses
 from gateway.failures import PlatformStartFailed
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome
@@ -214,7 +215,8 @@ async def open_gateway(
             with speaking_for(bot.name):
                 if not clustered:
                     start_review_sweeper(stack, bot.services)
-                await start_adapters(stack, bot.adapters, bot.router, receive_all=not clustered)
+                statuses = DeliveryStatuses(bot.services.outbox, bot.services.metrics)
+                await start_adapters(stack, bot.adapters, bot.router, statuses, receive_all=not clustered)
         for bot in bots:
             with speaking_for(bot.name):
                 await bot.router.recover()  # before any new message is handled (the router waits for it)
@@ -303,11 +305,17 @@ def start_review_sweeper(stack: AsyncExitStack, services: Services) -> None:
 
 
 async def start_adapters(
-    stack: AsyncExitStack, adapters: Sequence[Adapter], router: Router, *, receive_all: bool
+    stack: AsyncExitStack,
+    adapters: Sequence[Adapter],
+    router: Router,
+    statuses: StatusSink,
+    *,
+    receive_all: bool,
 ) -> None:
     """Connect every adapter; one that receives on demand (polling) waits for the leader in a cluster
-    (``receive_all`` False)."""
+    (``receive_all`` False). ``statuses``: where an adapter reports what became of a sent message."""
     for adapter in adapters:
+        adapter.status_sink = statuses
         try:
             await adapter.start(router.handle, receive=receive_all or not adapter.receive_on_demand)
         except DeliveryError as error:

@@ -82,7 +82,7 @@ def test_only_the_registry_imports_a_platform() -> None:
     assert users == {"adapters/registry.py"}
 
 
-PLATFORM_NAMES = ("telegram", "discord", "slack", "matrix")  # and whatever the registry lists
+PLATFORM_NAMES = ("telegram", "discord", "slack", "matrix", "whatsapp")  # and whatever the registry lists
 FROZEN = ("agent/db/migrations/versions/",)  # the schema's history names the tables it had
 
 

@@ -11,6 +11,8 @@ here, independent of the renderers:
   of the text as written);
 - Slack: mrkdwn with ``<url|label>`` shown as the label, ``&lt; &gt; &amp;`` unescaped and the
   mrkdwn style marks ``* _ ~`` not shown;
+- WhatsApp: its markup with the style marks ``* _ ~`` and the code-block lines and captions not shown
+  (WhatsApp has no escapes: the rest shows as written);
 - Matrix: the text content of ``formatted_body`` (an HTML parser's data) and the plain ``body``;
 - the terminal (``herald chat``): the text as printed.
 
@@ -40,6 +42,7 @@ from adapters.matrix.formatted import to_html
 from adapters.slack.render import render_slack
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.text.terminal import render_terminal
+from adapters.whatsapp.render import TEXT_LIMIT, render_whatsapp
 from gateway.delivery.stream import render
 from tests.text_support import is_fence_line
 
@@ -125,6 +128,13 @@ def slack_visible(parts: Iterable[OutboundText]) -> str:
         text = _without_fence_lines(_SLACK_CAPTION.sub("", text)).translate(_SLACK_MARKS)
         shown.append(_SLACK_ENTITY.sub(lambda m: {"lt": "<", "gt": ">", "amp": "&"}[m.group(1)], text))
     return "\n".join(shown)
+
+
+def whatsapp_visible(parts: Iterable[OutboundText]) -> str:
+    """WhatsApp's markup as the app shows it: no style marks, no code-block fences or captions."""
+    return "\n".join(
+        _without_fence_lines(_SLACK_CAPTION.sub("", part.text)).translate(_SLACK_MARKS) for part in parts
+    )
 
 
 class _TextContent(HTMLParser):
@@ -215,6 +225,13 @@ def as_written(model: str, visible: str, added: str = "") -> bool:
 _SLACK = Capabilities(  # the adapter builds it from its settings: 4,000 characters by default
     max_message_length=4000, length_unit="chars", render=render_slack, can_edit=True, has_threads=True
 )
+_WHATSAPP = Capabilities(
+    max_message_length=TEXT_LIMIT,
+    length_unit="chars",
+    render=render_whatsapp,
+    can_edit=False,
+    has_threads=False,
+)
 _TERMINAL = Capabilities(
     max_message_length=1_000_000,
     length_unit="chars",
@@ -226,6 +243,7 @@ PLATFORMS = {
     "telegram": (TelegramAdapter.capabilities, telegram_visible, "⦁—"),
     "discord": (DiscordAdapter.capabilities, discord_visible, ""),
     "slack": (_SLACK, slack_visible, "•"),
+    "whatsapp": (_WHATSAPP, whatsapp_visible, "•"),
     "matrix": (MatrixAdapter.capabilities, matrix_visible, "☐☑"),
     "matrix body": (MatrixAdapter.capabilities, matrix_body_visible, ""),
     "terminal": (_TERMINAL, terminal_visible, ""),

@@ -5,9 +5,9 @@ mrkdwn is not Markdown: ``*bold*``, ``_italic_``, ``~strike~``, ``<url|text>`` l
 not become a control sequence). Code blocks are ````` fences without a language: Slack would show
 ``python`` as the first line of the code, so a fence's language becomes an italic caption above it.
 
-Split first, convert after: ``split_markdown`` keeps fences balanced (a split block reopens with its
-language in the next part) and the conversion of each part is checked against the limit; a part that
-grew past it anyway (escapes add characters) is split again, smaller. Pure and total like every renderer.
+Split first, convert after (``adapters.text.converted``): a split block reopens with its language in
+the next part, and a part that grew past the limit (escapes add characters) is split again, smaller.
+Pure and total like every renderer.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from __future__ import annotations
 import re
 
 from adapters.base import OutboundText
+from adapters.text.converted import converted_parts
 from adapters.text.fences import find_fences
-from adapters.text.split import split_markdown
 
 MIN_LIMIT = 16  # room for the longest escape and a fence caption's first characters
-_SHRINK = 0.9  # a part that grew past the limit is split again at this share of what fitted
-_HEADROOM = 20  # the first split leaves 1/20 of the limit for what conversion adds (captions, escapes)
 
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
@@ -40,22 +38,8 @@ def render_slack(markdown: str, limit: int) -> list[OutboundText]:
         raise ValueError(f"limit must be at least {MIN_LIMIT} characters, got {limit}")
     if not markdown.strip():
         return []
-    return [OutboundText(part) for part in _fitted(markdown, limit, limit - limit // _HEADROOM)]
-
-
-def _fitted(markdown: str, limit: int, budget: int) -> list[str]:
-    """``markdown`` split at ``budget`` and converted, every part within ``limit``."""
-    fitted: list[str] = []
-    for part in split_markdown(markdown, budget):
-        converted = to_mrkdwn(part)
-        if len(converted) <= limit:
-            fitted.append(converted)
-        elif budget > MIN_LIMIT // 4:
-            smaller = max(MIN_LIMIT // 4, min(budget - 1, int(budget * limit / len(converted) * _SHRINK)))
-            fitted.extend(_fitted(part, limit, smaller))
-        else:  # a few characters that escape to more than the limit: cut the escaped text
-            fitted.extend(converted[at : at + limit] for at in range(0, len(converted), limit))
-    return [part for part in fitted if part.strip()]
+    parts = converted_parts(markdown, limit, to_mrkdwn, smallest=MIN_LIMIT // 4)
+    return [OutboundText(part) for part in parts]
 
 
 def to_mrkdwn(markdown: str) -> str:

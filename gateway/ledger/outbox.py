@@ -268,6 +268,23 @@ class Outbox:
         """Try ``item_id`` again at ``at`` without counting an attempt (its chat is paused)."""
         return await self._update(item_id, claimant, next_attempt_at=at, **RELEASED)
 
+    async def mark_undelivered(
+        self, platform: str, chat_id: str, platform_message_id: str, error: str
+    ) -> int:
+        """A message the platform accepted and later reported it could not deliver (a status webhook):
+        its sent item becomes failed, with why. Returns how many items changed (0: not one of ours)."""
+        statement = (
+            sa.update(outbox)
+            .where(
+                outbox.c.platform == platform,
+                outbox.c.chat_id == chat_id,
+                outbox.c.platform_message_id == platform_message_id,
+                outbox.c.state == OutboxState.SENT.value,
+            )
+            .values(state=OutboxState.FAILED.value, error=error)
+        )
+        return int(await self.storage.write(lambda conn: conn.execute(statement).rowcount))
+
     async def mark_failed(self, item_id: int, error: str, *, claimant: Claimant | None = None) -> bool:
         return await self._update(
             item_id,

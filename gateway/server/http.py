@@ -5,7 +5,7 @@ connected, the database takes a write and every extra :class:`ReadinessCheck` pa
 Redis answers, its work queue takes work), each within :data:`READY_PROBE_SECONDS`, else 503 with
 what is wrong (for a load balancer or systemd's watchdog scripts); in a cluster the report also says
 this process's name, role and leases. ``/metrics`` is Prometheus' text format. An adapter with a
-``webhook_path`` gets its POSTs routed to it (a platform's webhook mode). Applications mounted before
+``webhook_path`` gets its POSTs and GETs routed to it (a platform's webhook mode). Applications mounted before
 ``start`` serve under their prefix (the operator console at ``/console``, the OpenAI-compatible API at
 ``/v1``); one with long requests says how to drain them at shutdown.
 """
@@ -126,6 +126,7 @@ class HttpServer:
         for adapter in self.adapters:
             if adapter.webhook_path:
                 app.router.add_post(adapter.webhook_path, self._webhook(adapter))
+                app.router.add_get(adapter.webhook_path, self._webhook_check(adapter))
         for prefix, mounted in self._mounted.items():
             app.router.add_get(prefix, _redirect(f"{prefix}/"))
             app.add_subapp(prefix, mounted)
@@ -212,6 +213,13 @@ class HttpServer:
         async def handle(request: web.Request) -> web.Response:
             body = await request.read()
             reply = await adapter.receive_webhook(body, request.headers)
+            return web.Response(status=reply.status, body=reply.body, content_type=reply.content_type)
+
+        return handle
+
+    def _webhook_check(self, adapter: Adapter) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            reply = await adapter.verify_webhook(dict(request.query))
             return web.Response(status=reply.status, body=reply.body, content_type=reply.content_type)
 
         return handle

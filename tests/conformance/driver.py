@@ -60,6 +60,12 @@ class Driver(ABC):
     friend: str
     stranger: str
     rate_limit_burst: int  # 429s in a row the adapter waits out itself before the gateway's budget must
+    shared_chats: bool = True  # False: direct chats only (the group and thread scenarios do not apply)
+    edits: bool = True  # False: the platform cannot edit a sent message (an answer arrives whole)
+
+    def gateway_section(self) -> dict[str, Any]:
+        """Settings of the gateway section the platform needs (a webhook's fake: the port it POSTs to)."""
+        return {}
 
     # --- the fake ---------------------------------------------------------------------------------
 

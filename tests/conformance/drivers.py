@@ -10,10 +10,12 @@ from tests.conformance.driver import Driver
 from tests.conformance.matrix_driver import MatrixDriver
 from tests.conformance.slack_driver import SlackDriver
 from tests.conformance.telegram_driver import TelegramDriver
+from tests.conformance.whatsapp_driver import WhatsAppDriver
 
 DRIVERS: dict[str, Callable[[], Driver]] = {
     "telegram": TelegramDriver,
     "discord": DiscordDriver,
     "slack": SlackDriver,
     "matrix": MatrixDriver,
+    "whatsapp": WhatsAppDriver,
 }

@@ -40,9 +40,7 @@ class Running:
         """Wait until everything people wrote so far was handed over, stored, answered and the answers
         sent (checked in the order work flows, so nothing slips between two checks)."""
         await self.driver.delivered(self.gateway.services.adapters[self.name])
-        await wait_until_awaited(
-            lambda: idle(self.gateway), timeout, what=f"the gateway on {self.name} idle"
-        )
+        await wait_until_awaited(lambda: idle(self.gateway), timeout, what=f"the gateway on {self.name} idle")
 
     async def counted(self, metric: str, labels: Mapping[str, str]) -> float:
         """The value of ``metric`` (a Prometheus sample of the gateway's) once it is at least 1."""
@@ -82,6 +80,7 @@ def gateway_settings(driver: Driver, **gateway: Any) -> dict[str, Any]:
         "admins": [f"{driver.spec.name}:{driver.admin}"],
         "http_port": 0,
         "stream_edit_interval": STREAM_INTERVAL,
+        **driver.gateway_section(),
         **gateway,
     }
 

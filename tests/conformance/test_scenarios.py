@@ -61,6 +61,8 @@ async def test_a_direct_message_is_answered(
 async def test_in_a_shared_chat_only_what_is_addressed_to_the_bot_is_answered(
     driver: Driver, home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
+    if not driver.shared_chats:
+        pytest.skip(f"{driver.spec.title} has direct chats only")
     async with running(driver, home, emulator, emulator_url) as platform:
         driver.group(driver.friend, "just talking among ourselves")
         ignored = {"platform": platform.name, "reason": "not_addressed"}
@@ -118,6 +120,12 @@ async def test_an_answer_streamed_by_edits_ends_in_the_final_text(
     async with running(driver, home, emulator, emulator_url) as platform:
         place = driver.dm_place(driver.friend)
         driver.dm(driver.friend, "stream it")
+        if not driver.edits:  # a platform that cannot edit shows the answer once, whole
+            await wait_until(lambda: emulator.holding, what="half the answer streamed")
+            emulator.release_streams()
+            await platform.settled()
+            assert [shown.text for shown in driver.messages(place)] == [answer]
+            return
         shown_half = await wait_until(lambda: driver.messages(place) if emulator.holding else [], what="half")
         [half] = shown_half
         emulator.release_streams()
@@ -189,6 +197,8 @@ async def test_commands_come_from_the_one_table(
 async def test_a_thread_is_a_session_of_its_own_and_its_replies_stay_in_it(
     driver: Driver, home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
+    if not driver.shared_chats:
+        pytest.skip(f"{driver.spec.title} has no threads")
     async with running(driver, home, emulator, emulator_url) as platform:
         thread = driver.thread()
         driver.group(driver.friend, "a question in the thread", mention=True, place=thread)
@@ -210,10 +220,11 @@ async def test_a_stranger_gets_a_pairing_code_at_most_and_costs_nothing(
     async with running(driver, home, emulator, emulator_url) as platform:
         driver.dm(driver.stranger, "let me in")
         driver.dm(driver.stranger, "hello??")
-        driver.group(driver.stranger, "hey bot", mention=True)
+        if driver.shared_chats:
+            driver.group(driver.stranger, "hey bot", mention=True)
         await platform.settled()
         in_dm = driver.messages(driver.dm_place(driver.stranger))
-        in_group = driver.messages(driver.group_place())
+        in_group = driver.messages(driver.group_place()) if driver.shared_chats else []
     assert [f"herald pairing approve {driver.spec.name}" in message.text for message in in_dm] == [True]
     assert in_group == [] and emulator.requests == []
 
