@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from adapters.base import DeliveryStatus
-from gateway.delivery.outbox import Outbox
+from gateway.ledger.outbox import Outbox
 from gateway.server.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
