@@ -24,7 +24,7 @@ from gateway.home import HeraldHome
 from resilience.backoff import Backoff
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
-from tests.fakes.waiting import wait_until, wait_until_awaited
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until, wait_until_awaited
 from tests.gateway_support import FRIEND, Harness, telegram_gateway
 from tests.helpers import herald_cli, prompt_hashes, write_project_notes
 from tests.test_cron_gateway import job_state, session_requests, until_status
@@ -111,7 +111,8 @@ async def test_a_batch_not_ended_by_its_deadline_is_cancelled_and_the_run_answer
         run = asyncio.create_task(harness.gateway.scheduler.run_now(job.id))
         await wait_until(lambda: emulator.batches, what="the run's batch submitted")
         shift = 3601.0  # an hour later, by the agent's clock
-        assert await run is RunStatus.OK
+        async with asyncio.timeout(WAIT_TIMEOUT):
+            assert await run is RunStatus.OK
         await harness.settled()
         texts = harness.texts(FRIEND)
         rows = await recorded(harness, job)
