@@ -164,3 +164,29 @@ async def test_reviews_with_review_batch_go_through_the_batch_api_and_read_the_c
     assert review.system_json == turn.system_json and review.tools_json == turn.tools_json
     assert review.cache_read >= turn.cache_read + turn.cache_write > 0
     assert "reviews, batch (2 requests)" in report  # the memory call and the answer after it
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_server_without_a_batch_api_gets_normal_requests_and_says_so_once(
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    home: HeraldHome,
+    provider: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    emulator.batch_api = False  # a compatible server (DeepSeek, a local one): 404 on the batch endpoints
+    emulator.script(Reply(text="First."), Reply(text="Second."))
+    async with telegram_gateway(home, emulator, emulator_url, provider=provider) as harness:
+        harness.fake.register_chat(FRIEND)
+        job = await batch_job(harness, "Local")
+        with caplog.at_level("INFO", logger="agent.batching.road"):
+            for _ in range(2):
+                assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
+        await harness.settled()
+        texts = harness.texts(FRIEND)
+        rows = await recorded(harness, job)
+    assert texts == ["First.", "Second."]
+    assert [(row.purpose, row.batch) for row in rows] == [("cron", False), ("cron", False)]
+    lines = [record.getMessage() for record in caplog.records]
+    said = [line for line in lines if "requests that can wait are sent normally" in line]
+    assert len(said) == 1  # asked once; the provider is remembered as having none

@@ -17,6 +17,7 @@ from agent.providers.base import (
     BatchFailed,
     BatchUnsupported,
     Provider,
+    ProviderError,
     ProviderRequest,
     ProviderResponse,
     StreamedReply,
@@ -153,13 +154,15 @@ class AnthropicProvider(Provider):
 
     async def submit_batch(self, request: ProviderRequest, custom_id: str) -> str:
         params = self.build_body(request)  # the body a normal request sends (it streams by a flag beside it)
-        with provider_failures(anthropic, self.name, [self._client.api_key]):
-            try:
+        try:
+            with provider_failures(anthropic, self.name, [self._client.api_key]):
                 batch = await self._client.messages.batches.create(
                     requests=[{"custom_id": custom_id, "params": params}]  # type: ignore[typeddict-item]
                 )
-            except anthropic.NotFoundError as error:
-                raise BatchUnsupported(f"{self.name} answered 404 to a message batch: {error}") from None
+        except ProviderError as error:
+            if error.status == 404:
+                raise BatchUnsupported(f"{self.name} has no message batches here ({error})") from None
+            raise
         return batch.id
 
     async def batch_ended(self, batch_id: str) -> bool:

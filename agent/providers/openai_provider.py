@@ -186,16 +186,18 @@ class OpenAIProvider(Provider):
             body.pop(transport, None)
         line = {"custom_id": custom_id, "method": "POST", "url": BATCH_ENDPOINT, "body": body}
         data = json.dumps(line, ensure_ascii=False).encode() + b"\n"
-        with provider_failures(openai, self.name, [self._client.api_key]):
-            try:
+        try:
+            with provider_failures(openai, self.name, [self._client.api_key]):
                 upload = await self._client.files.create(
                     file=("herald-batch.jsonl", data, "application/jsonl"), purpose="batch"
                 )
                 batch = await self._client.batches.create(
                     input_file_id=upload.id, endpoint=BATCH_ENDPOINT, completion_window="24h"
                 )
-            except openai.NotFoundError as error:
+        except ProviderError as error:
+            if error.status == 404:
                 raise BatchUnsupported(f"{self.name} has no batch API here ({error})") from None
+            raise
         return batch.id
 
     async def batch_ended(self, batch_id: str) -> bool:

@@ -45,6 +45,7 @@ class ProviderEmulator(EmulatorState):
     in_flight: int = 0  # model requests being answered now (streams included)
     max_in_flight: int = 0  # the most answered at once since start
     model_list: bool = True  # GET /v1/models answers; False: a compatible server that has none (404)
+    batch_api: bool = True  # the batch endpoints answer; False: a compatible server that has none (404)
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -97,6 +98,8 @@ class ProviderEmulator(EmulatorState):
         return f"{request.scheme}://{request.host}"
 
     async def _batch_create(self, request: web.Request) -> web.StreamResponse:
+        if not self.batch_api:
+            return await self._not_found(request)
         anthropic = request.path.startswith("/v1/messages/")
         try:
             body = json.loads(await request.read())
@@ -125,6 +128,8 @@ class ProviderEmulator(EmulatorState):
         return await _send(request, batches.openai_cancel(self, batch_id), 0.0)
 
     async def _file_upload(self, request: web.Request) -> web.StreamResponse:
+        if not self.batch_api:
+            return await self._not_found(request)
         form = await request.post()
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
