@@ -138,6 +138,8 @@ async def test_a_run_waiting_for_its_batch_goes_on_after_a_restart_and_answers_o
     emulator.end_batches()  # it ends while no gateway runs
     async with telegram_gateway(home, emulator, emulator_url, fake=fake, gateway=gateway) as harness:
         done = await until_status(harness, job.id, RunStatus.OK)
+        # a second resume of the same run (a leader that stepped down still had it) finds it finished
+        assert await harness.gateway.scheduler.runner.resume(done) is None
         await harness.settled()
         texts = harness.texts(FRIEND)
         rows = await recorded(harness, job)

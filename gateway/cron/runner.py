@@ -164,6 +164,8 @@ class CronRunner:
                 )
                 if run.job is None:
                     return None
+            elif run.resumed and not run.answered and not await self._still_waiting(run):
+                return None  # another process (a leader before this one) finished it meanwhile
             try:
                 if not run.answered:
                     await self._turn(lease, run, run.job, resumed=again or run.resumed)
@@ -207,6 +209,12 @@ class CronRunner:
         run.answered, run.text, run.notices, run.error = True, result.text, result.notices, result.error
         if result.refused is not None:
             run.error, run.refused = self.services.budgets.line(result.refused), result.refused
+
+    async def _still_waiting(self, run: _Run) -> bool:
+        """Whether the resumed run is still the job's unfinished run (checked under the job's lock)."""
+        job = await self.jobs.get(run.job_id)
+        unfinished = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+        return job is not None and job.occurrence == run.occurrence and job.last_status in unfinished
 
     def _batching(self, job: CronJob, run: _Run) -> Batching | None:
         """How the run's requests go through the batch API (None: the job is not marked ``batch``)."""
