@@ -83,6 +83,8 @@ async def test_a_batch_run_costs_half_and_reads_the_cache_the_normal_run_wrote(
     failed, normal, batched = runs
     assert failed.batch and not failed.ok and not normal.batch and normal.ok and batched.batch and batched.ok
     assert len(prompt_hashes(runs)) == 1  # the batch sent the session's very system and tool bytes
+    transport = ("stream", "stream_options")  # how a normal answer travels: all a batch leaves out
+    assert failed.json == {key: value for key, value in normal.json.items() if key not in transport}
     assert batched.cache_read >= normal.prompt_tokens * 0.9  # and read what the normal run wrote
     assert [(row.purpose, row.batch) for row in rows] == [("cron", False), ("cron", True)]
     info = config.model_info(rows[1].model)
