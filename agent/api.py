@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from agent import version
 from agent.agent_settings import AgentSettings
+from agent.batching.mode import Batching, batching
+from agent.batching.road import BatchRoad
 from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
 from agent.cache_misses.watch import CacheWatch
 from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
@@ -120,6 +122,8 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
+    "BatchRoad",
+    "Batching",
     "CacheMiss",
     "CacheWatch",
     "Capped",
@@ -205,6 +209,7 @@ __all__ = [
     "Window",
     "WindowKind",
     "WorkspaceUnusable",
+    "batching",
     "both",
     "build_provider",
     "builtin_registry",

@@ -21,6 +21,11 @@ scheduled job's run: each asks this one object, which
    steps 1 to 4 at its own prices and under its own name, and probes the failing model in the background
    until it answers again. A background review waits for the session's own model instead.
 
+A request that can wait (``agent.batching``: a job marked ``batch``, a review with ``agent.review_batch``)
+is first sent through the provider's batch API: the same body, admitted at half price with a reservation
+that lasts until its deadline, recorded as a batch request (half price) when its answer comes; when the
+batch is given up (deadline, failure, no batch API), the request takes the normal road above, once.
+
 So a new kind of request cannot forget the limits, the usage record or the cache check: there is no other
 way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). Paid services that
 are not models (``agent.paid``: a spoken reply's synthesis, a transcription, a web search) take the same
@@ -38,6 +43,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from agent.batching.mode import Batching, current_batching
+from agent.batching.road import BatchRoad, request_digest
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
 from agent.failover import PROBE, WAITS_FOR_PRIMARY, FailedOver, Failover, Outage, fails_over, failure_reason
@@ -68,6 +75,7 @@ T = TypeVar("T")
 REMEMBERED_SESSIONS = 4096  # sessions whose last request is remembered for estimates
 PROBE_POLICY = RetryPolicy(max_retries=0, base_delay=0.0)  # one attempt: the next probe is an interval away
 PROBE_SYSTEM = SystemPrompt(stable="Reply with one word.", context="", volatile="")
+BATCH_HOLD_MARGIN = 300.0  # seconds a batch request's reservation outlives its deadline (its last poll)
 
 FailoverCallback = Callable[[FailedOver], Awaitable[None]]
 """Told before a fallback is asked, so text the failed model streamed can be discarded."""
@@ -129,9 +137,11 @@ class ModelCalls:
         model_info: Callable[[str], ModelInfo],
         cache_watch: CacheWatch | None = None,
         failover: Failover | None = None,
+        batches: BatchRoad | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.batches = batches  # the batch API's road (None: every request is sent normally)
         self.limiter = limiter
         self.gate = gate
         self.model_info = model_info
@@ -164,6 +174,11 @@ class ModelCalls:
         Raises ``OverBudget`` (nothing sent), a ``ProviderError`` after retries (the session's own
         model's, when the fallbacks failed too), or cancellation (what the stopped attempt cost is
         recorded first)."""
+        mode = current_batching(purpose)
+        if mode is not None and self.batches is not None:
+            answered = await self._batched(provider, request, session, purpose, mode)
+            if answered is not None:
+                return answered
         fallbacks = self._fallbacks(provider, purpose)
         if self.failover is None or not fallbacks:
             response = await self._send(provider, request, session, purpose, policy, on_text, on_retry)
@@ -282,6 +297,40 @@ class ModelCalls:
         await self._finish(sent, admission, response.usage, answered=True)
         return replace(response, max_tokens=tokens) if tokens < price.max_tokens else response
 
+    async def _batched(
+        self,
+        provider: Provider,
+        request: ProviderRequest,
+        session: SessionRecord,
+        purpose: str,
+        mode: Batching,
+    ) -> ProviderResponse | None:
+        """``request`` through the batch API at half price: admitted until its deadline, recorded when
+        its answer comes (once, also across a restart). None: given up, send it normally."""
+        assert self.batches is not None
+        digest = request_digest(provider, request)  # as asked: the same request after a restart finds it
+        info = self.model_info(provider.model)
+        price = request_price(request, info, cached_tokens=self._cached(request, provider.model), batch=True)
+        lasts = max(0.0, mode.deadline - self.clock()) + BATCH_HOLD_MARGIN
+        admission = await self.gate.admit(price.least, price.most, lasts=lasts)
+        tokens = price.tokens_for(admission.granted)
+        if tokens < request.max_tokens:
+            request = replace(request, max_tokens=tokens)
+        try:
+            waited = await self.batches.answer(
+                provider, request, digest=digest, session_id=session.id, purpose=purpose, mode=mode
+            )
+        except BaseException:
+            await asyncio.shield(self.gate.release(admission))
+            raise
+        if waited is None or waited.billed:  # given up; or answered and billed before a restart
+            await self.gate.release(admission)
+            return None if waited is None else waited.response
+        sent = _Sent(session, provider, request, purpose, self.clock())  # when its answer was seen
+        await self._finish(sent, admission, waited.response.usage, answered=True, batch=True)
+        await self.batches.recorded(waited)
+        return replace(waited.response, max_tokens=tokens) if tokens < price.max_tokens else waited.response
+
     def _start_probe(self, primary: Provider, session: SessionRecord) -> None:
         """Probe ``primary`` in a task of its own, recorded in ``session`` (whose request found it due)
         and charged like that request (the task inherits its charge)."""
@@ -368,15 +417,16 @@ class ModelCalls:
         return result
 
     async def _finish(
-        self, sent: _Sent, admission: Admission, usage: Usage | None, *, answered: bool
+        self, sent: _Sent, admission: Admission, usage: Usage | None, *, answered: bool, batch: bool = False
     ) -> None:
-        """Record ``usage`` (None: nothing was sent) and settle the admission (the reservation is
-        dropped whatever happens); an ``answered`` request's cache read is judged too."""
+        """Record ``usage`` (None: nothing was sent; ``batch``: at batch prices) and settle the admission
+        (the reservation is dropped whatever happens); an ``answered`` request's cache read is judged too."""
         if usage is None:
             await self.gate.release(admission)
             return
         provider, request = sent.provider, sent.request
-        record = priced(sent.purpose, provider.name, provider.model, self.model_info(provider.model), usage)
+        info = self.model_info(provider.model)
+        record = priced(sent.purpose, provider.name, provider.model, info, usage, batch=batch)
         now = self.clock()
         try:
             recorded = await self.store.record_request(

@@ -224,6 +224,9 @@ class MemorySettings(Section):
     user_char_limit: StrictInt = Field(1375, ge=100, description="Size limit of each USER.md in characters.")
 
 
+DEFAULT_BATCH_DEADLINE = 7200.0  # seconds: most batches end within an hour; two leave room for a slow one
+
+
 class AgentSection(Section):
     """The agent loop and what goes into a new session's prompt."""
 
@@ -258,6 +261,22 @@ class AgentSection(Section):
     )
     max_concurrent_requests: StrictInt = Field(
         32, ge=1, le=10_000, description="Model requests in flight at once, over all sessions."
+    )
+    review_batch: StrictBool = Field(
+        False,
+        description="Send background reviews through the provider's batch API (Anthropic Message Batches, "
+        "OpenAI Batch): half price, the same prompt cache, answered within agent.batch_deadline; a review "
+        "whose batch has not ended by then is sent normally. A provider without a batch API gets normal "
+        "requests (logged once).",
+    )
+    batch_deadline: StrictFloat = Field(
+        DEFAULT_BATCH_DEADLINE,
+        ge=60,
+        le=86_400,
+        description="Seconds a request sent through a batch API (a background review with review_batch, a "
+        "scheduled job with batch: true and no batch_deadline of its own) may wait for its answer; a batch "
+        "not ended by then is cancelled and the request sent normally. Most batches end within an hour, "
+        "all within 24 h.",
     )
 
 

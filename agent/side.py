@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.agent_settings import AgentSettings
+from agent.batching.mode import wait_allowed
 from agent.cache_policy import Ttl
 from agent.messages import Message
 from agent.model_calls import ModelCalls
@@ -126,8 +127,8 @@ class _Progress:
 async def run_side_task(agent: Agent, session: SessionRecord, task: SideTask) -> SideResult:
     """Run ``task`` on ``session``'s prompt; failures end it with ``error`` set, never an exception."""
     progress = _Progress()
-    try:
-        async with asyncio.timeout(task.timeout):
+    try:  # a task whose requests wait in a batch (a review with agent.review_batch) may wait its deadline
+        async with asyncio.timeout(wait_allowed(task.timeout, agent.clock())):
             error = await _loop(agent, session, task, progress)
     except TimeoutError:
         error = f"stopped after {task.timeout:.0f} seconds"

@@ -38,6 +38,9 @@ class Usage:
         )
 
 
+BATCH_PRICE = 0.5  # of the normal price, for a request sent through a batch API (Anthropic's, OpenAI's)
+
+
 def hit_ratio(usage: Usage) -> float:
     """Share of input tokens served from cache (0.0 when there was no input)."""
     total = usage.prompt_tokens
@@ -77,6 +80,7 @@ class RequestUsage:
     cost: float
     uncached_cost: float
     characters: int = 0  # text spoken (a speech request is billed per character, not per token)
+    batch: bool = False  # sent through the provider's batch API, priced at BATCH_PRICE
 
 
 SPEECH_PURPOSE = "speech"  # a spoken reply's synthesis (agent.media.speech)
@@ -92,5 +96,18 @@ def service_usage(
     return RequestUsage(purpose, provider, model, Usage(), cost, cost, characters)
 
 
-def priced(purpose: str, provider: str, model: str, info: ModelInfo, usage: Usage) -> RequestUsage:
-    return RequestUsage(purpose, provider, model, usage, cost(usage, info), uncached_cost(usage, info))
+def priced(
+    purpose: str, provider: str, model: str, info: ModelInfo, usage: Usage, *, batch: bool = False
+) -> RequestUsage:
+    """A request as the store records it, at ``info``'s prices; a ``batch`` request at :data:`BATCH_PRICE`
+    of them (its cache reads and writes too: the providers halve every token of a batch)."""
+    share = BATCH_PRICE if batch else 1.0
+    return RequestUsage(
+        purpose,
+        provider,
+        model,
+        usage,
+        cost(usage, info) * share,
+        uncached_cost(usage, info) * share,
+        batch=batch,
+    )

@@ -59,8 +59,10 @@ PURPOSE_LABELS = {
     "turn": "main turns",
     "summary": "summaries",
     "cron": "cron runs",
+    "cron (batch)": "cron runs, batch",  # sent through the batch API, at half price (agent.store.usage)
     "subagent": "sub-agents",
     "review": "reviews",
+    "review (batch)": "reviews, batch",
     "speech": "spoken",  # spoken replies: billed per character, no tokens
     "transcription": "transcribed",  # voice notes heard: billed per minute of audio
     "search": "web searches",  # web_search queries: billed per search

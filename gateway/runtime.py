@@ -25,6 +25,7 @@ from agent.api import (
     MAX_RETRY_AFTER,
     Agent,
     AgentSettings,
+    BatchRoad,
     CacheWatch,
     ContextCompressor,
     ContextEngine,
@@ -376,6 +377,7 @@ async def open_agent_runtime(
             model_info=config.model_info,
             cache_watch=watch,
             failover=make_failover(config, pool),
+            batches=BatchRoad(store.batches, clock=lambda: agent.clock()),
             clock=lambda: agent.clock(),
         )
         stack.push_async_callback(calls.aclose)  # probes of a failing model in flight

@@ -137,6 +137,9 @@ cron_jobs = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Column("created_by", sa.Text),  # platform:user_id; null: the command line, the terminal, older jobs
     sa.Column("creator", sa.Text),  # where they made it, as JSON (gateway.access.auth.Speaker)
+    sa.Column("batch", Flag, nullable=False, server_default="0"),  # runs through the batch API, half price
+    sa.Column("batch_deadline", sa.Double),  # seconds a run may wait for its batch; null: the agent's
+    sa.Column("occurrence", sa.Text),  # the claimed run's own mark: a restart resumes the run it names
     sa.Index("cron_jobs_by_target", "platform", "chat_id"),
     sa.Index("cron_jobs_by_creator", "created_by"),
 )

@@ -72,3 +72,15 @@ def test_paid_services_are_paid_through_the_seam_too() -> None:
         assert senders - doctor == {home}, senders
         text = (ROOT / home).read_text(encoding="utf-8")
         assert text.index("ServiceCall(") < text.index(f"{receiver}.{method}(") < text.index(".pay(")
+
+
+def test_batch_requests_take_the_seam_too() -> None:
+    """A request sent through a batch API (half price, ``agent.batching``) is admitted and recorded by the
+    seam like any other: only the batch road submits one, and only the seam asks the road, after the gate
+    admitted it."""
+    assert set(calls("submit_batch")) == {"agent/batching/road.py"}
+    askers = {module for module, receivers in calls("answer").items() if "self.batches" in receivers}
+    assert askers == {SEAM}
+    source = (ROOT / SEAM).read_text(encoding="utf-8")
+    batched = source[source.index("async def _batched(") :]
+    assert batched.index("gate.admit(") < batched.index("batches.answer(") < batched.index("self._finish(")

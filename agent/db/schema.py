@@ -107,9 +107,30 @@ requests = sa.Table(
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("characters", sa.Integer, nullable=False, server_default="0"),  # text spoken (speech requests)
+    sa.Column("batch", Flag, nullable=False, server_default="0"),  # sent through the batch API: half price
     sa.Index("requests_by_session", "session_id"),
     sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
     sqlite_autoincrement=True,
+)
+
+batch_requests = sa.Table(  # agent.store.batches: requests waiting in a provider's batch, across restarts
+    "batch_requests",
+    metadata,
+    sa.Column("custom_id", sa.Text, primary_key=True),  # the request's id inside its batch
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("purpose", sa.Text, nullable=False),
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("digest", sa.Text, nullable=False),  # sha256 of the request body: the same request finds it
+    sa.Column("run", sa.Text),  # what it was sent for (cron:JOB:OCCURRENCE), when that outlives a process
+    sa.Column("batch_id", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),  # agent.store.batches.BatchState
+    sa.Column("response", sa.Text),  # the answer as JSON, once the batch ended
+    sa.Column("submitted_at", Timestamp, nullable=False),
+    sa.Column("deadline_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Index("batch_requests_by_request", "session_id", "digest"),
+    sa.Index("batch_requests_by_run", "run"),
 )
 
 leases = sa.Table(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +13,11 @@ from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
 from agent.media.wire import anthropic_block
 from agent.messages import Message
 from agent.providers.base import (
+    BatchAnswer,
+    BatchFailed,
+    BatchUnsupported,
     Provider,
+    ProviderError,
     ProviderRequest,
     ProviderResponse,
     StreamedReply,
@@ -143,6 +148,60 @@ class AnthropicProvider(Provider):
         if not stopped:
             raise incomplete_stream("message_stop")
         return reply.response(stop_reason, normalize_usage(usage))
+
+
+    # -- Message Batches -----------------------------------------------------------------------------
+
+    async def submit_batch(self, request: ProviderRequest, custom_id: str) -> str:
+        params = self.build_body(request)  # the body a normal request sends (it streams by a flag beside it)
+        try:
+            with provider_failures(anthropic, self.name, [self._client.api_key]):
+                batch = await self._client.messages.batches.create(
+                    requests=[{"custom_id": custom_id, "params": params}]  # type: ignore[typeddict-item]
+                )
+        except ProviderError as error:
+            if error.status == 404:
+                raise BatchUnsupported(f"{self.name} has no message batches here ({error})") from None
+            raise
+        return batch.id
+
+    async def batch_ended(self, batch_id: str) -> bool:
+        with provider_failures(anthropic, self.name, [self._client.api_key]):
+            batch = await self._client.messages.batches.retrieve(batch_id)
+        return batch.processing_status == "ended"
+
+    async def batch_result(self, batch_id: str, custom_id: str) -> BatchAnswer:
+        with provider_failures(anthropic, self.name, [self._client.api_key]):
+            results = await self._client.messages.batches.results(batch_id)
+            async for item in results:
+                if item.custom_id != custom_id:
+                    continue
+                result = item.result
+                if result.type == "succeeded":
+                    return message_response(result.message.model_dump())
+                if result.type == "errored":
+                    error = result.error.error
+                    return BatchFailed(f"errored: {error.type}: {error.message}")
+                return BatchFailed(result.type)
+        return BatchFailed(f"batch {batch_id} has no result for {custom_id}")
+
+    async def cancel_batch(self, batch_id: str) -> None:
+        with provider_failures(anthropic, self.name, [self._client.api_key]):
+            await self._client.messages.batches.cancel(batch_id)
+
+
+def message_response(message: dict[str, Any]) -> ProviderResponse:
+    """A whole (not streamed) message as the streamed answer would have given it."""
+    reply = StreamedReply()
+    for index, block in enumerate(message.get("content") or []):
+        if block.get("type") == "text":
+            reply.add_text(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            call = reply.call(index)
+            call["id"], call["name"] = block["id"], block["name"]
+            call["json"] = json.dumps(block.get("input") or {}, ensure_ascii=False, separators=(",", ":"))
+    usage = normalize_usage(message.get("usage") or {})
+    return reply.response(message.get("stop_reason") or "end_turn", usage)
 
 
 def group_wire_messages(messages: Sequence[Message], fragment: Any) -> list[dict[str, Any]]:

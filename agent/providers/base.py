@@ -152,6 +152,20 @@ class ProviderError(Exception):
         self.attempts = 1  # set by call_with_retries: how many calls were made in all
 
 
+class BatchUnsupported(Exception):
+    """The provider (or the server behind its base URL) has no batch API: send the request normally."""
+
+
+@dataclass(frozen=True)
+class BatchFailed:
+    """The batch ended without an answer to the request: it errored, expired or was cancelled."""
+
+    reason: str
+
+
+BatchAnswer = ProviderResponse | BatchFailed
+
+
 class Provider(ABC):
     """A model API. Implementations convert neutral messages to wire format deterministically."""
 
@@ -178,6 +192,26 @@ class Provider(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release network resources."""
+
+    # -- the batch API (half price, answered within hours): ``agent.batching`` is its one caller --------
+
+    async def submit_batch(self, request: ProviderRequest, custom_id: str) -> str:
+        """Send ``request`` (the body :meth:`build_body` makes) as a batch of one; returns the batch's id.
+        Raises :class:`BatchUnsupported` (no batch API here) or ``ProviderError``."""
+        raise BatchUnsupported(f"provider {self.name} has no batch API")
+
+    async def batch_ended(self, batch_id: str) -> bool:
+        """Whether the batch has ended (its results can be read); raises ``ProviderError``."""
+        raise NotImplementedError
+
+    async def batch_result(self, batch_id: str, custom_id: str) -> BatchAnswer:
+        """The ended batch's answer to ``custom_id``; raises ``ProviderError``."""
+        raise NotImplementedError
+
+    async def cancel_batch(self, batch_id: str) -> None:
+        """Ask the provider to stop the batch (what ended already is still billed); raises
+        ``ProviderError``."""
+        raise NotImplementedError
 
     @abstractmethod
     def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:

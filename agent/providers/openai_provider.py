@@ -9,7 +9,8 @@ same policy as the Anthropic provider.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+from typing import Any, Final
 
 import openai
 
@@ -18,6 +19,9 @@ from agent.media.wire import openai_part
 from agent.messages import Message
 from agent.models import max_tokens_field
 from agent.providers.base import (
+    BatchAnswer,
+    BatchFailed,
+    BatchUnsupported,
     Provider,
     ProviderError,
     ProviderRequest,
@@ -172,6 +176,73 @@ class OpenAIProvider(Provider):
         if finish_reason is None:
             raise incomplete_stream("a finish_reason")
         return reply.response(finish_reason, normalize_usage(usage))
+
+
+    # -- the Batch API -----------------------------------------------------------------------------
+
+    async def submit_batch(self, request: ProviderRequest, custom_id: str) -> str:
+        body = self.build_body(request)
+        for transport in BATCH_DROPS:  # a batch is answered whole: the rest is the normal request's body
+            body.pop(transport, None)
+        line = {"custom_id": custom_id, "method": "POST", "url": BATCH_ENDPOINT, "body": body}
+        data = json.dumps(line, ensure_ascii=False).encode() + b"\n"
+        try:
+            with provider_failures(openai, self.name, [self._client.api_key]):
+                upload = await self._client.files.create(
+                    file=("herald-batch.jsonl", data, "application/jsonl"), purpose="batch"
+                )
+                batch = await self._client.batches.create(
+                    input_file_id=upload.id, endpoint=BATCH_ENDPOINT, completion_window="24h"
+                )
+        except ProviderError as error:
+            if error.status == 404:
+                raise BatchUnsupported(f"{self.name} has no batch API here ({error})") from None
+            raise
+        return batch.id
+
+    async def batch_ended(self, batch_id: str) -> bool:
+        with provider_failures(openai, self.name, [self._client.api_key]):
+            batch = await self._client.batches.retrieve(batch_id)
+        return batch.status in BATCH_ENDED
+
+    async def batch_result(self, batch_id: str, custom_id: str) -> BatchAnswer:
+        with provider_failures(openai, self.name, [self._client.api_key]):
+            batch = await self._client.batches.retrieve(batch_id)
+            for file_id in (batch.output_file_id, batch.error_file_id):
+                if not file_id:
+                    continue
+                content = await self._client.files.content(file_id)
+                for raw in content.text.splitlines():
+                    line = json.loads(raw) if raw.strip() else {}
+                    if line.get("custom_id") == custom_id:
+                        return _batch_line(line)
+        return BatchFailed(f"{batch.status}: batch {batch_id} has no result for {custom_id}")
+
+    async def cancel_batch(self, batch_id: str) -> None:
+        with provider_failures(openai, self.name, [self._client.api_key]):
+            await self._client.batches.cancel(batch_id)
+
+
+BATCH_ENDPOINT: Final = "/v1/chat/completions"
+BATCH_DROPS = ("stream", "stream_options")  # how the answer travels, not what is asked
+BATCH_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+def _batch_line(line: dict[str, Any]) -> BatchAnswer:
+    """One line of a batch's output (or error) file."""
+    response = line.get("response") or {}
+    if line.get("error") or response.get("status_code") != 200:
+        error = line.get("error") or (response.get("body") or {}).get("error") or {}
+        return BatchFailed(f"errored: {error.get('code') or error.get('type')}: {error.get('message')}")
+    completion = openai.types.chat.ChatCompletion.model_validate(response["body"])
+    reply = StreamedReply()
+    choice = completion.choices[0]
+    reply.add_text(choice.message.content or "")
+    for index, call in enumerate(choice.message.tool_calls or []):
+        function = getattr(call, "function", None)
+        if function is not None:
+            reply.calls[index] = {"id": call.id, "name": function.name, "json": function.arguments}
+    return reply.response(choice.finish_reason or "stop", normalize_usage(completion.usage))
 
 
 def _apply_part_markers(messages: list[dict[str, Any]], points: tuple[Breakpoint, ...]) -> None:

@@ -21,8 +21,9 @@ Contract:
   on the keys the counters know and drops ``hold``'s reservations. :meth:`SpendCounters.release` drops
   them without counting anything (the request failed, or was never sent). Neither raises for a key or a
   hold it does not know.
-- A reservation lives :attr:`SpendCounters.hold_ttl` seconds at most: one whose process died (or whose
-  settle never came) stops counting then.
+- A reservation lives :attr:`SpendCounters.hold_ttl` seconds at most (``ttl`` of :meth:`take`, for a
+  request that waits longer: a batch): one whose process died (or whose settle never came) stops
+  counting then.
 """
 
 from __future__ import annotations
@@ -81,10 +82,10 @@ class SpendCounters(ABC):
 
     @abstractmethod
     async def take(
-        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None, ttl: float | None = None
     ) -> Granted | Shortfall:
-        """Reserve what every key can pay of ``most`` if that is at least ``least``; else the first key
-        that cannot."""
+        """Reserve what every key can pay of ``most`` if that is at least ``least``, for ``ttl`` seconds
+        (None: :attr:`hold_ttl`); else the first key that cannot."""
 
     @abstractmethod
     async def settle(self, hold: str | None, keys: Sequence[SpendKey], cost: float) -> None:
@@ -135,7 +136,7 @@ class LocalCounters(SpendCounters):
         self._swept_at = clock()
 
     async def take(
-        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None, ttl: float | None = None
     ) -> Granted | Shortfall:
         await self._ensure([c.key for c in capped])
         now = self._clock()  # no await from here on: the check and the reservation are one step
@@ -150,7 +151,7 @@ class LocalCounters(SpendCounters):
             amount = granted
         if hold is not None:
             for entry in entries:
-                entry.holds[hold] = (amount, now + self.hold_ttl)
+                entry.holds[hold] = (amount, now + (self.hold_ttl if ttl is None else ttl))
         self._sweep(now)
         return Granted(amount)
 

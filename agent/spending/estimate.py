@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from agent.models import ModelInfo
 from agent.providers.base import ProviderRequest, estimate_input_tokens
+from agent.usage import BATCH_PRICE
 
 INPUT_MARGIN = 1.25  # the provider's count of a request over ours: the emulator's wire count is within it
 MIN_ANSWER_TOKENS = 256  # a request whose scopes cannot pay this much of an answer is refused
@@ -51,14 +52,18 @@ class Price:
         return max(0, min(self.max_tokens, math.floor((usd - self.input) / self.per_token + 1e-9)))
 
 
-def request_price(request: ProviderRequest, model: ModelInfo, *, cached_tokens: int) -> Price:
+def request_price(
+    request: ProviderRequest, model: ModelInfo, *, cached_tokens: int, batch: bool = False
+) -> Price:
     """What ``request`` can cost at ``model``'s prices; ``cached_tokens``: the size of the session's
-    previous request if it was sent within the cache's TTL (0 when not, or not known)."""
+    previous request if it was sent within the cache's TTL (0 when not, or not known). A ``batch`` request
+    costs :data:`~agent.usage.BATCH_PRICE` of that."""
+    share = BATCH_PRICE if batch else 1.0
     size = math.ceil(estimate_input_tokens(request) * INPUT_MARGIN)
-    per_token = model.output / 1_000_000
+    per_token = model.output / 1_000_000 * share
     if size < model.min_cache_tokens:  # nothing of it is cached, nothing written
-        return Price(size * model.input / 1_000_000, per_token, request.max_tokens)
+        return Price(size * model.input / 1_000_000 * share, per_token, request.max_tokens)
     read = min(cached_tokens, size) if cached_tokens >= model.min_cache_tokens else 0
     write_price = model.cache_write_1h if request.tail_ttl == "1h" else model.cache_write_5m
     input_cost = (read * model.cache_read + (size - read) * write_price) / 1_000_000
-    return Price(input_cost, per_token, request.max_tokens)
+    return Price(input_cost * share, per_token, request.max_tokens)

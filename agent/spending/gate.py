@@ -172,16 +172,19 @@ class SpendGate:
                     limited.append(_Limited(scope, window, Capped((scope.key, window.id), limit.usd)))
         return tuple(keys), tuple(limited)
 
-    async def admit(self, least: float, most: float | None = None) -> Admission:
+    async def admit(
+        self, least: float, most: float | None = None, *, lasts: float | None = None
+    ) -> Admission:
         """Reserve up to ``most`` (default: ``least``), at least ``least``, for a request of the current
-        charge; raises :class:`OverBudget`."""
+        charge; raises :class:`OverBudget`. ``lasts``: seconds the reservation must live (a batch request
+        waits hours; None: the counters' own)."""
         most = least if most is None else max(least, most)
         charge = self.charge()
         keys, limited = self._plan(charge, self.clock())
         if charge.exempt or not limited:
             return Admission(None, keys, limited, most)
         hold = secrets.token_hex(8)
-        taken = await self._take(limited, least, most, hold)
+        taken = await self._take(limited, least, most, hold, lasts)
         if isinstance(taken, Refusal):
             log.info(
                 "refused a model request: %s has spent $%.4f (+$%.4f in flight) of $%.2f this %s; the "
@@ -200,9 +203,14 @@ class SpendGate:
         return taken if isinstance(taken, Refusal) else None
 
     async def _take(
-        self, limited: tuple[_Limited, ...], least: float, most: float, hold: str | None
+        self,
+        limited: tuple[_Limited, ...],
+        least: float,
+        most: float,
+        hold: str | None,
+        lasts: float | None = None,
     ) -> Refusal | float:
-        shortfall = await self.counters.take([item.capped for item in limited], least, most, hold)
+        shortfall = await self.counters.take([item.capped for item in limited], least, most, hold, lasts)
         if isinstance(shortfall, Granted):
             return shortfall.amount
         item = next(item for item in limited if item.capped == shortfall.capped)

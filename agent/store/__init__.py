@@ -25,6 +25,7 @@ from agent.db.base import Storage
 from agent.media.budget import MediaLoad
 from agent.messages import Message
 from agent.store.audit import AuditLog
+from agent.store.batches import BatchRequests
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
@@ -55,6 +56,7 @@ class SessionStore:
         self.cache_misses = CacheMissLog(storage)
         self.spending = SpendLedger(storage)
         self.audit = AuditLog(storage)
+        self.batches = BatchRequests(storage)
 
     # -- sessions -----------------------------------------------------------------------------
 

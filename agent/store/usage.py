@@ -91,9 +91,13 @@ _CHAT_CONVERSATION_TIMES = (
     .limit(sa.bindparam("limit"))
 )
 _COST = sa.func.sum(requests.c.estimated_cost).label("cost")
+BATCH_SUFFIX = " (batch)"  # a purpose's batch requests are their own line: "cron (batch)"
+_PURPOSE = sa.case((requests.c.batch, requests.c.purpose + BATCH_SUFFIX), else_=requests.c.purpose).label(
+    "purpose"
+)
 _BY_PURPOSE = (
     sa.select(
-        requests.c.purpose,
+        _PURPOSE,
         sa.func.count().label("requests"),
         sa.func.sum(requests.c.input_tokens).label("input_tokens"),
         sa.func.sum(requests.c.output_tokens).label("output_tokens"),
@@ -104,8 +108,8 @@ _BY_PURPOSE = (
         sa.func.sum(requests.c.uncached_cost).label("uncached_cost"),
         sa.func.sum(requests.c.characters).label("characters"),
     )
-    .group_by(requests.c.purpose)
-    .order_by(_COST.desc(), requests.c.purpose)
+    .group_by(_PURPOSE)
+    .order_by(_COST.desc(), _PURPOSE)
 )
 _BY_PURPOSE_OF_KEY = _BY_PURPOSE.join_from(requests, sessions, sessions.c.id == requests.c.session_id).where(
     sessions.c.session_key == sa.bindparam("session_key")
@@ -148,6 +152,7 @@ class UsageLedger:
             "uncached_cost": request.uncached_cost,
             "created_at": now if sent_at is None else sent_at,
             "characters": request.characters,
+            "batch": request.batch,
         }
         totals = {
             "session_id": session_id,

@@ -35,6 +35,8 @@ async def _run(home: HeraldHome, args: argparse.Namespace) -> int:
                     name=args.name,
                     target=args.target,
                     repeat=args.repeat,
+                    batch=args.batch,
+                    batch_deadline=args.batch_deadline,
                 )
                 print(created(job, tz))
             elif args.cron_command == "list":

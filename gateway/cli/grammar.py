@@ -174,6 +174,15 @@ def add_cron_commands(commands: Commands, common: argparse.ArgumentParser) -> No
     )
     add.add_argument("--name", help="a short name (default: from the prompt)")
     add.add_argument("--repeat", type=int, help="number of runs, then the job stops (default: until removed)")
+    add.add_argument(
+        "--batch", action="store_true", help="work that can wait: its runs use the batch API, at half price"
+    )
+    add.add_argument(
+        "--batch-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="with --batch: how long a run may wait for its batch (default: agent.batch_deadline, 7200)",
+    )
     add.add_argument("prompt", help="what each run should do")
     cron_commands.add_parser(
         "list", parents=[common], help="every job: schedule, next run, last run and its delivery"

@@ -5,7 +5,9 @@ read skills and past sessions, those of its tools the session's memory scope may
 (``gateway.rights``). It does not hold the chat's lock — it never writes into the
 conversation — and a live turn of the same chat cancels it, so a review never delays an answer.
 What is due is computed from the database (user turns after the last reviewed message), so the
-schedule survives restarts. A review is charged to the bot, the chat and, for a guest's own
+schedule survives restarts. With ``agent.review_batch`` its requests go through the provider's batch API
+(``agent.batching``: half price, the same cache; a review cancelled meanwhile cancels its batch).
+A review is charged to the bot, the chat and, for a guest's own
 conversation, that person (``budgets``): one whose next
 request would not fit their limits stops there, skipped and logged, that request never sent. At most
 one review per chat runs at a time: in a cluster, over every
@@ -23,7 +25,7 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Protocol
 
-from agent.api import SKIPPED, SessionRecord, charging, review
+from agent.api import SKIPPED, Batching, SessionRecord, batching, charging, review
 from agent.settings import ReviewSettings
 from gateway.access.auth import Authorizer
 from gateway.budgets.limits import review_charge
@@ -147,8 +149,11 @@ class Reviews:
         charge = review_charge(self.runtime.config.budgets, session.session_key, session.memory_scope)
         runtime = self.runtime  # its tools: those of the session's memory scope now (gateway.rights)
         gate = rights_for(runtime.config, runtime.registry.fixed, self.authorizer, None, session.memory_scope)
+        agent = runtime.config.agent  # agent.review_batch: half price, answered within agent.batch_deadline
+        deadline = runtime.agent.clock() + agent.batch_deadline
+        waits = Batching(deadline=deadline) if agent.review_batch else None
         try:
-            with charging(charge):  # the bot's, the chat's and a guest's own limits; one over is not sent
+            with charging(charge), batching(waits):  # the bot's, the chat's and a guest's own limits
                 result = await review(
                     runtime.agent, session, max_iterations=self.settings.max_iterations, gate=gate
                 )

@@ -6,6 +6,7 @@ import datetime as dt
 
 from gateway.chats import chat_text
 from gateway.cron.jobs import CronJob, DeliveryState, RunStatus
+from gateway.cron.schedule import format_gap
 
 PREVIEW_CHARS = 80
 
@@ -20,10 +21,18 @@ def _runs_left(job: CronJob) -> str:
     return f"{job.repeat} run{'s' if job.repeat != 1 else ''} left"
 
 
+def batch_text(job: CronJob) -> str:
+    """How its runs are sent: ", batch (half price, within 2h)" for a batch job, else nothing."""
+    if not job.batch:
+        return ""
+    within = f", within {format_gap(dt.timedelta(seconds=job.batch_deadline))}" if job.batch_deadline else ""
+    return f", batch (half price{within})"
+
+
 def state_line(job: CronJob, tz: dt.tzinfo) -> str:
     if job.enabled:
         upcoming = f"next {when(job.next_run_at, tz)}" if job.next_run_at else "no next run"
-        return f"active, {upcoming}, {_runs_left(job)}"
+        return f"active, {upcoming}, {_runs_left(job)}{batch_text(job)}"
     if job.repeat == 0:
         return "finished (no runs left)"
     return f"paused, {_runs_left(job)}"

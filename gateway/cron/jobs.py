@@ -84,6 +84,8 @@ class NewJob:
     repeat: int | None  # runs left; None = until removed
     next_run_at: float | None
     creator: Speaker | None = None  # who made it, where; None: the command line or the terminal
+    batch: bool = False  # its runs' requests go through the provider's batch API, at half price
+    batch_deadline: float | None = None  # seconds a run may wait for its batch; None: agent.batch_deadline
 
 
 @dataclass(frozen=True)
@@ -121,10 +123,17 @@ class CronJob:
     delivery: DeliveryState | None = None  # of the last run's answer, read from the outbox
     delivery_error: str | None = None
     creator: Speaker | None = None  # who made it, where; None: the command line, the terminal, older jobs
+    batch: bool = False  # its runs' requests go through the provider's batch API, at half price
+    batch_deadline: float | None = None  # seconds a run may wait for its batch; None: agent.batch_deadline
+    occurrence: str | None = None  # the mark of the run claimed last (a restart resumes it by this mark)
 
     @property
     def session_key(self) -> str:
         return job_session_key(self.id)
+
+    def run_key(self, occurrence: str) -> str:
+        """What names one of its runs beyond its process (a batch it waits for is stored under it)."""
+        return f"{self.session_key}:{occurrence}"
 
 
 Listener = Callable[[], None]
@@ -209,6 +218,8 @@ class CronJobs:
                 "updated_at": now,
                 "created_by": new.creator.person if new.creator else None,
                 "creator": new.creator.to_json() if new.creator else None,
+                "batch": new.batch,
+                "batch_deadline": new.batch_deadline,
             }
             while True:  # a clash with an existing id (one in a billion) draws again
                 job_id = new_job_id()
@@ -244,9 +255,12 @@ class CronJobs:
 
     # -- a run's bookkeeping (no version change: the scheduler already knows) -------------------
 
-    async def claim(self, job_id: str, next_run_at: float | None, *, due_only: bool = True) -> CronJob | None:
+    async def claim(
+        self, job_id: str, next_run_at: float | None, *, due_only: bool = True, occurrence: str | None = None
+    ) -> CronJob | None:
         """Start a run: None unless the job is enabled and due (``due_only``); otherwise count the run
-        against ``repeat``, move the next run time to ``next_run_at`` and mark the job running.
+        against ``repeat``, move the next run time to ``next_run_at`` and mark the job running (the run's
+        own mark, ``occurrence``, kept with it).
 
         A job whose runs are used up (or that has no next time) is disabled in the same transaction.
         """
@@ -274,6 +288,7 @@ class CronJobs:
                     last_run_at=now,
                     last_status=RunStatus.RUNNING.value,
                     last_error=None,
+                    occurrence=occurrence,
                     version=cron_jobs.c.version + int(finished),
                     updated_at=now,
                 )
@@ -328,11 +343,12 @@ class CronJobs:
         statement = sa.update(cron_jobs).where(cron_jobs.c.id == job_id).values(**values)
         await self.storage.write(lambda conn: conn.execute(statement))
 
-    async def interrupted_runs(self) -> int:
-        """At start-up: runs a stopped or crashed process left marked running; returns how many."""
+    async def interrupted_runs(self, resumed: Sequence[str] = ()) -> int:
+        """At start-up: runs a stopped or crashed process left marked running, but those of the jobs
+        ``resumed`` (waiting for a batch: they go on); returns how many."""
         statement = (
             sa.update(cron_jobs)
-            .where(cron_jobs.c.last_status == RunStatus.RUNNING.value)
+            .where(cron_jobs.c.last_status == RunStatus.RUNNING.value, cron_jobs.c.id.not_in(list(resumed)))
             .values(last_status=RunStatus.INTERRUPTED.value, last_error="the gateway stopped during the run")
         )
         return await self.storage.write(lambda conn: int(conn.execute(statement).rowcount or 0))
@@ -393,4 +409,7 @@ def _job(row: sa.Row[Any]) -> CronJob:
         version=row.version,
         created_at=row.created_at,
         creator=Speaker.from_json(row.creator) if row.creator else None,
+        batch=bool(row.batch),
+        batch_deadline=row.batch_deadline,
+        occurrence=row.occurrence,
     )

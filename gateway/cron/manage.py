@@ -44,6 +44,7 @@ from gateway.cron.schedule import (
 
 MAX_NAME_CHARS = 60
 MAX_PROMPT_CHARS = 8000
+BATCH_DEADLINES = (60.0, 86_400.0)  # seconds a batch run may wait: a minute to the providers' 24 hours
 
 
 class CronError(Exception):
@@ -153,7 +154,11 @@ class CronManager:
         name: str | None = None,
         target: str | None = None,
         repeat: int | None = None,
+        batch: bool = False,
+        batch_deadline: float | None = None,
     ) -> CronJob:
+        """A new job; ``batch``: its runs go through the provider's batch API (half price, answered
+        within ``batch_deadline`` seconds, default ``agent.batch_deadline``)."""
         prompt = prompt.strip()
         if not prompt:
             raise CronError("A job needs a prompt: what should be done when it runs.")
@@ -169,6 +174,15 @@ class CronManager:
             raise CronError(str(error)) from None
         if repeat is not None and repeat < 1:
             raise CronError("repeat is the number of runs: 1 or more (leave it out to repeat until removed).")
+        if batch_deadline is not None:
+            low, high = BATCH_DEADLINES
+            if not batch:
+                raise CronError("batch_deadline applies to a batch job: add batch: true, or leave it out.")
+            if not low <= batch_deadline <= high:
+                raise CronError(
+                    f"batch_deadline is the seconds a run may wait for its batch: {low:g} to {high:g} "
+                    f"(24 hours), not {batch_deadline:g}."
+                )
         limits = self.limits
         if caller.limited:
             refused = interval_refusal(shortest_gap(parsed, self.timezone, now), parsed.text, limits)
@@ -185,6 +199,8 @@ class CronManager:
             repeat=repeat if parsed.repeats else 1,
             next_run_at=first.timestamp() if first else None,
             creator=caller.creator if caller.chat is not None else None,
+            batch=batch,
+            batch_deadline=batch_deadline,
         )
         try:
             return await self.jobs.add(new, partial(count_refusal, limits=limits) if caller.limited else None)

@@ -19,6 +19,12 @@
   ``[SILENT]`` is not delivered. A run that produced no answer is recorded as failed, and one line
   saying so is delivered to the target chat: a job that silently stops working is worse than a
   message about it.
+- A job marked ``batch`` sends its run's requests through the provider's batch API (``agent.batching``:
+  half price, the same prompt cache), each waiting until the run's deadline (the job's ``batch_deadline``,
+  else ``agent.batch_deadline``) and then sent normally. The run's mark is stored with its claim, and its
+  batch with that mark: a gateway that restarts (in a cluster, the next leader) resumes the run instead of
+  recording it interrupted, finds the batch it submitted, polls it on and delivers its answer once
+  (:meth:`CronRunner.resumable`, :meth:`CronRunner.resume`).
 - A database that cannot be reached during a run is waited out (``gateway.intake.outage``, as a chat's turn
   is): the occurrence was claimed, so it is not lost but finished once the database is back. What the
   run did before is not done again: the claim, a queued answer; a turn cut off by the outage is looked
@@ -35,7 +41,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from agent.api import CompressionOutcome, Lease, Refusal, Refuse, SessionRecord, SessionSpec, both, charging
+from agent.api import (
+    Batching,
+    CompressionOutcome,
+    Lease,
+    Refusal,
+    Refuse,
+    SessionRecord,
+    SessionSpec,
+    batching,
+    both,
+    charging,
+)
 from agent.db import StorageUnavailable
 from gateway.chats import job_session_key
 from gateway.conversation.addressing import display_name
@@ -77,6 +94,7 @@ class _Run:
     error: str | None = None  # the sentence of a run that produced no answer
     refused: Refusal | None = None  # the spend limit that stopped the run (its line is ``error``)
     delivery: list[int] | None = None  # the outbox items queued for it
+    resumed: bool = False  # claimed by a process that stopped: its turn is looked for first
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -96,11 +114,34 @@ class CronRunner:
         ``next_run_at`` is the job's following run time (from the scheduler). ``due_only`` False runs
         an enabled job whatever its next run time says (an operator's or a test's direct run).
         """
+        return await self._go(_Run(job_id), next_run_at=next_run_at, due_only=due_only)
+
+    async def resumable(self) -> list[CronJob]:
+        """At start-up: the jobs whose claimed run was waiting for a batch when its process stopped."""
+        waiting = await self.services.runtime.store.batches.waiting_runs(job_session_key(""))
+        jobs = await self.jobs.all()
+        return [
+            job
+            for job in jobs
+            if job.last_status in (RunStatus.RUNNING, RunStatus.INTERRUPTED)  # a crash, or a shutdown
+            and job.occurrence is not None
+            and job.run_key(job.occurrence) in waiting
+        ]
+
+    async def resume(self, job: CronJob) -> RunStatus | None:
+        """Go on with ``job``'s claimed run (found by :meth:`resumable`): its turn is run again on the
+        same history, so its request finds the batch it submitted; the answer is delivered once."""
+        assert job.occurrence is not None
+        log.info("cron job %s: resuming its run, which waits for a batch", job.id)
+        run = _Run(job.id, occurrence=job.occurrence, job=job, resumed=True)
+        return await self._go(run, next_run_at=job.next_run_at, due_only=False)
+
+    async def _go(self, run: _Run, *, next_run_at: float | None, due_only: bool) -> RunStatus | None:
+        job_id = run.job_id
         if job_id in self._active:
             log.info("cron job %s is already running; this occurrence is skipped", job_id)
             return None
         self._active.add(job_id)
-        run = _Run(job_id)
         try:
             attempt = partial(self._attempt, run, next_run_at=next_run_at, due_only=due_only)
             return await until_reachable(attempt, f"cron job {job_id}")
@@ -119,12 +160,16 @@ class CronRunner:
             if run.job is None:
                 if await self._maker_lost_access(run.job_id):
                     return None
-                run.job = await self.jobs.claim(run.job_id, next_run_at, due_only=due_only)
+                run.job = await self.jobs.claim(
+                    run.job_id, next_run_at, due_only=due_only, occurrence=run.occurrence
+                )
                 if run.job is None:
                     return None
+            elif run.resumed and not run.answered and not await self._still_waiting(run):
+                return None  # another process (a leader before this one) finished it meanwhile
             try:
                 if not run.answered:
-                    await self._turn(lease, run, run.job, resumed=again)
+                    await self._turn(lease, run, run.job, resumed=again or run.resumed)
                 return await self._record(run, run.job)
             except StorageUnavailable:
                 raise  # waited out: the next try goes on from here
@@ -149,7 +194,8 @@ class CronRunner:
         creator = job.creator
         is_admin = creator is None or self.services.authorizer.is_admin(creator.platform, creator.user_id)
         guest = None if is_admin or creator is None else creator.person
-        with charging(self.services.budgets.for_run(job.id, run.occurrence, guest)):
+        charge = self.services.budgets.for_run(job.id, run.occurrence, guest)
+        with charging(charge), batching(self._batching(job, run)):
             result = await take_turn(
                 self.services,
                 lease,
@@ -164,6 +210,20 @@ class CronRunner:
         run.answered, run.text, run.notices, run.error = True, result.text, result.notices, result.error
         if result.refused is not None:
             run.error, run.refused = self.services.budgets.line(result.refused), result.refused
+
+    async def _still_waiting(self, run: _Run) -> bool:
+        """Whether the resumed run is still the job's unfinished run (checked under the job's lock)."""
+        job = await self.jobs.get(run.job_id)
+        unfinished = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+        return job is not None and job.occurrence == run.occurrence and job.last_status in unfinished
+
+    def _batching(self, job: CronJob, run: _Run) -> Batching | None:
+        """How the run's requests go through the batch API (None: the job is not marked ``batch``)."""
+        if not job.batch:
+            return None
+        runtime = self.services.runtime
+        seconds = job.batch_deadline or runtime.config.agent.batch_deadline
+        return Batching(deadline=runtime.agent.clock() + seconds, run=job.run_key(run.occurrence))
 
     async def pause_lost(self) -> list[PausedJob]:
         """Pause the jobs whose makers lost access (at start-up: the configuration may have changed)."""

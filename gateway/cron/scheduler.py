@@ -10,7 +10,9 @@
 - Changes made in this process (the tool, ``/cron``) apply at once; changes made by ``herald cron`` in
   another process are found by reading the table every ``scheduler.poll_interval`` seconds. Only jobs
   whose ``version`` changed are rescheduled, so a run's own bookkeeping never reschedules anything.
-- At start, jobs whose makers lost access since (``gateway.cron.standing``) are paused first.
+- At start, jobs whose makers lost access since (``gateway.cron.standing``) are paused first; a run the
+  last process left waiting for a batch (a job marked ``batch``) is resumed, every other run it left
+  running is recorded as interrupted.
 - Shutdown: no new runs start; running ones get the drain timeout, then are cancelled (recorded as
   interrupted).
 """
@@ -78,7 +80,8 @@ class CronScheduler:
         if self._started:  # stopped before: a new APScheduler, everything read again
             self._aps, self._versions, self._wake = self._new_aps(), {}, asyncio.Event()
         self._started = True
-        interrupted = await self.jobs.interrupted_runs()
+        resumable = await self.runner.resumable()
+        interrupted = await self.jobs.interrupted_runs([job.id for job in resumable])
         if interrupted:
             log.warning("%d scheduled run(s) were cut off by the last shutdown or crash", interrupted)
         await self.runner.pause_lost()  # makers taken off gateway.admins or an allowlist since (logged)
@@ -87,7 +90,17 @@ class CronScheduler:
         await self.sync()
         self._unsubscribe = self.jobs.subscribe(self._wake.set)
         self._syncing = asyncio.create_task(self._follow_table(), name="cron sync")
+        for job in resumable:
+            task = asyncio.create_task(self._resume(job), name=f"cron resume {job.id}")
+            self._runs.add(task)
+            task.add_done_callback(self._runs.discard)
         log.info("scheduler running: %d job(s)", len(self._aps.get_jobs()))
+
+    async def _resume(self, job: CronJob) -> None:
+        try:
+            await self.runner.resume(job)
+        except Exception:  # the run records its own failures; this is a bug's last line
+            log.exception("cron job %s: resuming its run failed", job.id)
 
     def pause(self) -> None:
         """Start no new runs (shutdown)."""

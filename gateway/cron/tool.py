@@ -44,6 +44,15 @@ SCHEMA: dict[str, Any] = {
             "minimum": 1,
             "description": "create: number of runs, then the job stops (default: until removed).",
         },
+        "batch": {
+            "type": "boolean",
+            "description": "create: true for work that can wait (a digest, a report): its runs cost half, "
+            "answered within batch_deadline.",
+        },
+        "batch_deadline": {
+            "type": "number",
+            "description": "create, with batch: seconds a run may wait (60 to 86400; default 7200).",
+        },
         "job_id": {"type": "string", "description": "pause, resume, run_now, remove: the job's id."},
     },
     "required": ["action"],
@@ -88,6 +97,14 @@ def cron_tool(manager: CronManager) -> Tool:
                 repeat = args.get("repeat")
                 if repeat is not None and (not isinstance(repeat, int) or isinstance(repeat, bool)):
                     raise ToolError("'repeat' must be a whole number of runs.")
+                batch = args.get("batch", False)
+                if not isinstance(batch, bool):
+                    raise ToolError("'batch' must be true or false.")
+                deadline = args.get("batch_deadline")
+                if deadline is not None and (
+                    not isinstance(deadline, int | float) or isinstance(deadline, bool)
+                ):
+                    raise ToolError("'batch_deadline' must be a number of seconds.")
                 job = await manager.create(
                     caller,
                     prompt=_text(args, "prompt") or "",
@@ -95,6 +112,8 @@ def cron_tool(manager: CronManager) -> Tool:
                     name=_text(args, "name"),
                     target=_text(args, "target"),
                     repeat=repeat,
+                    batch=batch,
+                    batch_deadline=None if deadline is None else float(deadline),
                 )
                 return created(job, tz)
             if action == "list":

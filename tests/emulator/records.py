@@ -38,6 +38,11 @@ class RecordedRequest:
     reply_text: str = field(default="", repr=False)
 
     @property
+    def batch(self) -> bool:
+        """Whether it came in a batch (processed when its batch ended)."""
+        return self.path in ("/v1/messages/batches", "/v1/batches")
+
+    @property
     def ok(self) -> bool:
         """True when the request got a complete, successful answer."""
         return self.status == 200 and self.error is None

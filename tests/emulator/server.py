@@ -18,7 +18,7 @@ from aiohttp import WSMsgType, web
 
 from tests.threaded import serve_in_thread
 
-from . import anthropic_api, audio, openai_api, speech
+from . import anthropic_api, audio, batches, openai_api, speech
 from .records import RecordedRequest
 from .state import EmulatorState
 from .wire import Outcome, dumps
@@ -34,7 +34,8 @@ class ProviderEmulator(EmulatorState):
     for synchronous callers and subprocess tests. Controls: :meth:`script`, ``responder``, faults
     (:meth:`fail_next`, :meth:`fail_midstream`, :meth:`drop_midstream`, :meth:`truncate_next`,
     :meth:`stall_next`), :meth:`hold_streams` / :meth:`release_streams`, :meth:`reset_cache`, ``clock``,
-    ``before_answer``; log: ``requests``.
+    ``before_answer``; batches (``batch_delay``, :meth:`end_batches`, :meth:`expire_batches`); log:
+    ``requests``, ``batches``, ``cancelled_batches``.
     """
 
     stream_delay: float = 0.0  # seconds between streamed events: slow streams for cancellation tests
@@ -44,12 +45,22 @@ class ProviderEmulator(EmulatorState):
     in_flight: int = 0  # model requests being answered now (streams included)
     max_in_flight: int = 0  # the most answered at once since start
     model_list: bool = True  # GET /v1/models answers; False: a compatible server that has none (404)
+    batch_api: bool = True  # the batch endpoints answer; False: a compatible server that has none (404)
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/messages", self._route(anthropic_api.messages, "anthropic"))
         app.router.add_post("/v1/messages/count_tokens", self._route(anthropic_api.count_tokens, "anthropic"))
         app.router.add_post("/v1/chat/completions", self._route(openai_api.chat_completions, "openai"))
+        app.router.add_post("/v1/messages/batches", self._batch_create)
+        app.router.add_get("/v1/messages/batches/{id}", self._batch_get)
+        app.router.add_get("/v1/messages/batches/{id}/results", self._batch_results)
+        app.router.add_post("/v1/messages/batches/{id}/cancel", self._batch_cancel)
+        app.router.add_post("/v1/files", self._file_upload)
+        app.router.add_get("/v1/files/{id}/content", self._file_content)
+        app.router.add_post("/v1/batches", self._batch_create)
+        app.router.add_get("/v1/batches/{id}", self._batch_get)
+        app.router.add_post("/v1/batches/{id}/cancel", self._batch_cancel)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_post("/v1/audio/speech", self._speak)
         app.router.add_get(speech.EDGE_PATH, self._edge)
@@ -79,6 +90,56 @@ class ProviderEmulator(EmulatorState):
                 self.in_flight -= 1
 
         return handle
+
+    # -- the batch APIs (tests/emulator/batches.py) ------------------------------------------------------
+
+    @staticmethod
+    def _base(request: web.Request) -> str:
+        return f"{request.scheme}://{request.host}"
+
+    async def _batch_create(self, request: web.Request) -> web.StreamResponse:
+        if not self.batch_api:
+            return await self._not_found(request)
+        anthropic = request.path.startswith("/v1/messages/")
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            api = "anthropic" if anthropic else "openai"
+            return await _send(request, self._bad_json(api, request.path, b"", str(exc)), 0.0)
+        if anthropic:
+            return await _send(request, batches.anthropic_create(self, body, self._base(request)), 0.0)
+        return await _send(request, batches.openai_create(self, body), 0.0)
+
+    async def _batch_get(self, request: web.Request) -> web.StreamResponse:
+        batch_id = request.match_info["id"]
+        if request.path.startswith("/v1/messages/"):
+            return await _send(request, batches.anthropic_retrieve(self, batch_id, self._base(request)), 0.0)
+        return await _send(request, batches.openai_retrieve(self, batch_id), 0.0)
+
+    async def _batch_results(self, request: web.Request) -> web.StreamResponse:
+        return await _send(request, batches.anthropic_results(self, request.match_info["id"]), 0.0)
+
+    async def _batch_cancel(self, request: web.Request) -> web.StreamResponse:
+        batch_id = request.match_info["id"]
+        if request.path.startswith("/v1/messages/"):
+            return await _send(request, batches.anthropic_cancel(self, batch_id, self._base(request)), 0.0)
+        return await _send(request, batches.openai_cancel(self, batch_id), 0.0)
+
+    async def _file_upload(self, request: web.Request) -> web.StreamResponse:
+        if not self.batch_api:
+            return await self._not_found(request)
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return await _send(request, openai_api.error_outcome(400, "file is required"), 0.0)
+        purpose = str(form.get("purpose") or "")
+        outcome = batches.openai_upload(self, purpose, upload.filename, upload.file.read())
+        return await _send(request, outcome, 0.0)
+
+    async def _file_content(self, request: web.Request) -> web.StreamResponse:
+        return await _send(request, batches.openai_content(self, request.match_info["id"]), 0.0)
 
     async def _held(self, since: int) -> None:
         """Where a held answer waits (cancelled when its client hangs up)."""

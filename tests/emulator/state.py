@@ -68,6 +68,11 @@ class EmulatorState:
         self._holds = 0  # how many of the next streamed answers stop half-way (hold_streams)
         self._releases = 0  # release_streams calls so far
         self.holding = 0  # streamed answers stopped half-way now, waiting for release_streams
+        # The batch APIs (tests/emulator/batches.py): batches by id, files by id (purpose, bytes).
+        self.batches: dict[str, Any] = {}
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.batch_delay: float | None = 0.0  # emulated seconds a batch takes; None: until end_batches()
+        self.cancelled_batches: list[str] = []  # ids of batches a client asked to cancel
 
     # --- test controls -------------------------------------------------------------------------
 
@@ -180,6 +185,20 @@ class EmulatorState:
     def released(self, since: int) -> bool:
         with self.lock:
             return self._releases > since
+
+    def end_batches(self) -> None:
+        """Every batch in progress ends at its next poll (processed then, at the emulated clock's now)."""
+        with self.lock:
+            for batch in self.batches.values():
+                if batch.state == "in_progress":
+                    batch.ends_at = self.clock.now()
+
+    def expire_batches(self) -> None:
+        """Every batch in progress ends at its next poll with each of its requests expired."""
+        with self.lock:
+            for batch in self.batches.values():
+                if batch.state == "in_progress":
+                    batch.outcome = "expired"
 
     def reset_cache(self) -> None:
         """Drop every cache entry, as a provider eviction would (the oracle keeps its memory)."""

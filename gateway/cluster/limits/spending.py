@@ -117,11 +117,11 @@ class RedisCounters(SpendCounters):
         self._stale: set[SpendKey] = set()  # a settle missed Redis: seed these again
 
     async def take(
-        self, capped: Sequence[Capped], least: float, most: float, hold: str | None
+        self, capped: Sequence[Capped], least: float, most: float, hold: str | None, ttl: float | None = None
     ) -> Granted | Shortfall:
         keys = [window_key(c.key) for c in capped]
-        ttl = max(1, int(self.hold_ttl * 1000))
-        args: list[str | int] = [nano(most), ttl, hold or "", nano(least), *(nano(c.limit) for c in capped)]
+        lasts = max(1, int((self.hold_ttl if ttl is None else ttl) * 1000))
+        args: list[str | int] = [nano(most), lasts, hold or "", nano(least), *(nano(c.limit) for c in capped)]
         with reaching(self.redis):
             await self._forget_stale(capped)
             for _ in range(SEED_ATTEMPTS):
