@@ -352,6 +352,7 @@ STILL_TANGLED = {
     "agent": {
         "cache_misses/", "compression/", "failover.py", "history.py", "media/", "messages.py",
         "model_calls.py", "providers/", "spending/", "store/", "hands/", "tools/",
+        "batching/",  # between the seam (model_calls) and providers/ and store/, which the knot holds
     },
 }  # fmt: skip
 
