@@ -142,9 +142,7 @@ class SignalAdapter(Adapter):
     async def _receive(self) -> None:
         """The event stream, re-opened whenever it ends, fails or falls silent, until stopped."""
         streak = Streak(STREAM_BACKOFF)
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=CONNECT_TIMEOUT, sock_read=float(self._settings.stream_timeout)
-        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
         url = f"{self._settings.daemon_url}/api/v1/events"
         while True:
             session = self._session
@@ -158,21 +156,41 @@ class SignalAdapter(Adapter):
                     self._status.connected, self._status.detail = True, ""
                     if streak.failures:
                         log.info("Signal event stream open again (after %d failure(s))", streak.reset())
-                    async for name, data in events(response):
-                        if name == "receive":
-                            await self._envelope(data)
-                        streak.reset()
+                    watch = asyncio.create_task(self._watch(response), name="signal-stream-watch")
+                    try:
+                        async for name, data in events(response):
+                            if name == "receive":
+                                await self._envelope(data)
+                            streak.reset()
+                    finally:
+                        await cancel_and_wait([watch])
+                    if watch.done() and not watch.cancelled() and watch.result():
+                        problem = f"silent for {self._settings.stream_timeout} s"
             except asyncio.CancelledError:
                 raise
-            except TimeoutError:
-                problem = f"silent for {self._settings.stream_timeout} s"
-            except (aiohttp.ClientError, DeliveryError, ValueError) as exc:
+            except (aiohttp.ClientError, DeliveryError, ValueError, TimeoutError) as exc:
                 problem = str(exc) or type(exc).__name__
             self._status.connected, self._status.detail = False, f"event stream: {problem}"
             delay = streak.next_delay()
             if streak.failures == 1:
                 log.warning("Signal event stream lost (%s); opening a new one", problem)
             await asyncio.sleep(delay)
+
+    async def _watch(self, response: aiohttp.ClientResponse) -> bool:
+        """Close ``response`` once no byte arrived for ``stream_timeout`` seconds (True then). Counts the
+        bytes the connection received, not those read: while a message is being stored nothing is read,
+        and a loop busy for a moment does not make a live stream look silent."""
+        limit = float(self._settings.stream_timeout)
+        loop = asyncio.get_running_loop()
+        seen, since = -1, loop.time()
+        while True:
+            await asyncio.sleep(limit / 4)
+            total = response.content.total_bytes
+            if total != seen:
+                seen, since = total, loop.time()
+            elif loop.time() - since >= limit:
+                response.close()
+                return True
 
     async def _envelope(self, data: str) -> None:
         try:

@@ -10,24 +10,25 @@ character references as written: ``adapters.text.literal``) is followed by Signa
   a block split over several messages, as Slack's renderer does;
 - bold, italic, strikethrough and spoiler stay; code spans and blocks are monospace; the rest is text.
 
-Split first, convert after: ``split_markdown`` keeps fences balanced (a split block reopens with its
-language), and a part whose conversion grew past the limit (captions, addresses) is split again,
-smaller. The parts carry :class:`TextEntity` in the neutral (Telegram) vocabulary, limited to
-:data:`STYLES`; the adapter names them as Signal does. Pure and total like every renderer.
+Convert first, split after (``adapters.text.entities.split_outbound``, as Telegram's renderer does): a
+style crossing a break is clipped into both parts; a part that begins inside a code block gets its
+caption again (the split leaves room for the longest). The parts carry :class:`TextEntity` in the
+neutral (Telegram) vocabulary, limited to :data:`STYLES`; the adapter names them as Signal does.
+Pure and total like every renderer.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from telegramify_markdown import RenderConfig
 from telegramify_markdown.converter import STANDARD_OPTIONS, EventWalker, _parse
 
 from adapters.base import OutboundText, TextEntity
 from adapters.text.controls import mask_controls
+from adapters.text.entities import split_outbound
 from adapters.text.literal import as_written
-from adapters.text.split import split_markdown
 from adapters.text.units import utf16_len
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,6 @@ STYLES = {  # a neutral entity type -> Signal's textStyle
     "code": "MONOSPACE",
     "pre": "MONOSPACE",
 }
-_SHRINK = 0.9  # a part that grew past the limit is split again at this share of what fitted
-_HEADROOM = 10  # the first split leaves 1/10 of the limit for what the layout adds
 _CONFIG = RenderConfig.isolated()  # a private copy: telegramify's default one is process-global
 _SPOILER_TAGS = frozenset({"<tg-spoiler>", "</tg-spoiler>"})
 
@@ -54,32 +53,23 @@ def render_signal(markdown: str, limit: int) -> list[OutboundText]:
         raise ValueError(f"limit must be at least {MIN_LIMIT} UTF-16 code units, got {limit}")
     if not markdown.strip():
         return []
-    return _fitted(markdown, limit, limit - limit // _HEADROOM)
+    shown = to_styled(markdown)
+    languages = [e.language for e in shown.entities if e.type == "pre" and e.language]
+    room = min(limit // 4, max((utf16_len(language) + 1 for language in languages), default=0))
+    return [_captioned(part, limit) for part in split_outbound(shown, limit - room)]
 
 
-def _fitted(markdown: str, limit: int, budget: int) -> list[OutboundText]:
-    fitted: list[OutboundText] = []
-    for part in split_markdown(markdown, budget, utf16_len):
-        shown = to_styled(part)
-        size = utf16_len(shown.text)
-        if size <= limit:
-            fitted.append(shown)
-        elif budget > MIN_LIMIT // 4:
-            smaller = max(MIN_LIMIT // 4, min(budget - 1, int(budget * limit / size * _SHRINK)))
-            fitted.extend(_fitted(part, limit, smaller))
-        else:  # a few characters whose layout outgrows the limit: their plain text, cut
-            fitted.extend(OutboundText(piece) for piece in _cut(part, limit))
-    return [part for part in fitted if part.text.strip()]
-
-
-def _cut(text: str, limit: int) -> list[str]:
-    pieces, current = [], ""
-    for char in text:
-        if utf16_len(current + char) > limit:
-            pieces.append(current)
-            current = ""
-        current += char
-    return [*pieces, current]
+def _captioned(part: OutboundText, limit: int) -> OutboundText:
+    """A part that begins inside a code block gets the block's caption again, when it fits."""
+    first = next((e for e in part.entities if e.offset == 0 and e.type == "pre"), None)
+    if first is None or not first.language:
+        return part
+    caption = f"{first.language}\n"
+    added = utf16_len(caption)
+    if utf16_len(part.text) + added > limit:
+        return part
+    moved = tuple(replace(e, offset=e.offset + added) for e in part.entities)
+    return OutboundText(caption + part.text, (TextEntity("italic", 0, added - 1), *moved))
 
 
 def to_styled(markdown: str) -> OutboundText:
@@ -142,7 +132,7 @@ def _laid_out(text: str, spans: list[_Span]) -> OutboundText:
             span.end + before(span.end, inclusive=False),
         )
         if span.kind in STYLES and end > start:
-            styles.append(TextEntity(span.kind, start, end - start))
+            styles.append(TextEntity(span.kind, start, end - start, language=span.language or None))
     return OutboundText("".join(pieces), tuple(sorted(styles, key=lambda e: (e.offset, -e.length))))
 
 
