@@ -52,6 +52,8 @@ class BotMessage:
     attachments: list[tuple[str, str, bytes]] = field(default_factory=list)  # (name, type, data)
     voice_note: bool = False
     deleted: bool = False
+    made: float = 0.0  # time.monotonic() of the send that made it
+    touched: float = 0.0  # of the last send or edit that changed it
 
 
 @dataclass
@@ -216,12 +218,14 @@ class FakeSignal:
             if target is None:
                 raise _RpcError(-1, "Failed to send message")
             target.versions.append((text, styles))
+            target.touched = time.monotonic()
         else:
             quote = params.get("quoteTimestamp")
             self.sent.append(
                 BotMessage(chat, timestamp, [(text, styles)],
                            (int(quote), str(params.get("quoteAuthor"))) if quote is not None else None,
-                           [_from_data_uri(item) for item in files], bool(params.get("voiceNote")))
+                           [_from_data_uri(item) for item in files], bool(params.get("voiceNote")),
+                           made=time.monotonic(), touched=time.monotonic())
             )  # fmt: skip
         return {
             "timestamp": timestamp,
