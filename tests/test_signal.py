@@ -5,13 +5,17 @@ messages as Signal means them (mentions, quotes, voice notes); answers keep thei
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from adapters.base import ChatType
+import pytest
+
+from adapters.base import Attachment, ChatType, DeliveryError, InboundMessage
+from adapters.signal.adapter import SignalAdapter
 from adapters.signal.inbound import Me, to_inbound
 from adapters.signal.render import render_signal
+from adapters.signal.settings import SignalSettings
 from gateway.app import open_gateway
 from gateway.home import HeraldHome
 from tests.conformance.harness import Running, gateway_settings, user_texts
@@ -122,3 +126,20 @@ async def running_on(
     config = make_config(emulator_url, "anthropic", gateway=gateway_settings(driver), signal=section)
     async with open_gateway(config, home, environ=driver.environ()) as gateway:
         yield Running(gateway, driver, emulator)
+
+
+async def test_a_file_signal_cli_no_longer_has_is_reported_gone_not_retried() -> None:
+    driver = SignalDriver()
+    async with driver.serving() as section:
+        adapter = SignalAdapter(BOT, SignalSettings(**section))
+        await adapter.start(no_sink, receive=False)
+        try:
+            with pytest.raises(DeliveryError) as refused:
+                await adapter.download(Attachment("document", "att404", "notes.txt"), 1_000_000)
+        finally:
+            await adapter.stop()
+    assert refused.value.permanent and not refused.value.retryable
+
+
+async def no_sink(batch: Sequence[InboundMessage]) -> None:
+    raise AssertionError("nothing is received here")

@@ -274,7 +274,12 @@ class SignalAdapter(Adapter):
         """``getAttachment``: signal-cli already holds the file (it downloads what arrives)."""
         if attachment.size is not None and attachment.size > max_bytes:
             raise DeliveryError(f"the file is over {max_bytes:,} bytes", permanent=True)
-        result = await self._call("getAttachment", {"id": attachment.file_id}, timeout=UPLOAD_TIMEOUT)
+        try:
+            result = await self._call("getAttachment", {"id": attachment.file_id}, timeout=UPLOAD_TIMEOUT)
+        except DeliveryError as exc:
+            if exc.retryable:
+                raise
+            raise DeliveryError(f"the file is gone from signal-cli ({exc})", permanent=True) from exc
         encoded = result.get("data") if isinstance(result, dict) else None
         if not isinstance(encoded, str):
             raise DeliveryError("signal-cli returned no attachment data", permanent=True)
