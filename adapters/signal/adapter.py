@@ -324,9 +324,6 @@ class SignalAdapter(Adapter):
             raise DeliveryError("the Signal adapter is not running", retryable=True)
         return await rpc.call(method, params, timeout=timeout)
 
-    def send_rates(self, address: ChatAddress) -> Sequence[Any]:
-        return ()
-
 
 def me_from(account: str, contacts: object) -> Me:
     """The account as ``listContacts`` of itself shows it (its number alone when it does not)."""
