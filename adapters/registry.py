@@ -12,12 +12,13 @@ from typing import Any
 
 from adapters.discord.spec import SPEC as DISCORD
 from adapters.matrix.spec import SPEC as MATRIX
+from adapters.signal.spec import SPEC as SIGNAL
 from adapters.slack.spec import SPEC as SLACK
 from adapters.spec import PlatformSpec
 from adapters.telegram.spec import SPEC as TELEGRAM
 from adapters.whatsapp.spec import SPEC as WHATSAPP
 
-PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, WHATSAPP)
+PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, WHATSAPP, SIGNAL)
 """In the order config.yaml shows their sections and ``herald doctor`` checks them."""
 
 

@@ -1,8 +1,8 @@
-"""Matrix, Discord, Slack and WhatsApp through the whole gateway: the latency and throughput
+"""Matrix, Discord, Slack, WhatsApp and Signal through the whole gateway: the latency and throughput
 measurements of ``benchmarks/gateway.py`` by the same method, each platform's fake in a process of its
-own (``benchmarks/fake_matrix.py``, ``fake_discord.py``, ``fake_slack.py``, ``fake_whatsapp.py``) in
-place of the fake Telegram,
-and the stock adapter built from the platform's spec, as ``herald gateway run`` builds it."""
+own (``benchmarks/fake_matrix.py``, ``fake_discord.py``, ``fake_slack.py``, ``fake_whatsapp.py``,
+``fake_signal.py``) in place of the fake Telegram, and the stock adapter built from the platform's spec,
+as ``herald gateway run`` builds it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tempfile import TemporaryDirectory
 from benchmarks.concurrency import QUESTION, emulator_process
 from benchmarks.fake_discord import FakeDiscordProcess
 from benchmarks.fake_matrix import FakeMatrixProcess
+from benchmarks.fake_signal import FakeSignalProcess
 from benchmarks.fake_slack import FakeSlackProcess
 from benchmarks.fake_telegram import Check, Sent
 from benchmarks.fake_whatsapp import FakeWhatsAppProcess
@@ -27,6 +28,7 @@ PLATFORMS: dict[str, Callable[[], PlatformProcess]] = {
     "Discord": FakeDiscordProcess,
     "Slack": FakeSlackProcess,
     "WhatsApp": FakeWhatsAppProcess,
+    "Signal": FakeSignalProcess,
 }
 LATENCY_CHATS = [101, 102, 103, 104]
 LATENCY_SPACING = 0.1

@@ -14,6 +14,8 @@ here, independent of the renderers:
 - WhatsApp: its markup with the style marks ``* _ ~`` and the code-block lines and captions not shown
   (WhatsApp has no escapes: the rest shows as written);
 - Matrix: the text content of ``formatted_body`` (an HTML parser's data) and the plain ``body``;
+- Signal: the message text (styles are ranges over it), without the italic caption line that names a
+  code block's language above each of its parts;
 - the terminal (``herald chat``): the text as printed.
 
 "Formatting aside", precisely: whitespace is not compared (each platform lays out lines its own
@@ -39,6 +41,8 @@ from adapters.base import Capabilities, OutboundText
 from adapters.discord.adapter import DiscordAdapter
 from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.formatted import to_html
+from adapters.signal.adapter import SignalAdapter
+from adapters.signal.settings import SignalSettings
 from adapters.slack.render import render_slack
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.text.terminal import render_terminal
@@ -165,6 +169,20 @@ def matrix_body_visible(parts: Iterable[OutboundText]) -> str:
     return discord_visible(parts)
 
 
+def signal_visible(parts: Iterable[OutboundText]) -> str:
+    """Signal shows the text; an italic line right above a monospace block is the block's caption
+    (its language, repeated on each part of a split block), left out like Slack's."""
+    shown = []
+    for part in parts:
+        units = part.text.encode("utf-16-le", "surrogatepass")
+        blocks = {e.offset for e in part.entities if e.type == "pre"}
+        captions = [e for e in part.entities if e.type == "italic" and e.offset + e.length + 1 in blocks]
+        for caption in sorted(captions, key=lambda e: -e.offset):
+            units = units[: caption.offset * 2] + units[(caption.offset + caption.length) * 2 :]
+        shown.append(units.decode("utf-16-le", "surrogatepass"))
+    return "\n".join(shown)
+
+
 def terminal_visible(parts: Iterable[OutboundText]) -> str:
     """A terminal prints the text as it is."""
     return "\n".join(part.text for part in parts)
@@ -246,6 +264,7 @@ PLATFORMS = {
     "whatsapp": (_WHATSAPP, whatsapp_visible, "•"),
     "matrix": (MatrixAdapter.capabilities, matrix_visible, "☐☑"),
     "matrix body": (MatrixAdapter.capabilities, matrix_body_visible, ""),
+    "signal": (SignalAdapter("+15550000001", SignalSettings()).capabilities, signal_visible, "⦁—📌"),
     "terminal": (_TERMINAL, terminal_visible, ""),
 }
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

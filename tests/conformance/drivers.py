@@ -8,6 +8,7 @@ from collections.abc import Callable
 from tests.conformance.discord_driver import DiscordDriver
 from tests.conformance.driver import Driver
 from tests.conformance.matrix_driver import MatrixDriver
+from tests.conformance.signal_driver import SignalDriver
 from tests.conformance.slack_driver import SlackDriver
 from tests.conformance.telegram_driver import TelegramDriver
 from tests.conformance.whatsapp_driver import WhatsAppDriver
@@ -18,4 +19,5 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "slack": SlackDriver,
     "matrix": MatrixDriver,
     "whatsapp": WhatsAppDriver,
+    "signal": SignalDriver,
 }

@@ -200,6 +200,8 @@ async def test_a_thread_is_a_session_of_its_own_and_its_replies_stay_in_it(
     if not driver.shared_chats:
         pytest.skip(f"{driver.spec.title} has no threads")
     async with running(driver, home, emulator, emulator_url) as platform:
+        if not platform.gateway.services.adapters[platform.name].capabilities.has_threads:
+            pytest.skip(f"{platform.name} has no threads")
         thread = driver.thread()
         driver.group(driver.friend, "a question in the thread", mention=True, place=thread)
         await platform.settled()
