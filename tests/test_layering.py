@@ -82,7 +82,7 @@ def test_only_the_registry_imports_a_platform() -> None:
     assert users == {"adapters/registry.py"}
 
 
-PLATFORM_NAMES = ("telegram", "discord", "slack", "matrix", "whatsapp", "signal")  # and whatever the registry lists
+PLATFORM_NAMES = ("telegram", "discord", "slack", "matrix", "whatsapp", "signal")  # and the registry's
 # "signal" is also the operating system's: Python's module, asyncio's handlers, a helper that signals a
 # process tree, timeout(1)'s --signal flag, the word in an MCP server's last words. None names the platform.
 OS_SIGNAL_NAMES = frozenset({"signal", "add_signal_handler", "remove_signal_handler", "signal_tree"})
