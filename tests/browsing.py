@@ -22,6 +22,7 @@ class Step:
     tool: str
     args: dict[str, Any]
     ref_of: str | None = None  # the snapshot line whose ref goes into args["ref"] ('textbox "User name"')
+    start_from: bool = False  # args["start"]: the next part of a long snapshot, as the last result says
 
 
 def ten_steps(base: str) -> list[Step]:
@@ -80,5 +81,8 @@ class BrowsingModel:
                 self.taken = len(self.steps) + 1
                 return Reply(text=f"I cannot find {step.ref_of} on the page.")
             args["ref"] = found.group(1)
+        if step.start_from:
+            start = re.search(r"browser_snapshot with start=(\d+)", text)
+            args["start"] = int(start.group(1)) if start else 1
         self.taken += 1
         return Reply(tool_calls=[ToolUse(step.tool, args)])

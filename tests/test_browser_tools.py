@@ -176,17 +176,29 @@ async def test_private_and_metadata_addresses_and_other_schemes_are_refused(
     assert site.private.hits == []
 
 
-async def test_a_huge_page_is_cut_with_a_sentence(
+async def test_a_huge_page_is_cut_with_a_sentence_and_read_part_by_part(
     browser: BrowserTools, site: Site, context: ToolContext
 ) -> None:
-    result = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/big")
-    assert "The snapshot was cut at " in result.content
-    assert (
-        "(web.browser.max_snapshot_chars): scroll, or wait for the text you need, to see more."
-        in result.content
+    first = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/big")
+    said = re.search(
+        r"Lines 1-(\d+) of the page's ([\d,]+) are shown \(web.browser.max_snapshot_chars\); "
+        r"browser_snapshot with start=(\d+) shows the next part.",
+        first.content,
     )
-    assert len(result.content) < 6000  # 4000 characters of snapshot, the envelope and the lines around it
-    assert 'link "Row 0"' in result.content and 'link "Row 2999"' not in result.content
+    assert said is not None, first.content
+    shown, total, start = int(said[1]), int(said[2].replace(",", "")), int(said[3])
+    assert start == shown + 1 and total > shown
+    assert len(first.content) < 6000  # 4000 characters of snapshot, the envelope and the lines around it
+    assert 'link "Row 0"' in first.content and 'link "Row 2999"' not in first.content
+
+    second = await call(browser, context, "browser_snapshot", start=start)
+    assert f"Lines {start:,}-" in second.content and 'link "Row 0"' not in second.content
+    last = await call(browser, context, "browser_snapshot", start=total - 2)
+    assert (
+        f"Lines {total - 2:,}-{total:,} of the page's {total:,} are shown (web.browser.max_snapshot_chars)."
+        in last.content
+    )
+    assert "/url: /row/2999" in last.content
 
 
 async def test_a_screenshot_comes_back_as_an_image(

@@ -5,8 +5,10 @@ text, with a reference ``[ref=eN]`` on every element; ``page.get_by_ref("eN")`` 
 (Playwright keeps an element's reference while the page lives). The model only acts on interactive
 elements, so references stay on those and go from the rest (paragraphs, list items, layout boxes),
 which with the cursor hints is about a tenth of the text. A snapshot longer than
-``web.browser.max_snapshot_chars`` is cut at a line, with a sentence saying so: a page of ten thousand
-rows must not cost a request of a hundred thousand tokens. Pure functions.
+``web.browser.max_snapshot_chars`` is cut at a line, with a sentence saying so and how to read the next
+part (``browser_snapshot`` with ``start``): a page of ten thousand rows must not cost a request of a
+hundred thousand tokens. (Scrolling does not change the snapshot: it is the whole document, not the
+screen.) Pure functions.
 """
 
 from __future__ import annotations
@@ -52,14 +54,23 @@ def compact(snapshot: str) -> str:
     return "\n".join(lines)
 
 
-def capped(text: str, limit: int) -> tuple[str, str | None]:
-    """``text`` cut at the last line that fits ``limit`` characters, and the sentence saying so (None when
-    nothing was cut)."""
-    if len(text) <= limit:
+def capped(text: str, limit: int, start: int = 1) -> tuple[str, str | None]:
+    """The lines of ``text`` from line ``start`` (1-based) that fit ``limit`` characters, and the sentence
+    saying what was left out and how to see the next part (None when everything is shown)."""
+    lines = text.splitlines()
+    first = min(max(start, 1), max(len(lines), 1))
+    shown: list[str] = []
+    size = 0
+    for line in lines[first - 1 :]:
+        if shown and size + len(line) + 1 > limit:
+            break
+        shown.append(line[:limit])
+        size += len(line) + 1
+    last = first + len(shown) - 1
+    if first == 1 and last >= len(lines):
         return text, None
-    cut = text.rfind("\n", 0, limit)
-    shown = text[: cut if cut > 0 else limit]
-    return shown, (
-        f"The snapshot was cut at {len(shown):,} of {len(text):,} characters "
-        "(web.browser.max_snapshot_chars): scroll, or wait for the text you need, to see more."
+    more = f"; browser_snapshot with start={last + 1} shows the next part" if last < len(lines) else ""
+    return "\n".join(shown), (
+        f"Lines {first:,}-{last:,} of the page's {len(lines):,} are shown "
+        f"(web.browser.max_snapshot_chars){more}."
     )

@@ -83,8 +83,9 @@ class BrowserTools:
             ),
             tool(
                 "browser_snapshot",
-                "The current page again as an accessibility snapshot.",
-                NO_ARGS,
+                "The current page again as an accessibility snapshot; start=N begins at line N (the next "
+                "part of a long page).",
+                {"type": "object", "properties": {"start": {"type": "integer", "minimum": 1}}},
                 self.snapshot,
             ),
             tool(
@@ -171,10 +172,14 @@ class BrowserTools:
         return await self._act(context, go)
 
     async def snapshot(self, args: dict[str, Any], context: ToolContext) -> str:
+        start = args.get("start", 1)
+        if not isinstance(start, int) or isinstance(start, bool) or start < 1:
+            raise ToolError("'start' must be a line number (1 or more).")
+
         async def nothing(page: Page, opened: SessionBrowser) -> str:
             return ""
 
-        return await self._act(context, nothing)
+        return await self._act(context, nothing, start=start)
 
     async def click(self, args: dict[str, Any], context: ToolContext) -> str:
         async def click(page: Page, opened: SessionBrowser) -> str:
@@ -272,7 +277,10 @@ class BrowserTools:
         return await self.host.session(context.session_id, self._policies[context.trusted])
 
     async def _act(
-        self, context: ToolContext, action: Callable[[Page, SessionBrowser], Awaitable[str]]
+        self,
+        context: ToolContext,
+        action: Callable[[Page, SessionBrowser], Awaitable[str]],
+        start: int = 1,
     ) -> str:
         """Run ``action`` on the session's current page, then read the page as it is."""
         opened = await self._session(context)
@@ -297,7 +305,8 @@ class BrowserTools:
                     raise
                 raise ToolError(f"The browser could not do that: {short_error(error)}.") from None
             notes = opened.take_notes()
-        return page_result(page.url, title, compact(text), self.settings.max_snapshot_chars, [said, *notes])
+        limit = self.settings.max_snapshot_chars
+        return page_result(page.url, title, compact(text), limit, start, [said, *notes])
 
 
 def refused(opened: SessionBrowser, url: str) -> None:
@@ -314,9 +323,10 @@ def origin(url: str) -> tuple[str | None, int]:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def page_result(url: str, title: str, snapshot: str, limit: int, notes: list[str]) -> str:
-    """What an action returns: the page's address and title, what happened, the snapshot in the envelope."""
-    shown, cut = capped(snapshot, limit)
+def page_result(url: str, title: str, snapshot: str, limit: int, start: int, notes: list[str]) -> str:
+    """What an action returns: the page's address and title, what happened, the snapshot in the envelope
+    (from line ``start``, as much as ``limit`` allows)."""
+    shown, cut = capped(snapshot, limit, start)
     lines = [f"Page: {url}" + (f" — {' '.join(title.split())[:200]}" if title.strip() else "")]
     lines += [note for note in [*notes, cut] if note]
     return "\n".join(lines) + "\n" + mark_untrusted(url, shown or "(the page is empty)")
