@@ -510,8 +510,8 @@ class WebSettings(Section):
 
     allow_private: StrictBool = Field(
         False,
-        description="Let web_fetch reach private, loopback and link-local addresses (your LAN, "
-        "127.0.0.1, 169.254.169.254). Never for guests (gateway.tools_for_guests).",
+        description="Let web_fetch and the browser reach private, loopback and link-local addresses (your "
+        "LAN, 127.0.0.1, 169.254.169.254). Never for guests (gateway.tools_for_guests).",
     )
     timeout: StrictFloat = Field(20.0, gt=0, le=300, description="Seconds one fetch may take in all.")
     max_bytes: StrictInt = Field(

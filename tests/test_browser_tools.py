@@ -10,6 +10,7 @@ proves nothing reached it. One Chromium serves the whole module (it takes second
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -235,3 +237,28 @@ async def test_an_idle_session_loses_its_browser_and_a_stale_ref_is_a_clear_erro
     stale = await call(browser, context, "browser_click", ref=button)  # a fresh, blank page now
     assert stale.is_error
     assert stale.content == f"{button} is not on the page any more: take a new snapshot and use its refs."
+
+
+async def test_a_download_is_refused_and_the_model_told(
+    browser: BrowserTools, site: Site, context: ToolContext
+) -> None:
+    opened = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/download")
+    told = await call(browser, context, "browser_click", ref=ref(opened, 'link "Get the checklist"'))
+    if "started a download" not in told.content:  # the event came after the click's answer: the next one
+        session = await browser.host.session(context.session_id, owner_policy(False))
+        async with asyncio.timeout(30):
+            while not session.refused_downloads:  # noqa: ASYNC110 - set by a Playwright event
+                await asyncio.sleep(0.05)  # waiting for a state: the download event
+        told = await call(browser, context, "browser_snapshot")
+    assert "The page started a download (checklist.csv): refused, the browser saves no files." in told.content
+
+
+async def test_the_guarded_proxy_serves_only_the_browsers_contexts(
+    browser: BrowserTools, site: Site, context: ToolContext
+) -> None:
+    await call(browser, context, "browser_navigate", url=f"{site.inside.url}/")
+    assert browser.host.proxy is not None
+    async with httpx.AsyncClient(proxy=browser.host.proxy.url, trust_env=False) as other_program:
+        answer = await other_program.get(f"{site.inside.url}/probe-from-another-program")
+    assert answer.status_code == 407
+    assert "/probe-from-another-program" not in site.inside.hits

@@ -130,9 +130,7 @@ class Site:
             data = await request.post()
             name = str(data.get("name", ""))
             edition = {"pb": "paperback", "hb": "hardback"}.get(str(data.get("edition")), "?")
-            return page(
-                f"<title>Ordered</title><p>Thank you, {name}: one {edition} is on its way.</p>"
-            )
+            return page(f"<title>Ordered</title><p>Thank you, {name}: one {edition} is on its way.</p>")
 
         async def login(request: web.Request) -> web.Response:
             return page(LOGIN.format(error=""))
@@ -170,6 +168,16 @@ class Site:
             rows = "".join(f"<li><a href='/row/{n}'>Row {n}</a></li>" for n in range(self.big_rows))
             return page(f"<title>Big</title><ul>{rows}</ul>")
 
+        async def download(request: web.Request) -> web.Response:
+            return page("<title>Files</title><a href='/file'>Get the checklist</a>")
+
+        async def file(request: web.Request) -> web.Response:
+            return web.Response(
+                body=b"heron,kingfisher\n",
+                content_type="text/csv",
+                headers={"Content-Disposition": "attachment; filename=checklist.csv"},
+            )
+
         async def popups(request: web.Request) -> web.Response:
             return page(
                 '<title>Popups</title><button onclick="for (let i = 0; i < 4; i++) '
@@ -188,4 +196,6 @@ class Site:
         app.router.add_get("/sneaky", sneaky)
         app.router.add_get("/big", big)
         app.router.add_get("/popups", popups)
+        app.router.add_get("/download", download)
+        app.router.add_get("/file", file)
         return app

@@ -76,6 +76,7 @@ class SessionBrowser:
     last_used: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closing: set[asyncio.Future[None]] = field(default_factory=set)  # popups over the cap being closed
+    refused_downloads: list[str] = field(default_factory=list)  # file names the site tried to download
 
     async def current_page(self, timeout: float) -> Page:  # noqa: ASYNC109 - a Playwright wait bound
         """The page the tools act on (a new blank one when there is none)."""
@@ -86,7 +87,9 @@ class SessionBrowser:
         return self.page
 
     def opened(self, page: Page) -> None:
-        """A page opened by the page itself (a popup): it becomes the current one, unless the cap is hit."""
+        """A new page (the tools' own, or a popup the site opened): it becomes the current one, unless the
+        cap is hit. Its downloads are noted (Playwright cancels them: ``accept_downloads=False``)."""
+        page.on("download", lambda download: self.refused_downloads.append(download.suggested_filename))
         if len([p for p in self.context.pages if not p.is_closed()]) > self.max_pages:
             self.closed_popups += 1
             closing = asyncio.ensure_future(page.close())
@@ -104,6 +107,10 @@ class SessionBrowser:
                 f"{self.max_pages} open (web.browser.max_pages)."
             )
             self.closed_popups = 0
+        for name in self.refused_downloads:
+            shown = " ".join(name.split())[:100] or "a file"
+            notes.append(f"The page started a download ({shown}): refused, the browser saves no files.")
+        self.refused_downloads.clear()
         return notes
 
 
@@ -122,6 +129,11 @@ class BrowserHost:
     @property
     def open_sessions(self) -> int:
         return len(self._sessions)
+
+    @property
+    def proxy(self) -> GuardedProxy | None:
+        """The guarded proxy every context connects through (None until the browser first starts)."""
+        return self._proxy
 
     async def session(self, session_id: str, policy: AddressPolicy) -> SessionBrowser:
         """The session's context, the browser launched and the context made if needed."""

@@ -38,6 +38,7 @@ HEAD_TIMEOUT = 30.0  # seconds a client has to send a request's head
 CONNECT_TIMEOUT = 15.0
 CHUNK = 64 * 1024
 IDLE_TIMEOUT = 300.0  # a tunnel with no byte either way for this long is closed
+MAX_BODY_BYTES = 50_000_000  # a form post or an upload the browser sends over plain HTTP
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection", b"te", b"trailer", b"upgrade"}
 )
@@ -168,7 +169,18 @@ class GuardedProxy:
         rewritten = f"{method} {path} {version}\r\n".encode("latin-1") + b"".join(
             k + b": " + v + b"\r\n" for k, v in [*kept, (b"connection", b"close")]
         )
-        await tunnel(reader, writer, upstream, first=rewritten + b"\r\n")
+        body = b""
+        chunked = any(k == b"transfer-encoding" for k, _ in headers)  # a body piped as it comes
+        if not chunked:
+            length = next((v for k, v in headers if k == b"content-length"), b"0")
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                await upstream.aclose()
+                raise ProxyRequest(400, "a request body must have a length under 50 MB")
+            async with asyncio.timeout(HEAD_TIMEOUT):
+                body = await reader.readexactly(int(length))
+        # With the whole request sent, the browser's connection carries nothing more upstream: a request
+        # it might send next on it (for another host) is never forwarded to this one.
+        await tunnel(reader, writer, upstream, first=rewritten + b"\r\n" + body, answer_only=not chunked)
 
     async def _connect(self, tenant: Tenant, host: str, port: int, url: str) -> httpcore.AsyncNetworkStream:
         backend = GuardedBackend(tenant.policy, self._resolver, self._connector)
@@ -216,8 +228,10 @@ async def tunnel(
     upstream: httpcore.AsyncNetworkStream,
     *,
     first: bytes,
+    answer_only: bool = False,
 ) -> None:
-    """Bytes both ways between the browser and ``upstream`` until either side closes or both idle."""
+    """Bytes both ways between the browser and ``upstream`` until either side closes or goes idle;
+    ``answer_only``: after ``first``, only the upstream's answer (the request was sent whole)."""
     try:
         if first:
             await upstream.write(first, timeout=CONNECT_TIMEOUT)
@@ -231,16 +245,35 @@ async def tunnel(
                 await upstream.write(chunk, timeout=IDLE_TIMEOUT)
 
         async def down() -> None:
-            while chunk := await upstream.read(CHUNK, timeout=IDLE_TIMEOUT):
+            pending = await closing_head(upstream) if answer_only else b""
+            while chunk := pending or await upstream.read(CHUNK, timeout=IDLE_TIMEOUT):
+                pending = b""
                 writer.write(chunk)
                 async with asyncio.timeout(IDLE_TIMEOUT):
                     await writer.drain()
 
-        await first_done(up(), down())
+        await (down() if answer_only else first_done(up(), down()))
     except (TimeoutError, httpcore.NetworkError, httpcore.TimeoutException, ConnectionError, OSError):
         pass
     finally:
         await upstream.aclose()
+
+
+async def closing_head(upstream: httpcore.AsyncNetworkStream) -> bytes:
+    """The start of the upstream's answer with its head saying ``Connection: close``, so the browser never
+    sends another request on this connection (it would reach this host whatever host it named)."""
+    received = b""
+    while b"\r\n\r\n" not in received and len(received) < MAX_HEAD_BYTES:
+        chunk = await upstream.read(CHUNK, timeout=IDLE_TIMEOUT)
+        if not chunk:
+            break
+        received += chunk
+    head, sep, rest = received.partition(b"\r\n\r\n")
+    if not sep:
+        return received
+    status, *lines = head.split(b"\r\n")
+    kept = [line for line in lines if parse_header(line)[0] not in (b"connection", b"keep-alive")]
+    return b"\r\n".join([status, *kept, b"Connection: close"]) + sep + rest
 
 
 async def first_done(*coroutines: Coroutine[Any, Any, None]) -> None:

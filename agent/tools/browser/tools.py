@@ -158,6 +158,7 @@ class BrowserTools:
         url = str(parse_url(text_arg(args, "url")))
 
         async def go(page: Page, opened: SessionBrowser) -> str:
+            opened.tenant.take_refused()  # late ones of the page being left (its favicon): not this page's
             try:
                 response = await page.goto(url, wait_until="load")
             except Exception as error:
@@ -311,10 +312,10 @@ class BrowserTools:
 
 def refused(opened: SessionBrowser, url: str) -> None:
     """When the guard stopped the navigation to ``url`` itself: a ToolError saying why (as web_fetch)."""
-    refusals = opened.tenant.refused
-    if refusals and origin(refusals[0][0]) == origin(url):  # the first connection the navigation opened
+    reasons = [why for refused_url, why in opened.tenant.refused if origin(refused_url) == origin(url)]
+    if reasons:
         opened.tenant.take_refused()
-        raise ToolError(f"Refused {url}: {refusals[0][1]}.")
+        raise ToolError(f"Refused {url}: {reasons[0]}.")
 
 
 def origin(url: str) -> tuple[str | None, int]:
