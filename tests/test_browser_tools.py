@@ -24,6 +24,7 @@ import pytest_asyncio
 
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
+from agent.providers.openai_provider import OpenAIProvider
 from agent.settings import WebSettings
 from agent.tools.browser import BrowserTools
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
@@ -212,6 +213,12 @@ async def test_a_screenshot_comes_back_as_an_image(
     [image] = shot.media
     assert (image.kind, image.media_type, image.width, image.height) == ("image", "image/jpeg", 1280, 800)
     assert image.data.startswith(b"\xff\xd8")  # a JPEG
+    # Chat Completions takes no image in a tool result: the model is told there was one it cannot see.
+    chat = OpenAIProvider(model="gpt-5", api_key="unused", base_url=None, timeout=5).wire_message(shot)
+    assert chat["content"] == (
+        f"Screenshot of {site.inside.url}/form (1280×800).\n"
+        "[image: screenshot] (not shown: this API takes images in tool results only from Anthropic)"
+    )
 
 
 async def test_pages_beyond_the_cap_are_closed_and_the_model_told(
