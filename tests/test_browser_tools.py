@@ -142,7 +142,7 @@ async def test_a_redirect_to_another_loopback_port_is_refused_and_reaches_nothin
         in result.content
     )
     assert "router admin page" not in result.content
-    assert site.private.hits == []
+    assert "/admin" not in site.private.hits
 
 
 async def test_a_pages_own_fetch_and_websocket_to_a_private_address_are_stopped(
@@ -152,7 +152,7 @@ async def test_a_pages_own_fetch_and_websocket_to_a_private_address_are_stopped(
     result = await call(browser, context, "browser_wait_for", text="socket was stopped")
     assert "fetch was stopped" in result.content
     assert "socket opened" not in result.content
-    assert site.private.hits == []
+    assert "/steal" not in site.private.hits and "/socket" not in site.private.hits
 
 
 async def test_private_and_metadata_addresses_and_other_schemes_are_refused(
@@ -176,7 +176,7 @@ async def test_private_and_metadata_addresses_and_other_schemes_are_refused(
         file.is_error
         and file.content == "Refused file:///etc/passwd: only http and https URLs are fetched, not file ones."
     )
-    assert site.private.hits == []
+    assert "/" not in site.private.hits
 
 
 async def test_a_huge_page_is_cut_with_a_sentence_and_read_part_by_part(
@@ -226,11 +226,16 @@ async def test_pages_beyond_the_cap_are_closed_and_the_model_told(
 ) -> None:
     opened = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/popups")
     result = await call(browser, context, "browser_click", ref=ref(opened, 'button "Open four"'))
+    session = await browser.host.session(context.session_id, owner_policy(False))
+    if "page(s) the site opened were closed" not in result.content:  # they opened after the click's answer
+        async with asyncio.timeout(30):
+            while not session.closed_popups:  # noqa: ASYNC110 - set by a Playwright event
+                await asyncio.sleep(0.05)
+        result = await call(browser, context, "browser_snapshot")
     assert (
         "page(s) the site opened were closed: a session may have 2 open (web.browser.max_pages)."
         in result.content
     )
-    session = await browser.host.session(context.session_id, owner_policy(False))
     assert len([page for page in session.context.pages if not page.is_closed()]) <= 2
 
 
@@ -269,3 +274,22 @@ async def test_the_guarded_proxy_serves_only_the_browsers_contexts(
         answer = await other_program.get(f"{site.inside.url}/probe-from-another-program")
     assert answer.status_code == 407
     assert "/probe-from-another-program" not in site.inside.hits
+
+
+async def test_with_private_addresses_on_the_owner_reaches_them_and_a_guest_never(
+    browser: BrowserTools, site: Site, context: ToolContext
+) -> None:
+    allowing = BrowserTools(
+        WebSettings(allow_private=True), host=browser.host
+    )  # the real rule, same Chromium
+    guest = ToolContext(
+        f"guest-{context.session_id}", "telegram:-100", context.store, context.memory, context.skills
+    )
+    owner = await call(allowing, context, "browser_navigate", url=f"{site.private.url}/router")
+    refused = await call(allowing, guest, "browser_navigate", url=f"{site.private.url}/router")
+    assert "the owner's router admin page" in owner.content
+    assert refused.is_error and refused.content == (
+        f"Refused {site.private.url}/router: 127.0.0.1 is a loopback address (private addresses are for the "
+        "owner only)."
+    )
+    assert site.private.hits.count("/router") == 1  # the owner's visit only

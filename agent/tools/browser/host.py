@@ -98,6 +98,11 @@ class SessionBrowser:
             return
         self.page = page
 
+    async def popups_closed(self) -> None:
+        """Wait until the pages closed for the cap are gone (a page that would not close is left be)."""
+        if self.closing:
+            await asyncio.gather(*self.closing, return_exceptions=True)
+
     def take_notes(self) -> list[str]:
         """What the model should hear about since the last action: refused connections, closed popups."""
         notes = [f"Refused {url}: {why}." for url, why in self.tenant.take_refused()]

@@ -290,6 +290,7 @@ class BrowserTools:
             try:
                 async with asyncio.timeout(self.settings.timeout * 2):
                     said = await action(page, opened)
+                    await opened.popups_closed()
                     page = await opened.current_page(self.settings.timeout)  # a popup may have taken over
                     await settle(page, self.settings.timeout)
                     text = await page.aria_snapshot(mode="ai")
