@@ -96,6 +96,8 @@ from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.spending import SpendLedger
+from agent.tools.browser import BrowserTools
+from agent.tools.browser.host import missing as browser_missing
 from agent.tools.builtin import builtin_registry
 from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import OPEN, Refuse, Tool, ToolContext, ToolError, ToolGate, ToolRegistry, both
@@ -124,6 +126,7 @@ __all__ = [
     "AuditOutcome",
     "BatchRoad",
     "Batching",
+    "BrowserTools",
     "CacheMiss",
     "CacheWatch",
     "Capped",
@@ -211,6 +214,7 @@ __all__ = [
     "WorkspaceUnusable",
     "batching",
     "both",
+    "browser_missing",
     "build_provider",
     "builtin_registry",
     "charging",

@@ -63,5 +63,9 @@ class Message:
     media: tuple[Media, ...] = ()
 
 
-def tool_result(call: ToolCall, text: str, *, is_error: bool = False) -> Message:
-    return Message(role="tool", content=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error)
+def tool_result(
+    call: ToolCall, text: str, *, is_error: bool = False, media: tuple[Media, ...] = ()
+) -> Message:
+    return Message(
+        role="tool", content=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error, media=media
+    )

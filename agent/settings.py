@@ -27,7 +27,17 @@ from pydantic import (
 ProviderKind = Literal["anthropic", "openai"]
 MaxTokensPolicy = Literal["continue", "notify"]
 Toolset = Literal[
-    "memory", "session_search", "skills", "todo", "delegate", "cron", "web", "mcp", "terminal", "files"
+    "memory",
+    "session_search",
+    "skills",
+    "todo",
+    "delegate",
+    "cron",
+    "web",
+    "mcp",
+    "terminal",
+    "files",
+    "browser",
 ]
 ALL_TOOLSETS: tuple[Toolset, ...] = (
     "memory",
@@ -40,11 +50,14 @@ ALL_TOOLSETS: tuple[Toolset, ...] = (
     "mcp",
     "terminal",
     "files",
+    "browser",
 )
-# The tool sets that reach the owner's machine and accounts: MCP servers, shell commands and files.
-OWNER_TOOLSETS: frozenset[Toolset] = frozenset({"mcp", "terminal", "files"})
-# The owner's hands are off until the owner names them in agent.toolsets: a shell is never a surprise.
-OPT_IN_TOOLSETS: frozenset[Toolset] = frozenset({"terminal", "files"})
+# The tool sets that reach the owner's machine and accounts: MCP servers, shell commands, files, and a
+# browser (a logged-in page acts for whoever drives it).
+OWNER_TOOLSETS: frozenset[Toolset] = frozenset({"mcp", "terminal", "files", "browser"})
+# The owner's hands are off until the owner names them in agent.toolsets: a shell is never a surprise,
+# nor a Chromium process.
+OPT_IN_TOOLSETS: frozenset[Toolset] = frozenset({"terminal", "files", "browser"})
 DEFAULT_TOOLSETS: tuple[Toolset, ...] = tuple(
     toolset for toolset in ALL_TOOLSETS if toolset not in OPT_IN_TOOLSETS
 )
@@ -497,14 +510,40 @@ class WebSearchSettings(Section):
     )
 
 
+class BrowserSettings(Section):
+    """The browser tools (tool set ``browser``, opt-in, owner only): Chromium driven by Playwright, its
+    every connection through the same address rule as web_fetch (web.allow_private)."""
+
+    executable: Path = Field(
+        Path("/usr/bin/chromium"),
+        description="The Chromium program (Debian: apt-get install chromium); Herald never downloads one.",
+    )
+    max_pages: StrictInt = Field(
+        5, ge=1, le=50, description="Pages (tabs) one session may have open; more are closed at once."
+    )
+    idle_timeout: StrictFloat = Field(
+        600.0, gt=0, description="Seconds a session's browser may sit unused before it is closed."
+    )
+    timeout: StrictFloat = Field(
+        20.0, gt=0, le=300, description="Seconds one browser action (a navigation, a click, a wait) may take."
+    )
+    max_snapshot_chars: StrictInt = Field(
+        20_000,
+        ge=1000,
+        le=200_000,
+        description="Longest page snapshot returned to the model; a longer one is cut, with a sentence "
+        "saying so.",
+    )
+
+
 class WebSettings(Section):
     """The web tools: web_fetch reads a page or feed, web_search searches. What they return is marked as
     untrusted and scanned for prompt injection before the model sees it."""
 
     allow_private: StrictBool = Field(
         False,
-        description="Let web_fetch reach private, loopback and link-local addresses (your LAN, "
-        "127.0.0.1, 169.254.169.254). Never for guests (gateway.tools_for_guests).",
+        description="Let web_fetch and the browser reach private, loopback and link-local addresses (your "
+        "LAN, 127.0.0.1, 169.254.169.254). Never for guests (gateway.tools_for_guests).",
     )
     timeout: StrictFloat = Field(20.0, gt=0, le=300, description="Seconds one fetch may take in all.")
     max_bytes: StrictInt = Field(
@@ -522,6 +561,9 @@ class WebSettings(Section):
         description="User-Agent header of web_fetch and web_search.",
     )
     search: WebSearchSettings = Field(default_factory=WebSearchSettings, description="The web_search tool.")
+    browser: BrowserSettings = Field(
+        default_factory=BrowserSettings, description="The browser tools (tool set browser)."
+    )
 
 
 class McpServer(Section):

@@ -26,6 +26,7 @@ from agent.api import (
     Agent,
     AgentSettings,
     BatchRoad,
+    BrowserTools,
     CacheWatch,
     ContextCompressor,
     ContextEngine,
@@ -384,6 +385,10 @@ async def open_agent_runtime(
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
+        if "browser" in config.agent.toolsets:  # Chromium itself starts at a session's first browser call
+            browser = BrowserTools(config.web)
+            stack.push_async_callback(browser.aclose)
+            registry = registry.with_tools(*browser.tools)
         hands = open_hands(config, home)
         if hands is not None:
             stack.push_async_callback(hands.aclose)  # stops the background commands it started

@@ -98,6 +98,7 @@ async def test_compressed_messages_are_still_found_by_session_search(
             session.id, session.session_key, runtime.store, memory, runtime.skills, runtime.agent.calls
         )
         found = await SESSION_SEARCH_TOOL.handler({"query": "FACT-3"}, context)
+    assert isinstance(found, str)
     assert "Turn 3: remember" not in active_text  # compressed away...
     [hit] = [line for line in found.splitlines() if "remember [FACT-3]" in line]  # ...but findable
     assert "(this session) · user (compressed away): " in hit

@@ -95,10 +95,12 @@ def prune_tool_outputs(messages: Sequence[Message], before: int) -> list[Message
         if (
             index < before
             and message.role == "tool"
-            and len(message.content) > PRUNE_MIN_CHARS
+            and (len(message.content) > PRUNE_MIN_CHARS or message.media)  # a screenshot costs its pixels
             and message.content != PRUNED_TOOL_OUTPUT
         ):
-            message = replace(message, content=PRUNED_TOOL_OUTPUT, payload=None, payload_api=None, id=None)
+            message = replace(
+                message, content=PRUNED_TOOL_OUTPUT, media=(), payload=None, payload_api=None, id=None
+            )
         pruned.append(message)
     return pruned
 

@@ -56,6 +56,11 @@ class AnthropicProvider(Provider):
                 "tool_use_id": message.tool_call_id,
                 "content": message.content,
             }
+            if message.media:  # a screenshot: text first, then the images, inside the result
+                block["content"] = [
+                    {"type": "text", "text": message.content or "(no text)"},
+                    *(anthropic_block(media) for media in message.media),
+                ]
             if message.is_error:
                 block["is_error"] = True
             return block

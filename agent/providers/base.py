@@ -229,6 +229,6 @@ class Provider(ABC):
         """What goes on the wire for ``message``: :meth:`stored_fragment` with the bytes of its files
         filled in."""
         fragment = self.stored_fragment(message)
-        if message.role != "user":  # only what a person sent carries files
+        if message.role == "assistant":  # files come with a person's message or a tool's (a screenshot)
             return fragment
         return hydrate(fragment, {m.sha256: m for m in message.media})  # a lost file included

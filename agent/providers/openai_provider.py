@@ -62,7 +62,7 @@ class OpenAIProvider(Provider):
             return {
                 "role": "tool",
                 "tool_call_id": message.tool_call_id,
-                "content": self._text(message.content),
+                "content": self._text(tool_text(message)),
             }
         if message.role == "assistant":
             wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
@@ -286,3 +286,10 @@ def normalize_usage(usage: Any) -> Usage:
         cache_read_tokens=cached,
         cache_write_5m_tokens=written,
     )
+
+
+def tool_text(message: Message) -> str:
+    """A tool result's text; Chat Completions takes no image in a tool message, so each is named instead."""
+    unseen = [f"{media.label()} (not shown: this API takes images in tool results only from Anthropic)"
+              for media in message.media]
+    return "\n".join([message.content, *unseen]) if unseen else message.content

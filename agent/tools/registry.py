@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.db.errors import StorageError
 from agent.files.text import valid_text
+from agent.media.types import Media
 from agent.messages import Message, ToolCall, tool_result
 
 if TYPE_CHECKING:
@@ -125,7 +126,16 @@ class ToolContext:
     approver: Approver | None = None
 
 
-Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+@dataclass(frozen=True)
+class ToolOutput:
+    """A result with images (a browser screenshot): the text, and the files the model sees with it
+    (stored and sent like a user's photo, ``agent.media.wire``)."""
+
+    text: str
+    media: tuple[Media, ...] = ()
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[str | ToolOutput]]
 
 
 @dataclass(frozen=True)
@@ -224,8 +234,9 @@ async def run_tool(
         json.loads(call.arguments_json or "{}")
     except json.JSONDecodeError as exc:
         return tool_result(call, f"Arguments are not valid JSON ({exc}); send a JSON object.", is_error=True)
+    media: tuple[Media, ...] = ()
     try:
-        text = await tool.handler(call.arguments, context)
+        output = await tool.handler(call.arguments, context)
     except ToolError as exc:
         return tool_result(call, str(exc), is_error=True)
     except StorageError as exc:  # its message names the database (a file, a URL): for the owner only
@@ -234,7 +245,11 @@ async def run_tool(
     except Exception as exc:  # a tool bug must not kill the turn; the model sees that it happened
         log.exception("tool %s crashed", call.name)
         return tool_result(call, CRASHED.format(tool=call.name, kind=type(exc).__name__), is_error=True)
+    if isinstance(output, ToolOutput):
+        text, media = output.text, output.media
+    else:
+        text = output
     text = valid_text(text)  # a web page or an MCP server may send anything
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... truncated: result was {len(text):,} characters]"
-    return tool_result(call, text)
+    return tool_result(call, text, media=media)

@@ -183,13 +183,21 @@ def _dispatch(argv: Sequence[str]) -> int:
     if args.command == "config":
         return _config(home, args)
     if args.command == "doctor":
+        from gateway.doctor.browser import check_browser
         from gateway.doctor.mcp import check_mcp
         from gateway.doctor.platforms import check_platforms
         from gateway.doctor.run import default_checks, run_doctor
         from gateway.doctor.sandbox import check_sandbox
         from gateway.doctor.web import check_web_search
 
-        checks = [*default_checks(), check_platforms, check_web_search, check_mcp, check_sandbox]
+        checks = [
+            *default_checks(),
+            check_platforms,
+            check_web_search,
+            check_mcp,
+            check_sandbox,
+            check_browser,
+        ]
         return asyncio.run(run_doctor(home, offline=args.offline, out=sys.stdout, checks=checks))
     ensure_home(home)
     load_env(home)

@@ -144,7 +144,18 @@ def _items_openai(body: dict[str, Any]) -> tuple[list[_Item], int]:
 
 
 def _cost(block: Any, where: str) -> MediaCost:
-    """A block's cost: files by their pixels and pages (validated like the API does), the rest by size."""
+    """A block's cost: files by their pixels and pages (validated like the API does), the rest by size.
+    A tool result holding images (a screenshot) costs its other parts by size and its files like files."""
+    nested = block.get("content") if isinstance(block, dict) else None
+    if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(nested, list):
+        parts = block["content"]
+        costs = [_cost(part, f"{where}.content.{i}") for i, part in enumerate(parts) if is_media_block(part)]
+        rest = {**block, "content": [part for part in parts if not is_media_block(part)]}
+        return MediaCost(
+            block_tokens(rest) + sum(c.tokens for c in costs),
+            images=sum(c.images for c in costs),
+            pages=sum(c.pages for c in costs),
+        )
     if not is_media_block(block):
         return MediaCost(block_tokens(block))
     if block["type"] == "image_url":  # Claude behind OpenRouter: counted by Anthropic's rule
