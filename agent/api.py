@@ -92,6 +92,7 @@ from agent.store.audit import AuditEntry, AuditLog
 from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
+from agent.store.retention import AgentRetention, Forgotten
 from agent.store.spending import SpendLedger
 from agent.tools.builtin import builtin_registry
 from agent.tools.mcp_names import server_of, tool_name
@@ -111,6 +112,7 @@ __all__ = [
     "SKIPPED",
     "TOOLSET",
     "Agent",
+    "AgentRetention",
     "AgentSettings",
     "Answer",
     "ApprovalRequest",
@@ -133,6 +135,7 @@ __all__ = [
     "FailingOver",
     "Failover",
     "Finding",
+    "Forgotten",
     "Granted",
     "Hands",
     "Lease",

@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cron_commands(commands, common)
     add_budget_commands(commands, common)
     add_storage_commands(commands, common)
+    add_sessions_commands(commands, common)
     add_memory_commands(commands, common)
     add_skills_commands(commands, common)
     add_audit_commands(commands, common)
@@ -205,6 +206,30 @@ def add_storage_commands(commands: Commands, common: argparse.ArgumentParser) ->
         required=True,
         metavar="URL",
         help="postgresql://USER@HOST:PORT/DATABASE, or $NAME to read it from",
+    )
+    prune = storage_commands.add_parser(
+        "prune",
+        parents=[common],
+        help="delete now what storage.retention keeps no longer (the gateway does it too)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would be deleted, change nothing")
+
+
+def add_sessions_commands(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """``herald sessions delete`` (:mod:`gateway.cli.sessions` runs it)."""
+    sessions = commands.add_parser(
+        "sessions", parents=[common], help="conversations kept until you delete them"
+    )
+    verbs = sessions.add_subparsers(dest="sessions_command", required=True)
+    delete = verbs.add_parser(
+        "delete",
+        parents=[common],
+        help="forget a chat, or everything of a person (messages, files, memory; spend kept without a name)",
+    )
+    which = delete.add_mutually_exclusive_group(required=True)
+    which.add_argument("--chat", metavar="KEY", help="a chat's session key, as herald insights shows it")
+    which.add_argument(
+        "--person", type=_person, metavar="PLATFORM:ID", help="a person, as gateway.admins names one"
     )
 
 
