@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--bot",
         metavar="NAME",
         help="with bots: in config.yaml, the bot whose state, memory, skills, jobs and settings a command "
-        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, config get)",
+        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, sessions, "
+        "config get)",
     )
     parser.add_argument("--version", action="version", version=f"herald {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
