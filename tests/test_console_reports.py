@@ -281,7 +281,9 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     await Inbox(storage).record_batch(said)
 
     def back_to_0014(conn: sa.Connection) -> None:  # as a database migrated by the release before
-        usage_days.drop(conn)  # 0016's
+        usage_days.drop(conn)  # 0016's table and indexes
+        for index in ("inbox_by_time", "outbox_by_time", "tool_approvals_by_expiry"):
+            conn.execute(sa.text(f"DROP INDEX {index}"))
         chat_people.drop(conn)
         command.stamp(alembic_config(conn), "0014")
 

@@ -158,42 +158,42 @@ async def test_prune_deletes_what_retention_keeps_no_longer_and_every_figure_sta
 
 
 async def test_sessions_delete_forgets_a_person_everywhere_and_keeps_what_they_cost(home: HeraldHome) -> None:
-    picture = Media.of("image", "image/png", b"\x89PNG a picture of 777", name="me.png", tokens=10)
+    picture = Media.of("image", "image/png", b"\x89PNG a picture of zelda", name="me.png", tokens=10)
     config = home_config(home)
     async with open_home_storage(home) as storage:
         store = SessionStore(storage)
-        await chat_session(store, "dm-a", "telegram:dm:777", "777", user_scope("telegram", "777"))
-        await store.append_messages("dm-a", [Message("user", "my secret is 42", media=(picture,))])
-        await spend(store, "dm-a", "telegram:dm:777", "777", 0, 0.5)
+        await chat_session(store, "dm-a", "telegram:dm:zelda", "zelda", user_scope("telegram", "zelda"))
+        await store.append_messages("dm-a", [Message("user", "zelda: my secret is 42", media=(picture,))])
+        await spend(store, "dm-a", "telegram:dm:zelda", "zelda", 0, 0.5)
         await chat_session(store, "dm-8", "telegram:dm:8", "8", user_scope("telegram", "8"))
         await store.append_messages("dm-8", [Message("user", "another person")])
         await spend(store, "dm-8", "telegram:dm:8", "8", 0, 0.25)
-        await answered(storage, inbound("777", "777", "m1"), 0, voice=b"OggS voice for 777")
-        await answered(storage, inbound("-5", "777", "m2", group=True), 0)
+        await answered(storage, inbound("zelda", "zelda", "m1"), 0, voice=b"OggS voice for zelda")
+        await answered(storage, inbound("-5", "zelda", "m2", group=True), 0)
         await answered(storage, inbound("8", "8", "m3"), 0)
         await storage.write(
             lambda conn: conn.execute(
                 sa.insert(approved_users).values(
-                    platform="telegram", user_id="777", user_name="person 777", chat_id="777",
+                    platform="telegram", user_id="zelda", user_name="person zelda", chat_id="zelda",
                     approved_at=time.time(), approved_by="telegram:1",
                 )
             )
         )  # fmt: skip
         memory = memory_and_skills(config, home, storage).memory
-        await memory.store(user_scope("telegram", "777")).add("user", "777 likes tea")
+        await memory.store(user_scope("telegram", "zelda")).add("user", "zelda likes tea")
         await memory.store(user_scope("telegram", "8")).add("user", "8 likes coffee")
     now = time.time()
     insights, budget, overview, _ = await figures(home, now)
 
-    done = await herald_cli("sessions", "delete", "--person", "telegram:777")
-    assert "chats: telegram:dm:777" in done
+    done = await herald_cli("sessions", "delete", "--person", "telegram:zelda")
+    assert "chats: telegram:dm:zelda" in done
     assert "1 messages, 2 files" in done  # the picture and the voice note
-    assert "memory: user:telegram:777" in done
+    assert "memory: user:telegram:zelda" in done
 
     async with open_home_storage(home) as storage:
         tables = metadata.sorted_tables
         rows = [(table.name, str(tuple(row))) for table in tables for row in await everything(storage, table)]
-        assert [row for row in rows if "777" in row[1]] == []  # nothing names the person or holds their words
+        assert [row for row in rows if "zelda" in row[1]] == []  # nothing names them or holds their words
         assert any("another person" in text for _, text in rows)  # another person's chat is untouched
         memory = memory_and_skills(config, home, storage).memory
         assert await memory.scopes() == [user_scope("telegram", "8")]
@@ -202,10 +202,10 @@ async def test_sessions_delete_forgets_a_person_everywhere_and_keeps_what_they_c
     total = [line for line in insights.splitlines() if line.startswith("all sessions")]
     assert total and total == [line for line in after_insights.splitlines() if line.startswith("all ")]
     assert "bot" in budget and budget.split("\n")[0] == after_budget.split("\n")[0]
-    assert "777" not in after_insights
+    assert "zelda" not in after_insights
 
-    nothing = await herald_cli_failing("sessions", "delete", "--chat", "telegram:dm:777")
-    assert "Nothing of chat telegram:dm:777 was found" in nothing
+    nothing = await herald_cli_failing("sessions", "delete", "--chat", "telegram:dm:zelda")
+    assert "Nothing of chat telegram:dm:zelda was found" in nothing
 
 
 async def herald_cli_failing(*args: str) -> str:
