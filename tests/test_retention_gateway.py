@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from agent.api import SessionStore
 from agent.db import Storage, requests
+from agent.db.schema import usage_days
 from agent.prompt import SystemPrompt
 from agent.store import NewSession
 from agent.usage import RequestUsage, Usage
@@ -54,8 +55,8 @@ async def test_a_gateway_alone_prunes_in_the_background_from_its_start(
         while await rows(storage):
             assert time.monotonic() - began < SLACK, "the old usage row was not rolled up"
             await asyncio.sleep(0.02)
-        query = sa.select(sa.func.sum(sa.column("requests"))).select_from(sa.table("usage_days"))
-        assert await storage.read(lambda conn: conn.execute(query).scalar_one()) == 1
+        rolled = sa.select(sa.func.sum(usage_days.c.requests))
+        assert await storage.read(lambda conn: conn.execute(rolled).scalar_one()) == 1
 
 
 @pytest.mark.own_database
