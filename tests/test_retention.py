@@ -138,6 +138,7 @@ async def test_prune_deletes_what_retention_keeps_no_longer_and_every_figure_sta
     assert "8 usage rows added up into days older than 90 days" in dry  # 4 old requests in each chat
     assert "2 inbox and outbox rows of answered messages older than 7 days" in dry
     assert "1 audit rows older than 365 days" in dry and "Nothing was changed" in dry
+    assert "20 spending windows of past days and runs older than 90 days" in dry  # 4 days x 5 scopes
     async with open_home_storage(home) as storage:
         assert {table.name: await count(storage, table) for table in metadata.sorted_tables} == counts
 
