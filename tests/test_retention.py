@@ -6,6 +6,7 @@ forgets a chat or a person everywhere while their spend stays, under no name."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 
 from adapters.base import ChatAddress, ChatType, InboundMessage, OutboundText, OutboundVoice
 from agent.api import AuditLog, AuditOutcome, SessionStore, day_window, month_window
-from agent.db import Storage, metadata
+from agent.db import Storage, metadata, sessions
 from agent.media.types import Media
 from agent.memory import user_scope
 from agent.messages import Message
@@ -30,7 +31,7 @@ from gateway.home import HeraldHome
 from gateway.home.database import home_config, open_home_storage
 from gateway.home.memory_skills import memory_and_skills
 from gateway.intake.inbox import Inbox, InboxEntry, InboxState, finish_row
-from gateway.tables import approved_users, inbox, outbox
+from gateway.tables import approved_users, cron_jobs, inbox, outbox
 from tests.helpers import herald_cli
 
 pytestmark = pytest.mark.each_database
@@ -75,7 +76,7 @@ async def chat_session(store: SessionStore, session_id: str, key: str, user: str
     await store.create_session(
         NewSession(
             id=session_id, session_key=key, source="telegram", platform="telegram",
-            chat_id=key.split(":")[2], user_id=user, title=f"title of {session_id}",
+            chat_id=key.split(":")[-1], user_id=user, title=f"title of {session_id}",
             system_prompt=SystemPrompt("s", "", f"about {user}"), tools_json="[]", provider="anthropic",
             model="m", memory_scope=scope,
         )
@@ -93,6 +94,10 @@ async def spend(store: SessionStore, session_id: str, key: str, user: str, days_
         at=when,
         spend=[(scope, window.id) for scope in scopes for window in windows],
     )
+
+
+def insert_row(conn: sa.Connection, values: dict[str, object]) -> None:
+    conn.execute(sa.insert(cron_jobs).values(values))
 
 
 async def everything(storage: Storage, table: sa.Table) -> list[Any]:
@@ -223,3 +228,33 @@ async def herald_cli_failing(*args: str) -> str:
         return out.getvalue()
 
     return await asyncio.to_thread(call)
+
+
+async def test_sessions_delete_of_a_group_takes_its_memory_and_its_jobs_with_it(home: HeraldHome) -> None:
+    config = home_config(home)
+    group, other = "telegram:group:-5", "telegram:group:-6"
+    async with open_home_storage(home) as storage:
+        store = SessionStore(storage)
+        await chat_session(store, "g-a", group, "1", "chat:telegram:-5")
+        await chat_session(store, "g-b", other, "1", "chat:telegram:-6")
+        await chat_session(store, "run-a", "cron:job-a", "1", "chat:telegram:-5")  # the job's runs
+        for job, chat in (("job-a", "-5"), ("job-b", "-6")):
+            values: dict[str, object] = {
+                "id": job, "name": job, "prompt": "p", "schedule": "every 1h", "platform": "telegram",
+                "chat_id": chat, "origin_key": f"telegram:group:{chat}", "created_at": 0.0, "updated_at": 0.0,
+                "memory_scope": f"chat:telegram:{chat}",
+            }  # fmt: skip
+            await storage.write(partial(insert_row, values=values))
+        memory = memory_and_skills(config, home, storage).memory
+        for chat in ("-5", "-6"):
+            await memory.store(f"chat:telegram:{chat}").add("memory", f"group {chat} meets on Mondays")
+
+    done = await herald_cli("sessions", "delete", "--chat", group)
+    assert "chats: telegram:group:-5, cron:job-a" in done and "1 scheduled jobs" in done
+
+    async with open_home_storage(home) as storage:
+        keys = [row.session_key for row in await everything(storage, sessions)]
+        assert other in keys and group not in keys and "cron:job-a" not in keys and len(keys) == 3
+        jobs = await storage.read(lambda conn: conn.execute(sa.select(cron_jobs.c.id)).scalars().all())
+        assert jobs == ["job-b"]
+        assert await memory_and_skills(config, home, storage).memory.scopes() == ["chat:telegram:-6"]

@@ -56,7 +56,9 @@ class Forgetter:
         address = chat_of_session_key(session_key)
         jobs: list[str] = []
         if address is not None:
-            jobs = await self.gateway.jobs_of(platform=address.platform, chat_id=address.chat_id)
+            jobs = await self.gateway.jobs_of(
+                platform=address.platform, chat_id=address.chat_id, thread_id=address.thread_id
+            )
         pseudonym = TOMBSTONE + secrets.token_hex(8)
         outbox = await self.gateway.forget_chat(
             session_key,

@@ -151,12 +151,22 @@ class GatewayRetention:
         query = sa.union(direct, api)
         return sorted(await self.storage.read(lambda conn: list(conn.execute(query).scalars())))
 
-    async def jobs_of(self, *, person: str | None = None, platform: str = "", chat_id: str = "") -> list[str]:
-        """The scheduled jobs a person made (``person``), or that post into a chat."""
+    async def jobs_of(
+        self,
+        *,
+        person: str | None = None,
+        platform: str = "",
+        chat_id: str = "",
+        thread_id: str | None = None,
+    ) -> list[str]:
+        """The scheduled jobs a person made (``person``), or that post into a chat (into one topic of it,
+        given ``thread_id``)."""
         if person is not None:
             where = cron_jobs.c.created_by == person
         else:
             where = sa.and_(cron_jobs.c.platform == platform, cron_jobs.c.chat_id == chat_id)
+            if thread_id is not None:
+                where = sa.and_(where, cron_jobs.c.thread_id == thread_id)
         query = sa.select(cron_jobs.c.id).where(where).order_by(cron_jobs.c.id)
         return list(await self.storage.read(lambda conn: list(conn.execute(query).scalars())))
 
