@@ -95,6 +95,7 @@ from agent.store.audit import AuditEntry, AuditLog
 from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
+from agent.store.retention import AgentRetention, Forgotten
 from agent.store.spending import SpendLedger
 from agent.tools.browser import BrowserTools
 from agent.tools.browser.host import missing as browser_missing
@@ -117,6 +118,7 @@ __all__ = [
     "TOOLSET",
     "TRANSCRIPTION_PURPOSE",
     "Agent",
+    "AgentRetention",
     "AgentSettings",
     "Answer",
     "ApprovalRequest",
@@ -142,6 +144,7 @@ __all__ = [
     "FailingOver",
     "Failover",
     "Finding",
+    "Forgotten",
     "Granted",
     "Hands",
     "Lease",

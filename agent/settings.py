@@ -823,6 +823,53 @@ class ToolsSettings(Section):
         return self
 
 
+DEDUPLICATION_DAYS = 2  # a platform redelivers for up to a day (Telegram's updates, Slack's catch-up)
+CONSOLE_DAYS = 31  # the console's longest window of single requests (30 days in any time zone)
+
+
+class RetentionSettings(Section):
+    """How long Herald keeps what only grows (docs/storage.md: what each table keeps and for how long).
+    Sessions and their messages are kept until the owner deletes them (``herald sessions delete``). The
+    gateway prunes in the background (the leader of a cluster), a small batch at a time;
+    ``herald storage prune`` does the same at once."""
+
+    inbox_days: StrictFloat = Field(
+        7.0,
+        ge=DEDUPLICATION_DAYS,
+        description="Days a delivered message's inbox row and its sent or failed outbox rows are kept. At "
+        f"least {DEDUPLICATION_DAYS}: the inbox's rows are how a platform's redelivery is answered once, "
+        "and platforms redeliver for up to a day. A chat's latest inbox row is kept (the console names the "
+        "chat by it).",
+    )
+    usage_days: StrictFloat = Field(
+        90.0,
+        ge=CONSOLE_DAYS,
+        description="Days each model request's own usage row is kept; older ones are added into one row per "
+        "day, session, purpose and model, so insights, the console's totals and budgets stay exact (the "
+        f"console's charts of single requests reach {CONSOLE_DAYS} days back at most).",
+    )
+    cache_miss_days: StrictFloat = Field(
+        90.0,
+        gt=0,
+        description="Days cache-miss events are kept (insights then count the misses of these days).",
+    )
+    audit_days: StrictFloat = Field(
+        365.0,
+        gt=0,
+        description="Days the audit of the owner's tools (tool_audit) and decided or expired approvals are "
+        "kept.",
+    )
+    interval: StrictFloat = Field(
+        3600.0, ge=60, description="Seconds between the gateway's background prunes."
+    )
+    batch_rows: StrictInt = Field(
+        500,
+        ge=10,
+        le=10_000,
+        description="Rows deleted (or rolled up) per transaction: a batch never holds the database for long.",
+    )
+
+
 class StorageSettings(Section):
     """Where Herald keeps its state: sessions, messages, usage, inbox, outbox, jobs, pairings."""
 
@@ -839,6 +886,7 @@ class StorageSettings(Section):
     connect_timeout: StrictFloat = Field(
         10.0, gt=0, le=300, description="Seconds to wait for a PostgreSQL connection."
     )
+    retention: RetentionSettings = RetentionSettings()
 
     @field_validator("url")
     @classmethod

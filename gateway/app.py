@@ -57,10 +57,12 @@ from gateway.openai_api.keys import KeyRing, key_ring
 from gateway.openai_api.server import PREFIX as API_PREFIX
 from gateway.openai_api.server import build_api
 from gateway.platforms.build import build_adapters, enabled, no_platform
+from gateway.retention.pruner import Pruner
 from gateway.server.http import HttpServer
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 from gateway.services import Services
+from resilience.loops import BackgroundLoop
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember
@@ -215,6 +217,7 @@ async def open_gateway(
             with speaking_for(bot.name):
                 if not clustered:
                     start_review_sweeper(stack, bot.services)
+                    await stack.enter_async_context(storage_pruning(bot.services))
                 statuses = DeliveryStatuses(bot.services.outbox, bot.services.metrics)
                 await start_adapters(stack, bot.adapters, bot.router, statuses, receive_all=not clustered)
         for bot in bots:
@@ -304,6 +307,13 @@ def start_review_sweeper(stack: AsyncExitStack, services: Services) -> None:
     stack.push_async_callback(cancel, sweeping)
 
 
+def storage_pruning(services: Services) -> BackgroundLoop:
+    """Retention's pruning every ``storage.retention.interval`` (one process alone; a cluster's leader)."""
+    runtime = services.runtime
+    pruner = Pruner(runtime.storage, runtime.config.storage.retention)
+    return BackgroundLoop("the storage pruner", pruner.run)
+
+
 async def start_adapters(
     stack: AsyncExitStack,
     adapters: Sequence[Adapter],
@@ -350,6 +360,7 @@ async def open_cluster_member(
         open_member(
             runtime.cluster, adapters=adapters, scheduler=scheduler, reviews=services.reviews,
             queue=queue, session_leases=lambda: runtime.locks.held, metrics=services.metrics,
+            pruning=lambda: storage_pruning(services),
         )
     )  # fmt: skip
 

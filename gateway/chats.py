@@ -55,6 +55,11 @@ def chat_session_key(address: ChatAddress, *, direct: bool) -> str:
     return f"{key}:topic:{address.thread_id}" if address.thread_id else key
 
 
+def direct_chats_prefix(platform: str) -> str:
+    """What every direct chat's key of ``platform`` starts with (``telegram:dm:``)."""
+    return f"{platform}:dm:"
+
+
 def topics_prefix(platform: str, chat_id: str) -> str:
     """What every topic key of a group starts with (``telegram:group:-100:topic:``)."""
     return f"{platform}:group:{chat_id}:topic:"

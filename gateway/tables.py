@@ -28,6 +28,7 @@ inbox = sa.Table(
     sa.Column("received_at", Timestamp, nullable=False),
     sa.Column("finished_at", Timestamp),
     sa.UniqueConstraint("platform", "chat_id", "message_id"),
+    sa.Index("inbox_by_time", "received_at"),  # retention: old rows found without reading them all
     sa.Index(
         "inbox_pending",
         "id",
@@ -70,6 +71,7 @@ outbox = sa.Table(
         postgresql_where=sa.text("state = 'pending'"),
     ),
     sa.Index("outbox_by_inbox", "inbox_id"),
+    sa.Index("outbox_by_time", "created_at"),  # retention: old rows found without reading them all
     sqlite_autoincrement=True,
 )
 
@@ -207,4 +209,5 @@ tool_approvals = sa.Table(  # gateway.approvals.records: commands held for the o
     sa.Column("decided_at", Timestamp),
     sa.Index("tool_approvals_by_chat", "platform", "chat_id", "state"),
     sa.Index("tool_approvals_by_session", "session_id", "state"),
+    sa.Index("tool_approvals_by_expiry", "expires_at"),  # retention
 )

@@ -16,7 +16,7 @@ from adapters.base import ChatType, InboundMessage
 from agent.api import SpendLedger, day_window, month_window
 from agent.db.base import Storage
 from agent.db.migrate import alembic_config, migrate
-from agent.db.schema import cache_misses
+from agent.db.schema import batch_requests, cache_misses, usage_days
 from agent.prompt import SystemPrompt
 from agent.store import NewSession, SessionStore
 from agent.store.spending import add_spend
@@ -281,6 +281,13 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     await Inbox(storage).record_batch(said)
 
     def back_to_0014(conn: sa.Connection) -> None:  # as a database migrated by the release before
+        usage_days.drop(conn)  # 0017's table and indexes
+        for index in ("inbox_by_time", "outbox_by_time", "tool_approvals_by_expiry"):
+            conn.execute(sa.text(f"DROP INDEX {index}"))
+        batch_requests.drop(conn)  # 0016's table and columns
+        added = ("requests.batch", "cron_jobs.batch", "cron_jobs.batch_deadline", "cron_jobs.occurrence")
+        for table, column in (name.split(".") for name in added):
+            conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         chat_people.drop(conn)
         command.stamp(alembic_config(conn), "0014")
 

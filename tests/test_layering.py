@@ -176,6 +176,7 @@ REPOSITORIES = {
     "gateway/access/pairing.py",
     "gateway/openai_api/conversations.py",
     "gateway/approvals/records.py",  # commands held for approval
+    "gateway/retention/records.py",  # pruning and forgetting the gateway's rows
 }
 
 

@@ -133,6 +133,26 @@ batch_requests = sa.Table(  # agent.store.batches: requests waiting in a provide
     sa.Index("batch_requests_by_run", "run"),
 )
 
+usage_days = sa.Table(  # agent.store.retention: requests past storage.retention.usage_days, added up per day
+    "usage_days",
+    metadata,
+    sa.Column("day", sa.Text, primary_key=True),  # the UTC day the requests were made: 2026-03-14
+    sa.Column("session_id", sa.Text, sa.ForeignKey("sessions.id"), primary_key=True),
+    sa.Column("purpose", sa.Text, primary_key=True),
+    sa.Column("provider", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    sa.Column("requests", sa.BigInteger, nullable=False),  # how many ``requests`` rows were added in
+    sa.Column("input_tokens", sa.BigInteger, nullable=False),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cache_write_5m_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cache_write_1h_tokens", sa.BigInteger, nullable=False),
+    sa.Column("estimated_cost", sa.Double, nullable=False),
+    sa.Column("uncached_cost", sa.Double, nullable=False),
+    sa.Column("characters", sa.BigInteger, nullable=False),
+    sa.Index("usage_days_by_session", "session_id"),
+)
+
 leases = sa.Table(
     "leases",
     metadata,

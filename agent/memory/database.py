@@ -63,3 +63,7 @@ class DatabaseMemoryDocuments(MemoryDocuments):
     async def scopes(self) -> list[str]:
         query = sa.select(table.c.scope).where(table.c.text != "").distinct()
         return sorted(await self.storage.read(lambda conn: list(conn.execute(query).scalars())))
+
+    async def forget(self, scope: str) -> bool:
+        statement = sa.delete(table).where(table.c.scope == scope)
+        return await self.storage.write(lambda conn: (conn.execute(statement).rowcount or 0) > 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -108,6 +109,16 @@ class FileMemoryDocuments(MemoryDocuments):
 
     async def scopes(self) -> list[str]:
         return await asyncio.to_thread(self._scopes)
+
+    async def forget(self, scope: str) -> bool:
+        def remove() -> bool:
+            directory = scope_directory(self.root, scope)
+            if directory == self.root or not directory.is_dir():
+                return False
+            shutil.rmtree(directory)
+            return True
+
+        return await asyncio.to_thread(remove)
 
     def _scopes(self) -> list[str]:
         found = [OWNER_SCOPE] if _has_text(self.root) else []

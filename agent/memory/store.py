@@ -69,6 +69,10 @@ class MemoryDocuments(ABC):
     async def scopes(self) -> list[str]:
         """Every scope with a non-empty document, sorted."""
 
+    @abstractmethod
+    async def forget(self, scope: str) -> bool:
+        """Delete both documents of ``scope`` (never the owner's); whether there was anything."""
+
 
 class MemoryStore:
     """MEMORY.md and USER.md of one scope, each with its own character limit."""
@@ -156,3 +160,12 @@ class MemoryBank:
     async def scopes(self) -> list[str]:
         """Every scope that has memory, sorted."""
         return await self.documents.scopes()
+
+    async def forget(self, scope: str) -> bool:
+        """Delete a person's or a group's memory (``herald sessions delete``); the owner's is refused
+        (ValueError): it is edited, never forgotten wholesale."""
+        if scope_parts(scope) is None:
+            raise ValueError(
+                "the owner's memory is not forgotten with a chat; edit it with herald memory edit"
+            )
+        return await self.documents.forget(scope)

@@ -4,7 +4,8 @@ A command is recorded *before* it starts (:meth:`AuditLog.begin`, outcome ``runn
 when it ends (:meth:`AuditLog.finish`): when the record cannot be written, the command does not run,
 and a process that dies mid-command leaves a ``running`` row that says so. Quick operations (a file
 read) are recorded once, after (:meth:`AuditLog.record`). Decisions on approvals are rows of their
-own, with who decided. Rows are never deleted by Herald.
+own, with who decided. Rows are deleted after ``storage.retention.audit_days`` (``agent.store.retention``),
+or with their chat (``herald sessions delete``).
 
 Contract: each method is one transaction; :meth:`AuditLog.entries` sees every row written before it
 was called, newest first.

@@ -4,7 +4,8 @@ Contract:
 
 - :meth:`UsageLedger.record` stores one request and adds it to its session's totals in one
   transaction: both or neither, so the totals always equal the sum of the session's requests (and
-  ``request_count`` their number). Given ``spend`` keys, the request's cost is added to those spending
+  ``request_count`` their number), counting those retention added up per day into ``usage_days``
+  (:mod:`agent.store.retention`). Given ``spend`` keys, the request's cost is added to those spending
   windows in the same transaction (:func:`agent.store.spending.add_spend`). It is not idempotent (each
   call adds); retry only a call that raised :class:`~agent.db.errors.StorageUnavailable` (nothing was
   stored).
@@ -23,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.db.base import Storage
-from agent.db.schema import requests, sessions
+from agent.db.schema import requests, sessions, usage_days
 from agent.store.sessions import UPDATE_SESSION
 from agent.store.spending import SpendKey, add_spend
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
@@ -90,30 +91,54 @@ _CHAT_CONVERSATION_TIMES = (
     .order_by(requests.c.id.desc())
     .limit(sa.bindparam("limit"))
 )
-_COST = sa.func.sum(requests.c.estimated_cost).label("cost")
 BATCH_SUFFIX = " (batch)"  # a purpose's batch requests are their own line: "cron (batch)"
-_PURPOSE = sa.case((requests.c.batch, requests.c.purpose + BATCH_SUFFIX), else_=requests.c.purpose).label(
-    "purpose"
+# The purpose a request counts under: its own, or its batch line (retention's day rows keep the same).
+PURPOSE_LINE = sa.case((requests.c.batch, requests.c.purpose + BATCH_SUFFIX), else_=requests.c.purpose)
+_SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "estimated_cost",
+    "uncached_cost",
+    "characters",
 )
+# Every request: those still in ``requests`` and those retention added up per day (``usage_days``).
+_ALL_REQUESTS = sa.union_all(
+    sa.select(
+        requests.c.session_id,
+        PURPOSE_LINE.label("purpose"),
+        sa.literal(1, sa.BigInteger).label("requests"),
+        *(requests.c[name] for name in _SUMMED),
+    ),
+    sa.select(
+        usage_days.c.session_id,
+        usage_days.c.purpose,
+        usage_days.c.requests,
+        *(usage_days.c[name] for name in _SUMMED),
+    ),
+).subquery("every_request")
+_COST = sa.func.sum(_ALL_REQUESTS.c.estimated_cost).label("cost")
 _BY_PURPOSE = (
     sa.select(
-        _PURPOSE,
-        sa.func.count().label("requests"),
-        sa.func.sum(requests.c.input_tokens).label("input_tokens"),
-        sa.func.sum(requests.c.output_tokens).label("output_tokens"),
-        sa.func.sum(requests.c.cache_read_tokens).label("cache_read_tokens"),
-        sa.func.sum(requests.c.cache_write_5m_tokens).label("cache_write_5m_tokens"),
-        sa.func.sum(requests.c.cache_write_1h_tokens).label("cache_write_1h_tokens"),
+        _ALL_REQUESTS.c.purpose,
+        sa.func.sum(_ALL_REQUESTS.c.requests).label("requests"),
+        sa.func.sum(_ALL_REQUESTS.c.input_tokens).label("input_tokens"),
+        sa.func.sum(_ALL_REQUESTS.c.output_tokens).label("output_tokens"),
+        sa.func.sum(_ALL_REQUESTS.c.cache_read_tokens).label("cache_read_tokens"),
+        sa.func.sum(_ALL_REQUESTS.c.cache_write_5m_tokens).label("cache_write_5m_tokens"),
+        sa.func.sum(_ALL_REQUESTS.c.cache_write_1h_tokens).label("cache_write_1h_tokens"),
         _COST,
-        sa.func.sum(requests.c.uncached_cost).label("uncached_cost"),
-        sa.func.sum(requests.c.characters).label("characters"),
+        sa.func.sum(_ALL_REQUESTS.c.uncached_cost).label("uncached_cost"),
+        sa.func.sum(_ALL_REQUESTS.c.characters).label("characters"),
     )
-    .group_by(_PURPOSE)
-    .order_by(_COST.desc(), _PURPOSE)
+    .group_by(_ALL_REQUESTS.c.purpose)
+    .order_by(_COST.desc(), _ALL_REQUESTS.c.purpose)
 )
-_BY_PURPOSE_OF_KEY = _BY_PURPOSE.join_from(requests, sessions, sessions.c.id == requests.c.session_id).where(
-    sessions.c.session_key == sa.bindparam("session_key")
-)
+_BY_PURPOSE_OF_KEY = _BY_PURPOSE.join_from(
+    _ALL_REQUESTS, sessions, sessions.c.id == _ALL_REQUESTS.c.session_id
+).where(sessions.c.session_key == sa.bindparam("session_key"))
 
 
 class UsageLedger:
@@ -188,7 +213,8 @@ class UsageLedger:
         return [float(value) for value in reversed(times)]
 
     async def by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
-        """Requests summed per purpose (of one chat's sessions, or all), the most expensive first."""
+        """Requests summed per purpose (of one chat's sessions, or all), the most expensive first; those
+        retention added up per day (``usage_days``) included."""
         if session_key is None:
             statement, parameters = _BY_PURPOSE, {}
         else:

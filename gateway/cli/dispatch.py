@@ -229,6 +229,10 @@ def _dispatch(argv: Sequence[str]) -> int:
         from gateway.cli import storage
 
         return storage.run_storage_command(home, args)
+    if args.command == "sessions":
+        from gateway.cli import sessions
+
+        return sessions.run_sessions_command(home, args)
     if args.command == "memory":
         from gateway.cli import memory
 

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--bot",
         metavar="NAME",
         help="with bots: in config.yaml, the bot whose state, memory, skills, jobs and settings a command "
-        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, config get)",
+        "reads or changes (chat, cron, pairing, memory, skills, budget, insights, storage, sessions, "
+        "config get)",
     )
     parser.add_argument("--version", action="version", version=f"herald {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cron_commands(commands, common)
     add_budget_commands(commands, common)
     add_storage_commands(commands, common)
+    add_sessions_commands(commands, common)
     add_memory_commands(commands, common)
     add_skills_commands(commands, common)
     add_audit_commands(commands, common)
@@ -215,6 +217,30 @@ def add_storage_commands(commands: Commands, common: argparse.ArgumentParser) ->
         required=True,
         metavar="URL",
         help="postgresql://USER@HOST:PORT/DATABASE, or $NAME to read it from",
+    )
+    prune = storage_commands.add_parser(
+        "prune",
+        parents=[common],
+        help="delete now what storage.retention keeps no longer (the gateway does it too)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would be deleted, change nothing")
+
+
+def add_sessions_commands(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """``herald sessions delete`` (:mod:`gateway.cli.sessions` runs it)."""
+    sessions = commands.add_parser(
+        "sessions", parents=[common], help="conversations kept until you delete them"
+    )
+    verbs = sessions.add_subparsers(dest="sessions_command", required=True)
+    delete = verbs.add_parser(
+        "delete",
+        parents=[common],
+        help="forget a chat, or everything of a person (messages, files, memory; spend kept without a name)",
+    )
+    which = delete.add_mutually_exclusive_group(required=True)
+    which.add_argument("--chat", metavar="KEY", help="a chat's session key, as herald insights shows it")
+    which.add_argument(
+        "--person", type=_person, metavar="PLATFORM:ID", help="a person, as gateway.admins names one"
     )
 
 

@@ -1,4 +1,6 @@
-"""``herald storage migrate --to postgresql://…``: move a bot's whole state from SQLite to PostgreSQL.
+"""``herald storage migrate --to postgresql://…``: move a bot's whole state from SQLite to PostgreSQL;
+``herald storage prune [--dry-run]``: delete at once what ``storage.retention`` keeps no longer
+(:mod:`gateway.retention.pruner`).
 
 Everything in ``state.db`` (sessions with their exact prompt bytes, messages with their stored wire
 payloads and files, usage, inbox, outbox, jobs, pairings, chat settings: every table of the schema) and
@@ -24,12 +26,30 @@ from agent.db import REPLAYED, BadStorageUrl, TableCopy, copy_tables, open_stora
 from gateway.config import ConfigError
 from gateway.failures import EXIT_FAILED, EXIT_OK
 from gateway.home import HeraldHome, from_environment
-from gateway.home.database import home_config
+from gateway.home.database import home_config, open_home_storage
 from gateway.home.transfer import FilesCopy, compare, copy_memory, copy_skills
 
 
 def run_storage_command(home: HeraldHome, args: argparse.Namespace) -> int:
+    if args.storage_command == "prune":
+        return asyncio.run(_prune(home, dry_run=args.dry_run))
     return asyncio.run(_migrate(home, args.to))
+
+
+async def _prune(home: HeraldHome, *, dry_run: bool) -> int:
+    """``herald storage prune``: every retention step at once (``--dry-run``: counted, nothing changed)."""
+    from gateway.retention.pruner import Pruner
+
+    config = home_config(home)
+    async with open_home_storage(home, config, pool_size=2, read_only=dry_run) as storage:
+        done = await Pruner(storage, config.storage.retention).prune(dry_run=dry_run)
+    verb = "Would delete" if dry_run else "Deleted"
+    print(f"{verb} (storage.retention in config.yaml):")
+    for step, rows in done:
+        print(f"  {rows:,} {step.what} older than {step.days:g} days")
+    if dry_run:
+        print("Nothing was changed (--dry-run).")
+    return EXIT_OK
 
 
 async def _migrate(home: HeraldHome, target: str) -> int:

@@ -3,8 +3,9 @@ what it holds (for ``/readyz`` and ``/metrics``).
 
 Every member is a worker (it answers what it stores, sends through every platform). The elected one
 also runs the connector: each receive-on-demand adapter's inbound side (polling, or setting its
-webhook), APScheduler and the idle-review sweeper — see ``duties``. An adapter whose receiving is split
-into shards (a ``ShardedReceiver``) has each shard as a lease that any member may hold (``shards``).
+webhook), APScheduler, the idle-review sweeper and retention's pruning — see ``duties``. An adapter
+whose receiving is split into shards (a ``ShardedReceiver``) has each shard as a lease that any member
+may hold (``shards``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from redis.asyncio import Redis
 
 from adapters.base import Adapter
 from gateway.cluster.leases.duties import looping, receiving, scheduling
-from gateway.cluster.leases.leader import Leadership
+from gateway.cluster.leases.leader import Duty, Leadership
 from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper
 from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.cluster.redis import Cluster
@@ -90,11 +91,12 @@ async def open_member(
     queue: RedisWorkQueue,
     session_leases: Callable[[], int],
     metrics: GatewayMetrics,
+    pruning: Duty | None = None,
 ) -> AsyncIterator[ClusterMember]:
     """Join ``cluster`` and campaign to run the connector: the inbound side
     of ``adapters`` that receive on demand (started with ``receive=False``), ``scheduler`` (not
-    started) and ``reviews``' idle sweeper. ``queue`` and ``session_leases`` are reported in
-    ``/readyz``. On exit the term ends and the lease is released."""
+    started), ``reviews``' idle sweeper and ``pruning`` (retention's background loop). ``queue`` and
+    ``session_leases`` are reported in ``/readyz``. On exit the term ends and the lease is released."""
     settings, instance_id, redis = cluster.settings, cluster.instance_id, cluster.redis
     async with AsyncExitStack() as stack:
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
@@ -109,6 +111,8 @@ async def open_member(
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))
         leadership.add_duty("scheduler", scheduling(scheduler))
         leadership.add_duty("idle-review sweeper", looping("review sweeper", reviews.run))
+        if pruning is not None:
+            leadership.add_duty("storage pruner", pruning)
         member = ClusterMember(instance_id, redis, leadership, queue, session_leases, keepers)
         member.observe(metrics)
         await stack.enter_async_context(leadership.campaigning())
