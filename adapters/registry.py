@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.discord.spec import SPEC as DISCORD
+from adapters.email.spec import SPEC as EMAIL
 from adapters.matrix.spec import SPEC as MATRIX
 from adapters.slack.spec import SPEC as SLACK
 from adapters.spec import PlatformSpec
 from adapters.telegram.spec import SPEC as TELEGRAM
 
-PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX)
+PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, EMAIL)
 """In the order config.yaml shows their sections and ``herald doctor`` checks them."""
 
 

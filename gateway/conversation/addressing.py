@@ -1,8 +1,9 @@
 """Pure rules that map an inbound message to its session, memory and prompt text.
 
-- Session key: a direct chat is one session per platform and chat; a group is one session per chat
-  (per topic in forums), shared by its members. The terminal is one conversation, ``cli:dm:local``,
-  whichever process the lines come from; a scheduled job's runs have ``cron:<job id>``.
+- Session key: a direct chat is one session per platform and chat, a group one per chat shared by its
+  members; a thread (a forum topic, a mail thread) is a session of its own in either. The terminal is
+  one conversation, ``cli:dm:local``, whichever process the lines come from; a scheduled job's runs
+  have ``cron:<job id>``.
 - Memory scope: the owner (the terminal, ``gateway.admins`` in their direct chats) keeps the files under
   ``memories/``; every other person has their own; a group has the group's (docs/ARCHITECTURE.md,
   reliability invariant 5).
@@ -24,9 +25,8 @@ TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"
 def session_key(message: InboundMessage) -> str:
     if message.platform == console.PLATFORM:  # one conversation, whichever terminal process typed it
         return TERMINAL_SESSION_KEY
-    if message.chat_type is ChatType.DIRECT:
-        return f"{message.platform}:dm:{message.chat_id}"
-    key = f"{message.platform}:group:{message.chat_id}"
+    kind = "dm" if message.chat_type is ChatType.DIRECT else "group"
+    key = f"{message.platform}:{kind}:{message.chat_id}"
     return f"{key}:topic:{message.thread_id}" if message.thread_id else key
 
 
@@ -38,7 +38,7 @@ def chat_of_session_key(key: str) -> ChatAddress | None:
         return None
     if len(parts) == 3 and parts[1] in ("dm", "group"):
         return ChatAddress(parts[0], parts[2])
-    if len(parts) == 5 and parts[1] == "group" and parts[3] == "topic":
+    if len(parts) == 5 and parts[1] in ("dm", "group") and parts[3] == "topic":
         return ChatAddress(parts[0], parts[2], parts[4])
     return None
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from tests.conformance.discord_driver import DiscordDriver
 from tests.conformance.driver import Driver
+from tests.conformance.email_driver import EmailDriver
 from tests.conformance.matrix_driver import MatrixDriver
 from tests.conformance.slack_driver import SlackDriver
 from tests.conformance.telegram_driver import TelegramDriver
@@ -16,4 +17,5 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "discord": DiscordDriver,
     "slack": SlackDriver,
     "matrix": MatrixDriver,
+    "email": EmailDriver,
 }
