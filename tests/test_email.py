@@ -18,7 +18,9 @@ from adapters.email.adapter import EmailAdapter, Server
 from adapters.email.inbound import read_mail
 from adapters.email.settings import EmailSettings
 from adapters.email.spec import probe
-from adapters.spec import ProbeRefused
+from gateway.doctor.findings import Finding
+from gateway.doctor.platforms import Probe
+from gateway.doctor.platforms import probe as doctor_probe
 from tests.conformance.email_driver import EmailDriver
 from tests.fakes.waiting import wait_until
 from tests.mail_server import DOMAIN, PASSWORD
@@ -202,6 +204,12 @@ async def test_a_wrong_password_is_refused_at_start_and_by_the_doctor(people: Em
         await adapter.start(Sink())
     assert not refused.value.retryable
     settings = EmailSettings(**people.section())
-    assert await probe(settings, {"EMAIL_PASSWORD": PASSWORD}).check(10) == people.bot
-    with pytest.raises(ProbeRefused, match="EMAIL_PASSWORD"):
-        await probe(settings, {"EMAIL_PASSWORD": "wrong"}).check(10)
+
+    async def doctor(password: str) -> Finding:
+        return await doctor_probe(
+            Probe("email", "EMAIL_PASSWORD", probe(settings, {"EMAIL_PASSWORD": password})), 10
+        )
+
+    good, bad = await doctor(PASSWORD), await doctor("wrong")
+    assert (good.status, good.text) == ("ok", f"login accepted ({people.bot}).")
+    assert bad.status == "fail" and "refused EMAIL_PASSWORD" in bad.text and "wrong" not in bad.text
