@@ -19,6 +19,7 @@ import contextlib
 import grp
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -287,8 +288,8 @@ class MailServer:
             for path in (maildir / folder).glob("*") if (maildir / folder).is_dir() else ():
                 with contextlib.suppress(FileNotFoundError):  # moved from new/ to cur/ meanwhile
                     flags = path.name.rpartition(":2,")[2] if ":2," in path.name else ""
-                    found.append((path.name.split(".")[0], path.read_bytes(), "S" in flags))
-        return [(raw, seen) for _, raw, seen in sorted(found, key=lambda item: (int(item[0]), item[1]))]
+                    found.append((_delivered(path.name), path.read_bytes(), "S" in flags))
+        return [(raw, seen) for _, raw, seen in sorted(found, key=lambda item: item[0])]
 
     def logged_in(self, address: str) -> bool:
         """Someone logged in to ``address``'s mailbox with IMAP since the servers started."""
@@ -310,6 +311,13 @@ class MailServer:
             _end(self._dovecot)
             self._dovecot = None
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _delivered(name: str) -> tuple[int, int]:
+    """When Dovecot delivered a Maildir file, from its name (``<seconds>.M<microseconds>P<pid>.<host>``)."""
+    seconds, _, rest = name.partition(".")
+    micro = re.match(r"M(\d+)", rest)
+    return int(seconds), int(micro.group(1)) if micro else 0
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:

@@ -388,7 +388,7 @@ class EmailAdapter(Adapter):
         kept = await self._thread(root)
         subject = mail.subject or (kept.subject if kept else "")
         references = kept.references if kept else mail.references
-        await self._keep(root, Thread(subject, references).after(mail.message_id), mail.message_id)
+        await self._keep(root, Thread(subject, references).after(mail.message_id))
 
     async def _thread(self, root: str) -> Thread | None:
         record = await self._records.get(_thread_key(root))
@@ -400,11 +400,14 @@ class EmailAdapter(Adapter):
             tuple(str(r) for r in references) if isinstance(references, list) else (root,),
         )
 
-    async def _keep(self, root: str, thread: Thread, message_id: str) -> None:
+    async def _keep(self, root: str, thread: Thread, sent: str | None = None) -> None:
+        """Keep the thread; for a mail the bot ``sent``, also which thread it is in: a mail program that
+        answers it with only ``In-Reply-To`` (no ``References``) still lands in that thread."""
         expires = time.time() + THREAD_DAYS * 86400
         value = {"subject": thread.subject, "references": list(thread.references)}
         await self._records.put(_thread_key(root), value, expires_at=expires)
-        await self._records.put(_message_key(message_id), {"thread": root}, expires_at=expires)
+        if sent is not None:
+            await self._records.put(_message_key(sent), {"thread": root}, expires_at=expires)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -451,7 +454,7 @@ class EmailAdapter(Adapter):
             raise DeliveryError(f"sending mail failed: {error!r}", retryable=True) from None
         if address.thread_id is not None:
             with contextlib.suppress(Unreachable):  # sent: at worst a later reply threads less well
-                await self._keep(address.thread_id, thread.after(message_id), message_id)
+                await self._keep(address.thread_id, thread.after(message_id), sent=message_id)
         return message_id
 
     @contextlib.asynccontextmanager
