@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.discord.spec import SPEC as DISCORD
+from adapters.email.spec import SPEC as EMAIL
 from adapters.matrix.spec import SPEC as MATRIX
 from adapters.signal.spec import SPEC as SIGNAL
 from adapters.slack.spec import SPEC as SLACK
@@ -18,7 +19,7 @@ from adapters.spec import PlatformSpec
 from adapters.telegram.spec import SPEC as TELEGRAM
 from adapters.whatsapp.spec import SPEC as WHATSAPP
 
-PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, WHATSAPP, SIGNAL)
+PLATFORMS: tuple[PlatformSpec[Any], ...] = (TELEGRAM, DISCORD, SLACK, MATRIX, WHATSAPP, SIGNAL, EMAIL)
 """In the order config.yaml shows their sections and ``herald doctor`` checks them."""
 
 

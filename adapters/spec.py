@@ -15,7 +15,7 @@ platforms that are not enabled. ``build`` imports the adapter (and with it the S
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -86,6 +86,20 @@ class TokenProbe:
     method: Literal["GET", "POST"] = "GET"
 
 
+class ProbeRefused(Exception):
+    """A :class:`LoginProbe`'s server refused the credentials; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class LoginProbe:
+    """The doctor's check for a platform not reached over HTTP (email's IMAP and SMTP): ``check`` logs
+    in within ``seconds`` and returns the bot's name, raises :class:`ProbeRefused` when the server
+    refuses the credentials, and any ``OSError`` or ``TimeoutError`` when it cannot be reached. The
+    platform's client library may be imported inside ``check``: it runs only for an enabled platform."""
+
+    check: Callable[[float], Awaitable[str]]
+
+
 @dataclass(frozen=True)
 class BuildContext(Generic[S]):
     """What :attr:`PlatformSpec.build` gets from the gateway."""
@@ -106,7 +120,7 @@ class PlatformSpec(Generic[S]):
     settings: type[S]
     token: Secret  # set: the platform is enabled
     build: Callable[[BuildContext[S]], Adapter]  # imports the adapter and its SDK when called
-    probe: Callable[[S, Mapping[str, str]], TokenProbe]  # (settings, secrets)
+    probe: Callable[[S, Mapping[str, str]], TokenProbe | LoginProbe]  # (settings, secrets)
     access: Callable[[S], AccessRules]
     secrets: tuple[Secret, ...] = ()  # more variables it reads, each optional unless build says so
     records: RecordsPolicy | None = None  # it keeps records (``adapters.records``) in the gateway's database

@@ -48,10 +48,9 @@ class SessionKey:
 
 
 def chat_session_key(address: ChatAddress, *, direct: bool) -> str:
-    """The session of a platform's chat: a direct chat's, a group's, or one topic of a group's."""
-    if direct:
-        return f"{address.platform}:dm:{address.chat_id}"
-    key = f"{address.platform}:group:{address.chat_id}"
+    """The session of a platform's chat: a direct chat's, a group's, or one thread of either (a forum
+    topic, a mail thread: a session of its own)."""
+    key = f"{address.platform}:{'dm' if direct else 'group'}:{address.chat_id}"
     return f"{key}:topic:{address.thread_id}" if address.thread_id else key
 
 
@@ -100,7 +99,7 @@ def parse_session_key(key: str) -> SessionKey:
         return SessionKey(KeyKind.API, ident=parts[2])
     if len(parts) == 3 and parts[1] in (DIRECT, GROUP):
         return SessionKey(KeyKind.CHAT, ChatAddress(parts[0], parts[2]))
-    if len(parts) == 5 and parts[1] == GROUP and parts[3] == TOPIC:
+    if len(parts) == 5 and parts[1] in (DIRECT, GROUP) and parts[3] == TOPIC:
         return SessionKey(KeyKind.CHAT, ChatAddress(parts[0], parts[2], parts[4]))
     return SessionKey(KeyKind.OTHER)
 

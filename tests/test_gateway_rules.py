@@ -18,7 +18,7 @@ from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
 from agent.memory import OWNER_SCOPE
 from gateway.access.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcome
-from gateway.chats import session_key
+from gateway.chats import chat_of_session_key, session_key
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
 from gateway.conversation.addressing import memory_scope, user_text
 from gateway.delivery.send_budget import LocalSendBudget
@@ -51,6 +51,13 @@ def test_session_keys_separate_chats_and_forum_topics_but_not_group_members() ->
         session_key(message(ChatType.GROUP, chat_id="-100", thread_id="5")) == "telegram:group:-100:topic:5"
     )
     assert session_key(group) != session_key(message(ChatType.GROUP, chat_id="-200"))
+
+
+def test_a_thread_of_a_direct_chat_is_a_session_of_its_own() -> None:
+    """A mail thread (or a thread of a DM) keeps its own conversation, and its answers go back into it."""
+    first, second = message(thread_id="<a@example.org>"), message(thread_id="<b@example.org>")
+    assert len({session_key(message()), session_key(first), session_key(second)}) == 3
+    assert chat_of_session_key(session_key(first)) == ChatAddress("telegram", "42", "<a@example.org>")
 
 
 def test_memory_scopes_keep_people_and_groups_apart() -> None:

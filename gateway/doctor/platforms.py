@@ -1,18 +1,20 @@
 """``herald doctor``'s platform checks: is each configured bot token accepted by its platform?
 
 One cheap authenticated request per enabled platform (its spec's ``probe``: ``adapters.spec.TokenProbe``)
-with a short timeout, made with aiohttp so the check needs no platform SDK. The token is never printed.
+with a short timeout, made with aiohttp so the check needs no platform SDK; a platform not reached over
+HTTP logs in instead (``adapters.spec.LoginProbe``). The token is never printed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from adapters.registry import PLATFORMS
-from adapters.spec import TokenProbe
+from adapters.spec import LoginProbe, ProbeRefused, TokenProbe
 from gateway.doctor.findings import DoctorContext, Finding
 
 
@@ -20,7 +22,7 @@ from gateway.doctor.findings import DoctorContext, Finding
 class Probe:
     platform: str  # as the doctor's lines name it
     variable: str  # the token's variable
-    request: TokenProbe
+    request: TokenProbe | LoginProbe
 
 
 def probes(ctx: DoctorContext) -> list[Probe | Finding]:
@@ -54,6 +56,8 @@ async def check_platforms(ctx: DoctorContext) -> list[Finding]:
 
 async def probe(item: Probe, seconds: float) -> Finding:
     request = item.request
+    if isinstance(request, LoginProbe):
+        return await log_in(item, request, seconds)
     body: Any = {}
     try:
         async with (
@@ -73,3 +77,16 @@ async def probe(item: Probe, seconds: float) -> Finding:
     if status != 200:
         return Finding("warn", item.platform, f"answered HTTP {status}; it may be busy, try again later.")
     return Finding("ok", item.platform, f"token accepted (bot @{name}).")
+
+
+async def log_in(item: Probe, request: LoginProbe, seconds: float) -> Finding:
+    """A platform reached by logging in to its servers (not HTTP): the same three answers."""
+    try:
+        async with asyncio.timeout(seconds):
+            name = await request.check(seconds)
+    except ProbeRefused as error:
+        return Finding("fail", item.platform, f"refused {item.variable}: {error}.")
+    except (OSError, TimeoutError) as error:
+        reason = type(error).__name__
+        return Finding("fail", item.platform, f"could not be reached ({reason}); check the network.")
+    return Finding("ok", item.platform, f"login accepted ({name}).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,8 @@ class Driver(ABC):
     (in the platform's allowlist) and ``stranger`` (neither)."""
 
     spec: PlatformSpec[Any]  # the registration under test
+    absent: Mapping[str, str] = {}  # what the platform does not have, each with why (the suite skips it):
+    # "shared chats", "rate limits" (a retry-after to honour), "command menu", "pairing" (a stranger's code)
     admin: str
     friend: str
     stranger: str

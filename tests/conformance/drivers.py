@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from tests.conformance.discord_driver import DiscordDriver
 from tests.conformance.driver import Driver
+from tests.conformance.email_driver import EmailDriver
 from tests.conformance.matrix_driver import MatrixDriver
 from tests.conformance.signal_driver import SignalDriver
 from tests.conformance.slack_driver import SlackDriver
@@ -20,4 +21,5 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "matrix": MatrixDriver,
     "whatsapp": WhatsAppDriver,
     "signal": SignalDriver,
+    "email": EmailDriver,
 }
