@@ -89,9 +89,9 @@ class BotGateway:
 
     async def _stop_taking(self) -> None:
         self.scheduler.pause()
+        if self.cluster is not None:  # first: the next process receives at once (its router still stores
+            await self.cluster.resign()  # what arrives meanwhile; another process runs the connector now)
         await self.router.close()
-        if self.cluster is not None:
-            await self.cluster.resign()  # another process runs the connector from now on
         for adapter in self.adapters:
             await adapter.stop_receiving()
 
