@@ -189,10 +189,11 @@ async def kills(database: str, count: int) -> str:
         sending = asyncio.create_task(traffic.run())
         takeovers: list[float] = []
         for kill in range(count):
-            await waiting(lambda: leader_of(setup) is not None, "one leader")
             await waiting(lambda: all(role(w.port) for w in setup.running), "every process up")
-            leader = leader_of(setup)
-            assert leader is not None
+            leader = None
+            while leader is None:  # a leader stalled by a loaded machine may just have stepped down
+                await waiting(lambda: leader_of(setup) is not None, "one leader")
+                leader = leader_of(setup)
             await asyncio.sleep(random.uniform(0, RENEW_EVERY))  # any moment of its renewal cycle
             setup.running[leader].process.kill()
             killed = time.monotonic()
