@@ -20,7 +20,8 @@ process ran, and cache efficiency (cache read ÷ what an oracle could have read)
 the same stored prompt bytes whichever process runs them. A last run measures the failover gap: three
 processes with Telegram polled by the elected leader, messages arriving at 10 per second for 30 s, the
 leader SIGKILLed ten seconds in; the gap is from the kill to the first answer to a message sent after
-it (``--no-failover`` skips it).
+it (``--no-failover`` skips it). Repeated kills, a rolling restart and a single process's restart:
+``benchmarks.cluster_restarts``, on this module's harness.
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ from benchmarks.fake_telegram import Answers, Check, FakeTelegramProcess, Sent
 from benchmarks.gateway_harness import UnpacedTelegramAdapter, ms, percentile, table
 from benchmarks.storage import describe, run_storage
 from gateway.app import open_gateway
-from gateway.config import load_config
+from gateway.config import ClusterSettings, load_config
 from gateway.home import HeraldHome, ensure_home
 from tests.emulator import ProviderEmulator, RecordedRequest
 from tests.postgres import PostgresServer, free_port
 from tests.redis_server import RedisServer
 
 FIRST_CHAT = 1000
-START_TIMEOUT = 90.0
+START_TIMEOUT = 240.0  # a bound: a loaded machine starts a process in tens of seconds
 SETTLE_TIMEOUT = 900.0
 STALL_TIMEOUT = 60.0  # no new answer for this long: report what was answered
 QUIET_AFTER = 2.0  # seconds of watching after the last answer: a doubled answer would show up
@@ -68,7 +69,7 @@ STREAM = "herald:work"
 FAILOVER_CHATS = 50
 FAILOVER_SECONDS = 30.0  # messages keep arriving this long; the leader is killed a third of the way in
 FAILOVER_RATE = 10  # messages per second
-LEADER_TTL = 10.0  # cluster.leader_ttl's default, which the failover run keeps
+LEADER_TTL = ClusterSettings().leader_ttl  # the default, which the failover run keeps
 COLUMNS = [
     "processes", "Telegram pacing", "messages", "one turn each", "chat order kept",
     "one Telegram answer each", "messages/s", "first reply p50", "first reply p99", "turns per process",
@@ -105,17 +106,18 @@ class Worker:
     port: int
 
 
-def write_home(root: Path, index: int, *, provider: str, telegram: str, database: str, redis_url: str,
-               ports: list[int], context: Path, mode: str) -> HeraldHome:  # fmt: skip
+def write_home(root: Path, index: int, *, provider: str, telegram: str, database: str | None,
+               redis_url: str | None, ports: list[int], context: Path, mode: str) -> HeraldHome:  # fmt: skip
+    """Worker ``index``'s home; ``database`` None: the home's SQLite, ``redis_url`` None: no cluster."""
     home = HeraldHome(root / f"home{index}")
     ensure_home(home)
     webhook = f"\n  webhook_url: http://127.0.0.1:{ports[0]}/telegram/webhook" if mode == "webhook" else ""
+    storage = f"storage:\n  url: {database}\n" if database else ""
+    cluster = f"cluster:\n  redis_url: {redis_url}\n  instance_id: w{index}\n" if redis_url else ""
     home.config_path.write_text(
         f"""model:
   base_url: {provider}
-storage:
-  url: {database}
-agent:
+{storage}agent:
   context_dir: {context}
 telegram:
   base_url: {telegram}
@@ -124,25 +126,29 @@ gateway:
   allow_all: true
   http_port: {ports[index]}
   stream_edit_interval: 0
-cluster:
-  redis_url: {redis_url}
-  instance_id: w{index}
-"""
+{cluster}"""
     )
     return home
 
 
+def start_worker(home: HeraldHome, port: int, token: str, *, paced: bool) -> Worker:
+    """One gateway process on ``home`` (``worker_main``), serving HTTP on ``port``."""
+    code = "from benchmarks.cluster import worker_main; worker_main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(home.root), token, "paced" if paced else "unpaced"],
+        env={**os.environ, "HERALD_HOME": str(home.root)},
+    )
+    return Worker(process, port)
+
+
 @contextmanager
 def workers(homes: list[HeraldHome], ports: list[int], token: str, *, paced: bool) -> Iterator[list[Worker]]:
+    """The workers, started; on exit each one still in the list (a restarted one replaces its entry)
+    is stopped (SIGTERM, then SIGKILL after 30 s)."""
     started: list[Worker] = []
     try:
         for home, port in zip(homes, ports, strict=True):
-            code = "from benchmarks.cluster import worker_main; worker_main()"
-            process = subprocess.Popen(
-                [sys.executable, "-c", code, str(home.root), token, "paced" if paced else "unpaced"],
-                env={**os.environ, "HERALD_HOME": str(home.root)},
-            )
-            started.append(Worker(process, port))
+            started.append(start_worker(home, port, token, paced=paced))
         yield started
     finally:
         for worker in started:
@@ -223,13 +229,17 @@ class Setup:
 
     emulator: ProviderEmulator
     fake: FakeTelegramProcess
-    running: list[Worker]
+    running: list[Worker]  # by index; a worker restarted replaces its entry
+    homes: list[HeraldHome]
 
 
 @asynccontextmanager
-async def cluster(processes: int, *, paced: bool, database: str, mode: str) -> AsyncIterator[Setup]:
+async def cluster(
+    processes: int, *, paced: bool, database: str | None, mode: str, clustered: bool = True
+) -> AsyncIterator[Setup]:
     """``processes`` gateway workers on ``database`` and a Redis of their own, every one reading the
-    work stream; Telegram in ``mode`` (webhook: delivered to the first process; polling: the leader's)."""
+    work stream; Telegram in ``mode`` (webhook: delivered to the first process; polling: the leader's).
+    ``clustered`` False: one process on ``database`` (None: its home's SQLite), without Redis."""
     emulator = ProviderEmulator()
     with TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
@@ -249,7 +259,7 @@ async def cluster(processes: int, *, paced: bool, database: str, mode: str) -> A
                 provider=provider,
                 telegram=fake.base_url,
                 database=database,
-                redis_url=redis_server.url,
+                redis_url=redis_server.url if clustered else None,
                 ports=ports,
                 context=context,
                 mode=mode,
@@ -259,9 +269,12 @@ async def cluster(processes: int, *, paced: bool, database: str, mode: str) -> A
         client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=10)
         stack.callback(client.close)
         running = stack.enter_context(workers(homes, ports, fake.token, paced=paced))
-        names = {f"w{index}" for index in range(processes)}
-        wait_until(lambda: consumers(client) >= names, "every worker reading the stream", START_TIMEOUT)
-        yield Setup(emulator, fake, running)
+        if clustered:
+            names = {f"w{index}" for index in range(processes)}
+            wait_until(lambda: consumers(client) >= names, "every worker reading the stream", START_TIMEOUT)
+        else:
+            wait_until(lambda: ready(ports[0]), "the gateway ready", START_TIMEOUT)
+        yield Setup(emulator, fake, running, homes)
 
 
 def cache_efficiency(requests: list[RecordedRequest]) -> float:
@@ -295,6 +308,15 @@ async def run(processes: int, chats: int, per_chat: int, *, paced: bool, databas
         ms(percentile(first, 50)) if first else "-", ms(percentile(first, 99)) if first else "-",
         " + ".join(map(str, per_process)), f"{efficiency:.3f}", "n/a",
     ]  # fmt: skip
+
+
+def ready(port: int) -> bool:
+    """Whether a worker's ``/readyz`` answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:  # HTTPError (503) included
+        return False
 
 
 def role(port: int) -> str | None:
@@ -346,7 +368,7 @@ async def failover(database: str) -> list[str]:
         for m in sent
         if m.at > killed_at and (m.chat, m.message_id) in earliest
     ]
-    gap = f"{min(after) - killed_at:.1f} s (leader_ttl {LEADER_TTL:.0f} s)" if after else "never"
+    gap = f"{min(after) - killed_at:.1f} s (leader_ttl {LEADER_TTL:g} s)" if after else "never"
     if check.problems:
         print(f"  Telegram (failover), first problems: {check.problems[:3]}", flush=True)
     return [

@@ -158,7 +158,14 @@ def _answers(fake: FakeTelegram, injected: list[Sent], chats: list[int]) -> tupl
     return answers, {chat: typing[chat] for chat in chats}
 
 
+def _polls(fake: FakeTelegram, injected: list[Sent], since: float) -> tuple[list[float], list[float]]:
+    """When each ``getUpdates`` after ``since`` arrived, and when one arrived while another waited."""
+    polls = [call.time for call in fake.calls_to("getUpdates") if call.time > since]
+    return polls, [at for at in fake.poll_overlaps if at > since]
+
+
 COMMANDS: dict[str, Callable[..., Any]] = {
+    "polls": _polls,
     "inject": _inject,
     "inject_quietly": _inject_quietly,
     "inject_file": _inject_file,
@@ -216,6 +223,11 @@ class FakeTelegramProcess(PlatformProcess):
 
     async def answers(self, chats: list[int]) -> tuple[Answers, Typing]:
         found: tuple[Answers, Typing] = await asyncio.to_thread(self._request, "answers", chats)
+        return found
+
+    async def polls(self, since: float) -> tuple[list[float], list[float]]:
+        """(every ``getUpdates`` arrival after ``since``, every overlap of two after it): fake's clock."""
+        found: tuple[list[float], list[float]] = await asyncio.to_thread(self._request, "polls", since)
         return found
 
     async def rss_kb(self) -> int:

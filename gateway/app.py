@@ -16,8 +16,9 @@ In a cluster (``cluster.redis_url``) every process starts the same way, except t
 receive on demand connect for sending only, and the scheduler and the idle-review sweeper wait: the
 process elected leader runs them and those adapters' receiving (``gateway.cluster``).
 
-Shutdown (SIGTERM or SIGINT) drains instead of dropping: stop taking messages and starting scheduled
-runs, let running turns and runs finish within ``gateway.drain_timeout`` (then cancel them: their
+Shutdown (SIGTERM or SIGINT) drains instead of dropping: in a cluster, first hand the connector's leases
+over (another process receives at once), then stop taking messages and starting scheduled runs, let
+running turns and runs finish within ``gateway.drain_timeout`` (then cancel them: their
 messages stay pending and are answered after the restart; a cut-off run is recorded as interrupted),
 send what the outbox holds, then close everything.
 """
@@ -92,9 +93,9 @@ class BotGateway:
 
     async def _stop_taking(self) -> None:
         self.scheduler.pause()
+        if self.cluster is not None:  # first: the next process receives at once (its router still stores
+            await self.cluster.resign()  # what arrives meanwhile; another process runs the connector now)
         await self.router.close()
-        if self.cluster is not None:
-            await self.cluster.resign()  # another process runs the connector from now on
         for adapter in self.adapters:
             await adapter.stop_receiving()
 

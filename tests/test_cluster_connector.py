@@ -6,6 +6,7 @@ scheduler fires a job once across the processes."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import aiohttp
@@ -15,6 +16,7 @@ from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from agent.memory import OWNER_SCOPE
 from gateway.cluster.leases.leader import Leadership
 from gateway.cron.jobs import NewJob, parse_target
+from gateway.cron.scheduler import CronScheduler
 from gateway.home import HeraldHome
 from tests.cluster_leader_support import (
     LEADER_TTL,
@@ -83,6 +85,39 @@ async def test_one_gateway_polls_and_another_takes_over_within_the_ttl_when_it_s
         await cluster.settled()
         assert_each_answered_once(cluster, users)
     assert_one_poller_at_a_time(cluster.fake)
+
+
+async def test_a_term_that_ends_while_the_scheduler_starts_leaves_it_for_the_next_term_to_start(
+    home: HeraldHome, emulator_url: str, postgresql_database: str, redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """The term ends (here: the connection to Redis "broke") while the new leader's scheduler is
+    half-started, its first reading of the jobs waiting on the database: what it had started is stopped,
+    so the next term starts it afresh rather than failing ("already running") term after term."""
+    caplog.set_level(logging.INFO, logger="gateway.cron.scheduler")
+    reading = asyncio.Event()
+    sync = CronScheduler.sync
+
+    async def first_sync_hangs(scheduler: CronScheduler) -> None:
+        if not reading.is_set():
+            reading.set()
+            await asyncio.Event().wait()  # until cancelled
+        await sync(scheduler)
+
+    monkeypatch.setattr(CronScheduler, "sync", first_sync_hangs)
+    async with telegram_cluster(
+        home, emulator_url, postgresql_database, redis_server.url, ["a"], cluster={"leader_ttl": 2.0}
+    ) as cluster:
+        leadership = cluster.member("a").leadership
+        await until(reading.is_set, SLACK, "the scheduler starting")
+        leadership.suspect()
+        await until(
+            lambda: any("scheduler running" in r.getMessage() for r in caplog.records),
+            2.0 + SLACK,
+            "the scheduler started by the next term",
+        )
+        assert leadership.holds() and leadership.terms == 2
+    assert not [r for r in caplog.records if "failed to start" in r.getMessage()]
 
 
 async def test_a_leader_that_cannot_renew_stops_polling_before_another_starts(

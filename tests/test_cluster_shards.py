@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+import pytest
+
 from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper, count_key
 from gateway.cluster.redis import connect as open_redis
-from tests.cluster_leader_support import until
+from tests.cluster_leader_support import LeaseCalls, until
 from tests.redis_server import RedisServer
 
 TTL = 10.0  # a keeper stalled by a loaded machine for less than 5 s keeps its shards
@@ -142,4 +144,39 @@ async def test_a_keeper_closes_shards_redis_forgot_before_another_process_can_st
         stack.push_async_callback(b_redis.aclose)
         await stack.enter_async_context(ShardKeeper(b_redis, "b", 30.0, Receiver("b", world)).keeping())
         await until(lambda: len(world.running) == 2, 2 * 0.3 + SLACK, "both shards running again")
+    assert world.overlaps == []
+
+
+async def test_a_keeper_that_stops_hands_its_shards_to_a_waiting_process_at_once(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release of each shard is announced (``gateway.cluster.watch``): the waiting keeper takes them
+    at once, not at its next round (a third of the TTL: here 100 s, far beyond the wait)."""
+    from gateway.cluster.redis import RELEASES
+    from gateway.cluster.watch import ConnectionWatch
+
+    ttl = 300.0
+    world = World(recommended=2)
+    leases = LeaseCalls.record(monkeypatch)
+    async with AsyncExitStack() as stack:
+        redis = open_redis(redis_server.url)
+        stack.push_async_callback(redis.aclose)
+        first = AsyncExitStack()
+        stack.push_async_callback(first.aclose)
+        await first.enter_async_context(ShardKeeper(redis, "a", ttl, Receiver("a", world, 0.0)).keeping())
+        await until(lambda: shares(world) == {"a": 2}, SLACK, "a runs both shards")
+        b_redis = open_redis(redis_server.url)
+        stack.push_async_callback(b_redis.aclose)
+        watch = ConnectionWatch(b_redis, RELEASES)
+        watching = asyncio.create_task(watch.run())
+        stack.push_async_callback(watch.aclose)
+        stack.callback(watching.cancel)
+        await asyncio.wait_for(watch.connected.wait(), 10)
+        b = await stack.enter_async_context(
+            ShardKeeper(b_redis, "b", ttl, Receiver("b", world, 0.0)).keeping()
+        )
+        watch.on_released(b.released)
+        await until(lambda: any(c.holder == "b" and c.returned >= 0 for c in leases.calls), SLACK, "b tried")
+        await first.aclose()  # a stops: it closes and releases both
+        await until(lambda: shares(world) == {"b": 2}, SLACK, "b runs both shards")
     assert world.overlaps == []

@@ -13,9 +13,9 @@ from redis.asyncio import Redis
 
 from gateway.cluster.leases.leader import Leadership
 from gateway.cluster.leases.session_locks import lease_key
-from gateway.cluster.redis import open_redis
+from gateway.cluster.redis import RELEASES, open_redis
 from gateway.cluster.watch import ConnectionWatch
-from tests.cluster_leader_support import until
+from tests.cluster_leader_support import LeaseCalls, until
 from tests.redis_server import RedisServer
 from tests.test_cluster_leader import Ledger
 from tests.test_cluster_leases import KEY, process
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.own_database, pytest.mark.timeout(60)]  # PostgreSQL w
 
 @asynccontextmanager
 async def watching(redis: Redis) -> AsyncIterator[ConnectionWatch]:
-    watch = ConnectionWatch(redis, "herald:watch")
+    watch = ConnectionWatch(redis, RELEASES)
     task = asyncio.create_task(watch.run())
     try:
         await asyncio.wait_for(watch.connected.wait(), 10)
@@ -89,6 +89,33 @@ async def test_a_leader_stops_its_duties_as_soon_as_the_connection_to_redis_brea
             await asyncio.to_thread(redis_server.start)
             await until(lambda: ledger.running() == ["a"], ttl, "leading again once Redis is back")
         assert leadership.terms == 2
+
+
+async def test_a_leader_that_resigns_hands_the_lease_to_a_waiting_process_at_once(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release is announced: the waiting process tries at once, not at its next try (a third of
+    the TTL: here 100 s, far beyond the wait) nor when the lease would have expired."""
+    ttl = 300.0
+    ledger = Ledger()
+    leases = LeaseCalls.record(monkeypatch)
+    async with (
+        open_redis(redis_server.url) as redis_a,
+        open_redis(redis_server.url) as redis_b,
+        watching(redis_b) as watch,
+    ):
+        a, b = Leadership(redis_a, "a", ttl), Leadership(redis_b, "b", ttl)
+        a.add_duty("ledger", ledger.duty("a"))
+        b.add_duty("ledger", ledger.duty("b"))
+        watch.on_released(b.released)
+        async with a.campaigning():
+            await until(lambda: ledger.running() == ["a"], 10, "a leading")
+            async with b.campaigning():
+                await until(lambda: any(c.holder == "b" and c.returned >= 0 for c in leases.calls), 10,
+                            "b tried in vain")  # fmt: skip  # it waits for its next try now
+                await a.resign()
+                await until(lambda: ledger.running() == ["b"], 20, "b leading")
+        assert a.terms == 1 and b.terms == 1
 
 
 async def test_a_lease_released_while_its_renewal_retries_against_a_redis_away_is_renewed_no_more(

@@ -101,11 +101,13 @@ async def open_member(
     async with AsyncExitStack() as stack:
         leadership = Leadership(redis, instance_id, settings.leader_ttl)
         cluster.watch.on_lost(leadership.suspect)
+        cluster.watch.on_released(leadership.released)
         keepers: list[ShardKeeper] = []
         for adapter in adapters:
             if isinstance(adapter, ShardedReceiver):  # each shard a lease of its own, on any process
                 keeper = ShardKeeper(redis, instance_id, settings.leader_ttl, adapter)
                 cluster.watch.on_lost(keeper.suspect)
+                cluster.watch.on_released(keeper.released)
                 keepers.append(keeper)
             elif adapter.receive_on_demand:
                 leadership.add_duty(f"{adapter.platform} receiving", receiving(adapter, leadership.holds))

@@ -45,6 +45,8 @@ START_TIMEOUT = 15.0  # the first PING at start-up, retries included
 HEALTH_CHECK_SECONDS = 15  # a pooled connection idle for longer is PINGed before it is used
 RETRIES = 2
 KEY_PREFIX = "herald"  # every key and channel of the cluster starts with it (one bot per Redis database)
+RELEASES = f"{KEY_PREFIX}:released"  # the channel where a released leader or shard lease's key is published
+
 
 class RedisUnavailable(StorageUnavailable):
     """The cluster's Redis cannot be reached now (down, restarting, a network partition, a refused
@@ -182,7 +184,7 @@ async def open_cluster(
     if url is None:
         raise ValueError("cluster.redis_url is not set: this process is not part of a cluster")
     async with open_redis(url) as client:
-        watch = ConnectionWatch(client, redis_key("watch"))
+        watch = ConnectionWatch(client, RELEASES)
         try:
             async with BackgroundLoop("the Redis connection watch", watch.run):
                 yield Cluster(instance_id(config.cluster), client, config.cluster, watch)

@@ -8,15 +8,21 @@ the lease gone (up to a third of the TTL later). The database fences what the ol
 shows on a platform meanwhile it cannot fence.
 
 A restart, like every way of losing Redis, cuts the connections to it. :class:`ConnectionWatch` keeps
-one connection open (subscribed to a channel nobody publishes on) and, the moment it breaks, calls every
-``on_lost`` callback: the holders stop trusting what they hold until a renewal confirms it. The break is
-seen as the old server goes away, before the new one can answer anybody, so before anybody else can win
-what it forgot. (A connection that is merely cut, Redis keeping its data, costs a renewal or a new
-election: nothing is lost.)
+one connection open (subscribed to the channel where released leases are announced) and, the moment it
+breaks, calls every ``on_lost`` callback: the holders stop trusting what they hold until a renewal
+confirms it. The break is seen as the old server goes away, before the new one can answer anybody, so
+before anybody else can win what it forgot. (A connection that is merely cut, Redis keeping its data,
+costs a renewal or a new election: nothing is lost.)
 
-Contract: callbacks run on the event loop, once per lost connection, and must return at once (they
-set flags and wake tasks; they never await). :meth:`ConnectionWatch.run` never raises but for
-cancellation; it reconnects every :data:`RETRY` seconds while Redis is away.
+The same connection hears the leases given back: a leader or a shard lease released (a graceful stop,
+a step-down) publishes its key on the channel (``gateway.cluster.leases.lease``), and every
+``on_released`` callback gets it, so a process waiting for that lease tries to take it at once rather
+than at its next periodic try. A notice missed (the connection was away) costs only that wait.
+
+Contract: callbacks run on the event loop, once per lost connection (``on_lost``) or per message
+(``on_released``), and must return at once (they set flags and wake tasks; they never await).
+:meth:`ConnectionWatch.run` never raises but for cancellation; it reconnects every :data:`RETRY`
+seconds while Redis is away.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ RETRY = 0.5  # seconds between attempts to connect again
 LISTEN = 1.0  # seconds one wait for a message lasts (the wait is repeated; a break ends it at once)
 
 OnLost = Callable[[], None]
+OnReleased = Callable[[str], None]  # the key of the lease released
 
 
 def without_retries(redis: Redis) -> Redis:
@@ -50,18 +57,23 @@ def without_retries(redis: Redis) -> Redis:
 
 class ConnectionWatch:
     """Watches the connection to the Redis of ``redis`` on a connection of its own, subscribed to
-    ``channel`` (one nobody publishes on)."""
+    ``channel`` (where released leases are announced)."""
 
     def __init__(self, redis: Redis, channel: str) -> None:
         self.redis = without_retries(redis)
         self.channel = channel
         self._callbacks: list[OnLost] = []
+        self._released: list[OnReleased] = []
         self.connected = asyncio.Event()  # set while the watching connection is up (tests wait for it)
         self.lost = 0  # how many times the connection broke
 
     def on_lost(self, callback: OnLost) -> None:
         """Call ``callback`` each time the connection to Redis breaks."""
         self._callbacks.append(callback)
+
+    def on_released(self, callback: OnReleased) -> None:
+        """Call ``callback`` with the key of each lease announced released."""
+        self._released.append(callback)
 
     async def run(self) -> None:
         """Watch until cancelled."""
@@ -71,7 +83,9 @@ class ConnectionWatch:
                     await pubsub.subscribe(self.channel)
                     self.connected.set()
                     while True:
-                        await pubsub.get_message(timeout=LISTEN)
+                        message = await pubsub.get_message(timeout=LISTEN)
+                        if message is not None and message.get("type") == "message":
+                            self._announce(str(message["data"]))
             except UNREACHABLE as error:
                 if self.connected.is_set():
                     self.connected.clear()
@@ -83,6 +97,13 @@ class ConnectionWatch:
     async def aclose(self) -> None:
         """Close the watching connection (cancel :meth:`run` first)."""
         await self.redis.aclose()
+
+    def _announce(self, key: str) -> None:
+        for callback in self._released:
+            try:
+                callback(key)
+            except Exception:
+                log.exception("a lease-release callback failed")
 
     def _tell(self) -> None:
         for callback in self._callbacks:

@@ -29,8 +29,10 @@ the connection breaks):
   which was sent before Redis went away. So the margin is the same as after an expiry.
 - **Campaigning**: a process that does not lead tries to win every ``ttl/3``, or just after the
   lease's expiry (``PTTL``) when that comes sooner, so a dead leader's duties run again elsewhere
-  within ``ttl`` of its last renewal; a leader that stops (shutdown) releases the lease
-  (compare-and-delete) and the next process takes over at its next try.
+  within ``ttl`` of its last renewal; a leader that stops (shutdown) or steps down releases the lease
+  (compare-and-delete) and announces it (``gateway.cluster.watch``): a process that hears it
+  (:meth:`Leadership.released`) tries at once, so a graceful stop hands the lease over without waiting
+  (a notice missed costs the wait until the next try).
 - A duty that fails to start ends the term: what started stops, the lease is released and the process
   campaigns again after a pause (another process may fare better).
 
@@ -45,6 +47,7 @@ is logged). Never concurrently: two terms of one :class:`Leadership`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -99,6 +102,7 @@ class Leadership:
         self._election = BackgroundLoop(f"the leader election ({instance_id})", self.run)
         self._resigned = False
         self._redis_away_at: float | None = None  # when this process last saw Redis away (see the module)
+        self._freed = asyncio.Event()  # set: the lease was announced released; try to win now
 
     @property
     def interval(self) -> float:
@@ -122,6 +126,12 @@ class Leadership:
         self._redis_away_at = self.clock()
         if self._renewer is not None:
             self._renewer.suspect()
+
+    def released(self, key: str) -> None:
+        """A lease was announced released (``ConnectionWatch.on_released``): if it is this one, a
+        campaign under way tries to win now. Returns at once."""
+        if key == self.key:
+            self._freed.set()
 
     def add_duty(self, name: str, duty: Duty) -> None:
         """Run ``duty()`` while leading; before :meth:`run` only."""
@@ -160,8 +170,9 @@ class Leadership:
         """Try to win every ``interval`` (or just after the lease lapses) until it works; the lease won
         and its renewer (None: resigned meanwhile)."""
         failing = False
-        lease = RedisLease(self.redis, self.key, holder_value(self.instance_id), self.ttl)
+        lease = RedisLease(self.redis, self.key, holder_value(self.instance_id), self.ttl, announce=True)
         while not self._resigned:
+            self._freed.clear()  # a release announced from here on wakes the wait below
             renewer = self._renewer = Renewer(
                 lease, self.policy, name="the leader lease", on_lost=self._lost, clock=lambda: self.clock()
             )
@@ -184,7 +195,9 @@ class Leadership:
                         return lease, renewer
                     continue  # won across a connection break: Redis may have forgotten it; take it again
                 pause = holder.retry_in(self.interval)
-            await asyncio.sleep(max(0.0, attempt.sent + pause - self.clock()))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, attempt.sent + pause - self.clock())):
+                    await self._freed.wait()
         self._renewer = None
         return None
 

@@ -11,7 +11,9 @@ release never touches another holder's lease, and each command is one Lua script
   how long its lease still lives (``PTTL``: try again just after it expires);
 - :meth:`RedisLease.renew`: compare-and-expire; with ``retake``, a lease found gone (it lapsed, or
   Redis restarted empty) is set again (:attr:`~resilience.renewal.Renewal.RETAKEN`);
-- :meth:`RedisLease.release`: compare-and-delete;
+- :meth:`RedisLease.release`: compare-and-delete; a lease others wait for (``announce``: the leader's,
+  a shard's) also publishes its key on :data:`~gateway.cluster.redis.RELEASES`, in the same script, so
+  a waiter takes it over at once (``gateway.cluster.watch`` hears it) instead of at its next try;
 - :meth:`RedisLease.replace`: compare-and-set, for a holder known to be dead (``instance``).
 
 A Redis that cannot be reached raises :class:`gateway.cluster.redis.RedisUnavailable` (converted here,
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.cluster.redis import reaching
+from gateway.cluster.redis import RELEASES, reaching
 from resilience.renewal import Renewal
 
 EXPIRY_MARGIN = 0.02  # seconds after a taken lease's expiry that the next try is made
@@ -75,6 +77,17 @@ end
 return 0
 """
 
+# KEYS[1] the key, ARGV[1] the holder's value, ARGV[2] the channel: COMPARE_AND_DELETE, and the key
+# published on the channel when it was deleted.
+COMPARE_DELETE_AND_ANNOUNCE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  return 1
+end
+return 0
+"""
+
 _RENEWALS = {HELD: Renewal.HELD, RETAKEN: Renewal.RETAKEN, LOST: Renewal.LOST}
 
 
@@ -104,9 +117,12 @@ def milliseconds(seconds: float) -> int:
 
 
 class RedisLease:
-    """The lease ``key`` held as ``value`` for ``ttl`` seconds (see the module)."""
+    """The lease ``key`` held as ``value`` for ``ttl`` seconds (see the module); ``announce``: its
+    release is published on :data:`~gateway.cluster.redis.RELEASES`."""
 
-    def __init__(self, redis: Redis, key: str, value: str, ttl: float, *, retake: bool = False) -> None:
+    def __init__(
+        self, redis: Redis, key: str, value: str, ttl: float, *, retake: bool = False, announce: bool = False
+    ) -> None:
         if ttl <= 0:
             raise ValueError(f"a lease's ttl must be positive (got {ttl})")
         self.redis = redis
@@ -116,7 +132,8 @@ class RedisLease:
         self.retake = retake
         self._take = redis.register_script(TAKE)
         self._renew = redis.register_script(COMPARE_AND_EXPIRE)
-        self._release = redis.register_script(COMPARE_AND_DELETE)
+        self.announce = announce
+        self._release = redis.register_script(COMPARE_DELETE_AND_ANNOUNCE if announce else COMPARE_AND_DELETE)
         self._replace = redis.register_script(COMPARE_AND_SET)
 
     async def take(self) -> Holder | None:
@@ -136,9 +153,10 @@ class RedisLease:
         return _RENEWALS[int(state)]
 
     async def release(self) -> bool:
-        """Delete the lease if it is still ours; whether it was."""
+        """Delete the lease if it is still ours (and announce it, with ``announce``); whether it was."""
+        args = [self.value, RELEASES] if self.announce else [self.value]
         with reaching(self.redis):
-            return bool(await self._release(keys=[self.key], args=[self.value]))
+            return bool(await self._release(keys=[self.key], args=args))
 
     async def replace(self, seen: str) -> bool:
         """Take over the lease from the holder ``seen`` (known to be gone) unless it changed since."""

@@ -22,7 +22,8 @@ answered once (the inbox is unique).
   (``herald:members``, scored by when its entry expires, in Redis' own clock); a process holds at most
   ``ceil(shards / members)``: it releases the shards over that share (after closing them) and takes
   free ones up to it, trying a taken one again just after its lease expires: a shard whose holder
-  died is taken over within the TTL of the holder's last renewal.
+  died is taken over within the TTL of the holder's last renewal, and one released (its holder stopped,
+  or handed it over) at once: the release is announced (``gateway.cluster.watch``) and wakes a round.
 - A platform may allow only so many new connections per bot (Discord: one IDENTIFY per 5 seconds): a
   process connects a shard only after taking a key that lives ``identify_spacing`` seconds
   (``herald:PLATFORM:identify``), so shards connect one after another across the cluster.
@@ -172,6 +173,13 @@ class ShardKeeper:
         self._try_at(self.clock())
         self._wake.set()
 
+    def released(self, key: str) -> None:
+        """A lease was announced released (``ConnectionWatch.on_released``): if it is one of this
+        platform's shards, a round runs now (it takes the shard if this process's share has room)."""
+        if key.startswith(redis_key(self.platform, "shard", "")):
+            self._try_at(self.clock())
+            self._wake.set()
+
     @property
     def interval(self) -> float:
         return self.policy.interval
@@ -195,7 +203,7 @@ class ShardKeeper:
         await self._keeping.stop()
 
     async def run(self) -> None:
-        """Keep the share until cancelled; then close and release everything held."""
+        """Keep the share until cancelled; then leave the members, close and release everything held."""
         try:
             while not self._stopped:
                 try:
@@ -209,13 +217,13 @@ class ShardKeeper:
                     async with asyncio.timeout(max(0.01, wake - now)):
                         await self._wake.wait()
                 self._wake.clear()
-        finally:
-            for held in list(self._held.values()):
-                await self._drop(held, release=True)
+        finally:  # leave first: a process woken by a release counts the members without this one
             with contextlib.suppress(RedisUnavailable, TimeoutError):
                 async with asyncio.timeout(self.interval):
                     with reaching(self.redis):
                         await self._leave(keys=[MEMBERS_KEY], args=[self.instance_id])
+            for held in list(self._held.values()):
+                await self._drop(held, release=True)
 
     # --- one round ----------------------------------------------------------------------------------
 
@@ -288,7 +296,8 @@ class ShardKeeper:
             if shard_id in self._held or self._resting.get(shard_id, 0.0) > now:
                 continue
             value = holder_value(self.instance_id)
-            lease = RedisLease(self.redis, shard_key(self.platform, shard_id, count), value, self.ttl)
+            key = shard_key(self.platform, shard_id, count)
+            lease = RedisLease(self.redis, key, value, self.ttl, announce=True)
             renewer = Renewer(
                 lease,
                 self.policy,
