@@ -194,3 +194,22 @@ async def test_a_server_without_a_batch_api_gets_normal_requests_and_says_so_onc
     lines = [record.getMessage() for record in caplog.records]
     said = [line for line in lines if "requests that can wait are sent normally" in line]
     assert len(said) == 1  # asked once; the provider is remembered as having none
+
+
+async def test_cron_batch_in_a_chat_makes_a_job_that_goes_through_the_batch_api(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
+) -> None:
+    emulator.script(Reply(text="ok"), Reply(text="The digest: all quiet."))
+    async with telegram_gateway(home, emulator, emulator_url) as harness:
+        quick_polls(harness.gateway)
+        harness.fake.private_message(FRIEND, "/cron batch every 1d | write the daily digest")
+        await harness.settled()
+        [told] = harness.texts(FRIEND)
+        [job] = await harness.gateway.services.runtime.cron.jobs.all()
+        assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
+        await harness.settled()
+        rows = await recorded(harness, job)
+        posted = harness.texts(FRIEND)[-1]
+    assert told.startswith("Created job ") and "[every 1d, batch (half price)]" in told
+    assert job.batch and [(row.purpose, row.batch) for row in rows] == [("cron", True)]
+    assert posted == "ok"

@@ -2,6 +2,7 @@
 
     /cron                                   this chat's jobs
     /cron add every 2h | summarise my feeds  a job that posts here
+    /cron batch 0 7 * * * | the daily digest a job that can wait: half price through the batch API
     /cron pause|resume|run|remove ID
 
 The same rules as the ``cron`` tool (``manage``): a job added here posts here and uses this chat's
@@ -15,7 +16,8 @@ from gateway.cron.describe import created, describe_all
 from gateway.cron.manage import CHANGES, Caller, CronError, CronManager, change_job
 
 USAGE = (
-    "Usage: /cron (this chat's jobs) · /cron add SCHEDULE | PROMPT · /cron pause|resume|run|remove ID. "
+    "Usage: /cron (this chat's jobs) · /cron add SCHEDULE | PROMPT · /cron batch SCHEDULE | PROMPT (half "
+    "price, answered within hours) · /cron pause|resume|run|remove ID. "
     "Schedules: '0 8 * * 1-5' (cron), 'every 2h', 'in 30m', '2026-12-01T08:00'."
 )
 
@@ -37,13 +39,14 @@ async def cron_command(manager: CronManager, caller: Caller, args: str) -> str:
                 return describe_all(await manager.visible(caller), tz, empty="No scheduled jobs. " + USAGE)
             jobs = await manager.jobs.for_chat(caller.chat)
             return describe_all(jobs, tz, empty="No scheduled jobs post into this chat. " + USAGE)
-        if verb == "add" and caller.chat is None:
+        if verb in ("add", "batch") and caller.chat is None:
             return NO_CHAT_HERE
-        if verb == "add":
+        if verb in ("add", "batch"):
             schedule, bar, prompt = rest.partition("|")
             if not bar or not prompt.strip():
-                return "Write /cron add SCHEDULE | PROMPT, e.g. /cron add 0 8 * * 1-5 | summarise my feeds."
-            job = await manager.create(caller, prompt=prompt, schedule=schedule)
+                example = f"/cron {verb} 0 8 * * 1-5 | summarise my feeds"
+                return f"Write /cron {verb} SCHEDULE | PROMPT, e.g. {example}."
+            job = await manager.create(caller, prompt=prompt, schedule=schedule, batch=verb == "batch")
             return created(job, tz)
         for change in CHANGES:
             if verb == change and rest:

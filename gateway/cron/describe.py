@@ -93,6 +93,6 @@ def created(job: CronJob, tz: dt.tzinfo) -> str:
     """The one line that confirms a new job."""
     upcoming = f"first run {when(job.next_run_at, tz)}" if job.next_run_at else "no run scheduled"
     return (
-        f'Created job {job.id} "{job.name}" [{job.schedule}]: {upcoming}, '
+        f'Created job {job.id} "{job.name}" [{job.schedule}{batch_text(job)}]: {upcoming}, '
         f"posts to {chat_text(job.target)}."
     )
