@@ -206,7 +206,7 @@ class ClusterSettings(Section):
         3.0,
         ge=2.0,
         le=300.0,
-        description="Seconds the elected connector's lease (and each Discord shard's, and a process's name) "
+        description="Seconds the elected connector's lease (and each gateway shard's, and a process's name) "
         "lives without renewal: after a crash another process takes over within this time (a stop hands "
         "over at once). Renewed every third of it: 3/leader_ttl Redis round-trips per second per process "
         "and held lease; a holder that cannot renew for half of it (paused, cut off) stops receiving.",
