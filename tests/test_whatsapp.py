@@ -201,6 +201,28 @@ async def test_a_failed_status_marks_the_outbox_item_and_read_receipts_go_to_the
     assert answer.context == asked  # the answer quotes the question
 
 
+@pytest.mark.each_database  # the status is recorded on the outbox row, in either database
+async def test_sent_delivered_read_and_a_late_sent_leave_read_on_the_reply_s_outbox_row(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    emulator.script(Reply(text="Hello."))
+    driver = WhatsAppDriver()
+    async with running(driver, home, emulator, emulator_url) as platform:
+        driver.fake.text(driver.friend, "hello")
+        await platform.settled()
+        [answer] = driver.fake.bot_messages(driver.friend)
+        for status in ("sent", "delivered", "read", "sent"):  # Meta does not promise their order
+            driver.fake.status(answer.id, status)
+        await platform.settled()  # every webhook answered: the adapter answers once the sink recorded it
+
+        def deliveries(conn: sa.Connection) -> list[Any]:
+            columns = (tables.outbox.c.platform_message_id, tables.outbox.c.state, tables.outbox.c.delivery)
+            return [tuple(row) for row in conn.execute(sa.select(*columns))]
+
+        rows = await platform.gateway.services.runtime.storage.read(deliveries)
+    assert rows == [(answer.id, "sent", "read")]
+
+
 async def _failed(rows: Any) -> list[Any]:
     found = await rows
     return found if all(row[0] == "failed" for row in found) else []
