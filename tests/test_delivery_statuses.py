@@ -3,13 +3,15 @@ reported for each reply, never moved back by one that arrives late, found throug
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import sqlalchemy as sa
 
 from adapters.base import ChatAddress, DeliveryStatus, OutboundText
 from agent.db import Storage
 from gateway.delivery.statuses import DeliveryStatuses
-from gateway.ledger.outbox import Operation, Outbox, Outgoing, delivery_update
+from gateway.ledger.outbox import Fates, Operation, Outbox, Outgoing, delivery_update
 from gateway.server.metrics import GatewayMetrics
 from gateway.tables import outbox as outbox_table
 
@@ -78,3 +80,16 @@ async def test_a_status_finds_its_reply_through_an_index_not_a_scan(storage: Sto
 def test_an_unknown_status_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown delivery status 'bounced'"):
         delivery_update(reported("m1", "bounced"), 1.0)
+
+
+async def test_the_day_s_fates_count_only_the_replies_queued_since_then(storage: Storage) -> None:
+    outbox = Outbox(storage)
+    for message_id in ("old", "new"):
+        await sent_reply(outbox, message_id)
+    await DeliveryStatuses(outbox, GatewayMetrics())([reported("old", "read"), reported("new", "delivered")])
+    day_ago = time.time() - 86_400
+    old = outbox_table.c.platform_message_id == "old"
+    aged = sa.update(outbox_table).where(old).values(created_at=day_ago - 1)
+    await storage.write(lambda conn: conn.execute(aged))
+    assert await outbox.fates_since(day_ago) == Fates(replies=1, delivered=1)
+    assert await outbox.fates_since(day_ago - 60) == Fates(replies=2, delivered=2, read=1)

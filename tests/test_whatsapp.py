@@ -22,6 +22,7 @@ from gateway import tables
 from gateway.home import HeraldHome
 from tests.conformance.harness import Running, running
 from tests.conformance.whatsapp_driver import WhatsAppDriver
+from tests.console_support import CONSOLE_TOKEN, console_client
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.fakes.whatsapp import APP_SECRET, NUMBER_ID, VERIFY_TOKEN
@@ -201,26 +202,47 @@ async def test_a_failed_status_marks_the_outbox_item_and_read_receipts_go_to_the
     assert answer.context == asked  # the answer quotes the question
 
 
-@pytest.mark.each_database  # the status is recorded on the outbox row, in either database
-async def test_sent_delivered_read_and_a_late_sent_leave_read_on_the_reply_s_outbox_row(
+class ConsoleDriver(WhatsAppDriver):
+    """The same fake, with the console's login token set."""
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), "HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
+
+
+@pytest.mark.each_database  # the statuses are recorded on the outbox rows, in either database
+async def test_statuses_end_on_the_outbox_row_in_the_order_of_delivery_and_the_health_page_counts_them(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
-    emulator.script(Reply(text="Hello."))
-    driver = WhatsAppDriver()
+    """One reply sent, delivered, read and then (late) sent again ends read; another fails after it was
+    sent. The console's health page counts both."""
+    emulator.script(Reply(text="Hello."), Reply(text="Hi, admin."))
+    driver = ConsoleDriver()
     async with running(driver, home, emulator, emulator_url) as platform:
         driver.fake.text(driver.friend, "hello")
         await platform.settled()
-        [answer] = driver.fake.bot_messages(driver.friend)
-        for status in ("sent", "delivered", "read", "sent"):  # Meta does not promise their order
-            driver.fake.status(answer.id, status)
+        driver.fake.text(driver.admin, "hi")
+        await platform.settled()
+        [read] = driver.fake.bot_messages(driver.friend)
+        [undelivered] = driver.fake.bot_messages(driver.admin)
+        for reported in ("sent", "delivered", "read", "sent"):  # Meta does not promise their order
+            driver.fake.status(read.id, reported)
+        driver.fake.status(undelivered.id, "sent")
+        driver.fake.status(undelivered.id, "failed", error=(131026, "Message undeliverable"))
         await platform.settled()  # every webhook answered: the adapter answers once the sink recorded it
 
-        def deliveries(conn: sa.Connection) -> list[Any]:
+        def deliveries(conn: sa.Connection) -> set[Any]:
             columns = (tables.outbox.c.platform_message_id, tables.outbox.c.state, tables.outbox.c.delivery)
-            return [tuple(row) for row in conn.execute(sa.select(*columns))]
+            return {tuple(row) for row in conn.execute(sa.select(*columns))}
 
         rows = await platform.gateway.services.runtime.storage.read(deliveries)
-    assert rows == [(answer.id, "sent", "read")]
+        async with console_client(platform.gateway.http.url) as client:
+            await client.login()
+            answered, page, _ = await client.get("/console/health")
+    assert rows == {(read.id, "sent", "read"), (undelivered.id, "failed", "failed")}
+    assert answered == 200
+    card = page.split('id="replies"')[1].split("</div></div>")[0]
+    assert '<div class="value">1</div>' in card  # failed
+    assert "of 2 in the last 24 h (1 undelivered after sending); 1 delivered, 1 read" in card
 
 
 async def _failed(rows: Any) -> list[Any]:

@@ -125,6 +125,19 @@ class OutboxItem:
 
 
 @dataclass(frozen=True)
+class Fates:
+    """How the replies queued since a time fared (the console's health page): ``failed`` were given up
+    on, ``undelivered`` of them by the platform after it had accepted them (a status); ``delivered``
+    and ``read`` as the platform last reported (only platforms with status webhooks report them)."""
+
+    replies: int = 0
+    failed: int = 0
+    undelivered: int = 0
+    delivered: int = 0  # delivered or read
+    read: int = 0
+
+
+@dataclass(frozen=True)
 class Claimant:
     """A sender among several processes: the name it writes into the items it claims (unique per
     process start, so a restarted process never mistakes an old claim for its own) and how long a
@@ -243,6 +256,25 @@ class Outbox:
         if served is not None:
             query = query.where(_served(served))
         return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
+
+    async def fates_since(self, since: float) -> Fates:
+        """How the replies (sends, not edits or deletions) queued since ``since`` fared; the age index
+        finds them, so the count costs what a day's replies cost."""
+        messages = (Operation.SEND.value, Operation.SEND_VOICE.value)
+        query = (
+            sa.select(outbox.c.state, outbox.c.delivery, sa.func.count())
+            .where(outbox.c.created_at >= since, outbox.c.operation.in_(messages))
+            .group_by(outbox.c.state, outbox.c.delivery)
+        )
+        rows = await self.storage.read(lambda conn: [tuple(row) for row in conn.execute(query)])
+        failed = OutboxState.FAILED.value
+        return Fates(
+            replies=sum(number for _, _, number in rows),
+            failed=sum(number for state, _, number in rows if state == failed),
+            undelivered=sum(number for _, delivery, number in rows if delivery == "failed"),
+            delivered=sum(number for _, delivery, number in rows if delivery in ("delivered", "read")),
+            read=sum(number for _, delivery, number in rows if delivery == "read"),
+        )
 
     # The state changes below: with ``claimant``, only while it still holds the item (see the module
     # docstring), except mark_sent; each returns whether the item was changed.
