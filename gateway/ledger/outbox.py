@@ -52,6 +52,11 @@ Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and th
 empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
 Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
 
+Delivery statuses. A platform with status webhooks later says what became of a message it accepted
+(``gateway.delivery.statuses``): :meth:`Outbox.record_deliveries` keeps the latest on the item that
+sent it (``delivery``, ``delivery_at``; found by ``platform_message_id`` through the
+``outbox_by_message`` index), never moving back (:data:`EARLIER`); a failure also fails the item.
+
 Files. An item may send a file (a spoken reply's voice note: ``Operation.SEND_VOICE``). Its bytes are
 stored once, by SHA-256, in the ``media`` table in the same transaction as the item (the item keeps the
 hash and what the platform is told about the file), so a restart sends the very bytes that were queued,
