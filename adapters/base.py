@@ -91,8 +91,8 @@ gateway's HTTP server receives there (:meth:`Adapter.receive_webhook`), and its 
 
 **Delivery reports.** A platform that later says what became of a message it accepted (delivered,
 read, failed: a status webhook) hands that to :attr:`Adapter.status_sink` as :class:`DeliveryStatus`
-(the gateway sets it before ``start``; the outbox item that sent the message is marked failed when it
-failed). A reply the platform will not take at all is a ``DeliveryError`` as ever.
+(the gateway sets it before ``start``; it records each on the outbox item that sent the message, which
+a failure also marks failed). A reply the platform will not take at all is a ``DeliveryError`` as ever.
 
 **Buttons.** An adapter whose ``Capabilities.buttons`` is true shows ``OutboundText.buttons`` under
 the message it sends (Telegram's inline keyboard, Discord's components, a question in the terminal);

@@ -64,6 +64,10 @@ outbox = sa.Table(
     # A file the item sends (a spoken reply's voice note): its bytes live once in the media table.
     sa.Column("media_sha256", sa.Text),
     sa.Column("media_meta", sa.Text),  # JSON: what the platform is told about it (a voice note's duration...)
+    # What the platform last said about the sent message (a status webhook): sent, delivered, read or
+    # failed, never an earlier one after a later (gateway.ledger.outbox.DELIVERY_ORDER); and when.
+    sa.Column("delivery", sa.Text),
+    sa.Column("delivery_at", Timestamp),
     sa.Index(
         "outbox_pending",
         "next_attempt_at",
@@ -72,6 +76,7 @@ outbox = sa.Table(
     ),
     sa.Index("outbox_by_inbox", "inbox_id"),
     sa.Index("outbox_by_time", "created_at"),  # retention: old rows found without reading them all
+    sa.Index("outbox_by_message", "platform", "platform_message_id"),  # a status finds its row
     sqlite_autoincrement=True,
 )
 

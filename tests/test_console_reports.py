@@ -281,11 +281,13 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     await Inbox(storage).record_batch(said)
 
     def back_to_0014(conn: sa.Connection) -> None:  # as a database migrated by the release before
+        conn.execute(sa.text("DROP INDEX outbox_by_message"))  # 0018's index and columns (below)
         usage_days.drop(conn)  # 0017's table and indexes
         for index in ("inbox_by_time", "outbox_by_time", "tool_approvals_by_expiry"):
             conn.execute(sa.text(f"DROP INDEX {index}"))
         batch_requests.drop(conn)  # 0016's table and columns
-        added = ("requests.batch", "cron_jobs.batch", "cron_jobs.batch_deadline", "cron_jobs.occurrence")
+        added = ("requests.batch", "cron_jobs.batch", "cron_jobs.batch_deadline", "cron_jobs.occurrence",
+                 "outbox.delivery", "outbox.delivery_at")  # fmt: skip
         for table, column in (name.split(".") for name in added):
             conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         chat_people.drop(conn)

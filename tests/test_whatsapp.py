@@ -22,6 +22,7 @@ from gateway import tables
 from gateway.home import HeraldHome
 from tests.conformance.harness import Running, running
 from tests.conformance.whatsapp_driver import WhatsAppDriver
+from tests.console_support import CONSOLE_TOKEN, console_client
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.fakes.whatsapp import APP_SECRET, NUMBER_ID, VERIFY_TOKEN
@@ -199,6 +200,49 @@ async def test_a_failed_status_marks_the_outbox_item_and_read_receipts_go_to_the
     assert (state, message_id) == ("failed", answer.id) and "131026" in error and "undeliverable" in error
     assert (asked, True) in reads  # marked read, with "typing…", while the answer was written
     assert answer.context == asked  # the answer quotes the question
+
+
+class ConsoleDriver(WhatsAppDriver):
+    """The same fake, with the console's login token set."""
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), "HERALD_CONSOLE_TOKEN": CONSOLE_TOKEN}
+
+
+@pytest.mark.each_database  # the statuses are recorded on the outbox rows, in either database
+async def test_statuses_end_on_the_outbox_row_in_the_order_of_delivery_and_the_health_page_counts_them(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    """One reply sent, delivered, read and then (late) sent again ends read; another fails after it was
+    sent. The console's health page counts both."""
+    emulator.script(Reply(text="Hello."), Reply(text="Hi, admin."))
+    driver = ConsoleDriver()
+    async with running(driver, home, emulator, emulator_url) as platform:
+        driver.fake.text(driver.friend, "hello")
+        await platform.settled()
+        driver.fake.text(driver.admin, "hi")
+        await platform.settled()
+        [read] = driver.fake.bot_messages(driver.friend)
+        [undelivered] = driver.fake.bot_messages(driver.admin)
+        for reported in ("sent", "delivered", "read", "sent"):  # Meta does not promise their order
+            driver.fake.status(read.id, reported)
+        driver.fake.status(undelivered.id, "sent")
+        driver.fake.status(undelivered.id, "failed", error=(131026, "Message undeliverable"))
+        await platform.settled()  # every webhook answered: the adapter answers once the sink recorded it
+
+        def deliveries(conn: sa.Connection) -> set[Any]:
+            columns = (tables.outbox.c.platform_message_id, tables.outbox.c.state, tables.outbox.c.delivery)
+            return {tuple(row) for row in conn.execute(sa.select(*columns))}
+
+        rows = await platform.gateway.services.runtime.storage.read(deliveries)
+        async with console_client(platform.gateway.http.url) as client:
+            await client.login()
+            answered, page, _ = await client.get("/console/health")
+    assert rows == {(read.id, "sent", "read"), (undelivered.id, "failed", "failed")}
+    assert answered == 200
+    card = page.split('id="replies"')[1].split("</div></div>")[0]
+    assert '<div class="value">1</div>' in card  # failed
+    assert "of 2 in the last 24 h (1 undelivered after sending); 1 delivered, 1 read" in card
 
 
 async def _failed(rows: Any) -> list[Any]:

@@ -3,9 +3,10 @@
 Inbound: a POST is judged by its ``X-Hub-Signature-256`` first (a bad one is answered 401 and nothing
 of it is read further), then its messages are handed to the sink and only then is it answered 200
 (Meta retries anything else, for days; a retry of a stored message is a duplicate the inbox drops).
-Statuses of the bot's own messages go to the gateway's status sink (a failed one marks its outbox
-item). Every person's last message time is recorded (the 24-hour window, ``window``), durably in the
-adapter's records, before the sink gets the message, so the reply finds the window open.
+Statuses of the bot's own messages go to the gateway's status sink (recorded on their outbox items;
+a failed one fails its item). Every person's last message time is recorded (the 24-hour window,
+``window``), durably in the adapter's records, before the sink gets the message, so the reply finds
+the window open.
 
 Outbound: a reply is sent as free text only inside the window; outside it the configured template is
 sent instead, once, or nothing (a ``DeliveryError`` the gateway records as failed) and the owner is told

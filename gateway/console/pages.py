@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 Readiness = Callable[[], Awaitable[dict[str, object]]]
 PROBE_SECONDS = 3.0
+REPLIES_SECONDS = 86_400.0  # the health page counts how the replies of the last day fared
 CONSOLE_ADMIN = "console"  # who approved, in ``approved_users.approved_by``
 
 
@@ -274,6 +275,7 @@ class ConsolePages:
             "queued": self.services.lanes.depth,
             "pending_inbox": await self.services.inbox.pending_count(),
             "pending_outbox": await self.services.outbox.pending_count(),
+            "replies": await self.services.outbox.fates_since(time.time() - REPLIES_SECONDS),
             "session_leases": runtime.locks.held,
             "dependencies": await self._dependencies(),
             "cluster": await self._cluster(),

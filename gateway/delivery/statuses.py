@@ -1,10 +1,13 @@
-"""What a platform later says about a message it accepted (``adapters.base.DeliveryStatus``): a failure
-marks the outbox item that sent it failed (so the console and ``gateway_delivery_failures_total`` show
-it) and is logged as a warning with the platform's reason; delivered and read are only logged (debug)."""
+"""What a platform later says about a message it accepted (``adapters.base.DeliveryStatus``): each
+status is recorded on the outbox item that sent the message (``outbox.delivery``: sent, delivered, read
+or failed, never moving back), so the console shows how replies fared. A failure also marks the item
+failed (so ``gateway_delivery_failures_total`` counts it) and is logged as a warning with the
+platform's reason."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 
 from adapters.base import DeliveryStatus
@@ -22,15 +25,12 @@ class DeliveryStatuses:
         self.metrics = metrics
 
     async def __call__(self, statuses: Sequence[DeliveryStatus]) -> None:
-        for status in statuses:
+        changed = await self.outbox.record_deliveries(statuses, time.time())
+        for status, recorded in zip(statuses, changed, strict=True):
             if status.status != "failed":
                 log.debug("%s message %s: %s", status.platform, status.message_id, status.status)
                 continue
-            reason = status.error or "failed"
-            changed = await self.outbox.mark_undelivered(
-                status.platform, status.chat_id, status.message_id, reason
-            )
-            if changed:
+            if recorded:
                 self.metrics.delivery_failures.labels(platform=status.platform).inc()
             log.warning("%s could not deliver message %s to %s: %s", status.platform, status.message_id,
-                        status.chat_id, reason)  # fmt: skip
+                        status.chat_id, status.error or "failed")  # fmt: skip

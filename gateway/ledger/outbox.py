@@ -52,6 +52,11 @@ Without a claimant (one process, SQLite or PostgreSQL) nothing is claimed and th
 empty: a process sends only the chats it serves (``Served``), and one chat is served by one process.
 Claims there would only add a write per pass, and after a crash a wait for the dead process's claims.
 
+Delivery statuses. A platform with status webhooks later says what became of a message it accepted
+(``gateway.delivery.statuses``): :meth:`Outbox.record_deliveries` keeps the latest on the item that
+sent it (``delivery``, ``delivery_at``; found by ``platform_message_id`` through the
+``outbox_by_message`` index), never moving back (:data:`EARLIER`); a failure also fails the item.
+
 Files. An item may send a file (a spoken reply's voice note: ``Operation.SEND_VOICE``). Its bytes are
 stored once, by SHA-256, in the ``media`` table in the same transaction as the item (the item keeps the
 hash and what the platform is told about the file), so a restart sends the very bytes that were queued,
@@ -73,7 +78,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.base import Button, ChatAddress, OutboundText, OutboundVoice, TextEntity
+from adapters.base import Button, ChatAddress, DeliveryStatus, OutboundText, OutboundVoice, TextEntity
 from agent.db import Storage, insert_ignoring_duplicates, media
 from gateway.ledger.inbox import InboxState, finish_row
 from gateway.tables import outbox
@@ -125,6 +130,19 @@ class OutboxItem:
 
 
 @dataclass(frozen=True)
+class Fates:
+    """How the replies queued since a time fared (the console's health page): ``failed`` were given up
+    on, ``undelivered`` of them by the platform after it had accepted them (a status); ``delivered``
+    and ``read`` as the platform last reported (only platforms with status webhooks report them)."""
+
+    replies: int = 0
+    failed: int = 0
+    undelivered: int = 0
+    delivered: int = 0  # delivered or read
+    read: int = 0
+
+
+@dataclass(frozen=True)
 class Claimant:
     """A sender among several processes: the name it writes into the items it claims (unique per
     process start, so a restarted process never mistakes an old claim for its own) and how long a
@@ -150,6 +168,14 @@ _PENDING_FOR = (
         outbox.c.chat_id == sa.bindparam("chat"),
     )
 )
+# The delivery statuses each one replaces (``outbox.delivery``): never an earlier by a later-arriving
+# one, so a late "sent" after "read" changes nothing. Read and failed are both final: the first stays.
+EARLIER: Mapping[str, tuple[str, ...]] = {
+    "sent": (),
+    "delivered": ("sent",),
+    "read": ("sent", "delivered"),
+    "failed": ("sent", "delivered"),
+}
 RELEASED: dict[str, Any] = {"claimed_by": None, "claimed_until": None}  # anyone may try the item next
 SETTLED: dict[str, Any] = {"claimed_until": None}  # claimed_by stays: who sent it, or gave up on it
 
@@ -236,6 +262,25 @@ class Outbox:
             query = query.where(_served(served))
         return await self.storage.read(lambda conn: int(conn.execute(query).scalar_one()))
 
+    async def fates_since(self, since: float) -> Fates:
+        """How the replies (sends, not edits or deletions) queued since ``since`` fared; the age index
+        finds them, so the count costs what a day's replies cost."""
+        messages = (Operation.SEND.value, Operation.SEND_VOICE.value)
+        query = (
+            sa.select(outbox.c.state, outbox.c.delivery, sa.func.count())
+            .where(outbox.c.created_at >= since, outbox.c.operation.in_(messages))
+            .group_by(outbox.c.state, outbox.c.delivery)
+        )
+        rows = await self.storage.read(lambda conn: [tuple(row) for row in conn.execute(query)])
+        failed = OutboxState.FAILED.value
+        return Fates(
+            replies=sum(number for _, _, number in rows),
+            failed=sum(number for state, _, number in rows if state == failed),
+            undelivered=sum(number for _, delivery, number in rows if delivery == "failed"),
+            delivered=sum(number for _, delivery, number in rows if delivery in ("delivered", "read")),
+            read=sum(number for _, delivery, number in rows if delivery == "read"),
+        )
+
     # The state changes below: with ``claimant``, only while it still holds the item (see the module
     # docstring), except mark_sent; each returns whether the item was changed.
 
@@ -268,22 +313,15 @@ class Outbox:
         """Try ``item_id`` again at ``at`` without counting an attempt (its chat is paused)."""
         return await self._update(item_id, claimant, next_attempt_at=at, **RELEASED)
 
-    async def mark_undelivered(
-        self, platform: str, chat_id: str, platform_message_id: str, error: str
-    ) -> int:
-        """A message the platform accepted and later reported it could not deliver (a status webhook):
-        its sent item becomes failed, with why. Returns how many items changed (0: not one of ours)."""
-        statement = (
-            sa.update(outbox)
-            .where(
-                outbox.c.platform == platform,
-                outbox.c.chat_id == chat_id,
-                outbox.c.platform_message_id == platform_message_id,
-                outbox.c.state == OutboxState.SENT.value,
-            )
-            .values(state=OutboxState.FAILED.value, error=error)
+    async def record_deliveries(self, statuses: Sequence[DeliveryStatus], at: float) -> list[bool]:
+        """What platforms later said about messages they accepted (status webhooks), received at ``at``,
+        in one transaction: each is recorded on the item that sent its message unless that item has a
+        later one already (:data:`EARLIER`); a failure also fails the sent item, with why. Says for each
+        whether it changed an item (False: a late or repeated status, or not one of ours)."""
+        statements = [delivery_update(status, at) for status in statuses]
+        return await self.storage.write(
+            lambda conn: [conn.execute(statement).rowcount > 0 for statement in statements]
         )
-        return int(await self.storage.write(lambda conn: conn.execute(statement).rowcount))
 
     async def mark_failed(self, item_id: int, error: str, *, claimant: Claimant | None = None) -> bool:
         return await self._update(
@@ -331,6 +369,24 @@ class Outbox:
             if holding:
                 statement = statement.where(outbox.c.claimed_by == claimant.holder)
         return await self.storage.write(lambda conn: conn.execute(statement).rowcount > 0)
+
+
+def delivery_update(status: DeliveryStatus, at: float) -> sa.Update:
+    """The ``UPDATE`` that records ``status`` on the item that sent its message (found through the
+    ``outbox_by_message`` index), unless the item has a later status already."""
+    earlier = EARLIER.get(status.status)
+    if earlier is None:
+        raise ValueError(f"unknown delivery status {status.status!r}: expected one of {', '.join(EARLIER)}")
+    statement = sa.update(outbox).where(
+        outbox.c.platform == status.platform,
+        outbox.c.platform_message_id == status.message_id,
+        outbox.c.chat_id == status.chat_id,
+        sa.or_(outbox.c.delivery.is_(None), *([outbox.c.delivery.in_(earlier)] if earlier else [])),
+    )
+    if status.status == "failed":
+        failed = {"state": OutboxState.FAILED.value, "error": status.error or "failed"}
+        statement = statement.where(outbox.c.state == OutboxState.SENT.value).values(**failed)
+    return statement.values(delivery=status.status, delivery_at=at)
 
 
 def insert_items(conn: sa.Connection, items: Sequence[Outgoing], *, inbox_id: int | None = None) -> list[int]:
