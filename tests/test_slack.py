@@ -1,6 +1,7 @@
-"""What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently, the
-Events API's signatures and retries, slash commands over HTTP and their private replies through
-``response_url``, a mention in a thread, files that answer with a sign-in page."""
+"""What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently or is
+dropped with reconnections refused (``/readyz``), the Events API's signatures and retries, slash
+commands over HTTP and their private replies through ``response_url``, a mention in a thread, files
+that answer with a sign-in page."""
 
 from __future__ import annotations
 
