@@ -274,3 +274,22 @@ async def test_each_bots_start_up_lines_name_the_bot(
     for bot in TOKENS:
         assert sum(message.startswith(f"bot {bot}: ") for message in per_bot) == len(per_bot) / 2, per_bot
     assert any(message.startswith("gateway running: bot family on telegram") for _, message in said), said
+
+
+# Loggers of one bot's parts: its adapters and their SDK, its scheduler, its database and agent.
+BOTS_OWN = ("adapters.", "telegram.", "apscheduler.", "gateway.cron.", "agent.")
+
+
+async def test_each_bots_shutdown_lines_name_the_bot(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What each bot closes at shutdown (its adapters, scheduler, database) logs as the bot, as at start."""
+    caplog.set_level(logging.DEBUG)
+    async with two_bots(home, emulator, emulator_url):
+        started = len(caplog.records)
+    closing = [r.getMessage() for r in caplog.records[started:] if r.name.startswith(BOTS_OWN)]
+    unnamed = [message for message in closing if not message.startswith(("bot family: ", "bot work: "))]
+    assert not unnamed, unnamed
+    assert any("Scheduler has been shut down" in message for message in closing), closing
+    for bot in TOKENS:
+        assert any(message.startswith(f"bot {bot}: ") for message in closing), closing
