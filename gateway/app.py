@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError, StatusSink
 from agent.db import StorageUnavailable
-from gateway.bots.logs import speaking_for
+from gateway.bots.logs import bot_step, speaking_for
 from gateway.bots.metrics import BotsMetrics
 from gateway.bots.profiles import BOTS_DIR, BotProfile, bot_profiles, prepare_profile
 from gateway.commands import menu, menu_hash
@@ -207,28 +207,28 @@ async def open_gateway(
             stack.callback(os.close, hold_gateway_lock(home))  # a second gateway on the home stops here
         bots: list[BotGateway] = []
         for profile in profiles:
-            with speaking_for(profile.name):
-                bots.append(await open_bot(stack, profile, adapters))
+            with bot_step(stack, profile.name) as step:
+                bots.append(await open_bot(step, profile, adapters))
         chosen = [adapter for bot in bots for adapter in bot.adapters]
         if not chosen and not len(keys):
             raise no_platform(home)
         http = reserve_http_server(stack, config, bots, chosen)
         for bot in bots:
             clustered = bot.services.runtime.cluster is not None  # the elected member receives and schedules
-            with speaking_for(bot.name):
+            with bot_step(stack, bot.name) as step:
                 if not clustered:
-                    start_review_sweeper(stack, bot.services)
-                    await stack.enter_async_context(storage_pruning(bot.services))
+                    start_review_sweeper(step, bot.services)
+                    await step.enter_async_context(storage_pruning(bot.services))
                 statuses = DeliveryStatuses(bot.services.outbox, bot.services.metrics)
-                await start_adapters(stack, bot.adapters, bot.router, statuses, receive_all=not clustered)
+                await start_adapters(step, bot.adapters, bot.router, statuses, receive_all=not clustered)
         for bot in bots:
             with speaking_for(bot.name):
                 await bot.router.recover()  # before any new message is handled (the router waits for it)
                 await publish_menus(bot.adapters, bot.services)
         for bot in bots:
-            with speaking_for(bot.name):
+            with bot_step(stack, bot.name) as step:
                 if bot.services.runtime.cluster is not None:
-                    bot.cluster = await open_cluster_member(stack, bot.services, bot.adapters, bot.scheduler)
+                    bot.cluster = await open_cluster_member(step, bot.services, bot.adapters, bot.scheduler)
                 else:
                     await bot.scheduler.start()
         await serve_http(http, config, bots, tokens, keys)

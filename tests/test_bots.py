@@ -256,14 +256,20 @@ def webhook(port: int, bot: str) -> str:
     return f"http://127.0.0.1:{port}/bots/{bot}/telegram/webhook"
 
 
-async def test_each_bots_start_up_lines_name_the_bot(
+# Loggers of one bot's parts: its adapters and their SDK, its scheduler, its database and agent.
+BOTS_OWN = ("adapters.", "telegram.", "apscheduler.", "gateway.cron.", "agent.")
+
+
+async def test_each_bots_start_up_and_shutdown_lines_name_the_bot(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Two bots on one platform start alike: each line of a bot's start (its database's, its adapter's,
-    its scheduler's) says which bot it is about; the line of the process as a whole lists them."""
-    caplog.set_level(logging.INFO)
+    its scheduler's) says which bot it is about; the line of the process as a whole lists them. What
+    each bot closes at shutdown (its adapters, scheduler, database) logs as the bot too."""
+    caplog.set_level(logging.DEBUG)
     async with two_bots(home, emulator, emulator_url):
-        said = [(record.name, record.getMessage()) for record in caplog.records]
+        said = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+        running = len(caplog.records)
     started = sorted(message for _, message in said if "Telegram adapter started" in message)
     assert started == [
         "bot family: Telegram adapter started as @family_bot, polling",
@@ -274,3 +280,9 @@ async def test_each_bots_start_up_lines_name_the_bot(
     for bot in TOKENS:
         assert sum(message.startswith(f"bot {bot}: ") for message in per_bot) == len(per_bot) / 2, per_bot
     assert any(message.startswith("gateway running: bot family on telegram") for _, message in said), said
+    closing = [r.getMessage() for r in caplog.records[running:] if r.name.startswith(BOTS_OWN)]
+    unnamed = [message for message in closing if not message.startswith(("bot family: ", "bot work: "))]
+    assert not unnamed, unnamed
+    assert any("Scheduler has been shut down" in message for message in closing), closing
+    for bot in TOKENS:
+        assert any(message.startswith(f"bot {bot}: ") for message in closing), closing

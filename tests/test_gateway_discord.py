@@ -249,7 +249,7 @@ async def test_everyone_may_talk_in_an_allowed_channel_and_in_its_threads(
 async def test_a_long_answer_is_split_at_2000_and_nothing_in_it_pings_anyone(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    emulator.script(Reply(text="@everyone look at this! <@1002> " + CODE_ANSWER))
+    emulator.script(Reply(text="@everyone look at this! <@1002> `<#5>` " + CODE_ANSWER))
     async with discord_gateway(home, emulator, emulator_url) as harness:
         fake = harness.fake
         fake.guild_message(fake.channel_id, FRIEND, "explain", mention_bot=True)
@@ -264,6 +264,8 @@ async def test_a_long_answer_is_split_at_2000_and_nothing_in_it_pings_anyone(
         assert mentions.get("parse") == [] and not mentions.get("users")
     joined = "".join(m.content for m in messages)
     assert "def step_0():" in joined and "def step_7():" in joined
+    # Shown as written: the mention escaped (Discord shows "\<@1002>" as "<@1002>"), the code as it is.
+    assert joined.startswith("@everyone look at this! \\<@1002> `<#5>` Step 0")
 
 
 async def test_slash_commands_come_from_the_same_table_and_are_synced_only_when_it_changed(

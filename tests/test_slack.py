@@ -1,11 +1,13 @@
-"""What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently, the
-Events API's signatures and retries, slash commands over HTTP and their private replies through
-``response_url``, a mention in a thread, files that answer with a sign-in page."""
+"""What is Slack's own, beyond the conformance suite: a Socket Mode connection that dies silently or is
+dropped with reconnections refused (``/readyz``), the Events API's signatures and retries, slash
+commands over HTTP and their private replies through ``response_url``, a mention in a thread, files
+that answer with a sign-in page."""
 
 from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
@@ -20,7 +22,7 @@ from tests.conformance.slack_driver import CHANNEL, SlackDriver
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.slack.server import FORM
 from tests.fakes.slack.server import SIGNING_SECRET as FAKE_SECRET
-from tests.fakes.waiting import wait_until
+from tests.fakes.waiting import wait_until, wait_until_awaited
 
 REPLACED = "Slack Socket Mode connection replaced"
 
@@ -59,6 +61,42 @@ async def test_a_socket_that_stops_answering_pings_is_replaced_and_the_gap_caugh
         assert sum(text in line for line in said) == 1, (text, said)  # nothing lost, nothing doubled
     assert len(answers) == len(emulator.requests)  # one answer per turn
     assert sum(REPLACED in record.getMessage() for record in caplog.records) == 1
+
+
+async def readiness(url: str) -> tuple[int, dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client,
+        client.get(f"{url}/readyz") as response,
+    ):
+        return response.status, await response.json()
+
+
+async def test_readyz_says_not_ready_while_the_socket_is_down_and_reconnecting_fails(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    driver = SlackDriver()
+    fake = driver.fake
+
+    def refused() -> int:
+        return sum(call.status == 503 for call in fake.calls_to("apps.connections.open"))
+
+    async def ready() -> dict[str, Any] | None:
+        status, report = await readiness(url)
+        return report if status == 200 else None
+
+    async with running(driver, home, emulator, emulator_url) as platform:
+        url = platform.gateway.http.url
+        assert await ready()
+        fake.drop(refuse_reconnects=True)
+        await wait_until(lambda: refused() >= 2, what="two refused reconnections")  # the first one answered
+        status, report = await readiness(url)
+        fake.accept_reconnects()
+        back = await wait_until_awaited(ready, what="/readyz 200 after reconnecting", describe=fake.describe)
+    assert status == 503, report
+    [problem] = report["problems"]
+    assert problem.startswith("slack: not connected: Socket Mode connection down; reconnecting failed:")
+    assert "service_unavailable" in problem
+    assert back == {"ready": True, "problems": []} and fake.connections == 2
 
 
 async def test_a_retried_events_api_post_is_answered_once(

@@ -7,8 +7,10 @@ For each platform the visible text is then read the way that platform shows it, 
 here, independent of the renderers:
 
 - Telegram: the message text (the renderer sends text plus entities; entities only style it);
-- Discord: the Markdown with its code-fence lines hidden (Discord shows HTML, ``&amp;`` and the rest
-  of the text as written);
+- Discord: the Markdown read by Discord's rules: code blocks and spans as their code, a backslash
+  hiding itself before punctuation, and outside code its tags shown as what they name (``<#123>`` as
+  ``#channel-name``, ``<@123>`` as ``@user-name``, ``<t:1700000000>`` as a date...); HTML, ``&amp;``
+  and the rest of the text as written;
 - Slack: mrkdwn with ``<url|label>`` shown as the label, ``&lt; &gt; &amp;`` unescaped and the
   mrkdwn style marks ``* _ ~`` not shown;
 - WhatsApp: its markup with the style marks ``* _ ~`` and the code-block lines and captions not shown
@@ -64,6 +66,19 @@ _TAGS = [
     "<b>bold</b>",
     "Map<K, V>",
 ]
+# Discord's tags: a user, a nickname, a role, a channel, dates, custom emoji, slash commands.
+_DISCORD_TAGS = [
+    "<@123>",
+    "<@!123>",
+    "<@&123>",
+    "<#123>",
+    "<t:1700000000>",
+    "<t:1700000000:R>",
+    "<:name:123>",
+    "<a:name:123>",
+    "</cmd:123>",
+    "</cmd sub:123>",
+]  # not <id:browse>: a CommonMark autolink, whose brackets are formatting like a link's
 _REFERENCES = ["&amp;", "&lt;", "&gt;", "&#60;", "&#x3C;", "&copy;", "&nosuch;"]
 _LANGUAGES = ["", "python", "html", "tsx"]
 
@@ -71,11 +86,12 @@ _atom = st.one_of(
     st.sampled_from(_WORDS),
     st.sampled_from(list("<>&*_[]()`\\;")),
     st.sampled_from(_TAGS),
+    st.sampled_from(_DISCORD_TAGS),
     st.sampled_from(_REFERENCES),
     st.tuples(st.sampled_from(_WORDS), st.sampled_from(_WORDS)).map(
         lambda p: f"[{p[0]}](https://example.com/{p[1]})"
     ),
-    st.sampled_from(_TAGS + _WORDS).map(lambda w: f"`{w}`"),
+    st.sampled_from(_TAGS + _DISCORD_TAGS + _WORDS).map(lambda w: f"`{w}`"),
 )
 _line = st.lists(st.tuples(_atom, st.sampled_from(["", " ", " ", "  "])), min_size=1, max_size=12).map(
     lambda pieces: "".join(atom + gap for atom, gap in pieces).strip() or "foo"
@@ -111,8 +127,49 @@ def telegram_visible(parts: Iterable[OutboundText]) -> str:
     return "\n".join(part.text for part in parts)
 
 
-def discord_visible(parts: Iterable[OutboundText]) -> str:
+def markdown_visible(parts: Iterable[OutboundText]) -> str:
+    """Markdown shown as plain text: as it is, code-fence lines aside."""
     return "\n".join(_without_fence_lines(part.text) for part in parts)
+
+
+# Discord's reading, first alternative first at each position: a code block (``` anywhere, an
+# optional language line), a backslash escape, a code span, a tag, any other character.
+_DISCORD_READING = re.compile(
+    r"```(?:[a-z0-9-]+?\n+)?\n*(?P<block>[\s\S]+?)\n*```"
+    r"|\\(?P<escaped>[^0-9A-Za-z\s])"
+    r"|(?P<run>`+)(?P<span>[\s\S]*?[^`])(?P=run)(?!`)"
+    r"|<(?P<tag>@!?\d+|@&\d+|#\d+|t:-?\d+(?::[tTdDfFR])?|a?:\w+:\d+|/[\w-]+(?: [\w-]+){0,2}:\d+|id:[\w-]+)>"
+    r"|(?P<char>[\s\S])",
+    re.I,
+)
+
+
+def _discord_tag(tag: str) -> str:
+    """What Discord shows for a tag: a name, a date or an image, never the tag as written."""
+    if tag.startswith("@&"):
+        return "@role-name"
+    if tag.startswith("@"):
+        return "@user-name"
+    if tag.startswith("#"):
+        return "#channel-name"
+    if tag.startswith("t:"):
+        return "in 3 days"
+    if tag.startswith("/"):
+        return tag.split(":")[0]  # the command's name, clickable
+    if tag.startswith("id:"):
+        return "Browse Channels"
+    return "🖼"  # a custom emoji's image
+
+
+def discord_visible(parts: Iterable[OutboundText]) -> str:
+    """Discord's Markdown as the app shows it (see ``_DISCORD_READING``), style marks left in."""
+    return "\n".join(
+        "".join(
+            _discord_tag(match["tag"]) if match.lastgroup == "tag" else match[match.lastgroup or "char"]
+            for match in _DISCORD_READING.finditer(part.text)
+        )
+        for part in parts
+    )
 
 
 _SLACK_LINK = re.compile(r"<([^<>|]*)\|([^<>]*)>|<([^<>|]*)>")
@@ -166,7 +223,7 @@ def matrix_visible(parts: Iterable[OutboundText]) -> str:
 
 def matrix_body_visible(parts: Iterable[OutboundText]) -> str:
     """What a plain-text client shows: the ``body``, the Markdown as it is."""
-    return discord_visible(parts)
+    return markdown_visible(parts)
 
 
 def signal_visible(parts: Iterable[OutboundText]) -> str:
@@ -291,6 +348,8 @@ def test_every_platform_shows_the_answer_as_written(platform: str, model: str, l
         "Escape it: write &amp;lt; for <, &amp; for &.",
         "'<img src=x onerror=alert(1)>' is not a model name.",
         "<div>\n**inside**\n</div>\n\nafter &copy; 2026",
+        "Discord writes <#123> for a channel, <@&5> for a role, <t:1700000000:R>, <:ok:7> and </ask:9>;"
+        " in code `<@123>` and\n```\n\\<#123> </ask sub:9>\n```\nstay, and \\<#4> or \\\\<#4> too.",
     ],
 )
 def test_html_and_character_references_arrive_as_written(platform: str, model: str) -> None:

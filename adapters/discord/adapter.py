@@ -45,7 +45,6 @@ from adapters.base import (
 )
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.redaction import describe
-from adapters.text.markdown import render_markdown
 from resilience.unreachable import Unreachable
 
 from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
@@ -57,6 +56,7 @@ from .interactions import InteractionAnswers, InteractionWebhook, interaction_re
 from .ordering import ChatQueues
 from .outbound import NO_MENTIONS, REPLY_MENTIONS, button_view, channel_id, reply_reference
 from .outbound import message_id as parse_message_id
+from .render import render_discord
 from .settings import PLATFORM
 from .voice import VOICE_FLAGS, VoiceFile, plain_attachment, refused_as_voice
 
@@ -138,7 +138,7 @@ class DiscordAdapter(Adapter):
     capabilities = Capabilities(
         max_message_length=2000,
         length_unit="chars",
-        render=render_markdown,
+        render=render_discord,
         can_edit=True,
         has_threads=True,
         voice_notes=True,

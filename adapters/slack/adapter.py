@@ -229,9 +229,16 @@ class SlackAdapter(Adapter):
         self._status.connected = False
 
     def status(self) -> AdapterStatus:
-        current = self._status
-        return AdapterStatus(connected=current.connected and self._client is not None, detail=current.detail,
-                             extra=dict(current.extra))  # fmt: skip
+        """Connected: started, and the Socket Mode connection (while this process runs one) open and
+        answering pings. A process that does not receive (a cluster's worker, Events API only) is not
+        judged by a socket it does not run."""
+        current, socket = self._status, self._socket
+        connected, detail = current.connected and self._client is not None, current.detail
+        if socket is not None and not socket.up:
+            failure = socket.reconnect_failure
+            connected = False
+            detail = "Socket Mode connection down" + (f"; reconnecting failed: {failure}" if failure else "")
+        return AdapterStatus(connected=connected, detail=detail, extra=dict(current.extra))
 
     def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
         """``chat.postMessage``: about one message a second per channel (short bursts allowed)."""

@@ -1,5 +1,5 @@
-"""The renderer of platforms that show Markdown themselves (Discord; Matrix, which converts each part to
-HTML as it sends it): split, not converted."""
+"""The renderer of platforms that show Markdown themselves (Matrix, which converts each part to HTML as
+it sends it; e-mail): split, not converted. Discord's adds escapes to it (``adapters.discord.render``)."""
 
 from __future__ import annotations
 

@@ -5,15 +5,17 @@ run in tasks started there. So the bot is a context, not a parameter: :func:`spe
 around a bot's step, tasks started inside inherit it (asyncio copies the context into a new task, and
 ``asyncio.to_thread`` into its thread), and a log record factory installed once prefixes every record
 made in it (Herald's own lines and the SDKs') with ``bot NAME:``. No message names its bot by hand, and
-a process without ``bots:`` logs exactly as before.
+a process without ``bots:`` logs exactly as before. What a step opens is closed at shutdown, long after
+the step left its context: :func:`bot_step` names those lines too.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
+from types import TracebackType
 from typing import Any
 
 _BOT: ContextVar[str | None] = ContextVar("herald_bot", default=None)
@@ -33,6 +35,24 @@ def speaking_for(bot: str | None) -> Iterator[None]:
         yield
     finally:
         _BOT.reset(token)
+
+
+@contextmanager
+def bot_step(stack: AsyncExitStack, bot: str | None) -> Iterator[AsyncExitStack]:
+    """:func:`speaking_for` ``bot`` around a step of its start that opens things: yields the stack to
+    open them in, which ``stack`` closes where the step stands in it (as if they had been opened there),
+    its lines naming ``bot`` as the start's did - a shutdown's adapters, schedulers and databases."""
+    step = AsyncExitStack()
+
+    async def leave(
+        kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> bool | None:
+        with speaking_for(bot):
+            return await step.__aexit__(kind, error, traceback)
+
+    stack.push_async_exit(leave)
+    with speaking_for(bot):
+        yield step
 
 
 def _naming(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:

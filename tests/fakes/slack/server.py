@@ -7,7 +7,8 @@ or, with :meth:`FakeSlack.events_to`, POSTed signed to an Events API URL (a slas
 :meth:`FakeSlack.silence` makes the socket stop answering pings and swallow events, like a connection
 that died without a close frame: what is sent meanwhile is lost unless read back with
 ``conversations.history``. Faults: :meth:`FakeSlack.fail_next` (a 429 with ``Retry-After``),
-:meth:`FakeSlack.hold` (a method left unanswered until released). Thread safe: a test may drive a fake
+:meth:`FakeSlack.hold` (a method left unanswered until released), :meth:`FakeSlack.drop` (sockets closed,
+reconnections refused until :meth:`FakeSlack.accept_reconnects`). Thread safe: a test may drive a fake
 served from another thread.
 """
 
@@ -103,6 +104,7 @@ class FakeSlack:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
         self.connections = 0  # websocket connections opened so far
+        self.refusing = False  # apps.connections.open answers 503 (see drop)
         self.add_channel("CGENERAL", "general")
 
     # --- the world ------------------------------------------------------------------------------
@@ -246,6 +248,19 @@ class FakeSlack:
         if gate is not None and loop is not None:
             loop.call_soon_threadsafe(gate.set)
 
+    def drop(self, *, refuse_reconnects: bool) -> None:
+        """Close every live socket; with ``refuse_reconnects``, ``apps.connections.open`` answers 503
+        (Slack unreachable for Socket Mode) until :meth:`accept_reconnects`."""
+        with self.lock:
+            self.refusing = refuse_reconnects
+            sockets = list(self._sockets)
+        for socket in sockets:
+            self._on_loop(socket.ws.close())
+
+    def accept_reconnects(self) -> None:
+        with self.lock:
+            self.refusing = False
+
     def silence(self) -> None:
         """The live socket stops answering pings and swallows events (no close frame)."""
         with self.lock:
@@ -388,13 +403,16 @@ class FakeSlack:
         with self.lock:
             waits = self._failures.get(method)
             retry_after = waits.pop(0) if waits else None
-            status = 429 if retry_after is not None else 200
+            refused = method == "apps.connections.open" and self.refusing
+            status = 503 if refused else 429 if retry_after is not None else 200
             self.calls.append(Call(method, time.monotonic(), args, status))
             gate = self._gates.get(method)
         if gate is not None:
             await gate.wait()
         if token != expected:
             return web.json_response({"ok": False, "error": "invalid_auth"})
+        if refused:
+            return web.json_response({"ok": False, "error": "service_unavailable"}, status=503)
         if retry_after is not None:
             headers = {"Retry-After": f"{retry_after:g}"}
             return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
