@@ -35,6 +35,7 @@ TOOLSET = "browser"
 SCREENSHOT_QUALITY = 70
 MAX_TYPED_CHARS = 10_000
 FORBIDDEN = 403  # the guard's answer to a connection it refused
+DOWNLOAD_STARTING = "Download is starting"  # Playwright's error when a navigation turns into a download
 
 REF = {"type": "string", "description": "The element's ref from the latest snapshot, e.g. e12."}
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -171,6 +172,8 @@ class BrowserTools:
                 if not is_playwright_error(error):
                     raise
                 refused(opened, url)
+                if short_error(error).startswith(DOWNLOAD_STARTING):  # the note says what became of it
+                    return f"{url} is a file to download, not a page."
                 return f"Could not open {url}: {short_error(error)}."
             if response is not None and response.status == FORBIDDEN:
                 refused(opened, url)
