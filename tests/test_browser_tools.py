@@ -32,7 +32,7 @@ from agent.settings import WebSettings
 from agent.tools.browser import BrowserTools, DownloadPlace
 from agent.tools.browser.host import SessionBrowser
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
-from agent.tools.web.addresses import owner_policy
+from agent.tools.web.addresses import guest_policy, owner_policy
 from tests.fakes.site import CHECKLIST, HOSTILE_NAMES, ITEMS, PASSWORD, Site
 from tests.fakes.web import PublicServer
 from tests.helpers import open_store
@@ -375,6 +375,65 @@ async def test_without_a_workspace_a_download_is_refused_and_the_model_told(
         "workspace (the files or terminal tool set)." in told
     )
     assert files_in(workspace) == before
+
+
+async def test_a_guests_download_is_refused_even_with_a_workspace(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    before = files_in(workspace)
+    guest_reaching_the_site = BrowserTools(
+        WebSettings(),
+        guest=PublicServer(guest_policy(False), site.inside.port),
+        host=browser.host,
+        downloads=browser.downloads,
+    )
+    guest = ToolContext(
+        f"guest-{context.session_id}",
+        "telegram:-100",
+        context.store,
+        context.memory,
+        context.skills,
+        UNCHARGED,
+    )
+    told = await download(guest_reaching_the_site, guest, site, "Get the checklist")
+    assert "The page started a download (checklist.csv): refused, downloads are saved only into" in told
+    assert files_in(workspace) == before
+
+
+async def test_links_planted_in_the_workspace_are_not_followed(
+    browser: BrowserTools, site: Site, context: ToolContext, tmp_path: Path, pool: FilePool
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "checklist.csv").write_bytes(b"the owner's own file\n")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "downloads").symlink_to(outside)  # downloads/ itself a link out
+    linked = tmp_path / "linked"
+    (linked / "downloads").mkdir(parents=True)
+    (linked / "downloads" / "checklist.csv").symlink_to(outside / "checklist.csv")  # the file name a link out
+
+    def tools(root: Path) -> BrowserTools:
+        place = DownloadPlace(Confinement.of(root), pool, 2**20, None)
+        policy = PublicServer(owner_policy(False), site.inside.port)
+        return BrowserTools(WebSettings(), owner=policy, host=browser.host, downloads=place)
+
+    refused = await download(tools(planted), context, site, "Get the checklist")
+    assert "refused: 'downloads' is not a folder any more" in refused, refused
+    other = ToolContext(
+        f"{context.session_id}-b",
+        "telegram:1",
+        context.store,
+        context.memory,
+        context.skills,
+        UNCHARGED,
+        trusted=True,
+    )
+    beside = await download(tools(linked), other, site, "Get the checklist")
+    assert "saved to downloads/checklist-2.csv in the workspace" in beside, beside
+    assert (outside / "checklist.csv").read_bytes() == b"the owner's own file\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["checklist.csv"]
+    assert (linked / "downloads" / "checklist-2.csv").read_bytes() == CHECKLIST
 
 
 async def test_the_workspace_quota_refuses_a_download_that_would_pass_it(
