@@ -105,14 +105,13 @@ async def watch(download: Download, staged: Path, max_bytes: int) -> Path:
                 await download.cancel()
                 raise TooBig(too_big(max_bytes))
             await asyncio.wait([finished], timeout=WATCH_INTERVAL)
-        path = finished.result()
     except BaseException:
         finished.cancel()
         raise
-    failure = await download.failure()
+    failure = await download.failure() or finished.exception()
     if failure:
         raise ToolError(f"the download failed ({failure})")
-    return path
+    return finished.result()
 
 
 def too_big(max_bytes: int) -> str:
@@ -134,6 +133,8 @@ async def receive(download: Download, place: DownloadPlace) -> str:
             )
         except ToolError as refusal:
             return f"refused: {refusal}"
+        except OSError as error:  # the disk is full, the folder is not writable
+            return f"not saved: it could not be written ({error.strerror or error})"
         return f"saved to {saved} in the workspace ({size:,} bytes)"
     finally:
         with contextlib.suppress(Exception):  # the browser may be gone already
