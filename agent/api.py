@@ -97,7 +97,7 @@ from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.retention import AgentRetention, Forgotten
 from agent.store.spending import SpendLedger
-from agent.tools.browser import BrowserTools
+from agent.tools.browser import BrowserTools, DownloadPlace
 from agent.tools.browser.host import missing as browser_missing
 from agent.tools.builtin import builtin_registry
 from agent.tools.mcp_names import server_of, tool_name
@@ -139,6 +139,7 @@ __all__ = [
     "ContextEngine",
     "DatabaseSessionLocks",
     "DecodeBudget",
+    "DownloadPlace",
     "EdgeSynthesizer",
     "EventCallback",
     "FailingOver",

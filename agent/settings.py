@@ -534,6 +534,15 @@ class BrowserSettings(Section):
         description="Longest page snapshot returned to the model; a longer one is cut, with a sentence "
         "saying so.",
     )
+    max_download_mb: StrictInt = Field(
+        25,
+        ge=1,
+        le=4096,
+        description="Largest file a page may download, in MB: saved into the workspace's downloads/ folder, "
+        "and only in the owner's sessions when the files or terminal tool set gives Herald a workspace "
+        "(tools.workspace_quota_mb applies too); a larger one is stopped and nothing is kept. Without a "
+        "workspace every download is refused.",
+    )
 
 
 class WebSettings(Section):

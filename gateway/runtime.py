@@ -31,6 +31,7 @@ from agent.api import (
     ContextCompressor,
     ContextEngine,
     DatabaseSessionLocks,
+    DownloadPlace,
     Failover,
     Hands,
     LocalCounters,
@@ -385,11 +386,11 @@ async def open_agent_runtime(
         web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
         stack.push_async_callback(web.aclose)
         registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
+        hands = open_hands(config, home)
         if "browser" in config.agent.toolsets:  # Chromium itself starts at a session's first browser call
-            browser = BrowserTools(config.web)
+            browser = BrowserTools(config.web, downloads=download_place(config, hands))
             stack.push_async_callback(browser.aclose)
             registry = registry.with_tools(*browser.tools)
-        hands = open_hands(config, home)
         if hands is not None:
             stack.push_async_callback(hands.aclose)  # stops the background commands it started
             registry = registry.with_tools(*hands.tools())
@@ -446,6 +447,18 @@ def open_hands(config: HeraldConfig, home: HeraldHome) -> Hands | None:
         return Hands.build(config.tools, herald_home=home.root, environ=os.environ)
     except WorkspaceUnusable as error:
         raise ConfigError(str(error)) from None
+
+
+def download_place(config: HeraldConfig, hands: Hands | None) -> DownloadPlace | None:
+    """Where the owner's browser downloads go: the hands' workspace; None (downloads refused) without it."""
+    if hands is None:
+        return None
+    return DownloadPlace(
+        hands.confinement,
+        hands.files.pool,
+        config.web.browser.max_download_mb * 1024 * 1024,
+        config.tools.workspace_quota_mb,
+    )
 
 
 def cache_watch(config: HeraldConfig, store: SessionStore) -> CacheWatch:

@@ -9,6 +9,7 @@ leave the history for the marker other tool output gets.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from gateway.runtime import open_agent_runtime
 from tests.browsing import BrowsingModel, Step, ten_steps
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
-from tests.fakes.site import Site
+from tests.fakes.site import CHECKLIST, Site
 from tests.helpers import compress, new_session, run_turn
 
 pytestmark = pytest.mark.timeout(180)
@@ -116,3 +117,30 @@ async def test_without_chromium_the_tools_and_doctor_say_what_to_install(
     assert await doctor_says(home, {}) == (
         "[ok]   browser: Chromium at /usr/bin/chromium and Playwright are installed.\n"
     )
+
+
+async def test_with_the_files_tool_set_a_download_lands_in_the_workspace_the_file_tools_use(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    async with Site().serve() as site:
+        emulator.script(
+            Reply(tool_calls=[ToolUse("browser_navigate", {"url": f"{site.inside.url}/file"})]),
+            Reply(text="Saved."),
+        )
+        config = make_config(
+            emulator_url,
+            agent={"toolsets": ["files", "browser"]},
+            web={"allow_private": True},
+            tools={"workspace": str(workspace)},
+        )
+        async with open_agent_runtime(config, home) as runtime:
+            session = await new_session(runtime)
+            await run_turn(runtime, session, "get the checklist")
+            saved = workspace / "downloads" / "checklist.csv"
+            async with asyncio.timeout(30):
+                while not saved.exists():  # noqa: ASYNC110 - the download may end after the turn's answer
+                    await asyncio.sleep(0.05)
+    [result] = tool_results(emulator.requests[-1].json)
+    assert f"{site.inside.url}/file is a file to download, not a page." in str(result["content"])
+    assert saved.read_bytes() == CHECKLIST

@@ -5,7 +5,8 @@ fetch and WebSocket, a link typed in — stopped by web_fetch's address rule.
 The site is on 127.0.0.1, which the real rule refuses: the tools get the real rule with exactly the
 site's address and port let through (``PublicServer``, a test-only policy no setting can make). The
 second server on another loopback port stands for the owner's network; ``private.hits`` staying empty
-proves nothing reached it. One Chromium serves the whole module (it takes seconds to start).
+proves nothing reached it. One Chromium serves the whole module (it takes seconds to start). The owner's
+downloads go into a workspace of the module's, as the hands' would.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,17 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from agent.hands.file_pool import FilePool
+from agent.hands.paths import Confinement
 from agent.memory import OWNER_SCOPE
 from agent.messages import Message, ToolCall
 from agent.providers.openai_provider import OpenAIProvider
 from agent.settings import WebSettings
-from agent.tools.browser import BrowserTools
+from agent.tools.browser import BrowserTools, DownloadPlace
+from agent.tools.browser.host import SessionBrowser
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
-from agent.tools.web.addresses import owner_policy
-from tests.fakes.site import ITEMS, PASSWORD, Site
+from agent.tools.web.addresses import guest_policy, owner_policy
+from tests.fakes.site import CHECKLIST, HOSTILE_NAMES, ITEMS, PASSWORD, Site
 from tests.fakes.web import PublicServer
 from tests.helpers import open_store
 from tests.state_support import files_bank, files_library
@@ -46,10 +50,25 @@ async def site() -> AsyncIterator[Site]:
         yield served
 
 
+@pytest.fixture(scope="module")
+def pool() -> Iterator[FilePool]:
+    threads = FilePool()
+    yield threads
+    threads.close()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("workspace")
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser(site: Site) -> AsyncIterator[BrowserTools]:
-    settings = WebSettings.model_validate({"browser": {"max_pages": 2, "max_snapshot_chars": 4000}})
-    tools = BrowserTools(settings, owner=PublicServer(owner_policy(False), site.inside.port))
+async def browser(site: Site, workspace: Path, pool: FilePool) -> AsyncIterator[BrowserTools]:
+    settings = WebSettings.model_validate(
+        {"browser": {"max_pages": 2, "max_snapshot_chars": 4000, "max_download_mb": 1}}
+    )
+    place = DownloadPlace(Confinement.of(workspace), pool, settings.browser.max_download_mb * 2**20, None)
+    tools = BrowserTools(settings, owner=PublicServer(owner_policy(False), site.inside.port), downloads=place)
     yield tools
     await tools.aclose()
 
@@ -253,18 +272,187 @@ async def test_an_idle_session_loses_its_browser_and_a_stale_ref_is_a_clear_erro
     assert stale.content == f"{button} is not on the page any more: take a new snapshot and use its refs."
 
 
-async def test_a_download_is_refused_and_the_model_told(
-    browser: BrowserTools, site: Site, context: ToolContext
-) -> None:
-    opened = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/download")
-    told = await call(browser, context, "browser_click", ref=ref(opened, 'link "Get the checklist"'))
-    if "started a download" not in told.content:  # the event came after the click's answer: the next one
-        session = await browser.host.session(context.session_id, owner_policy(False))
+async def download(tools: BrowserTools, context: ToolContext, site: Site, link: str) -> str:
+    """Click the download page's ``link``; what the model is told of the download (from the click's
+    answer, or the next one's when the download ended after it)."""
+    opened = await call(tools, context, "browser_navigate", url=f"{site.inside.url}/download")
+    told = await call(tools, context, "browser_click", ref=ref(opened, f'link "{link}"'))
+    if "started a download" not in told.content:
+        session = await session_of(tools, context)
         async with asyncio.timeout(30):
-            while not session.refused_downloads:  # noqa: ASYNC110 - set by a Playwright event
-                await asyncio.sleep(0.05)  # waiting for a state: the download event
-        told = await call(browser, context, "browser_snapshot")
-    assert "The page started a download (checklist.csv): refused, the browser saves no files." in told.content
+            while not (session.download_notes or session.refused_downloads):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)  # waiting for a state: the download received or refused
+        told = await call(tools, context, "browser_snapshot")
+    return told.content
+
+
+async def session_of(tools: BrowserTools, context: ToolContext) -> SessionBrowser:
+    return await tools.host.session(context.session_id, owner_policy(False))
+
+
+def files_in(folder: Path) -> list[str]:
+    """Every file under ``folder``, relative to it."""
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if not path.is_dir())
+
+
+async def test_a_download_is_saved_into_the_workspace_bytes_intact_and_never_over_another(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    first = await download(browser, context, site, "Get the checklist")
+    assert re.search(
+        r'<untrusted source="http://127\.0\.0\.1:\d+/file">\n.*\n'
+        rf"The page started a download \(checklist\.csv\): saved to downloads/checklist\.csv in the "
+        rf"workspace \({len(CHECKLIST)} bytes\)\.",
+        first,
+    ), first
+    again = await download(browser, context, site, "Get the checklist")
+    assert "saved to downloads/checklist-2.csv in the workspace" in again
+    by_url = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/file")
+    assert f"{site.inside.url}/file is a file to download, not a page." in by_url.content
+    if "checklist-3.csv" not in by_url.content:  # the download ended after the answer: the next one says
+        session = await session_of(browser, context)
+        async with asyncio.timeout(30):
+            while not session.download_notes:  # noqa: ASYNC110 - set when the download is received
+                await asyncio.sleep(0.05)
+    assert [
+        (workspace / "downloads" / name).read_bytes()
+        for name in ("checklist.csv", "checklist-2.csv", "checklist-3.csv")
+    ] == [CHECKLIST] * 3
+
+
+async def test_a_hostile_file_name_lands_as_a_safe_name_in_the_downloads_folder(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    before = set(files_in(workspace))
+    for number in range(len(HOSTILE_NAMES)):
+        told = await download(browser, context, site, f"Named {number}")
+        assert "saved to downloads/" in told, told
+    landed = sorted(set(files_in(workspace)) - before)
+    assert len(landed) == len(HOSTILE_NAMES)
+    for path in landed:
+        folder, name = path.split("/")
+        assert folder == "downloads" and not name.startswith(".") and name.isprintable() and " " not in name
+        assert (workspace / path).read_bytes() == CHECKLIST
+
+
+async def test_a_download_over_the_cap_is_stopped_and_nothing_is_left(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    told = await download(browser, context, site, "Get the atlas")
+    assert (
+        "The page started a download (atlas.bin): refused: it is over 1 MB (web.browser.max_download_mb); "
+        "nothing was saved." in told
+    )
+    async with asyncio.timeout(30):
+        await site.huge_cut.wait()  # stopped part-way, not received whole and refused after
+    assert not [path for path in files_in(workspace) if "atlas" in path]
+
+
+async def test_a_download_redirected_to_a_private_address_is_refused_and_reaches_nothing(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    before = files_in(workspace)
+    opened = await call(browser, context, "browser_navigate", url=f"{site.inside.url}/download")
+    told = await call(browser, context, "browser_click", ref=ref(opened, 'link "Get the secret"'))
+    assert (
+        f"Refused {site.private.url}/secret.csv: 127.0.0.1 is a loopback address (web.allow_private is off)."
+        in told.content
+    )
+    assert "/secret.csv" not in site.private.hits
+    assert files_in(workspace) == before
+
+
+async def test_without_a_workspace_a_download_is_refused_and_the_model_told(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    before = files_in(workspace)
+    no_hands = BrowserTools(
+        WebSettings(), owner=PublicServer(owner_policy(False), site.inside.port), host=browser.host
+    )
+    told = await download(no_hands, context, site, "Get the checklist")
+    assert (
+        "The page started a download (checklist.csv): refused, downloads are saved only into the owner's "
+        "workspace (the files or terminal tool set)." in told
+    )
+    assert files_in(workspace) == before
+
+
+async def test_a_guests_download_is_refused_even_with_a_workspace(
+    browser: BrowserTools, site: Site, context: ToolContext, workspace: Path
+) -> None:
+    before = files_in(workspace)
+    guest_reaching_the_site = BrowserTools(
+        WebSettings(),
+        guest=PublicServer(guest_policy(False), site.inside.port),
+        host=browser.host,
+        downloads=browser.downloads,
+    )
+    guest = ToolContext(
+        f"guest-{context.session_id}",
+        "telegram:-100",
+        context.store,
+        context.memory,
+        context.skills,
+        UNCHARGED,
+    )
+    told = await download(guest_reaching_the_site, guest, site, "Get the checklist")
+    assert "The page started a download (checklist.csv): refused, downloads are saved only into" in told
+    assert files_in(workspace) == before
+
+
+async def test_links_planted_in_the_workspace_are_not_followed(
+    browser: BrowserTools, site: Site, context: ToolContext, tmp_path: Path, pool: FilePool
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "checklist.csv").write_bytes(b"the owner's own file\n")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "downloads").symlink_to(outside)  # downloads/ itself a link out
+    linked = tmp_path / "linked"
+    (linked / "downloads").mkdir(parents=True)
+    (linked / "downloads" / "checklist.csv").symlink_to(outside / "checklist.csv")  # the file name a link out
+
+    def tools(root: Path) -> BrowserTools:
+        place = DownloadPlace(Confinement.of(root), pool, 2**20, None)
+        policy = PublicServer(owner_policy(False), site.inside.port)
+        return BrowserTools(WebSettings(), owner=policy, host=browser.host, downloads=place)
+
+    refused = await download(tools(planted), context, site, "Get the checklist")
+    assert "refused: 'downloads' is not a folder any more" in refused, refused
+    other = ToolContext(
+        f"{context.session_id}-b",
+        "telegram:1",
+        context.store,
+        context.memory,
+        context.skills,
+        UNCHARGED,
+        trusted=True,
+    )
+    beside = await download(tools(linked), other, site, "Get the checklist")
+    assert "saved to downloads/checklist-2.csv in the workspace" in beside, beside
+    assert (outside / "checklist.csv").read_bytes() == b"the owner's own file\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["checklist.csv"]
+    assert (linked / "downloads" / "checklist-2.csv").read_bytes() == CHECKLIST
+
+
+async def test_the_workspace_quota_refuses_a_download_that_would_pass_it(
+    browser: BrowserTools, site: Site, context: ToolContext, tmp_path: Path, pool: FilePool
+) -> None:
+    (tmp_path / "full.bin").write_bytes(b"\1" * 2**20)  # the quota's one MB, taken
+    place = DownloadPlace(Confinement.of(tmp_path), pool, 2**20, quota_mb=1)
+    full = BrowserTools(
+        WebSettings(),
+        owner=PublicServer(owner_policy(False), site.inside.port),
+        host=browser.host,
+        downloads=place,
+    )
+    told = await download(full, context, site, "Get the checklist")
+    assert (
+        f"refused: its {len(CHECKLIST)} bytes would pass the workspace's quota of 1 MB "
+        "(tools.workspace_quota_mb; 1.0 MB in use); nothing was saved." in told
+    ), told
+    assert files_in(tmp_path) == ["full.bin"]
 
 
 async def test_the_guarded_proxy_serves_only_the_browsers_contexts(

@@ -8,11 +8,13 @@ standing for the owner's network (a router page, a database's HTTP port). A test
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -20,6 +22,11 @@ SHUTDOWN_TIMEOUT = 2.0
 PASSWORD = "correct horse"
 SESSION_COOKIE = "site_session"
 ITEMS = ["Heron", "Kingfisher", "Swift"]
+CHECKLIST = b"heron,kingfisher\n"
+# Names a site may suggest for a download, each behind /named/<n>: a way out of the folder, a dot file,
+# a control character.
+HOSTILE_NAMES = ["../../etc/passwd", ".bashrc", "notes\nrm -rf.txt"]
+HUGE_DOWNLOAD_BYTES = 200 * 1024 * 1024  # far past any cap a test sets: a download that is not stopped
 
 FORM = """<!doctype html><html><head><title>Order a bird book</title></head><body>
 <h1>Order a bird book</h1>
@@ -99,6 +106,7 @@ class Site:
     inside: Server = field(default_factory=Server)
     private: Server = field(default_factory=Server)
     big_rows: int = 3000
+    huge_cut: asyncio.Event = field(default_factory=asyncio.Event)  # /huge's reader went away part-way
 
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[Site]:
@@ -169,14 +177,45 @@ class Site:
             return page(f"<title>Big</title><ul>{rows}</ul>")
 
         async def download(request: web.Request) -> web.Response:
-            return page("<title>Files</title><a href='/file'>Get the checklist</a>")
+            named = "".join(f"<a href='/named/{n}'>Named {n}</a> " for n in range(len(HOSTILE_NAMES)))
+            return page(
+                "<title>Files</title><a href='/file'>Get the checklist</a> <a href='/huge'>Get the atlas</a> "
+                f"<a href='/file-escape'>Get the secret</a> {named}"
+            )
 
         async def file(request: web.Request) -> web.Response:
             return web.Response(
-                body=b"heron,kingfisher\n",
+                body=CHECKLIST,
                 content_type="text/csv",
                 headers={"Content-Disposition": "attachment; filename=checklist.csv"},
             )
+
+        async def named(request: web.Request) -> web.Response:
+            name = HOSTILE_NAMES[int(request.match_info["n"])]
+            return web.Response(
+                body=CHECKLIST,
+                content_type="application/octet-stream",
+                headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}"},
+            )
+
+        async def huge(request: web.Request) -> web.StreamResponse:
+            answer = web.StreamResponse(
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Disposition": "attachment; filename=atlas.bin",
+                }
+            )
+            await answer.prepare(request)
+            chunk = b"\0" * 65536
+            try:
+                for _ in range(HUGE_DOWNLOAD_BYTES // len(chunk)):
+                    await answer.write(chunk)
+            except ConnectionError:  # the browser stopped it part-way
+                self.huge_cut.set()
+            return answer
+
+        async def file_escape(request: web.Request) -> web.Response:
+            raise web.HTTPFound(f"{self.private.url}/secret.csv")
 
         async def popups(request: web.Request) -> web.Response:
             return page(
@@ -198,4 +237,7 @@ class Site:
         app.router.add_get("/popups", popups)
         app.router.add_get("/download", download)
         app.router.add_get("/file", file)
+        app.router.add_get("/named/{n:[0-9]+}", named)
+        app.router.add_get("/huge", huge)
+        app.router.add_get("/file-escape", file_escape)
         return app

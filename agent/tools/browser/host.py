@@ -8,8 +8,10 @@ closed at once and the model told), and the context is closed when the session h
 ``web.browser.idle_timeout`` seconds. :meth:`BrowserHost.aclose` (with the runtime) closes everything.
 
 Every context is made with the guarded proxy (:mod:`agent.tools.browser.proxy`), service workers blocked
-(they could fetch on their own, outside the page), downloads refused, and every Playwright wait bounded
-by ``web.browser.timeout``.
+(they could fetch on their own, outside the page), and every Playwright wait bounded by
+``web.browser.timeout``. Downloads are accepted only in a context given a :class:`DownloadPlace` (the
+owner's session, with a workspace) and go there (:mod:`agent.tools.browser.downloads`); every other
+context refuses them.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.settings import BrowserSettings
+from agent.tools.browser.downloads import DownloadPlace, receive
 from agent.tools.registry import ToolError
 from agent.tools.web.addresses import AddressPolicy
+from agent.untrusted.envelope import mark_untrusted
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Page, Playwright
+    from playwright.async_api import Browser, BrowserContext, Download, Page, Playwright
 
     from agent.tools.browser.proxy import Credentials, GuardedProxy, Tenant
 
@@ -76,7 +80,10 @@ class SessionBrowser:
     last_used: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closing: set[asyncio.Future[None]] = field(default_factory=set)  # popups over the cap being closed
+    place: DownloadPlace | None = None  # where downloads go; None: they are refused
     refused_downloads: list[str] = field(default_factory=list)  # file names the site tried to download
+    downloading: set[asyncio.Future[None]] = field(default_factory=set)  # downloads being received
+    download_notes: list[str] = field(default_factory=list)  # what became of finished downloads
 
     async def current_page(self, timeout: float) -> Page:  # noqa: ASYNC109 - a Playwright wait bound
         """The page the tools act on (a new blank one when there is none)."""
@@ -88,8 +95,9 @@ class SessionBrowser:
 
     def opened(self, page: Page) -> None:
         """A new page (the tools' own, or a popup the site opened): it becomes the current one, unless the
-        cap is hit. Its downloads are noted (Playwright cancels them: ``accept_downloads=False``)."""
-        page.on("download", lambda download: self.refused_downloads.append(download.suggested_filename))
+        cap is hit. Its downloads are received into the workspace, or noted as refused (without a place,
+        Playwright cancels them: ``accept_downloads=False``)."""
+        page.on("download", self.download_started)
         if len([p for p in self.context.pages if not p.is_closed()]) > self.max_pages:
             self.closed_popups += 1
             closing = asyncio.ensure_future(page.close())
@@ -97,6 +105,31 @@ class SessionBrowser:
             closing.add_done_callback(self.closing.discard)
             return
         self.page = page
+
+    def download_started(self, download: Download) -> None:
+        if self.place is None:
+            self.refused_downloads.append(download.suggested_filename)
+            return
+        receiving = asyncio.ensure_future(self._receive(download, self.place))
+        self.downloading.add(receiving)
+        receiving.add_done_callback(self.downloading.discard)
+
+    async def _receive(self, download: Download, place: DownloadPlace) -> None:
+        try:
+            said = await receive(download, place)
+        except Exception as error:  # the browser went away mid-download
+            log.warning("browser: a download was lost: %s", error)
+            said = "lost: the browser stopped before it finished"
+        shown = " ".join(download.suggested_filename.split())[:100] or "a file"
+        self.download_notes.append(
+            mark_untrusted(download.url, f"The page started a download ({shown}): {said}.")
+        )
+
+    async def downloads_done(self, timeout: float) -> None:  # noqa: ASYNC109 - a bound, not a deadline
+        """Wait up to ``timeout`` seconds for the downloads being received (a longer one is reported by
+        a later action)."""
+        if self.downloading:
+            await asyncio.wait(set(self.downloading), timeout=timeout)
 
     async def popups_closed(self) -> None:
         """Wait until the pages closed for the cap are gone (a page that would not close is left be)."""
@@ -114,8 +147,13 @@ class SessionBrowser:
             self.closed_popups = 0
         for name in self.refused_downloads:
             shown = " ".join(name.split())[:100] or "a file"
-            notes.append(f"The page started a download ({shown}): refused, the browser saves no files.")
+            notes.append(
+                f"The page started a download ({shown}): refused, downloads are saved only into the "
+                "owner's workspace (the files or terminal tool set)."
+            )
         self.refused_downloads.clear()
+        notes += self.download_notes
+        self.download_notes.clear()
         return notes
 
 
@@ -140,8 +178,11 @@ class BrowserHost:
         """The guarded proxy every context connects through (None until the browser first starts)."""
         return self._proxy
 
-    async def session(self, session_id: str, policy: AddressPolicy) -> SessionBrowser:
-        """The session's context, the browser launched and the context made if needed."""
+    async def session(
+        self, session_id: str, policy: AddressPolicy, place: DownloadPlace | None = None
+    ) -> SessionBrowser:
+        """The session's context, the browser launched and the context made if needed; ``place``: where
+        its downloads go (None: refused), fixed when the context is made."""
         existing = self._sessions.get(session_id)
         if existing is not None:
             existing.last_used = asyncio.get_running_loop().time()
@@ -156,7 +197,7 @@ class BrowserHost:
                     "password": credentials.password,
                 },
                 service_workers="block",
-                accept_downloads=False,
+                accept_downloads=place is not None,
                 viewport=VIEWPORT,  # type: ignore[arg-type]
             )
         except BaseException:
@@ -164,7 +205,7 @@ class BrowserHost:
             raise
         context.set_default_timeout(self.settings.timeout * 1000)
         context.set_default_navigation_timeout(self.settings.timeout * 1000)
-        opened = SessionBrowser(context, credentials, tenant, self.settings.max_pages)
+        opened = SessionBrowser(context, credentials, tenant, self.settings.max_pages, place=place)
         opened.last_used = asyncio.get_running_loop().time()
         context.on("page", opened.opened)
         self._sessions[session_id] = opened
@@ -213,6 +254,9 @@ class BrowserHost:
         with contextlib.suppress(Exception):  # the browser may be gone already
             async with asyncio.timeout(self.settings.timeout):
                 await opened.context.close()
+        for receiving in list(opened.downloading):  # closing the context cancelled their downloads
+            receiving.cancel()
+        await asyncio.gather(*opened.downloading, return_exceptions=True)
 
     async def _close_idle(self) -> None:
         interval = min(self.settings.idle_timeout / 2, 30.0)
@@ -225,7 +269,8 @@ class BrowserHost:
         many were closed."""
         closed = 0
         for session_id, opened in list(self._sessions.items()):
-            if not opened.lock.locked() and now - opened.last_used >= self.settings.idle_timeout:
+            idle = not opened.lock.locked() and not opened.downloading
+            if idle and now - opened.last_used >= self.settings.idle_timeout:
                 log.info("browser: closing the context of session %s after it sat idle", session_id)
                 await self.close_session(session_id)
                 closed += 1

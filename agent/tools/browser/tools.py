@@ -5,7 +5,9 @@ model always holds the references it can act on next; a reference belongs to the
 page. What a page says reaches the model inside the untrusted envelope, after the injection scan, like
 ``web_fetch``. Who calls decides what the session's context may reach: the owner's sessions get private
 addresses when ``web.allow_private`` is on, guests never (the tool set is the owner's unless
-``gateway.tools_for_guests`` names it). Descriptions are fixed text (the tool list is in the prompt
+``gateway.tools_for_guests`` names it). A download a page starts is saved into the workspace only in the
+owner's sessions and only when Herald has one (the hands' tool sets): ``downloads``; refused otherwise.
+Descriptions are fixed text (the tool list is in the prompt
 prefix every owner's chat shares).
 """
 
@@ -19,6 +21,7 @@ from urllib.parse import urlsplit
 from agent.media.images import image_tokens
 from agent.media.types import Media
 from agent.settings import BrowserSettings, WebSettings
+from agent.tools.browser.downloads import DownloadPlace
 from agent.tools.browser.host import VIEWPORT, BrowserHost, SessionBrowser
 from agent.tools.browser.snapshot import REF_FORM, capped, compact
 from agent.tools.registry import Tool, ToolContext, ToolError, ToolOutput
@@ -32,6 +35,7 @@ TOOLSET = "browser"
 SCREENSHOT_QUALITY = 70
 MAX_TYPED_CHARS = 10_000
 FORBIDDEN = 403  # the guard's answer to a connection it refused
+DOWNLOAD_STARTING = "Download is starting"  # Playwright's error when a navigation turns into a download
 
 REF = {"type": "string", "description": "The element's ref from the latest snapshot, e.g. e12."}
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -39,7 +43,8 @@ NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
 
 class BrowserTools:
     """The browser tool set over one :class:`BrowserHost`. ``guest`` / ``owner`` replace the address
-    policies built from ``web.allow_private`` (tests allow their own server through them)."""
+    policies built from ``web.allow_private`` (tests allow their own server through them);
+    ``downloads``: the workspace the owner's downloads go to (None: every download is refused)."""
 
     def __init__(
         self,
@@ -48,8 +53,10 @@ class BrowserTools:
         guest: AddressPolicy | None = None,
         owner: AddressPolicy | None = None,
         host: BrowserHost | None = None,
+        downloads: DownloadPlace | None = None,
     ) -> None:
         self.settings: BrowserSettings = settings.browser
+        self.downloads = downloads
         self.host = host or BrowserHost(settings.browser)
         self._policies = {
             False: guest or guest_policy(settings.allow_private),
@@ -165,6 +172,8 @@ class BrowserTools:
                 if not is_playwright_error(error):
                     raise
                 refused(opened, url)
+                if short_error(error).startswith(DOWNLOAD_STARTING):  # the note says what became of it
+                    return f"{url} is a file to download, not a page."
                 return f"Could not open {url}: {short_error(error)}."
             if response is not None and response.status == FORBIDDEN:
                 refused(opened, url)
@@ -275,7 +284,8 @@ class BrowserTools:
     # -- the common path ------------------------------------------------------------------------------
 
     async def _session(self, context: ToolContext) -> SessionBrowser:
-        return await self.host.session(context.session_id, self._policies[context.trusted])
+        place = self.downloads if context.trusted else None
+        return await self.host.session(context.session_id, self._policies[context.trusted], place)
 
     async def _act(
         self,
@@ -291,6 +301,7 @@ class BrowserTools:
                 async with asyncio.timeout(self.settings.timeout * 2):
                     said = await action(page, opened)
                     await opened.popups_closed()
+                    await opened.downloads_done(self.settings.timeout / 2)
                     page = await opened.current_page(self.settings.timeout)  # a popup may have taken over
                     await settle(page, self.settings.timeout)
                     text = await page.aria_snapshot(mode="ai")
