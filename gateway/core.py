@@ -37,6 +37,7 @@ from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
 from gateway.intake.lanes import Lanes
 from gateway.intake.router import Router, lane_work_kind
+from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
 from gateway.ledger.inbox import Inbox, InboxRow
@@ -101,7 +102,8 @@ async def open_chat_core(
         authorizer = Authorizer(policy, pairing)
         inbox = Inbox(runtime.storage)
         in_cluster = runtime.cluster if cluster else None
-        lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics)
+        turns = turn_cap(config, in_cluster)
+        lanes, readiness = await open_lanes(stack, config, in_cluster, inbox, metrics, turns)
         readiness += hands_readiness(runtime.hands)
         replies = Replies(outbox, sender, by_platform)
         approvals = Approvals(
@@ -127,6 +129,7 @@ async def open_chat_core(
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),
             lanes=lanes,
+            turns=turns,
             reviews=Reviews(runtime, config.review, metrics, authorizer, claims=review_claims(in_cluster)),
             media=MediaReader(
                 config.media,
@@ -210,12 +213,13 @@ async def open_lanes(
     cluster: Cluster | None,
     inbox: Inbox,
     metrics: GatewayMetrics,
+    turns: TurnCap,
 ) -> tuple[WorkQueue, list[ReadinessCheck]]:
     """This process's lanes; or, for a gateway process of a cluster, its name claimed
     (``gateway.cluster.instance``) and the cluster's work queue (and what ``/readyz`` must ask of them and
-    of Redis)."""
+    of Redis). Either runs each chat's work under a slot of ``turns``."""
     if cluster is None:
-        return Lanes(config.gateway.max_concurrent_turns, on_depth=metrics.queue_depth.set), []
+        return Lanes(turns, on_depth=metrics.queue_depth.set), []
     from gateway.cluster.instance import claimed
     from gateway.cluster.queue.chat_order import ChatOrder  # redis-py: cluster mode only
     from gateway.cluster.queue.work_queue import cluster_work_queue
@@ -224,13 +228,26 @@ async def open_lanes(
     max_mb = config.gateway.max_attachment_mb
     order = ChatOrder(inbox, lambda row: lane_work_kind(row, max_mb, command_in_lane))
     queue = await stack.enter_async_context(
-        cluster_work_queue(cluster, order, local_limit=config.gateway.max_concurrent_turns, metrics=metrics)
+        cluster_work_queue(
+            cluster, order, local_limit=config.gateway.max_concurrent_turns, turn_cap=turns, metrics=metrics
+        )
     )
     return queue, [
         ReadinessCheck("redis", cluster.probe),
         ReadinessCheck("work queue", queue.probe),
         ReadinessCheck("instance id", claim.probe),
     ]
+
+
+def turn_cap(config: HeraldConfig, cluster: Cluster | None) -> TurnCap:
+    """The one cap on turns (``gateway.intake.turn_cap``) that chats, the API and cron take slots of:
+    this process's, and in a gateway process of a cluster the cluster-wide one too."""
+    limit = config.gateway.max_concurrent_turns
+    if cluster is None:
+        return TurnCap(limit)
+    from gateway.cluster.queue.work_queue import cluster_turn_cap  # redis-py: cluster mode only
+
+    return cluster_turn_cap(cluster, limit)
 
 
 async def cancel(task: asyncio.Task[None]) -> None:

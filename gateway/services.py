@@ -22,6 +22,7 @@ from gateway.conversation.reviews import Reviews
 from gateway.delivery.replies import Replies
 from gateway.delivery.send_budget import SendBudget
 from gateway.delivery.sender import OutboxSender
+from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
@@ -44,6 +45,7 @@ class Services:
     pairing: Pairing
     chat_settings: ChatSettings
     lanes: WorkQueue  # each chat's queue of work (gateway.intake.lanes, or the cluster's), run by its worker
+    turns: TurnCap  # the one cap on turns at once: chats', the API's and cron's (gateway.intake.turn_cap)
     reviews: Reviews
     media: MediaReader
     metrics: GatewayMetrics

@@ -24,6 +24,7 @@ from gateway.conversation.addressing import memory_scope, user_text
 from gateway.delivery.send_budget import LocalSendBudget
 from gateway.delivery.stream import answer_operations, render
 from gateway.intake.lanes import INTERRUPTED, Lanes
+from gateway.intake.turn_cap import TurnCap
 from gateway.ledger.outbox import Operation
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 
@@ -141,7 +142,7 @@ class Item:
 
 
 def lanes_running(limit: int, run: Callable[[Item], Awaitable[None]]) -> Lanes[Item]:
-    lanes: Lanes[Item] = Lanes(limit=limit)
+    lanes: Lanes[Item] = Lanes(TurnCap(limit))
     lanes.serve(run)
     return lanes
 
@@ -170,7 +171,7 @@ async def test_lanes_run_one_item_per_key_in_order_and_leave_nothing_behind() ->
 
 
 def test_work_that_is_not_served_is_refused() -> None:
-    lanes: Lanes[Item] = Lanes(limit=1)
+    lanes: Lanes[Item] = Lanes(TurnCap(1))
     with pytest.raises(RuntimeError, match="serve"):
         lanes.submit(Item("a", "a1"))
 

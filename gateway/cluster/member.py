@@ -13,20 +13,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from redis.asyncio import Redis
 
 from adapters.base import Adapter
-from gateway.cluster.leases.duties import looping, receiving, scheduling
+from gateway.cluster.leases.duties import Startable, looping, receiving, scheduling
 from gateway.cluster.leases.leader import Duty, Leadership
 from gateway.cluster.leases.shards import ShardedReceiver, ShardKeeper
 from gateway.cluster.queue.work_queue import RedisWorkQueue
 from gateway.cluster.redis import Cluster
-from gateway.conversation.reviews import Reviews
-from gateway.cron.scheduler import CronScheduler
 from gateway.server.metrics import GatewayMetrics
 
 LEADER, WORKER = "leader", "worker"
+
+
+class Sweeper(Protocol):
+    """A loop the leader runs for its whole term (``gateway.conversation.reviews.Reviews``' idle sweeper)."""
+
+    async def run(self) -> None: ...
 
 
 @dataclass
@@ -86,8 +91,8 @@ async def open_member(
     cluster: Cluster,
     *,
     adapters: Sequence[Adapter],
-    scheduler: CronScheduler,
-    reviews: Reviews,
+    scheduler: Startable,
+    reviews: Sweeper,
     queue: RedisWorkQueue,
     session_leases: Callable[[], int],
     metrics: GatewayMetrics,

@@ -21,24 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
 
 from adapters.base import InboundMessage, OutboundText
 from agent.api import (
-    OPEN,
-    Approver,
     CompressionOutcome,
-    EventCallback,
     Lease,
-    Media,
     OverBudget,
     Refusal,
     SessionRecord,
     SessionSpec,
     StartedSession,
-    ToolGate,
     TurnResult,
     charging,
 )
@@ -47,6 +42,7 @@ from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker, speaker_of
 from gateway.chats import person_id, reply_address
 from gateway.conversation.addressing import session_spec, user_text
+from gateway.conversation.envelope import Settled, TurnRequest, run_turn
 from gateway.conversation.media import MessageRefused
 from gateway.delivery.stream import ReplyStream
 from gateway.intake.lanes import INTERRUPTED
@@ -173,62 +169,128 @@ async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
             else:
                 await services.replies.answer(row, recovered, streamed=streamed)
             return
-        over = await services.budgets.check(charge)
-        if over is not None:  # a turn over a limit does not start: nothing reaches the model
-            await refuse(services, row, over, streamed=streamed)
-            return
-        try:
-            with charging(charge):  # a transcription is paid like the turn's model requests
-                turn_input = await services.media.read(
-                    adapter, message, session, runtime.config.model_info(session.model)
-                )
+        chat = ChatTurn(services, row, lease, session, rights, speaker, streamed, spoken)
+        await run_turn(services, chat, charge)
+
+
+class ChatTurn:
+    """A chat's channel of the turn's envelope (``gateway.conversation.envelope``): the message's
+    attachments read (a refused one is answered instead), its answer streamed into the chat with
+    "typing…" shown meanwhile, or spoken; a stopped turn marked so; the inbox row closed with the
+    outcome."""
+
+    reviewed = True
+    capped = True
+
+    def __init__(
+        self,
+        services: Services,
+        row: InboxRow,
+        lease: Lease,
+        session: SessionRecord,
+        rights: Rights,
+        speaker: Speaker,
+        streamed: list[str],
+        spoken: bool,
+    ) -> None:
+        self.services = services
+        self.row = row
+        self.lease = lease
+        self.session = session
+        self.rights = rights
+        self.speaker = speaker
+        self.streamed = streamed
+        self.spoken = spoken  # then not streamed (gateway.speech)
+        self.stream: ReplyStream | None = None
+        self.notices: tuple[str, ...] = ()
+        self.voice: list[Outgoing] | None = None
+
+    @asynccontextmanager
+    async def around(self) -> AsyncIterator[TurnRequest]:
+        services, row, session = self.services, self.row, self.session
+        message = row.message
+        adapter = services.adapters[message.platform]
+        try:  # inside the turn's charge: a transcription is paid like the turn's model requests
+            turn_input = await services.media.read(
+                adapter, message, session, services.runtime.config.model_info(session.model)
+            )
         except MessageRefused as refusal:
-            await services.replies.answer(row, f"⚠️ {refusal}", streamed=streamed)
-            return
+            await services.replies.answer(row, f"⚠️ {refusal}", streamed=self.streamed)
+            raise Settled from None
         except OverBudget as unpaid:  # a voice note a limit cannot pay: nothing reached the model
-            await refuse(services, row, unpaid.refusal, streamed=streamed)
-            return
+            await self.refused(unpaid.refusal)
+            raise Settled from None
+        self.notices = turn_input.notices
         await echo_transcripts(services, row, turn_input.transcripts)
-        stream = ReplyStream(
+        address = reply_address(message)
+        lease, rights = self.lease, self.rights
+        stream = self.stream = ReplyStream(
             adapter,
             address,
             reply_to=message.message_id,
             budget=services.budget,
-            interval=0.0 if spoken else services.stream_interval,
+            interval=0.0 if self.spoken else services.stream_interval,
             inbox=services.inbox,
             inbox_id=row.id,
-            streamed=streamed,
+            streamed=self.streamed,
             trusted=lambda: lease.trusted() and rights.still_allowed(),
             earlier=partial(services.replies.delivered, address),
         )
         async with stream:  # typing shows from here, also while hygiene compresses
             try:
-                with charging(charge):  # every model request of the turn counts against its limits
-                    result = await take_turn(
-                        services,
-                        lease,
-                        session,
-                        user_text(message, turn_input.text),
-                        what=f"{message.platform} chat {message.chat_id}",
-                        meta={INBOX_META: row.id},
-                        on_compressed=partial(notify, services, row),
-                        on_event=stream.on_event,
-                        media=turn_input.media,
-                        gate=rights,
-                        approver=services.approvals.for_turn(address, speaker.person),
-                    )
-                    voice = None
-                    if spoken and result.refused is None and not result.error:  # typing shows meanwhile
-                        written = _answer_text(result, turn_input.notices)
-                        voice = await _voice(services, row, session, result.text, written, stream.messages)
+                yield TurnRequest(
+                    lease,
+                    session,
+                    user_text(message, turn_input.text),
+                    what=f"{message.platform} chat {message.chat_id}",
+                    meta={INBOX_META: row.id},
+                    on_compressed=partial(notify, services, row),
+                    on_event=stream.on_event,
+                    media=turn_input.media,
+                    gate=rights,
+                    approver=services.approvals.for_turn(address, self.speaker.person),
+                )
             except asyncio.CancelledError as cancel:
                 await asyncio.shield(_cancelled(services, row, stream, cancel))
                 raise
-        if await _closed_without_access(services, row, speaker, "during the turn"):
-            return
-        await _finish(services, row, stream, result, session, turn_input.notices, voice)
-    if not result.error:
-        await services.reviews.after_turn(session)
+
+    async def ending(self, result: TurnResult) -> None:
+        if self.spoken and result.refused is None and not result.error:  # typing shows meanwhile
+            written = _answer_text(result, self.notices)
+            stream = self.stream
+            shown = stream.messages if stream is not None else []
+            self.voice = await _voice(self.services, self.row, self.session, result.text, written, shown)
+
+    async def lost_access(self) -> bool:
+        return await _closed_without_access(self.services, self.row, self.speaker, "during the turn")
+
+    async def refused(self, refusal: Refusal) -> None:
+        if self.stream is None:  # before the turn
+            await refuse(self.services, self.row, refusal, streamed=self.streamed)
+        else:  # a limit stopped it before its next request
+            await refuse(self.services, self.row, refusal, stream=self.stream)
+            self._timed()
+
+    async def failed(self, result: TurnResult) -> None:
+        assert self.stream is not None
+        row, metrics = self.row, self.services.metrics
+        await self.services.replies.queue(
+            self.stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED
+        )
+        metrics.turns.labels("failed").inc()
+        metrics.delivery_failures.labels(row.message.platform).inc()
+        self._timed()
+
+    async def answered(self, result: TurnResult) -> None:
+        assert self.stream is not None
+        voice = self.voice
+        operations = voice if voice is not None else self.stream.final(_answer_text(result, self.notices))
+        await self.services.replies.queue(operations, row=self.row, state=InboxState.ANSWERED)
+        self.services.metrics.turns.labels("answered").inc()
+        self._timed()
+
+    def _timed(self) -> None:
+        self.services.metrics.turn_seconds.observe(time.time() - self.row.received_at)
 
 
 async def _closed_without_access(services: Services, row: InboxRow, speaker: Speaker, when: str) -> bool:
@@ -239,30 +301,6 @@ async def _closed_without_access(services: Services, row: InboxRow, speaker: Spe
     log.info("inbox %d: %s lost access %s; nothing more is sent to them", row.id, speaker.person, when)
     await services.replies.queue([], row=row, state=InboxState.CANCELLED)
     return True
-
-
-async def _finish(
-    services: Services,
-    row: InboxRow,
-    stream: ReplyStream,
-    result: TurnResult,
-    session: SessionRecord,
-    notices: tuple[str, ...] = (),
-    voice: Sequence[Outgoing] | None = None,
-) -> None:
-    """Queue the turn's outcome; ``voice``: a spoken answer's operations (``gateway.speech``)."""
-    metrics = services.metrics
-    if result.refused is not None:  # a limit stopped it before its next request
-        await refuse(services, row, result.refused, stream=stream)
-    elif result.error:
-        await services.replies.queue(stream.final(f"⚠️ {result.error}"), row=row, state=InboxState.FAILED)
-        metrics.turns.labels("failed").inc()
-        metrics.delivery_failures.labels(row.message.platform).inc()
-    else:
-        operations = voice if voice is not None else stream.final(_answer_text(result, notices))
-        await services.replies.queue(operations, row=row, state=InboxState.ANSWERED)
-        metrics.turns.labels("answered").inc()
-    metrics.turn_seconds.observe(time.time() - row.received_at)
 
 
 def with_notices(text: str, notices: Sequence[str]) -> str:
@@ -295,52 +333,6 @@ async def _voice(
         written=written,
         streamed=streamed,
     )
-
-
-async def take_turn(
-    services: Services,
-    lease: Lease,
-    session: SessionRecord,
-    text: str,
-    *,
-    what: str,
-    meta: Mapping[str, Any],
-    on_compressed: Callable[[CompressionOutcome], Awaitable[None]],
-    on_event: EventCallback | None = None,
-    media: Sequence[Media] = (),
-    gate: ToolGate = OPEN,
-    purpose: str = "turn",
-    approver: Approver | None = None,
-) -> TurnResult:
-    """A turn of the agent as the gateway runs every one, a chat's or a scheduled job's.
-
-    Session hygiene first (a session at 85% of its window is compressed before the agent reads it;
-    ``on_compressed`` tells whoever should know), then the agent's turn (``Agent.run_turn``: the
-    arguments are its own), its usage counted for ``/metrics``, and one log line with its tokens
-    (``what`` names the chat or the job). Raises what ``run_turn`` raises; the caller delivers.
-    """
-    agent = services.runtime.agent
-    outcome = await agent.hygiene(lease, session)
-    if outcome is not None and outcome.method != "skipped":  # over a limit: the turn's own line says so
-        await on_compressed(outcome)
-    started = time.monotonic()
-    result = await agent.run_turn(
-        lease, session, text, on_event, meta=meta, gate=gate, purpose=purpose, media=media, approver=approver
-    )
-    services.metrics.count_usage(result.usage)
-    usage = result.usage
-    log.info(
-        "%s session %s: %s in %.2fs (tokens in %d, cache read %d, cache write %d, out %d)",
-        what, session.id, _outcome(result), time.monotonic() - started,
-        usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
-    )  # fmt: skip
-    return result
-
-
-def _outcome(result: TurnResult) -> str:
-    if result.refused is not None:
-        return "stopped by a spend limit"
-    return "failed" if result.error else "answered"
 
 
 async def refuse(

@@ -37,6 +37,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -49,14 +51,15 @@ from agent.api import (
     Refuse,
     SessionRecord,
     SessionSpec,
+    TurnResult,
     batching,
     both,
-    charging,
 )
 from agent.db import StorageUnavailable
 from gateway.chats import job_session_key
 from gateway.conversation.addressing import display_name
-from gateway.conversation.turns import UNEXPECTED, take_turn, turn_rights, with_notices
+from gateway.conversation.envelope import TurnRequest, run_turn
+from gateway.conversation.turns import UNEXPECTED, turn_rights, with_notices
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.delivery.replies import PlatformNotConnected
@@ -100,6 +103,67 @@ class _Run:
     def meta(self) -> dict[str, Any]:
         """Stored with the run's prompt: which job, and which of its runs."""
         return {RUN_META: self.job_id, OCCURRENCE_META: self.occurrence}
+
+
+class JobTurn:
+    """A job's run as a channel of the turn's envelope (``gateway.conversation.envelope``): the job's
+    prompt under its maker's rights with the ``cron`` tool refused, its requests batched when the job is
+    marked so; the outcome kept on the run, which :meth:`CronRunner._record` delivers and records."""
+
+    reviewed = False  # a job's run starts no background review
+
+    def __init__(
+        self, runner: CronRunner, lease: Lease, session: SessionRecord, run: _Run, job: CronJob
+    ) -> None:
+        self.runner = runner
+        self.lease = lease
+        self.session = session
+        self.run = run
+        self.job = job
+        self.capped = not job.batch  # a batched run waits for its batch (``gateway.conversation.envelope``)
+
+    @asynccontextmanager
+    async def around(self) -> AsyncIterator[TurnRequest]:
+        job, services = self.job, self.runner.services
+
+        async def compressed(outcome: CompressionOutcome) -> None:
+            log.info("cron job %s: %s", job.id, outcome.line())
+
+        with batching(self.runner.batching_of(job, self.run)):
+            yield TurnRequest(
+                self.lease,
+                self.session,
+                job.prompt,
+                what=f"cron job {job.id}",
+                meta=self.run.meta,
+                on_compressed=compressed,
+                gate=both(turn_rights(services, job.creator, job.memory_scope), Refuse(REFUSED)),
+                purpose=PURPOSE,
+            )
+
+    async def ending(self, result: TurnResult) -> None:
+        return None
+
+    async def lost_access(self) -> bool:
+        """The maker lost access during the run: the job is paused and the run not delivered."""
+        paused = await pause_if_lost(self.runner.jobs, self.job, self.runner.services.authorizer)
+        if paused is None:
+            return False
+        run = self.run
+        run.answered, run.error, run.delivery = True, f"not delivered: {paused.line()}", []
+        return True
+
+    async def refused(self, refusal: Refusal) -> None:
+        run = self.run
+        run.answered, run.error, run.refused = True, self.runner.services.budgets.line(refusal), refusal
+
+    async def failed(self, result: TurnResult) -> None:
+        run = self.run
+        run.answered, run.text, run.notices, run.error = True, result.text, result.notices, result.error
+
+    async def answered(self, result: TurnResult) -> None:
+        run = self.run
+        run.answered, run.text, run.notices = True, result.text, result.notices
 
 
 class CronRunner:
@@ -187,29 +251,11 @@ class CronRunner:
         if earlier is not None:  # answered before the database went away: delivered as it is
             run.answered, run.text = True, earlier
             return
-
-        async def compressed(outcome: CompressionOutcome) -> None:
-            log.info("cron job %s: %s", job.id, outcome.line())
-
         creator = job.creator
         is_admin = creator is None or self.services.authorizer.is_admin(creator.platform, creator.user_id)
         guest = None if is_admin or creator is None else creator.person
         charge = self.services.budgets.for_run(job.id, run.occurrence, guest)
-        with charging(charge), batching(self._batching(job, run)):
-            result = await take_turn(
-                self.services,
-                lease,
-                session,
-                job.prompt,
-                what=f"cron job {job.id}",
-                meta=run.meta,
-                on_compressed=compressed,
-                gate=both(turn_rights(self.services, job.creator, job.memory_scope), Refuse(REFUSED)),
-                purpose=PURPOSE,
-            )
-        run.answered, run.text, run.notices, run.error = True, result.text, result.notices, result.error
-        if result.refused is not None:
-            run.error, run.refused = self.services.budgets.line(result.refused), result.refused
+        await run_turn(self.services, JobTurn(self, lease, session, run, job), charge)
 
     async def _still_waiting(self, run: _Run) -> bool:
         """Whether the resumed run is still the job's unfinished run (checked under the job's lock)."""
@@ -217,7 +263,7 @@ class CronRunner:
         unfinished = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
         return job is not None and job.occurrence == run.occurrence and job.last_status in unfinished
 
-    def _batching(self, job: CronJob, run: _Run) -> Batching | None:
+    def batching_of(self, job: CronJob, run: _Run) -> Batching | None:
         """How the run's requests go through the batch API (None: the job is not marked ``batch``)."""
         if not job.batch:
             return None

@@ -1,4 +1,5 @@
-"""Session lanes: one job at a time per session key, different keys at once, a global cap on all.
+"""Session lanes: one job at a time per session key, different keys at once, the turn cap on all
+(``gateway.intake.turn_cap``: the one cap the API's and cron's turns take a slot of too).
 
 A lane exists only while its key has work: the first job creates it with a worker task, the worker
 ends when the queue is empty, and nothing per chat is left behind (idle chats cost no memory).
@@ -22,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from gateway.intake.turn_cap import TurnCap
+
 log = logging.getLogger(__name__)
 
 
@@ -44,10 +47,10 @@ class _Lane(Generic[Item]):
 
 
 class Lanes(Generic[Item]):
-    def __init__(self, limit: int, *, on_depth: Callable[[int], None] | None = None) -> None:
+    def __init__(self, cap: TurnCap, *, on_depth: Callable[[int], None] | None = None) -> None:
         self._lanes: dict[str, _Lane[Item]] = {}
         self._run: Callable[[Item], Awaitable[None]] | None = None
-        self._cap = asyncio.Semaphore(limit)
+        self._cap = cap
         self._on_depth = on_depth
         self._depth = 0
         self._closing = False  # set by shutdown: a job still waiting for the cap never starts
@@ -99,7 +102,7 @@ class Lanes(Generic[Item]):
             while lane.queue:
                 item = lane.queue.popleft()
                 try:
-                    async with self._cap:
+                    async with self._cap.slot():
                         if self._closing:
                             continue  # its row stays pending: the next start answers it
                         lane.running = asyncio.ensure_future(self._run(item))

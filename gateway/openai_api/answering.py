@@ -62,7 +62,6 @@ from agent.api import (
     TurnEvent,
     TurnResult,
     Usage,
-    charging,
     prompt_tokens_with,
 )
 from agent.db import FencedOut, StorageUnavailable
@@ -70,7 +69,8 @@ from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
 from gateway.chats import API, new_api_session_key, parse_session_key
 from gateway.conversation.addressing import person_scope
-from gateway.conversation.turns import take_turn, turn_rights, why_replaced
+from gateway.conversation.envelope import TurnRequest, run_turn
+from gateway.conversation.turns import turn_rights, why_replaced
 from gateway.cron.tool import TOOLSET as CRON_TOOLSET
 from gateway.openai_api.conversations import Conversations
 from gateway.openai_api.keys import Caller
@@ -196,34 +196,33 @@ class Standing:
 
 
 class ApiTurns:
-    """Runs the API's turns; at most ``slots`` at once (``gateway.max_concurrent_turns``)."""
+    """Runs the API's turns, each in the turn's envelope (``gateway.conversation.envelope``): under a slot
+    of the one turn cap that chats and cron take too."""
 
-    def __init__(self, services: Services, conversations: Conversations, *, slots: int) -> None:
+    def __init__(self, services: Services, conversations: Conversations) -> None:
         self.services = services
         self.conversations = conversations
-        self._slots = asyncio.Semaphore(slots)
 
     async def answer(self, request: ApiRequest) -> None:
         """Answer the person's new message into ``request.output``. Raises :class:`ApiError` (nothing was
         delivered), :class:`ClientGone`, or cancellation (the turn was withdrawn)."""
         label = request.caller.label
-        async with self._slots:
-            try:
-                await self._answer(request)
-            except ProviderError as error:  # the session's provider cannot be used (its key is missing ...)
-                log.error("api %s: not answered: %s", label, error)
-                raise ApiError(
-                    502, f"No answer: {error}", kind="api_error", code="model_error", headers=NO_RETRY
-                ) from None
-            except (StorageUnavailable, FencedOut) as error:
-                log.warning("api %s: not answered: %s", label, error)
-                raise ApiError(
-                    503,
-                    "Herald's database cannot be reached just now; please send the request again.",
-                    kind="api_error",
-                    code="unavailable",
-                    headers={"Retry-After": "5"},
-                ) from None
+        try:
+            await self._answer(request)
+        except ProviderError as error:  # the session's provider cannot be used (its key is missing ...)
+            log.error("api %s: not answered: %s", label, error)
+            raise ApiError(
+                502, f"No answer: {error}", kind="api_error", code="model_error", headers=NO_RETRY
+            ) from None
+        except (StorageUnavailable, FencedOut) as error:
+            log.warning("api %s: not answered: %s", label, error)
+            raise ApiError(
+                503,
+                "Herald's database cannot be reached just now; please send the request again.",
+                kind="api_error",
+                code="unavailable",
+                headers={"Retry-After": "5"},
+            ) from None
 
     async def _answer(self, request: ApiRequest) -> None:
         services = self.services
@@ -232,10 +231,7 @@ class ApiTurns:
         standing = await self._standing(request.caller)
         async with self._conversation(request, standing.rights) as (lease, session):
             services.reviews.cancel(session.session_key)  # a live turn never waits for a background review
-            await self._turn(request, standing, lease, session)
-        services.metrics.turns.labels("answered").inc()
-        services.metrics.turn_seconds.observe(time.time() - started)
-        await services.reviews.after_turn(session)
+            await self._turn(ApiTurn(self, request, standing, lease, session, started))
 
     async def _standing(self, caller: Caller) -> Standing:
         """The caller's standing; a 403 when their person may not use the bot (now)."""
@@ -247,69 +243,25 @@ class ApiTurns:
         scope = person_scope(caller.platform, caller.user_id, is_admin=is_admin)
         return Standing(speaker, is_admin, turn_rights(self.services, speaker, scope))
 
-    async def _turn(
-        self, request: ApiRequest, standing: Standing, lease: Lease, session: SessionRecord
-    ) -> None:
-        """The turn itself, under the session's lease: charged, run, the conversation's new tip recorded,
-        delivered; withdrawn (and the tip put back) when its answer was not delivered. The tip moves before
-        the answer is handed over: a client may send its next request the moment it has the answer, and
-        that request must find the session (it then waits for this lease)."""
-        services, metrics = self.services, self.services.metrics
-        key, caller = session.session_key, request.caller
+    async def _turn(self, turn: ApiTurn) -> None:
+        """The turn itself, under the session's lease: checked against the model's window, run in the
+        envelope; withdrawn (and the tip put back) when its answer was not delivered."""
+        services = self.services
+        session, request = turn.session, turn.request
         window = services.runtime.config.model_info(session.model).context_length
         needed = prompt_tokens_with(session, request.transcript.message)
         if needed > window:  # compression shortens a history, never the new message: no model could take it
             raise too_long(needed, window)
-        charge = services.budgets.for_person(caller.person, key, is_admin=standing.is_admin)
-        over = await services.budgets.check(charge)
-        if over is not None:  # nothing reaches the model
-            metrics.turns.labels("refused").inc()
-            raise refused(over, services.budgets.line(over), time.time())
-        rights = standing.rights
-        answer = AnswerText(
-            request.output.text,
-            retractable=not request.streaming,
-            trusted=lambda: lease.trusted() and rights.still_allowed(),
-        )
-        meta = {API_META: request.request_id}
-        before = request.transcript.prefix_digest
-        delivered = False
+        charge = services.budgets.for_person(request.caller.person, session.session_key,
+                                             is_admin=turn.standing.is_admin)  # fmt: skip
         try:
-            with charging(charge):  # every model request of the turn counts against its limits
-                result = await take_turn(
-                    services,
-                    lease,
-                    session,
-                    request.transcript.message,
-                    what=f"api {caller.label}",
-                    meta=meta,
-                    on_compressed=log_compression(caller),
-                    on_event=answer.on_event,
-                    gate=rights,
-                )
-            if result.refused is not None:
-                metrics.turns.labels("refused").inc()
-                raise refused(result.refused, services.budgets.line(result.refused), time.time())
-            if result.error:
-                metrics.turns.labels("failed").inc()
-                raise ApiError(502, result.error, kind="api_error", code="model_error", headers=NO_RETRY)
-            if not await services.authorizer.is_allowed(standing.speaker):  # revoked during the turn
-                await self._withdraw(lease, session, meta, before)
-                raise forbidden(caller)
-            text = await answer.finish(result)
-            await self.conversations.move(key, request.transcript.answered(text))
-            try:
-                await request.output.deliver(text, result.usage)
-            except ClientGone:
-                await self._withdraw(lease, session, meta, before)
-                metrics.turns.labels("cancelled").inc()
-                raise
-            delivered = True
+            await run_turn(services, turn, charge)
         except asyncio.CancelledError:
-            if not delivered:
-                await asyncio.shield(self._withdraw(lease, session, meta, before))
-                metrics.turns.labels("cancelled").inc()
+            if turn.started and not turn.delivered:
+                await asyncio.shield(turn.withdraw())
+                services.metrics.turns.labels("cancelled").inc()
             raise
+
 
     @asynccontextmanager
     async def _conversation(
@@ -372,7 +324,7 @@ class ApiTurns:
                  f" with a history of {len(history)} messages" if history else "")  # fmt: skip
         return started.record
 
-    async def _withdraw(self, lease: Lease, session: SessionRecord, meta: dict[str, str], tip: str) -> None:
+    async def withdraw(self, lease: Lease, session: SessionRecord, meta: dict[str, str], tip: str) -> None:
         """Take an undelivered turn out of the conversation, so its client is again at ``tip``; if the turn
         cannot be found, the session matches no client's history any more."""
         try:
@@ -380,6 +332,95 @@ class ApiTurns:
             await self.conversations.move(session.session_key, tip if withdrawn else None)
         except (StorageUnavailable, FencedOut) as error:
             log.warning("session %s: an undelivered turn stays in the conversation: %s", session.id, error)
+
+
+class ApiTurn:
+    """An API request's channel of the turn's envelope: the answer built from the turn's events (streamed
+    as it comes, for a streaming request), the conversation's new tip recorded, the answer handed to the
+    client; a refusal, a failure or a revoked key an HTTP error. The tip moves before the answer is handed
+    over: a client may send its next request the moment it has the answer, and that request must find the
+    session (it then waits for this lease)."""
+
+    reviewed = True
+    capped = True
+
+    def __init__(
+        self,
+        turns: ApiTurns,
+        request: ApiRequest,
+        standing: Standing,
+        lease: Lease,
+        session: SessionRecord,
+        started_at: float,
+    ) -> None:
+        self.turns = turns
+        self.services = turns.services
+        self.request = request
+        self.standing = standing
+        self.lease = lease
+        self.session = session
+        self.started_at = started_at
+        self.meta = {API_META: request.request_id}
+        self.before = request.transcript.prefix_digest  # the tip the client holds
+        rights = standing.rights
+        self.answer = AnswerText(
+            request.output.text,
+            retractable=not request.streaming,
+            trusted=lambda: lease.trusted() and rights.still_allowed(),
+        )
+        self.started = False  # the turn began (a cancelled one is withdrawn)
+        self.delivered = False
+
+    @asynccontextmanager
+    async def around(self) -> AsyncIterator[TurnRequest]:
+        self.started = True
+        caller = self.request.caller
+        yield TurnRequest(
+            self.lease,
+            self.session,
+            self.request.transcript.message,
+            what=f"api {caller.label}",
+            meta=self.meta,
+            on_compressed=log_compression(caller),
+            on_event=self.answer.on_event,
+            gate=self.standing.rights,
+        )
+
+    async def ending(self, result: TurnResult) -> None:
+        return None
+
+    async def lost_access(self) -> bool:
+        if await self.services.authorizer.is_allowed(self.standing.speaker):
+            return False
+        await self.withdraw()
+        raise forbidden(self.request.caller)
+
+    async def refused(self, refusal: Refusal) -> None:
+        services = self.services
+        services.metrics.turns.labels("refused").inc()
+        raise refused(refusal, services.budgets.line(refusal), time.time())
+
+    async def failed(self, result: TurnResult) -> None:
+        self.services.metrics.turns.labels("failed").inc()
+        raise ApiError(502, result.error or "", kind="api_error", code="model_error", headers=NO_RETRY)
+
+    async def answered(self, result: TurnResult) -> None:
+        metrics = self.services.metrics
+        text = await self.answer.finish(result)
+        await self.turns.conversations.move(self.session.session_key, self.request.transcript.answered(text))
+        try:
+            await self.request.output.deliver(text, result.usage)
+        except ClientGone:
+            await self.withdraw()
+            metrics.turns.labels("cancelled").inc()
+            raise
+        self.delivered = True
+        metrics.turns.labels("answered").inc()
+        metrics.turn_seconds.observe(time.time() - self.started_at)
+
+    async def withdraw(self) -> None:
+        """Take the undelivered turn out of the conversation (``ApiTurns.withdraw``)."""
+        await self.turns.withdraw(self.lease, self.session, self.meta, self.before)
 
 
 def toolsets_left_out(memory_scope: str) -> tuple[str, ...]:

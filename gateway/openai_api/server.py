@@ -393,9 +393,7 @@ def build_api(
     if not len(keys):
         return None
     turns = {
-        name: ApiTurns(
-            services, Conversations(services.runtime.storage), slots=services.settings.max_concurrent_turns
-        )
+        name: ApiTurns(services, Conversations(services.runtime.storage))
         for name, services in bots.items()
     }
     started = min(services.started_at for services in bots.values())

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.base import Adapter
 from gateway.cluster.leases.leader import Duty
-from gateway.cron.scheduler import CronScheduler
 from resilience.loops import BackgroundLoop
 
 
@@ -22,7 +21,15 @@ def receiving(adapter: Adapter, allowed: Callable[[], bool]) -> Duty:
     return _started_and_stopped(lambda: adapter.start_receiving(allowed), adapter.stop_receiving)
 
 
-def scheduling(scheduler: CronScheduler) -> Duty:
+class Startable(Protocol):
+    """What a leader starts for its term and stops at its end (``gateway.cron.scheduler.CronScheduler``)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def scheduling(scheduler: Startable) -> Duty:
     """APScheduler firing cron jobs; runs already going when the term ends finish where they are."""
     return _started_and_stopped(scheduler.start, scheduler.stop)
 

@@ -16,8 +16,9 @@ Contract (beyond ``gateway.intake.work.WorkQueue``'s):
   them once they were idle ``lease_ttl`` seconds (``XAUTOCLAIM``) and runs them as resumed attempts.
   Entries a process holds are kept fresh (``XCLAIM``) so that a long turn is never claimed away.
 - Caps: a process takes at most ``local_limit`` chats at once (it reads no more entries than it has room
-  for; the rest wait in Redis for any process), and each chat it runs holds one slot of the cluster-wide
-  turn cap (``turn_cap``, a ``RedisSemaphore``; none: no cluster-wide cap).
+  for; the rest wait in Redis for any process), and each chat it runs holds one slot of the turn cap
+  (``turn_cap``, ``gateway.intake.turn_cap``: this process's and the cluster-wide one, which the API's
+  and cron's turns take slots of too).
 - ``submit`` never blocks: entries are appended by a background task. While Redis cannot be reached they
   are kept in this process (their rows are pending in the database) and appended once it answers again,
   except those the rebuild appended meanwhile; so a message stored while Redis returns (after the
@@ -59,6 +60,7 @@ from gateway.cluster.queue.work_stream import Entry, QueueStats, WorkStream
 from gateway.cluster.redis import KEY_PREFIX, Cluster, redis_key
 from gateway.intake.lanes import INTERRUPTED, SHUTTING_DOWN
 from gateway.intake.outage import until_reachable
+from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import Work
 from gateway.server.metrics import GatewayMetrics
 from resilience.cancelling import cancel_and_wait
@@ -95,7 +97,7 @@ class RedisWorkQueue:
         prefix: str,
         instance: str,
         local_limit: int,
-        turn_cap: RedisSemaphore | None,
+        turn_cap: TurnCap,
         lease_ttl: float,
         metrics: QueueMetrics | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -402,7 +404,7 @@ class RedisWorkQueue:
     async def _work_chat(self, chat: _Chat) -> None:
         done = False
         try:
-            async with self._turn_slot():
+            async with self.turn_cap.slot():
                 done = await self._work_through(chat)
         except Exception:  # its entries stay unacknowledged: claimed and run again after the lease time
             log.exception("session key %s: running its work failed; it is tried again in %.0fs", chat.key,
@@ -451,14 +453,6 @@ class RedisWorkQueue:
     async def _next_work(self, key: str, up_to: int) -> Work | None:
         return await until_reachable(lambda _: self.order.next_work(key, up_to), f"chat {key}")
 
-    @asynccontextmanager
-    async def _turn_slot(self) -> AsyncIterator[None]:
-        if self.turn_cap is None:
-            yield
-            return
-        async with self.turn_cap.slot(unreachable="wait"):
-            yield
-
     def _forget(self, chat: _Chat) -> None:
         if self._chats.get(chat.key) is chat:
             del self._chats[chat.key]
@@ -506,7 +500,7 @@ async def open_work_queue(
     prefix: str,
     instance: str,
     local_limit: int,
-    turn_cap: RedisSemaphore | None,
+    turn_cap: TurnCap,
     lease_ttl: float,
     metrics: QueueMetrics | None = None,
     on_depth: Callable[[int], None] | None = None,
@@ -531,17 +525,10 @@ async def open_work_queue(
 
 
 def cluster_work_queue(
-    cluster: Cluster, order: ChatOrder, *, local_limit: int, metrics: GatewayMetrics
+    cluster: Cluster, order: ChatOrder, *, local_limit: int, turn_cap: TurnCap, metrics: GatewayMetrics
 ) -> AbstractAsyncContextManager[RedisWorkQueue]:
-    """The work queue of this cluster process, with the cluster-wide turn cap when
-    ``cluster.max_concurrent_turns`` is set; its figures on ``metrics``' registry."""
-    settings = cluster.settings
-    total = settings.max_concurrent_turns
-    turn_cap = None
-    if total is not None:
-        turn_cap = RedisSemaphore(
-            cluster.redis, redis_key("turns"), total, ttl=settings.lease_ttl, owner=cluster.instance_id
-        )
+    """The work queue of this cluster process, each chat's work under a slot of ``turn_cap``
+    (:func:`cluster_turn_cap`); its figures on ``metrics``' registry."""
     return open_work_queue(
         cluster.redis,
         order,
@@ -549,7 +536,20 @@ def cluster_work_queue(
         instance=cluster.instance_id,
         local_limit=local_limit,
         turn_cap=turn_cap,
-        lease_ttl=settings.lease_ttl,
+        lease_ttl=cluster.settings.lease_ttl,
         metrics=QueueMetrics(metrics.registry),
         on_depth=metrics.queue_depth.set,
     )
+
+
+def cluster_turn_cap(cluster: Cluster, local_limit: int) -> TurnCap:
+    """The turn cap of a gateway process of ``cluster``: ``local_limit`` here, and the cluster-wide cap
+    (``cluster.max_concurrent_turns``) when one is set."""
+    settings = cluster.settings
+    total = settings.max_concurrent_turns
+    if total is None:
+        return TurnCap(local_limit)
+    shared = RedisSemaphore(
+        cluster.redis, redis_key("turns"), total, ttl=settings.lease_ttl, owner=cluster.instance_id
+    )
+    return TurnCap(local_limit, shared=shared)
