@@ -352,7 +352,7 @@ class AdapterStatus:
 class Adapter(ABC):
     """One platform (the module docstring says what every adapter keeps). Implementations: one per
     folder of ``adapters.registry`` (``adapters.telegram``, ``adapters.discord``), and the terminal's
-    ``adapters.console``.
+    ``adapters.terminal``.
 
     Callers may cancel any outbound call (``/stop``, the end of a turn's typing indicator, a
     shutdown): an implementation must leave its HTTP client usable when they do (the Telegram adapter
