@@ -41,7 +41,7 @@ from adapters.base import (
     OutboundFile,
     OutboundText,
     OutboundVoice,
-    SinkUnavailable,
+    SinkRetry,
 )
 from adapters.names import clean_name
 from resilience.backoff import Backoff, Streak
@@ -205,21 +205,14 @@ class SignalAdapter(Adapter):
 
     async def _hand_over(self, message: Any) -> None:
         """The sink stores ``message``, waiting out an unavailable database (nothing else is read from
-        the stream meanwhile, and signal-cli will not send it again)."""
-        streak = Streak(SINK_BACKOFF)
-        while (sink := self._sink) is not None:
-            try:
+        the stream meanwhile, and signal-cli will not send it again); any other failure loses it, loudly."""
+
+        async def store() -> None:
+            if (sink := self._sink) is not None:  # None only once stopped: going_on ends the wait
                 await sink([message])
-            except SinkUnavailable as exc:
-                if streak.failures == 0:
-                    log.warning("Cannot store Signal messages now (%s); trying again", exc)
-                await asyncio.sleep(streak.next_delay())
-                continue
-            except Exception:
-                log.exception("Handing a Signal message to the gateway failed; it is lost")
-            if streak.reset():
-                log.info("Stored the waiting Signal message")
-            return
+
+        retry = SinkRetry(SINK_BACKOFF, log=log)
+        await retry.until_stored(store, "a Signal message", going_on=lambda: self._sink is not None)
 
     # --- sending --------------------------------------------------------------------------------
 

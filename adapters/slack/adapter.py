@@ -42,11 +42,12 @@ from adapters.base import (
     OutboundFile,
     OutboundText,
     SendRate,
+    SinkRetry,
     SinkUnavailable,
     WebhookReply,
 )
 from adapters.records import MemoryRecordStore, RecordStore
-from resilience.backoff import Backoff, Streak
+from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait
 
 from . import catchup, files
@@ -130,6 +131,7 @@ class SlackAdapter(Adapter):
         self._queue: asyncio.Queue[SocketModeRequest | _CatchUp] = asyncio.Queue()
         self._consumer: asyncio.Task[None] | None = None
         self._turn = asyncio.Lock()  # one batch at a time reaches the sink, in arrival order
+        self._retry = SinkRetry(SINK_BACKOFF, log=log)  # the socket's batches, while the store is away
         self._names: dict[str, str] = {}
         self._commands: list[CommandSpec] = []
         self._connected_at: float | None = None
@@ -394,25 +396,16 @@ class SlackAdapter(Adapter):
 
     async def _hand_over(self, batch: list[InboundMessage], *, retry: bool) -> None:
         """The sink stores ``batch``; then the cursors advance. ``retry``: wait out an unavailable
-        database (the socket's consumer) instead of raising (a POST: Slack retries it)."""
+        database (the socket's consumer; any other failure loses the batch, logged) instead of raising (a
+        POST: Slack retries it)."""
         sink = self._sink
         if not batch or sink is None:
             return
-        streak = Streak(SINK_BACKOFF)
         async with self._turn:
-            while True:
-                try:
-                    await sink(batch)
-                    break
-                except SinkUnavailable as exc:
-                    if not retry:
-                        raise
-                    delay = streak.next_delay()
-                    if streak.failures == 1:
-                        log.warning("Cannot store Slack messages now (%s); trying again", exc)
-                    await asyncio.sleep(delay)
-            if streak.reset():
-                log.info("Stored the waiting Slack messages")
+            if not retry:
+                await sink(batch)
+            elif not await self._retry.until_stored(lambda: sink(batch), "Slack messages"):
+                return  # lost (logged): no cursor is moved for it
         for message in batch:
             if message.message_id.startswith(COMMAND_PREFIX):
                 continue
