@@ -55,7 +55,7 @@ from adapters.names import clean_name
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
-from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 from resilience.unreachable import Unreachable
 
 from .inbound import IMAGE_TYPES, Mail, part_bytes, read_mail
@@ -150,7 +150,7 @@ class EmailAdapter(Adapter):
         self._sink_retry = SinkRetry(backoff, log=log)
         self._sink: InboundSink | None = None
         self._may_read: Callable[[], bool] | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._reader: BackgroundLoop | None = None
         self._first_read = asyncio.Event()
         self._status = AdapterStatus()
         self._reading = AdapterStatus()
@@ -180,20 +180,20 @@ class EmailAdapter(Adapter):
     async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         if self._sink is None:
             raise DeliveryError("the email adapter is not started", permanent=True)
-        if self._reader is not None and not self._reader.done():
+        if self._reader is not None and not self._reader.done:
             return
         self._may_read = allowed
         self._first_read = asyncio.Event()
         self._reading = AdapterStatus(connected=True)
-        self._reader = asyncio.create_task(self._read_forever(), name="email-imap")
+        self._reader = BackgroundLoop("the email (IMAP) reader", self._read_forever).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first read (or failure), not forever
                 await self._first_read.wait()
 
     async def stop_receiving(self) -> None:
-        task, self._reader = self._reader, None
-        if task is not None:
-            await cancel_and_wait([task])
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.stop()
 
     async def stop(self) -> None:
         await self.stop_receiving()

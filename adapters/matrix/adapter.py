@@ -50,7 +50,7 @@ from adapters.base import (
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
-from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 from resilience.unreachable import Unreachable
 
 from .client import NETWORK_ERRORS, HeraldHTTPAPI, delivery_error
@@ -162,7 +162,7 @@ class MatrixAdapter(Adapter):
         self._authenticated_media = True
         self._sink: InboundSink | None = None
         self._allowed: Callable[[], bool] | None = None
-        self._sync: asyncio.Task[None] | None = None
+        self._sync: BackgroundLoop | None = None
         self._first_sync = asyncio.Event()
         self._members: dict[str, dict[str, str]] = {}  # room -> joined member -> display name
         self._refused: set[str] = set()  # encrypted rooms the bot said it cannot read
@@ -214,21 +214,21 @@ class MatrixAdapter(Adapter):
     async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         if self._api is None:
             raise DeliveryError("the Matrix adapter is not started", permanent=True)
-        if self._sync is not None and not self._sync.done():
+        if self._sync is not None and not self._sync.done:
             return
         self._allowed = allowed
         self._first_sync = asyncio.Event()
         self._syncing = AdapterStatus(connected=True)  # a new sync loop starts with no failure of its own
         self._sink_retry = SinkRetry(self._backoff, log=log, status=self._syncing)
-        self._sync = asyncio.create_task(self._sync_loop(), name="matrix-sync")
+        self._sync = BackgroundLoop("the Matrix sync loop", self._sync_loop).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first answer (or failure), not forever
                 await self._first_sync.wait()
 
     async def stop_receiving(self) -> None:
-        task, self._sync = self._sync, None
-        if task is not None:
-            await cancel_and_wait([task])
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            await sync.stop()
 
     async def stop(self) -> None:
         await self.stop_receiving()

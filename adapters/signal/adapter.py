@@ -46,6 +46,7 @@ from adapters.base import (
 from adapters.names import clean_name
 from resilience.backoff import Backoff, Streak
 from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 
 from .inbound import GROUP_PREFIX, Me, message_id, person, split_id, to_inbound
 from .render import STYLES, render_signal
@@ -88,7 +89,7 @@ class SignalAdapter(Adapter):
         self._session: aiohttp.ClientSession | None = None
         self._rpc: SignalRpc | None = None
         self._sink: InboundSink | None = None
-        self._receiver: asyncio.Task[None] | None = None
+        self._receiver: BackgroundLoop | None = None
         self._commands: frozenset[str] = frozenset()
         self._status = AdapterStatus()
         self.handled = 0  # envelopes read from the stream and dealt with (the tests' "delivered")
@@ -121,13 +122,13 @@ class SignalAdapter(Adapter):
         self._status = AdapterStatus(connected=False, detail="opening the event stream",
                                      extra={"account": self._me.name})  # fmt: skip
         if receive:
-            self._receiver = asyncio.create_task(self._receive(), name="signal-events")
+            self._receiver = BackgroundLoop("the Signal event stream", self._receive).start()
         log.info("Signal adapter started for %s (%s)", self._me.name, self._settings.daemon_url)
 
     async def stop(self) -> None:
         receiver, self._receiver = self._receiver, None
         if receiver is not None:
-            await cancel_and_wait([receiver])
+            await receiver.stop()
         session, self._session, self._rpc, self._sink = self._session, None, None, None
         if session is not None:
             await session.close()

@@ -49,6 +49,7 @@ from adapters.base import (
 from adapters.records import MemoryRecordStore, RecordStore
 from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 
 from . import catchup, files
 from .errors import delivery_error, error_code
@@ -129,7 +130,7 @@ class SlackAdapter(Adapter):
         self._sink: InboundSink | None = None
         self._socket: ReportingSocketModeClient | None = None
         self._queue: asyncio.Queue[SocketModeRequest | _CatchUp] = asyncio.Queue()
-        self._consumer: asyncio.Task[None] | None = None
+        self._consumer: BackgroundLoop | None = None
         self._turn = asyncio.Lock()  # one batch at a time reaches the sink, in arrival order
         self._retry = SinkRetry(SINK_BACKOFF, log=log)  # the socket's batches, while the store is away
         self._names: dict[str, str] = {}
@@ -173,7 +174,7 @@ class SlackAdapter(Adapter):
         self._client, self._session, self._sink = client, session, sink
         self._me = BotIdentity(str(auth["user_id"]), auth.get("bot_id"), auth.get("team_id"))
         self._bot_name = str(auth.get("user") or "Herald")
-        self._consumer = asyncio.create_task(self._consume(), name="slack-inbound")
+        self._consumer = BackgroundLoop("the Slack inbound consumer", self._consume).start()
         self._status = AdapterStatus(connected=True, extra={"bot": f"@{self._bot_name}"})
         if receive:
             await self.start_receiving()
@@ -223,7 +224,7 @@ class SlackAdapter(Adapter):
         await self.stop_receiving()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await cancel_and_wait([consumer])
+            await consumer.stop()
         await cancel_and_wait(list(self._background))
         session, self._session, self._client, self._sink = self._session, None, None, None
         if session is not None:
