@@ -17,8 +17,9 @@ a webhook with 2xx, acks an envelope, stores a sync token) only after the sink r
 raises, none of the batch is acknowledged and the platform delivers it again. :class:`SinkUnavailable`
 says the gateway cannot store now (its database is unreachable): hand the batch over again later, and
 keep what the platform will not send again; any other exception is a failure worth a log line with its
-traceback. A platform that never redelivers (Discord) retries the sink itself. Messages of one chat
-are handed over in the platform's order, one batch at a time. Normalising means: no platform type
+traceback. A platform that never redelivers (Discord) retries the sink itself. :class:`SinkRetry` is
+how every adapter retries (the pauses, the log lines). Messages of one chat are handed over in the
+platform's order, one batch at a time. Normalising means: no platform type
 crosses the seam; names go through ``adapters.names.clean_name``; the bot's own messages and the
 platform's system messages are not handed over; ``addressed`` says the message is meant for the bot (a
 mention, a reply to one of its messages, a command aimed at it, a chat it answers freely).
@@ -111,11 +112,17 @@ adapters that lack the ability need no change (``send_file`` and ``max_file_byte
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
+
+from resilience.backoff import Backoff, Streak
+from resilience.unreachable import Unreachable
 
 
 class ChatType(StrEnum):
@@ -331,6 +338,116 @@ class SinkUnavailable(Exception):
     stored. Hand it over again later (with a growing pause); the message says why."""
 
 
+Hand = Callable[[], Awaitable[None]]
+"""One try at storing a batch: the sink call, with whatever must come before it (a record it needs)."""
+
+STORE_AWAY = (SinkUnavailable, Unreachable)  # the gateway's store cannot be reached: no bug, wait it out
+
+
+def _always() -> bool:
+    return True
+
+
+class SinkRetry:
+    """How an adapter hands a batch to the sink again while it fails (the contract above), in one place.
+
+    The pauses are the one :class:`~resilience.backoff.Backoff`'s, growing while the sink keeps failing.
+    The first failure of a streak is logged (a store that is away, :data:`STORE_AWAY`, as a warning
+    without a traceback: no bug; anything else as an error with it), the next ones at debug, and the
+    recovery once, all on the adapter's ``log``. ``describe`` words an exception (an adapter's own strips
+    its token); ``status``, when given, shows the failure as its ``detail``. ``sleep`` and ``rng`` are
+    for tests (a fake clock, fixed jitter).
+
+    :meth:`attempt` is for a platform that delivers a batch again (Telegram's offset, Matrix's sync
+    token, unread mail): one try, then the pause, and the caller fetches again. :meth:`until_stored` is
+    for one that never does (Discord, Signal, Slack's socket): it holds the batch until it is stored.
+    """
+
+    def __init__(
+        self,
+        backoff: Backoff,
+        *,
+        log: logging.Logger,
+        describe: Callable[[Exception], str] = str,
+        status: AdapterStatus | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.streak = Streak(backoff, rng or random.Random())
+        self._log = log
+        self._describe = describe
+        self._status = status
+        self._sleep = sleep
+        self._delay = 0.0  # the pause after the last failure
+
+    async def attempt(self, hand: Hand, what: str, *, pause: bool = True) -> bool:
+        """One try of ``hand`` (``what``, in words: "Telegram updates 5-7"): True once it returned;
+        False when it raised, after the pause (``pause`` False: the caller waits, with :meth:`pause`)."""
+        try:
+            await hand()
+        except Exception as exc:
+            self._failed(exc, what)
+            if pause:
+                await self.pause()
+            return False
+        self._stored(what)
+        return True
+
+    async def until_stored(
+        self, hand: Hand, what: str, *, tries: int = 1, going_on: Callable[[], bool] = _always
+    ) -> bool:
+        """Try ``hand`` until it returns (True). A store that is away is waited out for as long as
+        ``going_on()`` says (the adapter still receives; False then). Any other failure is tried
+        ``tries`` times in all: then the batch is lost (logged as an error; False)."""
+        others = 0
+        while going_on():
+            try:
+                await hand()
+            except STORE_AWAY as exc:
+                self._failed(exc, what)
+            except Exception as exc:
+                others += 1
+                if others >= tries:
+                    failures = self.streak.reset() + 1
+                    times = "once" if failures == 1 else f"{failures} times"
+                    self._log.error("Storing %s failed %s; it is lost", what, times, exc_info=True)
+                    if self._status is not None:
+                        self._status.detail = f"{what} not stored: {self._describe(exc)}"
+                    return False
+                self._failed(exc, what)
+            else:
+                self._stored(what)
+                return True
+            await self.pause()
+        return False
+
+    async def pause(self) -> None:
+        """Wait as long as the backoff says after the failures so far."""
+        await self._sleep(self._delay)
+
+    def _failed(self, exc: Exception, what: str) -> None:
+        self._delay = self.streak.next_delay()
+        text = self._describe(exc)
+        if self._status is not None:
+            self._status.detail = f"{what} not stored yet: {text}"
+        if self.streak.failures > 1:
+            self._log.debug("Storing %s failed again: %s", what, text)
+            return
+        away = isinstance(exc, STORE_AWAY)
+        self._log.log(
+            logging.WARNING if away else logging.ERROR,
+            "Storing %s failed (%s); trying again",
+            what,
+            text,
+            exc_info=not away,
+        )
+
+    def _stored(self, what: str) -> None:
+        failures = self.streak.reset()
+        if failures:
+            self._log.info("Stored %s after %d failed attempt(s)", what, failures)
+
+
 @dataclass(frozen=True)
 class WebhookReply:
     """What the gateway's HTTP server answers a webhook POST with (:meth:`Adapter.receive_webhook`)."""
@@ -352,7 +469,7 @@ class AdapterStatus:
 class Adapter(ABC):
     """One platform (the module docstring says what every adapter keeps). Implementations: one per
     folder of ``adapters.registry`` (``adapters.telegram``, ``adapters.discord``), and the terminal's
-    ``adapters.console``.
+    ``adapters.terminal``.
 
     Callers may cancel any outbound call (``/stop``, the end of a turn's typing indicator, a
     shutdown): an implementation must leave its HTTP client usable when they do (the Telegram adapter

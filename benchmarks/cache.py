@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from adapters.console import ConsoleAdapter
+from adapters.terminal import TerminalAdapter
 from agent.memory import OWNER_SCOPE
 from agent.models import lookup_model
 from agent.prompt import SystemPrompt
@@ -160,7 +160,7 @@ def spec(chat: int = 0) -> SessionSpec:
         platform="terminal",
         memory_scope=OWNER_SCOPE,
         chat_context=f"Chat {chat}",
-        platform_hint=ConsoleAdapter.prompt_hint,
+        platform_hint=TerminalAdapter.prompt_hint,
     )
 
 

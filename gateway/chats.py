@@ -20,14 +20,14 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 
-from adapters import console
+from adapters import terminal
 from adapters.base import ChatAddress, ChatType, InboundMessage
 
 SEPARATOR = ":"
 DIRECT, GROUP, TOPIC = "dm", "group", "topic"
 CRON = "cron"  # a scheduled job's runs
 API, API_CONVERSATION = "api", "conversation"  # the OpenAI-compatible API's conversations (and its people)
-TERMINAL_SESSION_KEY = f"{console.PLATFORM}:dm:{console.CHAT}"
+TERMINAL_SESSION_KEY = f"{terminal.PLATFORM}:dm:{terminal.CHAT}"
 
 
 class KeyKind(StrEnum):
@@ -66,7 +66,7 @@ def topics_prefix(platform: str, chat_id: str) -> str:
 
 def is_terminal(message: InboundMessage) -> bool:
     """A line typed in the terminal (one conversation, the owner's; no chat to post into later)."""
-    return message.platform == console.PLATFORM
+    return message.platform == terminal.PLATFORM
 
 
 def session_key(message: InboundMessage) -> str:
@@ -91,7 +91,7 @@ def new_api_session_key() -> str:
 def parse_session_key(key: str) -> SessionKey:
     """The one reader of the grammar above (the inverse of the writers)."""
     parts = key.split(SEPARATOR)
-    if key == TERMINAL_SESSION_KEY or parts[0] == console.PLATFORM:
+    if key == TERMINAL_SESSION_KEY or parts[0] == terminal.PLATFORM:
         return SessionKey(KeyKind.TERMINAL)
     if parts[0] == CRON and len(parts) == 2 and parts[1]:
         return SessionKey(KeyKind.CRON, ident=parts[1])

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.console import ConsoleAdapter
+from adapters.terminal import TerminalAdapter
 from agent.compression.engine import CompressionOutcome
 from agent.db.connect import open_storage
 from agent.db.urls import parse_storage_url
@@ -52,7 +52,7 @@ SPEC = SessionSpec(
     source="test",
     platform="terminal",
     memory_scope=OWNER_SCOPE,
-    platform_hint=ConsoleAdapter.prompt_hint,
+    platform_hint=TerminalAdapter.prompt_hint,
 )
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from adapters import console
+from adapters import terminal
 from adapters.base import ChatType, InboundMessage
 from gateway.chats import session_key
 from gateway.cli.chat import open_terminal
@@ -132,10 +132,10 @@ async def test_a_new_terminal_drops_the_lines_of_one_that_exited_but_not_of_one_
     async with open_terminal(config, home, out=io.StringIO(), err=io.StringIO(), live=True) as running:
         services = running.core.services
         exited = InboundMessage(
-            platform=console.PLATFORM,
-            chat_id=console.process_chat(2**22 + 1),  # above Linux's pid_max default: no such process
+            platform=terminal.PLATFORM,
+            chat_id=terminal.process_chat(2**22 + 1),  # above Linux's pid_max default: no such process
             chat_type=ChatType.DIRECT,
-            user_id=console.OWNER,
+            user_id=terminal.OWNER,
             user_name="you",
             message_id="1",
             text="asked before a crash",

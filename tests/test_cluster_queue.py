@@ -400,12 +400,21 @@ async def test_postgresql_halted_and_resumed_under_load_loses_nothing_and_double
             cluster.fake.private_message(chat, f"c{chat} before")
         await model_asked(emulator)  # turns are under way on both processes
         await asyncio.to_thread(own_postgres.halt)
+        posted = len(cluster.fake.webhook_deliveries)
         for chat in range(FIRST_CHAT, FIRST_CHAT + chats):
             cluster.fake.private_message(chat, f"c{chat} during")  # cannot be stored: not confirmed
-        await asyncio.sleep(1.5)
+        await cluster.fake.wait_for(
+            lambda: any(d.status != 200 for d in cluster.fake.webhook_deliveries[posted:]),
+            what="a webhook POST refused while the database is away",
+        )
         assert cluster.fake.pending_updates()
-        report = await cluster.gateways[1].http.readiness()
-        assert not report["ready"] and any("database" in p for p in report["problems"])  # type: ignore[attr-defined]
+        async with asyncio.timeout(10):  # /readyz tells once it measured the database
+            while True:
+                report = await cluster.gateways[1].http.readiness()
+                if any("database" in p for p in report["problems"]):  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(0.05)
+        assert not report["ready"]
         await asyncio.to_thread(own_postgres.resume)
         await cluster.fake.retry_webhook()  # Telegram delivers the refused updates again
         for chat in range(FIRST_CHAT, FIRST_CHAT + chats):

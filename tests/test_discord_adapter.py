@@ -35,6 +35,7 @@ from adapters.discord.interactions import interaction_record
 from adapters.discord.ordering import ChatQueues
 from adapters.discord.outbound import channel_id
 from adapters.records import MemoryRecordStore
+from resilience.backoff import Backoff
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, MESSAGE_CONTENT, FakeDiscord
 from tests.fakes.waiting import WAIT_TIMEOUT as WAIT
 from tests.fakes.waiting import wait_until
@@ -630,7 +631,8 @@ async def test_one_chat_in_order_others_not_blocked(fake: FakeDiscord) -> None:
 async def test_a_failing_sink_is_retried_and_never_breaks_the_client(
     fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(adapter_module, "SINK_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(adapter_module, "SINK_BACKOFF", Backoff(0.01, 0.01))
+    monkeypatch.setattr(adapter_module, "SINK_TRIES", 2)
     sink = Sink()
     async with running(fake, sink) as adapter:
         sink.fail_next = 1
@@ -893,7 +895,8 @@ async def test_an_interaction_that_cannot_be_answered_becomes_a_channel_message(
 async def test_a_command_that_could_not_be_stored_is_answered_with_an_apology(
     fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(adapter_module, "SINK_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(adapter_module, "SINK_BACKOFF", Backoff(0.01, 0.01))
+    monkeypatch.setattr(adapter_module, "SINK_TRIES", 2)
     sink = Sink()
     sink.fail_next = 2
     async with running(fake, sink):

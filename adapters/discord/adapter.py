@@ -41,10 +41,11 @@ from adapters.base import (
     OutboundText,
     OutboundVoice,
     SendRate,
-    SinkUnavailable,
+    SinkRetry,
 )
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.redaction import describe
+from resilience.backoff import Backoff
 from resilience.unreachable import Unreachable
 
 from .client import ClientEvents, Endpoints, HeraldClient, QuietLogs
@@ -74,8 +75,8 @@ MAX_RATELIMIT_WAIT = 30.0  # longer 429 waits go to the caller (discord.py's min
 # Discord's global limit: 50 requests a second per bot, whatever the route (per-route buckets come from
 # response headers, which discord.py follows in each process; a 429 reaching us pauses for every process).
 GLOBAL_RATE = SendRate("bot", 50, 1)
-SINK_RETRY_DELAYS = (0.2, 1.0, 5.0)  # Discord never redelivers: retry a failing sink a little
-UNAVAILABLE_RETRY = 30.0  # the longest pause between tries while the gateway's store is unreachable
+SINK_BACKOFF = Backoff(0.2, 30.0)  # Discord never redelivers: a message waits out a store that is away
+SINK_TRIES = 4  # any other failure of the sink: tries in all before the message is lost (logged)
 NOT_HANDLED = "Sorry, that command could not be handled. Please try again."
 NOT_PRIVATELY = "I could not answer /{name} privately (Discord refused the reply); please run it again."
 INTENT_HELP = (
@@ -525,39 +526,24 @@ class DiscordAdapter(Adapter):
                 item.interaction, command=name, ephemeral=name in self._ephemeral, deferred=deferred
             )
         unrecorded = record  # recorded before the sink takes the message: its answer looks it up
-        failures = waits = 0
-        while True:
-            sink = self._sink
-            if sink is None or not self._receiving:
-                return
-            try:
-                if unrecorded is not None:
-                    await self.interactions.remember(unrecorded)
-                    unrecorded = None
+
+        def going_on() -> bool:
+            return self._sink is not None and self._receiving
+
+        async def store() -> None:
+            nonlocal unrecorded
+            if unrecorded is not None:
+                await self.interactions.remember(unrecorded)
+                unrecorded = None
+            if (sink := self._sink) is not None:  # going_on() said so just before
                 await sink([message])
-                return
-            except (SinkUnavailable, Unreachable) as exc:  # Discord never sends it again: hold it
-                # until the store is back
-                self._status.detail = f"message {message.message_id} not stored yet: {exc}"
-                if waits == 0:
-                    log.warning("Storing Discord message %s waits: %s", message.message_id, exc)
-                waits += 1
-                await asyncio.sleep(min(UNAVAILABLE_RETRY, SINK_RETRY_DELAYS[0] * 2**waits))
-            except Exception as exc:
-                text = describe(exc, self._token)
-                self._status.detail = f"message {message.message_id} not stored: {text}"
-                if failures == len(SINK_RETRY_DELAYS):
-                    log.error(
-                        "Storing Discord message %s of chat %s failed %d times; it is lost",
-                        message.message_id,
-                        message.chat_id,
-                        failures + 1,
-                        exc_info=True,
-                    )
-                    break
-                log.warning("Storing Discord message %s failed (%s); retrying", message.message_id, text)
-                await asyncio.sleep(SINK_RETRY_DELAYS[failures])
-                failures += 1
+
+        retry = SinkRetry(
+            SINK_BACKOFF, log=log, describe=lambda exc: describe(exc, self._token), status=self._status
+        )
+        what = f"Discord message {message.message_id} of chat {message.chat_id}"
+        if await retry.until_stored(store, what, tries=SINK_TRIES, going_on=going_on) or not going_on():
+            return  # stored, or stopped (nothing the sink did not store is confirmed)
         if record is not None and record.deferred:  # nothing answered it: fill the "thinking…" response
             with contextlib.suppress(Exception):
                 apology = self._interaction_webhook(record).edit_original(NOT_HANDLED)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -48,13 +49,13 @@ from adapters.base import (
     InboundSink,
     OutboundFile,
     OutboundText,
-    SinkUnavailable,
+    SinkRetry,
 )
 from adapters.names import clean_name
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
-from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 from resilience.unreachable import Unreachable
 
 from .inbound import IMAGE_TYPES, Mail, part_bytes, read_mail
@@ -146,10 +147,10 @@ class EmailAdapter(Adapter):
         self._timeout = timeout
         backoff = Backoff(retry_base, max(retry_base, retry_cap))
         self._read_backoff = Streak(backoff)
-        self._sink_backoff = Streak(backoff)
+        self._sink_retry = SinkRetry(backoff, log=log)
         self._sink: InboundSink | None = None
         self._may_read: Callable[[], bool] | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._reader: BackgroundLoop | None = None
         self._first_read = asyncio.Event()
         self._status = AdapterStatus()
         self._reading = AdapterStatus()
@@ -179,20 +180,20 @@ class EmailAdapter(Adapter):
     async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         if self._sink is None:
             raise DeliveryError("the email adapter is not started", permanent=True)
-        if self._reader is not None and not self._reader.done():
+        if self._reader is not None and not self._reader.done:
             return
         self._may_read = allowed
         self._first_read = asyncio.Event()
         self._reading = AdapterStatus(connected=True)
-        self._reader = asyncio.create_task(self._read_forever(), name="email-imap")
+        self._reader = BackgroundLoop("the email (IMAP) reader", self._read_forever).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first read (or failure), not forever
                 await self._first_read.wait()
 
     async def stop_receiving(self) -> None:
-        task, self._reader = self._reader, None
-        if task is not None:
-            await cancel_and_wait([task])
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.stop()
 
     async def stop(self) -> None:
         await self.stop_receiving()
@@ -270,7 +271,7 @@ class EmailAdapter(Adapter):
             self._reading.connected, self._reading.detail = True, ""
             self._first_read.set()
             if read is None:
-                await asyncio.sleep(self._sink_backoff.next_delay())
+                await self._sink_retry.pause()
             elif read:
                 continue  # a mail that came meanwhile may have been announced to a FETCH or a STORE,
                 # which aioimaplib does not pass on: only a search that finds nothing leads to waiting
@@ -298,6 +299,8 @@ class EmailAdapter(Adapter):
     async def _read_unread(self, client: IMAP4, validity: int) -> int | None:
         """Hand every unread mail to the sink, then flag it ``\\Seen``; how many there were, or None when
         the sink failed (none of that batch is flagged: it is read again)."""
+        sink = self._sink
+        assert sink is not None
         found = await client.uid_search("UNSEEN", charset=None)
         _checked(found, "SEARCH")
         uids = sorted({int(uid) for line in found.lines[:-1] for uid in bytes(line).split() if uid.isdigit()})
@@ -307,22 +310,9 @@ class EmailAdapter(Adapter):
             messages = [
                 message for uid in chunk if (message := await self._inbound(uid, validity, fetched.get(uid)))
             ]
-            if messages:
-                try:
-                    assert self._sink is not None
-                    await self._sink(messages)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:
-                    unavailable = isinstance(error, SinkUnavailable)
-                    if self._sink_backoff.failures == 0:
-                        log.log(
-                            logging.WARNING if unavailable else logging.ERROR,
-                            "Email: storing %d mail(s) failed (%s); they stay unread and are read again",
-                            len(messages), error, exc_info=not unavailable,
-                        )  # fmt: skip
-                    return None
-                self._sink_backoff.reset()
+            hand, what = functools.partial(sink, messages), f"{len(messages)} email(s)"
+            if messages and not await self._sink_retry.attempt(hand, what, pause=False):
+                return None  # none of the chunk is flagged: read again after the pause
             seen = ",".join(str(uid) for uid in chunk)
             _checked(await client.uid("store", seen, "+FLAGS.SILENT", r"(\Seen)"), "STORE")
         return len(uids)

@@ -45,12 +45,12 @@ from adapters.base import (
     InboundSink,
     OutboundFile,
     OutboundText,
-    SinkUnavailable,
+    SinkRetry,
 )
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
-from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 from resilience.unreachable import Unreachable
 
 from .client import NETWORK_ERRORS, HeraldHTTPAPI, delivery_error
@@ -153,7 +153,8 @@ class MatrixAdapter(Adapter):
         self._request_timeout = request_timeout
         backoff = Backoff(retry_base, max(retry_base, retry_cap))
         self._sync_backoff = Streak(backoff)
-        self._sink_backoff = Streak(backoff)
+        self._token_backoff = Streak(backoff)
+        self._backoff = backoff
         self._api: HeraldHTTPAPI | None = None
         self._client: ClientAPI | None = None
         self._me = ""
@@ -161,7 +162,7 @@ class MatrixAdapter(Adapter):
         self._authenticated_media = True
         self._sink: InboundSink | None = None
         self._allowed: Callable[[], bool] | None = None
-        self._sync: asyncio.Task[None] | None = None
+        self._sync: BackgroundLoop | None = None
         self._first_sync = asyncio.Event()
         self._members: dict[str, dict[str, str]] = {}  # room -> joined member -> display name
         self._refused: set[str] = set()  # encrypted rooms the bot said it cannot read
@@ -170,6 +171,7 @@ class MatrixAdapter(Adapter):
         self._token_kept = -TOKEN_REFRESH  # time.monotonic() the sync token was last written
         self._status = AdapterStatus()  # signed in (until stop)
         self._syncing = AdapterStatus()  # the running sync loop's: its last sync (see status())
+        self._sink_retry = SinkRetry(backoff, log=log, status=self._syncing)  # the next sync repeats a batch
 
     @property
     def user_id(self) -> str:
@@ -212,20 +214,21 @@ class MatrixAdapter(Adapter):
     async def start_receiving(self, allowed: Callable[[], bool] | None = None) -> None:
         if self._api is None:
             raise DeliveryError("the Matrix adapter is not started", permanent=True)
-        if self._sync is not None and not self._sync.done():
+        if self._sync is not None and not self._sync.done:
             return
         self._allowed = allowed
         self._first_sync = asyncio.Event()
         self._syncing = AdapterStatus(connected=True)  # a new sync loop starts with no failure of its own
-        self._sync = asyncio.create_task(self._sync_loop(), name="matrix-sync")
+        self._sink_retry = SinkRetry(self._backoff, log=log, status=self._syncing)
+        self._sync = BackgroundLoop("the Matrix sync loop", self._sync_loop).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first answer (or failure), not forever
                 await self._first_sync.wait()
 
     async def stop_receiving(self) -> None:
-        task, self._sync = self._sync, None
-        if task is not None:
-            await cancel_and_wait([task])
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            await sync.stop()
 
     async def stop(self) -> None:
         await self.stop_receiving()
@@ -269,9 +272,9 @@ class MatrixAdapter(Adapter):
                 record = await self._records.get(TOKEN_KEY)
             except Unreachable as error:
                 log.warning("Matrix: the sync token cannot be read yet (%s); retrying", error)
-                await asyncio.sleep(self._sink_backoff.next_delay())
+                await asyncio.sleep(self._token_backoff.next_delay())
                 continue
-            self._sink_backoff.reset()
+            self._token_backoff.reset()
             token = record.value.get("next_batch") if record is not None else None
             return token if isinstance(token, str) else None
 
@@ -307,11 +310,13 @@ class MatrixAdapter(Adapter):
     async def _handle(self, batch: SyncBatch, *, messages: bool, since: str | None = None) -> bool:
         """Act on a batch (invites, encrypted rooms), hand its messages to the sink, then keep its token.
         False (after a pause) when something failed: nothing of it is confirmed, the next sync repeats it."""
-        try:
+        found: list[InboundMessage] = []
+        refused = [r for r in batch.rooms if _encrypted(r)]
+
+        async def act() -> None:
+            found.clear()
             for invite in batch.invites:
                 await self._answer_invite(invite)
-            found: list[InboundMessage] = []
-            refused = [r for r in batch.rooms if _encrypted(r)]
             for room in refused:
                 await self._refuse_encrypted(room.room_id)
             readable = [r for r in batch.rooms if r not in refused and r.room_id not in self._refused]
@@ -325,21 +330,9 @@ class MatrixAdapter(Adapter):
             if found:
                 assert self._sink is not None
                 await self._sink(found)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            unavailable = isinstance(error, SinkUnavailable)
-            if self._sink_backoff.failures == 0:
-                log.log(
-                    logging.WARNING if unavailable else logging.ERROR,
-                    "Matrix: storing a sync batch failed (%s); it stays unconfirmed and is synced again",
-                    error,
-                    exc_info=not unavailable,
-                )
-            self._syncing.detail = f"a sync batch not stored yet: {error}"
-            await asyncio.sleep(self._sink_backoff.next_delay())
+
+        if not await self._sink_retry.attempt(act, "a Matrix sync batch"):
             return False
-        self._sink_backoff.reset()
         acted = bool(found or batch.invites or refused or not messages)
         if acted or time.monotonic() - self._token_kept >= TOKEN_REFRESH:  # nothing acted on: nothing
             try:  # to replay from the older token, so it need not be written at every sync

@@ -41,11 +41,12 @@ from adapters.base import (
     OutboundFile,
     OutboundText,
     OutboundVoice,
-    SinkUnavailable,
+    SinkRetry,
 )
 from adapters.names import clean_name
 from resilience.backoff import Backoff, Streak
 from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 
 from .inbound import GROUP_PREFIX, Me, message_id, person, split_id, to_inbound
 from .render import STYLES, render_signal
@@ -88,7 +89,7 @@ class SignalAdapter(Adapter):
         self._session: aiohttp.ClientSession | None = None
         self._rpc: SignalRpc | None = None
         self._sink: InboundSink | None = None
-        self._receiver: asyncio.Task[None] | None = None
+        self._receiver: BackgroundLoop | None = None
         self._commands: frozenset[str] = frozenset()
         self._status = AdapterStatus()
         self.handled = 0  # envelopes read from the stream and dealt with (the tests' "delivered")
@@ -121,13 +122,13 @@ class SignalAdapter(Adapter):
         self._status = AdapterStatus(connected=False, detail="opening the event stream",
                                      extra={"account": self._me.name})  # fmt: skip
         if receive:
-            self._receiver = asyncio.create_task(self._receive(), name="signal-events")
+            self._receiver = BackgroundLoop("the Signal event stream", self._receive).start()
         log.info("Signal adapter started for %s (%s)", self._me.name, self._settings.daemon_url)
 
     async def stop(self) -> None:
         receiver, self._receiver = self._receiver, None
         if receiver is not None:
-            await cancel_and_wait([receiver])
+            await receiver.stop()
         session, self._session, self._rpc, self._sink = self._session, None, None, None
         if session is not None:
             await session.close()
@@ -205,21 +206,14 @@ class SignalAdapter(Adapter):
 
     async def _hand_over(self, message: Any) -> None:
         """The sink stores ``message``, waiting out an unavailable database (nothing else is read from
-        the stream meanwhile, and signal-cli will not send it again)."""
-        streak = Streak(SINK_BACKOFF)
-        while (sink := self._sink) is not None:
-            try:
+        the stream meanwhile, and signal-cli will not send it again); any other failure loses it, loudly."""
+
+        async def store() -> None:
+            if (sink := self._sink) is not None:  # None only once stopped: going_on ends the wait
                 await sink([message])
-            except SinkUnavailable as exc:
-                if streak.failures == 0:
-                    log.warning("Cannot store Signal messages now (%s); trying again", exc)
-                await asyncio.sleep(streak.next_delay())
-                continue
-            except Exception:
-                log.exception("Handing a Signal message to the gateway failed; it is lost")
-            if streak.reset():
-                log.info("Stored the waiting Signal message")
-            return
+
+        retry = SinkRetry(SINK_BACKOFF, log=log)
+        await retry.until_stored(store, "a Signal message", going_on=lambda: self._sink is not None)
 
     # --- sending --------------------------------------------------------------------------------
 

@@ -42,12 +42,14 @@ from adapters.base import (
     OutboundFile,
     OutboundText,
     SendRate,
+    SinkRetry,
     SinkUnavailable,
     WebhookReply,
 )
 from adapters.records import MemoryRecordStore, RecordStore
-from resilience.backoff import Backoff, Streak
+from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 
 from . import catchup, files
 from .errors import delivery_error, error_code
@@ -128,8 +130,9 @@ class SlackAdapter(Adapter):
         self._sink: InboundSink | None = None
         self._socket: ReportingSocketModeClient | None = None
         self._queue: asyncio.Queue[SocketModeRequest | _CatchUp] = asyncio.Queue()
-        self._consumer: asyncio.Task[None] | None = None
+        self._consumer: BackgroundLoop | None = None
         self._turn = asyncio.Lock()  # one batch at a time reaches the sink, in arrival order
+        self._retry = SinkRetry(SINK_BACKOFF, log=log)  # the socket's batches, while the store is away
         self._names: dict[str, str] = {}
         self._commands: list[CommandSpec] = []
         self._connected_at: float | None = None
@@ -171,7 +174,7 @@ class SlackAdapter(Adapter):
         self._client, self._session, self._sink = client, session, sink
         self._me = BotIdentity(str(auth["user_id"]), auth.get("bot_id"), auth.get("team_id"))
         self._bot_name = str(auth.get("user") or "Herald")
-        self._consumer = asyncio.create_task(self._consume(), name="slack-inbound")
+        self._consumer = BackgroundLoop("the Slack inbound consumer", self._consume).start()
         self._status = AdapterStatus(connected=True, extra={"bot": f"@{self._bot_name}"})
         if receive:
             await self.start_receiving()
@@ -221,7 +224,7 @@ class SlackAdapter(Adapter):
         await self.stop_receiving()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await cancel_and_wait([consumer])
+            await consumer.stop()
         await cancel_and_wait(list(self._background))
         session, self._session, self._client, self._sink = self._session, None, None, None
         if session is not None:
@@ -401,25 +404,16 @@ class SlackAdapter(Adapter):
 
     async def _hand_over(self, batch: list[InboundMessage], *, retry: bool) -> None:
         """The sink stores ``batch``; then the cursors advance. ``retry``: wait out an unavailable
-        database (the socket's consumer) instead of raising (a POST: Slack retries it)."""
+        database (the socket's consumer; any other failure loses the batch, logged) instead of raising (a
+        POST: Slack retries it)."""
         sink = self._sink
         if not batch or sink is None:
             return
-        streak = Streak(SINK_BACKOFF)
         async with self._turn:
-            while True:
-                try:
-                    await sink(batch)
-                    break
-                except SinkUnavailable as exc:
-                    if not retry:
-                        raise
-                    delay = streak.next_delay()
-                    if streak.failures == 1:
-                        log.warning("Cannot store Slack messages now (%s); trying again", exc)
-                    await asyncio.sleep(delay)
-            if streak.reset():
-                log.info("Stored the waiting Slack messages")
+            if not retry:
+                await sink(batch)
+            elif not await self._retry.until_stored(lambda: sink(batch), "Slack messages"):
+                return  # lost (logged): no cursor is moved for it
         for message in batch:
             if message.message_id.startswith(COMMAND_PREFIX):
                 continue

@@ -36,7 +36,7 @@ from adapters.base import (
     SinkUnavailable,
     WebhookReply,
 )
-from resilience.cancelling import cancel_and_wait
+from resilience.loops import BackgroundLoop
 
 from .errors import DELETE_NOT_FOUND, NOT_MODIFIED, delivery_error, is_bad_request
 from .inbound import PRESS_PREFIX, BotIdentity, press_id, press_to_inbound, to_inbound
@@ -142,7 +142,7 @@ class TelegramAdapter(Adapter):
         self._bot: ExtBot[int] | None = None
         self._me: BotIdentity | None = None
         self._sink: InboundSink | None = None
-        self._poller: asyncio.Task[None] | None = None
+        self._poller: BackgroundLoop | None = None
         self._polling_request = _request(pool_size=1)  # getUpdates' own HTTP client (see stop_receiving)
         self._receiving = False  # polling, or the webhook was set by this process
         self._webhook_turn = asyncio.Lock()  # webhook POSTs reach the sink one at a time, like polling
@@ -219,7 +219,7 @@ class TelegramAdapter(Adapter):
         self._receiving = False
         poller, self._poller = self._poller, None
         if poller is not None:
-            await cancel_and_wait([poller])
+            await poller.stop()
             await self._polling_request.shutdown()
 
     async def stop(self) -> None:
@@ -264,7 +264,7 @@ class TelegramAdapter(Adapter):
             retry_cap=self._retry_cap,
             allowed=allowed,
         )
-        self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
+        self._poller = BackgroundLoop("Telegram polling", poller.run).start()
 
     def status(self) -> AdapterStatus:
         """Connected: started, and the poller (while this process runs one) got its last ``getUpdates``

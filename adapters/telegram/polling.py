@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from telegram import Bot, Update
 from telegram.error import Conflict
 
-from adapters.base import AdapterStatus, SinkUnavailable
+from adapters.base import AdapterStatus, SinkRetry
 from resilience.backoff import Backoff, Streak
 
 from .redaction import describe
@@ -59,7 +59,9 @@ class Poller:
         self._timeout = dtm.timedelta(seconds=poll_timeout)  # PTB sends whole seconds as an int
         backoff = Backoff(retry_base, max(retry_base, retry_cap))  # jittered: no lockstep across processes
         self._fetch_backoff = Streak(backoff)
-        self._handle_backoff = Streak(backoff)
+        self._sink_retry = SinkRetry(  # the updates stay unconfirmed: the next getUpdates repeats them
+            backoff, log=log, describe=lambda exc: describe(exc, token), status=status
+        )
         self._streak: str | None = None  # the kind of fetch failure being retried, if any
 
     async def run(self) -> None:
@@ -113,27 +115,5 @@ class Poller:
     async def _hand_over(self, updates: Sequence[Update]) -> bool:
         """True once ``handle`` returned; False (after a backoff) if it raised: nothing confirmed."""
         first, last = updates[0].update_id, updates[-1].update_id
-        what = f"update {first}" if first == last else f"updates {first}-{last}"
-        try:
-            await self._handle(updates)
-        except Exception as exc:
-            delay = self._handle_backoff.next_delay()
-            text = describe(exc, self._token)
-            self._status.detail = f"{what} not stored yet: {text}"
-            if self._handle_backoff.failures == 1:
-                unavailable = isinstance(exc, SinkUnavailable)  # a database that is down is no bug
-                log.log(
-                    logging.WARNING if unavailable else logging.ERROR,
-                    "Storing Telegram %s failed (%s); they stay unconfirmed and are retried",
-                    what,
-                    text,
-                    exc_info=not unavailable,
-                )
-            else:
-                log.debug("Storing Telegram %s failed again: %s", what, text)
-            await asyncio.sleep(delay)
-            return False
-        failures = self._handle_backoff.reset()
-        if failures:
-            log.info("Telegram %s stored after %d failed attempt(s)", what, failures)
-        return True
+        what = f"Telegram update {first}" if first == last else f"Telegram updates {first}-{last}"
+        return await self._sink_retry.attempt(lambda: self._handle(updates), what)

@@ -22,6 +22,7 @@ running, and new sessions do not get them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -43,6 +44,7 @@ from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import Handler, Tool, ToolContext, ToolError
 from resilience.backoff import Backoff, Streak
 from resilience.cancelling import wait_event
+from resilience.loops import BackgroundLoop
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ class _Server:
     tools: dict[str, Tool] = field(default_factory=dict)  # by Herald name: what new sessions get
     down: str | None = STARTING
     brief: str = STARTING
-    task: asyncio.Task[None] | None = None
+    loop: BackgroundLoop | None = None  # runs it, and starts it again, until Herald closes
     stdout: StdoutNoise = field(init=False)  # its stray stdout, over all its starts
 
     def __post_init__(self) -> None:
@@ -122,7 +124,8 @@ class McpServers:
 
     async def _start(self, server: _Server) -> None:
         ready: asyncio.Future[StartFailed | None] = asyncio.get_running_loop().create_future()
-        server.task = asyncio.create_task(self._keep_running(server, ready), name=f"mcp server {server.name}")
+        keep_running = functools.partial(self._keep_running, server, ready)
+        server.loop = BackgroundLoop(f"MCP server '{server.name}'", keep_running).start()
         done, _ = await asyncio.wait({ready}, timeout=server.settings.connect_timeout + START_GRACE)
         if done:
             failed = ready.result()
@@ -301,12 +304,13 @@ class McpServers:
         self._closing.set()
         for server in self._servers.values():
             server.wake.set()
-        tasks = [server.task for server in self._servers.values() if server.task is not None]
-        if not tasks:
+        loops = [server.loop for server in self._servers.values() if server.loop is not None]
+        if not loops:
             return
-        _, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
-        for task in pending:
-            task.cancel()
+        _, pending = await asyncio.wait([loop.task for loop in loops], timeout=CLOSE_TIMEOUT)
+        for loop in loops:
+            if not loop.done:
+                loop.cancel()
         if pending:
             await asyncio.wait(pending, timeout=CLOSE_TIMEOUT)
 

@@ -1,6 +1,6 @@
 """``herald chat``: the terminal as one more chat of the router, and the one-shot ``-q`` mode.
 
-The terminal is a platform adapter like Telegram's (``adapters.console``): each line goes through the
+The terminal is a platform adapter like Telegram's (``adapters.terminal``): each line goes through the
 same router, command table, turn runner and outbox as a chat message, on the shared core
 (``gateway.core``). Its person is the owner (the files under ``memories/``). The terminal adds only
 what a terminal needs: the read loop, Ctrl-C (stops the running answer; at the prompt it leaves),
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from adapters import console
+from adapters import terminal as terminal_adapter
 from adapters.base import ChatType, InboundMessage
-from adapters.console import ConsoleAdapter
+from adapters.terminal import TerminalAdapter
 from agent.api import Lease, SessionRecord, pid_alive
 from agent.files import valid_text
 from gateway.chats import TERMINAL_SESSION_KEY, person_id
@@ -50,16 +50,16 @@ INTERRUPTED = (
 
 # The terminal's one chat, as the router names it.
 TERMINAL_CHAT = InboundMessage(
-    platform=console.PLATFORM,
-    chat_id=console.CHAT,
+    platform=terminal_adapter.PLATFORM,
+    chat_id=terminal_adapter.CHAT,
     chat_type=ChatType.DIRECT,
-    user_id=console.OWNER,
+    user_id=terminal_adapter.OWNER,
     user_name="you",
     message_id="",
     text="",
     timestamp=0.0,
 )
-OWNER = person_id(console.PLATFORM, console.OWNER)
+OWNER = person_id(terminal_adapter.PLATFORM, terminal_adapter.OWNER)
 
 
 class TerminalInput:
@@ -92,7 +92,7 @@ class Terminal:
     """The shared core with the console adapter started: what both modes of ``herald chat`` use."""
 
     core: Core
-    console: ConsoleAdapter
+    console: TerminalAdapter
     err: TextIO
     _stopping: set[asyncio.Task[bool]] = field(default_factory=set)  # Ctrl-C's cancels under way
 
@@ -125,7 +125,7 @@ class Terminal:
         """Wait until the message is finished and every reply to it was sent (None: not stored)."""
         services = self.core.services
         while True:
-            row = await services.inbox.find(console.PLATFORM, self.console.chat_id, message_id)
+            row = await services.inbox.find(terminal_adapter.PLATFORM, self.console.chat_id, message_id)
             if row is None:
                 return None
             if row.state is not InboxState.PENDING:
@@ -187,7 +187,7 @@ async def open_terminal(
 ) -> AsyncIterator[Terminal]:
     """The core with the console started; on exit let what runs finish briefly, then close. ``ask``
     reads the answer to a question with buttons (an approval's y/n) while a turn waits for it."""
-    adapter = ConsoleAdapter(out, err, live=live, ask=ask)
+    adapter = TerminalAdapter(out, err, live=live, ask=ask)
     async with open_chat_core(
         config,
         home,
@@ -215,9 +215,9 @@ async def close_exited_terminals(core: Core) -> None:
     """Cancel what terminals that have exited left unanswered: yesterday's question is not answered
     now, and another terminal still running keeps its own lines."""
     pending = await core.services.inbox.pending()
-    chats = {row.message.chat_id for row in pending if row.message.platform == console.PLATFORM}
-    gone = {chat for chat in chats if (pid := console.chat_pid(chat)) is None or not pid_alive(pid)}
-    if await core.services.inbox.cancel_pending(console.PLATFORM, gone):
+    chats = {row.message.chat_id for row in pending if row.message.platform == terminal_adapter.PLATFORM}
+    gone = {chat for chat in chats if (pid := terminal_adapter.chat_pid(chat)) is None or not pid_alive(pid)}
+    if await core.services.inbox.cancel_pending(terminal_adapter.PLATFORM, gone):
         log.info("cancelled the unanswered lines of %d terminal(s) that exited", len(gone))
 
 

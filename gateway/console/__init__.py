@@ -1,5 +1,5 @@
 """The operator console: pages at ``/console`` on the gateway's HTTP server, for the person who runs
-(and pays for) the bot (not ``adapters.console``, the terminal chat).
+(and pays for) the bot (not ``adapters.terminal``, the terminal chat).
 
 - :mod:`gateway.console.serve` decides whether this process serves it and builds it;
 - :mod:`gateway.console.server` logs people in and guards every page (cookies, CSRF);

@@ -2,7 +2,7 @@
 
 ``herald chat`` runs the same router, command table and turn path as Telegram and Discord, with this
 adapter in place of a platform SDK. Input does not arrive by itself: the terminal's read loop hands
-each line to :meth:`ConsoleAdapter.submit`. Output goes to two streams: the conversation to ``out``,
+each line to :meth:`TerminalAdapter.submit`. Output goes to two streams: the conversation to ``out``,
 remarks about the work (a retry) to ``notices``, so a transcript on stdout holds only the
 conversation. With ``live`` off (``herald chat -q``) nothing is printed here: the command prints the
 finished answer itself, from the outbox, and ``sent`` keeps everything else that was sent. Text is
@@ -52,7 +52,7 @@ Ask = Callable[[str], Awaitable[str]]  # shows a prompt, returns the line typed;
 log = logging.getLogger(__name__)
 
 
-class ConsoleAdapter(Adapter):
+class TerminalAdapter(Adapter):
     platform = PLATFORM
     prompt_hint = (
         "You are talking with the user in a terminal. Plain text and simple Markdown (lists, code "
