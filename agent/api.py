@@ -65,13 +65,13 @@ from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.media.speech import EdgeSynthesizer, OpenAISynthesizer, Synthesizer
 from agent.media.transcribe import OpenAITranscriber, Transcriber, TranscriptionFailed
-from agent.media.types import Media
+from agent.model.media import Media
+from agent.model.provider import Provider, ProviderError
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
 from agent.paid import Payer, ServiceCall
 from agent.prompt import frozen_memory
 from agent.providers import PROVIDERS, build_provider
-from agent.providers.base import Provider, ProviderError
 from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy

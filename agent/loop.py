@@ -46,17 +46,17 @@ from agent.events import (
     ToolFinished,
     ToolStarted,
 )
-from agent.failover import FailedOver, failover_line
+from agent.failover import failover_line
 from agent.files.text import valid_text
 from agent.hands.approval import Approver
 from agent.history import CONTINUATION_MARK, IMPORTED_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
-from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
-from agent.messages import Message, Role, ToolCall
+from agent.model.media import Media
+from agent.model.messages import Message, Role, ToolCall
+from agent.model.provider import FailedOver, Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
-from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.providers.pool import ProviderPool
 from agent.providers.retry import user_facing_error
 from agent.side import delegate_for

@@ -47,14 +47,12 @@ from agent.batching.mode import Batching, current_batching
 from agent.batching.road import BatchRoad, request_digest
 from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
-from agent.failover import PROBE, WAITS_FOR_PRIMARY, FailedOver, Failover, Outage, fails_over, failure_reason
+from agent.failover import PROBE, WAITS_FOR_PRIMARY, Failover, Outage, fails_over, failure_reason
 from agent.limits import RequestLimiter
 from agent.media.speech import Synthesizer
-from agent.messages import Message
-from agent.models import ModelInfo
-from agent.paid import ServiceCall
-from agent.prompt import SystemPrompt
-from agent.providers.base import (
+from agent.model.messages import Message
+from agent.model.provider import (
+    FailedOver,
     Provider,
     ProviderError,
     ProviderRequest,
@@ -62,6 +60,9 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
+from agent.models import ModelInfo
+from agent.paid import ServiceCall
+from agent.prompt import SystemPrompt
 from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, send_once
 from agent.spending.estimate import request_price
 from agent.spending.gate import Admission, OverBudget, SpendGate

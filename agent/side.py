@@ -25,9 +25,9 @@ from typing import Protocol
 from agent.agent_settings import AgentSettings
 from agent.batching.mode import wait_allowed
 from agent.cache_policy import Ttl
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import Provider, ProviderError, ProviderRequest
 from agent.model_calls import ModelCalls
-from agent.providers.base import Provider, ProviderError, ProviderRequest
 from agent.providers.retry import user_facing_error
 from agent.spending.gate import OverBudget
 from agent.store import SessionRecord, SessionStore

@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.providers.openai_provider import OpenAIProvider
 from agent.settings import WebSettings
 from agent.tools.browser import BrowserTools

@@ -21,7 +21,7 @@ from agent.db.connect import open_storage
 from agent.db.fencing import FencedOut, issue_token, newest_token
 from agent.db.urls import parse_storage_url
 from agent.locks import LockTimeout
-from agent.messages import Message
+from agent.model.messages import Message
 from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_key
 from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.home import HeraldHome

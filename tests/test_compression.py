@@ -132,7 +132,7 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
 async def test_hygiene_fires_past_400_messages(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    from agent.messages import Message
+    from agent.model.messages import Message
     from agent.tool_runs import with_payload
 
     emulator.responder = ChatResponder(reply_tokens=10)

@@ -15,14 +15,13 @@ from agent.db.schema import requests
 from agent.events import FailingOver, TextDelta
 from agent.failover import (
     WAITS_FOR_PRIMARY,
-    FailedOver,
     Failover,
     failover_line,
     fails_over,
     failure_reason,
 )
+from agent.model.provider import FailedOver, Provider, ProviderError
 from agent.models import lookup_model
-from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderKey
 from agent.side import REVIEW, review
 from agent.store import SessionRecord

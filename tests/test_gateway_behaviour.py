@@ -14,7 +14,7 @@ from adapters.base import ChatType, InboundMessage
 from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from agent.db.errors import StorageUnavailable
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.tool_runs import with_payload
 from gateway.app import open_gateway
 from gateway.chats import session_key

@@ -18,7 +18,7 @@ import pytest
 
 from agent.events import TextDelta
 from agent.history import unanswered_turn
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.messages import Message, ToolCall, tool_result
 from gateway.cli.chat import DRAIN_SECONDS
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_agent_runtime

@@ -17,7 +17,7 @@ from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
-from agent.media.types import Media
+from agent.model.media import Media
 from gateway.home import HeraldHome
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
@@ -194,7 +194,7 @@ def _images(body: dict) -> list[str]:
 
 
 def test_the_stored_payload_holds_a_placeholder_not_the_bytes() -> None:
-    from agent.messages import Message
+    from agent.model.messages import Message
     from agent.providers.anthropic_provider import AnthropicProvider
 
     provider = AnthropicProvider(

@@ -22,7 +22,7 @@ from agent.compression.boundaries import choose_boundaries, prune_tool_outputs, 
 from agent.files.text import valid_text
 from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.messages import Message, ToolCall, tool_result
 from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.untrusted.scan import scan_for_injection

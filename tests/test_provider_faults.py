@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from agent.events import Retrying, TextDelta, TurnEvent
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import ProviderError, ProviderRequest
 from agent.providers import anthropic_provider, openai_provider
-from agent.providers.base import ProviderError, ProviderRequest
 from agent.providers.retry import INTERNAL_ERROR
 from agent.store import SessionRecord
 from gateway.home import HeraldHome

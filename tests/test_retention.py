@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from adapters.base import ChatAddress, ChatType, InboundMessage, OutboundText, OutboundVoice
 from agent.api import AuditLog, AuditOutcome, SessionStore, day_window, month_window
 from agent.db import Storage, metadata, sessions
-from agent.media.types import Media
 from agent.memory import user_scope
-from agent.messages import Message
+from agent.model.media import Media
+from agent.model.messages import Message
 from agent.prompt import SystemPrompt
 from agent.store import NewSession
 from agent.store.audit import AuditEntry

@@ -18,8 +18,8 @@ from agent.db.migrate import head_revision
 from agent.db.schema import media
 from agent.db.search import fts_query
 from agent.history import SUMMARY_MARK
-from agent.media.types import Media
-from agent.messages import Message, ToolCall
+from agent.model.media import Media
+from agent.model.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage

@@ -21,14 +21,14 @@ from typing import Literal
 from agent.compression.boundaries import (
     Boundaries,
     choose_boundaries,
-    estimate_total,
     prune_tool_outputs,
     repair_tool_pairs,
     summary_budget,
 )
 from agent.compression.summary import Summarizer, SummaryFailed, summary_instruction, wrap_summary
 from agent.history import DROPPED_MARK, SUMMARY_MARK
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.tokens import estimate_total
 from agent.models import ModelInfo
 from agent.settings import CompressionSettings
 from agent.spending.gate import OverBudget, Refusal

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.db.base import Storage
 from agent.media.budget import MediaLoad
-from agent.messages import Message
+from agent.model.messages import Message
 from agent.store.audit import AuditLog
 from agent.store.batches import BatchRequests
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.db.errors import StorageError
 from agent.files.text import valid_text
-from agent.media.types import Media
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.media import Media
+from agent.model.messages import Message, ToolCall, tool_result
 
 if TYPE_CHECKING:
     from agent.hands.approval import Approver
@@ -129,7 +129,7 @@ class ToolContext:
 @dataclass(frozen=True)
 class ToolOutput:
     """A result with images (a browser screenshot): the text, and the files the model sees with it
-    (stored and sent like a user's photo, ``agent.media.wire``)."""
+    (stored and sent like a user's photo, ``agent.model.wire``)."""
 
     text: str
     media: tuple[Media, ...] = ()
