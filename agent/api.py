@@ -24,7 +24,7 @@ from agent.agent_settings import AgentSettings
 from agent.batching.mode import Batching, batching
 from agent.batching.road import BatchRoad
 from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
-from agent.cache_misses.watch import CacheWatch
+from agent.cache_watch import CacheWatch
 from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.events import (

@@ -45,8 +45,8 @@ from typing import TypeVar
 
 from agent.batching.mode import Batching, current_batching
 from agent.batching.road import BatchRoad, request_digest
-from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
+from agent.cache_watch import CacheWatch, Exchange
 from agent.failover import PROBE, WAITS_FOR_PRIMARY, Failover, Outage, fails_over, failure_reason
 from agent.limits import RequestLimiter
 from agent.media.speech import Synthesizer
