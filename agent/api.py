@@ -38,9 +38,7 @@ from agent.events import (
     TurnEvent,
 )
 from agent.failover import Failover
-from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict, grantable
 from agent.hands.rules import LABELS as APPROVAL_LABELS
-from agent.hands.rules import Finding
 from agent.hands.sandbox import SandboxUnavailable
 from agent.hands.sandbox import reach_report as sandbox_reach
 from agent.hands.sandbox import runner_for as sandbox_runner
@@ -97,6 +95,7 @@ from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.retention import AgentRetention, Forgotten
 from agent.store.spending import SpendLedger
+from agent.tools.approval import Answer, ApprovalRequest, Approver, Finding, Verdict, grantable
 from agent.tools.browser import BrowserTools
 from agent.tools.browser.host import missing as browser_missing
 from agent.tools.builtin import builtin_registry

@@ -48,7 +48,6 @@ from agent.events import (
 )
 from agent.failover import failover_line
 from agent.files.text import valid_text
-from agent.hands.approval import Approver
 from agent.history import CONTINUATION_MARK, IMPORTED_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
 from agent.memory import OWNER_SCOPE, MemoryBank
@@ -64,6 +63,7 @@ from agent.skills import SkillLibrary
 from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
+from agent.tools.approval import Approver
 from agent.tools.registry import OPEN, ToolContext, ToolGate, ToolRegistry
 from agent.usage import Usage
 
@@ -151,7 +151,7 @@ class Agent:
         ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
         by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
         ``approver`` is asked before a dangerous action of the turn's own tool calls (not its
-        sub-agents'): None, and such actions are refused (``agent.hands.approval``).
+        sub-agents'): None, and such actions are refused (``agent.tools.approval``).
         """
         lease.check(session.session_key)
         text = valid_text(text)  # from a terminal, a platform: stored and sent, so it must encode
