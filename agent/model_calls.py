@@ -408,7 +408,7 @@ class ModelCalls:
         cost = call.price if call.billed is None else call.billed(result)
         record = service_usage(call.purpose, call.provider, call.model, cost, characters=call.characters)
         try:
-            recorded = await self.store.record_request(
+            recorded = await self.store.usage.record(
                 session_id, record, at=self.clock(), sent_at=sent_at, spend=admission.keys
             )
         except BaseException:
@@ -430,7 +430,7 @@ class ModelCalls:
         record = priced(sent.purpose, provider.name, provider.model, info, usage, batch=batch)
         now = self.clock()
         try:
-            recorded = await self.store.record_request(
+            recorded = await self.store.usage.record(
                 sent.session.id, record, at=now, sent_at=sent.at, spend=admission.keys
             )
         except BaseException:

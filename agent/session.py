@@ -139,7 +139,7 @@ async def start_session(
             instructions=spec.instructions,
         )
     )
-    record = await store.create_session(
+    record = await store.sessions.create(
         NewSession(
             id=new_session_id(now),
             session_key=spec.session_key,

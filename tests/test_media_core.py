@@ -228,7 +228,7 @@ async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_th
         assert outcome is not None and outcome.method == "summary"
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "what next?")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     [summary_request] = [r for r in emulator.requests if is_summary_request(r)]
     assert _images(summary_request.json) == [picture.base64]  # the summarizer saw the photo
     assert "what they showed" in json.dumps(summary_request.json["messages"][-1])

@@ -64,7 +64,7 @@ def test_what_is_stored_is_what_was_sent(
         async with open_agent_runtime(make_config(served), home) as runtime:
             session = await new_session(runtime)
             result = await run_turn(runtime, session, text)
-            [user, answer] = await runtime.store.load_messages(session.id)
+            [user, answer] = await runtime.store.messages.load(session.id)
         assert result.error is None
         assert user.content == valid_text(text)
         sent = emulator.requests[-1].json["messages"]
