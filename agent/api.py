@@ -24,7 +24,7 @@ from agent.agent_settings import AgentSettings
 from agent.batching.mode import Batching, batching
 from agent.batching.road import BatchRoad
 from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
-from agent.cache_misses.watch import CacheWatch
+from agent.cache_watch import CacheWatch
 from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
 from agent.compression.summary import Summarizer
 from agent.events import (
@@ -38,9 +38,8 @@ from agent.events import (
     TurnEvent,
 )
 from agent.failover import Failover
-from agent.hands.approval import Answer, ApprovalRequest, Approver, Verdict, grantable
+from agent.hands.downloads import WorkspaceDownloads
 from agent.hands.rules import LABELS as APPROVAL_LABELS
-from agent.hands.rules import Finding
 from agent.hands.sandbox import SandboxUnavailable
 from agent.hands.sandbox import reach_report as sandbox_reach
 from agent.hands.sandbox import runner_for as sandbox_runner
@@ -65,13 +64,13 @@ from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.media.speech import EdgeSynthesizer, OpenAISynthesizer, Synthesizer
 from agent.media.transcribe import OpenAITranscriber, Transcriber, TranscriptionFailed
-from agent.media.types import Media
+from agent.model.media import Media
+from agent.model.provider import Provider, ProviderError
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
 from agent.paid import Payer, ServiceCall
 from agent.prompt import frozen_memory
 from agent.providers import PROVIDERS, build_provider
-from agent.providers.base import Provider, ProviderError
 from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
 from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy
@@ -97,6 +96,7 @@ from agent.store.cache_misses import MISSES_PER_CHAT
 from agent.store.leases import SessionLeases
 from agent.store.retention import AgentRetention, Forgotten
 from agent.store.spending import SpendLedger
+from agent.tools.approval import Answer, ApprovalRequest, Approver, Finding, Verdict, grantable
 from agent.tools.browser import BrowserTools, DownloadPlace
 from agent.tools.browser.host import missing as browser_missing
 from agent.tools.builtin import builtin_registry
@@ -215,6 +215,7 @@ __all__ = [
     "WebTools",
     "Window",
     "WindowKind",
+    "WorkspaceDownloads",
     "WorkspaceUnusable",
     "batching",
     "both",

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.providers.base import Provider, ProviderError
+from agent.model.provider import FailedOver, Provider, ProviderError
 from agent.providers.pool import ProviderKey
 
 log = logging.getLogger(__name__)
@@ -61,20 +61,6 @@ def failure_reason(error: ProviderError) -> str:
     if error.status is not None and error.status >= 500:
         return f"has an internal error (HTTP {error.status})"
     return "is failing"
-
-
-@dataclass(frozen=True)
-class FailedOver:
-    """A request answered by a fallback because its session's own model failed."""
-
-    primary: str  # the session's own model
-    fallback: str  # the model that answered
-    reason: str  # what is wrong with the primary (:func:`failure_reason`)
-
-    @property
-    def line(self) -> str:
-        """The one line the person reads with the answer."""
-        return f"The main model {self.reason}; this answer comes from {self.fallback}."
 
 
 def failover_line(failovers: Sequence[FailedOver]) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.messages import Message
+from agent.model.messages import Message
 
 # meta keys of user-role messages that Herald wrote itself (compression, continuation)
 SUMMARY_MARK = "summary"

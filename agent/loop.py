@@ -46,17 +46,16 @@ from agent.events import (
     ToolFinished,
     ToolStarted,
 )
-from agent.failover import FailedOver, failover_line
+from agent.failover import failover_line
 from agent.files.text import valid_text
-from agent.hands.approval import Approver
 from agent.history import CONTINUATION_MARK, IMPORTED_MARK, is_final_answer, turn_marked, unanswered_turn
 from agent.locks import Lease
-from agent.media.types import Media
 from agent.memory import OWNER_SCOPE, MemoryBank
-from agent.messages import Message, Role, ToolCall
+from agent.model.media import Media
+from agent.model.messages import Message, Role, ToolCall
+from agent.model.provider import FailedOver, Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
-from agent.providers.base import Provider, ProviderError, ProviderRequest, ProviderResponse
 from agent.providers.pool import ProviderPool
 from agent.providers.retry import user_facing_error
 from agent.side import delegate_for
@@ -64,6 +63,7 @@ from agent.skills import SkillLibrary
 from agent.spending.gate import OverBudget, Refusal
 from agent.store import SessionRecord, SessionStore
 from agent.tool_runs import run_tool_calls, with_payload
+from agent.tools.approval import Approver
 from agent.tools.registry import OPEN, ToolContext, ToolGate, ToolRegistry
 from agent.usage import Usage
 
@@ -151,7 +151,7 @@ class Agent:
         ``purpose`` is what the turn's requests are recorded as (``herald insights`` attributes cost
         by it): "turn" for a chat's own turns, "cron" for a scheduled job's run.
         ``approver`` is asked before a dangerous action of the turn's own tool calls (not its
-        sub-agents'): None, and such actions are refused (``agent.hands.approval``).
+        sub-agents'): None, and such actions are refused (``agent.tools.approval``).
         """
         lease.check(session.session_key)
         text = valid_text(text)  # from a terminal, a platform: stored and sent, so it must encode
@@ -167,8 +167,8 @@ class Agent:
             provider = self.provider_for(session)
             history = await self._settled_history(session)
             if not history and not session.title:
-                await self.store.set_title(session.id, _title_from(text))
-            [user_message] = await self.store.append_messages(
+                await self.store.sessions.set_title(session.id, _title_from(text))
+            [user_message] = await self.store.messages.append(
                 session.id,
                 [
                     with_payload(
@@ -205,7 +205,7 @@ class Agent:
                 ):
                     continued = True
                     parts.append(response.text)
-                    stored = await self.store.append_messages(
+                    stored = await self.store.messages.append(
                         session.id, [with_payload(provider, m) for m in continuation(response.text)]
                     )
                     messages.extend(stored)
@@ -213,7 +213,7 @@ class Agent:
                     continue
                 if response.cut_off or not response.tool_calls:  # a cut-off call may be incomplete
                     final = Message(role="assistant", content=response.text)
-                    stored = await self.store.append_messages(session.id, [with_payload(provider, final)])
+                    stored = await self.store.messages.append(session.id, [with_payload(provider, final)])
                     turn_ids.extend(_id(m) for m in stored)
                     answered = True
                     await self._maybe_compress(session, [*messages, *stored], response, pump)
@@ -230,7 +230,7 @@ class Agent:
                     provider, Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
                 )
                 results = await self._run_tools(provider, session, response.tool_calls, pump, gate, approver)
-                stored = await self.store.append_messages(session.id, [assistant, *results])
+                stored = await self.store.messages.append(session.id, [assistant, *results])
                 messages.extend(stored)
                 turn_ids.extend(_id(m) for m in stored)
                 if not continued:  # a continued turn keeps its start in view (agent.history)
@@ -240,7 +240,7 @@ class Agent:
                 f"(I stopped after {self.settings.max_iterations} tool steps without a final answer. "
                 "Say 'continue' to let me go on.)"
             )
-            await self.store.append_messages(
+            await self.store.messages.append(
                 session.id, [with_payload(provider, Message(role="assistant", content=note))]
             )
             answered = True
@@ -264,7 +264,7 @@ class Agent:
             if turn_ids and not answered:
                 closing = Message(role="assistant", content=CANCELLED_NOTE)
                 marker = with_payload(self.provider_for(session), closing)
-                await asyncio.shield(self.store.append_messages(session.id, [marker]))
+                await asyncio.shield(self.store.messages.append(session.id, [marker]))
             raise
 
     def _cut_off_notice(self, response: ProviderResponse) -> str:
@@ -281,7 +281,7 @@ class Agent:
         :meth:`compress` and :meth:`hygiene` do this themselves; call it to tell the user at start-up.
         """
         lease.check(session.session_key)
-        messages = await self.store.load_messages(session.id)
+        messages = await self.store.messages.load(session.id)
         return len(messages) - len(await self._settle(session, messages))
 
     async def earlier_attempt(
@@ -294,7 +294,7 @@ class Agent:
         conversation first (kept in the database), so the turn can be run again on a valid history.
         """
         lease.check(session.session_key)
-        history = await self.store.load_messages(session.id)
+        history = await self.store.messages.load(session.id)
         turn = turn_marked(history, meta)
         if turn is None:
             return None
@@ -304,7 +304,7 @@ class Agent:
                 "session %s: a turn finished before a restart; its answer is delivered as it is", session.id
             )
             return last.content
-        await self.store.deactivate_messages([_id(m) for m in turn], "interrupted_by_restart")
+        await self.store.messages.deactivate([_id(m) for m in turn], "interrupted_by_restart")
         log.info(
             "session %s: closed an interrupted turn (%d messages) before running it again",
             session.id,
@@ -327,7 +327,7 @@ class Agent:
         roles = [role for role, _ in turns]
         if roles != ["user", "assistant"] * (len(roles) // 2):
             raise ValueError("an imported history alternates user and assistant, from user to assistant")
-        if await self.store.load_messages(session.id, include_inactive=True):
+        if await self.store.messages.load(session.id, include_inactive=True):
             raise ValueError(f"session {session.id} has messages already: a history goes into a new one")
         if not turns:
             return
@@ -336,9 +336,9 @@ class Agent:
             with_payload(provider, Message(role=role, content=valid_text(text), meta={IMPORTED_MARK: True}))
             for role, text in turns
         ]
-        await self.store.append_messages(session.id, messages)
+        await self.store.messages.append(session.id, messages)
         if not session.title:
-            await self.store.set_title(session.id, _title_from(turns[0][1]))
+            await self.store.sessions.set_title(session.id, _title_from(turns[0][1]))
 
     async def withdraw_turn(self, lease: Lease, session: SessionRecord, meta: Mapping[str, Any]) -> bool:
         """Take the turn whose user message carried ``meta`` out of the conversation (kept in the
@@ -346,23 +346,23 @@ class Agent:
         the conversation goes on from before it, as they saw it. False when the history has no such
         turn any more (compression folded it into a summary)."""
         lease.check(session.session_key)
-        turn = turn_marked(await self.store.load_messages(session.id), meta)
+        turn = turn_marked(await self.store.messages.load(session.id), meta)
         if turn is None:
             return False
-        await self.store.deactivate_messages([_id(m) for m in turn], "turn_withdrawn")
+        await self.store.messages.deactivate([_id(m) for m in turn], "turn_withdrawn")
         log.info("session %s: a turn whose answer was not delivered was withdrawn (%d messages)",
                  session.id, len(turn))  # fmt: skip
         return True
 
     async def _settled_history(self, session: SessionRecord) -> list[Message]:
-        return await self._settle(session, await self.store.load_messages(session.id))
+        return await self._settle(session, await self.store.messages.load(session.id))
 
     async def _settle(self, session: SessionRecord, messages: list[Message]) -> list[Message]:
         """``messages`` with an interrupted turn closed (see :meth:`close_interrupted_turn`)."""
         dangling = unanswered_turn(messages)
         if not dangling:
             return messages
-        await self.store.deactivate_messages([_id(m) for m in dangling], "turn_interrupted")
+        await self.store.messages.deactivate([_id(m) for m in dangling], "turn_interrupted")
         log.info("session %s: closed a turn interrupted before its answer", session.id)
         return messages[: len(messages) - len(dangling)]
 
@@ -378,7 +378,7 @@ class Agent:
         """End the turn as failed: its messages leave the conversation, the user gets one sentence."""
         await pump.aclose()
         if turn_ids:
-            await self.store.deactivate_messages(turn_ids, "turn_failed")
+            await self.store.messages.deactivate(turn_ids, "turn_failed")
         return TurnResult(text="", usage=total, iterations=iteration, error=sentence)
 
     async def _maybe_compress(
@@ -391,7 +391,7 @@ class Agent:
         if outcome is None or outcome.method in ("failed", "skipped"):
             return messages
         pump.emit(Compressed(outcome))
-        return await self.store.load_messages(session.id)
+        return await self.store.messages.load(session.id)
 
     async def compress(self, lease: Lease, session: SessionRecord) -> CompressionOutcome | None:
         """Compress now (``/compress``), whatever the thresholds say."""
@@ -457,7 +457,7 @@ class Agent:
         """The (prefix, tail) TTLs of the session's next requests, by how its chat is paced
         (``agent.cache_policy.choose_ttls``)."""
         now = self.clock()
-        recent = await self.store.chat_request_times(
+        recent = await self.store.usage.chat_request_times(
             session.session_key, since=now - PACING_WINDOW, limit=PACING_REQUESTS
         )
         return choose_ttls(self.settings.cache_ttl, recent, now)

@@ -45,16 +45,14 @@ from typing import TypeVar
 
 from agent.batching.mode import Batching, current_batching
 from agent.batching.road import BatchRoad, request_digest
-from agent.cache_misses.watch import CacheWatch, Exchange
 from agent.cache_policy import FIVE_MINUTES, ONE_HOUR
-from agent.failover import PROBE, WAITS_FOR_PRIMARY, FailedOver, Failover, Outage, fails_over, failure_reason
+from agent.cache_watch import CacheWatch, Exchange
+from agent.failover import PROBE, WAITS_FOR_PRIMARY, Failover, Outage, fails_over, failure_reason
 from agent.limits import RequestLimiter
 from agent.media.speech import Synthesizer
-from agent.messages import Message
-from agent.models import ModelInfo
-from agent.paid import ServiceCall
-from agent.prompt import SystemPrompt
-from agent.providers.base import (
+from agent.model.messages import Message
+from agent.model.provider import (
+    FailedOver,
     Provider,
     ProviderError,
     ProviderRequest,
@@ -62,6 +60,9 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
+from agent.models import ModelInfo
+from agent.paid import ServiceCall
+from agent.prompt import SystemPrompt
 from agent.providers.retry import RetryCallback, RetryPolicy, call_with_retries, send_once
 from agent.spending.estimate import request_price
 from agent.spending.gate import Admission, OverBudget, SpendGate
@@ -407,7 +408,7 @@ class ModelCalls:
         cost = call.price if call.billed is None else call.billed(result)
         record = service_usage(call.purpose, call.provider, call.model, cost, characters=call.characters)
         try:
-            recorded = await self.store.record_request(
+            recorded = await self.store.usage.record(
                 session_id, record, at=self.clock(), sent_at=sent_at, spend=admission.keys
             )
         except BaseException:
@@ -429,7 +430,7 @@ class ModelCalls:
         record = priced(sent.purpose, provider.name, provider.model, info, usage, batch=batch)
         now = self.clock()
         try:
-            recorded = await self.store.record_request(
+            recorded = await self.store.usage.record(
                 sent.session.id, record, at=now, sent_at=sent.at, spend=admission.keys
             )
         except BaseException:

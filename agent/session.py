@@ -16,9 +16,9 @@ from pathlib import Path
 from agent.context_files import load_project_context
 from agent.files.text import read_text
 from agent.memory import MemoryBank, MemorySnapshot
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import ProviderRequest, estimate_input_tokens
 from agent.prompt import DEFAULT_IDENTITY, PromptInputs, SystemPrompt, build_system_prompt
-from agent.providers.base import ProviderRequest, estimate_input_tokens
 from agent.skills import SkillLibrary
 from agent.store import NewSession, SessionRecord, SessionStore
 from agent.tools.registry import ToolRegistry, tool_guidance, tools_json
@@ -139,7 +139,7 @@ async def start_session(
             instructions=spec.instructions,
         )
     )
-    record = await store.create_session(
+    record = await store.sessions.create(
         NewSession(
             id=new_session_id(now),
             session_key=spec.session_key,

@@ -25,9 +25,9 @@ from typing import Protocol
 from agent.agent_settings import AgentSettings
 from agent.batching.mode import wait_allowed
 from agent.cache_policy import Ttl
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import Provider, ProviderError, ProviderRequest
 from agent.model_calls import ModelCalls
-from agent.providers.base import Provider, ProviderError, ProviderRequest
 from agent.providers.retry import user_facing_error
 from agent.spending.gate import OverBudget
 from agent.store import SessionRecord, SessionStore
@@ -236,7 +236,7 @@ async def review(
     A completed review marks the session reviewed up to its last message (stored, so the schedule
     survives restarts).
     """
-    history = await agent.store.load_messages(session.id)
+    history = await agent.store.messages.load(session.id)
     if not history:
         return SideResult("", Usage(), 0, "nothing to review")
     task = SideTask(
@@ -252,5 +252,5 @@ async def review(
     )
     result = await run_side_task(agent, session, task)
     if result.error is None and history[-1].id is not None:
-        await agent.store.mark_reviewed(session.id, history[-1].id)
+        await agent.store.reviews.mark_reviewed(session.id, history[-1].id)
     return result

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 
-from agent.messages import Message, ToolCall
-from agent.providers.base import Provider
+from agent.model.messages import Message, ToolCall
+from agent.model.provider import Provider
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
 
 Notify = Callable[[ToolCall, Message | None], None]  # called at a call's start (None) and end (result)

@@ -339,7 +339,7 @@ async def hermes_child(runtime: Runtime, session: SessionRecord, text: str) -> N
 
 async def hermes_review(runtime: Runtime, session: SessionRecord) -> None:
     """A review that sends the transcript under a system block of its own."""
-    history = await runtime.store.load_messages(session.id)
+    history = await runtime.store.messages.load(session.id)
     own = replace(session, system_prompt=SystemPrompt(HERMES_REVIEW_IDENTITY, "", ""))
     task = SideTask(
         purpose=REVIEW,

@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cache_misses.watch import CacheWatch, Exchange
+from agent.cache_watch import CacheWatch, Exchange
 from agent.store.cache_misses import CacheMiss, CacheMissLog
 from agent.store.usage import Recorded, UsageLedger
 from benchmarks.cache import SCENARIOS, VARIANTS, Bench, Variant, run_scenario, spec

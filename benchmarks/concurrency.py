@@ -201,7 +201,7 @@ async def timed_turn(runtime: Runtime, session: SessionRecord, number: int) -> t
     async with runtime.locks.hold(session.session_key) as lease:
         result = await runtime.agent.run_turn(lease, session, text)
     latency = time.perf_counter() - started
-    history = await runtime.store.load_messages(session.id)
+    history = await runtime.store.messages.load(session.id)
     in_order = [(m.role, m.content) for m in history] == [("user", text), ("assistant", result.text)]
     return latency, result.error is None, in_order
 

@@ -85,7 +85,7 @@ def us(seconds: float) -> str:
 async def sessions(store: SessionStore) -> None:
     prompt = SystemPrompt(stable="stable", context="", volatile="volatile")
     for chat in range(CHATS):
-        await store.create_session(NewSession(
+        await store.sessions.create(NewSession(
             id=f"s{chat}", session_key=f"telegram:dm:{chat}", source="telegram", platform="telegram",
             system_prompt=prompt, tools_json="[]", provider="anthropic", model="claude-sonnet-4-6",
         ))  # fmt: skip
@@ -110,10 +110,10 @@ async def measure(
             checks.append(time.perf_counter() - started)
         started = time.perf_counter()
         if number % 2:
-            totals = (await store.record_request(f"s{chat}", REQUEST, spend=admission.keys)).spent
+            totals = (await store.usage.record(f"s{chat}", REQUEST, spend=admission.keys)).spent
             times.record.append(time.perf_counter() - started)
         else:
-            totals = (await store.record_request(f"s{chat}", REQUEST)).spent
+            totals = (await store.usage.record(f"s{chat}", REQUEST)).spent
             times.plain.append(time.perf_counter() - started)
         started = time.perf_counter()
         await gate.settle(admission, REQUEST.cost, totals)

@@ -58,6 +58,7 @@ from agent.api import (
     ToolRegistry,
     Transcriber,
     WebTools,
+    WorkspaceDownloads,
     WorkspaceUnusable,
     build_provider,
     builtin_registry,
@@ -453,7 +454,7 @@ def download_place(config: HeraldConfig, hands: Hands | None) -> DownloadPlace |
     """Where the owner's browser downloads go: the hands' workspace; None (downloads refused) without it."""
     if hands is None:
         return None
-    return DownloadPlace(
+    return WorkspaceDownloads(
         hands.confinement,
         hands.files.pool,
         config.web.browser.max_download_mb * 1024 * 1024,

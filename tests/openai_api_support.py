@@ -72,7 +72,7 @@ class ApiHarness:
 
     async def history(self, session: SessionRecord) -> list[tuple[str, str]]:
         """The session's conversation as stored now (active messages): (role, text)."""
-        messages = await self.gateway.services.runtime.store.load_messages(session.id)
+        messages = await self.gateway.services.runtime.store.messages.load(session.id)
         return [(m.role, m.content) for m in messages]
 
 

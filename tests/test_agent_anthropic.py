@@ -177,7 +177,7 @@ async def test_a_failure_mid_stream_is_retried_and_the_partial_text_discarded(
         emulator.script(Reply(text="The whole answer."))
         events = EventLog()
         result = await run_turn(runtime, session, "hello", events)
-        stored = await runtime.store.load_messages(session.id)
+        stored = await runtime.store.messages.load(session.id)
     assert result.text == "The whole answer."
     kinds = [type(e).__name__ for e in events.events]
     assert kinds.index("Retrying") > kinds.index("TextDelta")
@@ -195,22 +195,22 @@ async def test_exhausted_retries_give_one_sentence_and_leave_history_consistent(
         emulator.script(Reply(text="First answer."))
         await run_turn(runtime, session, "first")
         # the model calls a tool; while the tool runs the provider goes down for every retry
-        original = runtime.store.get_todos
+        original = runtime.store.sessions.todos
 
         async def todos_then_outage(session_id: str) -> list[dict]:
             emulator.fail_next(529, count=4)
             return await original(session_id)
 
-        runtime.store.get_todos = todos_then_outage  # type: ignore[method-assign]
+        runtime.store.sessions.todos = todos_then_outage  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
         failed = await run_turn(runtime, session, "second")
-        runtime.store.get_todos = original  # type: ignore[method-assign]
+        runtime.store.sessions.todos = original  # type: ignore[method-assign]
         assert failed.error == (
             "No answer: the model provider is overloaded (4 attempts). Please try again in a minute."
         )
-        active = await runtime.store.load_messages(session.id)
+        active = await runtime.store.messages.load(session.id)
         assert [(m.role, m.content) for m in active] == [("user", "first"), ("assistant", "First answer.")]
-        everything = await runtime.store.load_messages(session.id, include_inactive=True)
+        everything = await runtime.store.messages.load(session.id, include_inactive=True)
         inactive = [m for m in everything if not m.active]  # kept in the database, out of the conversation
         assert [m.role for m in inactive] == ["user", "assistant", "tool"] and inactive[0].content == "second"
 
@@ -250,7 +250,7 @@ async def test_parallel_tool_calls_run_concurrently_and_keep_their_order(
             Reply(text="ok"),
         )
         await run_turn(runtime, session, "go")
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
     roles = [m.role for m in messages]
     assert roles == ["user", "assistant", "tool", "tool", "tool", "assistant"]
     calls = messages[1].tool_calls
@@ -269,7 +269,7 @@ async def test_iteration_limit_stops_with_a_note(
         session = await new_session(runtime)
         emulator.script(*[Reply(tool_calls=[ToolUse("todo", {})])] * 3)
         result = await run_turn(runtime, session, "loop forever")
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
     assert "stopped after 3 tool steps" in result.text
     assert messages[-1].role == "assistant" and len(emulator.requests) == 3
 
@@ -280,24 +280,24 @@ async def test_cancelling_a_turn_leaves_no_dangling_tool_call(
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         started = asyncio.Event()
-        original = runtime.store.get_todos
+        original = runtime.store.sessions.todos
 
         async def slow_todos(session_id: str) -> list[dict]:
             started.set()
             await asyncio.sleep(30)
             return await original(session_id)
 
-        runtime.store.get_todos = slow_todos  # type: ignore[method-assign]
+        runtime.store.sessions.todos = slow_todos  # type: ignore[method-assign]
         emulator.script(Reply(tool_calls=[ToolUse("todo", {})]))
         task = asyncio.create_task(run_turn(runtime, session, "start something long"))
         await asyncio.wait_for(started.wait(), WAIT_TIMEOUT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
         assert [m.role for m in messages] == ["user", "assistant"]
         assert messages[-1].content == "(The user cancelled this turn.)" and not messages[-1].tool_calls
-        runtime.store.get_todos = original  # type: ignore[method-assign]
+        runtime.store.sessions.todos = original  # type: ignore[method-assign]
         emulator.script(Reply(text="ok"))
         assert (await run_turn(runtime, session, "next")).text == "ok"
 
@@ -332,7 +332,7 @@ async def test_session_search_finds_earlier_sessions(
             Reply(tool_calls=[ToolUse("session_search", {"query": "boat"})]), Reply(text="Found it.")
         )
         await run_turn(runtime, current, "What is my boat called?")
-        messages = await runtime.store.load_messages(current.id)
+        messages = await runtime.store.messages.load(current.id)
     result = next(m for m in messages if m.role == "tool")
     assert "Sea Otter" in result.content and "My boat is called" in result.content
 
@@ -353,7 +353,7 @@ async def test_session_search_never_crosses_into_another_chat(
         mine = await new_session(runtime)
         emulator.script(Reply(tool_calls=[ToolUse("session_search", {"query": "PIN"})]), Reply(text="None."))
         await run_turn(runtime, mine, "What is the PIN?")
-        messages = await runtime.store.load_messages(mine.id)
+        messages = await runtime.store.messages.load(mine.id)
     result = next(m for m in messages if m.role == "tool")
     assert "4711" not in result.content and "No past messages match" in result.content
 
@@ -393,7 +393,7 @@ async def test_cancelling_while_the_answer_streams_keeps_history_consistent(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
     assert [(m.role, m.content) for m in messages] == [
         ("user", "tell me a long story"),
         ("assistant", "(The user cancelled this turn.)"),
@@ -408,8 +408,8 @@ async def test_a_refused_tool_stays_in_the_schema_but_does_not_run(
         emulator.script(todo_call(1), Reply(text="I could not use it."))
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "plan it", gate=Refuse(frozenset({"todo"})))
-        messages = await runtime.store.load_messages(session.id)
-        todos = await runtime.store.get_todos(session.id)
+        messages = await runtime.store.messages.load(session.id)
+        todos = await runtime.store.sessions.todos(session.id)
     result = next(m for m in messages if m.role == "tool")
     assert result.is_error and "not available in this context" in result.content
     assert todos == []  # the tool did not run

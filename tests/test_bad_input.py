@@ -43,7 +43,7 @@ async def test_the_agent_cleans_text_from_any_caller_and_stores_what_it_sends(
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         result = await run_turn(runtime, session, "x\ud800y\x00z")
-        [user, _] = await runtime.store.load_messages(session.id)
+        [user, _] = await runtime.store.messages.load(session.id)
     assert result.error is None
     assert user.content == f"x{REPLACEMENT}yz"
     assert without_markers(emulator.requests[-1].json["messages"][-1]) == user.payload

@@ -4,7 +4,7 @@ sees it, so the rule is checked here on the raw names too."""
 
 from __future__ import annotations
 
-from agent.tools.browser.downloads import numbered, safe_name
+from agent.hands.downloads import numbered, safe_name
 from tests.fakes.site import HOSTILE_NAMES
 
 

@@ -23,13 +23,14 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from agent.hands.downloads import WorkspaceDownloads
 from agent.hands.file_pool import FilePool
 from agent.hands.paths import Confinement
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.providers.openai_provider import OpenAIProvider
 from agent.settings import WebSettings
-from agent.tools.browser import BrowserTools, DownloadPlace
+from agent.tools.browser import BrowserTools
 from agent.tools.browser.host import SessionBrowser
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
 from agent.tools.web.addresses import guest_policy, owner_policy
@@ -67,7 +68,8 @@ async def browser(site: Site, workspace: Path, pool: FilePool) -> AsyncIterator[
     settings = WebSettings.model_validate(
         {"browser": {"max_pages": 2, "max_snapshot_chars": 4000, "max_download_mb": 1}}
     )
-    place = DownloadPlace(Confinement.of(workspace), pool, settings.browser.max_download_mb * 2**20, None)
+    cap = settings.browser.max_download_mb * 2**20
+    place = WorkspaceDownloads(Confinement.of(workspace), pool, cap, None)
     tools = BrowserTools(settings, owner=PublicServer(owner_policy(False), site.inside.port), downloads=place)
     yield tools
     await tools.aclose()
@@ -414,7 +416,7 @@ async def test_links_planted_in_the_workspace_are_not_followed(
     (linked / "downloads" / "checklist.csv").symlink_to(outside / "checklist.csv")  # the file name a link out
 
     def tools(root: Path) -> BrowserTools:
-        place = DownloadPlace(Confinement.of(root), pool, 2**20, None)
+        place = WorkspaceDownloads(Confinement.of(root), pool, 2**20, None)
         policy = PublicServer(owner_policy(False), site.inside.port)
         return BrowserTools(WebSettings(), owner=policy, host=browser.host, downloads=place)
 
@@ -440,7 +442,7 @@ async def test_the_workspace_quota_refuses_a_download_that_would_pass_it(
     browser: BrowserTools, site: Site, context: ToolContext, tmp_path: Path, pool: FilePool
 ) -> None:
     (tmp_path / "full.bin").write_bytes(b"\1" * 2**20)  # the quota's one MB, taken
-    place = DownloadPlace(Confinement.of(tmp_path), pool, 2**20, quota_mb=1)
+    place = WorkspaceDownloads(Confinement.of(tmp_path), pool, 2**20, quota_mb=1)
     full = BrowserTools(
         WebSettings(),
         owner=PublicServer(owner_policy(False), site.inside.port),

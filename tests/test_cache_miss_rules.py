@@ -21,8 +21,8 @@ from agent.cache_misses.diagnosis import (
     missed_cost,
 )
 from agent.cache_misses.reads import Entry, by_digest, left_behind, openai_cached_tokens, read
-from agent.media.wire import PLACEHOLDER
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.wire import PLACEHOLDER
 from agent.models import lookup_model
 from agent.providers.anthropic_provider import group_wire_messages
 from agent.usage import Usage

@@ -94,7 +94,7 @@ async def test_a_thirty_turn_chat_misses_nothing_and_an_eviction_after_it_is_rep
 
         emulator.reset_cache()  # the provider forgets everything
         await turns(runtime, emulator, session, range(30, 31))
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
         [totals] = await runtime.store.cache_miss_totals(session_key=session.session_key)
         rows = await runtime.store.usage_by_purpose()
     evicted = last_ok(emulator)
@@ -116,7 +116,7 @@ async def test_a_pause_past_the_ttl_is_reported_once_with_how_long_the_chat_was_
         await turns(runtime, emulator, session, range(4, 5))
         paused = last_ok(emulator)
         await turns(runtime, emulator, session, range(5, 8))  # the tail now gets 1h: nothing more missed
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
         report = await herald_cli("insights")
     assert miss.cause == "ttl_expired" and miss.purpose == "turn"
     assert miss.detail == "idle 10m 20s since the prefix was last used; its TTL is 5m"
@@ -135,10 +135,10 @@ async def test_prefix_records_outlive_a_restart(
         start = time.time() - emulator.clock.now()  # the same time line as before
         runtime.agent.clock = lambda: start + emulator.clock.now()
         await turns(runtime, emulator, session, range(3, 5))
-        assert await runtime.store.cache_misses_of_session(session.id) == []
+        assert await runtime.store.cache_misses.of_session(session.id) == []
         emulator.reset_cache()
         await turns(runtime, emulator, session, range(5, 6))
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
     assert miss.cause == "evicted"
     assert_shortfall_matches_the_oracle(miss, last_ok(emulator))
 
@@ -157,7 +157,7 @@ async def test_compression_is_reported_on_the_request_after_it_and_not_on_the_su
         assert outcome is not None and outcome.method == "summary"
         summary = last_ok(emulator)
         await run_turn(runtime, session, ask(8))
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
     after = last_ok(emulator)
     assert SUMMARY_TASK in json.dumps(summary.json["messages"][-1]) and summary.cache_read > 0
     assert (miss.cause, miss.purpose) == ("compression", "turn")
@@ -177,14 +177,14 @@ async def test_history_edited_behind_the_sessions_back_is_reported(
     async with chat(emulator, config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await turns(runtime, emulator, session, range(6))
-        answer = (await runtime.store.load_messages(session.id))[1]
+        answer = (await runtime.store.messages.load(session.id))[1]
         assert answer.role == "assistant" and answer.payload is not None
         edited = {**answer.payload, "content": [{"type": "text", "text": answer.content + " (edited)"}]}
         await tamper(
             runtime, sa.update(messages).where(messages.c.id == answer.id).values(payload=json.dumps(edited))
         )
         await turns(runtime, emulator, session, range(6, 7))
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
     previous, edited_request = [r for r in emulator.requests if r.ok][-2:]
     assert (miss.cause, miss.purpose) == ("history_edited", "turn")
     assert miss.read_tokens == edited_request.cache_read  # the prompt and the first question
@@ -205,7 +205,7 @@ async def test_a_changed_system_prompt_is_reported_and_logged_as_an_error(
         )
         with caplog.at_level(logging.ERROR, logger="agent.cache_misses"):
             await turns(runtime, emulator, session, range(6, 7))
-        [miss] = await runtime.store.cache_misses_of_session(session.id)
+        [miss] = await runtime.store.cache_misses.of_session(session.id)
     assert miss.cause == "prompt_changed"
     assert miss.read_tokens == last_ok(emulator).cache_read  # the shared layers were still read
     # This module's errors only: an error another test left behind (a client closed after its loop was,
@@ -249,7 +249,7 @@ async def test_misses_are_found_for_every_purpose(
         current = await runtime.store.get_session(session.id) or session
         assert (await review(runtime.agent, current, max_iterations=2)).error is None  # the review misses
         await compress(runtime, current)  # the summary misses
-        found = await runtime.store.cache_misses_of_session(session.id)
+        found = await runtime.store.cache_misses.of_session(session.id)
     purposes = [(m.purpose, m.cause) for m in found]
     assert purposes == [
         ("subagent", "evicted"),  # its system prompt was forgotten after the parent's request
@@ -306,6 +306,6 @@ async def test_a_scheduled_jobs_runs_are_watched_too(
         emulator.reset_cache()
         assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
         [miss] = await runtime.store.cache_miss_totals()
-        [cron] = [m for m in await runtime.store.cache_misses_of_chat(job.session_key) if m.purpose == "cron"]
+        [cron] = [m for m in await runtime.store.cache_misses.of_chat(job.session_key) if m.purpose == "cron"]
     assert (miss.cause, miss.count) == ("evicted", 1)
     assert cron.cause == "evicted" and cron.read_tokens == 0

@@ -185,7 +185,7 @@ async def test_compress_command_in_the_chat(
     chat = await chat_in_terminal(config, home, "/compress", *turns, "/compress", "/quit")
     async with open_home_store(home) as store:
         [session] = await store.list_sessions()
-        active = await store.load_messages(session.id)
+        active = await store.messages.load(session.id)
     text = chat.out
     assert "Nothing to compress: the conversation is as short as it gets." in text
     assert "Compressed (summary): 16 messages" in text

@@ -21,7 +21,7 @@ from agent.db.connect import open_storage
 from agent.db.fencing import FencedOut, issue_token, newest_token
 from agent.db.urls import parse_storage_url
 from agent.locks import LockTimeout
-from agent.messages import Message
+from agent.model.messages import Message
 from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_key
 from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.home import HeraldHome
@@ -158,11 +158,11 @@ async def test_a_holder_that_lost_its_lease_cannot_write_and_the_new_holder_can(
         async def stalled_process() -> None:
             async with stalled.hold(key) as lease:
                 tokens.append(lease.token)
-                await runtime_a.store.append_messages(session.id, [Message(role="user", content="question")])
+                await runtime_a.store.messages.append(session.id, [Message(role="user", content="question")])
                 a_holds.set()
                 await b_done.wait()  # paused past the lease meanwhile
                 with pytest.raises(FencedOut, match="taken over by a newer holder"):
-                    await runtime_a.store.append_messages(
+                    await runtime_a.store.messages.append(
                         session.id, [Message(role="assistant", content="the stalled holder's answer")]
                     )
                 with pytest.raises(FencedOut):
@@ -172,7 +172,7 @@ async def test_a_holder_that_lost_its_lease_cannot_write_and_the_new_holder_can(
             await a_holds.wait()
             async with runtime_b.locks.hold(key, max_wait=5.0) as lease:
                 tokens.append(lease.token)
-                await runtime_b.store.append_messages(
+                await runtime_b.store.messages.append(
                     session.id, [Message(role="assistant", content="the new holder's answer")]
                 )
                 await Outbox(runtime_b.storage).enqueue([reply])
@@ -184,7 +184,7 @@ async def test_a_holder_that_lost_its_lease_cannot_write_and_the_new_holder_can(
             await stalled.aclose()
         old, new = tokens
         assert old is not None and new is not None and new > old
-        stored = await runtime_b.store.load_messages(session.id)
+        stored = await runtime_b.store.messages.load(session.id)
         assert [m.content for m in stored] == ["question", "the new holder's answer"]
         assert await Outbox(runtime_b.storage).pending_count() == 1  # the new holder's reply only
 

@@ -52,8 +52,8 @@ async def test_threshold_trigger_summary_and_cache_discipline(
     async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(24))
-        active = await runtime.store.load_messages(session.id)
-        everything = await runtime.store.load_messages(session.id, include_inactive=True)
+        active = await runtime.store.messages.load(session.id)
+        everything = await runtime.store.messages.load(session.id, include_inactive=True)
         record = await runtime.store.get_session(session.id)
 
     requests = [r for r in emulator.requests if r.ok]
@@ -92,7 +92,7 @@ async def test_compressed_messages_are_still_found_by_session_search(
     async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(14))
-        active_text = " ".join(m.content for m in await runtime.store.load_messages(session.id))
+        active_text = " ".join(m.content for m in await runtime.store.messages.load(session.id))
         memory = runtime.memory.store(session.memory_scope)
         context = ToolContext(
             session.id, session.session_key, runtime.store, memory, runtime.skills, runtime.agent.calls
@@ -115,11 +115,11 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
         sent = len(emulator.requests)
 
         # `session` is the record from before the chat: hygiene judges by what is stored now
-        await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85) - 1)
+        await runtime.store.usage.set_last_prompt_tokens(session.id, int(WINDOW * 0.85) - 1)
         assert await hygiene(runtime, session) is None
         assert len(emulator.requests) == sent
 
-        await runtime.store.set_last_prompt_tokens(session.id, int(WINDOW * 0.85))
+        await runtime.store.usage.set_last_prompt_tokens(session.id, int(WINDOW * 0.85))
         outcome = await hygiene(runtime, session)
         assert outcome is not None and outcome.method in ("summary", "pruned")
         assert outcome.messages_after < outcome.messages_before
@@ -132,7 +132,7 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
 async def test_hygiene_fires_past_400_messages(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
-    from agent.messages import Message
+    from agent.model.messages import Message
     from agent.tool_runs import with_payload
 
     emulator.responder = ChatResponder(reply_tokens=10)
@@ -140,8 +140,8 @@ async def test_hygiene_fires_past_400_messages(
         session = await new_session(runtime)
         pairs = [Message(role=r, content=f"{r} {i}") for i in range(201) for r in ("user", "assistant")]
         provider = runtime.agent.provider_for(session)
-        await runtime.store.append_messages(session.id, [with_payload(provider, m) for m in pairs])
-        await runtime.store.set_last_prompt_tokens(session.id, 100)
+        await runtime.store.messages.append(session.id, [with_payload(provider, m) for m in pairs])
+        await runtime.store.usage.set_last_prompt_tokens(session.id, 100)
         outcome = await hygiene(runtime, session)
     assert outcome is not None and outcome.messages_before == 402 and outcome.messages_after <= 104
 
@@ -153,12 +153,12 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
     async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
-        before = await runtime.store.load_messages(session.id)
+        before = await runtime.store.messages.load(session.id)
         emulator.fail_next(529, count=2)  # the summary and its one retry
         outcome = await compress(runtime, session)
         assert outcome is not None and outcome.method == "failed"
         assert "the conversation is unchanged" in outcome.line()
-        assert [m.id for m in await runtime.store.load_messages(session.id)] == [m.id for m in before]
+        assert [m.id for m in await runtime.store.messages.load(session.id)] == [m.id for m in before]
         stored = await runtime.store.get_session(session.id)
         assert stored is not None and stored.compress_failures == 1 and stored.compress_retry_at is not None
 
@@ -184,7 +184,7 @@ async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_w
     async with open_agent_runtime(config_for(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await chat(runtime, session.id, range(10))
-        await runtime.store.set_last_prompt_tokens(session.id, WINDOW - 100)  # no room for an answer
+        await runtime.store.usage.set_last_prompt_tokens(session.id, WINDOW - 100)  # no room for an answer
         emulator.fail_next(529, count=2)
         outcome = await compress(runtime, session)
         assert outcome is not None and outcome.method == "dropped"

@@ -7,13 +7,13 @@ from agent.compression.boundaries import (
     MISSING_RESULT,
     PRUNED_TOOL_OUTPUT,
     choose_boundaries,
-    estimate_tokens,
     head_end,
     prune_tool_outputs,
     repair_tool_pairs,
     summary_budget,
 )
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
+from agent.model.tokens import estimate_tokens
 
 
 def convo(spec: str, size: int = 40) -> list[Message]:

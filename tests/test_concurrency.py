@@ -46,7 +46,7 @@ async def test_three_hundred_sessions_at_once_are_all_answered_in_order_under_th
             results = await asyncio.gather(
                 *(run_turn(runtime, s, f"question from chat {n}") for n, s in enumerate(sessions))
             )
-            histories = [await runtime.store.load_messages(s.id) for s in sessions]
+            histories = [await runtime.store.messages.load(s.id) for s in sessions]
     assert [r.error for r in results] == [None] * SESSIONS
     for number, (result, history) in enumerate(zip(results, histories, strict=True)):
         assert [(m.role, m.content) for m in history] == [
@@ -98,9 +98,9 @@ async def test_a_failing_consumer_fails_the_turn_with_one_sentence_and_keeps_his
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         failed = await run_turn(runtime, session, "first", broken_consumer)
-        assert await runtime.store.load_messages(session.id) == []
+        assert await runtime.store.messages.load(session.id) == []
         again = await run_turn(runtime, session, "second")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     assert failed.error == (
         "The answer could not be delivered (PlatformDown: editMessageText: 502 Bad Gateway); "
         "please send your message again."

@@ -174,7 +174,7 @@ async def test_sort_the_chat_list(
         store = console.harness.gateway.services.runtime.store
         for number, (cost, requests) in enumerate([(1.0, 3), (3.0, 1), (2.0, 2)]):
             session_id = f"chat-{number}"
-            await store.create_session(
+            await store.sessions.create(
                 NewSession(
                     id=session_id, session_key=f"telegram:dm:{500 + number}", source="telegram",
                     platform="telegram", system_prompt=SystemPrompt("s", "", ""), tools_json="[]",
@@ -183,7 +183,7 @@ async def test_sort_the_chat_list(
             )  # fmt: skip
             for _ in range(requests):
                 usage = RequestUsage("turn", "anthropic", "m", Usage(input_tokens=10), cost / requests, cost)
-                await store.record_request(session_id, usage)
+                await store.usage.record(session_id, usage)
         await log_in(tab, console)
         page = tab.page
 
@@ -319,7 +319,7 @@ async def test_a_cache_miss_is_marked_on_its_chart_with_its_cause_and_chats_sort
         fake.private_message(FRIEND, "back again", first_name="Ada")
         await console.harness.settled()
         store = console.harness.gateway.services.runtime.store
-        [miss] = await store.cache_misses_of_chat(f"telegram:dm:{FRIEND}")
+        [miss] = await store.cache_misses.of_chat(f"telegram:dm:{FRIEND}")
         await log_in(tab, console)
         page = tab.page
         await page.click('th a[data-sort="misses"]')

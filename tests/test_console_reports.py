@@ -42,7 +42,7 @@ def at(days_ago: int, hour: int = 10) -> float:
 
 async def session(store: SessionStore, session_id: str, key: str, title: str) -> None:
     platform = key.split(":")[0] if not key.startswith("cron:") else "telegram"
-    await store.create_session(
+    await store.sessions.create(
         NewSession(
             id=session_id, session_key=key, source=platform, platform=platform, title=title,
             system_prompt=SystemPrompt("s", "", ""), tools_json="[]", provider="anthropic", model="m",
@@ -54,7 +54,7 @@ async def request(
     store: SessionStore, session_id: str, when: float, cost: float, *, purpose: str = "turn", read: int = 0
 ) -> None:
     usage = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=read)
-    await store.record_request(
+    await store.usage.record(
         session_id, RequestUsage(purpose, "anthropic", "m", usage, cost, cost * 2), at=when
     )
 

@@ -105,7 +105,7 @@ async def test_a_cache_miss_shows_as_herald_insights_and_insights_count_it(
         await console.harness.settled()
         in_chat = console.harness.texts(FRIEND)[-1]
         store = console.harness.gateway.services.runtime.store
-        [miss] = await store.cache_misses_of_chat(DM_KEY)
+        [miss] = await store.cache_misses.of_chat(DM_KEY)
         async with console_client(console.url) as client:
             await client.login()
             overview = (await client.get("/console/"))[1]

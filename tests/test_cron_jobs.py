@@ -9,7 +9,7 @@ import pytest
 from adapters.base import ChatAddress
 from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE, chat_scope, user_scope
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from gateway.cron.jobs import CronJobs, RunStatus
 from gateway.cron.manage import COMMAND_LINE, Caller, CronError, CronManager
 from gateway.home import HeraldHome

@@ -26,7 +26,7 @@ async def test_a_cut_off_answer_is_continued_once_and_shown_as_one(
         session = await new_session(runtime)
         emulator.script(Reply(text=LONG), Reply(text=" and that is all."))
         result = await run_turn(runtime, session, "tell me everything")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
         emulator.script(Reply(text="Next answer."))
         assert (await run_turn(runtime, session, "next")).text == "Next answer."
     _, second, _ = emulator.requests
@@ -64,7 +64,7 @@ async def test_notify_keeps_the_answer_and_never_runs_a_cut_off_tool_call(
             Reply(text="Let me check.", tool_calls=[ToolUse("todo", {})], stop_reason="max_tokens")
         )
         result = await run_turn(runtime, session, "plan it")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     assert len(emulator.requests) == 1 and result.text == "Let me check."
     [notice] = result.notices
     assert "cut off" in notice

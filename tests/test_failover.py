@@ -15,14 +15,13 @@ from agent.db.schema import requests
 from agent.events import FailingOver, TextDelta
 from agent.failover import (
     WAITS_FOR_PRIMARY,
-    FailedOver,
     Failover,
     failover_line,
     fails_over,
     failure_reason,
 )
+from agent.model.provider import FailedOver, Provider, ProviderError
 from agent.models import lookup_model
-from agent.providers.base import Provider, ProviderError
 from agent.providers.pool import ProviderKey
 from agent.side import REVIEW, review
 from agent.store import SessionRecord
@@ -154,7 +153,7 @@ async def test_an_overloaded_model_is_stood_in_for_until_a_probe_finds_it_back(
         assert back.notices == ()
         assert emulator.requests[-1].model == SONNET and emulator.requests[-1].ok
         rows = await recorded(runtime)
-        misses = await runtime.store.cache_misses_of_session(session.id)
+        misses = await runtime.store.cache_misses.of_session(session.id)
 
     # every request recorded under the model that answered it, priced at that model's prices
     assert [(purpose, model) for purpose, model, *_ in rows] == [

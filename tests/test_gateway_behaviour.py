@@ -14,7 +14,7 @@ from adapters.base import ChatType, InboundMessage
 from adapters.telegram.webhook import SECRET_HEADER, webhook_secret
 from agent.db.errors import StorageUnavailable
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.tool_runs import with_payload
 from gateway.app import open_gateway
 from gateway.chats import session_key
@@ -74,7 +74,7 @@ async def test_interrupt_policy_cancels_the_running_turn_for_the_newest_message(
         answers = harness.texts(FRIEND)
         store = harness.gateway.services.runtime.store
         [session] = await store.list_sessions()
-        history = await store.load_messages(session.id)
+        history = await store.messages.load(session.id)
     assert answers[-1] == "Answer to the second."
     assert all(a.endswith("(stopped)") for a in answers[:-1])
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
@@ -288,7 +288,7 @@ async def leave_a_crashed_turn(home: HeraldHome, config: HeraldConfig, *, finish
             provider = runtime.agent.provider_for(session)
             user = with_payload(provider, Message(role="user", content=message.text, meta={"inbox": row.id}))
             call = ToolCall("t1", "todo", "{}")
-            await runtime.store.append_messages(
+            await runtime.store.messages.append(
                 session.id, [user, with_payload(provider, Message(role="assistant", tool_calls=(call,)))]
             )
 
@@ -311,7 +311,7 @@ async def test_a_restart_delivers_a_finished_turn_and_redoes_a_cut_off_one(
             await Harness(gateway, fake, emulator).settled()
             store = gateway.services.runtime.store
             [session] = await store.list_sessions()
-            history = await store.load_messages(session.id)
+            history = await store.messages.load(session.id)
     texts = [m.text for m in fake.messages(FRIEND)]
     if finished:
         assert texts == ["Four."] and len(emulator.requests) == asked  # delivered, not asked again

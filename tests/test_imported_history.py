@@ -55,13 +55,13 @@ async def test_a_withdrawn_turn_leaves_the_conversation_as_it_was_before_it(
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "one")
-        before = await runtime.store.load_messages(session.id)
+        before = await runtime.store.messages.load(session.id)
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "two", meta={"request": "r2"})
             assert await runtime.agent.withdraw_turn(lease, session, {"request": "r2"})
             assert not await runtime.agent.withdraw_turn(lease, session, {"request": "r3"})
-        assert await runtime.store.load_messages(session.id) == before
-        kept = await runtime.store.load_messages(session.id, include_inactive=True)
+        assert await runtime.store.messages.load(session.id) == before
+        kept = await runtime.store.messages.load(session.id, include_inactive=True)
         assert [m.content for m in kept if not m.active] == [
             "two",
             "Second.",

@@ -18,7 +18,7 @@ import pytest
 
 from agent.events import TextDelta
 from agent.history import unanswered_turn
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.messages import Message, ToolCall, tool_result
 from gateway.cli.chat import DRAIN_SECONDS
 from gateway.home import HeraldHome
 from gateway.runtime import Runtime, open_agent_runtime
@@ -53,7 +53,7 @@ async def leave_unanswered(runtime: Runtime, session_id: str, *, with_tools: boo
     messages = [Message("user", "the question that was never answered")]
     if with_tools:
         messages += [Message("assistant", "", tool_calls=(CALL,)), tool_result(CALL, "[]")]
-    await runtime.store.append_messages(session_id, messages)
+    await runtime.store.messages.append(session_id, messages)
 
 
 @pytest.mark.parametrize("with_tools", [False, True])
@@ -66,7 +66,7 @@ async def test_the_next_turn_closes_an_interrupted_one_first(
         await leave_unanswered(runtime, session.id, with_tools=with_tools)
         emulator.script(Reply(text="Answer."))
         result = await run_turn(runtime, session, "again")
-        everything = await runtime.store.load_messages(session.id, include_inactive=True)
+        everything = await runtime.store.messages.load(session.id, include_inactive=True)
     assert result.text == "Answer."
     request = emulator.requests[-1]
     assert_well_formed(request)
@@ -85,7 +85,7 @@ async def test_compress_and_hygiene_see_a_closed_turn_too(
         await leave_unanswered(runtime, session.id, with_tools=False)
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.hygiene(lease, session)
-        assert [m.role for m in await runtime.store.load_messages(session.id)] == ["user", "assistant"]
+        assert [m.role for m in await runtime.store.messages.load(session.id)] == ["user", "assistant"]
 
 
 def wait_until_streaming(emulator: ProviderEmulator, process: subprocess.Popen[bytes], text: str) -> None:

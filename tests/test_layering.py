@@ -359,11 +359,6 @@ def test_no_folder_holds_more_rooms_than_a_reader_can_take_in() -> None:
 # nothing joins it.
 STILL_TANGLED = {
     "gateway": {"conversation/", "cron/", "runtime.py", "services.py"},
-    "agent": {
-        "cache_misses/", "compression/", "failover.py", "history.py", "media/", "messages.py",
-        "model_calls.py", "providers/", "spending/", "store/", "hands/", "tools/",
-        "batching/",  # between the seam (model_calls) and providers/ and store/, which the knot holds
-    },
 }  # fmt: skip
 
 
@@ -384,6 +379,30 @@ def test_no_package_circle_grows() -> None:
 def herald_imports(path: Path) -> set[str]:
     """What ``path`` imports of Herald, ``if TYPE_CHECKING:`` imports included."""
     return {name for name in imports(path) if name.split(".")[0] in HERALD}
+
+
+def test_the_agent_stands_on_floors() -> None:
+    """Every unit of ``agent/`` imports only units below it: no package circle, and no arrow that points
+    up the floor order, so a reader can start at the ground floor (``agent.model``) and go up."""
+    from tests.layering_figures import figures
+
+    shape = figures("agent")
+    assert (shape.circles, shape.upward) == ([], [])
+
+
+# What the model vocabulary may stand on: the prompt and cache-policy words it carries, usage, valid text.
+MODEL_GROUND = {"agent.cache_policy", "agent.prompt", "agent.usage", "agent.files.text"}
+
+
+def test_the_model_vocabulary_is_the_agents_ground_floor() -> None:
+    """``agent.model`` (messages, media and their wire forms, the token estimate, the provider's request,
+    response and error) imports nothing above it: every other floor of the agent may use it."""
+    above = {
+        str(path.relative_to(ROOT)): sorted(hits)
+        for path in modules("agent/model")
+        if (hits := {n for n in herald_imports(path) if n.rpartition(".")[0] != "agent.model"} - MODEL_GROUND)
+    }
+    assert above == {}
 
 
 def test_intake_knows_no_handler() -> None:

@@ -36,7 +36,7 @@ async def test_two_turns_on_one_session_run_one_after_the_other(
         first, second = await asyncio.gather(
             run_turn(runtime, session, "first question"), run_turn(runtime, session, "second question")
         )
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     assert first.error is None and second.error is None
     assert [(m.role, m.content[:15]) for m in history] == [
         ("user", "first question"),

@@ -17,7 +17,7 @@ from agent.media.documents import prepare_document
 from agent.media.errors import MediaRefused
 from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
-from agent.media.types import Media
+from agent.model.media import Media
 from gateway.home import HeraldHome
 from gateway.runtime import open_agent_runtime
 from tests.conftest import make_config
@@ -194,7 +194,7 @@ def _images(body: dict) -> list[str]:
 
 
 def test_the_stored_payload_holds_a_placeholder_not_the_bytes() -> None:
-    from agent.messages import Message
+    from agent.model.messages import Message
     from agent.providers.anthropic_provider import AnthropicProvider
 
     provider = AnthropicProvider(
@@ -228,7 +228,7 @@ async def test_compression_shows_the_summarizer_the_image_then_it_leaves_with_th
         assert outcome is not None and outcome.method == "summary"
         async with runtime.locks.hold(session.session_key) as lease:
             await runtime.agent.run_turn(lease, session, "what next?")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     [summary_request] = [r for r in emulator.requests if is_summary_request(r)]
     assert _images(summary_request.json) == [picture.base64]  # the summarizer saw the photo
     assert "what they showed" in json.dumps(summary_request.json["messages"][-1])

@@ -436,7 +436,7 @@ async def test_tools_run_on_the_server_and_the_client_gets_the_answer_text(
         [session] = await api.sessions("owner")  # the tool steps stay on the server: the history matched
         roles = [role for role, _ in await api.history(session)]
         assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"]
-        assert await api.gateway.services.runtime.store.get_todos(session.id)
+        assert await api.gateway.services.runtime.store.sessions.todos(session.id)
 
 
 async def test_a_request_sent_the_moment_the_answer_ends_continues_the_same_session(

@@ -22,7 +22,7 @@ from agent.compression.boundaries import choose_boundaries, prune_tool_outputs, 
 from agent.files.text import valid_text
 from agent.history import unanswered_turn
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.messages import Message, ToolCall, tool_result
 from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.untrusted.scan import scan_for_injection
@@ -64,7 +64,7 @@ def test_what_is_stored_is_what_was_sent(
         async with open_agent_runtime(make_config(served), home) as runtime:
             session = await new_session(runtime)
             result = await run_turn(runtime, session, text)
-            [user, answer] = await runtime.store.load_messages(session.id)
+            [user, answer] = await runtime.store.messages.load(session.id)
         assert result.error is None
         assert user.content == valid_text(text)
         sent = emulator.requests[-1].json["messages"]

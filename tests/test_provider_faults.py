@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from agent.events import Retrying, TextDelta, TurnEvent
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import ProviderError, ProviderRequest
 from agent.providers import anthropic_provider, openai_provider
-from agent.providers.base import ProviderError, ProviderRequest
 from agent.providers.retry import INTERNAL_ERROR
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
@@ -143,7 +143,7 @@ async def test_one_fault_is_retried_and_the_answer_arrives_once(
         emulator.script(Reply(text="The whole answer."))
         events = EventLog()
         result = await run_turn(runtime, session, "hello", events)
-        stored = await runtime.store.load_messages(session.id, include_inactive=True)
+        stored = await runtime.store.messages.load(session.id, include_inactive=True)
 
     assert result.error is None and result.text == "The whole answer."
     assert [(m.role, m.content, m.active) for m in stored] == [
@@ -175,7 +175,7 @@ async def test_persistent_faults_fail_the_turn_cleanly(
         attempts = f"{fault.attempts} attempts"
         assert failed.error == f"No answer: {fault.cause} ({attempts}). Please try again in a minute."
         assert failed.text == ""
-        everything = await runtime.store.load_messages(session.id, include_inactive=True)
+        everything = await runtime.store.messages.load(session.id, include_inactive=True)
         assert [(m.content, m.active) for m in everything] == [
             ("first", True),
             ("First answer.", True),

@@ -10,10 +10,10 @@ import openai
 import pytest
 from openai.types import CompletionUsage
 
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
+from agent.model.provider import ProviderError
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.providers.anthropic_provider import normalize_usage as anthropic_usage
-from agent.providers.base import ProviderError
 from agent.providers.errors import from_sdk_exception, incomplete_stream, provider_failures
 from agent.providers.openai_provider import OpenAIProvider
 from agent.providers.openai_provider import normalize_usage as openai_usage

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from adapters.base import ChatAddress, ChatType, InboundMessage, OutboundText, OutboundVoice
 from agent.api import AuditLog, AuditOutcome, SessionStore, day_window, month_window
 from agent.db import Storage, metadata, sessions
-from agent.media.types import Media
 from agent.memory import user_scope
-from agent.messages import Message
+from agent.model.media import Media
+from agent.model.messages import Message
 from agent.prompt import SystemPrompt
 from agent.store import NewSession
 from agent.store.audit import AuditEntry
@@ -73,7 +73,7 @@ async def answered(storage: Storage, entry: InboxEntry, days_ago: float, voice: 
 
 
 async def chat_session(store: SessionStore, session_id: str, key: str, user: str, scope: str) -> None:
-    await store.create_session(
+    await store.sessions.create(
         NewSession(
             id=session_id, session_key=key, source="telegram", platform="telegram",
             chat_id=key.split(":")[-1], user_id=user, title=f"title of {session_id}",
@@ -88,7 +88,7 @@ async def spend(store: SessionStore, session_id: str, key: str, user: str, days_
     windows = [day_window(when, UTC), month_window(when, UTC)]
     scopes = ["bot", f"chat:{key}", f"person:telegram:{user}"]
     usage = Usage(input_tokens=1000, output_tokens=50, cache_read_tokens=4000, cache_write_5m_tokens=300)
-    await store.record_request(
+    await store.usage.record(
         session_id,
         RequestUsage("turn", "anthropic", "m", usage, cost, cost * 3),
         at=when,
@@ -169,10 +169,10 @@ async def test_sessions_delete_forgets_a_person_everywhere_and_keeps_what_they_c
     async with open_home_storage(home) as storage:
         store = SessionStore(storage)
         await chat_session(store, "dm-a", "telegram:dm:zelda", "zelda", user_scope("telegram", "zelda"))
-        await store.append_messages("dm-a", [Message("user", "zelda: my secret is 42", media=(picture,))])
+        await store.messages.append("dm-a", [Message("user", "zelda: my secret is 42", media=(picture,))])
         await spend(store, "dm-a", "telegram:dm:zelda", "zelda", 0, 0.5)
         await chat_session(store, "dm-8", "telegram:dm:8", "8", user_scope("telegram", "8"))
-        await store.append_messages("dm-8", [Message("user", "another person")])
+        await store.messages.append("dm-8", [Message("user", "another person")])
         await spend(store, "dm-8", "telegram:dm:8", "8", 0, 0.25)
         await answered(storage, inbound("zelda", "zelda", "m1"), 0, voice=b"OggS voice for zelda")
         await answered(storage, inbound("-5", "zelda", "m2", group=True), 0)

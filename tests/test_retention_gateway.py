@@ -29,14 +29,14 @@ DAY = 86_400.0
 
 async def an_old_request(storage: Storage) -> None:
     store = SessionStore(storage)
-    await store.create_session(
+    await store.sessions.create(
         NewSession(
             id="s", session_key="telegram:dm:1", source="telegram", platform="telegram",
             system_prompt=SystemPrompt("s", "", ""), tools_json="[]", provider="anthropic", model="m",
         )
     )  # fmt: skip
     usage = RequestUsage("turn", "anthropic", "m", Usage(input_tokens=10, output_tokens=1), 0.01, 0.02)
-    await store.record_request("s", usage, at=time.time() - 200 * DAY)
+    await store.usage.record("s", usage, at=time.time() - 200 * DAY)
 
 
 async def rows(storage: Storage) -> int:

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from agent.limits import LocalRequestLimiter
-from agent.providers.base import ProviderError
+from agent.model.provider import ProviderError
 from agent.providers.retry import INTERNAL_ERROR, RetryPolicy, backoff_delay, user_facing_error
 
 
@@ -48,7 +48,7 @@ def test_user_facing_errors_are_one_sentence() -> None:
 
 
 async def test_the_error_reports_how_many_calls_were_made() -> None:
-    from agent.providers.base import Provider, ProviderRequest
+    from agent.model.provider import Provider, ProviderRequest
     from agent.providers.retry import call_with_retries, send_once
 
     class Flaky(Provider):

@@ -56,7 +56,7 @@ async def test_a_session_whose_provider_has_no_key_fails_its_turn_with_one_sente
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = (await runtime.new_session(SPEC, provider="openai", model="gpt-5")).record
         result = await run_turn(runtime, session, "hello")
-        history = await runtime.store.load_messages(session.id)
+        history = await runtime.store.messages.load(session.id)
     assert result.error == (
         "No answer: No API key for openai: set OPENAI_API_KEY in the environment or in .env in your "
         "Herald home (see `herald setup`)."

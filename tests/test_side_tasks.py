@@ -78,7 +78,7 @@ async def test_three_children_and_a_review_read_the_parents_prompt_from_cache(
         session = await new_session(runtime)
         await run_turn(runtime, session, "Hello, I keep my answers short.")
         result = await run_turn(runtime, session, "There is a lot to do, please delegate it.")
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
         outcome = await review(runtime.agent, session, max_iterations=3)
         query = sa.select(requests.c.purpose).order_by(requests.c.id)
         purposes = await runtime.storage.read(lambda conn: list(conn.execute(query).scalars()))
@@ -133,7 +133,7 @@ async def test_children_are_refused_tools_they_may_not_use_and_cannot_delegate_a
     async with open_agent_runtime(make_config(emulator_url), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "please delegate")
-        todos = await runtime.store.get_todos(session.id)
+        todos = await runtime.store.sessions.todos(session.id)
     child_followups = [
         r
         for r in emulator.requests
@@ -155,7 +155,7 @@ async def test_delegation_limits_are_enforced(
     async with open_agent_runtime(make_config(emulator_url, delegate={"max_children": 4}), home) as runtime:
         session = await new_session(runtime)
         await run_turn(runtime, session, "do nine things")
-        messages = await runtime.store.load_messages(session.id)
+        messages = await runtime.store.messages.load(session.id)
     result = next(m for m in messages if m.role == "tool")
     assert result.is_error and "At most 4 tasks per delegate call" in result.content
     assert len(emulator.requests) == 2  # no child ran

@@ -178,13 +178,13 @@ async def test_a_new_day_starts_from_nothing() -> None:
 async def test_a_requests_cost_is_added_to_its_windows_with_its_usage_row(storage: Storage) -> None:
     store = SessionStore(storage)
     prompt = SystemPrompt(stable="s", context="", volatile="v")
-    await store.create_session(NewSession(id="s1", session_key="telegram:dm:5", source="telegram",
+    await store.sessions.create(NewSession(id="s1", session_key="telegram:dm:5", source="telegram",
                                           platform="telegram", system_prompt=prompt, tools_json="[]",
                                           provider="anthropic", model="m"))  # fmt: skip
     request = RequestUsage("turn", "anthropic", "m", Usage(input_tokens=10), cost=0.25, uncached_cost=0.3)
     keys = [("bot", DAY), ("chat:telegram:dm:5", DAY), ("bot", MONTH)]
-    assert (await store.record_request("s1", request, spend=keys)).spent == dict.fromkeys(keys, 0.25)
-    recorded = await store.record_request("s1", request, spend=[("bot", DAY), ("bot", DAY)])  # once each
+    assert (await store.usage.record("s1", request, spend=keys)).spent == dict.fromkeys(keys, 0.25)
+    recorded = await store.usage.record("s1", request, spend=[("bot", DAY), ("bot", DAY)])  # once each
     assert recorded.spent == {("bot", DAY): 0.5}
     ledger = store.spending
     assert await ledger.spent([*keys, ("person:x", DAY)]) == {

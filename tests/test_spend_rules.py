@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import ProviderRequest
 from agent.models import lookup_model
 from agent.prompt import SystemPrompt
-from agent.providers.base import ProviderRequest
 from agent.spending.charge import Limit, Scope
 from agent.spending.estimate import INPUT_MARGIN, MIN_ANSWER_TOKENS, request_price
 from agent.spending.gate import Refusal, SpendWarning

@@ -42,7 +42,7 @@ def test_only_the_seam_sends_model_requests() -> None:
 
 def test_the_seam_gates_before_it_sends_and_records_after() -> None:
     source = (ROOT / SEAM).read_text(encoding="utf-8")
-    steps = ("gate.admit(", "send_once(", "record_request(")
+    steps = ("gate.admit(", "send_once(", "store.usage.record(")
     admit, send, record = (source.index(step) for step in steps)
     assert admit < send < record
 
@@ -55,7 +55,7 @@ def test_paid_services_are_paid_through_the_seam_too() -> None:
     assert set(calls("synthesize")) == {SEAM}
     source = (ROOT / SEAM).read_text(encoding="utf-8")
     pay = source[source.index("async def pay(") :]
-    admit, send, record = (pay.index(step) for step in ("gate.admit(", "call.send()", "record_request("))
+    admit, send, record = (pay.index(step) for step in ("gate.admit(", "call.send()", "store.usage.record("))
     assert admit < send < record
     services = (
         ("transcribe", "transcriber", "gateway/conversation/media.py"),

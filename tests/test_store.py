@@ -18,8 +18,8 @@ from agent.db.migrate import head_revision
 from agent.db.schema import media
 from agent.db.search import fts_query
 from agent.history import SUMMARY_MARK
-from agent.media.types import Media
-from agent.messages import Message, ToolCall
+from agent.model.media import Media
+from agent.model.messages import Message, ToolCall
 from agent.prompt import SystemPrompt
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
@@ -31,7 +31,7 @@ PROMPT = SystemPrompt(stable="stable", context="", volatile="volatile")
 
 
 async def new_session(store: SessionStore, session_id: str = "s1", session_key: str = "cli:local") -> None:
-    await store.create_session(
+    await store.sessions.create(
         NewSession(
             id=session_id,
             session_key=session_key,
@@ -114,26 +114,26 @@ async def test_sessions_are_stored_as_created_and_listed_most_recent_first(store
     created = await store.get_session("s1")
     assert created is not None and created.system_prompt == PROMPT and created.message_count == 0
     await new_session(store, "s2", "chat:b")
-    await store.append_messages("s1", [Message(role="user", content="hi")])  # s1 is used last
+    await store.messages.append("s1", [Message(role="user", content="hi")])  # s1 is used last
     assert [s.id for s in await store.list_sessions()] == ["s1", "s2"]
     assert [s.id for s in await store.sessions_for("chat:b")] == ["s2"]
     latest = await store.latest_session()
     assert latest is not None and latest.id == "s1"
     assert await store.latest_session("chat:none") is None and await store.get_session("none") is None
-    await store.set_title("s2", "Second")
-    await store.set_todos("s2", [{"id": "1", "content": "write", "status": "pending"}])
-    await store.set_compression_state("s2", failures=2, retry_at=99.5)
+    await store.sessions.set_title("s2", "Second")
+    await store.sessions.set_todos("s2", [{"id": "1", "content": "write", "status": "pending"}])
+    await store.sessions.set_compression_state("s2", failures=2, retry_at=99.5)
     second = await store.get_session("s2")
     assert second is not None and second.title == "Second"
     assert (second.compress_failures, second.compress_retry_at) == (2, 99.5)
-    assert await store.get_todos("s2") == [{"id": "1", "content": "write", "status": "pending"}]
-    assert await store.get_todos("none") == []
+    assert await store.sessions.todos("s2") == [{"id": "1", "content": "write", "status": "pending"}]
+    assert await store.sessions.todos("none") == []
 
 
 async def test_messages_round_trip_with_payloads(store: SessionStore) -> None:
     await new_session(store)
     call = ToolCall(id="t1", name="todo", arguments_json='{"b":1,"a":2}')
-    stored = await store.append_messages(
+    stored = await store.messages.append(
         "s1",
         [
             Message(role="user", content="hi", payload={"role": "user"}, payload_api="anthropic"),
@@ -141,7 +141,7 @@ async def test_messages_round_trip_with_payloads(store: SessionStore) -> None:
             Message(role="tool", content="ok", tool_call_id="t1", tool_name="todo", is_error=True),
         ],
     )
-    loaded = await store.load_messages("s1")
+    loaded = await store.messages.load("s1")
     assert loaded == stored
     assert [m.role for m in loaded] == ["user", "assistant", "tool"]
     assert [m.position for m in loaded] == [1.0, 2.0, 3.0]
@@ -156,11 +156,11 @@ async def test_concurrent_appends_to_one_session_never_share_a_position(store: S
     await new_session(store)
     await asyncio.gather(
         *(
-            store.append_messages("s1", [Message("user", f"q{n}"), Message("assistant", f"a{n}")])
+            store.messages.append("s1", [Message("user", f"q{n}"), Message("assistant", f"a{n}")])
             for n in range(8)
         )
     )
-    loaded = await store.load_messages("s1")
+    loaded = await store.messages.load("s1")
     assert [m.position for m in loaded] == [float(p) for p in range(1, 17)]
     assert all(q.content[1:] == a.content[1:] for q, a in zip(loaded[::2], loaded[1::2], strict=True))
     session = await store.get_session("s1")
@@ -172,9 +172,9 @@ async def test_a_file_is_stored_once_however_many_messages_carry_it(
 ) -> None:
     await new_session(store)
     photo = Media.of("image", "image/png", b"\x89PNG bytes", name="a.png", tokens=100, width=2, height=1)
-    await store.append_messages("s1", [Message(role="user", content="look", media=(photo,))])
-    await store.append_messages("s1", [Message(role="user", content="again", media=(photo,))])
-    loaded = await store.load_messages("s1")
+    await store.messages.append("s1", [Message(role="user", content="look", media=(photo,))])
+    await store.messages.append("s1", [Message(role="user", content="again", media=(photo,))])
+    loaded = await store.messages.load("s1")
     assert [m.media for m in loaded] == [(photo,), (photo,)]
     assert loaded[0].media[0].data == b"\x89PNG bytes" and loaded[0].media[0].width == 2
     count = sa.select(sa.func.count()).select_from(media)
@@ -183,14 +183,14 @@ async def test_a_file_is_stored_once_however_many_messages_carry_it(
 
 async def test_compression_rewrites_atomically_and_keeps_what_it_took_out(store: SessionStore) -> None:
     await new_session(store)
-    old = await store.append_messages(
+    old = await store.messages.append(
         "s1", [Message("user", "first"), Message("assistant", "one"), Message("user", "second")]
     )
     summary = Message("user", "summary of first", position=1.5, meta={SUMMARY_MARK: True})
-    [stored] = await store.rewrite_history("s1", [m.id for m in old[:2] if m.id], [summary], "compressed")
+    [stored] = await store.messages.rewrite("s1", [m.id for m in old[:2] if m.id], [summary], "compressed")
     assert stored.id is not None and stored.position == 1.5
-    assert [m.content for m in await store.load_messages("s1")] == ["summary of first", "second"]
-    everything = await store.load_messages("s1", include_inactive=True)
+    assert [m.content for m in await store.messages.load("s1")] == ["summary of first", "second"]
+    everything = await store.messages.load("s1", include_inactive=True)
     taken_out = [m for m in everything if not m.active]
     assert [m.content for m in taken_out] == ["first", "one"]
     assert all(m.meta == {"inactive_reason": "compressed"} for m in taken_out)
@@ -198,21 +198,21 @@ async def test_compression_rewrites_atomically_and_keeps_what_it_took_out(store:
 
 async def test_inactive_messages_leave_the_conversation_but_stay_searchable(store: SessionStore) -> None:
     await new_session(store)
-    [first, _] = await store.append_messages(
+    [first, _] = await store.messages.append(
         "s1",
         [Message(role="user", content="the zebra password"), Message(role="assistant", content="noted")],
     )
     assert first.id is not None
-    await store.deactivate_messages([first.id], "compressed")
-    await store.deactivate_messages([first.id], "compressed")  # idempotent
-    assert [m.content for m in await store.load_messages("s1")] == ["noted"]
+    await store.messages.deactivate([first.id], "compressed")
+    await store.messages.deactivate([first.id], "compressed")  # idempotent
+    assert [m.content for m in await store.messages.load("s1")] == ["noted"]
     hits = await store.search("zebra")
     assert len(hits) == 1 and not hits[0].active and "[zebra]" in hits[0].snippet
 
 
 async def test_search_treats_user_text_literally(store: SessionStore) -> None:
     await new_session(store)
-    await store.append_messages("s1", [Message(role="user", content="what is C++ AND rust: NEAR* FACT-3")])
+    await store.messages.append("s1", [Message(role="user", content="what is C++ AND rust: NEAR* FACT-3")])
     assert len(await store.search('C++ AND "rust:')) == 1
     [hit] = await store.search("FACT-3")
     assert hit.snippet.endswith("[FACT-3]")
@@ -224,14 +224,14 @@ async def test_search_puts_the_best_match_first_and_keeps_to_its_chat(store: Ses
     await new_session(store, "s1", "chat:a")
     await new_session(store, "s2", "chat:b")
     filler = " ".join(f"word{n}" for n in range(60))
-    await store.append_messages(
+    await store.messages.append(
         "s1",
         [
             Message("user", f"{filler} the heron {filler}"),
             Message("assistant", "heron heron: a heron nests by water"),
         ],
     )
-    await store.append_messages("s2", [Message("user", "another chat's heron")])
+    await store.messages.append("s2", [Message("user", "another chat's heron")])
     hits = await store.search("heron", session_key="chat:a")
     assert [(h.session_id, h.role) for h in hits] == [("s1", "assistant"), ("s1", "user")]
     assert hits[0].snippet == "[heron] [heron]: a [heron] nests by water"  # all of it: no …
@@ -247,25 +247,26 @@ async def test_usage_accumulates_per_session(store: SessionStore) -> None:
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_5m_tokens=20)
     for _ in range(2):
         request = RequestUsage("turn", "anthropic", "m", usage, 0.5, 1.0)
-        await store.record_request("s1", request, at=1000.0)
+        await store.usage.record("s1", request, at=1000.0)
     session = await store.get_session("s1")
     assert session is not None
     assert (session.input_tokens, session.cache_read_tokens, session.cache_write_tokens) == (20, 200, 40)
     assert session.last_prompt_tokens == 130
-    assert await store.chat_request_times(session.session_key, since=0, limit=10) == [1000.0, 1000.0]
+    assert await store.usage.chat_request_times(session.session_key, since=0, limit=10) == [1000.0, 1000.0]
     assert session.estimated_cost == 1.0 and session.uncached_cost == 2.0
 
 
 async def test_side_requests_count_without_moving_the_prompt_size(store: SessionStore) -> None:
     await new_session(store, "s1", "chat:a")
     await new_session(store, "s2", "chat:b")
-    await store.record_request("s1", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=50), 0.2, 0.2))
+    await store.usage.record("s1", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=50), 0.2, 0.2))
     summary = RequestUsage("summary", "anthropic", "m", Usage(input_tokens=900, output_tokens=100), 1.0, 1.5)
-    await store.record_request("s1", summary)
-    await store.record_request("s2", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=7), 0.1, 0.1))
+    await store.usage.record("s1", summary)
+    await store.usage.record("s2", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=7), 0.1, 0.1))
     session = await store.get_session("s1")
     assert session is not None and session.last_prompt_tokens == 50 and session.input_tokens == 950
-    assert len(await store.chat_request_times("chat:a", since=0, limit=10)) == 1  # summaries do not pace
+    times = await store.usage.chat_request_times("chat:a", since=0, limit=10)
+    assert len(times) == 1  # summaries do not pace
     purposes = await store.usage_by_purpose("chat:a")
     assert [(p.purpose, p.requests, p.usage.input_tokens) for p in purposes] == [
         ("summary", 1, 900),
@@ -274,14 +275,14 @@ async def test_side_requests_count_without_moving_the_prompt_size(store: Session
     assert purposes[0].cost == 1.0 and purposes[0].uncached_cost == 1.5
     everything = {p.purpose: p.usage.input_tokens for p in await store.usage_by_purpose()}
     assert everything == {"summary": 900, "turn": 57}
-    await store.set_last_prompt_tokens("s1", 12)
+    await store.usage.set_last_prompt_tokens("s1", 12)
     session = await store.get_session("s1")
     assert session is not None and session.last_prompt_tokens == 12
 
 
 async def test_the_review_schedule_counts_turns_a_person_sent(store: SessionStore) -> None:
     await new_session(store)
-    stored = await store.append_messages(
+    stored = await store.messages.append(
         "s1",
         [
             Message("user", "a real question"),
@@ -298,9 +299,9 @@ async def test_the_review_schedule_counts_turns_a_person_sent(store: SessionStor
     assert await store.idle_unreviewed(now - 0.5, now - 1) == []  # not idle yet
     last = stored[-1].id
     assert last is not None
-    await store.mark_reviewed("s1", last)
-    await store.mark_reviewed("s1", last - 3)  # a late review that covered less changes nothing
+    await store.reviews.mark_reviewed("s1", last)
+    await store.reviews.mark_reviewed("s1", last - 3)  # a late review that covered less changes nothing
     assert await store.turns_since_review("s1") == 0
     assert await store.idle_unreviewed(now + 1, now - 1) == []
-    await store.append_messages("s1", [Message("user", "a third question")])
+    await store.messages.append("s1", [Message("user", "a third question")])
     assert await store.turns_since_review("s1") == 1

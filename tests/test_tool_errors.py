@@ -18,7 +18,7 @@ import pytest
 
 from agent.memory import OWNER_SCOPE
 from agent.memory.files import FileMemoryDocuments
-from agent.messages import ToolCall
+from agent.model.messages import ToolCall
 from agent.skills.files import DiskSkillTree
 from agent.skills.library import Bundle
 from agent.tools.delegate import format_outcomes

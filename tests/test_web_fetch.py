@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.messages import Message
+from agent.model.messages import Message
 from agent.settings import WebSettings
 from agent.tools.registry import ToolContext
 from agent.tools.web.addresses import IPAddress, owner_policy

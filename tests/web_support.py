@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.memory import OWNER_SCOPE
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.paid import ServiceCall
 from agent.settings import WebSettings
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool

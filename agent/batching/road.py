@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agent.batching.mode import Batching
-from agent.providers.base import (
+from agent.model.provider import (
     BatchFailed,
     BatchUnsupported,
     Provider,

@@ -23,11 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent.cache_policy import Ttl
-from agent.media.wire import PLACEHOLDER
+from agent.model.tokens import CHARS_PER_TOKEN  # rescaled to the reported totals
+from agent.model.wire import PLACEHOLDER
 
 Section = Literal["tools", "system", "messages"]
 
-CHARS_PER_TOKEN = 4  # the rough estimate the providers' own docs suggest; rescaled to reported totals
+
 _FILE = re.compile(re.escape(PLACEHOLDER) + r"([0-9a-f]{64})")
 
 

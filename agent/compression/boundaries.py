@@ -16,25 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.tokens import estimate_tokens
 
 PRUNED_TOOL_OUTPUT = "[Old tool output cleared to save context space]"
 PRUNE_MIN_CHARS = 200
 MISSING_RESULT = "[Result unavailable: removed during context compression]"
 MAX_TAIL_MESSAGES = 100  # a tail of many tiny messages is capped too: hygiene's 400-message rule needs it
-CHARS_PER_TOKEN = 4
-MESSAGE_OVERHEAD_TOKENS = 4
-
-
-def estimate_tokens(message: Message) -> int:
-    """Rough size of a message (~4 characters per token): used only to compare and to split."""
-    chars = len(message.content) + sum(len(c.name) + len(c.arguments_json) for c in message.tool_calls)
-    files = sum(media.tokens for media in message.media)  # counted by pixels and pages, not bytes
-    return chars // CHARS_PER_TOKEN + files + MESSAGE_OVERHEAD_TOKENS
-
-
-def estimate_total(messages: Sequence[Message]) -> int:
-    return sum(estimate_tokens(m) for m in messages)
 
 
 def head_end(messages: Sequence[Message]) -> int | None:

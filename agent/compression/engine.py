@@ -21,14 +21,14 @@ from typing import Literal
 from agent.compression.boundaries import (
     Boundaries,
     choose_boundaries,
-    estimate_total,
     prune_tool_outputs,
     repair_tool_pairs,
     summary_budget,
 )
 from agent.compression.summary import Summarizer, SummaryFailed, summary_instruction, wrap_summary
 from agent.history import DROPPED_MARK, SUMMARY_MARK
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.tokens import estimate_total
 from agent.models import ModelInfo
 from agent.settings import CompressionSettings
 from agent.spending.gate import OverBudget, Refusal
@@ -208,7 +208,7 @@ class ContextCompressor(ContextEngine):
                 session, messages, pruned, bounds, tokens_before, scale, str(exc)
             )
         if session.compress_failures or session.compress_retry_at is not None:
-            await self.store.set_compression_state(session.id, failures=0, retry_at=None)
+            await self.store.sessions.set_compression_state(session.id, failures=0, retry_at=None)
         summary = Message(role="user", content=wrap_summary(text), meta={SUMMARY_MARK: True})
         kept = [*messages[: bounds.head_end], summary, *messages[bounds.tail_start :]]
         return await self._persist(session, messages, kept, "summary", tokens_before, scale)
@@ -225,7 +225,8 @@ class ContextCompressor(ContextEngine):
     ) -> CompressionOutcome:
         count = session.compress_failures + 1
         cooldown = min(MAX_COOLDOWN, FIRST_COOLDOWN * 2 ** (count - 1))
-        await self.store.set_compression_state(session.id, failures=count, retry_at=self.clock() + cooldown)
+        retry_at = self.clock() + cooldown
+        await self.store.sessions.set_compression_state(session.id, failures=count, retry_at=retry_at)
         log.warning("session %s: summary failed (%s); next try in %.0fs", session.id, reason, cooldown)
         if self.fits(session, tokens_before):
             return CompressionOutcome(
@@ -254,9 +255,9 @@ class ContextCompressor(ContextEngine):
         kept_ids = {m.id for m in after if m.id is not None}
         removed = [m.id for m in before if m.id is not None and m.id not in kept_ids]
         new = [m for m in after if m.id is None]
-        await self.store.rewrite_history(session.id, removed, new, reason=f"compressed ({method})")
+        await self.store.messages.rewrite(session.id, removed, new, reason=f"compressed ({method})")
         tokens_after = int(estimate_total(after) * scale)
-        await self.store.set_last_prompt_tokens(session.id, tokens_after)
+        await self.store.usage.set_last_prompt_tokens(session.id, tokens_after)
         log.info(
             "session %s compressed by %s: %d → %d messages, ~%d → ~%d tokens",
             session.id, method, len(before), len(after), tokens_before, tokens_after,

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from agent.cache_policy import Policy, TtlSetting, choose_ttls
 from agent.compression.boundaries import PRUNE_MIN_CHARS, PRUNED_TOOL_OUTPUT
-from agent.messages import Message
+from agent.model.messages import Message
+from agent.model.provider import Provider, ProviderError, ProviderRequest
 from agent.model_calls import ModelCalls
 from agent.models import ModelInfo
 from agent.prompt import SystemPrompt
-from agent.providers.base import Provider, ProviderError, ProviderRequest
 from agent.providers.pool import ProviderKey, ProviderPool
 from agent.providers.retry import RetryPolicy
 from agent.spending.gate import OverBudget

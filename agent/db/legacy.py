@@ -132,7 +132,7 @@ AGENT: list[list[str]] = [
             created_at REAL NOT NULL
         )
         """,
-        # The files a message carries: a JSON list of agent.media.types.Media.ref(); NULL for none.
+        # The files a message carries: a JSON list of agent.model.media.Media.ref(); NULL for none.
         "ALTER TABLE messages ADD COLUMN media TEXT",
     ],
 ]

@@ -75,7 +75,7 @@ messages = sa.Table(
     sa.Column("active", Flag, nullable=False, server_default="1"),
     sa.Column("meta", sa.Text, nullable=False, server_default="{}"),
     sa.Column("created_at", Timestamp, nullable=False),
-    sa.Column("media", sa.Text),  # JSON list of agent.media.types.Media.ref(); NULL for none
+    sa.Column("media", sa.Text),  # JSON list of agent.model.media.Media.ref(); NULL for none
     sa.Index("messages_by_session", "session_id", "active", "position"),
     sqlite_autoincrement=True,
 )

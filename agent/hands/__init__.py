@@ -10,7 +10,8 @@
 - :mod:`~agent.hands.jobs`: commands left running in the background, per chat;
 - :mod:`~agent.hands.shell_words` and :mod:`~agent.hands.rules`: reading a command as bash will, and
   the rules that hold it for the owner's yes;
-- :mod:`~agent.hands.approval`: what a held tool asks the turn's approver (the gateway answers);
+- :mod:`~agent.tools.approval` (with the tool vocabulary, below the hands): what a held tool asks the
+  turn's approver (the gateway answers);
 - :mod:`~agent.hands.paths` and :mod:`~agent.hands.files`: the folders the file tools may use, and
   what they do there;
 - :mod:`~agent.hands.terminal`, :mod:`~agent.hands.code` and :mod:`~agent.hands.file_tools`: the tools

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.hands.rules import Finding
 from agent.hands.terminal import TOOLSET, Terminal, report
+from agent.tools.approval import Finding
 from agent.tools.registry import Tool, ToolContext, ToolError
 
 LANGUAGES = {"python": ("main.py", "python3 main.py")}

@@ -3,7 +3,7 @@
 Whether it waits is decided first by :class:`Judge`: every command that ``agent.hands.proof`` cannot
 prove harmless waits. The rules below no longer let anything through; they say *why* a command is
 held ("deletes recursively", "runs code it downloads"), and what the session's button may not cover
-(:data:`NOT_FOR_SESSION`).
+(``agent.tools.approval.NOT_FOR_SESSION``).
 
 A command is read as bash will run it (``agent.hands.shell_words``), so quoting (``r""m``), escapes
 (``\\rm``, ``$'\\x72m'``), paths (``/bin/rm``), wrappers (``sudo``, ``env``, ``nice``, ``timeout``,
@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from agent.hands.paths import Confinement, inside, real
 from agent.hands.proof import BUILTIN_SAFE, Prover
 from agent.hands.shell_words import Command, Script, Unreadable, Word, parse
+from agent.tools.approval import Finding
 
 LABELS = {
     "recursive_delete": "deletes recursively or destroys files",
@@ -46,8 +47,6 @@ LABELS = {
     "downloaded_code": "runs code it downloads",
     "unproven": "is not known to be harmless",
 }
-# What "Approve for this session" never covers: the owner approves these one command at a time.
-NOT_FOR_SESSION = frozenset({"opaque", "superuser", "shell_pipe", "downloaded_code", "fork_bomb"})
 DOWNLOADERS = frozenset({"curl", "wget", "aria2c", "fetch", "scp", "rsync"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash"})
 INTERPRETER = re.compile(
@@ -361,15 +360,6 @@ NODE_PACKAGERS = frozenset({"npm", "pnpm", "yarn", "bun"})
 FORK_BOMB = re.compile(r"(\S+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*&?\s*\1[^}]*&")
 PIP = re.compile(r"pip[0-9.]*")
 MKFS = re.compile(r"mkfs(\..+)?")
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str  # a built-in rule (``tools.approval_rules``), or "pattern:NAME" for one of the owner's
-    what: str  # what the owner is shown: the rule's words and the part of the command
-
-    def line(self) -> str:
-        return self.what
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The ``terminal`` tool (a shell command in the workspace) and the ``jobs`` tool (background commands).
 
 A command the approval rules hold (``agent.hands.rules``) waits for the owner's answer through the
-turn's approver (``agent.hands.approval``); the model is told what happened in the tool's result. Every
+turn's approver (``agent.tools.approval``); the model is told what happened in the tool's result. Every
 command is in the audit before it starts and completed when it ends (``agent.store.audit``).
 Descriptions and guidance are fixed text: the tool list is part of the prompt every owner's chat
 shares (docs/ARCHITECTURE.md, cache invariant 2).
@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent.hands.approval import Answer, ApprovalRequest, Verdict, outcome_for_model
 from agent.hands.jobs import BackgroundJobs, Job, TooManyJobs
 from agent.hands.quota import WorkspaceQuota
-from agent.hands.rules import Finding, Judge
+from agent.hands.rules import Judge
 from agent.hands.runner import Runner, RunResult, run_command
 from agent.store.audit import AuditEntry, Outcome
+from agent.tools.approval import Answer, ApprovalRequest, Finding, Verdict, outcome_for_model
 from agent.tools.registry import Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)

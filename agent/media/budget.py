@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.media.errors import MediaRefused
-from agent.media.types import Media
+from agent.model.media import Media
 
 FRESH_START = (
     "Send /new to start a fresh conversation (or /compress to summarize the older messages: their "

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from agent.files.text import valid_text
 from agent.media.errors import MediaRefused
-from agent.media.types import Media
+from agent.model.media import Media
+from agent.model.tokens import CHARS_PER_TOKEN
 from agent.untrusted.envelope import mark_untrusted, scan_note
 from agent.untrusted.scan import scan_for_injection
 
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 
 PDF = "application/pdf"
 PDF_PAGE_IMAGE_TOKENS = 1_600  # each page is also seen as an image (Anthropic: ~1,500-3,000 per page)
-CHARS_PER_TOKEN = 4
 EXTRACT_SECONDS = 30.0  # reading a PDF's text; a 100-page text PDF takes about a second
 TEXT_MEDIA_TYPES = frozenset(
     {

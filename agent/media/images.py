@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from agent.media.errors import MediaRefused
 from agent.media.memory import DecodeBudget, return_free_memory
-from agent.media.types import Media
+from agent.model.media import Media
 
 if TYPE_CHECKING:
     from PIL import Image, ImageFile

@@ -7,7 +7,7 @@ through the same road (:meth:`agent.model_calls.ModelCalls.speak`: the spend gat
 record after it, retries in between).
 
 Contract: :meth:`Synthesizer.synthesize` makes one attempt and returns the audio, or raises
-:class:`~agent.providers.base.ProviderError` saying whether a retry may help (429, 5xx, a dropped
+:class:`~agent.model.provider.ProviderError` saying whether a retry may help (429, 5xx, a dropped
 connection) and with no API key in its message. Safe to call from several tasks at once.
 """
 
@@ -18,7 +18,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import Final
 
-from agent.providers.base import ProviderError
+from agent.model.provider import ProviderError
 from agent.providers.errors import provider_failures
 
 log = logging.getLogger(__name__)

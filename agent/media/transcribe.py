@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.files.text import valid_text
-from agent.providers.base import ProviderError
+from agent.model.provider import ProviderError
 from agent.providers.errors import provider_failures
 from agent.providers.retry import RetryPolicy, call_with_retries
 

@@ -1,5 +1,5 @@
 """Model providers: the Anthropic Messages API and OpenAI-compatible Chat Completions, behind one
-:class:`~agent.providers.base.Provider` interface.
+:class:`~agent.model.provider.Provider` interface.
 
 :func:`build_provider` is how a client is made: it imports the chosen SDK only then (each takes about a
 second to import, and a process needs one at most).
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.providers.base import Provider
+    from agent.model.provider import Provider
 
 PROVIDERS = ("anthropic", "openai")
 

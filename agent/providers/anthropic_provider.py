@@ -10,9 +10,8 @@ from typing import Any
 import anthropic
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
-from agent.media.wire import anthropic_block
-from agent.messages import Message
-from agent.providers.base import (
+from agent.model.messages import Message
+from agent.model.provider import (
     BatchAnswer,
     BatchFailed,
     BatchUnsupported,
@@ -24,6 +23,7 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
+from agent.model.wire import anthropic_block
 from agent.providers.errors import incomplete_stream, provider_failures
 from agent.usage import Usage
 

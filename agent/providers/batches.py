@@ -1,6 +1,6 @@
 """A batch's answer as stored until it is used (``agent.store.batches``).
 
-A batch request is the very body a normal request of the same :class:`~agent.providers.base.ProviderRequest`
+A batch request is the very body a normal request of the same :class:`~agent.model.provider.ProviderRequest`
 sends (``Provider.build_body``: the same system blocks, tools and cache breakpoints), wrapped in the
 provider's batch envelope; only the transport's own fields (OpenAI's ``stream``) are left out. So it
 reads and writes the same prompt-cache entries, at half the price.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.messages import ToolCall
-from agent.providers.base import ProviderResponse
+from agent.model.messages import ToolCall
+from agent.model.provider import ProviderResponse
 from agent.usage import Usage
 
 USAGE_FIELDS = (

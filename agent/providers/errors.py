@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent.providers.base import ProviderError
+from agent.model.provider import ProviderError
 
 log = logging.getLogger(__name__)
 

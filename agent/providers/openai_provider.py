@@ -15,10 +15,8 @@ from typing import Any, Final
 import openai
 
 from agent.cache_policy import Breakpoint, PromptShape, place_breakpoints
-from agent.media.wire import openai_part
-from agent.messages import Message
-from agent.models import max_tokens_field
-from agent.providers.base import (
+from agent.model.messages import Message
+from agent.model.provider import (
     BatchAnswer,
     BatchFailed,
     BatchUnsupported,
@@ -30,6 +28,8 @@ from agent.providers.base import (
     StreamProgress,
     TextCallback,
 )
+from agent.model.wire import openai_part
+from agent.models import max_tokens_field
 from agent.providers.errors import incomplete_stream, missing_v1_hint, provider_failures
 from agent.usage import Usage
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from agent.providers.base import Provider
+from agent.model.provider import Provider
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agent.limits import RequestLimiter
-from agent.providers.base import (
+from agent.model.provider import (
     Provider,
     ProviderError,
     ProviderRequest,

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agent.model.provider import ProviderRequest, estimate_input_tokens
 from agent.models import ModelInfo
-from agent.providers.base import ProviderRequest, estimate_input_tokens
 from agent.usage import BATCH_PRICE
 
 INPUT_MARGIN = 1.25  # the provider's count of a request over ours: the emulator's wire count is within it

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agent.providers.base import ProviderError
+from agent.model.provider import ProviderError
 from agent.spending.charge import Charge, Scope, current_charge
 from agent.spending.counters import Capped, Granted, SpendCounters, SpendKey
 from agent.spending.rules import crossed

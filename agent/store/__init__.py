@@ -12,27 +12,25 @@ Each kind of state is a repository of its own, with its contract in its module:
 - :mod:`agent.store.leases`: the cross-process session leases (used by :mod:`agent.locks`, not here).
 
 :class:`SessionStore` is the one object the agent, tools and gateway are handed: it opens the
-repositories on one :class:`~agent.db.base.Storage` and forwards each call to the repository that
-owns it (nothing here touches the database).
+repositories on one :class:`~agent.db.base.Storage`, and callers use the repository that owns the call
+(``store.messages.load``). The few forwarders left are the gateway's reads, kept until its callers use
+the repositories too (nothing here touches the database).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from agent.db.base import Storage
 from agent.media.budget import MediaLoad
-from agent.messages import Message
 from agent.store.audit import AuditLog
 from agent.store.batches import BatchRequests
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
 from agent.store.sessions import NewSession, SessionRecord, Sessions
-from agent.store.spending import SpendKey, SpendLedger
-from agent.store.usage import PurposeUsage, Recorded, UsageLedger
-from agent.usage import RequestUsage
+from agent.store.spending import SpendLedger
+from agent.store.usage import PurposeUsage, UsageLedger
 
 __all__ = [
     "CacheMiss",
@@ -60,9 +58,6 @@ class SessionStore:
 
     # -- sessions -----------------------------------------------------------------------------
 
-    async def create_session(self, new: NewSession) -> SessionRecord:
-        return await self.sessions.create(new)
-
     async def get_session(self, session_id: str) -> SessionRecord | None:
         return await self.sessions.get(session_id)
 
@@ -77,40 +72,11 @@ class SessionStore:
         """The sessions of one chat, most recently used first."""
         return await self.sessions.of_key(session_key, limit)
 
-    async def set_title(self, session_id: str, title: str) -> None:
-        await self.sessions.set_title(session_id, title)
-
-    async def get_todos(self, session_id: str) -> list[dict[str, Any]]:
-        return await self.sessions.todos(session_id)
-
-    async def set_todos(self, session_id: str, todos: list[dict[str, Any]]) -> None:
-        await self.sessions.set_todos(session_id, todos)
-
-    async def set_compression_state(self, session_id: str, *, failures: int, retry_at: float | None) -> None:
-        await self.sessions.set_compression_state(session_id, failures=failures, retry_at=retry_at)
-
     # -- messages -----------------------------------------------------------------------------
-
-    async def append_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append ``messages`` after the session's last one, in one transaction: all or none."""
-        return await self.messages.append(session_id, messages)
-
-    async def rewrite_history(
-        self, session_id: str, deactivate: Sequence[int], insert: Sequence[Message], reason: str
-    ) -> list[Message]:
-        """Compression's one sanctioned rewrite (:meth:`Messages.rewrite`)."""
-        return await self.messages.rewrite(session_id, deactivate, insert, reason)
-
-    async def load_messages(self, session_id: str, *, include_inactive: bool = False) -> list[Message]:
-        return await self.messages.load(session_id, include_inactive=include_inactive)
 
     async def media_load(self, session_id: str) -> MediaLoad:
         """What the files still in the conversation add to every request (:meth:`Messages.media_load`)."""
         return await self.messages.media_load(session_id)
-
-    async def deactivate_messages(self, message_ids: Sequence[int], reason: str) -> None:
-        """Take messages out of the conversation while keeping them for search and audit."""
-        await self.messages.deactivate(message_ids, reason)
 
     async def search(
         self,
@@ -127,39 +93,10 @@ class SessionStore:
 
     # -- usage --------------------------------------------------------------------------------
 
-    async def record_request(
-        self,
-        session_id: str,
-        request: RequestUsage,
-        *,
-        at: float | None = None,
-        sent_at: float | None = None,
-        spend: Sequence[SpendKey] = (),
-    ) -> Recorded:
-        """Store one provider request's usage and add it to the session's totals (and its cost to the
-        ``spend`` windows): its row id, and what those windows have spent now."""
-        return await self.usage.record(session_id, request, at=at, sent_at=sent_at, spend=spend)
-
-    async def chat_request_times(self, session_key: str, since: float, limit: int) -> list[float]:
-        return await self.usage.chat_request_times(session_key, since, limit)
-
     async def usage_by_purpose(self, session_key: str | None = None) -> list[PurposeUsage]:
         return await self.usage.by_purpose(session_key)
 
-    async def set_last_prompt_tokens(self, session_id: str, tokens: int | None) -> None:
-        await self.usage.set_last_prompt_tokens(session_id, tokens)
-
     # -- cache misses (agent.cache_misses) ------------------------------------------------------
-
-    async def cache_misses_of_session(self, session_id: str) -> list[CacheMiss]:
-        """The session's cache-miss events, oldest first."""
-        return await self.cache_misses.of_session(session_id)
-
-    async def cache_misses_of_chat(
-        self, session_key: str, since: float | None = None, until: float | None = None
-    ) -> list[CacheMiss]:
-        """The cache-miss events of one chat's sessions in ``[since, until)``, oldest first."""
-        return await self.cache_misses.of_chat(session_key, since, until)
 
     async def cache_misses_of_requests(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
         """The cache-miss events of one chat on the given requests (``requests`` rows), oldest first."""
@@ -182,6 +119,3 @@ class SessionStore:
 
     async def idle_unreviewed(self, idle_since: float, active_after: float) -> list[SessionRecord]:
         return await self.reviews.idle_unreviewed(idle_since, active_after)
-
-    async def mark_reviewed(self, session_id: str, through_message_id: int) -> None:
-        await self.reviews.mark_reviewed(session_id, through_message_id)

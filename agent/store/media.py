@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from agent.db.schema import media
 from agent.db.sql import insert_or_ignore
 from agent.media.budget import MediaLoad
-from agent.media.types import Media
+from agent.model.media import Media
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ _reported: set[str] = set()  # missing files already logged
 def attached(stored: str | None, files: dict[str, bytes]) -> tuple[Media, ...]:
     """The files of one message, from its ``messages.media`` value and the bytes :func:`load_files`
     found. A file whose bytes are missing is left out, logged: its message's stored payload names it,
-    and the request says it is gone (``agent.media.wire.hydrate``)."""
+    and the request says it is gone (``agent.model.wire.hydrate``)."""
     refs: list[dict[str, Any]] = json.loads(stored) if stored else []
     missing = [ref for ref in refs if ref["sha256"] not in files and ref["sha256"] not in _reported]
     for ref in missing:

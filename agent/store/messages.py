@@ -32,7 +32,7 @@ from agent.db.base import Storage
 from agent.db.schema import messages, sessions
 from agent.db.search import text_match
 from agent.media.budget import MediaLoad
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
 from agent.store.media import attached, load_files, load_of, references, store_files
 from agent.store.sessions import UPDATE_SESSION
 

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.db.errors import StorageError
 from agent.files.text import valid_text
-from agent.media.types import Media
-from agent.messages import Message, ToolCall, tool_result
+from agent.model.media import Media
+from agent.model.messages import Message, ToolCall, tool_result
 
 if TYPE_CHECKING:
-    from agent.hands.approval import Approver
     from agent.memory import MemoryStore
     from agent.paid import Payer
     from agent.skills import SkillLibrary
     from agent.store import SessionStore
+    from agent.tools.approval import Approver
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class ToolContext:
     true only for the owner's sessions (the terminal, ``gateway.admins`` in their direct chats):
     tools that could reach the owner's network or machine check it (``gateway.tools_for_guests``).
     ``gate`` is asked before each call (the caller's current rights; sub-agents inherit it).
-    ``approver`` is who may say yes to a dangerous action (``agent.hands.approval``): the person a chat's
+    ``approver`` is who may say yes to a dangerous action (``agent.tools.approval``): the person a chat's
     turn answers; None where nobody can be asked (a scheduled run, a sub-agent, a review).
     """
 
@@ -129,7 +129,7 @@ class ToolContext:
 @dataclass(frozen=True)
 class ToolOutput:
     """A result with images (a browser screenshot): the text, and the files the model sees with it
-    (stored and sent like a user's photo, ``agent.media.wire``)."""
+    (stored and sent like a user's photo, ``agent.model.wire``)."""
 
     text: str
     media: tuple[Media, ...] = ()

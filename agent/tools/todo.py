@@ -73,14 +73,14 @@ def format_todos(items: list[dict[str, Any]]) -> str:
 
 
 async def handle(args: dict[str, Any], context: ToolContext) -> str:
-    current = await context.store.get_todos(context.session_id)
+    current = await context.store.sessions.todos(context.session_id)
     if args.get("todos") is None:
         return format_todos(current)
     updates = _validate(args["todos"])
     items = merge_todos(current, updates) if args.get("merge") else updates
     if len(items) > MAX_ITEMS:
         raise ToolError(f"A todo list holds at most {MAX_ITEMS} items; remove finished ones first.")
-    await context.store.set_todos(context.session_id, items)
+    await context.store.sessions.set_todos(context.session_id, items)
     return format_todos(items)
 
 

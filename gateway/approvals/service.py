@@ -1,6 +1,6 @@
 """Holding a command for the owner's yes: the question in the chat, the wait, the answer, the audit.
 
-:class:`Approvals` is the gateway's side of ``agent.hands.approval``. A turn's :class:`TurnApprover`
+:class:`Approvals` is the gateway's side of ``agent.tools.approval``. A turn's :class:`TurnApprover`
 asks it; it checks the session's earlier approvals, records the held command (``records``), queues the
 question with its buttons into the chat the turn answers (the outbox, like every reply), and waits for
 the row to change:
@@ -225,7 +225,7 @@ class Approvals:
 
 @dataclass(frozen=True)
 class TurnApprover:
-    """``agent.hands.approval.Approver`` for one turn: asks in the chat the turn answers."""
+    """``agent.tools.approval.Approver`` for one turn: asks in the chat the turn answers."""
 
     approvals: Approvals
     address: ChatAddress

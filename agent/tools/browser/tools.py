@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent.media.images import image_tokens
-from agent.media.types import Media
+from agent.model.media import Media
 from agent.settings import BrowserSettings, WebSettings
 from agent.tools.browser.downloads import DownloadPlace
 from agent.tools.browser.host import VIEWPORT, BrowserHost, SessionBrowser

@@ -25,5 +25,5 @@ def upgrade() -> None:
         sa.Column("data", sa.LargeBinary, nullable=False),
         sa.Column("created_at", sa.Double, nullable=False),
     )
-    # The files a message carries: a JSON list of agent.media.types.Media.ref(); NULL for none.
+    # The files a message carries: a JSON list of agent.model.media.Media.ref(); NULL for none.
     op.add_column("messages", sa.Column("media", sa.Text))

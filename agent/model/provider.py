@@ -6,18 +6,15 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.cache_policy import Policy, Ttl
-from agent.compression.boundaries import CHARS_PER_TOKEN, estimate_total
 from agent.files.text import valid_text
-from agent.media.wire import hydrate
-from agent.messages import Message, ToolCall
+from agent.model.messages import Message, ToolCall
+from agent.model.tokens import CHARS_PER_TOKEN, estimate_total
+from agent.model.wire import hydrate
 from agent.prompt import SystemPrompt
 from agent.usage import Usage
-
-if TYPE_CHECKING:
-    from agent.failover import FailedOver
 
 TextCallback = Callable[[str], Awaitable[None]]
 
@@ -48,6 +45,20 @@ def estimate_input_tokens(request: ProviderRequest) -> int:
 
 
 CUT_OFF_REASONS = frozenset({"max_tokens", "length"})  # Anthropic's and OpenAI's words for it
+
+
+@dataclass(frozen=True)
+class FailedOver:
+    """A request answered by a fallback because its session's own model failed."""
+
+    primary: str  # the session's own model
+    fallback: str  # the model that answered
+    reason: str  # what is wrong with the primary (``agent.failover.failure_reason``)
+
+    @property
+    def line(self) -> str:
+        """The one line the person reads with the answer."""
+        return f"The main model {self.reason}; this answer comes from {self.fallback}."
 
 
 @dataclass(frozen=True)
@@ -216,7 +227,7 @@ class Provider(ABC):
     @abstractmethod
     def build_body(self, request: ProviderRequest, *, with_files: bool = True) -> dict[str, Any]:
         """The request body as sent, cache markers applied. ``with_files=False``: files stay placeholders
-        (``agent.media.wire``), as stored: what the cache-miss check hashes instead of their bytes."""
+        (``agent.model.wire``), as stored: what the cache-miss check hashes instead of their bytes."""
 
     def stored_fragment(self, message: Message) -> dict[str, Any]:
         """The wire fragment of ``message`` with files as placeholders: the stored payload when it is in

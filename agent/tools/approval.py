@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from agent.hands.rules import NOT_FOR_SESSION, Finding
+# What "Approve for this session" never covers (rules of ``agent.hands.rules``): the owner approves these
+# one command at a time.
+NOT_FOR_SESSION = frozenset({"opaque", "superuser", "shell_pipe", "downloaded_code", "fork_bomb"})
 
 
 class Verdict(StrEnum):
@@ -26,6 +28,17 @@ class Verdict(StrEnum):
     @property
     def approved(self) -> bool:
         return self in (Verdict.APPROVED_ONCE, Verdict.APPROVED_SESSION, Verdict.GRANTED)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why an action waits for the owner: the rule that holds it, in the words the owner is shown."""
+
+    rule: str  # a built-in rule (``tools.approval_rules``), or "pattern:NAME" for one of the owner's
+    what: str  # what the owner is shown: the rule's words and the part of the command
+
+    def line(self) -> str:
+        return self.what
 
 
 @dataclass(frozen=True)

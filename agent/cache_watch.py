@@ -31,8 +31,8 @@ from agent.cache_misses.diagnosis import (
     missed_cost,
 )
 from agent.cache_misses.reads import Entry, by_digest, left_behind
+from agent.model.provider import Provider, ProviderRequest
 from agent.models import ModelInfo
-from agent.providers.base import Provider, ProviderRequest
 from agent.store.cache_misses import CacheMiss, CacheMissLog, PrefixRecord
 from agent.store.sessions import SessionRecord
 from agent.usage import RequestUsage

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.media.types import Media
+from agent.model.media import Media
 
 PLACEHOLDER = "herald-media:"
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.media.types import Media
+from agent.model.media import Media
 
 Role = Literal["user", "assistant", "tool"]
 
@@ -44,7 +44,7 @@ class Message:
     ``payload``/``payload_api`` hold the provider wire fragment this message was sent as (for a tool
     result on Anthropic: the ``tool_result`` block). ``None`` until the message was first sent.
     ``media`` are the images and documents a user message carries (stored once each, by content hash;
-    the payload holds placeholders for their bytes: ``agent.media.wire``).
+    the payload holds placeholders for their bytes: ``agent.model.wire``).
     """
 
     role: Role
