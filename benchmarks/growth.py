@@ -157,7 +157,11 @@ async def command_figures() -> dict[str, float]:
 
 async def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")  # the SDK's; the emulator takes any
-    home = HeraldHome(Path(tempfile.mkdtemp(prefix="herald-growth-")) / "home")
+    with tempfile.TemporaryDirectory(prefix="herald-growth-") as tmp:  # a million messages: ~1 GB
+        await measure(HeraldHome(Path(tmp) / "home"), args)
+
+
+async def measure(home: HeraldHome, args: argparse.Namespace) -> None:
     ensure_home(home)
     os.environ["HERALD_HOME"] = str(home.root)
     if args.postgresql:
