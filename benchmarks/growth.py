@@ -1,12 +1,24 @@
-"""A home used for a long time: what it costs to keep, and whether reading it grows with it.
+"""A home used for a long time: what it costs to keep, and whether using it grows with it.
 
-Seeds a home (SQLite by default, ``--postgresql URL`` for an empty PostgreSQL database) with
-``--sessions`` sessions, each with ``--messages`` messages and ``--requests`` provider requests spread
-over days 45 to 105 ago (so part of them is past ``storage.retention.usage_days``), the inbox rows, cache
-misses and spending the console benchmark's seeder writes (``benchmarks.console_data``); then times what
-reads the whole history: ``herald insights``, ``herald budget``, the console's overview and first chat
-page, ``herald storage prune --dry-run`` and a real prune (which rolls the old requests up into days).
-Prints the database's bytes per message (SQLite: the file; PostgreSQL: the database's size).
+Times the gateway on a fresh home, then seeds it (SQLite by default, ``--postgresql URL`` for an empty
+PostgreSQL database) with ``--sessions`` sessions, each with ``--messages`` messages and ``--requests``
+provider requests spread over days 45 to 105 ago (so part of them is past
+``storage.retention.usage_days``), the inbox rows, cache misses and spending the console benchmark's
+seeder writes (``benchmarks.console_data``; its scheduled jobs next run tomorrow, as in a home whose
+scheduler kept running), and times the same again on the grown home:
+
+- the gateway's start (``open_gateway`` as ``herald gateway run`` opens it: migrations checked,
+  unfinished work found, the console and Telegram up; a restart: the fresh home was started once
+  before, and the imports, which no history changes, are not counted) and its first reply to
+  ``--turns`` new chats one after another (the fake Telegram Bot API and the provider emulator in this
+  process: what a grown home adds to a turn is the difference from the fresh home's);
+- every console page over HTTP (``benchmarks.console``'s pages, the median of ``--repeat`` fetches);
+- ``herald insights``, ``herald budget`` and ``herald storage prune --dry-run``;
+
+and a real prune of the grown home (which rolls the old requests up into days) before its gateway is
+timed: the gateway's own first pass at its start would otherwise compete with what is timed, and a home
+in use is pruned every day. Prints the database's bytes per message (SQLite: the file; PostgreSQL: the
+database's size).
 
     python -m benchmarks.growth --sessions 100 --messages 100          # a 10,000-message home
     python -m benchmarks.growth --sessions 10000 --messages 100        # 1,000,000 messages
@@ -17,9 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import io
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -28,20 +40,24 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.api import SessionStore, SpendLedger
 from agent.db.base import Storage
 from agent.db.schema import messages, sessions
+from benchmarks.console import TOKEN, timed_pages
 from benchmarks.console_data import seed
-from gateway.budgets.book import BudgetBook
+from gateway.app import open_gateway
 from gateway.cli.dispatch import run as herald
-from gateway.config import BudgetSettings
-from gateway.console.reports import ChatSort, Reports
+from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
 from gateway.home.database import home_config, open_home_storage
 from gateway.retention.pruner import Pruner
+from gateway.tables import cron_jobs
+from tests.emulator import ProviderEmulator
+from tests.fakes import FakeTelegram
 
 DAY = 86_400.0
 BATCH = 5_000
+REPLY_TIMEOUT = 120.0
+QUESTION = "What should I pack for three days in the mountains?"
 TEXT = "A message of a usual length: a question, a few sentences of answer, a link or two. " * 3
 
 
@@ -91,12 +107,70 @@ async def database_bytes(storage: Storage, home: HeraldHome) -> int:
     return int(await storage.read(lambda conn: conn.execute(query).scalar_one()))
 
 
+async def first_reply(fake: FakeTelegram, user: int) -> float:
+    """Seconds from a new chat's first message to the bot's answer reaching Telegram."""
+    began = time.perf_counter()
+    fake.private_message(user, QUESTION)
+    while not fake.messages(user):
+        if time.perf_counter() - began > REPLY_TIMEOUT:
+            raise TimeoutError(f"no answer in chat {user} within {REPLY_TIMEOUT:g} s")
+        await asyncio.sleep(0.002)
+    return time.perf_counter() - began
+
+
+async def gateway_figures(
+    home: HeraldHome, args: argparse.Namespace, first_user: int, *, warm_up: bool = False
+) -> dict[str, float]:
+    """The gateway's start, its first reply to ``args.turns`` new chats (median) and each console page
+    (median of ``args.repeat`` fetches), on ``home`` as it is now. ``warm_up``: start it once before
+    (a fresh database's first start creates the tables, and the process's first imports the SDKs)."""
+    emulator, fake = ProviderEmulator(), FakeTelegram()
+    async with emulator.serve() as model_url, fake.serve() as telegram_url:
+        config = HeraldConfig.model_validate(
+            {
+                "storage": {"url": args.postgresql},
+                "model": {"base_url": model_url},
+                "gateway": {"http_port": 0, "allow_all": True, "stream_edit_interval": 0},
+                "telegram": {"base_url": telegram_url},
+            }
+        )
+        environ = {"TELEGRAM_BOT_TOKEN": fake.token, "HERALD_CONSOLE_TOKEN": TOKEN}
+        if warm_up:
+            async with open_gateway(config, home, environ=environ):
+                pass
+        began = time.perf_counter()
+        async with open_gateway(config, home, environ=environ) as gateway:
+            figures = {"gateway start (open_gateway)": time.perf_counter() - began}
+            replies = [await first_reply(fake, first_user + n) for n in range(args.turns)]
+            figures[f"first reply to a new chat (median of {args.turns})"] = statistics.median(replies)
+            listed = await gateway.services.runtime.store.list_sessions(1)
+            chat_path = f"/console/chat?key={listed[0].session_key}"
+            pages = await timed_pages(gateway.http.url, args.repeat, chat_path)
+    for name, samples in pages.items():
+        figures[f"console: {name}"] = statistics.median(wall for wall, _ in samples) / 1000
+    return figures
+
+
+async def command_figures() -> dict[str, float]:
+    return {
+        "herald insights": await timed(quiet("insights")),
+        "herald budget": await timed(quiet("budget")),
+        "herald storage prune --dry-run": await timed(quiet("storage", "prune", "--dry-run")),
+    }
+
+
 async def main(args: argparse.Namespace) -> None:
-    home = HeraldHome(Path(tempfile.mkdtemp(prefix="herald-growth-")) / "home")
+    os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")  # the SDK's; the emulator takes any
+    with tempfile.TemporaryDirectory(prefix="herald-growth-") as tmp:  # a million messages: ~1 GB
+        await measure(HeraldHome(Path(tmp) / "home"), args)
+
+
+async def measure(home: HeraldHome, args: argparse.Namespace) -> None:
     ensure_home(home)
     os.environ["HERALD_HOME"] = str(home.root)
     if args.postgresql:
         home.config_path.write_text(f"storage:\n  url: {args.postgresql}\n")
+    fresh = await gateway_figures(home, args, 900_000, warm_up=True) | await command_figures()
     now = time.time()
     async with open_home_storage(home) as storage:
         began = time.perf_counter()
@@ -104,31 +178,25 @@ async def main(args: argparse.Namespace) -> None:
             storage, sessions_wanted=args.sessions, requests_per_session=args.requests, now=now - 45 * DAY
         )
         count = await add_messages(storage, args.messages, now)
+        await storage.write(lambda conn: conn.execute(sa.update(cron_jobs).values(next_run_at=now + DAY)))
         seeding = time.perf_counter() - began
         size = await database_bytes(storage, home)
-        book = BudgetBook(BudgetSettings(), SpendLedger(storage), dt.UTC)
-        reports = Reports(storage, SessionStore(storage), dt.UTC, book)
-        overview = await timed(lambda: reports.overview(time.time()))
-        page = await timed(lambda: reports.chats(ChatSort.SPEND, True, 1))
-    figures = {
-        "herald insights": await timed(quiet("insights")),
-        "herald budget": await timed(quiet("budget")),
-        "console overview": overview,
-        "console chat list (first page)": page,
-        "herald storage prune --dry-run": await timed(quiet("storage", "prune", "--dry-run")),
-    }
-    async with open_home_storage(home) as storage:
+    grown = {"herald storage prune --dry-run": await timed(quiet("storage", "prune", "--dry-run"))}
+    async with open_home_storage(home) as storage:  # first, as every day in a home that is in use
         pruner = Pruner(storage, home_config(home).storage.retention)
-        figures["herald storage prune (rolls up old requests)"] = await timed(pruner.prune)
+        grown["herald storage prune (rolls up old requests)"] = await timed(pruner.prune)
+    grown |= await gateway_figures(home, args, 910_000) | await command_figures()
     kind = "PostgreSQL" if args.postgresql else "SQLite"
     print(
         f"{kind}: {seeded.sessions:,} sessions in {seeded.chats:,} chats, {count:,} messages, "
         f"{seeded.requests:,} requests, {seeded.inbox:,} inbox rows (seeded in {seeding:.0f} s); "
         f"{size / max(count, 1):,.0f} bytes per message (the whole database / messages)"
     )
-    print("| what | seconds |\n|---|---|")
-    for what, seconds in figures.items():
-        print(f"| {what} | {seconds:.3f} |")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"load average {load}\n\n| what | fresh home, s | grown home, s |\n|---|---|---|")
+    for what, seconds in grown.items():
+        before = f"{fresh[what]:.3f}" if what in fresh else "-"
+        print(f"| {what} | {before} | {seconds:.3f} |")
 
 
 def cli() -> None:
@@ -138,6 +206,8 @@ def cli() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--messages", type=int, default=100, help="messages per session")
     parser.add_argument("--requests", type=int, default=20, help="provider requests per session")
+    parser.add_argument("--turns", type=int, default=5, help="new chats whose first reply is timed")
+    parser.add_argument("--repeat", type=int, default=5, help="fetches of each console page")
     parser.add_argument("--postgresql", metavar="URL", help="an empty PostgreSQL database instead of SQLite")
     asyncio.run(main(parser.parse_args()))
 
