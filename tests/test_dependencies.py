@@ -3,7 +3,8 @@
 A package that arrives only as another package's dependency can vanish with that package's next
 release, and its type stubs are never installed: on a fresh machine mypy failed on `regex`, which came
 only through `dateparser`. Product code (agent, gateway, adapters, resilience) may import only what
-`[project].dependencies` names; tests and benchmarks may also import the `test` extra.
+`[project].dependencies` names, or a feature's extra (`browser`: imported lazily, and the feature says
+what to install when it is missing); tests and benchmarks may also import the `test` extra.
 """
 
 from __future__ import annotations
@@ -71,10 +72,18 @@ def undeclared(folders: tuple[str, ...], declared: set[str]) -> list[str]:
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 RUNTIME = {requirement_name(r) for r in PROJECT["dependencies"]}
 TEST = {requirement_name(r) for r in PROJECT["optional-dependencies"]["test"]}
+# A feature's extra (`herald[browser]`): its imports are lazy, and the feature says what to install when
+# they are missing (the browser tool set, `herald doctor`).
+FEATURES = {
+    requirement_name(r)
+    for extra, requirements in PROJECT["optional-dependencies"].items()
+    if extra != "test"
+    for r in requirements
+}
 
 
 def test_product_code_imports_only_declared_dependencies() -> None:
-    assert undeclared(PRODUCT, RUNTIME) == []
+    assert undeclared(PRODUCT, RUNTIME | FEATURES) == []
 
 
 def test_tests_and_benchmarks_import_only_declared_dependencies() -> None:
