@@ -91,7 +91,11 @@ class GatewaySettings(Section):
         False, description="Let everyone use the bot, no allowlist or pairing (logged as a warning at start)."
     )
     max_concurrent_turns: StrictInt = Field(
-        32, ge=1, le=10_000, description="Agent turns running at once over all chats (one per chat)."
+        32,
+        ge=1,
+        le=10_000,
+        description="Agent turns running at once in this process: chats' (one per chat), API requests' and "
+        "scheduled runs' together (a run marked batch, waiting for its batch, takes none).",
     )
     busy_policy: Literal["queue", "interrupt"] = Field(
         "queue",
@@ -229,8 +233,8 @@ class ClusterSettings(Section):
         None,
         ge=1,
         le=100_000,
-        description="Turns running at once over the whole cluster; null = no cluster-wide cap (each "
-        "process still has gateway.max_concurrent_turns).",
+        description="Turns running at once over the whole cluster (chats, API requests and scheduled runs "
+        "together); null = no cluster-wide cap (each process still has gateway.max_concurrent_turns).",
     )
     max_concurrent_requests: StrictInt | None = Field(
         None,
