@@ -6,30 +6,26 @@ and no link markup: it makes a bare address tappable, so ``[label](url)`` become
 (the address is what a person needs). A heading is a bold line. A code block has no language: it
 becomes an italic caption above the block (WhatsApp would show it as the code's first line).
 
-Split first, convert after (``adapters.text.converted``), like Slack's mrkdwn. Pure and total like
-every renderer.
+The conversion is the star markups' (``adapters.text.star_marks``), with no escapes and links as
+``label (url)``. Split first, convert after (``adapters.text.converted``), like Slack's mrkdwn. Pure
+and total like every renderer.
 """
 
 from __future__ import annotations
 
-import re
-
 from adapters.base import OutboundText
 from adapters.text.converted import converted_parts
-from adapters.text.fences import find_fences
+from adapters.text.star_marks import StarMarkup, to_star_marks
 
 TEXT_LIMIT = 4096  # characters of a text message's body (Cloud API)
 MIN_LIMIT = 16  # room for a fence's lines and a caption's first characters
 
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
-_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_HEADING = re.compile(r"^(\s{0,3})#{1,6}\s+(.+?)\s*#*\s*$")
-_BULLET = re.compile(r"^(\s*)[-*+]\s+(?=\S)")
-_BOLD_MARK = "\x00"  # stands for a bold asterisk while italics are converted (never in sanitized text)
+
+def _link(label: str, url: str) -> str:
+    return url if label == url else f"{label} ({url})"
+
+
+WHATSAPP_MARKUP = StarMarkup(escape=lambda text: text, link=_link)
 
 
 def render_whatsapp(markdown: str, limit: int) -> list[OutboundText]:
@@ -45,53 +41,5 @@ def render_whatsapp(markdown: str, limit: int) -> list[OutboundText]:
 
 
 def to_whatsapp(markdown: str) -> str:
-    """One part's Markdown in WhatsApp's markup: code blocks kept (language as a caption), the prose
-    around them converted line by line."""
-    out: list[str] = []
-    position = 0
-    for fence in find_fences(markdown):
-        out.append(_prose(markdown[position : fence.start]))
-        language = fence.opener.strip().lstrip("`~").strip().split(" ")[0]
-        body = markdown[fence.body_start : fence.close_start].rstrip("\n")
-        caption = f"_{language}_\n" if language else ""
-        out.append(f"{caption}```\n{body}\n```")
-        position = fence.close_end
-    out.append(_prose(markdown[position:]))
-    return "".join(out)
-
-
-def _prose(text: str) -> str:
-    return "\n".join(_line(line) for line in text.split("\n"))
-
-
-def _line(line: str) -> str:
-    heading = _HEADING.match(line)
-    if heading:
-        return f"{heading.group(1)}*{_inline(heading.group(2)).replace('*', '').strip()}*"
-    bullet = _BULLET.match(line)
-    if bullet:
-        line = f"{bullet.group(1)}• {line[bullet.end() :]}"
-    return _inline(line)
-
-
-def _inline(text: str) -> str:
-    """Inline code kept as it is; links, bold, italic and strike converted around it."""
-    pieces: list[str] = []
-    position = 0
-    for match in _CODE_SPAN.finditer(text):
-        pieces.append(_styled(text[position : match.start()]))
-        pieces.append(f"`{match.group(2)}`")
-        position = match.end()
-    pieces.append(_styled(text[position:]))
-    return "".join(pieces)
-
-
-def _styled(text: str) -> str:
-    text = _AUTOLINK.sub(r"\1", text)
-    text = _LINK.sub(
-        lambda m: m.group(2) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})", text
-    )
-    text = _BOLD.sub(lambda m: f"{_BOLD_MARK}{m.group(1) or m.group(2)}{_BOLD_MARK}", text)
-    text = _ITALIC.sub(r"_\1_", text)
-    text = _STRIKE.sub(r"~\1~", text)
-    return text.replace(_BOLD_MARK, "*")
+    """One part's Markdown in WhatsApp's markup (a fence's language as a caption)."""
+    return to_star_marks(markdown, WHATSAPP_MARKUP)
