@@ -32,11 +32,13 @@ from tests.test_cluster_chaos import (
 
 pytestmark = [pytest.mark.own_database, pytest.mark.timeout(240)]
 
-# python-telegram-bot gives a getUpdates its read timeout (10 s) plus the long poll's (30 s); the fake
-# holds each call longer than that, so every poll of the leader ends in TimedOut.
-HELD_POLL = 60.0
-POLL_GIVES_UP = 40.0
-LEADER_TTL = 10.0  # the default: a loaded machine does not make the leader step down before the pause
+# python-telegram-bot gives a getUpdates its read timeout (10 s) plus the long poll's (``telegram.long_poll``,
+# shortened here from 30 s); the fake holds each call longer than that, so every poll of the leader ends
+# in TimedOut.
+LONG_POLL = 3
+POLL_GIVES_UP = 10.0 + LONG_POLL
+HELD_POLL = 2 * POLL_GIVES_UP
+LEADER_TTL = 10.0  # longer than the default 3 s: a loaded machine does not make the leader step down first
 STATE_WITHIN = 60.0  # bounds on waiting for a state, not speeds (the bug kept /readyz at 503 for minutes)
 
 
@@ -64,6 +66,7 @@ def test_a_leader_paused_past_its_lease_while_polls_time_out_is_a_ready_worker_o
         telegram = stack.enter_context(fake.serve_in_thread())
         configure(home, provider, telegram, postgresql_database, redis_server.url)
         set_value(home.config_path, "cluster.leader_ttl", str(LEADER_TTL))
+        set_value(home.config_path, "telegram.long_poll", str(LONG_POLL))
         processes = [
             stack.enter_context(gateway_process(home, fake, name, free_port(), tmp_path)) for name in "ab"
         ]
@@ -93,4 +96,5 @@ def test_a_leader_paused_past_its_lease_while_polls_time_out_is_a_ready_worker_o
             raise AssertionError(f"{error}; /readyz: {leader.report()}") from None
         fake.wait_for_sync(lambda: fake.messages(USERS[0]), STATE_WITHIN, what="the message answered")
         assert telegram_problems(leader) == []
+    assert {str(call.params.get("timeout")) for call in fake.calls_to("getUpdates")} == {str(LONG_POLL)}
     assert fake.poll_overlaps == [], "two getUpdates callers at once"

@@ -5,6 +5,7 @@ a reply that threads in a mail program. The conformance suite covers the rest th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.base import ChatAddress, DeliveryError, InboundMessage, OutboundText, SinkUnavailable
+from adapters.email import adapter as adapter_module
 from adapters.email.adapter import EmailAdapter, Server
 from adapters.email.inbound import read_mail
 from adapters.email.settings import EmailSettings
@@ -22,7 +24,7 @@ from gateway.doctor.findings import Finding
 from gateway.doctor.platforms import Probe
 from gateway.doctor.platforms import probe as doctor_probe
 from tests.conformance.email_driver import EmailDriver
-from tests.fakes.waiting import wait_until
+from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 from tests.mail_server import DOMAIN, PASSWORD
 
 GMAIL_REPLY = """\
@@ -137,6 +139,30 @@ async def test_a_mail_is_flagged_read_only_once_stored_and_a_restart_reads_it_on
         people.dm(people.friend, "and me")
         await people.delivered(adapter)
     assert [message.text for message in sink.stored] == ["store me", "and me"]
+
+
+async def test_mail_that_waited_while_the_gateway_was_down_does_not_hold_up_its_start(
+    people: EmailDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway takes messages only once it has started (its sink waits for what the last run left
+    to be queued, which comes after the adapters start): a mailbox with unread mail must not keep the
+    adapter's start waiting for the sink (it did, until its 30 s start timeout)."""
+    monkeypatch.setattr(adapter_module, "START_TIMEOUT", 3600.0)  # a hang shows as one, not as 30 s
+    people.dm(people.friend, "written while the gateway was down")
+    await wait_until(lambda: people.server.mails(people.bot), what="the mail in the bot's mailbox")
+    gateway_started = asyncio.Event()
+
+    class StartedFirst(Sink):
+        async def __call__(self, batch: Sequence[InboundMessage]) -> None:
+            await gateway_started.wait()
+            await super().__call__(batch)
+
+    sink = StartedFirst()
+    async with asyncio.timeout(WAIT_TIMEOUT):
+        async with reading(people, sink) as adapter:
+            gateway_started.set()
+            await people.delivered(adapter)
+    assert [message.text for message in sink.stored] == ["written while the gateway was down"]
 
 
 async def test_without_idle_the_mailbox_is_polled(people: EmailDriver) -> None:

@@ -187,7 +187,7 @@ class EmailAdapter(Adapter):
         self._reading = AdapterStatus(connected=True)
         self._reader = BackgroundLoop("the email (IMAP) reader", self._read_forever).start()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(START_TIMEOUT):  # the first read (or failure), not forever
+            async with asyncio.timeout(START_TIMEOUT):  # connected to the folder (or failed), not forever
                 await self._first_read.wait()
 
     async def stop_receiving(self) -> None:
@@ -260,6 +260,8 @@ class EmailAdapter(Adapter):
 
     async def _read_connected(self, client: IMAP4, validity: int) -> None:
         idle = self._idle and client.has_capability("IDLE")
+        self._first_read.set()  # connected with the folder open: the start waits no longer (the sink
+        # may hold mail that waited unread until the gateway has started, which is after this start)
         while True:
             if self._may_read is not None and not self._may_read():
                 await asyncio.sleep(min(self._poll_interval, 1.0))
@@ -269,7 +271,6 @@ class EmailAdapter(Adapter):
             if failures:
                 log.info("Email: reading the mailbox again after %d failed attempt(s)", failures)
             self._reading.connected, self._reading.detail = True, ""
-            self._first_read.set()
             if read is None:
                 await self._sink_retry.pause()
             elif read:

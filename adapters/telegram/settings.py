@@ -27,6 +27,14 @@ class TelegramSettings(PlatformSettings):
     base_url: str | None = Field(
         None, description="Bot API base URL; null = Telegram's own (tests point it at a fake server)."
     )
+    long_poll: int = Field(
+        30,
+        ge=1,
+        le=50,
+        description="Polling mode: seconds one getUpdates waits for news. A connection that died "
+        "silently is noticed this long plus 10 s after its last answer; shorter costs a request that "
+        "often when the bot is idle.",
+    )
     allowed_users: list[str] = Field(
         default_factory=list,
         description="Telegram user ids allowed to use the bot (besides admins and pairings).",

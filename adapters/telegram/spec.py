@@ -23,6 +23,7 @@ def build(context: BuildContext[TelegramSettings]) -> Adapter:
         base_url=settings.base_url,
         mode=settings.mode,
         webhook_url=settings.webhook_url,
+        poll_timeout=settings.long_poll,
     )
 
 
