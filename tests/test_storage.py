@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import pytest
@@ -28,7 +30,7 @@ from gateway.conversation.chat_settings import ChatSettings, ModelChoice
 from gateway.home.facts import GatewayFacts
 from gateway.tables import gateway_state
 from tests.conftest import postgres_server
-from tests.fakes.waiting import wait_until_awaited
+from tests.fakes.waiting import wait_until, wait_until_awaited
 from tests.postgres import free_port
 
 FIXTURE = Path(__file__).parent / "fixtures" / "state-release-a013be2.db"
@@ -232,6 +234,50 @@ async def test_a_pool_whose_connections_all_stay_busy_is_unavailable_for_now_not
         "is busy: none of this process's 2 connections came free within 0.5 s; raise storage.pool_size if "
         "this goes on"
     )
+
+
+async def test_operations_cancelled_half_way_end_whole_and_give_their_connections_back(
+    postgresql_database: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A /stop or a drain's deadline cancels tasks in the middle of database operations (waiting for a
+    connection, connecting, querying, committing): each write still ends whole, all of it or none, and
+    no connection is torn down or lost (asyncpg logged "unexpected connection_lost()" as a future's
+    exception nobody retrieved for each one cut off; one left to the garbage collector is lost to the
+    pool)."""
+    caplog.set_level(logging.ERROR)
+    random = Random(7)
+
+    def write(key: str) -> Callable[[sa.Connection], None]:
+        def run(conn: sa.Connection) -> None:
+            conn.execute(sa.insert(gateway_state).values(key=key, value="1"))
+            conn.execute(sa.text("SELECT pg_sleep(0.01)"))
+            conn.execute(sa.insert(gateway_state).values(key=f"{key}-second", value="1"))
+
+        return run
+
+    url = parse_storage_url(postgresql_database, tmp_path / "x.db")
+    async with open_storage(url, pool_size=2) as storage:
+        assert isinstance(storage, PostgresStorage)
+        keys = [f"k{n}" for n in range(120)]
+        outcomes: list[object] = []
+        for start in range(0, len(keys), 12):
+            tasks = [asyncio.create_task(storage.write(write(key))) for key in keys[start : start + 12]]
+            for _ in range(random.randrange(40)):
+                await asyncio.sleep(0)
+            for task in tasks[::2]:
+                task.cancel()
+            outcomes += await asyncio.gather(*tasks, return_exceptions=True)
+        pool: Any = storage._engine_or_fail().pool
+        await wait_until(lambda: pool.checkedout() == 0, what="every connection back in the pool")
+        keys_stored = sa.select(gateway_state.c.key)
+        stored = set(await storage.read(lambda conn: conn.execute(keys_stored).scalars().all()))
+    assert sum(isinstance(outcome, asyncio.CancelledError) for outcome in outcomes) >= 30
+    for key, outcome in zip(keys, outcomes, strict=True):
+        assert (key in stored) == (f"{key}-second" in stored), key  # whole or not at all
+        if outcome is None:
+            assert key in stored
+    gc.collect()
+    assert [record.getMessage() for record in caplog.records] == []
 
 
 def test_storage_urls_are_checked_and_never_show_a_password(tmp_path: Path) -> None:

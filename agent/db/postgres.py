@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -84,6 +83,7 @@ class PostgresStorage(Storage):
         # of one that has been waiting, so with hundreds of chats at once some waited past the pool's
         # timeout while the pool was busy serving newer ones.
         self._turns = asyncio.Semaphore(self._connections)
+        self._finishing: set[asyncio.Future[Any]] = set()  # operations under way (see _operation)
         # SQLAlchemy's async bridge (with its ORM layer and greenlet, ~8 MiB): for PostgreSQL only
         from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -123,6 +123,12 @@ class PostgresStorage(Storage):
     async def close(self) -> None:
         engine, self._engine = self._engine, None
         if engine is not None:
+            if self._finishing:  # operations whose callers were cancelled: let them end first, for a while
+                _, late = await asyncio.wait(set(self._finishing), timeout=self._pool_timeout)
+                for task in late:  # a query still running (at most asyncpg's command_timeout): cut it
+                    task.cancel()
+                if late:
+                    await asyncio.wait(late)
             await engine.dispose()
 
     def _engine_or_fail(self) -> AsyncEngine:
@@ -131,31 +137,55 @@ class PostgresStorage(Storage):
         return self._engine
 
     async def read(self, fn: Callable[[sa.Connection], T]) -> T:
-        try:
-            async with self._turn(), self._engine_or_fail().connect() as conn:
+        async def run(engine: AsyncEngine) -> T:
+            async with engine.connect() as conn:
                 return await conn.run_sync(fn)
-        except Exception as error:
-            raise self._explain(error) from error
+
+        return await self._operation(run)
 
     async def _transact(self, fn: Callable[[sa.Connection], T]) -> T:
-        try:
-            async with self._turn(), self._engine_or_fail().begin() as conn:
+        async def run(engine: AsyncEngine) -> T:
+            async with engine.begin() as conn:
                 return await conn.run_sync(fn)
-        except Exception as error:
-            raise self._explain(error) from error
 
-    @asynccontextmanager
-    async def _turn(self) -> AsyncIterator[None]:
-        """This operation's turn at a connection, waited for at most ``connect_timeout``."""
+        return await self._operation(run)
+
+    async def _operation(self, run: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+        """``run`` on a connection once this operation's turn came, carried to its end even when the
+        caller is cancelled meanwhile.
+
+        A connection whose use is cancelled half-way is not reliably given back by SQLAlchemy's asyncio
+        pool: it is terminated with asyncpg's "unexpected connection_lost()" logged as a future's
+        exception nobody retrieved, or left for the garbage collector ("a non-checked-in connection was
+        garbage collected", sqlalchemy#8145, #12077). So the caller's cancellation (a /stop, a drain's
+        deadline) reaches the caller at once, and the operation, short by contract, ends on its own:
+        committed or rolled back as if the caller had waited, its connection returned to the pool.
+        :meth:`close` waits a while for such operations before closing the pool.
+        """
+        engine = self._engine_or_fail()
         try:
             async with asyncio.timeout(self._pool_timeout):
                 await self._turns.acquire()
         except TimeoutError:
             raise self._busy() from None
+        task = asyncio.ensure_future(self._in_turn(run(engine)))
+        self._finishing.add(task)
+        task.add_done_callback(self._finished)
         try:
-            yield
+            return await asyncio.shield(task)
+        except Exception as error:
+            raise self._explain(error) from error
+
+    async def _in_turn(self, operation: Awaitable[T]) -> T:
+        try:
+            return await operation
         finally:
             self._turns.release()
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._finishing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
 
     def _busy(self) -> StorageUnavailable:
         return StorageUnavailable(
