@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.fake_telegram import FakeTelegramProcess
+from benchmarks.proc import rss_kb
 
 HERE = Path(__file__).resolve().parent.parent
 ENTRY = "from gateway.cli import main; main()"
@@ -207,13 +208,6 @@ def write_config(home: Path, text: str) -> None:
     (home / "config.yaml").write_text(text)
 
 
-def vm_rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -255,7 +249,7 @@ def start_gateway(herald: Path, home: Path, work: Path, fake: FakeTelegramProces
                 raise RuntimeError("herald gateway run was not ready in time")
             time.sleep(0.02)
         start = time.perf_counter() - started
-        ready_cpu, ready_rss = cpu_seconds(process.pid), vm_rss_kb(process.pid)
+        ready_cpu, ready_rss = cpu_seconds(process.pid), rss_kb(process.pid)
         sent = fake._request("inject", [(chat, f"q{chat}", "hello")])
         deadline = time.perf_counter() + READY_TIMEOUT
         while fake._request("check", [chat])[0] < len(sent):
@@ -263,7 +257,7 @@ def start_gateway(herald: Path, home: Path, work: Path, fake: FakeTelegramProces
                 raise RuntimeError("the gateway did not answer in time")
             time.sleep(0.05)
         time.sleep(0.5)  # the outbox marks the reply sent after Telegram accepted it
-        return Start(start, ready_cpu, ready_rss, vm_rss_kb(process.pid))
+        return Start(start, ready_cpu, ready_rss, rss_kb(process.pid))
     finally:
         process.send_signal(signal.SIGTERM)
         try:

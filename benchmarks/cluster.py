@@ -39,13 +39,15 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import redis
+import yaml
 
 from adapters.telegram.spec import SPEC as TELEGRAM
 from benchmarks.cache import PROJECT_NOTES
@@ -107,27 +109,27 @@ class Worker:
 
 
 def write_home(root: Path, index: int, *, provider: str, telegram: str, database: str | None,
-               redis_url: str | None, ports: list[int], context: Path, mode: str) -> HeraldHome:  # fmt: skip
-    """Worker ``index``'s home; ``database`` None: the home's SQLite, ``redis_url`` None: no cluster."""
+               redis_url: str | None, ports: list[int], context: Path, mode: str,
+               settings: Mapping[str, Mapping[str, Any]] | None = None) -> HeraldHome:  # fmt: skip
+    """Worker ``index``'s home; ``database`` None: the home's SQLite, ``redis_url`` None: no cluster;
+    ``settings``: more keys per section, over these (a soak's admins and API keys)."""
     home = HeraldHome(root / f"home{index}")
     ensure_home(home)
-    webhook = f"\n  webhook_url: http://127.0.0.1:{ports[0]}/telegram/webhook" if mode == "webhook" else ""
-    storage = f"storage:\n  url: {database}\n" if database else ""
-    cluster = f"cluster:\n  redis_url: {redis_url}\n  instance_id: w{index}\n" if redis_url else ""
-    home.config_path.write_text(
-        f"""model:
-  base_url: {provider}
-{storage}agent:
-  context_dir: {context}
-telegram:
-  base_url: {telegram}
-  mode: {mode}{webhook}
-gateway:
-  allow_all: true
-  http_port: {ports[index]}
-  stream_edit_interval: 0
-{cluster}"""
-    )
+    config: dict[str, dict[str, Any]] = {
+        "model": {"base_url": provider},
+        "agent": {"context_dir": str(context)},
+        "telegram": {"base_url": telegram, "mode": mode},
+        "gateway": {"allow_all": True, "http_port": ports[index], "stream_edit_interval": 0},
+    }
+    if mode == "webhook":
+        config["telegram"]["webhook_url"] = f"http://127.0.0.1:{ports[0]}/telegram/webhook"
+    if database:
+        config["storage"] = {"url": database}
+    if redis_url:
+        config["cluster"] = {"redis_url": redis_url, "instance_id": f"w{index}"}
+    for section, values in (settings or {}).items():
+        config[section] = {**config.get(section, {}), **values}
+    home.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     return home
 
 
@@ -178,11 +180,21 @@ def consumers(client: redis.Redis) -> set[str]:
         return set()
 
 
-def turns_answered(port: int) -> int:
+def scrape(port: int) -> str:
+    """A worker's ``/metrics`` (Prometheus text)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = re.search(r'^gateway_turns_total\{outcome="answered"\} ([0-9.e+]+)$', text, re.MULTILINE)
-    return int(float(found.group(1))) if found else 0
+        return str(response.read().decode())
+
+
+def metric(text: str, sample: str) -> float | None:
+    """The value of ``sample`` in a scrape, a name with its labels as written
+    (``gateway_turns_total{outcome="answered"}``); None: not shown."""
+    found = re.search(rf"^{re.escape(sample)} ([0-9.e+-]+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def turns_answered(port: int) -> int:
+    return int(metric(scrape(port), 'gateway_turns_total{outcome="answered"}') or 0)
 
 
 def replied(sent: list[Sent], answers: Answers) -> int:
@@ -231,15 +243,18 @@ class Setup:
     fake: FakeTelegramProcess
     running: list[Worker]  # by index; a worker restarted replaces its entry
     homes: list[HeraldHome]
+    redis_port: int | None  # the workers' Redis (None: not clustered)
 
 
 @asynccontextmanager
 async def cluster(
-    processes: int, *, paced: bool, database: str | None, mode: str, clustered: bool = True
-) -> AsyncIterator[Setup]:
+    processes: int, *, paced: bool, database: str | None, mode: str, clustered: bool = True,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+) -> AsyncIterator[Setup]:  # fmt: skip
     """``processes`` gateway workers on ``database`` and a Redis of their own, every one reading the
     work stream; Telegram in ``mode`` (webhook: delivered to the first process; polling: the leader's).
-    ``clustered`` False: one process on ``database`` (None: its home's SQLite), without Redis."""
+    ``clustered`` False: one process on ``database`` (None: its home's SQLite), without Redis.
+    ``settings``: more config for every worker (:func:`write_home`)."""
     emulator = ProviderEmulator()
     with TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
@@ -263,6 +278,7 @@ async def cluster(
                 ports=ports,
                 context=context,
                 mode=mode,
+                settings=settings,
             )
             for index in range(processes)
         ]
@@ -274,7 +290,7 @@ async def cluster(
             wait_until(lambda: consumers(client) >= names, "every worker reading the stream", START_TIMEOUT)
         else:
             wait_until(lambda: ready(ports[0]), "the gateway ready", START_TIMEOUT)
-        yield Setup(emulator, fake, running, homes)
+        yield Setup(emulator, fake, running, homes, redis_server.port if clustered else None)
 
 
 def cache_efficiency(requests: list[RecordedRequest]) -> float:

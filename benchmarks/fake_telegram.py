@@ -12,19 +12,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchmarks.platform_process import PlatformProcess
+from benchmarks.proc import rss_kb
 from tests.fakes import FakeTelegram
-
-
-def rss_kb() -> int:
-    """This process's resident set size (``VmRSS``), in KiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 @dataclass(frozen=True)

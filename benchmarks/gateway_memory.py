@@ -18,8 +18,9 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from benchmarks.concurrency import emulator_process
-from benchmarks.fake_telegram import FakeTelegramProcess, rss_kb
+from benchmarks.fake_telegram import FakeTelegramProcess
 from benchmarks.gateway_harness import busy_pool_slots, fresh_home, process_config, running_gateway, settle
+from benchmarks.proc import rss_kb
 
 # --- memory ----------------------------------------------------------------------------------------
 

@@ -90,6 +90,9 @@ async def open_chat_core(
         )
         metrics = GatewayMetrics()
         metrics.session_leases.set_function(lambda: runtime.locks.held)
+        metrics.count_tasks(asyncio.get_running_loop())
+        if runtime.storage.connections_out() is not None:  # a pool: PostgreSQL
+            metrics.count_db_connections(runtime.storage.connections_out)
         runtime.cache_watch.on_miss(metrics.count_cache_miss)
         if runtime.cluster is not None:
             metrics.in_cluster(runtime.cluster.instance_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 from typing import Any
 
@@ -202,6 +203,10 @@ async def test_health_readiness_and_metrics(
     assert (
         "gateway_turn_seconds_bucket" in metrics and 'gateway_provider_tokens_total{kind="output"}' in metrics
     )
+    tasks = re.search(r"^gateway_asyncio_tasks ([0-9.]+)$", metrics, re.MULTILINE)
+    assert tasks is not None and float(tasks.group(1)) >= 1  # this scrape's own handler, at least
+    pooled = harness.gateway.services.runtime.storage.dialect == "postgresql"  # SQLite: no pool to count
+    assert ("\ngateway_db_connections_out " in metrics) is pooled
 
 
 async def test_the_command_menu_is_published_only_when_it_changed(

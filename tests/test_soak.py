@@ -45,11 +45,11 @@ async def idle_state(harness: Harness) -> Idle:
     """What the idle gateway holds. A connection a background loop (the pruner, a sweeper) has out comes
     back within moments; a leaked one never does: so it is waited for, not counted at one instant."""
     gc.collect()
-    engine = getattr(harness.gateway.services.runtime.storage, "_engine", None)
-    pool = getattr(getattr(engine, "sync_engine", None), "pool", None)
+    storage = harness.gateway.services.runtime.storage
     returned = None
-    if pool is not None:
-        returned = await wait_until(lambda: pool.checkedout() == 0, what="every connection back in the pool")
+    if storage.connections_out() is not None:
+        returned = await wait_until(lambda: storage.connections_out() == 0, what="every connection back")
+        assert b"\ngateway_db_connections_out " in harness.gateway.services.metrics.render()  # for operators
     return Idle(
         tasks=len(asyncio.all_tasks()),
         files=len(os.listdir("/proc/self/fd")),

@@ -62,6 +62,12 @@ class Storage(ABC):
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
 
+    def connections_out(self) -> int | None:
+        """Connections taken from the pool and not given back yet: a number that keeps growing while
+        the load does not is a leak (``gateway_db_connections_out``). None: no pool (SQLite keeps its
+        one connection)."""
+        return None
+
     async def __aenter__(self) -> Storage:
         return self
 

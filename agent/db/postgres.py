@@ -131,6 +131,11 @@ class PostgresStorage(Storage):
                     await asyncio.wait(late)
             await engine.dispose()
 
+    def connections_out(self) -> int:
+        engine = self._engine
+        pool = None if engine is None else engine.sync_engine.pool
+        return pool.checkedout() if isinstance(pool, sa.pool.QueuePool) else 0
+
     def _engine_or_fail(self) -> AsyncEngine:
         if self._engine is None:
             raise RuntimeError(f"the database {self.description} is closed")

@@ -7,6 +7,9 @@ chat or a user.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
 from agent.api import CacheMiss, Usage
@@ -74,6 +77,13 @@ class GatewayMetrics:
             "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send budget",
             ["platform"], registry=self.registry,
         )  # fmt: skip
+        # What this process holds, read when scraped: under steady traffic both stay level; growth the
+        # queue depth does not explain (a backlog) is a leak.
+        self.asyncio_tasks = Gauge(
+            "gateway_asyncio_tasks", "asyncio tasks alive in this process's event loop",
+            registry=self.registry,
+        )  # fmt: skip
+        self.db_connections_out: Gauge | None = None  # PostgreSQL only: set by count_db_connections
         # Cluster mode only (cluster.redis_url): what this process is and holds, read when scraped.
         self.cluster_role = Gauge(
             "gateway_cluster_role", "1 for this process's role: leader (runs the connector) or worker",
@@ -102,6 +112,20 @@ class GatewayMetrics:
                 "gateway_cluster", "This process in a cluster (cluster.redis_url)", registry=self.registry
             )
         self.cluster.info({"instance_id": instance_id})
+
+    def count_tasks(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let ``gateway_asyncio_tasks`` count ``loop``'s tasks when scraped."""
+        self.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
+
+    def count_db_connections(self, connections_out: Callable[[], int | None]) -> None:
+        """Show ``gateway_db_connections_out`` (a pooled database: PostgreSQL), read when scraped."""
+        if self.db_connections_out is None:
+            self.db_connections_out = Gauge(
+                "gateway_db_connections_out",
+                "Database connections taken from this process's pool and not given back yet",
+                registry=self.registry,
+            )
+        self.db_connections_out.set_function(lambda: connections_out() or 0)
 
     def count_usage(self, usage: Usage) -> None:
         self.provider_tokens.labels("input").inc(usage.input_tokens)
