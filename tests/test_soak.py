@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import threading
 from dataclasses import dataclass
 
 import openai
 import pytest
+from sqlalchemy import make_url
 
+from agent.db.postgres import PostgresStorage
+from benchmarks.proc import open_files, tcp_connections
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
 from tests.emulator import ProviderEmulator
@@ -41,6 +43,16 @@ class Idle:
     connections: bool | None  # PostgreSQL's pool got every connection back (None: SQLite)
 
 
+def database_connections(harness: Harness) -> int:
+    """This process's connections to PostgreSQL (0 on SQLite): its pool keeps up to ``storage.pool_size``
+    of them open once a burst opened them, which is no leak (one never given back is caught by
+    ``connections_out``), so open files are counted without them."""
+    storage = harness.gateway.services.runtime.storage
+    if not isinstance(storage, PostgresStorage):
+        return 0
+    return tcp_connections("self", make_url(storage.url.sqlalchemy).port or 5432)
+
+
 async def idle_state(harness: Harness) -> Idle:
     """What the idle gateway holds. A connection a background loop (the pruner, a sweeper) has out comes
     back within moments; a leaked one never does: so it is waited for, not counted at one instant."""
@@ -52,7 +64,7 @@ async def idle_state(harness: Harness) -> Idle:
         assert b"\ngateway_db_connections_out " in harness.gateway.services.metrics.render()  # for operators
     return Idle(
         tasks=len(asyncio.all_tasks()),
-        files=len(os.listdir("/proc/self/fd")),
+        files=open_files("self") - database_connections(harness),
         threads=threading.active_count(),
         connections=returned,
     )
