@@ -46,7 +46,7 @@ from gateway.cron.manage import Caller, CronManager
 from gateway.intake.pending import hold_pending
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import InboxRow, NoLongerPending
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
 COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)
@@ -189,7 +189,7 @@ def _with_warnings(text: str, started: StartedSession) -> str:
 
 
 async def _stop(context: CommandContext) -> str:
-    background = await context.desk.stop_background(context.key)  # this process's (gateway.runtime)
+    background = await context.desk.stop_background(context.key)  # this process's (gateway.wiring.runtime)
     also = f" Stopped {background} background command(s) too." if background else ""
     try:
         stopped = await context.desk.lanes.cancel_running(context.key)

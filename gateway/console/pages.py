@@ -36,7 +36,7 @@ from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
 from gateway.cron.standing import pause_lost
 from gateway.home.facts import GatewayFacts
 from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember

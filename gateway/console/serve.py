@@ -31,7 +31,7 @@ from gateway.console.reports import Reports
 from gateway.console.server import PREFIX, ConsoleWeb
 from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.home.facts import GatewayFacts
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember

@@ -45,7 +45,7 @@ from agent.api import (
     TurnResult,
     charging,
 )
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from gateway.access.auth import Authorizer
 from gateway.budgets.limits import review_charge
 from gateway.chats import job_of_session_key
 from gateway.rights import rights_for
-from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
+from gateway.wiring.runtime import Runtime
 from resilience.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)

@@ -50,7 +50,7 @@ from gateway.intake.pending import hold_pending
 from gateway.ledger.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.ledger.outbox import Operation, Outgoing
 from gateway.rights import Rights, rights_for
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
 from gateway.delivery.replies import PlatformNotConnected
 from gateway.intake.outage import until_reachable
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ from gateway.openai_api.keys import Caller
 from gateway.openai_api.transcript import Transcript
 from gateway.openai_api.wire import ApiError, bad_request
 from gateway.rights import Rights
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 PROMPT_HINT = (  # how to write here: stable prompt layer, the same text for every API conversation
     "You are answering through an OpenAI-compatible API: a chat application (such as Open WebUI or "

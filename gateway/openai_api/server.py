@@ -49,7 +49,7 @@ from gateway.openai_api.wire import (
     models_body,
     parse_request,
 )
-from gateway.services import Services
+from gateway.wiring.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
-from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.speech.replies import SpokenReplies
+from gateway.wiring.runtime import Runtime
 
 
 @dataclass

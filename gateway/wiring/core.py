@@ -42,12 +42,12 @@ from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
 from gateway.ledger.inbox import Inbox, InboxRow
 from gateway.ledger.outbox import Outbox
-from gateway.runtime import open_agent_runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
-from gateway.services import Services
 from gateway.speech.replies import SpokenReplies
 from gateway.speech.synthesizers import speech_retries
+from gateway.wiring.runtime import open_agent_runtime
+from gateway.wiring.services import Services
 from resilience.cancelling import cancel_and_wait
 
 if TYPE_CHECKING:
