@@ -26,12 +26,11 @@ from gateway.approvals.records import ApprovalRecords
 from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
-from gateway.commands import answer_command, command_in_lane
+from gateway.commands import command_in_lane
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
 from gateway.conversation.reviews import ReviewClaims, Reviews
-from gateway.conversation.turns import answer
 from gateway.delivery.replies import Replies
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
@@ -40,12 +39,13 @@ from gateway.intake.router import Router, lane_work_kind
 from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
-from gateway.ledger.inbox import Inbox, InboxRow
+from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
 from gateway.speech.replies import SpokenReplies
 from gateway.speech.synthesizers import speech_retries
+from gateway.wiring.handlers import ChatHandlers
 from gateway.wiring.runtime import open_agent_runtime
 from gateway.wiring.services import Services
 from resilience.cancelling import cancel_and_wait
@@ -154,23 +154,6 @@ async def open_chat_core(
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
         yield Core(services, Router(services, handlers, require_mention=policy.require_mention()), readiness)
-
-
-@dataclass(frozen=True)
-class ChatHandlers:
-    """The handlers intake hands stored work to (``gateway.intake.handling.Handlers``): the command
-    table and the agent's turn."""
-
-    services: Services
-
-    def command_in_lane(self, text: str) -> bool | None:
-        return command_in_lane(text)
-
-    async def answer(self, row: InboxRow, *, resumed: bool) -> None:
-        await answer(self.services, row, resumed=resumed)
-
-    async def answer_command(self, row: InboxRow) -> None:
-        await answer_command(self.services, row)
 
 
 def review_claims(cluster: Cluster | None) -> ReviewClaims | None:
