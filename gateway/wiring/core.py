@@ -4,8 +4,8 @@
 core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
 terminal's read loop). So a message typed in the terminal takes the same path as one sent on a chat
 platform:
-the router, the command table, the turn runner, the outbox. The wiring of intake to its handlers is here
-(:class:`ChatHandlers`): intake knows neither the command table nor the turn.
+the router, the command table, the turn runner, the outbox. Intake is handed its handlers here
+(``gateway.wiring.handlers.ChatHandlers``): it knows neither the command table nor the turn.
 """
 
 from __future__ import annotations

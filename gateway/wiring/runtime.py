@@ -1,4 +1,5 @@
-"""Composition: config + home → database, store, locks, providers, tools and agent, ready to run turns.
+"""The agent's runtime: config + home → database, store, locks, providers, tools and agent, ready to run
+turns (the providers' clients from ``gateway.wiring.providers``).
 
 The gateway's tables are migrated here too (not only by ``herald gateway run``): the ``cron`` tool
 works in the terminal as well, writing jobs the gateway's scheduler picks up.

@@ -1,7 +1,12 @@
-"""The gateway's services, built once by ``gateway.app`` and handed to the router, turns and commands.
+"""The gateway's services, built once by the chat core (``gateway.wiring.core``) and handed to the
+router, turns, commands, cron, the API and the console.
 
 A plain bundle (no behaviour beyond reading it) so that every part gets its collaborators explicitly
-instead of reaching for module-level state.
+instead of reaching for module-level state. No part below the wiring imports it: each takes a narrow
+context of its own, a protocol naming what it reads (``gateway.conversation.context``,
+``gateway.intake.handling``, ``gateway.cron.runner.CronServices``, ``gateway.commands.CommandServices``,
+``gateway.console.pages.ConsoleServices``, ``gateway.openai_api.server.ApiServices``), which this bundle
+satisfies.
 """
 
 from __future__ import annotations
