@@ -24,7 +24,7 @@ from agent.settings import DEFAULT_TOOLSETS
 from agent.usage import Usage, cost, uncached_cost
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.browsing import BrowsingModel, Step, ten_steps
 from tests.emulator import ProviderEmulator, RecordedRequest
 from tests.fakes.site import Site

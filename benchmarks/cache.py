@@ -42,7 +42,7 @@ from agent.store import SessionRecord
 from agent.usage import Usage, cost, uncached_cost
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import ChatResponder, is_summary_request, run_turn
 

@@ -40,7 +40,7 @@ from benchmarks.storage import describe, run_storage
 from gateway.config import HeraldConfig
 from gateway.heap import freeze_startup_heap
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 
 TICK = 0.005
 QUESTION = "please summarise the plan in a few sentences " * 4

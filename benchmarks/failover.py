@@ -27,7 +27,7 @@ from agent.usage import Usage, cost
 from benchmarks.cache import PROJECT_NOTES, USER_TEXT, WALL_START, spec
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.fakes.waiting import wait_until
 from tests.helpers import run_turn

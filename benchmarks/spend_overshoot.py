@@ -46,7 +46,7 @@ from benchmarks.gateway_harness import table
 from benchmarks.storage import run_storage
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome, ensure_home
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.postgres import PostgresServer
 from tests.redis_server import RedisServer

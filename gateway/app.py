@@ -44,7 +44,6 @@ from gateway.commands import menu, menu_hash
 from gateway.config import HeraldConfig
 from gateway.console.serve import ConsoleBot, build_console, console_token, console_url
 from gateway.console.server import PREFIX
-from gateway.core import AdapterFactory, cancel, open_chat_core
 from gateway.cron.runner import CronRunner
 from gateway.cron.scheduler import CronScheduler
 from gateway.delivery.statuses import DeliveryStatuses
@@ -62,7 +61,8 @@ from gateway.retention.pruner import Pruner
 from gateway.server.http import HttpServer
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
-from gateway.services import Services
+from gateway.wiring.core import AdapterFactory, cancel, open_chat_core
+from gateway.wiring.services import Services
 from resilience.loops import BackgroundLoop
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from adapters.base import ChatType, CommandSpec
 from agent.api import (
@@ -24,12 +25,11 @@ from agent.api import (
     ModelInfo,
     SessionStore,
     StartedSession,
-    charging,
     frozen_memory,
 )
 from agent.db import FencedOut, StorageUnavailable
 from gateway import insights
-from gateway.access.auth import speaker_of
+from gateway.access.auth import Authorizer, speaker_of
 from gateway.access.pairing import Pairing
 from gateway.approvals.answers import Decider, answer_held
 from gateway.approvals.service import Approvals
@@ -40,13 +40,11 @@ from gateway.chats import chat_of_session_key, person_id, reply_address
 from gateway.console.links import LINK_SECONDS, LoginLinks
 from gateway.conversation.addressing import memory_scope
 from gateway.conversation.chat_settings import ChatSettings, ModelChoice
-from gateway.conversation.turns import start_session
 from gateway.cron.chat import cron_command
 from gateway.cron.manage import Caller, CronManager
-from gateway.intake.pending import hold_pending
+from gateway.delivery.replies import Replies
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import InboxRow, NoLongerPending
-from gateway.services import Services
 
 NOTHING_TO_COMPRESS = "Nothing to compress: the conversation is as short as it gets."
 COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.DOTALL)
@@ -59,7 +57,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class CommandDesk:
     """What commands may use of the gateway, and nothing more: built once per command from the
-    gateway's services (:func:`desk_of`), so a command cannot reach for the rest of the house."""
+    gateway's services by the wiring (``gateway.wiring.handlers.desk_of``), so a command cannot reach for
+    the rest of the house."""
 
     store: SessionStore  # the chat's sessions, usage and cache misses
     new_session: Callable[[InboxRow], Awaitable[StartedSession]]  # /new, /reset: under the chat's lease
@@ -89,49 +88,6 @@ class CommandContext:
     @property
     def key(self) -> str:
         return self.row.session_key
-
-
-def desk_of(services: Services) -> CommandDesk:
-    """The commands' narrow view of ``services``."""
-    runtime = services.runtime
-
-    async def new_session(row: InboxRow) -> StartedSession:
-        async with hold_pending(runtime.locks, services.inbox, row) as lease:
-            return await start_session(services, lease, row.message)
-
-    async def compress(row: InboxRow, charge: Charge) -> CompressionOutcome | str | None:
-        """The chat's session compressed now, charged like the asker's turn; a str: why not (a limit)."""
-        async with hold_pending(runtime.locks, services.inbox, row) as lease:
-            session = await runtime.store.latest_session(row.session_key)
-            if session is None:
-                return None
-            over = await services.budgets.check(charge)
-            if over is not None:
-                return services.budgets.line(over)
-            with charging(charge):
-                return await runtime.agent.compress(lease, session)
-
-    async def stop_background(session_key: str) -> int:
-        return 0 if runtime.hands is None else await runtime.hands.stop_chat(session_key)
-
-    return CommandDesk(
-        store=runtime.store,
-        new_session=new_session,
-        compress=compress,
-        lanes=services.lanes,
-        budgets=services.budgets,
-        cron=runtime.cron,
-        chat_settings=services.chat_settings,
-        default_model=ModelChoice(runtime.provider, runtime.model),
-        model_info=runtime.config.model_info,
-        pairing=services.pairing,
-        wake_sender=services.sender.notify,
-        console_url=lambda: services.console_url,
-        login_links=LoginLinks(runtime.storage),
-        started_at=services.started_at,
-        approvals=services.approvals,
-        stop_background=stop_background,
-    )
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -189,7 +145,7 @@ def _with_warnings(text: str, started: StartedSession) -> str:
 
 
 async def _stop(context: CommandContext) -> str:
-    background = await context.desk.stop_background(context.key)  # this process's (gateway.runtime)
+    background = await context.desk.stop_background(context.key)  # this process's (gateway.wiring.runtime)
     also = f" Stopped {background} background command(s) too." if background else ""
     try:
         stopped = await context.desk.lanes.cancel_running(context.key)
@@ -426,9 +382,22 @@ async def run_command(context: CommandContext, name: str) -> str:
     return await command.handler(context)
 
 
-async def answer_command(services: Services, row: InboxRow) -> None:
-    """Run the slash command ``row`` holds and answer it (every part replying to the message, so a
-    Discord slash command keeps its parts together); a failing command gets one line, never silence."""
+class CommandServices(Protocol):
+    """What answering a command reads of the gateway besides the desk (``gateway.wiring`` hands it in):
+    whether the asker is an admin, the spend warnings owed to them, the reply road."""
+
+    @property
+    def authorizer(self) -> Authorizer: ...
+    @property
+    def budgets(self) -> Budgets: ...
+    @property
+    def replies(self) -> Replies: ...
+
+
+async def answer_command(services: CommandServices, desk: CommandDesk, row: InboxRow) -> None:
+    """Run the slash command ``row`` holds on ``desk`` and answer it (every part replying to the message,
+    so a Discord slash command keeps its parts together); a failing command gets one line, never
+    silence."""
     parsed = parse_command(row.message.text)
     name, args = parsed if parsed is not None else ("", "")
     try:
@@ -437,7 +406,7 @@ async def answer_command(services: Services, row: InboxRow) -> None:
         if is_admin:  # spend warnings that could not reach them as a direct message (a command is a message)
             for warning in await services.budgets.owed_warnings(person_id(message.platform, message.user_id)):
                 await services.replies.post(reply_address(message), warning)
-        reply = await run_command(CommandContext(desk_of(services), row, args, is_admin), name)
+        reply = await run_command(CommandContext(desk, row, args, is_admin), name)
     except (StorageUnavailable, FencedOut, NoLongerPending):
         raise  # the database is down (run again later), the session or the row is another process's
     except Exception:

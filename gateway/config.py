@@ -587,7 +587,7 @@ class HeraldConfig(Section):
 
     @model_validator(mode="after")
     def _cluster_needs_a_shared_database(self) -> HeraldConfig:
-        """What the file shows; a ``$NAME`` is checked once resolved (``gateway.runtime``)."""
+        """What the file shows; a ``$NAME`` is checked once resolved (``gateway.wiring.runtime``)."""
         url = self.storage.url
         if self.cluster.redis_url is not None and (url is None or url.startswith("sqlite")):
             raise ValueError(CLUSTER_NEEDS_POSTGRESQL)

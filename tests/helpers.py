@@ -30,7 +30,7 @@ from gateway.cli.dispatch import run as herald
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
-from gateway.runtime import Runtime
+from gateway.wiring.runtime import Runtime
 from tests.emulator import RecordedRequest, Reply, ToolUse
 from tests.fakes.waiting import PROCESS_TIMEOUT
 

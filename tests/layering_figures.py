@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.test_layering import HERALD, ROOT, imports, module_name, modules, strongly_connected
 
 LAYERS = ("gateway", "agent")
-BAGS = {"gateway.services": "Services", "gateway.runtime": "Runtime"}
+BAGS = {"gateway.wiring.services": "Services", "gateway.wiring.runtime": "Runtime"}
 
 
 def unit(module: str, layer: str) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent.store import SessionRecord
 from gateway.config import HeraldConfig
-from gateway.runtime import Runtime
+from gateway.wiring.runtime import Runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes.waiting import wait_until

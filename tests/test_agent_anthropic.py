@@ -10,7 +10,7 @@ import pytest
 from agent.events import Retrying, TextDelta
 from agent.tools.registry import Refuse
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.fakes.waiting import WAIT_TIMEOUT

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import new_session, prompt_hashes, run_turn, token_hit_ratio, write_project_notes

@@ -10,7 +10,7 @@ import pytest
 
 from agent.files.text import REPLACEMENT, valid_text
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import herald_process, new_session, point_at, run_turn, without_markers

@@ -21,7 +21,7 @@ from agent.compression.boundaries import PRUNED_TOOL_OUTPUT
 from gateway.doctor.browser import check_browser
 from gateway.doctor.run import check_config, run_doctor
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.browsing import BrowsingModel, Step, ten_steps
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse

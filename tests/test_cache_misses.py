@@ -25,7 +25,7 @@ from agent.store import CacheMiss, SessionRecord
 from gateway.config import HeraldConfig
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.gateway_support import FRIEND, telegram_gateway

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.helpers import SPEC, new_session, run_turn, write_project_notes

@@ -247,7 +247,7 @@ def test_setup_writes_an_env_template_that_names_every_secret_herald_reads(
     """Before, the template left out the platform tokens and the web search keys."""
     from adapters.registry import PLATFORMS
     from agent.settings import WebSearchSettings
-    from gateway.runtime import KEY_VARIABLES
+    from gateway.wiring.providers import KEY_VARIABLES
 
     fresh = HeraldHome(tmp_path / "fresh")
     monkeypatch.setenv("HERALD_HOME", str(fresh.root))

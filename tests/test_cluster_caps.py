@@ -14,7 +14,7 @@ from gateway.cluster.limits.requests import ClusterRequestLimiter
 from gateway.cluster.limits.semaphore import RedisSemaphore
 from gateway.cluster.redis import Cluster
 from gateway.cluster.watch import ConnectionWatch
-from gateway.runtime import request_limiter
+from gateway.wiring.runtime import request_limiter
 from tests.conftest import make_config
 from tests.redis_server import RedisServer
 

@@ -26,7 +26,7 @@ from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_key
 from gateway.cluster.redis import RedisUnavailable, open_redis
 from gateway.home import HeraldHome
 from gateway.ledger.outbox import Operation, Outbox, Outgoing
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.helpers import new_session
 from tests.redis_server import RedisServer

@@ -11,6 +11,7 @@ import pytest
 from gateway.conversation import reviews as reviews_module
 from gateway.conversation.reviews import Reviews
 from gateway.home import HeraldHome
+from gateway.wiring.runtime import Runtime
 from tests.cluster_leader_support import LEADER_TTL, SLACK, telegram_cluster, until
 from tests.cluster_support import answer_each, open_cluster
 from tests.emulator import ProviderEmulator
@@ -64,8 +65,9 @@ async def test_the_idle_review_sweeper_runs_on_the_leader_only_and_moves_with_it
     sweep = Reviews.sweep
 
     async def counted(self: Reviews) -> int:
-        assert self.runtime.cluster is not None
-        sweeps[self.runtime.cluster.instance_id] += 1
+        runtime = self.runtime  # the wiring's Runtime: it knows the process's part in the cluster
+        assert isinstance(runtime, Runtime) and runtime.cluster is not None
+        sweeps[runtime.cluster.instance_id] += 1
         return await sweep(self)
 
     monkeypatch.setattr(Reviews, "sweep", counted)

@@ -9,7 +9,7 @@ from agent.tools.registry import ToolContext
 from agent.tools.session_search import SESSION_SEARCH_TOOL
 from agent.usage import Usage
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import (

@@ -10,7 +10,7 @@ from agent.events import TextDelta, TurnEvent
 from agent.memory import user_scope
 from agent.session import SessionSpec
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until

@@ -10,7 +10,7 @@ import pytest
 
 from agent.history import unanswered_turn
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import assert_well_formed, new_session, point_at, run_turn

@@ -28,7 +28,7 @@ from agent.store import SessionRecord
 from agent.usage import cost
 from gateway.config import ConfigError
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.fakes.waiting import wait_until

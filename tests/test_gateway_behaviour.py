@@ -23,7 +23,7 @@ from gateway.config import HeraldConfig
 from gateway.conversation.addressing import session_spec
 from gateway.home import HeraldHome
 from gateway.ledger.inbox import Inbox, InboxState
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
 from tests.fakes.waiting import wait_until

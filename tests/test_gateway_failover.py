@@ -13,7 +13,7 @@ import pytest
 from agent.api import Provider
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime
+from gateway.wiring.runtime import Runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import wait_until
 from tests.gateway_support import ADMIN, FRIEND, Harness, telegram_gateway

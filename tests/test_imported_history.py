@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, run_turn

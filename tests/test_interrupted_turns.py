@@ -21,7 +21,7 @@ from agent.history import unanswered_turn
 from agent.model.messages import Message, ToolCall, tool_result
 from gateway.cli.chat import DRAIN_SECONDS
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until_sync

@@ -354,25 +354,67 @@ def test_no_folder_holds_more_rooms_than_a_reader_can_take_in() -> None:
     assert crowded == {}
 
 
-# Package circles: each first-level folder and top-level file of a layer is one unit (tests.layering_figures
-# measures them). The units still tangled in one circle; a unit leaves this list when a move frees it, and
-# nothing joins it.
-STILL_TANGLED = {
-    "gateway": {"conversation/", "cron/", "runtime.py", "services.py"},
-}  # fmt: skip
-
-
-def test_no_package_circle_grows() -> None:
-    """The gateway's floors (the chat vocabulary, the ledger, access, budgets, approvals, the commands, the
-    API, the console ...) are in no package circle: only the units still tangled are, and no other joins
-    them."""
+def test_the_gateway_stands_on_floors() -> None:
+    """Every unit of ``gateway/`` (a first-level folder or a top-level file, as ``tests.layering_figures``
+    measures them) imports only units below it: no package circle, no arrow up the floor order. The
+    chat vocabulary and the ledger are the ground; the wiring (``gateway/wiring/``) is the top floor but
+    for the entry points that open it (``app.py``, ``cli/``, ``doctor/``)."""
     from tests.layering_figures import figures
 
-    tangled = {
-        layer: {unit for circle in figures(layer).circles for unit in circle} for layer in STILL_TANGLED
+    shape = figures("gateway")
+    assert (shape.circles, shape.upward) == ([], [])
+
+
+# Who may import the composition (gateway.wiring: Services, Runtime, the chat core): the wiring itself and
+# the entry points above it. Every other part takes a narrow context of its own (a protocol naming what it
+# reads: gateway.conversation.context, gateway.cron.runner.CronServices, gateway.commands.CommandServices,
+# gateway.console.pages.ConsoleServices, gateway.openai_api.server.ApiServices, gateway.intake.handling).
+WIRING_AND_ENTRY_POINTS = ("gateway/wiring/", "gateway/app.py", "gateway/cli/", "gateway/doctor/")
+BAG_NAMES = {"Services", "Runtime"}
+
+
+def wiring_imports(path: Path) -> set[str]:
+    """What ``path`` imports of the wiring (``if TYPE_CHECKING:`` imports included): a module of
+    ``gateway.wiring`` (``from gateway import wiring`` too), or a name Services or Runtime from anywhere in
+    the gateway (a re-export too)."""
+
+    def wiring(name: str) -> bool:
+        return name == "gateway.wiring" or name.startswith("gateway.wiring.")
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if wiring(alias.name))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = {f"{node.module}.{alias.name}": alias.name for alias in node.names}
+            found.update({node.module} if wiring(node.module) else set())
+            found.update(full for full, name in names.items() if wiring(full) or (
+                name in BAG_NAMES and node.module.startswith("gateway")))  # fmt: skip
+    return found
+
+
+def test_only_the_wiring_and_the_entry_points_import_services_or_runtime() -> None:
+    """``Services`` and ``Runtime`` (and the rest of ``gateway.wiring``) are imported by the wiring and the
+    entry points only: a part below that imported them could reach for the whole house, and would point
+    an arrow up at the floor that builds it."""
+    reaching = {
+        where: sorted(hits)
+        for package in HERALD
+        for path in modules(package)
+        if not (where := str(path.relative_to(ROOT))).startswith(WIRING_AND_ENTRY_POINTS)
+        and (hits := wiring_imports(path))
     }
-    assert {layer: units - STILL_TANGLED[layer] for layer, units in tangled.items()} == {
-        layer: set() for layer in STILL_TANGLED
+    assert reaching == {}
+
+
+def test_the_wiring_rule_sees_what_it_should() -> None:
+    """The rule above finds a type-only import and a re-exported bag, not a narrow context."""
+    sample = ROOT / "tests" / "fixtures" / "wiring_imports.py"
+    assert wiring_imports(sample) == {
+        "gateway.wiring",
+        "gateway.wiring.services",
+        "gateway.wiring.services.Services",
+        "gateway.app.Services",
     }
 
 
@@ -410,7 +452,7 @@ def test_intake_knows_no_handler() -> None:
     the handlers' business, passed in by the wiring (``gateway.intake.handling``). So intake imports no
     handler and not the Services bag that holds them."""
     handlers = ("gateway.conversation", "gateway.commands", "gateway.cron", "gateway.openai_api",
-                "gateway.services", "gateway.runtime", "gateway.core")  # fmt: skip
+                "gateway.wiring")  # fmt: skip
     knowing = {
         str(path.relative_to(ROOT)): sorted(hits)
         for path in modules("gateway/intake")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from agent.providers.pool import ProviderPool
-from gateway import runtime as runtime_module
 from gateway.config import ConfigError
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring import runtime as runtime_module
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import PROJECT_NOTES, SPEC

@@ -19,7 +19,7 @@ from agent.locks import DatabaseSessionLocks, LocalSessionLocks, LockNotHeld, Lo
 from agent.store.leases import SessionLeases
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import PROCESS_TIMEOUT, WAIT_TIMEOUT, wait_until

@@ -21,7 +21,7 @@ from agent.session import SessionSpec
 from gateway.doctor.mcp import check_mcp
 from gateway.doctor.run import check_config, check_keys, run_doctor
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.mcp_server import serve_http

@@ -20,7 +20,7 @@ from agent.mcp import servers
 from gateway.doctor.mcp import check_mcp
 from gateway.doctor.run import check_config, run_doctor
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes.waiting import WAIT_TIMEOUT, wait_until
 from tests.gateway_support import FRIEND, telegram_gateway

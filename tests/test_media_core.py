@@ -19,7 +19,7 @@ from agent.media.images import is_image_file, prepare_image
 from agent.media.memory import DecodeBudget
 from agent.model.media import Media
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.helpers import new_session, write_project_notes

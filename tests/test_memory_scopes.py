@@ -14,7 +14,7 @@ from agent.memory.files import FileMemoryDocuments, scope_directory
 from agent.session import SessionSpec
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.helpers import run_turn

@@ -27,7 +27,7 @@ from agent.prompt import PromptInputs, SystemPrompt, build_system_prompt
 from agent.providers.anthropic_provider import AnthropicProvider, group_wire_messages
 from agent.untrusted.scan import scan_for_injection
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import new_session, run_turn, without_markers

@@ -24,7 +24,7 @@ from agent.providers import anthropic_provider, openai_provider
 from agent.providers.retry import INTERNAL_ERROR
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply
 from tests.fakes.waiting import wait_until

@@ -7,7 +7,7 @@ import pytest
 from agent.providers.pool import ProviderKey
 from gateway.cli.dispatch import run
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.helpers import SPEC, new_session, run_turn

@@ -12,7 +12,7 @@ from agent.session import SessionSpec
 from agent.side import CHILD_PREAMBLE, REVIEW_TASK, review
 from agent.store import SessionRecord
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.emulator.blocks import anthropic_layout

@@ -10,7 +10,7 @@ from agent.db.schema import requests
 from agent.spending.charge import Charge, Limit, Scope, charging
 from agent.spending.windows import day_window
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply, ToolUse
 from tests.helpers import compress, new_session, run_turn

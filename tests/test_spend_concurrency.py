@@ -16,7 +16,7 @@ import pytest
 from agent.session import SessionSpec
 from agent.spending.charge import Charge, Limit, Scope, charging
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, Reply
 from tests.test_spend_agent import spent_by_purpose, window

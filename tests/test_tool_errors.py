@@ -25,7 +25,7 @@ from agent.tools.delegate import format_outcomes
 from agent.tools.registry import SideOutcome, run_tool
 from gateway.config import HeraldConfig
 from gateway.home import HeraldHome
-from gateway.runtime import Runtime, open_agent_runtime
+from gateway.wiring.runtime import Runtime, open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
 from tests.mcp_support import call_through_the_model, owner_session, stdio_server

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.cron.jobs import RunStatus
 from gateway.home import HeraldHome
-from gateway.runtime import open_agent_runtime
+from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator, RecordedRequest, Reply, ToolUse
 from tests.fakes.web import FakeWeb

@@ -7,7 +7,7 @@ the row to change:
 
 - a decision made in this process (a button, ``/approve``, ``/deny``) wakes the wait at once;
 - in a cluster, a decision made on another process is announced on the cluster's control channel
-  (:attr:`Approvals.announce`, wired by ``gateway.core``) and wakes it as promptly;
+  (:attr:`Approvals.announce`, wired by ``gateway.wiring.core``) and wakes it as promptly;
 - whatever was missed, the wait also reads the row, every quarter second at first and at least every
   two seconds (``resilience.backoff``): a lost announcement costs a moment, never the answer;
 - ``tools.approval_timeout`` seconds without an answer is a no (the row becomes ``expired`` by the same

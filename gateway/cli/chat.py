@@ -2,7 +2,7 @@
 
 The terminal is a platform adapter like Telegram's (``adapters.terminal``): each line goes through the
 same router, command table, turn runner and outbox as a chat message, on the shared core
-(``gateway.core``). Its person is the owner (the files under ``memories/``). The terminal adds only
+(``gateway.wiring.core``). Its person is the owner (the files under ``memories/``). The terminal adds only
 what a terminal needs: the read loop, Ctrl-C (stops the running answer; at the prompt it leaves),
 ``/quit``, which session to start in (a new one unless ``--continue``), and, for ``-q``, printing the
 finished answer to stdout (notices and errors to stderr) with an exit code.
@@ -29,11 +29,11 @@ from agent.files import valid_text
 from gateway.chats import TERMINAL_SESSION_KEY, person_id
 from gateway.config import HeraldConfig
 from gateway.conversation.turns import start_session
-from gateway.core import Core, open_chat_core
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from gateway.home import HeraldHome
 from gateway.ledger.inbox import InboxRow, InboxState
-from gateway.runtime import Runtime
+from gateway.wiring.core import Core, open_chat_core
+from gateway.wiring.runtime import Runtime
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession

@@ -64,7 +64,7 @@ class ClusterMember:
     def report(self) -> dict[str, object]:
         """What ``/readyz`` shows of this process in the cluster: its name and role, the connector leases
         and session leases it holds, and the work queue's lag (``RedisWorkQueue.report``). Redis itself
-        is a readiness check of its own (``gateway.core``)."""
+        is a readiness check of its own (``gateway.wiring.core``)."""
         return {
             "instance": self.instance_id,
             "role": self.role,

@@ -18,11 +18,16 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from agent.api import CAUSE_LABELS
+from adapters.base import Adapter
+from agent.api import CAUSE_LABELS, SessionLocks, SessionStore
+from agent.db import Storage
+from gateway.access.auth import Authorizer
+from gateway.access.pairing import Pairing
+from gateway.budgets.service import Budgets
 from gateway.chats import chat_text, person_id
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.bots import Fleet, bot_base
@@ -32,19 +37,64 @@ from gateway.console.server import PREFIX, ConsoleWeb, Handler, Notice
 from gateway.console.sources import BudgetSource, CacheMissSource, cache_efficiency
 from gateway.cron.describe import delivery_text, preview, when
 from gateway.cron.jobs import CronJob, DeliveryState, RunStatus
-from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, change_job
+from gateway.cron.manage import CHANGES, COMMAND_LINE, CronError, CronManager, change_job
 from gateway.cron.standing import pause_lost
+from gateway.delivery.sender import OutboxSender
 from gateway.home.facts import GatewayFacts
 from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
-from gateway.services import Services
+from gateway.intake.work import WorkQueue
+from gateway.ledger.inbox import Inbox
+from gateway.ledger.outbox import Outbox
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember
+    from gateway.cluster.redis import Cluster
 
 Readiness = Callable[[], Awaitable[dict[str, object]]]
 PROBE_SECONDS = 3.0
 REPLIES_SECONDS = 86_400.0  # the health page counts how the replies of the last day fared
 CONSOLE_ADMIN = "console"  # who approved, in ``approved_users.approved_by``
+
+
+class ConsoleRuntime(Protocol):
+    """The agent's runtime as the console reads it: its database, sessions, jobs, leases and cluster."""
+
+    @property
+    def storage(self) -> Storage: ...
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def cron(self) -> CronManager: ...
+    @property
+    def locks(self) -> SessionLocks: ...
+    @property
+    def cluster(self) -> Cluster | None: ...
+
+
+class ConsoleServices(Protocol):
+    """What the console reads of a bot's services (``gateway.wiring`` hands them in): the queues and
+    adapters its health page shows, pairing and access, budgets, and the runtime's parts above."""
+
+    @property
+    def runtime(self) -> ConsoleRuntime: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def adapters(self) -> Mapping[str, Adapter]: ...
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    @property
+    def sender(self) -> OutboxSender: ...
+    @property
+    def lanes(self) -> WorkQueue: ...
+    @property
+    def pairing(self) -> Pairing: ...
+    @property
+    def authorizer(self) -> Authorizer: ...
+    @property
+    def budgets(self) -> Budgets: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +110,7 @@ class ConsolePages:
     def __init__(
         self,
         console: ConsoleWeb,
-        services: Services,
+        services: ConsoleServices,
         reports: Reports,
         *,
         budgets: BudgetSource,

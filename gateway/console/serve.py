@@ -25,13 +25,12 @@ from gateway.console.attempts import LoginAttempts
 from gateway.console.auth import Signer, derive_key, weak_token
 from gateway.console.bots import Fleet, fleet_routes
 from gateway.console.links import LoginLinks
-from gateway.console.pages import ConsolePages, Readiness
+from gateway.console.pages import ConsolePages, ConsoleServices, Readiness
 from gateway.console.render import Renderer
 from gateway.console.reports import Reports
 from gateway.console.server import PREFIX, ConsoleWeb
 from gateway.console.sources import BudgetSource, CacheMissSource
 from gateway.home.facts import GatewayFacts
-from gateway.services import Services
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember
@@ -65,7 +64,7 @@ class ConsoleBot:
     process's membership of its cluster."""
 
     name: str | None
-    services: Services
+    services: ConsoleServices
     member: ClusterMember | None = None
 
 
@@ -119,11 +118,11 @@ async def build_console(
     return console.application(fleet_routes(console, fleet, {str(name): own for name, own in pages.items()}))
 
 
-def budget_source(services: Services) -> BudgetSource:
+def budget_source(services: ConsoleServices) -> BudgetSource:
     return BudgetSource(services.budgets.book, services.runtime.storage)
 
 
-def reports(services: Services, budgets: BudgetSource) -> Reports:
+def reports(services: ConsoleServices, budgets: BudgetSource) -> Reports:
     runtime = services.runtime
     return Reports(runtime.storage, runtime.store, runtime.cron.timezone, budgets.book)
 

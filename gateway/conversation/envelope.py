@@ -45,7 +45,7 @@ from agent.api import (
     TurnResult,
     charging,
 )
-from gateway.services import Services
+from gateway.conversation.context import TurnServices
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class Channel(Protocol):
         """Hand over the answer."""
 
 
-async def run_turn(services: Services, channel: Channel, charge: Charge) -> TurnResult | None:
+async def run_turn(services: TurnServices, channel: Channel, charge: Charge) -> TurnResult | None:
     """Run one turn of ``channel`` in the envelope (the module's steps); its result, or None when it was
     not run to an outcome (over a limit before, settled by the channel, access lost during it). Raises
     what the channel's parts and ``Agent.run_turn`` raise."""
@@ -127,7 +127,7 @@ async def run_turn(services: Services, channel: Channel, charge: Charge) -> Turn
     return result
 
 
-async def take_turn(services: Services, turn: TurnRequest) -> TurnResult:
+async def take_turn(services: TurnServices, turn: TurnRequest) -> TurnResult:
     """A turn of the agent as the gateway runs every one.
 
     Session hygiene first (a session at 85% of its window is compressed before the agent reads it;

@@ -30,8 +30,8 @@ from agent.settings import ReviewSettings
 from gateway.access.auth import Authorizer
 from gateway.budgets.limits import review_charge
 from gateway.chats import job_of_session_key
+from gateway.conversation.context import AgentRuntime
 from gateway.rights import rights_for
-from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 from resilience.cancelling import cancel_and_wait
 
@@ -57,7 +57,7 @@ class ReviewClaims(Protocol):
 class Reviews:
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: AgentRuntime,
         settings: ReviewSettings,
         metrics: GatewayMetrics,
         authorizer: Authorizer,

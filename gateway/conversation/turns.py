@@ -42,6 +42,7 @@ from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker, speaker_of
 from gateway.chats import person_id, reply_address
 from gateway.conversation.addressing import session_spec, user_text
+from gateway.conversation.context import ChatServices, TurnServices
 from gateway.conversation.envelope import Settled, TurnRequest, run_turn
 from gateway.conversation.media import MessageRefused
 from gateway.delivery.stream import ReplyStream
@@ -50,7 +51,6 @@ from gateway.intake.pending import hold_pending
 from gateway.ledger.inbox import InboxRow, InboxState, NoLongerPending
 from gateway.ledger.outbox import Operation, Outgoing
 from gateway.rights import Rights, rights_for
-from gateway.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,9 @@ STOPPED_SUFFIX = "\n\n(stopped)"
 UNEXPECTED = "something went wrong on our side (the details are in the gateway's log)"
 
 
-async def current_session(services: Services, lease: Lease, row: InboxRow, rights: Rights) -> SessionRecord:
+async def current_session(
+    services: ChatServices, lease: Lease, row: InboxRow, rights: Rights
+) -> SessionRecord:
     """The chat's latest session, or a new one built for the chat's chosen model.
 
     A new one too, with one line telling the chat why, when the latest no longer fits the speaker's
@@ -94,18 +96,18 @@ def why_replaced(scope: str, now: str, taken: Sequence[str]) -> str | None:
     return None
 
 
-def turn_rights(services: Services, speaker: Speaker | None, memory_scope: str) -> Rights:
+def turn_rights(services: TurnServices, speaker: Speaker | None, memory_scope: str) -> Rights:
     """What a turn or run for ``speaker`` in a session of ``memory_scope`` may use (``gateway.rights``)."""
     runtime = services.runtime
     return rights_for(runtime.config, runtime.registry.fixed, services.authorizer, speaker, memory_scope)
 
 
-def _spec(services: Services, message: InboundMessage) -> SessionSpec:
+def _spec(services: ChatServices, message: InboundMessage) -> SessionSpec:
     is_admin = services.authorizer.is_admin(message.platform, message.user_id)
     return session_spec(message, is_admin=is_admin, platform_hint=services.prompt_hint(message.platform))
 
 
-async def start_session(services: Services, lease: Lease, message: InboundMessage) -> StartedSession:
+async def start_session(services: ChatServices, lease: Lease, message: InboundMessage) -> StartedSession:
     """A new session for the chat of ``message`` (also what ``/new`` does), with warnings to show
     (a project context file that was not loaded)."""
     spec = _spec(services, message)
@@ -121,7 +123,7 @@ async def start_session(services: Services, lease: Lease, message: InboundMessag
     return started
 
 
-async def answer(services: Services, row: InboxRow, *, resumed: bool = False) -> None:
+async def answer(services: ChatServices, row: InboxRow, *, resumed: bool = False) -> None:
     """Answer ``row`` (a lane job): run the agent's turn and queue the answer or one clear error line.
 
     ``resumed``: the row was left unanswered by an earlier run (``Router.recover``), so what that run
@@ -140,7 +142,7 @@ async def answer(services: Services, row: InboxRow, *, resumed: bool = False) ->
         await services.replies.answer(row, f"⚠️ No answer: {UNEXPECTED}.", state=InboxState.FAILED)
 
 
-async def _answer(services: Services, row: InboxRow, *, resumed: bool) -> None:
+async def _answer(services: ChatServices, row: InboxRow, *, resumed: bool) -> None:
     runtime = services.runtime
     message = row.message
     address = reply_address(message)
@@ -184,7 +186,7 @@ class ChatTurn:
 
     def __init__(
         self,
-        services: Services,
+        services: ChatServices,
         row: InboxRow,
         lease: Lease,
         session: SessionRecord,
@@ -293,7 +295,7 @@ class ChatTurn:
         self.services.metrics.turn_seconds.observe(time.time() - self.row.received_at)
 
 
-async def _closed_without_access(services: Services, row: InboxRow, speaker: Speaker, when: str) -> bool:
+async def _closed_without_access(services: ChatServices, row: InboxRow, speaker: Speaker, when: str) -> bool:
     """Close ``row`` with nothing said when ``speaker`` lost access (``herald pairing revoke``) since it
     was admitted; True when so. ``when`` is for the log."""
     if await services.authorizer.is_allowed(speaker):
@@ -314,7 +316,7 @@ def _answer_text(result: TurnResult, notices: tuple[str, ...]) -> str:
 
 
 async def _voice(
-    services: Services,
+    services: ChatServices,
     row: InboxRow,
     session: SessionRecord,
     answer: str,
@@ -336,7 +338,7 @@ async def _voice(
 
 
 async def refuse(
-    services: Services,
+    services: ChatServices,
     row: InboxRow,
     refusal: Refusal,
     *,
@@ -364,7 +366,7 @@ async def refuse(
         await services.replies.answer(row, line, streamed=streamed, state=InboxState.REFUSED)
 
 
-async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple[str, ...]) -> None:
+async def echo_transcripts(services: ChatServices, row: InboxRow, transcripts: tuple[str, ...]) -> None:
     """With ``stt.reply_with_transcript``, what was heard in a voice note, before the answer; once per
     message: the echo is queued with the row's id, and an attempt that finds something queued for the
     row already (an earlier attempt's echo: the answer itself closes the row) does not echo again."""
@@ -382,12 +384,12 @@ async def echo_transcripts(services: Services, row: InboxRow, transcripts: tuple
     await replies.queue(operations, row=row)
 
 
-async def notify(services: Services, row: InboxRow, outcome: CompressionOutcome) -> None:
+async def notify(services: ChatServices, row: InboxRow, outcome: CompressionOutcome) -> None:
     """One line before the answer: session hygiene compressed the conversation."""
     await tell(services, row, outcome.notice or outcome.line())
 
 
-async def tell(services: Services, row: InboxRow, line: str) -> None:
+async def tell(services: ChatServices, row: InboxRow, line: str) -> None:
     """One line into ``row``'s chat before its answer (a new session, a compression)."""
     address = reply_address(row.message)
     adapter = services.adapters[address.platform]
@@ -398,7 +400,7 @@ async def tell(services: Services, row: InboxRow, line: str) -> None:
 
 
 async def _cancelled(
-    services: Services, row: InboxRow, stream: ReplyStream, cancel: asyncio.CancelledError
+    services: ChatServices, row: InboxRow, stream: ReplyStream, cancel: asyncio.CancelledError
 ) -> None:
     """A stopped turn: ``/stop`` or a newer message closes the row; a shutdown leaves it for the restart."""
     if not (cancel.args and cancel.args[0] == INTERRUPTED):

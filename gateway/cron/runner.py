@@ -41,7 +41,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from agent.api import (
     Batching,
@@ -58,13 +58,13 @@ from agent.api import (
 from agent.db import StorageUnavailable
 from gateway.chats import job_session_key
 from gateway.conversation.addressing import display_name
+from gateway.conversation.context import TurnServices
 from gateway.conversation.envelope import TurnRequest, run_turn
 from gateway.conversation.turns import UNEXPECTED, turn_rights, with_notices
 from gateway.cron.jobs import CronJob, CronJobs, RunStatus
 from gateway.cron.standing import PausedJob, pause_if_lost, pause_lost
-from gateway.delivery.replies import PlatformNotConnected
+from gateway.delivery.replies import PlatformNotConnected, Replies
 from gateway.intake.outage import until_reachable
-from gateway.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +166,19 @@ class JobTurn:
         run.answered, run.text, run.notices = True, result.text, result.notices
 
 
+class CronServices(TurnServices, Protocol):
+    """What a job's run reads of the gateway besides a turn's (``gateway.wiring`` hands it in): the reply
+    road into the target chat, and how the model should write on the target's platform."""
+
+    @property
+    def replies(self) -> Replies: ...
+
+    def prompt_hint(self, platform: str) -> str:
+        """How the model should write on ``platform``."""
+
+
 class CronRunner:
-    def __init__(self, services: Services, jobs: CronJobs) -> None:
+    def __init__(self, services: CronServices, jobs: CronJobs) -> None:
         self.services = services
         self.jobs = jobs
         self._active: set[str] = set()  # jobs running in this process

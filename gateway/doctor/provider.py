@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from agent.api import ProviderKey, error_message, missing_v1_hint, redact
 from gateway.doctor.findings import DoctorContext, Finding
-from gateway.runtime import configured_base_url, fallback_keys, key_variable
+from gateway.wiring.providers import configured_base_url, fallback_keys, key_variable
 
 BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 API_NAMES = {"anthropic": "Anthropic", "openai": "OpenAI-compatible"}

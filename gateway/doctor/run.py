@@ -23,14 +23,9 @@ from gateway.config import ConfigError, HeraldConfig, load_config
 from gateway.doctor.findings import MARKS, PROBLEMS, Check, DoctorContext, Finding
 from gateway.failures import EXIT_FAILED, EXIT_OK, describe_os_error
 from gateway.home import HeraldHome, load_env
-from gateway.runtime import (
-    fallback_keys,
-    key_variable,
-    missing_key_error,
-    missing_stt_key,
-    stt_api_key,
-)
 from gateway.speech.synthesizers import missing_tts_key, tts_api_key
+from gateway.speech.transcribers import missing_stt_key, stt_api_key
+from gateway.wiring.providers import fallback_keys, key_variable, missing_key_error
 
 
 def private_paths(home: HeraldHome) -> list[Path]:

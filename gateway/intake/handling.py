@@ -1,8 +1,8 @@
 """What intake needs of the rest of the gateway, as protocols: intake stores a message and schedules it
 in its chat's lane; the handlers (the agent's turn, the command table) answer it.
 
-Intake knows neither handler: the wiring (``gateway.core``) passes them in. So intake sits on a floor
-below the conversation and the commands, which build on it (the inbox, the lanes, ``hold_pending``).
+Intake knows neither handler: the wiring (``gateway.wiring.handlers``) passes them in. So intake sits on a
+floor below the conversation and the commands, which build on it (the inbox, the lanes, ``hold_pending``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class ReplyRoad(Protocol):
 
 
 class IntakeServices(Protocol):
-    """The collaborators the router and the worker use (``gateway.services.Services`` has them all)."""
+    """The collaborators the router and the worker use (``gateway.wiring.services.Services`` has them
+    all)."""
 
     @property
     def settings(self) -> GatewaySettings: ...

@@ -69,6 +69,7 @@ from agent.memory import OWNER_SCOPE
 from gateway.access.auth import Speaker
 from gateway.chats import API, new_api_session_key, parse_session_key
 from gateway.conversation.addressing import person_scope
+from gateway.conversation.context import TurnServices
 from gateway.conversation.envelope import TurnRequest, run_turn
 from gateway.conversation.turns import turn_rights, why_replaced
 from gateway.cron.tool import TOOLSET as CRON_TOOLSET
@@ -77,7 +78,6 @@ from gateway.openai_api.keys import Caller
 from gateway.openai_api.transcript import Transcript
 from gateway.openai_api.wire import ApiError, bad_request
 from gateway.rights import Rights
-from gateway.services import Services
 
 PROMPT_HINT = (  # how to write here: stable prompt layer, the same text for every API conversation
     "You are answering through an OpenAI-compatible API: a chat application (such as Open WebUI or "
@@ -199,7 +199,7 @@ class ApiTurns:
     """Runs the API's turns, each in the turn's envelope (``gateway.conversation.envelope``): under a slot
     of the one turn cap that chats and cron take too."""
 
-    def __init__(self, services: Services, conversations: Conversations) -> None:
+    def __init__(self, services: TurnServices, conversations: Conversations) -> None:
         self.services = services
         self.conversations = conversations
 

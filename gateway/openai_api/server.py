@@ -25,11 +25,14 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from aiohttp import web
 
 from agent.api import Usage
+from agent.db import Storage
 from gateway.config import ApiSettings
+from gateway.conversation.context import AgentRuntime, TurnServices
 from gateway.openai_api.answering import NO_RETRY, ApiRequest, ApiTurns, ClientGone
 from gateway.openai_api.conversations import Conversations
 from gateway.openai_api.keys import Caller, KeyRing
@@ -49,7 +52,6 @@ from gateway.openai_api.wire import (
     models_body,
     parse_request,
 )
-from gateway.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -385,8 +387,25 @@ async def _openai_errors(
     return error_response(error)
 
 
+class ApiRuntime(AgentRuntime, Protocol):
+    """The agent's runtime as the API uses it: a turn's, and the database its conversations are kept in."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+
+class ApiServices(TurnServices, Protocol):
+    """What the API reads of a bot's services (``gateway.wiring`` hands them in): a turn's, and since when
+    the bot runs (its models' ``created``)."""
+
+    @property
+    def runtime(self) -> ApiRuntime: ...
+    @property
+    def started_at(self) -> float: ...
+
+
 def build_api(
-    settings: ApiSettings, keys: KeyRing, bots: Mapping[str | None, Services]
+    settings: ApiSettings, keys: KeyRing, bots: Mapping[str | None, ApiServices]
 ) -> ApiServer | None:
     """The API of this gateway process, or None when no key is configured (then it is not served):
     each bot of ``bots`` (by name) answers on turns of its own, in its own database."""

@@ -1,5 +1,5 @@
 """How this process sends: alone (a local budget, no claims) or as one of a cluster (``cluster.redis_url``:
-the budget shared in Redis, outbox items claimed). Built by ``gateway.core.open_chat_core``; imports
+the budget shared in Redis, outbox items claimed). Built by ``gateway.wiring.core.open_chat_core``; imports
 nothing of Redis unless there is a cluster (one process needs none)."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 core and add what they need around it (platform adapters, the HTTP server, the scheduler; or the
 terminal's read loop). So a message typed in the terminal takes the same path as one sent on a chat
 platform:
-the router, the command table, the turn runner, the outbox. The wiring of intake to its handlers is here
-(:class:`ChatHandlers`): intake knows neither the command table nor the turn.
+the router, the command table, the turn runner, the outbox. Intake is handed its handlers here
+(``gateway.wiring.handlers.ChatHandlers``): it knows neither the command table nor the turn.
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from gateway.approvals.records import ApprovalRecords
 from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
 from gateway.cluster.limits.sending import sending
-from gateway.commands import answer_command, command_in_lane
+from gateway.commands import command_in_lane
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
 from gateway.conversation.reviews import ReviewClaims, Reviews
-from gateway.conversation.turns import answer
 from gateway.delivery.replies import Replies
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
@@ -40,14 +39,15 @@ from gateway.intake.router import Router, lane_work_kind
 from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.intake.worker import Worker
-from gateway.ledger.inbox import Inbox, InboxRow
+from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
-from gateway.runtime import open_agent_runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
-from gateway.services import Services
 from gateway.speech.replies import SpokenReplies
 from gateway.speech.synthesizers import speech_retries
+from gateway.wiring.handlers import ChatHandlers
+from gateway.wiring.runtime import open_agent_runtime
+from gateway.wiring.services import Services
 from resilience.cancelling import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -157,23 +157,6 @@ async def open_chat_core(
         sending_task = asyncio.create_task(sender.run(), name="outbox sender")
         stack.push_async_callback(cancel, sending_task)
         yield Core(services, Router(services, handlers, require_mention=policy.require_mention()), readiness)
-
-
-@dataclass(frozen=True)
-class ChatHandlers:
-    """The handlers intake hands stored work to (``gateway.intake.handling.Handlers``): the command
-    table and the agent's turn."""
-
-    services: Services
-
-    def command_in_lane(self, text: str) -> bool | None:
-        return command_in_lane(text)
-
-    async def answer(self, row: InboxRow, *, resumed: bool) -> None:
-        await answer(self.services, row, resumed=resumed)
-
-    async def answer_command(self, row: InboxRow) -> None:
-        await answer_command(self.services, row)
 
 
 def review_claims(cluster: Cluster | None) -> ReviewClaims | None:

@@ -1,4 +1,5 @@
-"""Composition: config + home → database, store, locks, providers, tools and agent, ready to run turns.
+"""The agent's runtime: config + home → database, store, locks, providers, tools and agent, ready to run
+turns (the providers' clients from ``gateway.wiring.providers``).
 
 The gateway's tables are migrated here too (not only by ``herald gateway run``): the ``cron`` tool
 works in the terminal as well, writing jobs the gateway's scheduler picks up.
@@ -15,7 +16,7 @@ is logged and left out (``agent.mcp.servers``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +33,12 @@ from agent.api import (
     ContextEngine,
     DatabaseSessionLocks,
     DownloadPlace,
-    Failover,
     Hands,
     LocalCounters,
     LocalRequestLimiter,
     ModelCalls,
     PromptSources,
-    Provider,
     ProviderError,
-    ProviderFactory,
     ProviderKey,
     ProviderPool,
     RequestLimiter,
@@ -60,7 +58,6 @@ from agent.api import (
     WebTools,
     WorkspaceDownloads,
     WorkspaceUnusable,
-    build_provider,
     builtin_registry,
     hands_wanted,
     start_session,
@@ -78,92 +75,13 @@ from gateway.home.database import open_home_storage, storage_url
 from gateway.home.memory_skills import memory_and_skills
 from gateway.rights import mcp_settings, session_toolsets
 from gateway.speech.synthesizers import make_synthesizer
+from gateway.speech.transcribers import make_transcriber
 from gateway.timezones import resolve_timezone
+from gateway.wiring.providers import auxiliary_key, make_failover, provider_factory
 
 if TYPE_CHECKING:
     from agent.mcp import McpServers
     from gateway.cluster.redis import Cluster
-
-KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-
-
-def key_variable(config: HeraldConfig, provider: str) -> str:
-    """The environment variable holding ``provider``'s API key.
-
-    ``model.base_url`` and ``model.api_key_env`` describe the configured provider: another provider
-    (``--provider``, an auxiliary model, an older session) gets its SDK defaults (``OPENAI_BASE_URL``
-    ...) unless the key names an endpoint of its own.
-    """
-    configured = provider == config.model.provider
-    return (config.model.api_key_env if configured else None) or KEY_VARIABLES[provider]
-
-
-def configured_base_url(config: HeraldConfig, key: ProviderKey) -> str | None:
-    """The endpoint of ``key``; None = the SDK default (which honours ANTHROPIC_BASE_URL ...)."""
-    if key.base_url is not None:
-        return key.base_url
-    return config.model.base_url if key.provider == config.model.provider else None
-
-
-def missing_key_error(provider: str, variable: str) -> ConfigError:
-    return ConfigError(
-        f"No API key for {provider}: set {variable} in the environment or in .env in your "
-        "Herald home (see `herald setup`)."
-    )
-
-
-def make_provider(config: HeraldConfig, key: ProviderKey) -> Provider:
-    """Build one provider client; a missing API key is a configuration error that says where to put it."""
-    variable = key.api_key_env or key_variable(config, key.provider)
-    api_key = os.environ.get(variable)
-    if not api_key:
-        raise missing_key_error(key.provider, variable)
-    url = configured_base_url(config, key)
-    timeout = config.model.timeout
-    return build_provider(key.provider, model=key.model, api_key=api_key, base_url=url, timeout=timeout)
-
-
-def provider_factory(config: HeraldConfig) -> ProviderFactory:
-    """The pool's factory: configuration problems become a failed turn with one sentence, not a crash."""
-
-    def factory(key: ProviderKey) -> Provider:
-        if key.provider not in KEY_VARIABLES:
-            raise ProviderError(f"unknown provider '{key.provider}'", retryable=False, kind="configuration")
-        try:
-            return make_provider(config, key)
-        except ConfigError as error:
-            raise ProviderError(str(error), retryable=False, kind="configuration") from None
-
-    return factory
-
-
-def fallback_keys(config: HeraldConfig) -> list[ProviderKey]:
-    """The clients of ``model.fallbacks``, in order."""
-    return [ProviderKey(f.provider, f.name, f.base_url, f.api_key_env) for f in config.model.fallbacks]
-
-
-def make_failover(config: HeraldConfig, pool: ProviderPool) -> Failover | None:
-    """The fallback models (None when none are configured); each is built now, so a missing key stops
-    the start with the sentence that says where to put it, not the first outage."""
-    keys = fallback_keys(config)
-    if not keys:
-        return None
-    for key in keys:
-        try:
-            pool.get(key)
-        except ProviderError as error:
-            raise ConfigError(f"model.fallbacks: {error}") from None
-    return Failover(keys, pool.get, probe_interval=config.model.fallback_probe_interval)
-
-
-def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:
-    """The summary model from ``auxiliary.compression``; None = each session's own model."""
-    aux = config.auxiliary.compression
-    if aux.provider is None and aux.model is None and aux.base_url is None:
-        return None
-    provider = aux.provider or config.model.provider
-    return ProviderKey(provider, aux.model or config.model.name, aux.base_url)
-
 
 @dataclass
 class Runtime:
@@ -219,49 +137,6 @@ class Runtime:
             provider=provider or self.provider,
             model=model or self.model,
         )
-
-
-LOCAL_STT_KEY = "no-key"  # sent to a server at stt.base_url when no key is set: the SDK needs one
-
-
-def stt_api_key(config: HeraldConfig, environ: Mapping[str, str]) -> str | None:
-    """The key speech to text sends: ``stt.api_key_env``'s value; with none, :data:`LOCAL_STT_KEY` for
-    a server of your own at ``stt.base_url`` (a local Whisper server asks for no key and ignores the
-    one it gets); None when OpenAI's own service would be called without a key."""
-    stt = config.stt
-    return environ.get(stt.api_key_env) or (LOCAL_STT_KEY if stt.base_url else None)
-
-
-def missing_stt_key(config: HeraldConfig, where: str) -> str:
-    """What to do about speech to text configured for OpenAI's service with no key (``where``: .env)."""
-    stt = config.stt
-    return (
-        f"stt.provider is {stt.provider} but {stt.api_key_env} is not set: put the key in the environment "
-        f"or in {where} (or set stt.base_url to a Whisper server of your own, which needs none; or "
-        "stt.provider: null to leave voice notes untranscribed)."
-    )
-
-
-def make_transcriber(config: HeraldConfig) -> Transcriber | None:
-    """Speech to text from ``stt``; None when it is not configured. A missing key (for OpenAI's own
-    service) is a start-up error."""
-    stt = config.stt
-    if stt.provider is None:
-        return None
-    api_key = stt_api_key(config, os.environ)
-    if api_key is None:
-        raise ConfigError(missing_stt_key(config, ".env in your Herald home"))
-    from agent.api import OpenAITranscriber  # imports the openai SDK: only when configured
-
-    return OpenAITranscriber(
-        model=stt.model,
-        api_key=api_key,
-        base_url=stt.base_url,
-        timeout=stt.timeout,
-        language=stt.language,
-        retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
-        price_per_minute=stt.price_per_minute,
-    )
 
 
 def make_context_engine(

@@ -1,7 +1,12 @@
-"""The gateway's services, built once by ``gateway.app`` and handed to the router, turns and commands.
+"""The gateway's services, built once by the chat core (``gateway.wiring.core``) and handed to the
+router, turns, commands, cron, the API and the console.
 
 A plain bundle (no behaviour beyond reading it) so that every part gets its collaborators explicitly
-instead of reaching for module-level state.
+instead of reaching for module-level state. No part below the wiring imports it: each takes a narrow
+context of its own, a protocol naming what it reads (``gateway.conversation.context``,
+``gateway.intake.handling``, ``gateway.cron.runner.CronServices``, ``gateway.commands.CommandServices``,
+``gateway.console.pages.ConsoleServices``, ``gateway.openai_api.server.ApiServices``), which this bundle
+satisfies.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
-from gateway.runtime import Runtime
 from gateway.server.metrics import GatewayMetrics
 from gateway.speech.replies import SpokenReplies
+from gateway.wiring.runtime import Runtime
 
 
 @dataclass
