@@ -30,6 +30,7 @@ from agent.memory import OWNER_SCOPE
 from agent.model.messages import Message, ToolCall
 from agent.providers.openai_provider import OpenAIProvider
 from agent.settings import WebSettings
+from agent.store.audit import Outcome
 from agent.tools.browser import BrowserTools
 from agent.tools.browser.host import SessionBrowser
 from agent.tools.registry import ToolContext, ToolRegistry, run_tool
@@ -348,6 +349,22 @@ async def test_a_download_over_the_cap_is_stopped_and_nothing_is_left(
     async with asyncio.timeout(30):
         await site.huge_cut.wait()  # stopped part-way, not received whole and refused after
     assert not [path for path in files_in(workspace) if "atlas" in path]
+
+
+async def test_each_download_is_in_the_audit_with_its_address_its_file_and_its_size(
+    browser: BrowserTools, site: Site, context: ToolContext
+) -> None:
+    """The console's Activity shows what a page downloaded into the workspace, like every other thing
+    the owner's tools did: the session, the address, the file and its size; a refused one with why."""
+    await download(browser, context, site, "Get the checklist")
+    await download(browser, context, site, "Get the atlas")
+    rows = await context.store.audit.entries(session_key=context.session_key, tool="browser_download")
+    atlas, checklist = [row for row in rows if row.session_id == context.session_id]  # newest first
+    assert (checklist.action, checklist.outcome) == (f"download {site.inside.url}/file", Outcome.RAN)
+    assert checklist.detail.startswith("saved to downloads/checklist")
+    assert f"({len(CHECKLIST)} bytes)" in checklist.detail
+    assert (atlas.action, atlas.outcome) == (f"download {site.inside.url}/huge", Outcome.FAILED)
+    assert "refused: it is over 1 MB" in atlas.detail
 
 
 async def test_a_download_redirected_to_a_private_address_is_refused_and_reaches_nothing(

@@ -345,7 +345,7 @@ async def test_a_failing_sync_is_not_connected_until_syncing_recovers_or_stops()
         fake.fail_next("sync", 1000, status=502, retry_after=None)
         fake.message(room, FRIEND, text("ends the sync under way"))
         await wait_until(lambda: not adapter.status().connected, what="the sync failing")
-        assert adapter.status().detail.startswith("sync failed")
+        assert adapter.status().detail.startswith("Matrix sync failed")
         with fake.lock:
             fake.faults.clear()
         await wait_until(lambda: adapter.status().connected, what="syncing again")

@@ -23,9 +23,12 @@ here, independent of the renderers:
 "Formatting aside", precisely: whitespace is not compared (each platform lays out lines its own
 way); from the model's text, only these may go missing: the characters ``* _ ` [ ] \\``, a ``>``
 with only spaces, ``>`` and ``*`` before it on its line (a quote marker, perhaps in a list item), a
-link's ``(destination)`` right after a ``]``, and a code fence's language word. The visible text may add
-only a platform's own list, rule and task-box symbols. Everything else - letters, ``<``, ``&``,
-``;``, ``(`` and ``)`` outside link destinations, the order of it all - must arrive.
+link's ``(destination)`` right after a ``]``, a code fence's language word, and the brackets of an
+autolink to a web page, an address or a Matrix id (``<https://example.com>``, ``<me@example.com>``):
+a link where the platform links it. Other angle-bracketed text (``<id:123>``, ``a < b > c``) is text
+and keeps its brackets. The visible text may add only a platform's own list, rule and task-box
+symbols. Everything else - letters, ``<``, ``&``, ``;``, ``(`` and ``)`` outside link destinations,
+the order of it all - must arrive.
 """
 
 from __future__ import annotations
@@ -78,7 +81,11 @@ _DISCORD_TAGS = [
     "<a:name:123>",
     "</cmd:123>",
     "</cmd sub:123>",
-]  # not <id:browse>: a CommonMark autolink, whose brackets are formatting like a link's
+    "<id:browse>",
+]
+# CommonMark autolinks: links on a platform that links the scheme, the rest text as written.
+_AUTOLINKS = ["<https://example.com/a>", "<http://example.com/b?c=d&e=f>", "<me@example.com>",
+              "<id:123>", "<ftp://example.com/f>", "<matrix:u/bot:example.com>", "a < b > c"]  # fmt: skip
 _REFERENCES = ["&amp;", "&lt;", "&gt;", "&#60;", "&#x3C;", "&copy;", "&nosuch;"]
 _LANGUAGES = ["", "python", "html", "tsx"]
 
@@ -87,6 +94,7 @@ _atom = st.one_of(
     st.sampled_from(list("<>&*_[]()`\\;")),
     st.sampled_from(_TAGS),
     st.sampled_from(_DISCORD_TAGS),
+    st.sampled_from(_AUTOLINKS),
     st.sampled_from(_REFERENCES),
     st.tuples(st.sampled_from(_WORDS), st.sampled_from(_WORDS)).map(
         lambda p: f"[{p[0]}](https://example.com/{p[1]})"
@@ -251,6 +259,8 @@ _MAY_VANISH = frozenset("*_`[]\\")
 _QUOTE_OR_ITEM = re.compile(r"^[ \t>*]+", re.M)
 _DESTINATION = re.compile(r"(?<=\])\((?:<[^<>\n]*>|[^\s()]*)\)")
 _FENCE_LANGUAGE = re.compile(r"^[ \t]*```([^\s`]+)", re.M)
+# An autolink whose brackets may vanish (a link where the platform links it).
+_LINKED = re.compile(r"<(?:https?://[^\s<>]*|matrix:[^\s<>]*|[^\s<>@]+@[^\s<>@]+)>", re.I)
 
 
 def _units(model: str) -> list[tuple[str, bool]]:
@@ -265,7 +275,7 @@ def _units(model: str) -> list[tuple[str, bool]]:
         for match in _QUOTE_OR_ITEM.finditer(model)
         for offset, char in enumerate(match.group())
         if char == ">"
-    }
+    } | {at for match in _LINKED.finditer(model) for at in (match.start(), match.end() - 1)}
     units: list[tuple[str, bool]] = []
     position = 0
     while position < len(model):
@@ -350,6 +360,7 @@ def test_every_platform_shows_the_answer_as_written(platform: str, model: str, l
         "<div>\n**inside**\n</div>\n\nafter &copy; 2026",
         "Discord writes <#123> for a channel, <@&5> for a role, <t:1700000000:R>, <:ok:7> and </ask:9>;"
         " in code `<@123>` and\n```\n\\<#123> </ask sub:9>\n```\nstay, and \\<#4> or \\\\<#4> too.",
+        "Open <id:123> or <ftp://example.com/f>; a < b > c, **<id:7>** and `<https://example.com>`.",
     ],
 )
 def test_html_and_character_references_arrive_as_written(platform: str, model: str) -> None:
@@ -358,6 +369,23 @@ def test_html_and_character_references_arrive_as_written(platform: str, model: s
     assert as_written(model, shown, added), f"{platform} shows {shown!r}"
     for token in re.findall(r"<[^>]*>|&\w+;", model):
         assert token in shown, f"{platform} lost {token!r}: {shown!r}"
+
+
+@pytest.mark.parametrize(
+    ("model", "telegram", "matrix"),
+    [
+        ("see <https://example.com/a>", "see https://example.com/a", '<a href="https://example.com/a">'),
+        ("mail <me@example.com>", "mail me@example.com", '<a href="mailto:me@example.com">'),
+    ],
+)
+def test_an_autolink_is_a_link(model: str, telegram: str, matrix: str) -> None:
+    """Telegram links a web address behind its text (an address in text it links itself); Matrix
+    writes the link; neither shows the brackets, which are the link's syntax."""
+    [part] = render(model, TelegramAdapter.capabilities)
+    assert part.text == telegram
+    links = [e for e in part.entities if e.type == "text_link"]
+    assert [e.url for e in links] == (["https://example.com/a"] if "https" in model else [])
+    assert matrix in to_html(model) and "&lt;" not in to_html(model)
 
 
 def test_the_check_itself_catches_lost_and_added_characters() -> None:
@@ -370,3 +398,5 @@ def test_the_check_itself_catches_lost_and_added_characters() -> None:
     assert not as_written("alert(1)", "alert1")
     assert not as_written("a b", "a b c")
     assert not as_written("a > b", "a b")  # not a quote marker: inside a line
+    assert as_written("<https://example.com>", "https://example.com")  # a link's brackets
+    assert not as_written("<id:123>", "id:123")  # text

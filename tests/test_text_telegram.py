@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from adapters.base import OutboundText, TextEntity
 from adapters.telegram import render as telegram
 from adapters.telegram.render import TELEGRAM_LIMIT
+from adapters.text import styled
 from adapters.text.entities import clip_entities, plain_fallback, split_outbound
 from adapters.text.units import utf16_len, utf16_offsets
 from gateway.delivery.text.sanitize import sanitize_text
@@ -119,7 +120,7 @@ def test_converter_failure_falls_back_to_plain_text(monkeypatch: pytest.MonkeyPa
     def broken(*args: object, **kwargs: object) -> tuple[str, list[object]]:
         raise RuntimeError("parser bug")
 
-    monkeypatch.setattr(telegram, "convert", broken)
+    monkeypatch.setattr(styled, "convert", broken)
     assert render_telegram("**bold**\r\n") == [OutboundText("**bold**")]
 
 

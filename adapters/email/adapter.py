@@ -52,9 +52,10 @@ from adapters.base import (
     SinkRetry,
 )
 from adapters.names import clean_name
+from adapters.reconnect import Reconnect
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
-from resilience.backoff import Backoff, Streak
+from resilience.backoff import Backoff
 from resilience.loops import BackgroundLoop
 from resilience.unreachable import Unreachable
 
@@ -73,6 +74,7 @@ TRANSFER_TIMEOUT = 120.0  # a mail with files, fetched or sent
 IDLE_RENEW = 25 * 60.0  # seconds: IDLE is re-issued before the 29 minutes a server may hold it (RFC 2177)
 BATCH = 50  # unread mails fetched and handed to the sink at once
 START_TIMEOUT = 30.0
+READING = "Email: reading the mailbox"  # the IMAP link, as the log and the status name it
 THREAD_DAYS = 180  # a thread's record lives this long after its last mail
 _UID = re.compile(rb"UID (\d+)")
 _UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
@@ -145,15 +147,15 @@ class EmailAdapter(Adapter):
         self._records = records if records is not None else MemoryRecordStore(RECORDS)
         self._idle_renew = idle_renew
         self._timeout = timeout
-        backoff = Backoff(retry_base, max(retry_base, retry_cap))
-        self._read_backoff = Streak(backoff)
-        self._sink_retry = SinkRetry(backoff, log=log)
+        self._backoff = Backoff(retry_base, max(retry_base, retry_cap))
+        self._sink_retry = SinkRetry(self._backoff, log=log)
         self._sink: InboundSink | None = None
         self._may_read: Callable[[], bool] | None = None
         self._reader: BackgroundLoop | None = None
         self._first_read = asyncio.Event()
         self._status = AdapterStatus()
         self._reading = AdapterStatus()
+        self._link = Reconnect(self._backoff, READING, log=log, status=self._reading)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -185,6 +187,7 @@ class EmailAdapter(Adapter):
         self._may_read = allowed
         self._first_read = asyncio.Event()
         self._reading = AdapterStatus(connected=True)
+        self._link = Reconnect(self._backoff, READING, log=log, status=self._reading)
         self._reader = BackgroundLoop("the email (IMAP) reader", self._read_forever).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # connected to the folder (or failed), not forever
@@ -240,23 +243,20 @@ class EmailAdapter(Adapter):
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                await self._failed(f"cannot read the mailbox: {error!r}")
+                await self._failed(f"cannot connect: {error!r}")
                 continue
             try:
                 await self._read_connected(client, validity)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                await self._failed(f"the IMAP connection failed: {error!r}")
+                await self._failed(f"connection lost: {error!r}")
             finally:
                 await _close(client)
 
-    async def _failed(self, detail: str) -> None:
-        self._reading.connected, self._reading.detail = False, detail
+    async def _failed(self, problem: str) -> None:
         self._first_read.set()
-        if self._read_backoff.failures == 0:
-            log.warning("Email: %s; retrying with a backoff", detail)
-        await asyncio.sleep(self._read_backoff.next_delay())
+        await self._link.failed(problem)
 
     async def _read_connected(self, client: IMAP4, validity: int) -> None:
         idle = self._idle and client.has_capability("IDLE")
@@ -267,10 +267,7 @@ class EmailAdapter(Adapter):
                 await asyncio.sleep(min(self._poll_interval, 1.0))
                 continue
             read = await self._read_unread(client, validity)
-            failures = self._read_backoff.reset()
-            if failures:
-                log.info("Email: reading the mailbox again after %d failed attempt(s)", failures)
-            self._reading.connected, self._reading.detail = True, ""
+            self._link.recovered()
             if read is None:
                 await self._sink_retry.pause()
             elif read:

@@ -47,6 +47,7 @@ from adapters.base import (
     OutboundText,
     SinkRetry,
 )
+from adapters.reconnect import Reconnect
 from adapters.records import MemoryRecordStore, RecordStore
 from adapters.text.markdown import render_markdown
 from resilience.backoff import Backoff, Streak
@@ -75,6 +76,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 4000  # characters of Markdown per message: its HTML stays far below Matrix's 64 KiB event
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # Synapse's default max_upload_size
 START_TIMEOUT = 30.0
+SYNCING = "Matrix sync"  # the sync loop's link, as the log and the status name it
 REQUEST_TIMEOUT = 60.0
 TRANSFER_TIMEOUT = 120.0  # one upload or download
 SYNC_WAIT = 30.0  # seconds the homeserver holds a sync open when nothing happens
@@ -152,7 +154,6 @@ class MatrixAdapter(Adapter):
         self._sync_wait = sync_wait
         self._request_timeout = request_timeout
         backoff = Backoff(retry_base, max(retry_base, retry_cap))
-        self._sync_backoff = Streak(backoff)
         self._token_backoff = Streak(backoff)
         self._backoff = backoff
         self._api: HeraldHTTPAPI | None = None
@@ -172,6 +173,7 @@ class MatrixAdapter(Adapter):
         self._status = AdapterStatus()  # signed in (until stop)
         self._syncing = AdapterStatus()  # the running sync loop's: its last sync (see status())
         self._sink_retry = SinkRetry(backoff, log=log, status=self._syncing)  # the next sync repeats a batch
+        self._link = Reconnect(backoff, SYNCING, log=log, status=self._syncing)
 
     @property
     def user_id(self) -> str:
@@ -220,6 +222,7 @@ class MatrixAdapter(Adapter):
         self._first_sync = asyncio.Event()
         self._syncing = AdapterStatus(connected=True)  # a new sync loop starts with no failure of its own
         self._sink_retry = SinkRetry(self._backoff, log=log, status=self._syncing)
+        self._link = Reconnect(self._backoff, SYNCING, log=log, status=self._syncing)
         self._sync = BackgroundLoop("the Matrix sync loop", self._sync_loop).start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(START_TIMEOUT):  # the first answer (or failure), not forever
@@ -293,18 +296,9 @@ class MatrixAdapter(Adapter):
         except asyncio.CancelledError:
             raise
         except Exception as error:  # network, 5xx, a bad answer: never end the loop
-            self._syncing.connected = False
-            self._syncing.detail = f"sync failed: {error}"
-            if self._sync_backoff.failures == 0:
-                log.warning("Matrix sync failed (%s); backing off", error)
-            await asyncio.sleep(
-                self._sync_backoff.next_delay(retry_after=getattr(error, "retry_after", None))
-            )
+            await self._link.failed(str(error), retry_after=getattr(error, "retry_after", None))
             return None
-        failures = self._sync_backoff.reset()
-        if failures:
-            log.info("Matrix sync recovered after %d failed attempt(s)", failures)
-        self._syncing.connected, self._syncing.detail = True, ""
+        self._link.recovered()
         return batch
 
     async def _handle(self, batch: SyncBatch, *, messages: bool, since: str | None = None) -> bool:

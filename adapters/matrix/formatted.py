@@ -67,7 +67,8 @@ def to_html(markdown: str) -> str:
     out: list[str] = []
     stack: list[str] = []  # open tags, innermost last
     head = False  # inside a table's head row: cells are <th>
-    for event, _ in as_written(pyromark.events_with_range(markdown, options=OPTIONS), markdown):
+    events = pyromark.events_with_range(markdown, options=OPTIONS)
+    for event, _ in as_written(events, markdown, links=SAFE_SCHEMES):
         if isinstance(event, str):
             out.append({"SoftBreak": "<br>", "HardBreak": "<br>", "Rule": "<hr>"}.get(event, ""))
             continue
@@ -121,7 +122,7 @@ def _open(value: Any, head: bool) -> tuple[str, str]:
         return "pre", f"<pre><code{attribute}>"
     if name in ("Link", "Image"):
         url = str(data.get("dest_url", "")) if isinstance(data, dict) else ""
-        if url.startswith(SAFE_SCHEMES):
+        if url.lower().startswith(SAFE_SCHEMES):
             return "a", f'<a href="{escape(url, quote=True)}">'
         return "", ""
     if name == "TableHead":

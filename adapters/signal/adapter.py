@@ -44,7 +44,8 @@ from adapters.base import (
     SinkRetry,
 )
 from adapters.names import clean_name
-from resilience.backoff import Backoff, Streak
+from adapters.reconnect import Reconnect
+from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait
 from resilience.loops import BackgroundLoop
 
@@ -142,7 +143,7 @@ class SignalAdapter(Adapter):
 
     async def _receive(self) -> None:
         """The event stream, re-opened whenever it ends, fails or falls silent, until stopped."""
-        streak = Streak(STREAM_BACKOFF)
+        link = Reconnect(STREAM_BACKOFF, "Signal event stream", log=log, status=self._status)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
         url = f"{self._settings.daemon_url}/api/v1/events"
         while True:
@@ -154,15 +155,12 @@ class SignalAdapter(Adapter):
                 async with session.get(url, timeout=timeout) as response:
                     if response.status != 200:
                         raise DeliveryError(f"HTTP {response.status}", retryable=True)
-                    self._status.connected, self._status.detail = True, ""
-                    if streak.failures:
-                        log.info("Signal event stream open again (after %d failure(s))", streak.reset())
+                    link.recovered()
                     watch = asyncio.create_task(self._watch(response), name="signal-stream-watch")
                     try:
                         async for name, data in events(response):
                             if name == "receive":
                                 await self._envelope(data)
-                            streak.reset()
                     finally:
                         await cancel_and_wait([watch])
                     if watch.done() and not watch.cancelled() and watch.result():
@@ -171,11 +169,7 @@ class SignalAdapter(Adapter):
                 raise
             except (aiohttp.ClientError, DeliveryError, ValueError, TimeoutError) as exc:
                 problem = str(exc) or type(exc).__name__
-            self._status.connected, self._status.detail = False, f"event stream: {problem}"
-            delay = streak.next_delay()
-            if streak.failures == 1:
-                log.warning("Signal event stream lost (%s); opening a new one", problem)
-            await asyncio.sleep(delay)
+            await link.failed(problem)
 
     async def _watch(self, response: aiohttp.ClientResponse) -> bool:
         """Close ``response`` once no byte arrived for ``stream_timeout`` seconds (True then). Counts the

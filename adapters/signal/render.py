@@ -2,8 +2,8 @@
 
 Signal styles ranges of a message's text (``textStyle``: BOLD, ITALIC, STRIKETHROUGH, MONOSPACE,
 SPOILER, in UTF-16 units); it shows no links behind words, no underline, no quote and no code
-language. So the conversion (telegramify-markdown's parse and walk, with the model's HTML and
-character references as written: ``adapters.text.literal``) is followed by Signal's own layout:
+language. So the conversion Telegram's renderer makes too (``adapters.text.styled``: text plus
+entities, total, plain text when it cannot be trusted) is followed by Signal's own layout:
 
 - a link whose words are not its address shows the address after them: ``docs (https://…)``;
 - a code block's language is an italic caption line above it (``python``), again above each part of
@@ -19,19 +19,12 @@ Pure and total like every renderer.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 
-from telegramify_markdown import RenderConfig
-from telegramify_markdown.converter import STANDARD_OPTIONS, EventWalker, _parse
-
 from adapters.base import OutboundText, TextEntity
-from adapters.text.controls import mask_controls
 from adapters.text.entities import split_outbound
-from adapters.text.literal import as_written
+from adapters.text.styled import to_entities
 from adapters.text.units import utf16_len
-
-log = logging.getLogger(__name__)
 
 MIN_LIMIT = 16  # room for a caption and a few characters of code
 STYLES = {  # a neutral entity type -> Signal's textStyle
@@ -42,8 +35,6 @@ STYLES = {  # a neutral entity type -> Signal's textStyle
     "code": "MONOSPACE",
     "pre": "MONOSPACE",
 }
-_CONFIG = RenderConfig.isolated()  # a private copy: telegramify's default one is process-global
-_SPOILER_TAGS = frozenset({"<tg-spoiler>", "</tg-spoiler>"})
 
 
 def render_signal(markdown: str, limit: int) -> list[OutboundText]:
@@ -74,22 +65,13 @@ def _captioned(part: OutboundText, limit: int) -> OutboundText:
 
 def to_styled(markdown: str) -> OutboundText:
     """One part's Markdown as Signal shows it (see the module docstring); its plain text when the
-    conversion fails or shows nothing."""
-    try:
-        parsed, events = _parse(markdown, STANDARD_OPTIONS, latex_escape=True)
-        walked = as_written(events, parsed, markup=_SPOILER_TAGS)
-        text, entities, _ = EventWalker(_CONFIG, parsed).walk(tuple(walked))
-    except Exception:
-        log.warning("Converting Markdown for Signal failed; sending plain text", exc_info=True)
-        return OutboundText(markdown)
-    if not text.strip():
-        return OutboundText(markdown)
+    conversion cannot be trusted."""
+    converted = to_entities(markdown)
     spans = [
         _Span(e.type, e.offset, e.offset + e.length, e.url or "", e.language or "")
-        for e in entities
-        if e.length > 0
+        for e in converted.entities
     ]
-    return _laid_out(mask_controls(text), spans)
+    return _laid_out(converted.text, spans)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from telegram import Bot, Update
 from telegram.error import Conflict
 
 from adapters.base import AdapterStatus, SinkRetry
-from resilience.backoff import Backoff, Streak
+from adapters.reconnect import Reconnect
+from resilience.backoff import Backoff
 
 from .redaction import describe
 
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message", "callback_query")  # callback_query: a press of an inline button
 NOT_ALLOWED_PAUSE = 0.05  # seconds between looks at ``allowed`` while it says no
+CONFLICT_ADVICE = (
+    "only one process may poll per bot token, and not while a webhook is set. Stop the other "
+    "instance or use webhook mode"
+)
 UpdateHandler = Callable[[Sequence[Update]], Awaitable[None]]
 
 
@@ -36,7 +41,8 @@ class Poller:
     Failures never end the loop: network trouble and unexpected errors back off with jitter, a
     ``Conflict`` (another process polling this token, or a webhook set) retries slowly. ``allowed``
     (optional) is asked before every ``getUpdates``; none is made while it says False. Each streak
-    is logged once when it starts and once when it ends; ``status`` follows along for ``/readyz``.
+    is logged once when it starts and once when it ends; ``status`` follows along for ``/readyz``
+    (``adapters.reconnect``).
     """
 
     def __init__(
@@ -58,11 +64,10 @@ class Poller:
         self._token = token
         self._timeout = dtm.timedelta(seconds=poll_timeout)  # PTB sends whole seconds as an int
         backoff = Backoff(retry_base, max(retry_base, retry_cap))  # jittered: no lockstep across processes
-        self._fetch_backoff = Streak(backoff)
+        self._link = Reconnect(backoff, "Telegram getUpdates", log=log, status=status)
         self._sink_retry = SinkRetry(  # the updates stay unconfirmed: the next getUpdates repeats them
             backoff, log=log, describe=lambda exc: describe(exc, token), status=status
         )
-        self._streak: str | None = None  # the kind of fetch failure being retried, if any
 
     async def run(self) -> None:
         offset: int | None = None  # None: from the oldest update Telegram still holds for us
@@ -80,37 +85,16 @@ class Poller:
             updates = await self._bot.get_updates(
                 offset=offset, timeout=self._timeout, allowed_updates=ALLOWED_UPDATES
             )
-        except Conflict as exc:
-            self._failed(
-                "conflict",
-                logging.ERROR,
-                "Telegram refused getUpdates (%s): only one process may poll per bot token, and not "
-                "while a webhook is set. Stop the other instance or use webhook mode; retrying slowly.",
-                exc,
+        except Conflict as exc:  # a failure known to last: retried slowly
+            await self._link.failed(
+                describe(exc, self._token), longest=True, level=logging.ERROR, advice=CONFLICT_ADVICE
             )
-            await asyncio.sleep(self._fetch_backoff.next_delay(longest=True))
             return ()
         except Exception as exc:  # network, 5xx, a bad token, a PTB parsing bug: never end the loop
-            self._failed("error", logging.WARNING, "Telegram getUpdates failed (%s); backing off", exc)
-            await asyncio.sleep(self._fetch_backoff.next_delay())
+            await self._link.failed(describe(exc, self._token))
             return ()
-        failures = self._fetch_backoff.reset()
-        if failures:
-            log.info("Telegram polling recovered after %d failed attempt(s)", failures)
-            self._status.detail = ""  # the failure it reported is over (the console shows the detail)
-        self._streak = None
-        self._status.connected = True
+        self._link.recovered()
         return updates
-
-    def _failed(self, kind: str, level: int, message: str, exc: Exception) -> None:
-        text = describe(exc, self._token)
-        self._status.connected = False
-        self._status.detail = text
-        if self._streak != kind:  # once per streak, not once per retry
-            log.log(level, message, text)
-            self._streak = kind
-        else:
-            log.debug("Telegram getUpdates still failing: %s", text)
 
     async def _hand_over(self, updates: Sequence[Update]) -> bool:
         """True once ``handle`` returned; False (after a backoff) if it raised: nothing confirmed."""

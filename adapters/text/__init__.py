@@ -5,6 +5,7 @@ built from these, and the gateway uses them too. ``units`` counts UTF-16 code un
 plans where a long text splits; ``fences`` keeps code blocks balanced across parts; ``split`` splits
 Markdown; ``entities`` splits text plus formatting entities; ``controls`` masks control characters;
 ``markdown`` is the renderer of platforms that show Markdown themselves, ``terminal`` the terminal's;
-``literal`` makes the renderers built on a Markdown parser show raw HTML and character references as
-written.
+``styled`` converts Markdown to text plus entities (Telegram, Signal), ``star_marks`` to the star
+markups (Slack, WhatsApp); ``literal`` makes the renderers built on a Markdown parser show raw HTML
+and character references as written; ``layout_guard`` spots Markdown whose layout would explode.
 """

@@ -9,22 +9,42 @@ two measurements), then the place keeps it in the workspace: under a name made s
 allowlist, created with ``O_EXCL | O_NOFOLLOW`` in a folder opened without following links, numbered
 rather than overwriting, and only if the workspace quota (``tools.workspace_quota_mb``) leaves room
 (``agent.hands.downloads``, the :class:`DownloadPlace` the runtime hands the browser). Anything refused
-leaves nothing behind.
+leaves nothing behind. Every download a page starts in the owner's session is in the audit of the
+owner's tools (``agent.store.audit``, the console's Activity), saved or not: :func:`audited`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent.tools.registry import ToolError
+from agent.store.audit import AuditEntry, Outcome
+from agent.tools.registry import ToolContext, ToolError
 
 if TYPE_CHECKING:
     from playwright.async_api import Download
 
 WATCH_INTERVAL = 0.1  # seconds between two measurements of a growing download
+UNSTAGED = "refused: this Playwright does not say where it stages downloads, so none is saved"
+TOOL = "browser_download"  # the audit's name for a download a page started
+
+
+@dataclass(frozen=True)
+class Received:
+    """What became of a download: ``said`` to the model (a sentence), and where it was saved in the
+    workspace with its size ("" and 0 when it was not)."""
+
+    said: str
+    saved: str = ""
+    size: int = 0
+
+
+Witness = Callable[[str, Received], Awaitable[None]]
+"""Records a download (its address, what became of it) in the audit: :func:`audited`."""
 
 
 class TooBig(ToolError):
@@ -89,24 +109,38 @@ def too_big(max_bytes: int) -> str:
     return f"it is over {max_bytes / 1048576:g} MB (web.browser.max_download_mb); nothing was saved"
 
 
-async def receive(download: Download, place: DownloadPlace) -> str:
-    """Watch ``download`` and save it into the workspace; what the model is told (a sentence). The
-    temporary copy is always deleted."""
+async def receive(download: Download, place: DownloadPlace) -> Received:
+    """Watch ``download`` and save it into the workspace; what became of it. The temporary copy is
+    always deleted."""
     staged = staged_path(download)
     try:
         if staged is None:
             await download.cancel()
-            return "refused: this Playwright does not say where it stages downloads, so none is saved"
+            return Received(UNSTAGED)
         try:
             finished = await watch(download, staged, place.max_bytes)
             saved, size = await place.keep(finished, download.suggested_filename)
         except ToolError as refusal:
-            return f"refused: {refusal}"
+            return Received(f"refused: {refusal}")
         except OSError as error:  # the disk is full, the folder is not writable
-            return f"not saved: it could not be written ({error.strerror or error})"
-        return f"saved to {saved} in the workspace ({size:,} bytes)"
+            return Received(f"not saved: it could not be written ({error.strerror or error})")
+        return Received(f"saved to {saved} in the workspace ({size:,} bytes)", saved, size)
     finally:
         with contextlib.suppress(Exception):  # the browser may be gone already
             await download.delete()
 
 
+
+
+def audited(context: ToolContext) -> Witness:
+    """The witness of ``context``'s session: each download a row of the audit, with the session, the
+    person the turn answers, the address, and the file in the workspace and its size (or why not)."""
+    person = context.approver.person if context.approver is not None else None
+
+    async def witness(url: str, received: Received) -> None:
+        outcome = Outcome.RAN if received.saved else Outcome.FAILED
+        entry = AuditEntry(context.session_key, context.session_id, TOOL, f"download {url}", outcome,
+                           detail=received.said, person=person)  # fmt: skip
+        await context.store.audit.record(entry)
+
+    return witness

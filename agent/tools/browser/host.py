@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.settings import BrowserSettings
-from agent.tools.browser.downloads import DownloadPlace, receive
+from agent.tools.browser.downloads import DownloadPlace, Received, Witness, receive
 from agent.tools.registry import ToolError
 from agent.tools.web.addresses import AddressPolicy
 from agent.untrusted.envelope import mark_untrusted
@@ -84,6 +84,7 @@ class SessionBrowser:
     refused_downloads: list[str] = field(default_factory=list)  # file names the site tried to download
     downloading: set[asyncio.Future[None]] = field(default_factory=set)  # downloads being received
     download_notes: list[str] = field(default_factory=list)  # what became of finished downloads
+    witness: Witness | None = None  # puts each download in the audit
 
     async def current_page(self, timeout: float) -> Page:  # noqa: ASYNC109 - a Playwright wait bound
         """The page the tools act on (a new blank one when there is none)."""
@@ -116,13 +117,18 @@ class SessionBrowser:
 
     async def _receive(self, download: Download, place: DownloadPlace) -> None:
         try:
-            said = await receive(download, place)
+            received = await receive(download, place)
         except Exception as error:  # the browser went away mid-download
             log.warning("browser: a download was lost: %s", error)
-            said = "lost: the browser stopped before it finished"
+            received = Received("lost: the browser stopped before it finished")
+        if self.witness is not None:
+            try:
+                await self.witness(download.url, received)
+            except Exception:  # the audit's store is away: the file is saved all the same, and said so
+                log.warning("browser: a download could not be put in the audit", exc_info=True)
         shown = " ".join(download.suggested_filename.split())[:100] or "a file"
         self.download_notes.append(
-            mark_untrusted(download.url, f"The page started a download ({shown}): {said}.")
+            mark_untrusted(download.url, f"The page started a download ({shown}): {received.said}.")
         )
 
     async def downloads_done(self, timeout: float) -> None:  # noqa: ASYNC109 - a bound, not a deadline
@@ -179,10 +185,14 @@ class BrowserHost:
         return self._proxy
 
     async def session(
-        self, session_id: str, policy: AddressPolicy, place: DownloadPlace | None = None
+        self,
+        session_id: str,
+        policy: AddressPolicy,
+        place: DownloadPlace | None = None,
+        witness: Witness | None = None,
     ) -> SessionBrowser:
         """The session's context, the browser launched and the context made if needed; ``place``: where
-        its downloads go (None: refused), fixed when the context is made."""
+        its downloads go (None: refused), ``witness``: who records them; fixed when the context is made."""
         existing = self._sessions.get(session_id)
         if existing is not None:
             existing.last_used = asyncio.get_running_loop().time()
@@ -205,7 +215,9 @@ class BrowserHost:
             raise
         context.set_default_timeout(self.settings.timeout * 1000)
         context.set_default_navigation_timeout(self.settings.timeout * 1000)
-        opened = SessionBrowser(context, credentials, tenant, self.settings.max_pages, place=place)
+        opened = SessionBrowser(
+            context, credentials, tenant, self.settings.max_pages, place=place, witness=witness
+        )
         opened.last_used = asyncio.get_running_loop().time()
         context.on("page", opened.opened)
         self._sessions[session_id] = opened

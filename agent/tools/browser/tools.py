@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from agent.media.images import image_tokens
 from agent.model.media import Media
 from agent.settings import BrowserSettings, WebSettings
-from agent.tools.browser.downloads import DownloadPlace
+from agent.tools.browser.downloads import DownloadPlace, audited
 from agent.tools.browser.host import VIEWPORT, BrowserHost, SessionBrowser
 from agent.tools.browser.snapshot import REF_FORM, capped, compact
 from agent.tools.registry import Tool, ToolContext, ToolError, ToolOutput
@@ -284,8 +284,10 @@ class BrowserTools:
     # -- the common path ------------------------------------------------------------------------------
 
     async def _session(self, context: ToolContext) -> SessionBrowser:
-        place = self.downloads if context.trusted else None
-        return await self.host.session(context.session_id, self._policies[context.trusted], place)
+        if not context.trusted or self.downloads is None:
+            return await self.host.session(context.session_id, self._policies[context.trusted])
+        owner = self._policies[True]
+        return await self.host.session(context.session_id, owner, self.downloads, audited(context))
 
     async def _act(
         self,

@@ -3,8 +3,8 @@
 telegramify-markdown indents a nested list item by two spaces per level and pads every table cell to
 its column's width. Both grow quadratically with hostile input: 10,000 characters of ``- - - ...``
 render to 25 million. One cheap parse with pyromark (the parser telegramify-markdown itself uses)
-measures that growth, so ``render_telegram`` can send such input as plain text instead of spending
-seconds and memory on it.
+measures that growth, so ``adapters.text.styled`` can send such input as plain text instead of
+spending seconds and memory on it.
 """
 
 from __future__ import annotations
