@@ -149,12 +149,15 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
             return [m.text for m in fake.messages(CHAT) if not m.deleted and m.text.startswith("Answer")]
 
         wait(answered, "the answer from the other process", timeout=60)
-        time.sleep(1.0)  # a doubled answer would show up now (a load could only hide one, never make one)
+        # A later message of the chat, answered: a doubled answer to the first would have come before
+        # its answer (a chat's messages are answered, and its replies sent, in order).
+        fake.private_message(CHAT, "later")
+        wait(lambda: len(answered()) >= 2, "the answer to a later message", timeout=60)
         final = [m.text for m in fake.messages(CHAT) if not m.deleted]
         assert processes[1 - killed].poll() is None
     client.close()
-    assert final == ["Answer to question"]
-    assert len(emulator.requests) == 2  # the killed attempt and the one that answered
+    assert final == ["Answer to question", "Answer to later"]
+    assert len(emulator.requests) == 3  # the killed attempt, the one that answered, the later one
     # Taken over because its entry went idle a whole lease in Redis (claimed once), not by a stopwatch.
     claimed = (homes[1 - killed].root / "gateway.log").read_bytes()
     assert claimed.count(b"claimed entry") == 1 and b"of a process that stopped" in claimed
