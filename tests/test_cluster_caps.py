@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -16,6 +17,7 @@ from gateway.cluster.redis import Cluster
 from gateway.cluster.watch import ConnectionWatch
 from gateway.wiring.runtime import request_limiter
 from tests.conftest import make_config
+from tests.fakes.waiting import wait_until_awaited
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,15 +45,30 @@ async def test_a_shared_cap_counts_the_slots_of_every_process(redis: Redis) -> N
 async def test_the_slot_of_a_holder_that_died_frees_after_its_ttl_and_a_live_one_is_renewed(
     redis: Redis,
 ) -> None:
-    dead = RedisSemaphore(redis, "test:cap", 1, ttl=0.3, owner="dead")
-    live = RedisSemaphore(redis, "test:cap", 1, ttl=0.3, owner="live")
+    dead = RedisSemaphore(redis, "test:cap", 1, ttl=1.0, owner="dead")
+    live = RedisSemaphore(redis, "test:cap", 1, ttl=1.0, owner="live")
     assert await dead.try_take() is not None  # taken, never renewed nor released
     assert await live.try_take() is None
-    await asyncio.sleep(0.4)
-    async with live.slot():
-        await asyncio.sleep(1.0)  # three times the ttl: renewed meanwhile
+    async with live.slot():  # waits until the dead holder's slot lapsed
+        [(token, first_expiry)] = await slots(redis, "test:cap")
+        assert token.startswith("live:")
+        # Redis' own clock past the expiry the slot was taken with: it is held now only if renewed.
+        await wait_until_awaited(lambda: redis_ms_past(redis, first_expiry), what="the first expiry passed")
         assert await dead.try_take() is None
+        assert dict(await slots(redis, "test:cap"))[token] > first_expiry
     assert await dead.try_take() is not None  # released on exit
+
+
+async def slots(redis: Redis, key: str) -> list[tuple[str, float]]:
+    """The slots of a cap: each one's token and expiry (milliseconds of Redis' clock)."""
+    found: list[Any] = await redis.zrange(key, 0, -1, withscores=True)
+    return [(str(token), float(expiry)) for token, expiry in found]
+
+
+async def redis_ms_past(redis: Redis, moment: float) -> bool:
+    """Whether Redis' clock (in milliseconds, as the slots' expiries) is past ``moment``."""
+    seconds, micros = await redis.time()
+    return seconds * 1000 + micros // 1000 > moment
 
 
 async def test_requests_of_several_processes_stay_under_the_cluster_cap(redis: Redis) -> None:

@@ -75,7 +75,8 @@ async def test_one_gateway_polls_and_another_takes_over_within_the_ttl_when_it_s
         assert cluster.leaders() == [first]
         assert {cluster.member(n).role for n in cluster.gateways} == {"leader", "worker"}
         sending = asyncio.create_task(send_steadily(cluster.fake, users, every=0.05))
-        await asyncio.sleep(0.5)
+        await until(lambda: sum(bool(cluster.bot_messages(u)) for u in users) >= 5, SLACK,
+                    "the first leader's updates answered")  # fmt: skip  # it stops mid-stream
         key = leadership.key
         await cluster.close(first)  # SIGTERM: it resigns, drains and closes
         second = await cluster.leader()
@@ -160,7 +161,13 @@ async def test_redis_down_nobody_polls_and_polling_resumes_when_it_is_back(
         polls = len(fake.calls_to("getUpdates"))
         for user in users:
             fake.private_message(user, "while Redis is away")
-        await asyncio.sleep(2.0)  # (a load on the machine could only hide a poll, never make one)
+        sent = time.monotonic()
+        leaderships = [cluster.member(name).leadership for name in cluster.gateways]
+        await until(  # each process tried to win since (and found Redis away): its chance to poll
+            lambda: all((lead._redis_away_at or 0.0) > sent for lead in leaderships),
+            LEADER_TTL + SLACK,
+            "a try to win by each process",
+        )
         assert len(fake.calls_to("getUpdates")) == polls  # nobody polls
         assert len(fake.pending_updates()) == len(users)  # Telegram keeps them
         for gateway in cluster.gateways.values():
@@ -176,9 +183,17 @@ async def test_redis_down_nobody_polls_and_polling_resumes_when_it_is_back(
 
 async def test_the_scheduler_fires_a_job_once_across_the_processes(
     home: HeraldHome, emulator: ProviderEmulator, emulator_url: str, postgresql_database: str,
-    redis_server: RedisServer,
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     fast = {"poll_interval": 0.2}  # the leader reads the job table often (the job is added elsewhere)
+    syncs = [0]  # readings of the job table, by any process's scheduler
+    sync = CronScheduler.sync
+
+    async def counted_sync(scheduler: CronScheduler) -> None:
+        await sync(scheduler)
+        syncs[0] += 1
+
+    monkeypatch.setattr(CronScheduler, "sync", counted_sync)
     async with telegram_cluster(
         home, emulator_url, postgresql_database, redis_server.url, ["a", "b", "c"], scheduler=fast
     ) as cluster:
@@ -191,7 +206,9 @@ async def test_the_scheduler_fires_a_job_once_across_the_processes(
                    OWNER_SCOPE, None, time.time() + 0.5)
         )  # fmt: skip
         await until(lambda: len(cluster.bot_messages(USERS[0])) >= 1, 15.0, "the job's run")
-        await asyncio.sleep(1.0)  # a second run anywhere would show by now
+        # Read twice since by a scheduler: a job the table still showed due would have fired by now.
+        synced = syncs[0]
+        await until(lambda: syncs[0] >= synced + 2, 15.0, "the jobs read again")
         ran = await jobs.get(job.id)
         await cluster.settled()
     assert ran is not None and ran.next_run_at is not None and ran.next_run_at > time.time() + 3000

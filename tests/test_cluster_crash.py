@@ -8,6 +8,7 @@ wakes up believing it still holds the session, and neither its writes nor its st
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,7 +22,11 @@ from typing import Any
 import pytest
 import redis
 
+from agent.db.connect import open_storage
+from agent.db.urls import parse_storage_url
 from gateway.home import HeraldHome, ensure_home
+from gateway.ledger.inbox import Inbox
+from gateway.ledger.outbox import Outbox
 from tests.cluster_support import LEASE_TTL, answer_each
 from tests.emulator import ProviderEmulator, Reply
 from tests.fakes import FakeTelegram
@@ -107,6 +112,18 @@ def worker_of_the_entry(client: redis.Redis) -> int:
     return int(str(held["consumer"])[1:])
 
 
+def nothing_pending(client: redis.Redis, database: str, root: Path) -> bool:
+    """No stream entry unacknowledged, no stored message unanswered and no reply unsent."""
+    if client.xpending(STREAM, "workers")["pending"]:
+        return False
+
+    async def stored() -> bool:
+        async with open_storage(parse_storage_url(database, root / "unused.db")) as storage:
+            return not await Inbox(storage).pending() and await Outbox(storage).pending_count() == 0
+
+    return asyncio.run(stored())
+
+
 def wait(predicate: object, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -149,7 +166,10 @@ def test_a_worker_killed_mid_turn_is_replaced_by_another_process_and_the_message
             return [m.text for m in fake.messages(CHAT) if not m.deleted and m.text.startswith("Answer")]
 
         wait(answered, "the answer from the other process", timeout=60)
-        time.sleep(1.0)  # a doubled answer would show up now (a load could only hide one, never make one)
+        # Nothing left to do anywhere: no entry unacknowledged, no message unanswered, no reply unsent.
+        # A doubled answer needs one of them (a later message would not do: if w0 was killed, nobody
+        # receives the webhook any more).
+        wait(lambda: nothing_pending(client, postgresql_database, tmp_path), "the cluster settled")
         final = [m.text for m in fake.messages(CHAT) if not m.deleted]
         assert processes[1 - killed].poll() is None
     client.close()

@@ -23,7 +23,16 @@ from tests.emulator import ProviderEmulator
 from tests.fakes import FakeTelegram
 from tests.postgres import free_port
 from tests.redis_server import RedisServer
-from tests.test_cluster_chaos import START_TIMEOUT, USERS, answer_each, configure, gateway_process, wait
+from tests.test_cluster_chaos import (
+    LATER,
+    START_TIMEOUT,
+    USERS,
+    answer_each,
+    answered_later,
+    configure,
+    gateway_process,
+    wait,
+)
 
 pytestmark = [pytest.mark.own_database, pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -67,10 +76,11 @@ def test_a_leader_stopped_by_sigterm_hands_over_at_once_drains_and_exits_0(
         sender.join(timeout=30)
         fake.wait_for_sync(lambda: not fake.pending_updates(), 30, what="every update confirmed (stored)")
         fake.wait_for_sync(lambda: all(fake.messages(u) for u in users), 60, what="every message answered")
-        time.sleep(1.0)  # a doubled answer would show by now
+        answered_later(fake, users)
         counts = {user: [m.text for m in fake.messages(user)] for user in users}
         log = (tmp_path / f"{leader.name}.log").read_text()
-    expected = {u: [f"Answer to question from {u}:" + " more" * 20 + " END"] for u in users}
+    first = "Answer to question from {}:" + " more" * 20 + " END"
+    expected = {u: [first.format(u), f"Answer to {LATER}"] for u in users}
     assert {u: t for u, t in counts.items() if t != expected[u]} == {}
     assert fake.poll_overlaps == [], "two getUpdates callers at once"
     assert [c for c in fake.calls_to("getUpdates") if c.status == 409] == []

@@ -331,9 +331,13 @@ async def test_a_live_sender_keeps_its_claim_while_the_platform_is_slow(
     attempt = asyncio.create_task(busy.sender.send_due())
     await asyncio.wait_for(busy.adapter.started.wait(), 10.0)
     assert b"gateway_outbox_claims 1.0" in busy.sender.metrics.render()
-    for _ in range(5):  # well past the claim time: the claim is renewed, nobody else takes the item
-        await asyncio.sleep(0.5)
-        await other.sender.send_due()
+    first = float((await row(busy.outbox, item_id)).claimed_until)
+
+    async def past_the_first_claim() -> bool:  # it would have run out by now, had it not been renewed
+        return time.time() > first and float((await row(busy.outbox, item_id)).claimed_until) > first
+
+    await until(past_the_first_claim)
+    await other.sender.send_due()  # nobody else takes the item
     slow_platform.set()
     await asyncio.wait_for(attempt, 10.0)
     assert log == [Sent("busy", "a", "the answer")]

@@ -116,8 +116,8 @@ async def test_a_keeper_closes_shards_redis_forgot_before_another_process_can_st
     redis_server: RedisServer,
 ) -> None:
     """Redis restarts empty: the keeper, told of the break at once (``gateway.cluster.watch``), renews
-    as soon as Redis answers, finds its leases gone and closes those shards; a process that comes a
-    second later takes them over without two connections to one shard (with its ordinary rounds, a
+    as soon as Redis answers, finds its leases gone and closes those shards; a process that comes
+    right after takes them over without two connections to one shard (with its ordinary rounds, a
     third of a 30 s TTL, it would have found out only seconds later)."""
     from gateway.cluster.watch import ConnectionWatch
 
@@ -139,8 +139,7 @@ async def test_a_keeper_closes_shards_redis_forgot_before_another_process_can_st
         await until(
             lambda: len([at for at, _, _ in world.stops if at >= restarted]) == 2, SLACK, "a closing both"
         )
-        await asyncio.sleep(1.0)
-        b_redis = open_redis(redis_server.url)
+        b_redis = open_redis(redis_server.url)  # at once: nothing of a's runs any more
         stack.push_async_callback(b_redis.aclose)
         await stack.enter_async_context(ShardKeeper(b_redis, "b", 30.0, Receiver("b", world)).keeping())
         await until(lambda: len(world.running) == 2, 2 * 0.3 + SLACK, "both shards running again")

@@ -5,22 +5,44 @@ hold until Redis confirms it again."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 
 from gateway.cluster.leases.leader import Leadership
 from gateway.cluster.leases.session_locks import lease_key
 from gateway.cluster.redis import RELEASES, open_redis
 from gateway.cluster.watch import ConnectionWatch
+from resilience.renewal import Renewer
 from tests.cluster_leader_support import LeaseCalls, until
 from tests.redis_server import RedisServer
 from tests.test_cluster_leader import Ledger
 from tests.test_cluster_leases import KEY, process
 
 pytestmark = [pytest.mark.own_database, pytest.mark.timeout(60)]  # PostgreSQL whatever --storage says
+
+
+def count_connections(watch: ConnectionWatch) -> list[int]:
+    """From now on, how many times ``watch`` tried to connect (one count, in a list to read it live)."""
+    tries = [0]
+    pubsub = watch.redis.pubsub
+
+    def counted(**kwargs: Any) -> PubSub:
+        tries[0] += 1
+        return pubsub(**kwargs)
+
+    watch.redis.pubsub = counted  # type: ignore[method-assign]
+    return tries
+
+
+def retried(renewer: Renewer) -> Callable[[], bool]:
+    """Whether ``renewer`` has sent a renewal since now."""
+    since = renewer.renewals
+    return lambda: renewer.renewals > since
 
 
 @asynccontextmanager
@@ -47,11 +69,15 @@ async def test_a_broken_connection_is_told_before_redis_answers_again_and_watche
     async with open_redis(redis_server.url) as redis, watching(redis) as watch:
         watch.on_lost(broken)  # one holder's bug does not keep the others from hearing it
         watch.on_lost(lambda: told.append("lost"))
+        tries = count_connections(watch)
         await asyncio.to_thread(redis_server.halt)
         await until(lambda: told == ["lost"], 5, "the break told")
+        after_break = tries[0]
+        # A third try begun: the second one after the break failed against nobody (told again, if
+        # the watch told once per try instead of once per break).
+        await until(lambda: tries[0] >= after_break + 2, 10, "a reconnection try failed")
         await asyncio.to_thread(redis_server.start)
         await asyncio.wait_for(watch.connected.wait(), 10)
-        await asyncio.sleep(0.3)
         assert told == ["lost"] and watch.lost == 1  # once per break, not once per reconnection try
 
 
@@ -121,9 +147,10 @@ async def test_a_leader_that_resigns_hands_the_lease_to_a_waiting_process_at_onc
 async def test_a_lease_released_while_its_renewal_retries_against_a_redis_away_is_renewed_no_more(
     postgresql_database: str, redis_server: RedisServer
 ) -> None:
-    """The block ends while Redis is away and the renewal, in doubt, retries every 0.2 s: the release
-    ends the renewal (whatever becomes of its cancellation inside redis-py), so once Redis is back
-    nothing takes the lease again and another process gets the session at once."""
+    """The block ends while Redis is away and the renewal, in doubt, is under way (sent at the break,
+    then every 0.2 s): the release ends the renewal (whatever becomes of its cancellation inside
+    redis-py), so once Redis is back nothing takes the lease again and another process gets the
+    session at once."""
     async with (
         process(postgresql_database, redis_server.url, "a", lease_ttl=30.0) as a,
         process(postgresql_database, redis_server.url, "b") as b,
@@ -132,13 +159,17 @@ async def test_a_lease_released_while_its_renewal_retries_against_a_redis_away_i
         watch.on_lost(a.locks.suspect)
         for _ in range(3):
             async with a.locks.hold(KEY):
+                _, renewer = a.locks._held[KEY]
+                renewed = retried(renewer)
                 await asyncio.to_thread(redis_server.halt)
                 await until(lambda: watch.lost > 0, 2, "the break noticed")
-                await asyncio.sleep(0.5)  # a few renewals tried against nobody
+                await until(renewed, 5, "a renewal sent against nobody")  # redis-py retries it a while
             assert a.locks.held == 0
+            # The renewals ended with the block (one that went on would take the lease again within
+            # 0.2 s of Redis coming back, and keep it from b for ever).
+            assert renewer.task.done()
             await asyncio.to_thread(redis_server.start)
             await asyncio.wait_for(watch.connected.wait(), 10)
-            await asyncio.sleep(0.5)
             assert await a.locks._redis.get(lease_key(KEY)) is None
             async with b.locks.hold(KEY, max_wait=1.0):
                 pass

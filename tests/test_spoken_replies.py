@@ -9,7 +9,6 @@ import io
 import itertools
 import logging
 import signal
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -267,7 +266,7 @@ def test_a_voice_note_queued_before_a_crash_is_sent_once_after_the_restart(
     sends the stored bytes, once, and makes no new one."""
     fake = FakeTelegram()
     fake.fail_next("sendVoice", 500, count=1000)  # the first process never gets it out
-    emulator.script(Reply(text="Noted, I will call you back after lunch."))
+    emulator.script(Reply(text="Noted, I will call you back after lunch."), Reply(text="Typed back."))
     with emulator.serve_in_thread() as provider, fake.serve_in_thread() as telegram:
         configure(home, provider, telegram)
         for key, value in (
@@ -286,9 +285,13 @@ def test_a_voice_note_queued_before_a_crash_is_sent_once_after_the_restart(
             fake.faults.clear()
         with gateway_process(home, fake):
             fake.wait_for_sync(lambda: voices(fake), timeout=60, what="the voice note after the restart")
-            time.sleep(1.0)  # nothing more may arrive: a second copy would show up now
+            # A later message, answered: the chat's replies go out in order, so a second copy of the
+            # voice note (or a note made again) would have come before its answer.
+            fake.private_message(CHAT, "thanks")
+            fake.wait_for_sync(lambda: len(fake.messages(CHAT)) >= 2, timeout=60, what="the later answer")
             sent = voices(fake)
-    assert len(sent) == 1 and [m.kind for m in fake.messages(CHAT)] == ["voice"]
+    assert len(sent) == 1 and [m.text for m in fake.messages(CHAT)][1:] == ["Typed back."]
+    assert [m.kind for m in fake.messages(CHAT)] == ["voice", "text"]
     [made] = emulator.speeches  # the restart sent what was stored: nothing was made again
     assert made.seconds <= decode(telegram_voice(fake, sent[0])).seconds <= made.seconds + OPUS_FRAME
 
