@@ -10,7 +10,7 @@ objects under keys of its own choosing, in a namespace of its own (its platform'
 Whoever composes the adapter hands it a store: the gateway gives every platform whose spec asks for one
 (``PlatformSpec.records``) a store in its database (``gateway.platforms.records``), shared by the
 processes of a cluster; an adapter running on its own (tests, a benchmark) uses
-:class:`MemoryRecordStore`. ``tests/test_adapter_records.py`` holds both to this contract.
+:class:`MemoryRecordStore`. ``tests/platforms/test_adapter_records.py`` holds both to this contract.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Adding a platform is adding its spec here (``adapters/<name>/spec.py``, see ``adapters.spec`` and the
 docs/adding-a-platform.md); nothing else in the gateway or the agent names a platform. This is the
-only module outside a platform's own folder that imports it (``tests/test_layering.py``), and it imports
+only module outside a platform's own folder that imports it (``tests/house/test_layering.py``), and it imports
 only the specs: no SDK is loaded until a platform's ``build`` runs.
 """
 

@@ -1,6 +1,6 @@
 """The agent's public surface for the gateway: running turns of stored sessions, and what that needs.
 
-The gateway imports the agent only through its doors (``tests/test_layering.py`` holds it to them):
+The gateway imports the agent only through its doors (``tests/house/test_layering.py`` holds it to them):
 
 - :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
   tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss

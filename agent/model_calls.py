@@ -27,7 +27,7 @@ that lasts until its deadline, recorded as a batch request (half price) when its
 batch is given up (deadline, failure, no batch API), the request takes the normal road above, once.
 
 So a new kind of request cannot forget the limits, the usage record or the cache check: there is no other
-way to a provider (``tests/test_spend_seam.py`` checks that nothing else calls one). Paid services that
+way to a provider (``tests/money/test_spend_seam.py`` checks that nothing else calls one). Paid services that
 are not models (``agent.paid``: a spoken reply's synthesis, a transcription, a web search) take the same
 road through :meth:`ModelCalls.pay`: the gate admits their price, the usage record (of their purpose) and
 the settlement follow.

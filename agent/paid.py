@@ -4,7 +4,7 @@ Each costs money like a model request and must count the same way: against the s
 pays (the bot, the chat, the person, a job), in ``herald insights`` and the console. A
 :class:`ServiceCall` says what the call is and what it may cost before it is sent; only
 :meth:`agent.model_calls.ModelCalls.pay` sends one (the gate admits the price first, the usage record
-and the settlement follow; ``tests/test_spend_seam.py`` reads the code to make sure nothing else does).
+and the settlement follow; ``tests/money/test_spend_seam.py`` reads the code to make sure nothing else does).
 Tools reach it through :class:`Payer`, so the tool layer never holds the whole model road.
 """
 

@@ -1,5 +1,5 @@
 """How the approval decision fares on the test suite's two corpora: evasion forms that must be held, and
-everyday commands that must run unasked (tests/test_hands_rules.py holds both).
+everyday commands that must run unasked (tests/hands/test_hands_rules.py holds both).
 
     python -m benchmarks.hands_corpus
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agent.hands.paths import Confinement
 from agent.hands.rules import LABELS, Judge, Places
-from tests.test_hands_rules import EVASIONS, HARMLESS, make_home, placed
+from tests.hands.test_hands_rules import EVASIONS, HARMLESS, make_home, placed
 
 
 def main() -> None:

@@ -14,5 +14,5 @@ polling, MCP restarts, the database outage wait and every lease of the cluster b
   (:class:`~resilience.unreachable.Unreachable`).
 
 A package of its own because every layer needs it and adapters may import neither the agent nor the
-gateway: it imports nothing of Herald and no third-party library (``tests/test_layering.py``).
+gateway: it imports nothing of Herald and no third-party library (``tests/house/test_layering.py``).
 """

@@ -17,7 +17,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.test_layering import HERALD, ROOT, imports, module_name, modules, strongly_connected
+from tests.house.test_layering import HERALD, ROOT, imports, module_name, modules, strongly_connected
 
 LAYERS = ("gateway", "agent")
 BAGS = {"gateway.wiring.services": "Services", "gateway.wiring.runtime": "Runtime"}

@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 class _Uncharged:
     """Sends a paid call as it is: these tests are about what the tools do; what a search costs and who
-    pays it is tests/test_paid_services.py's business (through the real ``ModelCalls.pay``)."""
+    pays it is tests/money/test_paid_services.py's business (through the real ``ModelCalls.pay``)."""
 
     async def pay(self, call: ServiceCall[T], *, session_id: str, timeout: float) -> T:  # noqa: ASYNC109
         return await call.send()

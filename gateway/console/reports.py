@@ -202,7 +202,7 @@ _PERIODS: dict[str, sa.BindParameter[Any]] = {
 
 def _limit_of(limits: KeyLimits, key: sa.ColumnElement[str], prefix: str = "") -> sa.ColumnElement[Any]:
     """Each chat's (person's, job's) limit as ``limits`` give it, decided in SQL as
-    :func:`gateway.budgets.limits.listed_scope` decides it for one chat (tests/test_console_reports.py
+    :func:`gateway.budgets.limits.listed_scope` decides it for one chat (tests/console/test_console_reports.py
     holds the two to each other); ``key`` is the session key (person, job) after ``prefix``. A key no rule
     can name (most of them) is told apart by one test, not one per rule."""
     none = sa.cast(sa.null(), sa.Double)  # typed: a CASE of bare NULLs is text to PostgreSQL
@@ -383,8 +383,8 @@ class ScopeList:
     sorted by the fuller share of its limits (as ``gateway.console.sources.ScopeBudget.used``; those
     without a limit last), then by what it spent this month, and cut into pages by the database: a page
     reads its own rows whatever the number of scopes. Each scope's limits are decided in SQL as
-    ``gateway.budgets.limits`` decides them for one (tests/test_console_reports.py holds the two to each
-    other). Built once per console: the limits are part of the SQL."""
+    ``gateway.budgets.limits`` decides them for one (tests/console/test_console_reports.py holds the two
+    to each other). Built once per console: the limits are part of the SQL."""
 
     def __init__(self, budgets: BudgetSettings) -> None:
         period = spend_windows.c.period
