@@ -77,6 +77,7 @@ outbox = sa.Table(
     sa.Index("outbox_by_inbox", "inbox_id"),
     sa.Index("outbox_by_time", "created_at"),  # retention: old rows found without reading them all
     sa.Index("outbox_by_message", "platform", "platform_message_id"),  # a status finds its row
+    sa.Index("outbox_by_chat", "platform", "chat_id", "thread_id", "id"),  # a chat's latest items
     sqlite_autoincrement=True,
 )
 
