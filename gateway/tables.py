@@ -76,7 +76,9 @@ outbox = sa.Table(
     ),
     sa.Index("outbox_by_inbox", "inbox_id"),
     sa.Index("outbox_by_time", "created_at"),  # retention: old rows found without reading them all
-    sa.Index("outbox_by_message", "platform", "platform_message_id"),  # a status finds its row
+    # A status finds its row (its chat too: the status's update matches more of this index than of the next).
+    sa.Index("outbox_by_message", "platform", "platform_message_id", "chat_id"),
+    sa.Index("outbox_by_chat", "platform", "chat_id", "thread_id", "id"),  # a chat's latest items
     sqlite_autoincrement=True,
 )
 

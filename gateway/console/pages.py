@@ -17,7 +17,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
@@ -32,7 +32,7 @@ from gateway.chats import chat_text, person_id
 from gateway.cluster.redis_errors import ANY_REDIS_ERROR
 from gateway.console.bots import Fleet, bot_base
 from gateway.console.charts import MissMark, TurnFigures, daily_spend, money, turns
-from gateway.console.reports import ChatSort, Reports
+from gateway.console.reports import REPLY_LIMIT, ChatSort, Reports
 from gateway.console.server import PREFIX, ConsoleWeb, Handler, Notice
 from gateway.console.sources import BudgetSource, CacheMissSource, cache_efficiency
 from gateway.cron.describe import delivery_text, preview, when
@@ -44,7 +44,7 @@ from gateway.home.facts import GatewayFacts
 from gateway.insights import PURPOSE_LABELS, UsageRow, row_for_purpose
 from gateway.intake.work import WorkQueue
 from gateway.ledger.inbox import Inbox
-from gateway.ledger.outbox import Outbox
+from gateway.ledger.outbox import Operation, Outbox
 
 if TYPE_CHECKING:
     from gateway.cluster.member import ClusterMember
@@ -54,6 +54,10 @@ Readiness = Callable[[], Awaitable[dict[str, object]]]
 PROBE_SECONDS = 3.0
 REPLIES_SECONDS = 86_400.0  # the health page counts how the replies of the last day fared
 CONSOLE_ADMIN = "console"  # who approved, in ``approved_users.approved_by``
+# What a chat's recent outbox items are called beside their text (a plain send: nothing).
+OPERATIONS = {Operation.SEND_VOICE: "voice note", Operation.EDIT: "edit", Operation.DELETE: "deletion"}
+# The colour of an outbox state's pill, and of a delivery status's (both say "sent" and "failed" alike).
+PILLS = {"pending": "warn", "sent": "ok", "delivered": "ok", "read": "ok", "failed": "bad"}
 
 
 class ConsoleRuntime(Protocol):
@@ -216,6 +220,7 @@ class ConsolePages:
             if m.request_id is not None
         ]
         records = await store.sessions_for(key)
+        replies = await self.reports.replies(key)
         sessions = [
             {"record": r, "usage": UsageRow(r.id, r.input_tokens, r.cache_read_tokens, r.cache_write_tokens,
                                             r.output_tokens, r.estimated_cost, r.uncached_cost)}
@@ -231,6 +236,10 @@ class ConsolePages:
             "causes": CAUSE_LABELS,
             "purposes": [row_for_purpose(p) for p in await store.usage_by_purpose(key)],
             "sessions": sessions,
+            "replies": None if replies is None else [replace(r, text=preview(r.text)) for r in replies],
+            "operations": OPERATIONS,
+            "pills": PILLS,
+            "reply_limit": REPLY_LIMIT,
             "budget": await self.budgets.chat(key),
             "overrides": self.budgets.overrides_of_chat(key),
             "timezone": str(self.timezone),

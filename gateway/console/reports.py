@@ -30,12 +30,13 @@ from gateway.chats import JOB_KEYS, chat_of_session_key, job_of_session_key, top
 from gateway.config import BudgetSettings
 from gateway.insights import UsageRow, row_for_purpose, total_row
 from gateway.ledger.inbox import PEOPLE_PER_CHAT
-from gateway.tables import api_conversations, cron_jobs, inbox
+from gateway.tables import api_conversations, cron_jobs, inbox, outbox
 
 DAYS = 30  # the overview's chart and its longest window
 WINDOWS = (("today", 1), ("7 days", 7), ("30 days", DAYS))
 PAGE_SIZE = 50
 TURN_LIMIT = 200  # requests shown in one chat's chart (the latest)
+REPLY_LIMIT = 20  # outbox items shown on one chat's page (the latest)
 
 
 @dataclass(frozen=True)
@@ -516,6 +517,45 @@ _REQUEST_COUNT = sa.select(sa.func.coalesce(sa.func.sum(sessions.c.request_count
 )
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One outbox item of a chat (a reply, a voice note, an edit or deletion of a streamed message) and
+    what became of it: its state in the outbox, and what the platform last said of it (``delivery``:
+    sent, delivered, read or failed; None from a platform that reports nothing)."""
+
+    id: int
+    operation: str  # gateway.ledger.outbox.Operation
+    text: str
+    state: str  # gateway.ledger.outbox.OutboxState
+    created_at: float
+    sent_at: float | None
+    delivery: str | None
+
+
+def _replies(threaded: bool) -> sa.Select[Any]:
+    """A chat's latest outbox items, newest first, read from the end of the ``outbox_by_chat`` index:
+    the thread is matched by ``=`` or ``IS NULL`` (an index serves both, not ``IS NOT DISTINCT FROM``),
+    and the order names the thread too, so it is the index's own order (no sort of the chat's items)."""
+    thread_id = outbox.c.thread_id
+    thread = thread_id == sa.bindparam("thread", type_=sa.Text) if threaded else thread_id.is_(None)
+    chat = sa.and_(
+        outbox.c.platform == sa.bindparam("platform", type_=sa.Text),
+        outbox.c.chat_id == sa.bindparam("chat", type_=sa.Text),
+    )
+    return (
+        sa.select(
+            outbox.c.id, outbox.c.operation, outbox.c.text, outbox.c.state, outbox.c.created_at,
+            outbox.c.sent_at, outbox.c.delivery,
+        )
+        .where(chat, thread)
+        .order_by(outbox.c.thread_id.desc(), outbox.c.id.desc())
+        .limit(sa.bindparam("limit", type_=sa.Integer))
+    )  # fmt: skip
+
+
+REPLIES = {threaded: _replies(threaded) for threaded in (False, True)}  # of a chat, of one thread of it
+
+
 class Reports:
     """The console's figures, read from ``storage`` (the agent's tables and the gateway's)."""
 
@@ -662,6 +702,30 @@ class Reports:
         ]
 
 
+    async def replies(self, session_key: str, limit: int = REPLY_LIMIT) -> list[Reply] | None:
+        """The latest ``limit`` outbox items of the chat ``session_key`` names, newest first; None for a
+        key of no chat (a scheduled job's runs, the API, the terminal: they post into no chat of theirs)."""
+        address = chat_of_session_key(session_key)
+        if address is None:
+            return None
+        statement = REPLIES[address.thread_id is not None]
+        parameters = {"platform": address.platform, "chat": address.chat_id, "thread": address.thread_id,
+                      "limit": limit}  # fmt: skip
+        rows = await self.storage.read(lambda conn: conn.execute(statement, parameters).all())
+        return [
+            Reply(
+                id=int(row.id),
+                operation=row.operation,
+                text=row.text,
+                state=row.state,
+                created_at=float(row.created_at),
+                sent_at=None if row.sent_at is None else float(row.sent_at),
+                delivery=row.delivery,
+            )
+            for row in rows
+        ]
+
+
 def _chat_row(row: Any) -> ChatRow:
     return ChatRow(
         session_key=row.session_key,
@@ -702,4 +766,4 @@ def _chat_name(latest: Any) -> str | None:
     return str(latest.chat_title) if latest.chat_title else None
 
 
-__all__ = ["ChatPage", "ChatRow", "ChatSort", "Overview", "Reports", "Turn"]
+__all__ = ["ChatPage", "ChatRow", "ChatSort", "Overview", "Reply", "Reports", "Turn"]
