@@ -79,6 +79,14 @@ outbox = sa.Table(
     # A status finds its row (its chat too: the status's update matches more of this index than of the next).
     sa.Index("outbox_by_message", "platform", "platform_message_id", "chat_id"),
     sa.Index("outbox_by_chat", "platform", "chat_id", "thread_id", "id"),  # a chat's latest items
+    sa.Index(  # each chat's oldest waiting item, for the sender (gateway.ledger.outbox: PENDING)
+        "outbox_pending_by_chat",
+        "platform",
+        "chat_id",
+        "id",
+        sqlite_where=sa.text("state = 'pending'"),
+        postgresql_where=sa.text("state = 'pending'"),
+    ),
     sqlite_autoincrement=True,
 )
 

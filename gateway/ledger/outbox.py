@@ -152,7 +152,9 @@ class Claimant:
     seconds: float
 
 
-PENDING = outbox.c.state == OutboxState.PENDING.value
+# Written as a literal, not a bound value: only then may the database use the indexes kept of pending
+# items alone (``outbox_pending``, ``outbox_pending_by_chat``), whatever the size of the outbox.
+PENDING = outbox.c.state == sa.literal_column(f"'{OutboxState.PENDING.value}'")
 # When a pending item may be tried: its next attempt, or the end of its claim if that is later.
 DUE_AT = sa.case(
     (outbox.c.claimed_until > outbox.c.next_attempt_at, outbox.c.claimed_until),
