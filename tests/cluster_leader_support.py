@@ -23,7 +23,7 @@ from gateway.home import HeraldHome
 from tests.fakes import FakeTelegram
 from tests.gateway_support import gateway_config
 
-LEADER_TTL = 10.0  # the default: a leader stalled by a loaded machine for less than 5 s stays leader
+LEADER_TTL = 10.0  # not the default 3 s: a leader stalled by a loaded machine for less than 5 s stays leader
 SLACK = 10.0  # on top of a TTL, for a loaded machine
 SETTLE_TIMEOUT = 90.0  # a bound on waiting for a state: generous costs nothing when all is well
 USERS = list(range(100, 400))  # allowed Telegram users, one private chat each
