@@ -215,7 +215,7 @@ class ConsolePages:
             for m in misses
             if m.request_id is not None
         ]
-        records = await store.sessions_for(key)
+        records = await store.sessions.of_key(key)
         sessions = [
             {"record": r, "usage": UsageRow(r.id, r.input_tokens, r.cache_read_tokens, r.cache_write_tokens,
                                             r.output_tokens, r.estimated_cost, r.uncached_cost)}
@@ -229,7 +229,7 @@ class ConsolePages:
             "misses": [(numbers.get(m.request_id or -1), m) for m in misses],
             "miss_totals": await self.misses.of_chat(key),
             "causes": CAUSE_LABELS,
-            "purposes": [row_for_purpose(p) for p in await store.usage_by_purpose(key)],
+            "purposes": [row_for_purpose(p) for p in await store.usage.by_purpose(key)],
             "sessions": sessions,
             "budget": await self.budgets.chat(key),
             "overrides": self.budgets.overrides_of_chat(key),
