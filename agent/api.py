@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from agent import version
 from agent.agent_settings import AgentSettings
+from agent.assembly import AgentConfig, AgentParts, AssemblyError, Models, Shared, Spending, open_agent
 from agent.batching.mode import Batching, batching
 from agent.batching.road import BatchRoad
 from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
@@ -118,11 +119,14 @@ __all__ = [
     "TOOLSET",
     "TRANSCRIPTION_PURPOSE",
     "Agent",
+    "AgentConfig",
+    "AgentParts",
     "AgentRetention",
     "AgentSettings",
     "Answer",
     "ApprovalRequest",
     "Approver",
+    "AssemblyError",
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
@@ -161,6 +165,7 @@ __all__ = [
     "MissTotal",
     "ModelCalls",
     "ModelInfo",
+    "Models",
     "OpenAISynthesizer",
     "OpenAITranscriber",
     "OverBudget",
@@ -186,12 +191,14 @@ __all__ = [
     "SessionRecord",
     "SessionSpec",
     "SessionStore",
+    "Shared",
     "Shortfall",
     "SpendCounters",
     "SpendGate",
     "SpendKey",
     "SpendLedger",
     "SpendWarning",
+    "Spending",
     "Standing",
     "StartedSession",
     "Summarizer",
@@ -235,6 +242,7 @@ __all__ = [
     "max_tokens_field",
     "missing_v1_hint",
     "month_window",
+    "open_agent",
     "pid_alive",
     "prepare_document",
     "prepare_image",
