@@ -1,13 +1,28 @@
-"""The agent's public surface for the gateway: running turns of stored sessions, and what that needs.
+"""The agent's public surface for the gateway: what the gateway uses of the agent, and nothing more.
 
-The gateway imports the agent only through its doors (``tests/house/test_layering.py`` holds it to them):
+The gateway imports the agent only through its doors (``tests/house/test_layering.py`` holds it to them, and
+holds this module to names the gateway uses):
 
-- :mod:`agent.api` (this module): sessions and their prompts, the store, the per-session locks, the
-  tool loop and its events, compression, side tasks (reviews), the request cap, usage and the cache-miss
-  watch, files a person sends (images, documents, voice notes), speech for spoken replies, the tool
-  registry and the built-in tools, the owner's hands (shell and files, their approvals and audit:
-  ``agent.hands``), provider clients (:func:`build_provider`: an SDK is imported only when a client of
-  its provider is built);
+- :mod:`agent.api` (this module), by role:
+
+  - building the agent: :func:`open_agent` (``agent.assembly``: the pool and failover, the request cap,
+    the spend gate, the cache watch, compression, the tool registry, the hands and MCP, fitted together
+    from :class:`Models`, :class:`Spending`, :class:`Shared` and the config's agent sections;
+    :class:`AssemblyError` when it cannot be);
+  - sessions and turns: the :class:`Agent` and its :class:`TurnResult`, session specs and their start
+    (prompt sources, the frozen memory), the store and its records, reviews and batching, the
+    per-session locks and their leases;
+  - events of a turn: text, tools, retries, failover, compression;
+  - usage, spending and the cache: usage rows, cache-miss figures and causes, the request cap, the spend
+    gate and its counters (a cluster's), charges, scopes, windows and refusals, the spend ledger,
+    retention of the agent's rows;
+  - media and speech: files a person sends (images, documents, voice notes) and their budgets,
+    synthesizers for spoken replies;
+  - tools and hands: the registry's vocabulary (tools, gates, MCP names), approvals and the tools'
+    audit, the owner's hands (workspace, sandbox), the browser's and web search's checks for ``doctor``;
+  - providers and errors: provider clients (:func:`build_provider`: an SDK is imported only when a
+    client of its provider is built), the pool's keys, retries, the model table, error sentences;
+
 - :mod:`agent.settings`: the configuration sections the agent reads;
 - :mod:`agent.db`: the database layer under every repository (the gateway's too);
 - :mod:`agent.memory`, :mod:`agent.skills`, :mod:`agent.mcp`: each subsystem's own package, for the
@@ -19,14 +34,11 @@ Everything else under ``agent/`` is the agent's own business and may change with
 
 from __future__ import annotations
 
-from agent import version
-from agent.agent_settings import AgentSettings
+from agent.assembly import AssemblyError, Models, Shared, Spending, open_agent
 from agent.batching.mode import Batching, batching
-from agent.batching.road import BatchRoad
-from agent.cache_misses.diagnosis import CAUSE_LABELS, Thresholds
+from agent.cache_misses.diagnosis import CAUSE_LABELS
 from agent.cache_watch import CacheWatch
-from agent.compression.engine import CompressionOutcome, ContextCompressor, ContextEngine
-from agent.compression.summary import Summarizer
+from agent.compression.engine import CompressionOutcome
 from agent.events import (
     Compressed,
     EventCallback,
@@ -37,25 +49,13 @@ from agent.events import (
     ToolStarted,
     TurnEvent,
 )
-from agent.failover import Failover
-from agent.hands.downloads import WorkspaceDownloads
-from agent.hands.rules import LABELS as APPROVAL_LABELS
 from agent.hands.sandbox import SandboxUnavailable
 from agent.hands.sandbox import reach_report as sandbox_reach
 from agent.hands.sandbox import runner_for as sandbox_runner
 from agent.hands.sandbox import summary as sandbox_summary
-from agent.hands.toolbox import Hands, WorkspaceUnusable, workspace_path
-from agent.hands.toolbox import wanted as hands_wanted
+from agent.hands.toolbox import Hands, workspace_path
 from agent.limits import LocalRequestLimiter, RequestLimiter
-from agent.locks import (
-    DatabaseSessionLocks,
-    Lease,
-    LocalSessionLocks,
-    SessionLocks,
-    WaitNotice,
-    pid_alive,
-    wait_to_take,
-)
+from agent.locks import Lease, LocalSessionLocks, SessionLocks, WaitNotice, pid_alive, wait_to_take
 from agent.loop import Agent, TurnResult
 from agent.media.budget import MediaLimits, MediaLoad, check_load
 from agent.media.documents import prepare_document
@@ -70,88 +70,62 @@ from agent.model_calls import ModelCalls
 from agent.models import ModelInfo, lookup_model, max_tokens_field, with_context_length
 from agent.paid import Payer, ServiceCall
 from agent.prompt import frozen_memory
-from agent.providers import PROVIDERS, build_provider
+from agent.providers import build_provider
 from agent.providers.errors import error_message, missing_v1_hint, redact
 from agent.providers.pool import ProviderFactory, ProviderKey, ProviderPool
-from agent.providers.retry import MAX_RETRY_AFTER, RetryPolicy
+from agent.providers.retry import RetryPolicy
 from agent.session import PromptSources, SessionSpec, StartedSession, prompt_tokens_with, start_session
 from agent.side import SKIPPED, review
 from agent.spending.charge import Charge, Limit, Scope, charging
-from agent.spending.counters import (
-    Capped,
-    Granted,
-    Loader,
-    LocalCounters,
-    Shortfall,
-    SpendCounters,
-    SpendKey,
-    Standing,
-)
+from agent.spending.counters import Capped, Granted, Loader, Shortfall, SpendCounters, SpendKey, Standing
 from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
 from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
 from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
 from agent.store.audit import AuditEntry, AuditLog
 from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
-from agent.store.leases import SessionLeases
-from agent.store.retention import AgentRetention, Forgotten
+from agent.store.retention import AgentRetention
 from agent.store.spending import SpendLedger
-from agent.tools.approval import Answer, ApprovalRequest, Approver, Finding, Verdict, grantable
-from agent.tools.browser import BrowserTools, DownloadPlace
+from agent.tools.approval import Answer, ApprovalRequest, Approver, Verdict, grantable
 from agent.tools.browser.host import missing as browser_missing
-from agent.tools.builtin import builtin_registry
 from agent.tools.mcp_names import server_of, tool_name
 from agent.tools.registry import OPEN, Refuse, Tool, ToolContext, ToolError, ToolGate, ToolRegistry, both
-from agent.tools.web import WebTools
 from agent.tools.web.search import SearchError, key_variable, search_provider, unusable
 from agent.tools.web.tools import TOOLSET, search_client
 from agent.usage import TRANSCRIPTION_PURPOSE, Usage
 
 __all__ = [
-    "APPROVAL_LABELS",
     "CAUSE_LABELS",
-    "MAX_RETRY_AFTER",
     "MISSES_PER_CHAT",
     "OPEN",
-    "PROVIDERS",
     "SKIPPED",
     "TOOLSET",
     "TRANSCRIPTION_PURPOSE",
     "Agent",
     "AgentRetention",
-    "AgentSettings",
     "Answer",
     "ApprovalRequest",
     "Approver",
+    "AssemblyError",
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
-    "BatchRoad",
     "Batching",
-    "BrowserTools",
     "CacheMiss",
     "CacheWatch",
     "Capped",
     "Charge",
     "Compressed",
     "CompressionOutcome",
-    "ContextCompressor",
-    "ContextEngine",
-    "DatabaseSessionLocks",
     "DecodeBudget",
-    "DownloadPlace",
     "EdgeSynthesizer",
     "EventCallback",
     "FailingOver",
-    "Failover",
-    "Finding",
-    "Forgotten",
     "Granted",
     "Hands",
     "Lease",
     "Limit",
     "Loader",
-    "LocalCounters",
     "LocalRequestLimiter",
     "LocalSessionLocks",
     "Media",
@@ -161,6 +135,7 @@ __all__ = [
     "MissTotal",
     "ModelCalls",
     "ModelInfo",
+    "Models",
     "OpenAISynthesizer",
     "OpenAITranscriber",
     "OverBudget",
@@ -181,23 +156,22 @@ __all__ = [
     "Scope",
     "SearchError",
     "ServiceCall",
-    "SessionLeases",
     "SessionLocks",
     "SessionRecord",
     "SessionSpec",
     "SessionStore",
+    "Shared",
     "Shortfall",
     "SpendCounters",
     "SpendGate",
     "SpendKey",
     "SpendLedger",
     "SpendWarning",
+    "Spending",
     "Standing",
     "StartedSession",
-    "Summarizer",
     "Synthesizer",
     "TextDelta",
-    "Thresholds",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -212,29 +186,25 @@ __all__ = [
     "Usage",
     "Verdict",
     "WaitNotice",
-    "WebTools",
     "Window",
     "WindowKind",
-    "WorkspaceDownloads",
-    "WorkspaceUnusable",
     "batching",
     "both",
     "browser_missing",
     "build_provider",
-    "builtin_registry",
     "charging",
     "check_load",
     "day_window",
     "error_message",
     "frozen_memory",
     "grantable",
-    "hands_wanted",
     "is_image_file",
     "key_variable",
     "lookup_model",
     "max_tokens_field",
     "missing_v1_hint",
     "month_window",
+    "open_agent",
     "pid_alive",
     "prepare_document",
     "prepare_image",
@@ -250,7 +220,6 @@ __all__ = [
     "start_session",
     "tool_name",
     "unusable",
-    "version",
     "wait_to_take",
     "with_context_length",
     "workspace_path",

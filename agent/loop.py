@@ -414,7 +414,7 @@ class Agent:
     async def _current(self, session: SessionRecord) -> tuple[SessionRecord, list[Message]]:
         """The session's stored state now (a caller's record may predate the last turn's usage), with
         an interrupted turn closed."""
-        current = await self.store.get_session(session.id) or session
+        current = await self.store.sessions.get(session.id) or session
         return current, await self._settled_history(session)
 
     async def _complete(

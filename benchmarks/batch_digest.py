@@ -58,7 +58,7 @@ async def digest_days(bench: Bench, days: int, batch: bool) -> Outcome:
             bench.emulator.script(
                 Reply(tool_calls=[ToolUse("todo", {"todos": todos, "merge": True})]), Reply(text_tokens=300)
             )
-            session = await runtime.store.get_session(session_id)
+            session = await runtime.store.sessions.get(session_id)
             assert session is not None
             mode = Batching(deadline=runtime.agent.clock() + 7200.0, run=f"bench:{day}") if batch else None
             async with runtime.locks.hold(session.session_key) as lease:
@@ -67,7 +67,7 @@ async def digest_days(bench: Bench, days: int, batch: bool) -> Outcome:
             if result.error:
                 raise RuntimeError(result.error)
             bench.emulator.clock.advance(DAY)
-        purposes = await runtime.store.usage_by_purpose()
+        purposes = await runtime.store.usage.by_purpose()
     ok = [r for r in bench.emulator.requests if r.ok]
     return Outcome(
         label=bench.variant.label,

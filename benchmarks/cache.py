@@ -144,7 +144,7 @@ class Bench:
             )
         else:
             self.emulator.script(Reply(text_tokens=250))
-        session = await runtime.store.get_session(session_id)
+        session = await runtime.store.sessions.get(session_id)
         assert session is not None
         result = await run_turn(runtime, session, f"Turn {number}: {USER_TEXT}")
         if result.error:
@@ -236,7 +236,7 @@ async def compressing(bench: Bench, turns: int) -> None:
         bench.sync_clock(runtime)
         session = (await runtime.new_session(spec())).record
         for number in range(max(turns, 45)):
-            current = await runtime.store.get_session(session.id)
+            current = await runtime.store.sessions.get(session.id)
             assert current is not None
             result = await run_turn(runtime, current, f"Turn {number}: FACT-{number} {USER_TEXT}")
             if result.error:
@@ -295,7 +295,7 @@ async def side_tasks(bench: Bench, turns: int, *, hermes: bool = False) -> None:
         bench.sync_clock(runtime)
         session = (await runtime.new_session(spec())).record
         for number in range(turns):
-            current = await runtime.store.get_session(session.id)
+            current = await runtime.store.sessions.get(session.id)
             assert current is not None
             delegates = number % 10 == 4
             text = f"Turn {number}: {USER_TEXT}" + (" DELEGATE" if delegates else "")
@@ -305,7 +305,7 @@ async def side_tasks(bench: Bench, turns: int, *, hermes: bool = False) -> None:
             if delegates and hermes:
                 await asyncio.gather(*(hermes_child(runtime, current, task) for task in SIDE_TASKS))
             if number % 10 == 9:
-                reviewed = await runtime.store.get_session(session.id)
+                reviewed = await runtime.store.sessions.get(session.id)
                 assert reviewed is not None
                 if hermes:
                     await hermes_review(runtime, reviewed)

@@ -93,7 +93,7 @@ async def long_answers(bench: Bench, turns: int) -> None:
         session = (await runtime.new_session(spec())).record
         for number in range(max(turns, 60)):
             bench.emulator.script(Reply(text_tokens=2000))
-            current = await runtime.store.get_session(session.id)
+            current = await runtime.store.sessions.get(session.id)
             assert current is not None
             result = await run_turn(runtime, current, f"Turn {number}: go on with the next chapter, please.")
             if result.error:

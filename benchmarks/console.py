@@ -148,7 +148,7 @@ async def run(args: argparse.Namespace) -> None:
                 )
                 environ = {"TELEGRAM_BOT_TOKEN": fake.token, "HERALD_CONSOLE_TOKEN": TOKEN}
                 async with open_gateway(config, home, environ=environ) as gateway:
-                    reports_page = await gateway.services.runtime.store.list_sessions(1)
+                    reports_page = await gateway.services.runtime.store.sessions.recent(1)
                     chat_path = f"/console/chat?key={reports_page[0].session_key}"
                     times = await timed_pages(gateway.http.url, args.repeat, chat_path)
                     if args.screenshots:

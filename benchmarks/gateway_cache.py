@@ -62,7 +62,7 @@ class GatewayBench:
         emulator.clock.advance(20)  # a person reading and typing
 
     async def prompt(self, chat: int) -> SystemPrompt:
-        session = await self.gateway.services.runtime.store.latest_session(f"telegram:dm:{chat}")
+        session = await self.gateway.services.runtime.store.sessions.latest(f"telegram:dm:{chat}")
         assert session is not None
         return session.system_prompt
 

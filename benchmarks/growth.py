@@ -143,7 +143,7 @@ async def gateway_figures(
             figures = {"gateway start (open_gateway)": time.perf_counter() - began}
             replies = [await first_reply(fake, first_user + n) for n in range(args.turns)]
             figures[f"first reply to a new chat (median of {args.turns})"] = statistics.median(replies)
-            listed = await gateway.services.runtime.store.list_sessions(1)
+            listed = await gateway.services.runtime.store.sessions.recent(1)
             chat_path = f"/console/chat?key={listed[0].session_key}"
             pages = await timed_pages(gateway.http.url, args.repeat, chat_path)
     for name, samples in pages.items():

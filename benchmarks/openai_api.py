@@ -131,11 +131,11 @@ async def throughput(gateway: Gateway, conversations: int, turns: int) -> list[s
             history.append({"role": "assistant", "content": text})
         return history
 
-    before = len(await gateway.services.runtime.store.list_sessions(100_000))
+    before = len(await gateway.services.runtime.store.sessions.recent(100_000))
     started, cpu = time.monotonic(), time.process_time()
     histories = await asyncio.gather(*(converse(index) for index in range(conversations)))
     wall, cpu = time.monotonic() - started, time.process_time() - cpu
-    sessions = await gateway.services.runtime.store.list_sessions(100_000)
+    sessions = await gateway.services.runtime.store.sessions.recent(100_000)
     one_session_each = len(sessions) - before == conversations
     kept = sum(len(history) for history in histories)
     await close(people)

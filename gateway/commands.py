@@ -175,9 +175,9 @@ async def _compress(context: CommandContext) -> str:
 
 async def _insights(context: CommandContext) -> str:
     store = context.desk.store
-    sessions = await store.sessions_for(context.key)
+    sessions = await store.sessions.of_key(context.key)
     misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
-    purposes = await store.usage_by_purpose(context.key)
+    purposes = await store.usage.by_purpose(context.key)
     return insights.render(sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
 
 
@@ -202,7 +202,7 @@ async def _cron(context: CommandContext) -> str:
 
 async def _model(context: CommandContext) -> str:
     desk = context.desk
-    current = await desk.store.latest_session(context.key)
+    current = await desk.store.sessions.latest(context.key)
     chosen = await desk.chat_settings.model_for(context.key)
     upcoming = chosen or desk.default_model
     if not context.args:
@@ -223,7 +223,7 @@ async def _model(context: CommandContext) -> str:
 
 
 async def _memory(context: CommandContext) -> str:
-    session = await context.desk.store.latest_session(context.key)
+    session = await context.desk.store.sessions.latest(context.key)
     if session is None:
         return "No conversation yet, so no memory snapshot."
     snapshot = frozen_memory(session.system_prompt)
@@ -234,7 +234,7 @@ async def _memory(context: CommandContext) -> str:
 
 async def _status(context: CommandContext) -> str:
     desk = context.desk
-    session = await desk.store.latest_session(context.key)
+    session = await desk.store.sessions.latest(context.key)
     try:
         state = "answering now" if await desk.lanes.busy(context.key) else "idle"
     except StorageUnavailable:

@@ -187,5 +187,5 @@ async def miss_report(
     store: SessionStore, sessions: list[SessionRecord], shown: int, session_key: str | None = None
 ) -> MissReport:
     """The misses :func:`render` shows: of the ``shown`` first ``sessions``, and in all (of one chat)."""
-    by_session = await store.cache_miss_totals_by_session([s.id for s in sessions[:shown]])
-    return MissReport(by_session, await store.cache_miss_totals(session_key=session_key))
+    by_session = await store.cache_misses.totals_by_session([s.id for s in sessions[:shown]])
+    return MissReport(by_session, await store.cache_misses.totals(session_key=session_key))

@@ -61,7 +61,7 @@ async def wait_for_catalogue(runtime: Runtime, present: str | None = None, absen
 
 
 async def stored(runtime: Runtime, session_id: str) -> SessionRecord:
-    session = await runtime.store.get_session(session_id)
+    session = await runtime.store.sessions.get(session_id)
     assert session is not None
     return session
 

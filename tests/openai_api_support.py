@@ -66,7 +66,9 @@ class ApiHarness:
         store = self.gateway.services.runtime.store
         person = PEOPLE[who][0]
         found = [
-            s for s in await store.list_sessions(1000) if s.platform == "api" and f"api:{s.user_id}" == person
+            s
+            for s in await store.sessions.recent(1000)
+            if s.platform == "api" and f"api:{s.user_id}" == person
         ]
         return sorted(found, key=lambda s: s.created_at)
 

@@ -144,7 +144,7 @@ class ContextCompressor(ContextEngine):
         prompt_tokens = usage.prompt_tokens or estimate_total(messages)
         if not self.settings.enabled or prompt_tokens < self.threshold_tokens(session):
             return None
-        current = await self.store.get_session(session.id) or session  # the stored failure state
+        current = await self.store.sessions.get(session.id) or session  # the stored failure state
         if self.in_cooldown(current) and self.fits(current, prompt_tokens):
             return None
         return await self.compress(current, messages, prompt_tokens=prompt_tokens)

@@ -28,7 +28,7 @@ async def handle(args: dict[str, Any], context: ToolContext) -> str:
         raise ToolError("'query' must be a non-empty string.")
     limit = args.get("limit", 8)
     limit = max(1, min(25, limit if isinstance(limit, int) else 8))
-    hits = await context.store.search(
+    hits = await context.store.messages.search(
         query, limit=limit, session_key=context.session_key, current_session=context.session_id
     )
     if not hits:

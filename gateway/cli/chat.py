@@ -153,7 +153,7 @@ async def resolve(terminal: Terminal, lease: Lease, *, resume: bool, model_reque
     """
     runtime, err = terminal.runtime, terminal.err
     if resume:
-        latest = await runtime.store.latest_session(TERMINAL_SESSION_KEY)
+        latest = await runtime.store.sessions.latest(TERMINAL_SESSION_KEY)
         if latest is None:
             err.write("No earlier terminal session to continue; starting a new one.\n")
         elif model_requested and (latest.provider, latest.model) != (runtime.provider, runtime.model):

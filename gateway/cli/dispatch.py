@@ -118,9 +118,9 @@ async def _insights(home: HeraldHome) -> int:
 
     async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         store = SessionStore(storage)
-        sessions = await store.list_sessions(limit=100_000)
+        sessions = await store.sessions.recent(limit=100_000)
         misses = await insights.miss_report(store, sessions, shown=20)
-        print(insights.render(sessions, purposes=await store.usage_by_purpose(), misses=misses))
+        print(insights.render(sessions, purposes=await store.usage.by_purpose(), misses=misses))
     return 0
 
 

@@ -219,7 +219,7 @@ class ConsolePages:
             for m in misses
             if m.request_id is not None
         ]
-        records = await store.sessions_for(key)
+        records = await store.sessions.of_key(key)
         replies = await self.reports.replies(key)
         sessions = [
             {"record": r, "usage": UsageRow(r.id, r.input_tokens, r.cache_read_tokens, r.cache_write_tokens,
@@ -234,7 +234,7 @@ class ConsolePages:
             "misses": [(numbers.get(m.request_id or -1), m) for m in misses],
             "miss_totals": await self.misses.of_chat(key),
             "causes": CAUSE_LABELS,
-            "purposes": [row_for_purpose(p) for p in await store.usage_by_purpose(key)],
+            "purposes": [row_for_purpose(p) for p in await store.usage.by_purpose(key)],
             "sessions": sessions,
             "replies": None if replies is None else [replace(r, text=preview(r.text)) for r in replies],
             "operations": OPERATIONS,

@@ -223,12 +223,12 @@ class CacheMissSource:
 
     async def summary(self, since: float) -> MissSummary:
         """Every chat's misses since ``since``."""
-        return MissSummary(await self.store.cache_miss_totals(since=since))
+        return MissSummary(await self.store.cache_misses.totals(since=since))
 
     async def of_chat(self, session_key: str) -> MissSummary:
         """One chat's misses, all time (what ``/insights`` in that chat adds up)."""
-        return MissSummary(await self.store.cache_miss_totals(session_key=session_key))
+        return MissSummary(await self.store.cache_misses.totals(session_key=session_key))
 
     async def on_requests(self, session_key: str, request_ids: Sequence[int]) -> list[CacheMiss]:
         """The chat's misses on the requests given (those its chart shows), oldest first."""
-        return await self.store.cache_misses_of_requests(session_key, request_ids)
+        return await self.store.cache_misses.of_requests(session_key, request_ids)

@@ -238,7 +238,7 @@ class MediaReader:
             model=session.model,
             context_length=model.context_length,
         )
-        held = await self.store.media_load(session.id)
+        held = await self.store.messages.media_load(session.id)
         try:
             check_load(MediaLoad.of(files), held, limits, what=_named(files))
         except MediaRefused as error:

@@ -94,7 +94,7 @@ class Reviews:
         """Start a review when the session has ``every_turns`` unreviewed user turns."""
         if not self._eligible(session):
             return
-        if await self.runtime.store.turns_since_review(session.id) >= self.settings.every_turns:
+        if await self.runtime.store.reviews.turns_since_review(session.id) >= self.settings.every_turns:
             self.start(session)
 
     async def sweep(self) -> int:
@@ -102,7 +102,8 @@ class Reviews:
         if not self.settings.enabled or self.settings.idle_after <= 0:
             return 0
         now = self.clock()
-        idle = await self.runtime.store.idle_unreviewed(now - self.settings.idle_after, now - IDLE_LOOKBACK)
+        reviews = self.runtime.store.reviews
+        idle = await reviews.idle_unreviewed(now - self.settings.idle_after, now - IDLE_LOOKBACK)
         started = 0
         for session in idle:
             if self._eligible(session):

@@ -70,7 +70,7 @@ async def current_session(
     tool list has tools the owner has taken away since (``gateway.rights``).
     """
     store = services.runtime.store
-    latest = await store.latest_session(row.session_key)
+    latest = await store.sessions.latest(row.session_key)
     if latest is None:
         return (await start_session(services, lease, row.message)).record
     taken = rights.taken_away(tool["name"] for tool in latest.tools)

@@ -319,9 +319,9 @@ class CronRunner:
         """The job's session: built on its first run, then the same one (and the same prompt bytes)."""
         lease.check(job.session_key)
         store = self.services.runtime.store
-        existing = await store.get_session(job.session_id) if job.session_id else None
+        existing = await store.sessions.get(job.session_id) if job.session_id else None
         if existing is None:
-            existing = await store.latest_session(job.session_key)
+            existing = await store.sessions.latest(job.session_key)
         if existing is not None:
             return existing
         target = job.target

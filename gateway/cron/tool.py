@@ -62,7 +62,7 @@ SCHEMA: dict[str, Any] = {
 async def caller_of(context: ToolContext) -> Caller:
     """Who calls: the session's chat and memory, and the person the turn answers (the gate of a gateway
     turn, ``gateway.rights``, knows them)."""
-    session = await context.store.get_session(context.session_id)
+    session = await context.store.sessions.get(context.session_id)
     if session is None:
         raise ToolError("This session is gone; scheduled jobs cannot be managed from it.")
     rights = context.gate if isinstance(context.gate, Rights) else None

@@ -288,7 +288,7 @@ class ApiTurns:
         (its memory, its frozen tools: ``gateway.conversation.turns.current_session``)."""
         if await self.conversations.tip(key) != tip:
             return None
-        session = await self.services.runtime.store.latest_session(key)
+        session = await self.services.runtime.store.sessions.latest(key)
         if session is None:
             return None
         taken = rights.taken_away(tool["name"] for tool in session.tools)

@@ -45,7 +45,7 @@ def desk_of(services: Services) -> CommandDesk:
     async def compress(row: InboxRow, charge: Charge) -> CompressionOutcome | str | None:
         """The chat's session compressed now, charged like the asker's turn; a str: why not (a limit)."""
         async with hold_pending(runtime.locks, services.inbox, row) as lease:
-            session = await runtime.store.latest_session(row.session_key)
+            session = await runtime.store.sessions.latest(row.session_key)
             if session is None:
                 return None
             over = await services.budgets.check(charge)

@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 
 from agent.api import (
-    Failover,
     Provider,
     ProviderError,
     ProviderFactory,
     ProviderKey,
-    ProviderPool,
     build_provider,
 )
 from gateway.config import ConfigError, HeraldConfig
@@ -75,20 +73,6 @@ def provider_factory(config: HeraldConfig) -> ProviderFactory:
 def fallback_keys(config: HeraldConfig) -> list[ProviderKey]:
     """The clients of ``model.fallbacks``, in order."""
     return [ProviderKey(f.provider, f.name, f.base_url, f.api_key_env) for f in config.model.fallbacks]
-
-
-def make_failover(config: HeraldConfig, pool: ProviderPool) -> Failover | None:
-    """The fallback models (None when none are configured); each is built now, so a missing key stops
-    the start with the sentence that says where to put it, not the first outage."""
-    keys = fallback_keys(config)
-    if not keys:
-        return None
-    for key in keys:
-        try:
-            pool.get(key)
-        except ProviderError as error:
-            raise ConfigError(f"model.fallbacks: {error}") from None
-    return Failover(keys, pool.get, probe_interval=config.model.fallback_probe_interval)
 
 
 def auxiliary_key(config: HeraldConfig) -> ProviderKey | None:

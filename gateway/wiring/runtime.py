@@ -1,16 +1,22 @@
-"""The agent's runtime: config + home → database, store, locks, providers, tools and agent, ready to run
-turns (the providers' clients from ``gateway.wiring.providers``).
+"""The agent's runtime: config + home → database, cluster, memory and skills, the agent (built by
+``agent.api.open_agent`` from the gateway's decisions), the cron manager and speech, ready to run turns.
+
+What is the gateway's is decided here: which model and which keys (``gateway.wiring.providers``), the
+budgets' zone and default charge, the ``cron`` tool, the MCP servers the owner's rights allow
+(``gateway.rights``), the Herald home, and what a cluster shares (``gateway.cluster.shared``). How the
+agent's parts fit (pool, failover, request cap, spend gate, cache watch, compression, tools, hands) is
+the agent's (``agent.assembly``); a configuration it cannot be built from is a ``ConfigError``.
 
 The gateway's tables are migrated here too (not only by ``herald gateway run``): the ``cron`` tool
 works in the terminal as well, writing jobs the gateway's scheduler picks up.
 
 Everything with a lifecycle is opened in one ``AsyncExitStack``, so a failure half-way through start-up
-closes what was already opened, and shutdown closes in reverse order (MCP servers first, locks before
-the database and the Redis they live in, provider clients last of all). With ``cluster.redis_url`` the
-runtime opens the cluster's Redis (``runtime.cluster``, shared by every part of the cluster) and the
-session locks are fenced Redis leases (``gateway.cluster.leases.session_locks``); without it nothing of Redis
-is imported. MCP servers start together, each within its ``connect_timeout``; one that does not start
-is logged and left out (``agent.mcp.servers``).
+closes what was already opened, and shutdown closes in reverse order (speech clients, then the agent's
+parts: MCP servers first, session locks last, before the database and the Redis they live in). With
+``cluster.redis_url`` the runtime opens the cluster's Redis (``runtime.cluster``, shared by every part of
+the cluster) and the session locks are fenced Redis leases (``gateway.cluster.leases.session_locks``);
+without it nothing of Redis is imported. MCP servers start together, each within its ``connect_timeout``;
+one that does not start is logged and left out (``agent.mcp.servers``).
 """
 
 from __future__ import annotations
@@ -23,43 +29,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.api import (
-    MAX_RETRY_AFTER,
     Agent,
-    AgentSettings,
-    BatchRoad,
-    BrowserTools,
+    AssemblyError,
     CacheWatch,
-    ContextCompressor,
-    ContextEngine,
-    DatabaseSessionLocks,
-    DownloadPlace,
     Hands,
-    LocalCounters,
-    LocalRequestLimiter,
-    ModelCalls,
+    Models,
     PromptSources,
-    ProviderError,
     ProviderKey,
     ProviderPool,
     RequestLimiter,
-    RetryPolicy,
-    SessionLeases,
     SessionLocks,
     SessionSpec,
     SessionStore,
-    SpendCounters,
     SpendGate,
+    Spending,
     StartedSession,
-    Summarizer,
     Synthesizer,
-    Thresholds,
     ToolRegistry,
     Transcriber,
-    WebTools,
-    WorkspaceDownloads,
-    WorkspaceUnusable,
-    builtin_registry,
-    hands_wanted,
+    open_agent,
     start_session,
 )
 from agent.db import Storage
@@ -77,9 +65,10 @@ from gateway.rights import mcp_settings, session_toolsets
 from gateway.speech.synthesizers import make_synthesizer
 from gateway.speech.transcribers import make_transcriber
 from gateway.timezones import resolve_timezone
-from gateway.wiring.providers import auxiliary_key, make_failover, provider_factory
+from gateway.wiring.providers import auxiliary_key, fallback_keys, provider_factory
 
 if TYPE_CHECKING:
+    from agent.api import Shared
     from agent.mcp import McpServers
     from gateway.cluster.redis import Cluster
 
@@ -139,67 +128,6 @@ class Runtime:
         )
 
 
-def make_context_engine(
-    config: HeraldConfig, store: SessionStore, pool: ProviderPool, calls: ModelCalls
-) -> ContextEngine:
-    """The engine named by ``context.engine`` (only ``compressor`` exists so far)."""
-    summarizer = Summarizer(
-        calls=calls,
-        pool=pool,
-        model_info=config.model_info,
-        auxiliary=auxiliary_key(config),
-        timeout=config.model.timeout,
-        cache_policy=config.prompt_caching.policy,
-        cache_ttl=config.prompt_caching.cache_ttl,
-    )
-    return ContextCompressor(
-        store=store,
-        summarizer=summarizer,
-        settings=config.compression,
-        model_info=config.model_info,
-        max_output_tokens=config.model.max_tokens,
-    )
-
-
-def request_limiter(config: HeraldConfig, cluster: Cluster | None) -> RequestLimiter:
-    """This process's cap on model requests in flight, and the cluster's on top when one is set."""
-    local = LocalRequestLimiter(config.agent.max_concurrent_requests)
-    if cluster is None:
-        return local
-    from gateway.cluster.limits.requests import cluster_request_limiter  # redis-py: cluster mode only
-
-    return cluster_request_limiter(cluster, local)
-
-
-def hold_ttl(config: HeraldConfig) -> float:
-    """How long a spend reservation lives at most: one attempt's (each is reserved on its own) and its wait
-    for a request slot; kept as long as a whole request's attempts and waits, to be safe."""
-    model = config.model
-    return model.timeout * (model.max_retries + 1) + model.max_retries * MAX_RETRY_AFTER + 60.0
-
-
-def spend_counters(config: HeraldConfig, store: SessionStore, cluster: Cluster | None) -> SpendCounters:
-    """Where the spend gate keeps its figures: this process's memory, or the cluster's Redis (shared by
-    every process, so together they hold the same bound as one process: a limit is never passed)."""
-    if cluster is None:
-        return LocalCounters(store.spending.spent, hold_ttl=hold_ttl(config))
-    from gateway.cluster.limits.spending import RedisCounters  # redis-py: cluster mode only
-
-    return RedisCounters(cluster.redis, store.spending.spent, hold_ttl=hold_ttl(config))
-
-
-def agent_settings(config: HeraldConfig) -> AgentSettings:
-    return AgentSettings(
-        max_tokens=config.model.max_tokens,
-        max_iterations=config.agent.max_iterations,
-        cache_policy=config.prompt_caching.policy,
-        cache_ttl=config.prompt_caching.cache_ttl,
-        retry=RetryPolicy(max_retries=config.model.max_retries, base_delay=config.model.retry_base_delay),
-        on_max_tokens=config.agent.on_max_tokens,
-        delegate=config.delegate,
-    )
-
-
 @asynccontextmanager
 async def open_agent_runtime(
     config: HeraldConfig,
@@ -219,14 +147,32 @@ async def open_agent_runtime(
     async with AsyncExitStack() as stack:
         require_shared_storage(config, home)  # before a SQLite file is created for nothing
         storage = await stack.enter_async_context(open_home_storage(home, config))
-        store = SessionStore(storage)
         cluster = await stack.enter_async_context(open_cluster(config, home))
-        locks = session_locks(storage, cluster)
-        stack.push_async_callback(locks.aclose)
-        pool = await stack.enter_async_context(ProviderPool(provider_factory(config)))
+        kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
+        zone = resolve_timezone(config.scheduler.timezone)
+        cron = CronManager(CronJobs(storage), zone, JobLimits.of(config.scheduler))
         try:
-            pool.get(ProviderKey(kind, name))  # fail at start-up, not at the first message
-        except ProviderError as error:
+            parts = await stack.enter_async_context(
+                open_agent(
+                    config,
+                    storage,
+                    memory=kept.memory,
+                    skills=kept.skills,
+                    models=Models(
+                        default=ProviderKey(kind, name),
+                        clients=provider_factory(config),
+                        fallbacks=fallback_keys(config),
+                        auxiliary=auxiliary_key(config),
+                    ),
+                    spending=Spending(zone, config.budgets.warn_at, default_charge(config.budgets)),
+                    tools=(cron_tool(cron),),
+                    mcp=mcp_settings(config),
+                    home=home.root,
+                    environ=os.environ,
+                    shared=cluster_share(cluster),
+                )
+            )
+        except AssemblyError as error:
             raise ConfigError(str(error)) from None
         transcriber = make_transcriber(config)
         if transcriber is not None:
@@ -234,114 +180,30 @@ async def open_agent_runtime(
         synthesizer = make_synthesizer(config, os.environ)
         if synthesizer is not None:
             stack.push_async_callback(synthesizer.aclose)
-        limiter = request_limiter(config, cluster)
-        kept = memory_and_skills(config, home, storage)  # files on SQLite, tables on PostgreSQL
-        zone = resolve_timezone(config.scheduler.timezone)
-        cron = CronManager(CronJobs(storage), zone, JobLimits.of(config.scheduler))
-        spending = SpendGate(
-            spend_counters(config, store, cluster),
-            store.spending,
-            zone=zone,
-            warn_at=config.budgets.warn_at,
-            default=default_charge(config.budgets),
-        )
-        stack.push_async_callback(spending.aclose)
-        watch = cache_watch(config, store)
-        # The road to the model keeps the agent's time (a test or a benchmark may move the agent's clock).
-        calls = ModelCalls(
-            store=store,
-            limiter=limiter,
-            gate=spending,
-            model_info=config.model_info,
-            cache_watch=watch,
-            failover=make_failover(config, pool),
-            batches=BatchRoad(store.batches, clock=lambda: agent.clock()),
-            clock=lambda: agent.clock(),
-        )
-        stack.push_async_callback(calls.aclose)  # probes of a failing model in flight
-        web = WebTools(config.web, os.environ)  # web_search only when its provider is usable
-        stack.push_async_callback(web.aclose)
-        registry = builtin_registry().with_tools(cron_tool(cron), *web.tools)
-        hands = open_hands(config, home)
-        if "browser" in config.agent.toolsets:  # Chromium itself starts at a session's first browser call
-            browser = BrowserTools(config.web, downloads=download_place(config, hands))
-            stack.push_async_callback(browser.aclose)
-            registry = registry.with_tools(*browser.tools)
-        if hands is not None:
-            stack.push_async_callback(hands.aclose)  # stops the background commands it started
-            registry = registry.with_tools(*hands.tools())
-            if (withheld := hands.withheld()) is not None:
-                registry = registry.with_source(withheld)
-        mcp: McpServers | None = None
-        if mcp_settings(config).servers:
-            from agent.mcp import McpServers  # the MCP SDK is large: only for configured servers
-
-            mcp = await stack.enter_async_context(McpServers.open(mcp_settings(config), os.environ))
-            registry = registry.with_source(mcp)
-        agent = Agent(
-            store=store,
-            pool=pool,
-            registry=registry,
-            memory=kept.memory,
-            skills=kept.skills,
-            model_info=config.model_info,
-            settings=agent_settings(config),
-            calls=calls,
-            context_engine=make_context_engine(config, store, pool, calls),
-        )
         yield Runtime(
             config=config,
             home=home,
             storage=storage,
-            store=store,
-            locks=locks,
-            limiter=limiter,
-            pool=pool,
-            registry=registry,
+            store=parts.store,
+            locks=parts.locks,
+            limiter=parts.limiter,
+            pool=parts.pool,
+            registry=parts.registry,
             memory=kept.memory,
             skills=kept.skills,
-            agent=agent,
+            agent=parts.agent,
             context_dir=config.agent.context_dir or context_dir,
             provider=kind,
             model=name,
             cron=cron,
             transcriber=transcriber,
             synthesizer=synthesizer,
-            mcp=mcp,
-            cache_watch=watch,
-            spending=spending,
+            mcp=parts.mcp,
+            cache_watch=parts.cache_watch,
+            spending=parts.spending,
             cluster=cluster,
-            hands=hands,
+            hands=parts.hands,
         )
-
-
-def open_hands(config: HeraldConfig, home: HeraldHome) -> Hands | None:
-    """The owner's shell and file tools when ``agent.toolsets`` names them (the workspace is created)."""
-    if not hands_wanted(config.agent.toolsets):
-        return None
-    try:
-        return Hands.build(config.tools, herald_home=home.root, environ=os.environ)
-    except WorkspaceUnusable as error:
-        raise ConfigError(str(error)) from None
-
-
-def download_place(config: HeraldConfig, hands: Hands | None) -> DownloadPlace | None:
-    """Where the owner's browser downloads go: the hands' workspace; None (downloads refused) without it."""
-    if hands is None:
-        return None
-    return WorkspaceDownloads(
-        hands.confinement,
-        hands.files.pool,
-        config.web.browser.max_download_mb * 1024 * 1024,
-        config.tools.workspace_quota_mb,
-    )
-
-
-def cache_watch(config: HeraldConfig, store: SessionStore) -> CacheWatch:
-    """The cache-miss check of every model request (``agent.cache_misses``), on the store's database."""
-    caching = config.prompt_caching
-    thresholds = Thresholds(min_tokens=caching.miss_min_tokens, min_share=caching.miss_min_share)
-    return CacheWatch(store.cache_misses, config.model_info, thresholds)
 
 
 def require_shared_storage(config: HeraldConfig, home: HeraldHome) -> None:
@@ -364,18 +226,11 @@ async def open_cluster(config: HeraldConfig, home: HeraldHome) -> AsyncIterator[
         yield cluster
 
 
-def session_locks(storage: Storage, cluster: Cluster | None) -> SessionLocks:
-    """Fenced Redis leases in a cluster; leases in the database otherwise (one machine, or several
-    processes sharing one database)."""
+def cluster_share(cluster: Cluster | None) -> Shared | None:
+    """What the cluster shares with the agent (fenced session leases, the request cap, the spend figures);
+    None for one process (the agent keeps leases in the database, caps and figures in memory)."""
     if cluster is None:
-        return DatabaseSessionLocks(SessionLeases(storage))
-    from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_owner
+        return None
+    from gateway.cluster.shared import ClusterShare  # redis-py: cluster mode only
 
-    locks = RedisSessionLocks(
-        cluster.redis,
-        storage,
-        owner=lease_owner(cluster.instance_id),
-        lease_ttl=cluster.settings.lease_ttl,
-    )
-    cluster.watch.on_lost(locks.suspect)
-    return locks
+    return ClusterShare(cluster)

@@ -54,7 +54,7 @@ async def test_twenty_turns_send_identical_prompt_bytes_and_read_the_cache(
                 emulator.script(Reply(text_tokens=200))
             result = await run_turn(runtime, session, ask(turn))
             assert result.error is None
-            session = await runtime.store.get_session(session.id) or session
+            session = await runtime.store.sessions.get(session.id) or session
     ok = [r for r in emulator.requests if r.ok]
     assert len(ok) == 25  # 20 turns + 5 tool round trips
     assert len(prompt_hashes(ok)) == 1
@@ -75,7 +75,7 @@ async def test_restart_restores_the_session_and_resends_the_same_bytes(
 
     (home.root / "SOUL.md").write_text("A completely different identity written after the session started.")
     async with open_agent_runtime(config, home) as runtime:  # a new store connection and a new SDK client
-        restored = await runtime.store.latest_session(SPEC.session_key)
+        restored = await runtime.store.sessions.latest(SPEC.session_key)
         assert restored is not None and restored.id == session.id
         await run_turn(runtime, restored, "message after restart")
     after = emulator.requests[-1]
@@ -366,7 +366,7 @@ async def test_usage_is_recorded_per_request(
         session = await new_session(runtime)
         for turn in range(3):
             await run_turn(runtime, session, f"hi {turn}")
-        record = await runtime.store.get_session(session.id)
+        record = await runtime.store.sessions.get(session.id)
     assert record is not None
     sent = [r for r in emulator.requests if r.ok]
     assert record.cache_read_tokens == sum(r.cache_read for r in sent) > 0

@@ -31,7 +31,7 @@ async def test_openai_chat_sends_stable_bytes_with_a_per_session_cache_key(
     write_project_notes()
     async with open_agent_runtime(make_config(emulator_url, "openai"), home) as runtime:
         session_id = await run_chat(runtime, emulator, 20)
-        record = await runtime.store.get_session(session_id)
+        record = await runtime.store.sessions.get(session_id)
     ok = [r for r in emulator.requests if r.ok]
     assert len(prompt_hashes(ok)) == 1
     assert {r.prompt_cache_key for r in ok} == {session_id}
@@ -48,7 +48,7 @@ async def test_deepseek_usage_fields_are_normalized(
     config = make_config(emulator_url, "openai", model={"name": "deepseek-chat"})
     async with open_agent_runtime(config, home) as runtime:
         session_id = await run_chat(runtime, emulator, 4)
-        record = await runtime.store.get_session(session_id)
+        record = await runtime.store.sessions.get(session_id)
     ok = [r for r in emulator.requests if r.ok]
     assert record is not None and record.cache_read_tokens == sum(r.cache_read for r in ok) > 0
 
@@ -60,7 +60,7 @@ async def test_claude_through_openrouter_gets_placed_markers_and_cache_writes(
     config = make_config(emulator_url, "openai", model={"name": "anthropic/claude-sonnet-4"})
     async with open_agent_runtime(config, home) as runtime:
         session_id = await run_chat(runtime, emulator, 8)
-        record = await runtime.store.get_session(session_id)
+        record = await runtime.store.sessions.get(session_id)
     ok = [r for r in emulator.requests if r.ok]
     assert all(1 <= r.breakpoints <= 4 for r in ok)
     assert len(prompt_hashes(ok)) == 1

@@ -67,7 +67,7 @@ async def turns(runtime: Runtime, emulator: ProviderEmulator, session: SessionRe
             todos = [{"id": str(number), "content": f"item {number}", "status": "pending"}]
             emulator.script(Reply(tool_calls=[ToolUse("todo", {"todos": todos, "merge": True})]))
         emulator.script(Reply(text_tokens=200))
-        current = await runtime.store.get_session(session.id) or session
+        current = await runtime.store.sessions.get(session.id) or session
         result = await run_turn(runtime, current, ask(number))
         assert result.error is None, result.error
         emulator.clock.advance(20)
@@ -90,13 +90,13 @@ async def test_a_thirty_turn_chat_misses_nothing_and_an_eviction_after_it_is_rep
     async with chat(emulator, config(emulator_url, provider), home) as runtime:
         session = await new_session(runtime)
         await turns(runtime, emulator, session, range(30))
-        assert await runtime.store.cache_miss_totals() == []
+        assert await runtime.store.cache_misses.totals() == []
 
         emulator.reset_cache()  # the provider forgets everything
         await turns(runtime, emulator, session, range(30, 31))
         [miss] = await runtime.store.cache_misses.of_session(session.id)
-        [totals] = await runtime.store.cache_miss_totals(session_key=session.session_key)
-        rows = await runtime.store.usage_by_purpose()
+        [totals] = await runtime.store.cache_misses.totals(session_key=session.session_key)
+        rows = await runtime.store.usage.by_purpose()
     evicted = last_ok(emulator)
     assert (miss.cause, miss.purpose, miss.session_key) == ("evicted", "turn", session.session_key)
     assert miss.read_tokens == 0 and miss.expected_tokens > 10_000
@@ -246,7 +246,7 @@ async def test_misses_are_found_for_every_purpose(
             await run_turn(runtime, session, ask(number))
         await run_turn(runtime, session, "Please DELEGATE the risk list. FORGET")  # the child misses
         await run_turn(runtime, session, "And now? FORGET")
-        current = await runtime.store.get_session(session.id) or session
+        current = await runtime.store.sessions.get(session.id) or session
         assert (await review(runtime.agent, current, max_iterations=2)).error is None  # the review misses
         await compress(runtime, current)  # the summary misses
         found = await runtime.store.cache_misses.of_session(session.id)
@@ -282,7 +282,7 @@ async def test_a_model_switch_is_reported_in_insights_and_in_metrics(
             client.get(f"{harness.gateway.http.url}/metrics") as response,
         ):
             metrics = await response.text()
-        [miss] = await runtime.store.cache_miss_totals()
+        [miss] = await runtime.store.cache_misses.totals()
     switched = last_ok(emulator)
     assert switched.model == "claude-opus-4-1" and switched.cache_read == 0
     assert (miss.cause, miss.count) == ("model_changed", 1) and miss.missed_tokens > 2_000
@@ -305,7 +305,7 @@ async def test_a_scheduled_jobs_runs_are_watched_too(
         assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
         emulator.reset_cache()
         assert await harness.gateway.scheduler.run_now(job.id) is RunStatus.OK
-        [miss] = await runtime.store.cache_miss_totals()
+        [miss] = await runtime.store.cache_misses.totals()
         [cron] = [m for m in await runtime.store.cache_misses.of_chat(job.session_key) if m.purpose == "cron"]
     assert (miss.cause, miss.count) == ("evicted", 1)
     assert cron.cause == "evicted" and cron.read_tokens == 0

@@ -38,7 +38,7 @@ def ask(turn: int) -> str:
 
 async def chat(runtime: Runtime, session_id: str, turns: range) -> None:
     for turn in turns:
-        session = await runtime.store.get_session(session_id)
+        session = await runtime.store.sessions.get(session_id)
         assert session is not None
         result = await run_turn(runtime, session, ask(turn))
         assert result.error is None
@@ -54,7 +54,7 @@ async def test_threshold_trigger_summary_and_cache_discipline(
         await chat(runtime, session.id, range(24))
         active = await runtime.store.messages.load(session.id)
         everything = await runtime.store.messages.load(session.id, include_inactive=True)
-        record = await runtime.store.get_session(session.id)
+        record = await runtime.store.sessions.get(session.id)
 
     requests = [r for r in emulator.requests if r.ok]
     summaries = [i for i, r in enumerate(requests) if is_summary_request(r)]
@@ -123,7 +123,7 @@ async def test_hygiene_fires_at_85_percent_and_not_below(
         outcome = await hygiene(runtime, session)
         assert outcome is not None and outcome.method in ("summary", "pruned")
         assert outcome.messages_after < outcome.messages_before
-        after = await runtime.store.get_session(session.id)
+        after = await runtime.store.sessions.get(session.id)
         assert after is not None and after.last_prompt_tokens is not None
         assert after.last_prompt_tokens < WINDOW * 0.85  # no second hygiene run before the next turn
         assert await hygiene(runtime, after) is None
@@ -159,7 +159,7 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         assert outcome is not None and outcome.method == "failed"
         assert "the conversation is unchanged" in outcome.line()
         assert [m.id for m in await runtime.store.messages.load(session.id)] == [m.id for m in before]
-        stored = await runtime.store.get_session(session.id)
+        stored = await runtime.store.sessions.get(session.id)
         assert stored is not None and stored.compress_failures == 1 and stored.compress_retry_at is not None
 
     # The cooldown is stored with the session: a restarted process (a new runtime) still honours it.
@@ -173,7 +173,7 @@ async def test_failed_summary_keeps_the_transcript_and_cools_down(
         cannot_fit = Usage(input_tokens=WINDOW)
         outcome = await engine.after_response(session, before, cannot_fit)  # ...unless it cannot fit
         assert outcome is not None and outcome.method == "summary"
-        reset = await runtime.store.get_session(session.id)
+        reset = await runtime.store.sessions.get(session.id)
         assert reset is not None and reset.compress_failures == 0 and reset.compress_retry_at is None
 
 
@@ -189,7 +189,7 @@ async def test_when_nothing_fits_and_the_summary_fails_old_turns_are_set_aside_w
         outcome = await compress(runtime, session)
         assert outcome is not None and outcome.method == "dropped"
         assert outcome.notice is not None and "oldest messages" in outcome.notice
-        hits = await runtime.store.search("FACT-2")
+        hits = await runtime.store.messages.search("FACT-2")
         await chat(runtime, session.id, range(10, 11))  # and the chat goes on, well formed
     assert any(not hit.active for hit in hits)
     assert_well_formed(emulator.requests[-1])

@@ -44,7 +44,7 @@ async def test_an_imported_history_is_sent_before_the_first_turn_as_the_client_h
             ("assistant", "Hello!"),
             ("user", "how are you?"),
         ]
-        stored = await runtime.store.get_session(session.id)
+        stored = await runtime.store.sessions.get(session.id)
         assert stored is not None and stored.title == "hi"
 
 

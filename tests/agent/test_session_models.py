@@ -21,7 +21,7 @@ async def test_a_session_keeps_its_model_when_the_configured_model_changes(
         await run_turn(runtime, session, "first")
     cheaper = make_config(emulator_url, model={"name": "claude-haiku-4-5"})
     async with open_agent_runtime(cheaper, home) as runtime:  # a restart with another configured model
-        restored = await runtime.store.get_session(session.id)
+        restored = await runtime.store.sessions.get(session.id)
         assert restored is not None
         await run_turn(runtime, restored, "second")
         fresh = await new_session(runtime)

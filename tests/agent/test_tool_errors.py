@@ -144,7 +144,7 @@ async def test_with_the_database_down_tools_say_so_without_naming_it(
         ("cron", {"action": "list"}),
     ]
     async with open_agent_runtime(config, home) as runtime:
-        session = await runtime.store.get_session(await owner_session(runtime))
+        session = await runtime.store.sessions.get(await owner_session(runtime))
         assert session is not None
         context = runtime.agent.tool_context(session, depth=0)
         own_postgres.halt()

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from agent.assembly import request_limiter
 from agent.limits import LocalRequestLimiter
 from gateway.cluster.limits.requests import ClusterRequestLimiter
 from gateway.cluster.limits.semaphore import RedisSemaphore
 from gateway.cluster.redis import Cluster
 from gateway.cluster.watch import ConnectionWatch
-from gateway.wiring.runtime import request_limiter
+from gateway.wiring.runtime import cluster_share
 from tests.conftest import make_config
 from tests.fakes.waiting import wait_until_awaited
 from tests.redis_server import RedisServer
@@ -109,11 +110,12 @@ async def test_a_request_goes_on_under_the_local_cap_when_redis_is_unreachable(
 
 def test_the_cluster_request_cap_is_used_only_when_configured(redis: Redis) -> None:
     plain = make_config("http://127.0.0.1:1", cluster={"max_concurrent_requests": 4})
-    assert isinstance(request_limiter(plain, None), LocalRequestLimiter)
+    assert isinstance(request_limiter(plain, cluster_share(None)), LocalRequestLimiter)
     cluster = Cluster("w1", redis, plain.cluster, ConnectionWatch(redis, "watch"))
-    assert isinstance(request_limiter(plain, cluster), ClusterRequestLimiter)
+    assert isinstance(request_limiter(plain, cluster_share(cluster)), ClusterRequestLimiter)
     uncapped = make_config("http://127.0.0.1:1", cluster={})
+    alone = Cluster("w1", redis, uncapped.cluster, ConnectionWatch(redis, "watch"))
     assert isinstance(
-        request_limiter(uncapped, Cluster("w1", redis, uncapped.cluster, ConnectionWatch(redis, "watch"))),
+        request_limiter(uncapped, cluster_share(alone)),
         LocalRequestLimiter,
     )

@@ -38,7 +38,7 @@ async def test_a_chat_is_reviewed_once_in_the_cluster_and_a_live_turn_in_another
         cluster.fake.private_message(CHAT, "remember that I like tea")
         await cluster.settled()
         a, b = cluster.gateways[0].services, cluster.gateways[1].services
-        session = await a.runtime.store.latest_session(KEY)
+        session = await a.runtime.store.sessions.latest(KEY)
         assert session is not None
         asked = len(emulator.requests)
         emulator.stall_next(60)  # the review's model call hangs: it runs until something stops it

@@ -51,7 +51,7 @@ class Running:
         )
 
     async def session_keys(self) -> list[str]:
-        return sorted(s.session_key for s in await self.gateway.services.runtime.store.list_sessions())
+        return sorted(s.session_key for s in await self.gateway.services.runtime.store.sessions.recent())
 
 
 async def idle(gateway: Gateway) -> bool:

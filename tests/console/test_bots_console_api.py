@@ -118,7 +118,7 @@ async def test_each_bots_pages_show_times_in_that_bots_timezone(
         await harness.settled()
         started = {}
         for name in zones:
-            [session] = await harness.gateway.bot(name).services.runtime.store.list_sessions()
+            [session] = await harness.gateway.bot(name).services.runtime.store.sessions.recent()
             started[name] = session.created_at
         async with console_client(harness.gateway.http.url) as client:
             await client.login()
@@ -159,7 +159,7 @@ async def scoped_login(harness: BotsHarness, url: str) -> dict[str, object]:
 
 
 async def api_sessions(bot: BotGateway) -> list[SessionRecord]:
-    return [s for s in await bot.services.runtime.store.list_sessions(100) if s.platform == "api"]
+    return [s for s in await bot.services.runtime.store.sessions.recent(100) if s.platform == "api"]
 
 
 @pytest.mark.slow

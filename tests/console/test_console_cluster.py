@@ -96,7 +96,7 @@ async def test_every_process_shows_what_the_whole_cluster_spent(
         await cluster.settled()
         store = cluster.gateways[0].services.runtime.store
         spent = {
-            f"telegram:dm:{chat}": sum(p.cost for p in await store.usage_by_purpose(f"telegram:dm:{chat}"))
+            f"telegram:dm:{chat}": sum(p.cost for p in await store.usage.by_purpose(f"telegram:dm:{chat}"))
             for chat in chats
         }
         pages = []

@@ -111,7 +111,7 @@ async def test_a_cache_miss_shows_as_herald_insights_and_insights_count_it(
             overview = (await client.get("/console/"))[1]
             chat_page = (await client.get(f"/console/chat?key={DM_KEY}"))[1]
             chats = (await client.get("/console/chats?sort=misses"))[1]
-        purposes = await store.usage_by_purpose()
+        purposes = await store.usage.by_purpose()
         report = await herald_cli("insights")
 
     assert miss.cause == "ttl_expired" and miss.missed_tokens > 1_000
@@ -165,7 +165,7 @@ async def test_a_chat_whose_cache_writes_were_never_read_says_caching_cost_more(
         console.harness.fake.private_message(FRIEND, "hello")
         await console.harness.settled()
         store = console.harness.gateway.services.runtime.store
-        [turn] = await store.usage_by_purpose(DM_KEY)
+        [turn] = await store.usage.by_purpose(DM_KEY)
         async with console_client(console.url) as client:
             await client.login()
             chat = (await client.get(f"/console/chat?key={DM_KEY}"))[1]

@@ -279,7 +279,7 @@ async def test_a_client_that_hangs_up_mid_answer_stops_its_turn_and_the_conversa
 
         await wait_until(lambda: cancelled(api) == 1, what="the turn to be stopped")
         assert await api.history(session) == before  # the unanswered turn left the conversation
-        recorded = await api.gateway.services.runtime.store.get_session(session.id)
+        recorded = await api.gateway.services.runtime.store.sessions.get(session.id)
         assert recorded is not None and recorded.output_tokens > spent_before  # the stopped answer counts
 
         again = await ask(client, history)  # the client asks again: the same session goes on
@@ -413,7 +413,7 @@ async def test_a_key_for_a_person_of_another_platform_has_exactly_their_access(
                 continue
             assert await ask(client, [user("hello")])
             [session] = [
-                s for s in await gateway.services.runtime.store.list_sessions() if s.platform == "api"
+                s for s in await gateway.services.runtime.store.sessions.recent() if s.platform == "api"
             ]
             assert session.memory_scope == user_scope("telegram", "2")  # the memory of their Telegram chats
 
@@ -561,7 +561,7 @@ async def test_an_imported_history_starts_no_review_and_the_turns_answered_here_
         messages.append(assistant(await ask(client, messages)))
         [session] = await api.sessions("alice")
         store = api.gateway.services.runtime.store
-        unreviewed = await store.turns_since_review(session.id)
+        unreviewed = await store.reviews.turns_since_review(session.id)
         for number in range(2):
             messages.append(user(f"question {number} here"))
             messages.append(assistant(await ask(client, messages)))

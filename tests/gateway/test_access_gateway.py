@@ -49,7 +49,7 @@ def names(session: SessionRecord) -> set[str]:
 
 
 async def latest(harness: Harness, user_id: int) -> SessionRecord:
-    session = await harness.gateway.services.runtime.store.latest_session(f"telegram:dm:{user_id}")
+    session = await harness.gateway.services.runtime.store.sessions.latest(f"telegram:dm:{user_id}")
     assert session is not None
     return session
 

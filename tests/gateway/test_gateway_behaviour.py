@@ -74,7 +74,7 @@ async def test_interrupt_policy_cancels_the_running_turn_for_the_newest_message(
         await harness.settled()
         answers = harness.texts(FRIEND)
         store = harness.gateway.services.runtime.store
-        [session] = await store.list_sessions()
+        [session] = await store.sessions.recent()
         history = await store.messages.load(session.id)
     assert answers[-1] == "Answer to the second."
     assert all(a.endswith("(stopped)") for a in answers[:-1])
@@ -229,7 +229,7 @@ async def test_an_admins_direct_chat_uses_the_owners_memory(
         harness.fake.private_message(ADMIN, "hi, it's me")
         harness.fake.private_message(FRIEND, "hi, it's Ada")
         await harness.settled()
-        sessions = await harness.gateway.services.runtime.store.list_sessions()
+        sessions = await harness.gateway.services.runtime.store.sessions.recent()
         locks = harness.gateway.services.runtime.locks
         lanes = harness.gateway.services.lanes
         idle = (lanes.active, getattr(locks, "active_keys", 0))
@@ -315,7 +315,7 @@ async def test_a_restart_delivers_a_finished_turn_and_redoes_a_cut_off_one(
             await fake.wait_for(lambda: fake.messages(FRIEND), what="the answer after the restart")
             await Harness(gateway, fake, emulator).settled()
             store = gateway.services.runtime.store
-            [session] = await store.list_sessions()
+            [session] = await store.sessions.recent()
             history = await store.messages.load(session.id)
     texts = [m.text for m in fake.messages(FRIEND)]
     if finished:

@@ -209,7 +209,7 @@ async def test_in_a_server_the_bot_answers_when_mentioned_in_threads_and_in_free
             general, FRIEND, "in the thread", mention_bot=True, thread_id=thread, username="ada"
         )
         await harness.settled()
-        sessions = await harness.gateway.services.runtime.store.list_sessions()
+        sessions = await harness.gateway.services.runtime.store.sessions.recent()
         in_general, in_free, in_thread = harness.texts(general), harness.texts(free), harness.texts(thread)
     assert len(in_general) == 1 and len(in_free) == 1 and len(in_thread) == 1  # the stranger got nothing
     asked = [user_texts(r.json)[-1] for r in emulator.requests]
@@ -341,7 +341,7 @@ async def test_one_gateway_serves_telegram_and_discord_at_once(
             discord.dm_message(FRIEND, "from Discord")
             await telegram.wait_for(lambda: telegram.messages(7))
             await discord.wait_for(lambda: discord.messages(discord.dm_channel(FRIEND)))
-            sessions = await gateway.services.runtime.store.list_sessions()
+            sessions = await gateway.services.runtime.store.sessions.recent()
     assert sorted(s.session_key for s in sessions) == [
         f"discord:dm:{discord.dm_channel(FRIEND)}",
         "telegram:dm:7",

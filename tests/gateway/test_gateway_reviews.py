@@ -62,11 +62,11 @@ async def test_a_review_runs_every_n_turns_from_the_cache_and_saves_for_the_next
         await harness.settled()
         [review] = await reviews_done(harness, 1)
         store = harness.gateway.services.runtime.store
-        [session] = await store.list_sessions()
-        assert await store.turns_since_review(session.id) == 0
+        [session] = await store.sessions.recent()
+        assert await store.reviews.turns_since_review(session.id) == 0
         harness.fake.private_message(FRIEND, "/new")
         await harness.settled()
-        newest = await store.latest_session(session.session_key)
+        newest = await store.sessions.latest(session.session_key)
     turn = emulator.requests[1]
     assert review.system_json == turn.system_json and review.tools_json == turn.tools_json
     assert review.cache_read >= turn.cache_read + turn.cache_write > 0  # everything the turn sent
@@ -136,8 +136,8 @@ async def test_a_failed_turn_does_not_count_towards_the_next_review(
         harness.fake.private_message(FRIEND, "this one is answered")
         await harness.settled()
         store = harness.gateway.services.runtime.store
-        [session] = await store.list_sessions()
-        unreviewed = await store.turns_since_review(session.id)
+        [session] = await store.sessions.recent()
+        unreviewed = await store.reviews.turns_since_review(session.id)
         harness.fake.private_message(FRIEND, "and this one makes two")
         [review] = await reviews_done(harness, 1)  # due now, so it was not due after the first answer
     assert unreviewed == 1

@@ -127,7 +127,7 @@ async def test_forum_topics_are_sessions_of_their_own_and_replies_stay_in_the_to
         fake.group_message(-300, FRIEND, "topic two question", mention_bot=True, is_forum=True, thread_id=22)
         await harness.settled()
         assert len(harness.texts(-300, 11)) == 1 and len(harness.texts(-300, 22)) == 1
-        sessions = await harness.gateway.services.runtime.store.list_sessions()
+        sessions = await harness.gateway.services.runtime.store.sessions.recent()
     assert sorted(s.session_key for s in sessions) == [
         "telegram:group:-300:topic:11",
         "telegram:group:-300:topic:22",

@@ -185,7 +185,7 @@ async def test_a_stopped_answer_is_still_counted(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        record = await runtime.store.get_session(session.id)
+        record = await runtime.store.sessions.get(session.id)
     assert record is not None
     [request] = emulator.requests
     assert record.output_tokens > 0 and record.estimated_cost > 0

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from agent import assembly
 from agent.providers.pool import ProviderPool
 from gateway.config import ConfigError
 from gateway.home import HeraldHome
-from gateway.wiring import runtime as runtime_module
 from gateway.wiring.runtime import open_agent_runtime
 from tests.conftest import make_config
 from tests.emulator import ProviderEmulator
@@ -46,7 +46,7 @@ async def test_a_failure_late_in_start_up_closes_what_was_opened(
         raise RuntimeError("a tool failed to load")
 
     monkeypatch.setattr(ProviderPool, "aclose", recording_close)
-    monkeypatch.setattr(runtime_module, "builtin_registry", broken_registry)
+    monkeypatch.setattr(assembly, "builtin_registry", broken_registry)
     before = len(database_threads())
     with pytest.raises(RuntimeError, match="a tool failed to load"):
         async with open_agent_runtime(make_config("http://127.0.0.1:1"), home):

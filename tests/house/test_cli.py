@@ -133,7 +133,7 @@ async def test_interactive_chat_commands(
     emulator.script(Reply(text="Hi! How can I help?"), Reply(text="Fresh start."))
     chat = await chat_in_terminal(make_config(emulator_url), home, *lines)
     async with open_home_store(home) as store:
-        sessions = await store.list_sessions()
+        sessions = await store.sessions.recent()
     text = chat.out
     assert chat.code == 0
     assert "/insights — tokens, cache use and cost of this chat" in text  # the shared command table
@@ -184,7 +184,7 @@ async def test_compress_command_in_the_chat(
     config = make_config(emulator_url, compression={"protect_last_n": 4})
     chat = await chat_in_terminal(config, home, "/compress", *turns, "/compress", "/quit")
     async with open_home_store(home) as store:
-        [session] = await store.list_sessions()
+        [session] = await store.sessions.recent()
         active = await store.messages.load(session.id)
     text = chat.out
     assert "Nothing to compress: the conversation is as short as it gets." in text

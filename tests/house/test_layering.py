@@ -251,6 +251,45 @@ def test_the_gateway_imports_the_agent_only_through_its_doors() -> None:
     assert behind == {}
 
 
+def api_exports() -> tuple[set[str], list[str]]:
+    """What ``agent.api`` imports to offer (its ``from ... import`` names) and what its ``__all__`` lists."""
+    tree = ast.parse((ROOT / "agent" / "api.py").read_text(encoding="utf-8"))
+    offered = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+        for alias in node.names
+    }
+    listed = next(
+        [ast.literal_eval(element) for element in node.value.elts]
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+        and any(isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets)
+    )  # fmt: skip
+    return offered, listed
+
+
+def api_users() -> dict[str, set[str]]:
+    """Each name the gateway and the adapters import from ``agent.api``, and where."""
+    used: dict[str, set[str]] = {}
+    for package in ("gateway", "adapters"):
+        for path in modules(package):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "agent.api":
+                    for alias in node.names:
+                        used.setdefault(alias.name, set()).add(str(path.relative_to(ROOT)))
+    return used
+
+
+def test_the_agents_door_offers_only_what_the_gateway_uses() -> None:
+    """``agent.api`` is a surface, not a list of everything: each name it exports is imported by the
+    gateway (or an adapter) somewhere, so a name nobody outside the agent uses goes back behind the door
+    (tests import the agent's modules directly)."""
+    offered, listed = api_exports()
+    assert sorted(offered) == sorted(listed)
+    assert offered - set(api_users()) == set()
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -122,7 +122,7 @@ async def test_a_failed_transcription_is_said_and_nothing_is_stored(
         await harness.settled()
         [refusal] = harness.texts(FRIEND)
         store = harness.gateway.services.runtime.store
-        session = await store.latest_session(f"telegram:dm:{FRIEND}")
+        session = await store.sessions.latest(f"telegram:dm:{FRIEND}")
         stored = await store.messages.load(session.id, include_inactive=True) if session else []
     assert "I could not transcribe voice.ogg" in refusal and "internal error (HTTP 500)" in refusal
     assert emulator.requests == [] and stored == []

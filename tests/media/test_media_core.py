@@ -127,7 +127,7 @@ async def test_an_image_in_history_is_resent_byte_for_byte_and_read_from_cache(
             for turn in range(3):
                 await runtime.agent.run_turn(lease, session, f"And detail {turn}?")
     async with open_agent_runtime(config, home) as runtime:  # after a restart: loaded from the store
-        restored = await runtime.store.latest_session(session.session_key)
+        restored = await runtime.store.sessions.latest(session.session_key)
         assert restored is not None
         async with runtime.locks.hold(session.session_key) as lease:
             for turn in range(2):
@@ -262,7 +262,7 @@ async def test_the_store_counts_the_files_of_active_messages_only(
             await runtime.agent.run_turn(lease, session, "look", media=[picture, pages])
             emulator.fail_next(400, count=1)
             await runtime.agent.run_turn(lease, session, "and this", media=[picture])  # fails: set aside
-        load = await runtime.store.media_load(session.id)
+        load = await runtime.store.messages.media_load(session.id)
     assert load == MediaLoad(images=1, pages=3, tokens=picture.tokens + pages.tokens)
 
 

@@ -67,7 +67,7 @@ async def test_a_compression_over_a_limit_is_skipped_not_sent_and_not_a_failure(
         asked = len(emulator.requests)
         with charging(Charge((Scope("chat", "test:chat", (Limit("day", 0.0),)),))):
             outcome = await compress(runtime, session)
-        stored = await runtime.store.get_session(session.id)
+        stored = await runtime.store.sessions.get(session.id)
     assert outcome is not None and outcome.method == "skipped"
     assert outcome.refused is not None and outcome.refused.scope.key == "chat:test:chat"
     assert "spend limit of chat:test:chat ($0.00 per day) is reached" in outcome.line()

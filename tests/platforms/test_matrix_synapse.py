@@ -227,7 +227,7 @@ async def test_in_a_room_a_thread_is_a_session_of_its_own_and_its_answer_stays_i
         await friend.wait_answers(room, bot.user_id, 2)
         await settled(gateway)
         answers = await friend.answers(room, bot.user_id)
-        sessions = await gateway.services.runtime.store.list_sessions()
+        sessions = await gateway.services.runtime.store.sessions.recent()
     assert [(answer.text, answer.thread) for answer in answers] == [
         ("About the detail.", root),
         ("About the room.", None),

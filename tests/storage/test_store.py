@@ -105,25 +105,25 @@ async def test_a_database_from_before_schema_versions_is_adopted_and_upgraded(tm
     conn.commit()
     conn.close()
     async with open_store(tmp_path / "state.db") as store:
-        old = await store.get_session("old")
+        old = await store.sessions.get("old")
     assert old is not None and old.memory_scope == "owner" and old.compress_failures == 0
 
 
 async def test_sessions_are_stored_as_created_and_listed_most_recent_first(store: SessionStore) -> None:
     await new_session(store, "s1", "chat:a")
-    created = await store.get_session("s1")
+    created = await store.sessions.get("s1")
     assert created is not None and created.system_prompt == PROMPT and created.message_count == 0
     await new_session(store, "s2", "chat:b")
     await store.messages.append("s1", [Message(role="user", content="hi")])  # s1 is used last
-    assert [s.id for s in await store.list_sessions()] == ["s1", "s2"]
-    assert [s.id for s in await store.sessions_for("chat:b")] == ["s2"]
-    latest = await store.latest_session()
+    assert [s.id for s in await store.sessions.recent()] == ["s1", "s2"]
+    assert [s.id for s in await store.sessions.of_key("chat:b")] == ["s2"]
+    latest = await store.sessions.latest()
     assert latest is not None and latest.id == "s1"
-    assert await store.latest_session("chat:none") is None and await store.get_session("none") is None
+    assert await store.sessions.latest("chat:none") is None and await store.sessions.get("none") is None
     await store.sessions.set_title("s2", "Second")
     await store.sessions.set_todos("s2", [{"id": "1", "content": "write", "status": "pending"}])
     await store.sessions.set_compression_state("s2", failures=2, retry_at=99.5)
-    second = await store.get_session("s2")
+    second = await store.sessions.get("s2")
     assert second is not None and second.title == "Second"
     assert (second.compress_failures, second.compress_retry_at) == (2, 99.5)
     assert await store.sessions.todos("s2") == [{"id": "1", "content": "write", "status": "pending"}]
@@ -148,7 +148,7 @@ async def test_messages_round_trip_with_payloads(store: SessionStore) -> None:
     assert loaded[0].payload == {"role": "user"} and loaded[0].payload_api == "anthropic"
     assert loaded[1].tool_calls == (call,) and loaded[1].tool_calls[0].arguments_json == '{"b":1,"a":2}'
     assert loaded[2].is_error and loaded[2].tool_call_id == "t1" and not loaded[0].is_error
-    session = await store.get_session("s1")
+    session = await store.sessions.get("s1")
     assert session is not None and session.message_count == 3
 
 
@@ -163,7 +163,7 @@ async def test_concurrent_appends_to_one_session_never_share_a_position(store: S
     loaded = await store.messages.load("s1")
     assert [m.position for m in loaded] == [float(p) for p in range(1, 17)]
     assert all(q.content[1:] == a.content[1:] for q, a in zip(loaded[::2], loaded[1::2], strict=True))
-    session = await store.get_session("s1")
+    session = await store.sessions.get("s1")
     assert session is not None and session.message_count == 16
 
 
@@ -206,17 +206,17 @@ async def test_inactive_messages_leave_the_conversation_but_stay_searchable(stor
     await store.messages.deactivate([first.id], "compressed")
     await store.messages.deactivate([first.id], "compressed")  # idempotent
     assert [m.content for m in await store.messages.load("s1")] == ["noted"]
-    hits = await store.search("zebra")
+    hits = await store.messages.search("zebra")
     assert len(hits) == 1 and not hits[0].active and "[zebra]" in hits[0].snippet
 
 
 async def test_search_treats_user_text_literally(store: SessionStore) -> None:
     await new_session(store)
     await store.messages.append("s1", [Message(role="user", content="what is C++ AND rust: NEAR* FACT-3")])
-    assert len(await store.search('C++ AND "rust:')) == 1
-    [hit] = await store.search("FACT-3")
+    assert len(await store.messages.search('C++ AND "rust:')) == 1
+    [hit] = await store.messages.search("FACT-3")
     assert hit.snippet.endswith("[FACT-3]")
-    assert await store.search("") == [] and await store.search("rust python") == []
+    assert await store.messages.search("") == [] and await store.messages.search("rust python") == []
     assert fts_query('a "b') == '"a" """b"'
 
 
@@ -232,14 +232,14 @@ async def test_search_puts_the_best_match_first_and_keeps_to_its_chat(store: Ses
         ],
     )
     await store.messages.append("s2", [Message("user", "another chat's heron")])
-    hits = await store.search("heron", session_key="chat:a")
+    hits = await store.messages.search("heron", session_key="chat:a")
     assert [(h.session_id, h.role) for h in hits] == [("s1", "assistant"), ("s1", "user")]
     assert hits[0].snippet == "[heron] [heron]: a [heron] nests by water"  # all of it: no …
     assert hits[1].snippet.count("[heron]") == 1 and len(hits[1].snippet) < len(filler)
     assert hits[1].snippet.startswith("…") and hits[1].snippet.endswith("…")  # a cut from the middle
-    assert [h.session_id for h in await store.search("heron", session_key="chat:b")] == ["s2"]
-    assert len(await store.search("heron", limit=2)) == 2
-    assert [h.session_id for h in await store.search("heron", current_session="s1")] == ["s2"]
+    assert [h.session_id for h in await store.messages.search("heron", session_key="chat:b")] == ["s2"]
+    assert len(await store.messages.search("heron", limit=2)) == 2
+    assert [h.session_id for h in await store.messages.search("heron", current_session="s1")] == ["s2"]
 
 
 async def test_usage_accumulates_per_session(store: SessionStore) -> None:
@@ -248,7 +248,7 @@ async def test_usage_accumulates_per_session(store: SessionStore) -> None:
     for _ in range(2):
         request = RequestUsage("turn", "anthropic", "m", usage, 0.5, 1.0)
         await store.usage.record("s1", request, at=1000.0)
-    session = await store.get_session("s1")
+    session = await store.sessions.get("s1")
     assert session is not None
     assert (session.input_tokens, session.cache_read_tokens, session.cache_write_tokens) == (20, 200, 40)
     assert session.last_prompt_tokens == 130
@@ -263,20 +263,20 @@ async def test_side_requests_count_without_moving_the_prompt_size(store: Session
     summary = RequestUsage("summary", "anthropic", "m", Usage(input_tokens=900, output_tokens=100), 1.0, 1.5)
     await store.usage.record("s1", summary)
     await store.usage.record("s2", RequestUsage("turn", "anthropic", "m", Usage(input_tokens=7), 0.1, 0.1))
-    session = await store.get_session("s1")
+    session = await store.sessions.get("s1")
     assert session is not None and session.last_prompt_tokens == 50 and session.input_tokens == 950
     times = await store.usage.chat_request_times("chat:a", since=0, limit=10)
     assert len(times) == 1  # summaries do not pace
-    purposes = await store.usage_by_purpose("chat:a")
+    purposes = await store.usage.by_purpose("chat:a")
     assert [(p.purpose, p.requests, p.usage.input_tokens) for p in purposes] == [
         ("summary", 1, 900),
         ("turn", 1, 50),
     ]
     assert purposes[0].cost == 1.0 and purposes[0].uncached_cost == 1.5
-    everything = {p.purpose: p.usage.input_tokens for p in await store.usage_by_purpose()}
+    everything = {p.purpose: p.usage.input_tokens for p in await store.usage.by_purpose()}
     assert everything == {"summary": 900, "turn": 57}
     await store.usage.set_last_prompt_tokens("s1", 12)
-    session = await store.get_session("s1")
+    session = await store.sessions.get("s1")
     assert session is not None and session.last_prompt_tokens == 12
 
 
@@ -291,17 +291,17 @@ async def test_the_review_schedule_counts_turns_a_person_sent(store: SessionStor
             Message("user", "another question"),
         ],
     )
-    assert await store.turns_since_review("s1") == 2
-    session = await store.get_session("s1")
+    assert await store.reviews.turns_since_review("s1") == 2
+    session = await store.sessions.get("s1")
     assert session is not None
     now = session.updated_at
-    assert [s.id for s in await store.idle_unreviewed(now + 1, now - 1)] == ["s1"]
-    assert await store.idle_unreviewed(now - 0.5, now - 1) == []  # not idle yet
+    assert [s.id for s in await store.reviews.idle_unreviewed(now + 1, now - 1)] == ["s1"]
+    assert await store.reviews.idle_unreviewed(now - 0.5, now - 1) == []  # not idle yet
     last = stored[-1].id
     assert last is not None
     await store.reviews.mark_reviewed("s1", last)
     await store.reviews.mark_reviewed("s1", last - 3)  # a late review that covered less changes nothing
-    assert await store.turns_since_review("s1") == 0
-    assert await store.idle_unreviewed(now + 1, now - 1) == []
+    assert await store.reviews.turns_since_review("s1") == 0
+    assert await store.reviews.idle_unreviewed(now + 1, now - 1) == []
     await store.messages.append("s1", [Message("user", "a third question")])
-    assert await store.turns_since_review("s1") == 1
+    assert await store.reviews.turns_since_review("s1") == 1
