@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, DeliveryError, StatusSink
-from agent.db import StorageUnavailable
 from gateway.bots.logs import bot_step, speaking_for
 from gateway.bots.metrics import BotsMetrics
 from gateway.bots.profiles import BOTS_DIR, BotProfile, bot_profiles, prepare_profile
@@ -61,7 +60,7 @@ from gateway.retention.pruner import Pruner
 from gateway.server.http import HttpServer
 from gateway.server.metrics import GatewayMetrics
 from gateway.server.readiness import ReadinessCheck
-from gateway.wiring.core import AdapterFactory, cancel, open_chat_core
+from gateway.wiring.core import AdapterFactory, cancel, finish_work, open_chat_core
 from gateway.wiring.services import Services
 from resilience.loops import BackgroundLoop
 
@@ -105,20 +104,9 @@ class BotGateway:
             await self._finish()
 
     async def _finish(self) -> None:
-        services = self.services
-        timeout = services.settings.drain_timeout
-        finished, _ = await asyncio.gather(services.lanes.drain(timeout), self.scheduler.drain(timeout))
-        if not finished:
-            log.warning("turns still running after %.0fs; they will be answered after the restart", timeout)
-            await services.lanes.shutdown()
-        try:
-            flushed = await services.sender.flush(FLUSH_TIMEOUT)
-        except StorageUnavailable as error:  # stopping while the database is away: nothing is lost
-            log.warning("the queued replies could not be read before shutdown (%s); they go out after the "
-                        "restart", error)  # fmt: skip
-            return
-        if not flushed:
-            log.warning("some replies could not be sent before shutdown; they go out after the restart")
+        timeout = self.services.settings.drain_timeout
+        runs = self.scheduler.drain(timeout)
+        await finish_work(self.services, timeout, flush_seconds=FLUSH_TIMEOUT, also=[runs])
 
 
 @dataclass

@@ -32,7 +32,7 @@ from gateway.conversation.turns import start_session
 from gateway.failures import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from gateway.home import HeraldHome
 from gateway.ledger.inbox import InboxRow, InboxState
-from gateway.wiring.core import Core, open_chat_core
+from gateway.wiring.core import Core, finish_work, open_chat_core
 from gateway.wiring.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -205,9 +205,7 @@ async def open_terminal(
             yield terminal
         finally:
             await core.router.close()
-            if not await core.services.lanes.drain(DRAIN_SECONDS):
-                await core.services.lanes.shutdown()
-            await core.services.sender.flush(DRAIN_SECONDS)
+            await finish_work(core.services, DRAIN_SECONDS, flush_seconds=DRAIN_SECONDS)
             await adapter.stop()
 
 

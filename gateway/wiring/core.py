@@ -11,7 +11,8 @@ the router, the command table, the turn runner, the outbox. Intake is handed its
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from agent.api import Hands
-from agent.db import Storage
+from agent.db import Storage, StorageUnavailable
 from gateway.access.auth import Authorizer, access_policy
 from gateway.access.pairing import Pairing
 from gateway.approvals.records import ApprovalRecords
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # The adapters of this process, built once the storage is open: an adapter may keep records in it
 # (adapters.records).
 AdapterFactory = Callable[[Storage], Sequence[Adapter]]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -238,3 +240,25 @@ def turn_cap(config: HeraldConfig, cluster: Cluster | None) -> TurnCap:
 
 async def cancel(task: asyncio.Task[None]) -> None:
     await cancel_and_wait([task])
+
+
+async def finish_work(
+    services: Services, seconds: float, *, flush_seconds: float, also: Sequence[Awaitable[bool]] = ()
+) -> None:
+    """The one drain of a chat core, once it takes no more messages (``herald gateway run``'s and the
+    terminal's): running turns (and ``also``: the scheduler's runs) finish within ``seconds``, or are
+    cancelled, their messages left pending for the next start to answer; then what the outbox holds is
+    sent within ``flush_seconds``. Nothing is lost either way: what is not sent now goes out after the
+    restart, and a database away at the end is said in one line, not raised."""
+    finished, *_ = await asyncio.gather(services.lanes.drain(seconds), *also)
+    if not finished:
+        log.warning("turns still running after %.0fs; they will be answered after the restart", seconds)
+        await services.lanes.shutdown()
+    try:
+        flushed = await services.sender.flush(flush_seconds)
+    except StorageUnavailable as error:  # stopping while the database is away: nothing is lost
+        log.warning("the queued replies could not be read before shutdown (%s); they go out after the "
+                    "restart", error)  # fmt: skip
+        return
+    if not flushed:
+        log.warning("some replies could not be sent before shutdown; they go out after the restart")
