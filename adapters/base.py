@@ -65,9 +65,9 @@ since the last publish), and a command a person invokes arrives as an ordinary m
 become that). A command whose reply only its asker should see is in the build context's
 ``private_commands`` (answered ephemerally where the platform can).
 
-**Rate limits through the shared send budget.** An adapter does not sleep through long rate limits:
+**Rate limits through the shared send pacing.** An adapter does not sleep through long rate limits:
 a 429 leaves as a :class:`DeliveryError` with ``retry_after`` (and ``bot_wide`` when the limit is the
-bot's, not the chat's), and the gateway's send budget pauses that chat (or every chat of the platform)
+bot's, not the chat's), and the gateway's send pacing pauses that chat (or every chat of the platform)
 for every sender, across the processes of a cluster. :meth:`Adapter.send_rates` declares the limits a
 platform publishes (per bot, per chat), which a cluster counts in Redis; an SDK's own short pacing
 inside one request is fine.
@@ -270,7 +270,7 @@ class OutboundVoice:
 class SendRate:
     """A limit a platform publishes on outbound operations: at most ``amount`` per ``seconds``, counted
     for the whole bot (``scope`` "bot") or per chat ("chat"). Honoured across processes by the cluster's
-    shared send budget (``gateway.cluster.limits.send_budget``); one process leaves pacing to the
+    shared send pacing (``gateway.cluster.counting.pacing``); one process leaves pacing to the
     platform SDK."""
 
     scope: Literal["bot", "chat"]
@@ -584,7 +584,7 @@ class Adapter(ABC):
 
     def send_rates(self, address: ChatAddress) -> Sequence[SendRate]:
         """The platform's published limits that an operation to ``address`` counts against (none known:
-        only 429s pace it). Pure: the shared send budget calls it before each operation."""
+        only 429s pace it). Pure: the shared send pacing calls it before each operation."""
         return ()
 
     def status(self) -> AdapterStatus:

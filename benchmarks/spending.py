@@ -51,7 +51,7 @@ from agent.usage import RequestUsage, Usage
 from benchmarks.gateway_harness import percentile, table
 from benchmarks.storage import describe, run_storage
 from gateway.budgets.limits import default_charge, turn_charge
-from gateway.cluster.limits.spending import RedisCounters
+from gateway.cluster.counting.spending import RedisCounters
 from gateway.cluster.redis import open_redis
 from gateway.config import BudgetSettings
 from tests.postgres import PostgresServer

@@ -4,7 +4,7 @@
 mautrix turns an error answer into a typed exception but drops the body's ``retry_after_ms`` and the
 ``Retry-After`` header: :class:`HeraldHTTPAPI` overrides the one method that reads answers
 (``HTTPAPI._send``) to raise :class:`RateLimited` with the wait the homeserver asked for. mautrix
-never retries a 429 itself (``default_retry_count`` 0): the wait goes to the gateway's send budget.
+never retries a 429 itself (``default_retry_count`` 0): the wait goes to the gateway's send pacing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """slack_sdk failures as typed :class:`DeliveryError`.
 
 slack_sdk retries nothing but dropped connections by default (429s included: it raises at once), so
-every rate limit reaches the gateway's send budget. The table (checked in this order):
+every rate limit reaches the gateway's send pacing. The table (checked in this order):
 
 =========================================  ======================================================
 failure                                    DeliveryError

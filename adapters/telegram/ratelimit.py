@@ -11,8 +11,8 @@ things it does not know about us:
   never spends the budget a real reply needs, and is never retried.
 
 This limiter paces one process. With several gateway processes (``cluster.redis_url``) each has its
-own, so together they could send three times too fast; the cluster's shared send budget
-(``gateway.cluster.limits.send_budget``) counts :data:`TELEGRAM_RATES` in Redis before a request reaches this
+own, so together they could send three times too fast; the cluster's shared send pacing
+(``gateway.cluster.counting.pacing``) counts :data:`TELEGRAM_RATES` in Redis before a request reaches this
 limiter, so what arrives here is already within the bot's limits and this layer rarely waits. A 429
 this limiter retries itself (up to ``max_wait``) stays in this process; one it gives up on reaches the
 outbox sender, which pauses the chat for every process.

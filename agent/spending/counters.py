@@ -8,7 +8,7 @@ check is cheap and loads them from the database when it does not have them:
 - :class:`LocalCounters` (one process, the default): in memory. What other processes on the same
   database spent (``herald chat`` next to the gateway) is read again every :data:`REFRESH_SECONDS`, in
   the background.
-- ``gateway.cluster.limits.spending.RedisCounters`` (``cluster.redis_url``): in Redis, so every process of a
+- ``gateway.cluster.counting.spending.RedisCounters`` (``cluster.redis_url``): in Redis, so every process of a
   cluster checks and reserves atomically against the same figures (one Lua script per check).
 
 Contract:

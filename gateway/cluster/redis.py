@@ -4,7 +4,7 @@
 Redis that is not there is one sentence and exit 2 (:class:`RedisUnavailable` through
 ``gateway.failures``), never a traceback; the URL is only ever shown without its password
 (:func:`redact`). Every part of the cluster (session leases, the work queue, the leader lease, shared
-send budgets) uses the one :class:`Cluster` the runtime opened (``runtime.cluster``).
+send pacings) uses the one :class:`Cluster` the runtime opened (``runtime.cluster``).
 
 Contract for users of :attr:`Cluster.redis`:
 

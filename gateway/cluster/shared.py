@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from agent.api import Loader, LocalRequestLimiter, RequestLimiter, SessionLocks, SpendCounters
 from agent.db import Storage
+from gateway.cluster.counting.requests import cluster_request_limiter
+from gateway.cluster.counting.spending import RedisCounters
 from gateway.cluster.leases.session_locks import RedisSessionLocks, lease_owner
-from gateway.cluster.limits.requests import cluster_request_limiter
-from gateway.cluster.limits.spending import RedisCounters
 from gateway.cluster.redis import Cluster
 
 

@@ -13,7 +13,7 @@ at once): what keeps guessers out is the token's length (``auth.MIN_TOKEN_CHARS`
 random bytes; the delay is a brake, never a lock.
 
 Failures are counted in a moving window of :data:`WINDOW_SECONDS` of the ``limits`` library, as the
-send budget counts: in memory for one process, in Redis for a cluster (so going round the processes
+send pacing counts: in memory for one process, in Redis for a cluster (so going round the processes
 behind a load balancer gains nothing). When the cluster's Redis cannot be reached, this process's own
 count applies.
 """

@@ -32,8 +32,8 @@ from gateway.budgets.service import Budgets
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
+from gateway.delivery.pacing import SendPacing
 from gateway.delivery.replies import Replies
-from gateway.delivery.send_budget import SendBudget
 from gateway.intake.turn_cap import TurnCap
 from gateway.ledger.inbox import Inbox
 from gateway.ledger.outbox import Outbox
@@ -100,7 +100,7 @@ class ChatServices(TurnServices, Protocol):
     @property
     def outbox(self) -> Outbox: ...
     @property
-    def budget(self) -> SendBudget: ...
+    def pacing(self) -> SendPacing: ...
     @property
     def chat_settings(self) -> ChatSettings: ...
     @property

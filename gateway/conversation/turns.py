@@ -230,7 +230,7 @@ class ChatTurn:
             adapter,
             address,
             reply_to=message.message_id,
-            budget=services.budget,
+            pacing=services.pacing,
             interval=0.0 if self.spoken else services.stream_interval,
             inbox=services.inbox,
             inbox_id=row.id,

@@ -7,8 +7,8 @@ plain text; an edit of a message that is gone becomes a new message; a voice not
 take becomes its words as text (or nothing, when they went out beside it); a chat that is gone, or an
 item that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
 
-A chat that the send budget pauses for longer than ``MAX_BUDGET_WAIT`` (a 429, or in a cluster the
-shared rate window) is postponed, never waited for; a budget that cannot be consulted (the cluster's
+A chat that the send pacing pauses for longer than ``MAX_PACING_WAIT`` (a 429, or in a cluster the
+shared rate window) is postponed, never waited for; pacing that cannot be consulted (the cluster's
 Redis is down) postpones every item by ``PASS_RETRY`` without counting an attempt.
 
 Several processes (``claimant`` given): each sender claims at most ``CLAIM_BATCH`` heads per round
@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from adapters.base import Adapter, DeliveryError
 from adapters.text.entities import plain_fallback
-from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
+from gateway.delivery.pacing import PacingUnavailable, SendPacing
 from gateway.intake.outage import until_reachable
 from gateway.ledger.outbox import Claimant, Operation, Outbox, OutboxItem, OutboxState
 from gateway.server.metrics import GatewayMetrics
@@ -45,7 +45,7 @@ FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 600.0
 CONCURRENT_CHATS = 32
 CLAIM_BATCH = CONCURRENT_CHATS  # heads one process claims per round, so the others get the rest
-MAX_BUDGET_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
+MAX_PACING_WAIT = 2.0  # a chat paused longer than this is rescheduled instead of waited for
 IDLE_WAIT = 5.0  # the longest sleep: items queued by another process (herald pairing) go out soon
 PASS_RETRY = 5.0  # after a pass failed (the database was locked or full): try again this much later
 RECORD_PATIENCE = 300.0  # seconds a send the platform accepted is retried into a database that is away
@@ -76,7 +76,7 @@ class OutboxSender:
         self,
         outbox: Outbox,
         adapters: Mapping[str, Adapter],
-        budget: SendBudget,
+        pacing: SendPacing,
         metrics: GatewayMetrics,
         *,
         claimant: Claimant | None = None,
@@ -84,7 +84,7 @@ class OutboxSender:
     ) -> None:
         self.outbox = outbox
         self.adapters = adapters
-        self.budget = budget
+        self.pacing = pacing
         self.metrics = metrics
         self.claimant = claimant  # None: the only process sending these chats, nothing is claimed
         self.clock = clock
@@ -170,12 +170,12 @@ class OutboxSender:
             outgoing = item.outgoing
             adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our chats
             try:
-                paused = await self.budget.paused_for(outgoing.address)
-                if paused > MAX_BUDGET_WAIT:  # rate-limited for a while: come back then, don't block
+                paused = await self.pacing.paused_for(outgoing.address)
+                if paused > MAX_PACING_WAIT:  # rate-limited for a while: come back then, don't block
                     await self.outbox.postpone(item.id, self.clock() + paused, claimant=self.claimant)
                     return False
                 async with self._slots:
-                    await self.budget.wait(outgoing.address)
+                    await self.pacing.wait(outgoing.address)
                     if not await self._still_held(item):
                         return False
                     # Once the platform has the request, the attempt runs on even if this pass is
@@ -186,7 +186,7 @@ class OutboxSender:
                     attempt = asyncio.ensure_future(self._deliver(adapter, item))
                     attempt.add_done_callback(lambda _: self._delivering.discard(item.id))
                     return await asyncio.shield(attempt)
-            except BudgetUnavailable as error:
+            except PacingUnavailable as error:
                 log.warning("outbox item %d held back: %s", item.id, error)
                 await self.outbox.postpone(item.id, self.clock() + PASS_RETRY, claimant=self.claimant)
                 return False
@@ -303,7 +303,7 @@ class OutboxSender:
             return True
         if error.retry_after is not None:
             self.metrics.rate_limited.labels(platform).inc()
-            await self.budget.penalize(outgoing.address, error.retry_after, bot_wide=error.bot_wide)
+            await self.pacing.penalize(outgoing.address, error.retry_after, bot_wide=error.bot_wide)
         if not error.retryable or error.permanent or item.attempts + 1 >= MAX_ATTEMPTS:
             await self._give_up(item, str(error))
             return True

@@ -24,7 +24,7 @@ from types import TracebackType
 from adapters.base import Adapter, Capabilities, ChatAddress, DeliveryError, OutboundText
 from agent.api import Compressed, FailingOver, Retrying, TextDelta, ToolFinished, ToolStarted, TurnEvent
 from agent.db import FencedOut, StorageUnavailable
-from gateway.delivery.send_budget import BudgetUnavailable, SendBudget
+from gateway.delivery.pacing import PacingUnavailable, SendPacing
 from gateway.delivery.text.sanitize import sanitize_text
 from gateway.intake.lanes import INTERRUPTED
 from gateway.ledger.inbox import Inbox
@@ -84,7 +84,7 @@ class ReplyStream:
         address: ChatAddress,
         *,
         reply_to: str | None,
-        budget: SendBudget,
+        pacing: SendPacing,
         interval: float,
         inbox: Inbox,
         inbox_id: int,
@@ -100,7 +100,7 @@ class ReplyStream:
         self.adapter = adapter
         self.address = address
         self.reply_to = reply_to
-        self.budget = budget
+        self.pacing = pacing
         self.interval = interval
         self.inbox = inbox
         self.inbox_id = inbox_id
@@ -225,7 +225,7 @@ class ReplyStream:
             for index, part in enumerate(parts):
                 if index < len(self._shown) and self._shown[index] == part:
                     continue
-                await self.budget.wait(self.address)
+                await self.pacing.wait(self.address)
                 if not self.trusted():
                     log.warning("streaming to %s chat %s stopped: the session's lease may have lapsed, "
                                 "or the person lost access",
@@ -244,9 +244,9 @@ class ReplyStream:
                     self._shown[index] = part
                 else:
                     self._shown.append(part)
-        except (DeliveryError, BudgetUnavailable) as error:
+        except (DeliveryError, PacingUnavailable) as error:
             if isinstance(error, DeliveryError) and error.retry_after is not None:
-                await self.budget.penalize(self.address, error.retry_after, bot_wide=error.bot_wide)
+                await self.pacing.penalize(self.address, error.retry_after, bot_wide=error.bot_wide)
             log.warning(
                 "streaming to %s chat %s stopped: %s", self.address.platform, self.address.chat_id, error
             )

@@ -1,7 +1,7 @@
 """The one cap on agent turns running at once: a chat's, an API request's and a cron run's alike.
 
 A turn holds one slot of this process's cap (``gateway.max_concurrent_turns``) and, in a cluster, one of
-the cluster-wide cap (``cluster.max_concurrent_turns``, a ``gateway.cluster.limits.semaphore``). The
+the cluster-wide cap (``cluster.max_concurrent_turns``, a ``gateway.cluster.counting.semaphore``). The
 chat's lanes (or the cluster's work queue) take the slot around a chat's work; the turn's envelope
 (``gateway.conversation.envelope``) takes it for the API and cron. Taking it is re-entrant within the
 work that holds it (a context variable the work's tasks inherit), so a chat turn never waits for a
@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 
 class SharedSlots(Protocol):
-    """The cluster-wide part of the cap (``gateway.cluster.limits.semaphore.RedisSemaphore``)."""
+    """The cluster-wide part of the cap (``gateway.cluster.counting.semaphore.RedisSemaphore``)."""
 
     def slot(self, *, unreachable: Literal["wait", "skip"] = "wait") -> AbstractAsyncContextManager[None]: ...
 

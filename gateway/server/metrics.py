@@ -70,11 +70,11 @@ class GatewayMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.sends_paced = Counter(
-            "gateway_sends_paced", "Operations the cluster's shared send budget made wait", ["platform"],
+            "gateway_sends_paced", "Operations the cluster's shared send pacing made wait", ["platform"],
             registry=self.registry,
         )  # fmt: skip
         self.send_pacing_seconds = Counter(
-            "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send budget",
+            "gateway_send_pacing_seconds", "Seconds operations waited for the cluster's shared send pacing",
             ["platform"], registry=self.registry,
         )  # fmt: skip
         # What this process holds, read when scraped: under steady traffic both stay level; growth the

@@ -26,7 +26,7 @@ from gateway.access.pairing import Pairing
 from gateway.approvals.records import ApprovalRecords
 from gateway.approvals.service import Approvals
 from gateway.budgets.service import AdminWarnings, Budgets
-from gateway.cluster.limits.sending import sending
+from gateway.cluster.counting.sending import sending
 from gateway.commands import command_in_lane
 from gateway.config import HeraldConfig
 from gateway.conversation.chat_settings import ChatSettings
@@ -101,7 +101,7 @@ async def open_chat_core(
         outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
         outbound = sending(runtime.cluster, by_platform, metrics)
-        sender = OutboxSender(outbox, by_platform, outbound.budget, metrics, claimant=outbound.claimant)
+        sender = OutboxSender(outbox, by_platform, outbound.pacing, metrics, claimant=outbound.claimant)
         pairing = Pairing(runtime.storage)
         policy = access_policy(config, owners=owners)
         authorizer = Authorizer(policy, pairing)
@@ -129,7 +129,7 @@ async def open_chat_core(
             sender=sender,
             replies=replies,
             adapters=by_platform,
-            budget=outbound.budget,
+            pacing=outbound.pacing,
             authorizer=authorizer,
             pairing=pairing,
             chat_settings=ChatSettings(runtime.storage),

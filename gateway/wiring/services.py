@@ -24,8 +24,8 @@ from gateway.config import GatewaySettings
 from gateway.conversation.chat_settings import ChatSettings
 from gateway.conversation.media import MediaReader
 from gateway.conversation.reviews import Reviews
+from gateway.delivery.pacing import SendPacing
 from gateway.delivery.replies import Replies
-from gateway.delivery.send_budget import SendBudget
 from gateway.delivery.sender import OutboxSender
 from gateway.intake.turn_cap import TurnCap
 from gateway.intake.work import WorkQueue
@@ -45,7 +45,7 @@ class Services:
     sender: OutboxSender
     replies: Replies  # the one road for queueing a reply
     adapters: Mapping[str, Adapter]
-    budget: SendBudget
+    pacing: SendPacing
     authorizer: Authorizer
     pairing: Pairing
     chat_settings: ChatSettings

@@ -1,4 +1,4 @@
-"""Cluster-wide caps in Redis (``gateway.cluster.limits.semaphore``): turns and model requests over
+"""Cluster-wide caps in Redis (``gateway.cluster.counting.semaphore``): turns and model requests over
 every process."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 
 from agent.assembly import request_limiter
 from agent.limits import LocalRequestLimiter
-from gateway.cluster.limits.requests import ClusterRequestLimiter
-from gateway.cluster.limits.semaphore import RedisSemaphore
+from gateway.cluster.counting.requests import ClusterRequestLimiter
+from gateway.cluster.counting.semaphore import RedisSemaphore
 from gateway.cluster.redis import Cluster
 from gateway.cluster.watch import ConnectionWatch
 from gateway.wiring.runtime import cluster_share

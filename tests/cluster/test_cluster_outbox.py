@@ -22,9 +22,9 @@ from agent.db.connect import open_storage
 from agent.db.errors import StorageUnavailable
 from agent.db.urls import parse_storage_url
 from gateway import tables as schema
-from gateway.cluster.limits.send_budget import RedisSendBudget
+from gateway.cluster.counting.pacing import RedisSendPacing
 from gateway.delivery import sender as sender_module
-from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.pacing import LocalSendPacing
 from gateway.delivery.sender import OutboxSender
 from gateway.home import HeraldHome
 from gateway.ledger.outbox import TAKEOVER_GRACE, Claimant, Operation, Outbox, OutboxState, Outgoing
@@ -82,7 +82,7 @@ class RecordingAdapter(Adapter):
         pass
 
 
-class GatedBudget(LocalSendBudget):
+class GatedBudget(LocalSendPacing):
     """A budget whose ``wait`` returns only once ``opened`` is set (a send held up before it goes out)."""
 
     def __init__(self) -> None:
@@ -118,7 +118,7 @@ async def process(
     log: list[Sent],
     *,
     claim_seconds: float = 30.0,
-    budget: LocalSendBudget | None = None,
+    budget: LocalSendPacing | None = None,
     gate: asyncio.Event | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Process:
@@ -130,7 +130,7 @@ async def process(
     sender = OutboxSender(
         outbox,
         {"test": adapter},
-        budget or LocalSendBudget(),
+        budget or LocalSendPacing(),
         GatewayMetrics(),
         claimant=claimant,
         clock=clock,
@@ -378,7 +378,7 @@ async def test_a_gateway_in_cluster_mode_answers_through_a_claim_and_the_shared_
         await harness.settled()
         assert harness.texts(FRIEND) == ["Hello from the cluster"]
         services = harness.gateway.services
-        assert isinstance(services.budget, RedisSendBudget)
+        assert isinstance(services.pacing, RedisSendPacing)
         holders = await services.outbox.storage.read(
             lambda conn: {r.claimed_by for r in conn.execute(sa.select(schema.outbox.c.claimed_by))}
         )

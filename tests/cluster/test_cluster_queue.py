@@ -275,7 +275,7 @@ async def test_stop_while_redis_is_away_says_it_stopped_nothing(
         async with asyncio.timeout(20):
             while not await cluster.queued(FIRST_CHAT):  # noqa: ASYNC110 - the outbox is a table
                 await asyncio.sleep(0.05)
-        await asyncio.to_thread(redis_server.restart)  # sending waits for the shared send budget
+        await asyncio.to_thread(redis_server.restart)  # sending waits for the shared send pacing
         await cluster.settled(timeout=20)
         said = (
             "I can't reach the other gateway processes right now, so nothing was stopped; "

@@ -19,7 +19,7 @@ from tests.fakes.matrix import BOT, BOT_NAME, SERVER, FakeMatrix
 class MatrixDriver(Driver):
     spec = SPEC
     admin, friend, stranger = f"@admin:{SERVER}", f"@friend:{SERVER}", f"@stranger:{SERVER}"
-    rate_limit_burst = 1  # the adapter waits out no 429 itself: the first goes to the send budget
+    rate_limit_burst = 1  # the adapter waits out no 429 itself: the first goes to the send pacing
 
     def __init__(self) -> None:
         self.fake = FakeMatrix()

@@ -22,7 +22,7 @@ from tests.fakes.signal.server import BotMessage
 class SignalDriver(Driver):
     spec = SPEC
     admin, friend, stranger = "+15550000002", "+15550000003", "+15550000004"
-    rate_limit_burst = 1  # the adapter waits out no rate limit itself: the first goes to the send budget
+    rate_limit_burst = 1  # the adapter waits out no rate limit itself: the first goes to the send pacing
 
     def __init__(self) -> None:
         self.fake = FakeSignal()

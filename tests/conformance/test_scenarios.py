@@ -148,10 +148,10 @@ async def test_an_answer_streamed_by_edits_ends_in_the_final_text(
     assert shown.text == answer
 
 
-async def test_a_429_with_retry_after_is_waited_out_through_the_send_budget(
+async def test_a_429_with_retry_after_is_waited_out_through_the_send_pacing(
     driver: Driver, home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
 ) -> None:
-    """More 429s than the adapter waits out itself: the last reaches the gateway's send budget, which
+    """More 429s than the adapter waits out itself: the last reaches the gateway's send pacing, which
     holds the chat's sends for the time asked; the answer goes out once, never sooner."""
     needs(driver, "rate limits")
     emulator.script(Reply(text=ANSWER))

@@ -28,7 +28,7 @@ _BOLD = re.compile(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])", re.S)
 class WhatsAppDriver(Driver):
     spec = SPEC
     admin, friend, stranger = "4915100000001", "4915100000002", "4915100000003"
-    rate_limit_burst = 1  # the adapter waits out no limit itself: the first goes to the send budget
+    rate_limit_burst = 1  # the adapter waits out no limit itself: the first goes to the send pacing
     shared_chats = False
     edits = False
 

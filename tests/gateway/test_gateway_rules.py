@@ -21,7 +21,7 @@ from gateway.access.pairing import ALPHABET, CODE_LENGTH, Pairing, RequestOutcom
 from gateway.chats import chat_of_session_key, session_key
 from gateway.commands import COMMANDS, menu, menu_hash, parse_command
 from gateway.conversation.addressing import memory_scope, user_text
-from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.pacing import LocalSendPacing
 from gateway.delivery.stream import answer_operations, render
 from gateway.intake.lanes import INTERRUPTED, Lanes
 from gateway.intake.turn_cap import TurnCap
@@ -220,7 +220,7 @@ async def test_the_global_cap_bounds_work_over_all_keys() -> None:
 
 
 async def test_a_429_pauses_the_chat_for_every_sender() -> None:
-    budget = LocalSendBudget()
+    budget = LocalSendPacing()
     chat = ChatAddress("telegram", "1")
     await budget.penalize(chat, 0.2)
     started = time.monotonic()
@@ -230,7 +230,7 @@ async def test_a_429_pauses_the_chat_for_every_sender() -> None:
 
 
 async def test_a_bot_wide_429_pauses_every_chat_of_the_platform() -> None:
-    budget = LocalSendBudget()
+    budget = LocalSendPacing()
     await budget.penalize(ChatAddress("discord", "1"), 60.0, bot_wide=True)
     assert await budget.paused_for(ChatAddress("discord", "2")) > 59
     assert await budget.paused_for(ChatAddress("telegram", "2")) == 0.0

@@ -25,7 +25,7 @@ from agent.db.fencing import FencedOut
 from agent.events import TextDelta
 from gateway import tables as schema
 from gateway.delivery import sender as sender_module
-from gateway.delivery.send_budget import LocalSendBudget
+from gateway.delivery.pacing import LocalSendPacing
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import ReplyStream
 from gateway.ledger.inbox import Inbox
@@ -92,8 +92,8 @@ def send(chat: str, text: str, entities: tuple[TextEntity, ...] = ()) -> Outgoin
 
 def make_sender(
     outbox: Outbox, adapter: ScriptedAdapter
-) -> tuple[OutboxSender, GatewayMetrics, LocalSendBudget]:
-    metrics, budget = GatewayMetrics(), LocalSendBudget()
+) -> tuple[OutboxSender, GatewayMetrics, LocalSendPacing]:
+    metrics, budget = GatewayMetrics(), LocalSendPacing()
     return OutboxSender(outbox, {"test": adapter}, budget, metrics), metrics, budget
 
 
@@ -237,7 +237,7 @@ async def test_a_typing_request_in_flight_when_the_answer_is_ready_is_let_finish
         adapter,
         ChatAddress("test", "c"),
         reply_to=None,
-        budget=LocalSendBudget(),
+        pacing=LocalSendPacing(),
         interval=0,
         inbox=Inbox(outbox.storage),
         inbox_id=1,
@@ -372,7 +372,7 @@ async def test_a_streamed_message_the_store_refused_to_record_is_taken_back_when
         adapter,
         address,
         reply_to=None,
-        budget=LocalSendBudget(),
+        pacing=LocalSendPacing(),
         interval=0.01,
         inbox=FencedInbox(outbox.storage),
         inbox_id=1,

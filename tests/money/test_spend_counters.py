@@ -17,7 +17,7 @@ from agent.spending.gate import WARNED, Admission, OverBudget, SpendGate, SpendW
 from agent.spending.windows import day_window, month_window
 from agent.store import NewSession, SessionStore
 from agent.usage import RequestUsage, Usage
-from gateway.cluster.limits.spending import RedisCounters
+from gateway.cluster.counting.spending import RedisCounters
 from gateway.cluster.redis import open_redis
 from gateway.timezones import resolve_timezone
 from tests.redis_server import RedisServer

@@ -52,7 +52,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent.db import StorageUnavailable
-from gateway.cluster.limits.semaphore import RedisSemaphore
+from gateway.cluster.counting.semaphore import RedisSemaphore
 from gateway.cluster.queue.chat_order import ChatOrder
 from gateway.cluster.queue.control import ClusterControl
 from gateway.cluster.queue.metrics import QueueMetrics

@@ -1,14 +1,14 @@
-"""The cluster's send budget: the platforms' rate limits and 429 pauses, shared in Redis.
+"""The cluster's send pacing: the platforms' rate limits and 429 pauses, shared in Redis.
 
 Each gateway process paces its own requests in the platform SDK (python-telegram-bot's
 ``AIORateLimiter`` in ``adapters.telegram.ratelimit``: 30/s per bot, 20/min per group; discord.py's
 route buckets). Three processes each keeping to those would together send three times too fast. This
-budget is the layer above them that all processes share:
+pacing is the layer above them that all processes share:
 
 - Rates: each operation counts against the limits its adapter publishes (``Adapter.send_rates``:
   Telegram 30/s per bot, 1/s per chat, 20/min per group; Discord 50/s per bot) in moving windows of
   the ``limits`` library on Redis (``limits.aio``, one list per window: at most ``amount`` entries in
-  any ``seconds``). :meth:`RedisSendBudget.wait` takes a slot in every window of the operation, or
+  any ``seconds``). :meth:`RedisSendPacing.wait` takes a slot in every window of the operation, or
   sleeps until the fullest one frees a slot; so traffic reaches each process's SDK limiter already
   within the bot's limits, and that limiter rarely waits. While the bot's window is full, a process's
   waiters for it queue in the process (first come, first served), so one per process, not every
@@ -18,13 +18,13 @@ budget is the layer above them that all processes share:
   for the chat or, when the platform says so (Discord's global limit), for the whole bot: every
   process holds back until it expires. A 429 the SDK retried inside a request stays in that process.
 
-Contract (as ``gateway.delivery.send_budget.SendBudget``): ``wait`` counts the operation in every window
+Contract (as ``gateway.delivery.pacing.SendPacing``): ``wait`` counts the operation in every window
 before it returns, so call it once right before the request; ``paused_for`` includes a full window's
 wait, so the outbox sender postpones a chat whose group window is full instead of waiting a minute.
 Taking the slots of several windows is not one atomic step: when another process takes the last slot of
-one window in between, the slots already taken are spent unused (the budget errs on the slow side, never
+one window in between, the slots already taken are spent unused (the pacing errs on the slow side, never
 the fast). Windows are kept with each process's clock (the machines keep their clocks in sync) and
-pauses with Redis's. Redis unreachable: ``wait`` and ``paused_for`` raise ``BudgetUnavailable`` (send
+pauses with Redis's. Redis unreachable: ``wait`` and ``paused_for`` raise ``PacingUnavailable`` (send
 nothing now); ``penalize`` still pauses the chat in this process and logs that the others were not told.
 """
 
@@ -46,7 +46,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.base import ChatAddress, SendRate
-from gateway.delivery.send_budget import BudgetUnavailable, LocalSendBudget, SendBudget
+from gateway.delivery.pacing import LocalSendPacing, PacingUnavailable, SendPacing
 from gateway.server.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,8 @@ JITTER = 0.01  # seconds added at random to each sleep, so processes that wait f
 RACE_RETRY = 0.02  # another process took a slot between the look and the take: look again this soon
 
 
-class RedisSendBudget(SendBudget):
-    """The budget of one process of a cluster; every process builds one on the same Redis."""
+class RedisSendPacing(SendPacing):
+    """The pacing of one process of a cluster; every process builds one on the same Redis."""
 
     def __init__(
         self, redis: Redis, rates: RatesFor, metrics: GatewayMetrics, *, prefix: str = KEY_PREFIX
@@ -73,13 +73,13 @@ class RedisSendBudget(SendBudget):
             "async+redis://", implementation="redispy", key_prefix=f"{prefix}:rate", **shared_pool
         )
         self._windows = MovingWindowRateLimiter(storage)
-        self._local = LocalSendBudget()  # this process's pauses, which hold even when Redis does not answer
+        self._local = LocalSendPacing()  # this process's pauses, which hold even when Redis does not answer
         self._bot_turns: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # per platform
 
     async def wait(self, address: ChatAddress) -> None:
         windows = self._windows_of(address)
         started = time.monotonic()
-        paced = False  # whether it slept or queued for the budget (else it went straight through)
+        paced = False  # whether it slept or queued for the pacing (else it went straight through)
         while True:
             own, _ = await self._delays(address, windows)
             if own > 0:  # a pause, or the chat's own window: wait without holding up other chats
@@ -148,7 +148,7 @@ class RedisSendBudget(SendBudget):
                 pauses: list[int] = await pipe.execute()
             stats = [(ids, await self._windows.get_window_stats(item, *ids)) for item, ids in windows]
         except RedisError as error:
-            raise BudgetUnavailable(f"the cluster's send budget cannot be read (Redis: {error})") from error
+            raise PacingUnavailable(f"the cluster's send pacing cannot be read (Redis: {error})") from error
         own = max([self._local.pause(address), *(milliseconds / 1000 for milliseconds in pauses)])
         bot = 0.0
         now = time.time()
@@ -167,7 +167,7 @@ class RedisSendBudget(SendBudget):
                 if not await self._windows.hit(item, *ids):
                     return False
         except RedisError as error:
-            raise BudgetUnavailable(f"the cluster's send budget cannot be taken (Redis: {error})") from error
+            raise PacingUnavailable(f"the cluster's send pacing cannot be taken (Redis: {error})") from error
         return True
 
     def _pause_key(self, platform: str, chat_id: str | None) -> str:

@@ -1,7 +1,7 @@
 """The model request cap over a cluster: this process's cap, then the cluster's (Redis).
 
 A request first takes one of this process's ``agent.max_concurrent_requests`` slots, then one of the
-cluster's ``cluster.max_concurrent_requests`` (``gateway.cluster.limits.semaphore``). When Redis cannot
+cluster's ``cluster.max_concurrent_requests`` (``gateway.cluster.counting.semaphore``). When Redis cannot
 be reached the request goes on under the local cap alone (logged): a running turn is not stopped by the
 coordination layer going away, and new turns are not started meanwhile anyway.
 """
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agent.api import LocalRequestLimiter, RequestLimiter
-from gateway.cluster.limits.semaphore import RedisSemaphore
+from gateway.cluster.counting.semaphore import RedisSemaphore
 from gateway.cluster.redis import Cluster, redis_key
 
 

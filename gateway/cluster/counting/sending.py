@@ -1,5 +1,5 @@
-"""How this process sends: alone (a local budget, no claims) or as one of a cluster (``cluster.redis_url``:
-the budget shared in Redis, outbox items claimed). Built by ``gateway.wiring.core.open_chat_core``; imports
+"""How this process sends: alone (local pacing, no claims) or as one of a cluster (``cluster.redis_url``:
+the pacing shared in Redis, outbox items claimed). Built by ``gateway.wiring.core.open_chat_core``; imports
 nothing of Redis unless there is a cluster (one process needs none)."""
 
 from __future__ import annotations
@@ -10,30 +10,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, ChatAddress, SendRate
-from gateway.delivery.send_budget import LocalSendBudget, SendBudget
+from gateway.delivery.pacing import LocalSendPacing, SendPacing
 from gateway.ledger.outbox import Claimant
 from gateway.server.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
-    from gateway.cluster.limits.send_budget import RatesFor
+    from gateway.cluster.counting.pacing import RatesFor
     from gateway.cluster.redis import Cluster
 
 
 @dataclass(frozen=True)
 class Sending:
-    budget: SendBudget
+    pacing: SendPacing
     claimant: Claimant | None  # None: the only process sending its chats, nothing is claimed
 
 
 def sending(cluster: Cluster | None, adapters: Mapping[str, Adapter], metrics: GatewayMetrics) -> Sending:
-    """The budget and claimant for ``adapters``: alone, or as one of ``cluster`` (on its Redis)."""
+    """The pacing and claimant for ``adapters``: alone, or as one of ``cluster`` (on its Redis)."""
     if cluster is None:
-        return Sending(LocalSendBudget(), None)
-    from gateway.cluster.limits.send_budget import RedisSendBudget  # redis-py and limits: cluster mode only
+        return Sending(LocalSendPacing(), None)
+    from gateway.cluster.counting.pacing import RedisSendPacing  # redis-py and limits: cluster mode only
 
-    budget = RedisSendBudget(cluster.redis, published_rates(adapters), metrics)
+    pacing = RedisSendPacing(cluster.redis, published_rates(adapters), metrics)
     settings = cluster.settings
-    return Sending(budget, Claimant(claim_holder(cluster.instance_id), settings.outbox_claim_ttl))
+    return Sending(pacing, Claimant(claim_holder(cluster.instance_id), settings.outbox_claim_ttl))
 
 
 def published_rates(adapters: Mapping[str, Adapter]) -> RatesFor:

@@ -1,4 +1,4 @@
-"""The shared send budget on a real Redis: three processes' budgets together keep Telegram's per-chat
+"""The shared send pacing on a real Redis: three processes' budgets together keep Telegram's per-chat
 and per-bot rates, a 429 seen by one process pauses the chat (or the bot) for the others, and a Redis
 that is down holds sends back instead of letting them through unpaced."""
 
@@ -16,12 +16,12 @@ from adapters.base import ChatAddress, DeliveryError, OutboundText, SendRate
 from adapters.telegram.ratelimit import BOT_RATE, CHAT_RATE, GROUP_RATE, telegram_rates
 from agent.db.connect import open_storage
 from agent.db.urls import StorageUrl, parse_storage_url
-from gateway.cluster.limits.send_budget import RedisSendBudget
-from gateway.cluster.limits.sending import sending
+from gateway.cluster.counting.pacing import RedisSendPacing
+from gateway.cluster.counting.sending import sending
 from gateway.cluster.redis import Cluster, open_redis
 from gateway.cluster.watch import ConnectionWatch
 from gateway.config import ClusterSettings
-from gateway.delivery.send_budget import BudgetUnavailable
+from gateway.delivery.pacing import PacingUnavailable
 from gateway.delivery.sender import OutboxSender
 from gateway.ledger.outbox import Operation, Outbox, Outgoing
 from gateway.server.metrics import GatewayMetrics
@@ -44,10 +44,10 @@ async def stack() -> AsyncIterator[AsyncExitStack]:
 
 async def budget(
     stack: AsyncExitStack, redis_server: RedisServer, metrics: GatewayMetrics | None = None
-) -> RedisSendBudget:
+) -> RedisSendPacing:
     """One process's budget, on a Redis connection of its own."""
     redis = await stack.enter_async_context(open_redis(redis_server.url))
-    return RedisSendBudget(redis, telegram, metrics or GatewayMetrics())
+    return RedisSendPacing(redis, telegram, metrics or GatewayMetrics())
 
 
 def test_telegram_publishes_its_rates_and_a_groups_minute() -> None:
@@ -96,7 +96,7 @@ async def test_a_group_whose_minute_is_full_is_postponed_by_the_sender_not_waite
 ) -> None:
     first, second = await budget(stack, redis_server), await budget(stack, redis_server)
     group = ChatAddress("telegram", "-100")
-    limited = RedisSendBudget(first._redis, lambda _: [SendRate("chat", 2, 60)], GatewayMetrics())
+    limited = RedisSendPacing(first._redis, lambda _: [SendRate("chat", 2, 60)], GatewayMetrics())
     for _ in range(2):
         await limited.wait(group)
     assert 55 < await limited.paused_for(group) <= 60  # the sender postpones an item this long
@@ -193,12 +193,12 @@ async def test_with_redis_down_nothing_is_sent_and_a_429_still_pauses_this_proce
     log: list[Sent] = []
     database = parse_storage_url(database_url, tmp_path / "state.db")
     sender, _ = await telegram_sender(stack, redis_server, database, "only", log)
-    shared = sender.budget
-    assert isinstance(shared, RedisSendBudget)
+    shared = sender.pacing
+    assert isinstance(shared, RedisSendPacing)
     redis_server.halt()
-    with pytest.raises(BudgetUnavailable):
+    with pytest.raises(PacingUnavailable):
         await shared.paused_for(CHAT)
-    with pytest.raises(BudgetUnavailable):
+    with pytest.raises(PacingUnavailable):
         await shared.wait(CHAT)
     await shared.penalize(CHAT, 30.0)  # not shared, but not lost either
     assert shared._local.pause(CHAT) > 29
@@ -217,13 +217,13 @@ async def test_cluster_mode_builds_the_shared_budget_and_a_claimant(
     redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alone = sending(None, {}, GatewayMetrics())
-    assert alone.claimant is None and not isinstance(alone.budget, RedisSendBudget)
+    assert alone.claimant is None and not isinstance(alone.pacing, RedisSendPacing)
     settings = ClusterSettings(redis_url=redis_server.url, instance_id="gw-1", outbox_claim_ttl=12.0)
     async with open_redis(redis_server.url) as redis:
         cluster = sending(
             Cluster("gw-1", redis, settings, ConnectionWatch(redis, "watch")), {}, GatewayMetrics()
         )
-        assert isinstance(cluster.budget, RedisSendBudget)
+        assert isinstance(cluster.pacing, RedisSendPacing)
         assert cluster.claimant is not None and cluster.claimant.holder.startswith("gw-1:")
         assert cluster.claimant.seconds == 12.0
-        assert await cluster.budget.paused_for(CHAT) == 0.0
+        assert await cluster.pacing.paused_for(CHAT) == 0.0

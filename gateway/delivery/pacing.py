@@ -1,27 +1,27 @@
-"""The send budget: when a platform says "slow down", every sender of that chat listens.
+"""The send pacing: when a platform says "slow down", every sender of that chat listens.
 
 Streaming edits, final answers, command replies and cron deliveries all reach a chat through one
-budget. A 429 with ``retry_after`` pauses the chat (or, when the platform says the limit was the
+pacing. A 429 with ``retry_after`` pauses the chat (or, when the platform says the limit was the
 bot's, every chat of the platform) for everyone, so a burst of replies never turns into a flood ban.
 
-Two implementations of :class:`SendBudget`:
+Two implementations of :class:`SendPacing`:
 
-- :class:`LocalSendBudget` (one process, the default): remembers 429 pauses in memory. The pacing
+- :class:`LocalSendPacing` (one process, the default): remembers 429 pauses in memory. The pacing
   itself is the platform SDK's (python-telegram-bot's ``AIORateLimiter``, discord.py's buckets).
-- ``gateway.cluster.limits.send_budget.RedisSendBudget`` (``cluster.redis_url``): the pauses and the
+- ``gateway.cluster.counting.pacing.RedisSendPacing`` (``cluster.redis_url``): the pauses and the
 platforms'
   published rates (``Adapter.send_rates``) are counted in Redis, so several processes together stay
   under the limits one bot has.
 
 Contract for callers (``gateway.delivery.sender``, ``gateway.delivery.stream``):
 
-- :meth:`~SendBudget.wait` returns when one operation to the chat may go out now, and counts it: call
+- :meth:`~SendPacing.wait` returns when one operation to the chat may go out now, and counts it: call
   it right before each send, edit or delete, once. Many tasks may wait at once.
-- :meth:`~SendBudget.paused_for` says how long :meth:`~SendBudget.wait` would take at least; a caller
+- :meth:`~SendPacing.paused_for` says how long :meth:`~SendPacing.wait` would take at least; a caller
   that must not block (the outbox sender) postpones the operation instead when it is long.
-- :meth:`~SendBudget.penalize` never raises.
-- :meth:`~SendBudget.wait` and :meth:`~SendBudget.paused_for` raise :class:`BudgetUnavailable` when
-  the budget cannot be consulted (the cluster's Redis is down): nothing may be sent then, try later.
+- :meth:`~SendPacing.penalize` never raises.
+- :meth:`~SendPacing.wait` and :meth:`~SendPacing.paused_for` raise :class:`PacingUnavailable` when
+  the pacing cannot be consulted (the cluster's Redis is down): nothing may be sent then, try later.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ PauseKey = tuple[str, str | None]  # (platform, chat id); chat None: every chat 
 PRUNE_AT = 1024  # entries kept before the expired ones are swept
 
 
-class BudgetUnavailable(Exception):
-    """The budget cannot say whether a send may go out (its Redis cannot be reached): send nothing now."""
+class PacingUnavailable(Exception):
+    """The pacing cannot say whether a send may go out (its Redis cannot be reached): send nothing now."""
 
 
-class SendBudget(ABC):
+class SendPacing(ABC):
     """When operations to a chat may go out."""
 
     @abstractmethod
@@ -58,7 +58,7 @@ class SendBudget(ABC):
         """Seconds until ``address``'s chat may be sent to (0 when it may now)."""
 
 
-class LocalSendBudget(SendBudget):
+class LocalSendPacing(SendPacing):
     """Per-chat "not before" times in this process. Pauses that ended are swept once more than
     ``PRUNE_AT`` chats were paused, so memory stays bounded."""
 
@@ -80,7 +80,7 @@ class LocalSendBudget(SendBudget):
         return self.pause(address)
 
     def remember(self, address: ChatAddress, retry_after: float, *, bot_wide: bool = False) -> None:
-        """:meth:`penalize` without awaiting (for a budget that keeps this one as its local copy)."""
+        """:meth:`penalize` without awaiting (for a pacing that keeps this one as its local copy)."""
         key = (address.platform, None if bot_wide else address.chat_id)
         now = self._clock()
         self._not_before[key] = max(self._not_before.get(key, 0.0), now + max(0.0, retry_after))
