@@ -152,6 +152,42 @@ async def test_a_message_stored_while_the_queue_comes_back_is_queued_without_wai
         assert cluster.answers(FIRST_CHAT) == ["Answer to just in time"]
 
 
+async def test_a_message_whose_entry_was_being_appended_when_its_process_stopped_is_queued_at_once(
+    home: HeraldHome,
+    emulator: ProviderEmulator,
+    emulator_url: str,
+    redis_server: RedisServer,
+    postgresql_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process stopped (SIGTERM: its queue closed) while its appender was adding a message's entry:
+    the entry is added as it closes, and another process answers at once, not after the periodic
+    rebuild (here ten minutes away; it was a minute with the default lease)."""
+    emulator.responder = answer_each
+    async with open_cluster(
+        home, emulator, emulator_url, redis_url=redis_server.url, database_url=postgresql_database, count=2,
+        cluster={"lease_ttl": 600.0},
+    ) as cluster:  # fmt: skip
+        cluster.fake.register_chat(FIRST_CHAT)
+        queue = cluster.queue(0)
+        add = queue.stream.add
+        appending = asyncio.Event()
+
+        async def held(work: Any) -> None:
+            if not appending.is_set():  # the first append hangs until the process stops
+                appending.set()
+                await asyncio.Event().wait()
+            await add(work)
+
+        monkeypatch.setattr(queue.stream, "add", held)
+        await cluster.gateways[0].router.handle([inbound(FIRST_CHAT, "stored as it stops", "1")])
+        async with asyncio.timeout(20):
+            await appending.wait()
+        await cluster.close(0)
+        await cluster.settled(timeout=30)
+        assert cluster.answers(FIRST_CHAT) == ["Answer to stored as it stops"]
+
+
 async def test_a_process_stopped_mid_turn_leaves_the_message_to_another_after_the_lease_time(
     home: HeraldHome,
     emulator: ProviderEmulator,

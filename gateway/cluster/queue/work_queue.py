@@ -129,7 +129,7 @@ class RedisWorkQueue:
         self._served = asyncio.Event()  # set by serve(): nothing is taken before
         self._taking = True  # False once draining: read nothing more
         self._closing = False  # set by shutdown: start nothing more
-        self._loops: list[BackgroundLoop] = []
+        self._loops: dict[str, BackgroundLoop] = {}  # by name (start)
         self._tasks: list[asyncio.Task[None]] = []  # one-off jobs in the background
         self.problem: str | None = NOT_REACHED
         self.stats: QueueStats | None = None  # the stream's figures as last measured (every STATS_EVERY)
@@ -231,18 +231,21 @@ class RedisWorkQueue:
             ("control writer", self.control.write),
             ("control listener", self.control.listen),
         ):
-            self._loops.append(BackgroundLoop(f"the work queue's {name}", loop).start())
+            self._loops[name] = BackgroundLoop(f"the work queue's {name}", loop).start()
 
     async def aclose(self) -> None:
         if not self._closing:
             await self.shutdown()
+        for name in ("reader", "appender"):  # first: what is appended below is for another process to
+            if name in self._loops:  # read, and a batch the appender was adding comes back to _submitted
+                await self._loops[name].stop()  # (it was left to the periodic rebuild, a minute on)
         if self.problem is None:
             if self._submitted:
                 with contextlib.suppress(RedisError, TimeoutError):
                     async with asyncio.timeout(CLOSE_FLUSH):
                         await self.stream.add(self._take_submitted())
             await self.control.flush(CLOSE_FLUSH)
-        for loop in self._loops:
+        for loop in self._loops.values():
             await loop.stop()
         await cancel_and_wait(list(self._tasks))
         self._tasks.clear()
@@ -377,6 +380,9 @@ class RedisWorkQueue:
                 self._submitted[:0] = batch
                 self._submit_event.set()
                 log.warning("%d message(s) wait until Redis is back", len(batch))
+            except asyncio.CancelledError:  # stopped mid-append (aclose): aclose appends the batch
+                self._submitted[:0] = batch  # (an entry appended twice is answered once)
+                raise
 
     def _take_submitted(self) -> list[Work]:
         batch, self._submitted = self._submitted, []
