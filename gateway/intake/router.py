@@ -98,13 +98,31 @@ class Router:
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
         self._background: set[asyncio.Task[None]] = set()  # commands and refusals answered outside a lane
+        self._storing: set[asyncio.Future[None]] = set()  # batches being stored and dispatched (handle)
 
     async def handle(self, messages: Sequence[InboundMessage]) -> None:
         """The adapters' sink (see adapters/base.py for the contract): the messages worth acting on are
-        stored in one transaction, then each new one is dispatched in the batch's order."""
+        stored in one transaction, then each new one is dispatched in the batch's order.
+
+        Storing and dispatching go to their end together even when the caller is cancelled (an adapter
+        stopped mid-batch at shutdown): a message stored but never dispatched would wait for a
+        periodic rebuild of the work queue. :meth:`close` waits for them."""
         if not self.accepting:
             raise GatewayStopping("the gateway is shutting down; the messages will be delivered again")
         await self._recovered.wait()
+        if not self.accepting:  # closed while waiting for the recovery
+            raise GatewayStopping("the gateway is shutting down; the messages will be delivered again")
+        storing = asyncio.ensure_future(self._store_and_dispatch(messages))
+        self._storing.add(storing)
+        storing.add_done_callback(self._stored)
+        await asyncio.shield(storing)
+
+    def _stored(self, task: asyncio.Future[None]) -> None:
+        self._storing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
+
+    async def _store_and_dispatch(self, messages: Sequence[InboundMessage]) -> None:
         try:
             entries = [entry for message in messages if (entry := await self._admit(message)) is not None]
             rows = await self.services.inbox.record_batch(entries) if entries else []
@@ -226,8 +244,11 @@ class Router:
         return True
 
     async def close(self) -> None:
-        """Stop accepting, and let the immediate commands already started finish."""
+        """Stop accepting, and let the batches being stored and the immediate commands already started
+        finish."""
         self.accepting = False
+        if self._storing:  # a batch stored is dispatched before the lanes drain
+            await asyncio.wait(set(self._storing), timeout=5.0)
         if self._background:
             await asyncio.wait(self._background, timeout=5.0)
 
