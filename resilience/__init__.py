@@ -7,7 +7,8 @@ polling, MCP restarts, the database outage wait and every lease of the cluster b
 - ``loops``: a background task that logs what it did not expect and goes on, stopped once
   (:class:`~resilience.loops.BackgroundLoop`);
 - ``cancelling``: stopping tasks for good, even one whose cancellation a client library lost
-  (:func:`~resilience.cancelling.cancel_and_wait`);
+  (:func:`~resilience.cancelling.cancel_and_wait`), and carrying to its end work a cancelled caller
+  must not cut off half-way (:class:`~resilience.cancelling.CarriedThrough`);
 - ``renewal``: keeping a lease alive and knowing when to stop trusting it
   (:class:`~resilience.renewal.Renewer`), whatever holds the lease (Redis, the database);
 - ``unreachable``: the one meaning of "the service is away now"

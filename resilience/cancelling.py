@@ -11,6 +11,10 @@ not the shutdown.
 Waiting itself can lose one too: on Python 3.11, ``asyncio.wait_for(event.wait(), t)`` returns normally
 when the event is set just as the cancellation arrives, and a loop around it goes on. :func:`wait_event`
 is the one way Herald waits for an event with a time limit.
+
+The other way round, some work must not be cut off half-way by its caller's cancellation (a database
+operation holding a connection, a batch stored but not yet dispatched): :class:`CarriedThrough` runs it
+to its end while the caller is cancelled at once, and lets its owner wait for what is still running.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 AGAIN_EVERY = 1.0  # seconds between cancellations of a task that has not ended yet
+T = TypeVar("T")
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, message: str | None = None) -> None:
@@ -52,3 +57,33 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASY
 
 def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else repr(task)
+
+
+class CarriedThrough:
+    """Work carried to its end even when the caller awaiting it is cancelled.
+
+    :meth:`run` returns the work's result or raises its error, like awaiting it; a cancelled caller
+    gets ``CancelledError`` at once while the work goes on in a task of its own (its error, if any, is
+    retrieved, never logged as lost). :meth:`wait` is for the owner's close: it waits up to ``timeout``
+    for the work still running and returns what did not end (for :func:`cancel_and_wait`, or to let go).
+    """
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Future[Any]] = set()
+
+    async def run(self, work: Awaitable[T]) -> T:
+        task = asyncio.ensure_future(work)
+        self._running.add(task)
+        task.add_done_callback(self._ended)
+        return await asyncio.shield(task)
+
+    async def wait(self, timeout: float) -> set[asyncio.Future[Any]]:  # noqa: ASYNC109 - a bounded wait
+        if not self._running:
+            return set()
+        _, late = await asyncio.wait(set(self._running), timeout=timeout)
+        return late
+
+    def _ended(self, task: asyncio.Future[Any]) -> None:
+        self._running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -27,6 +27,7 @@ from agent.db.errors import StorageUnavailable
 from agent.db.migrate import current_revision
 from agent.db.schema import metadata
 from agent.db.urls import StorageUrl
+from resilience.cancelling import CarriedThrough, cancel_and_wait
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -83,7 +84,7 @@ class PostgresStorage(Storage):
         # of one that has been waiting, so with hundreds of chats at once some waited past the pool's
         # timeout while the pool was busy serving newer ones.
         self._turns = asyncio.Semaphore(self._connections)
-        self._finishing: set[asyncio.Future[Any]] = set()  # operations under way (see _operation)
+        self._finishing = CarriedThrough()  # operations under way, whoever awaits them (see _operation)
         # SQLAlchemy's async bridge (with its ORM layer and greenlet, ~8 MiB): for PostgreSQL only
         from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -123,12 +124,9 @@ class PostgresStorage(Storage):
     async def close(self) -> None:
         engine, self._engine = self._engine, None
         if engine is not None:
-            if self._finishing:  # operations whose callers were cancelled: let them end first, for a while
-                _, late = await asyncio.wait(set(self._finishing), timeout=self._pool_timeout)
-                for task in late:  # a query still running (at most asyncpg's command_timeout): cut it
-                    task.cancel()
-                if late:
-                    await asyncio.wait(late)
+            # Operations whose callers were cancelled end first, for a while; a query still running (at
+            # most asyncpg's command_timeout) is cut.
+            await cancel_and_wait(await self._finishing.wait(self._pool_timeout))
             await engine.dispose()
 
     def connections_out(self) -> int:
@@ -173,11 +171,8 @@ class PostgresStorage(Storage):
                 await self._turns.acquire()
         except TimeoutError:
             raise self._busy() from None
-        task = asyncio.ensure_future(self._in_turn(run(engine)))
-        self._finishing.add(task)
-        task.add_done_callback(self._finished)
         try:
-            return await asyncio.shield(task)
+            return await self._finishing.run(self._in_turn(run(engine)))
         except Exception as error:
             raise self._explain(error) from error
 
@@ -186,11 +181,6 @@ class PostgresStorage(Storage):
             return await operation
         finally:
             self._turns.release()
-
-    def _finished(self, task: asyncio.Future[Any]) -> None:
-        self._finishing.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
 
     def _busy(self) -> StorageUnavailable:
         return StorageUnavailable(

@@ -27,6 +27,7 @@ from gateway.chats import reply_address, session_key
 from gateway.intake.handling import Handlers, IntakeServices
 from gateway.intake.work import Work, WorkKind
 from gateway.ledger.inbox import InboxEntry, InboxRow, NoLongerPending
+from resilience.cancelling import CarriedThrough
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class Router:
         self._recovered = asyncio.Event()  # new messages wait until what the last run left is queued
         self._refused_at: dict[tuple[str, str], float] = {}  # who was told "try later", bounded
         self._background: set[asyncio.Task[None]] = set()  # commands and refusals answered outside a lane
-        self._storing: set[asyncio.Future[None]] = set()  # batches being stored and dispatched (handle)
+        self._storing = CarriedThrough()  # batches being stored and dispatched (handle)
 
     async def handle(self, messages: Sequence[InboundMessage]) -> None:
         """The adapters' sink (see adapters/base.py for the contract): the messages worth acting on are
@@ -112,15 +113,7 @@ class Router:
         await self._recovered.wait()
         if not self.accepting:  # closed while waiting for the recovery
             raise GatewayStopping("the gateway is shutting down; the messages will be delivered again")
-        storing = asyncio.ensure_future(self._store_and_dispatch(messages))
-        self._storing.add(storing)
-        storing.add_done_callback(self._stored)
-        await asyncio.shield(storing)
-
-    def _stored(self, task: asyncio.Future[None]) -> None:
-        self._storing.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
+        await self._storing.run(self._store_and_dispatch(messages))
 
     async def _store_and_dispatch(self, messages: Sequence[InboundMessage]) -> None:
         try:
@@ -247,8 +240,7 @@ class Router:
         """Stop accepting, and let the batches being stored and the immediate commands already started
         finish."""
         self.accepting = False
-        if self._storing:  # a batch stored is dispatched before the lanes drain
-            await asyncio.wait(set(self._storing), timeout=5.0)
+        await self._storing.wait(5.0)  # a batch stored is dispatched before the lanes drain
         if self._background:
             await asyncio.wait(self._background, timeout=5.0)
 
