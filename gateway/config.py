@@ -192,6 +192,13 @@ class SchedulerSettings(Section):
         return value
 
 
+# The connections to the cluster's Redis a gateway process keeps for as long as it runs, one each: the
+# connection watch, the approvals channel and the work queue's control channel (pub/sub), and the work
+# queue's blocking read (XREADGROUP BLOCK). gateway.cluster.pool says who else takes one, and for how long.
+REDIS_LISTENERS = 4
+REDIS_CONNECTIONS = 12  # the listeners and 8 for every other command (lease renewals, queue, pacing, caps)
+
+
 class ClusterSettings(Section):
     """Several gateway processes on one Redis and one PostgreSQL (storage.url): every process is a worker,
     one elected process connects to the platforms. Null redis_url: one process, nothing more to run."""
@@ -243,6 +250,28 @@ class ClusterSettings(Section):
         description="Model requests in flight at once over the whole cluster; null = no cluster-wide cap "
         "(each process still has agent.max_concurrent_requests).",
     )
+
+    redis_connections: StrictInt = Field(
+        REDIS_CONNECTIONS,
+        le=10_000,
+        description=f"Most connections one process (each bot of it) opens to Redis: {REDIS_LISTENERS} stay "
+        "open while it runs (the connection watch, the approvals and cancel channels, the work queue's "
+        "blocking read); the others serve every other command, which waits for a free one when all are in "
+        "use (gateway_redis_pool_waits_total). Redis' maxclients must hold the processes times this. At "
+        f"least {REDIS_LISTENERS + 1}.",
+    )
+
+    @field_validator("redis_connections")
+    @classmethod
+    def _room_beside_the_listeners(cls, value: int) -> int:
+        if value <= REDIS_LISTENERS:
+            raise ValueError(
+                f"must be at least {REDIS_LISTENERS + 1}: a gateway process keeps {REDIS_LISTENERS} "
+                "connections to Redis open for as long as it runs (the connection watch, the approvals and "
+                "cancel channels, the work queue's blocking read) and needs at least one more for every "
+                f"other command (default {REDIS_CONNECTIONS})"
+            )
+        return value
 
     @field_validator("instance_id")
     @classmethod

@@ -1,7 +1,8 @@
 """Several gateway processes on one Redis and one PostgreSQL (``cluster.redis_url``).
 
 Redis coordinates and holds nothing that matters; PostgreSQL holds every fact (docs/ARCHITECTURE.md,
-"Scale"). Modules: ``redis`` (the connection, what "unreachable" means, the process's name), ``lease``
+"Scale"). Modules: ``redis`` (the connection, what "unreachable" means, the process's name), ``pool``
+(its bounded pool of connections, waited for in turn, and their figures), ``lease``
 (one lease in Redis, kept by ``resilience.renewal.Renewer``), ``session_locks`` (fenced session
 leases), ``work_queue`` with ``work_stream``, ``chat_order`` and ``control`` (a Redis stream of "there
 is work for this chat" entries over the inbox rows, cancels across processes), ``semaphore`` and

@@ -1,4 +1,4 @@
-"""The cluster's Redis: one connection pool per process, opened at start-up, and what "unreachable" means.
+"""The cluster's Redis: one bounded pool of connections per process, opened at start-up, and "unreachable".
 
 ``cluster.redis_url`` turns cluster mode on. :func:`open_cluster` connects and pings at start-up, so a
 Redis that is not there is one sentence and exit 2 (:class:`RedisUnavailable` through
@@ -13,6 +13,9 @@ Contract for users of :attr:`Cluster.redis`:
 - Every command is bounded: a connection is given up after :data:`CONNECT_TIMEOUT` seconds and an
   answer after :data:`SOCKET_TIMEOUT` seconds (a blocking command such as ``XREADGROUP BLOCK`` must
   block for less); a dropped connection is retried :data:`RETRIES` times, then the command raises.
+- Connections are few (``cluster.redis_connections``, ``gateway.cluster.pool``): a command waits its
+  turn when all are in use. So nothing may hold one for long but the listeners counted in
+  :data:`gateway.config.REDIS_LISTENERS` (a new pub/sub channel or blocking read is one more there).
 - A Redis that cannot be reached is a state, not a crash: translate redis-py's errors with
   :func:`reaching` into :class:`RedisUnavailable`, which is handled wherever a database that cannot be
   reached is (the worker waits and runs the work again; adapters hand messages over again).
@@ -33,9 +36,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from agent.db import StorageUnavailable
+from gateway.cluster.pool import BoundedPool, RedisConnections, bounded_pool, free, measure
 from gateway.cluster.redis_errors import UNREACHABLE
 from gateway.cluster.watch import ConnectionWatch
-from gateway.config import ClusterSettings, ConfigError, HeraldConfig
+from gateway.config import REDIS_CONNECTIONS, ClusterSettings, ConfigError, HeraldConfig
 from gateway.home import HeraldHome, from_environment
 from resilience.loops import BackgroundLoop
 
@@ -93,12 +97,13 @@ def redis_url(config: HeraldConfig, home: HeraldHome, environ: Mapping[str, str]
     return None if raw is None else from_environment(raw, "cluster.redis_url", home, environ)
 
 
-def connect(url: str) -> Redis:
-    """A client (a pool, connecting lazily) with Herald's bounds; a URL Redis does not take is a
-    ConfigError."""
+def connect(url: str, connections: int = REDIS_CONNECTIONS) -> Redis:
+    """A client (a pool of ``connections`` with the watch's, connecting lazily) with Herald's bounds; a
+    URL Redis does not take is a ConfigError."""
     try:
-        return Redis.from_url(
+        pool = bounded_pool(
             url,
+            connections,
             decode_responses=True,
             socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=SOCKET_TIMEOUT,
@@ -110,6 +115,7 @@ def connect(url: str) -> Redis:
             f"cluster.redis_url {redact(url)} is not a Redis URL ({error}); use "
             "redis://[:PASSWORD@]HOST:PORT/DB, rediss://... (TLS) or unix:///PATH/redis.sock"
         ) from None
+    return Redis.from_pool(pool)
 
 
 def target(client: Redis) -> str:
@@ -136,12 +142,24 @@ def reaching(client: Redis) -> Iterator[None]:
         raise unavailable(client, error) from error
 
 
+class PoolExhausted(Exception):
+    """Every connection of this process's pool stayed in use while a PING waited for one: Redis may be
+    fine; this process holds them (a bug, or far more than cluster.redis_connections was sized for)."""
+
+
 async def ping(client: Redis, seconds: float) -> None:
-    """PING within ``seconds``; raises :class:`RedisUnavailable` otherwise."""
+    """PING within ``seconds``; raises :class:`RedisUnavailable` otherwise (:class:`PoolExhausted` when
+    no connection of the pool was free for that long)."""
     try:
         async with asyncio.timeout(seconds):
             await client.ping()
     except TimeoutError:
+        pool = client.connection_pool
+        if isinstance(pool, BoundedPool) and not free(pool):
+            raise PoolExhausted(
+                f"no connection to the cluster's Redis was free within {seconds:.0f}s: all "
+                f"{pool.max_connections} pooled ones are in use (cluster.redis_connections)"
+            ) from None
         raise unavailable(client, TimeoutError(f"no answer within {seconds:.0f}s")) from None
     except UNREACHABLE as error:
         raise unavailable(client, error) from error
@@ -161,12 +179,18 @@ class Cluster:
         """Readiness: Redis answers (raises :class:`RedisUnavailable` otherwise)."""
         await ping(self.redis, CONNECT_TIMEOUT)
 
+    def connections(self) -> RedisConnections:
+        """This process's connections to Redis now (``/metrics``)."""
+        pool = self.redis.connection_pool
+        assert isinstance(pool, BoundedPool), "a Cluster's client comes from connect()"
+        return measure(pool, self.watch.redis.connection_pool)
+
 
 @asynccontextmanager
-async def open_redis(url: str) -> AsyncIterator[Redis]:
-    """Connect to ``url`` and PING it (so a Redis that is not there is reported at start-up); the
-    connections are closed on exit."""
-    client = connect(url)
+async def open_redis(url: str, connections: int = REDIS_CONNECTIONS) -> AsyncIterator[Redis]:
+    """Connect to ``url`` (``connections``: :func:`connect`) and PING it (so a Redis that is not there is
+    reported at start-up); the connections are closed on exit."""
+    client = connect(url, connections)
     try:
         await ping(client, START_TIMEOUT)
         yield client
@@ -183,7 +207,7 @@ async def open_cluster(
     url = redis_url(config, home, environ)
     if url is None:
         raise ValueError("cluster.redis_url is not set: this process is not part of a cluster")
-    async with open_redis(url) as client:
+    async with open_redis(url, config.cluster.redis_connections) as client:
         watch = ConnectionWatch(client, RELEASES)
         try:
             async with BackgroundLoop("the Redis connection watch", watch.run):

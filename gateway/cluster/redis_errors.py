@@ -11,6 +11,8 @@ from redis import exceptions as redis_errors
 # The cluster's one "Redis is away": redis-py's errors that mean "not reachable now" (an
 # AuthenticationError is one too, a ConnectionError, and so is a replica's READONLY during a failover; a
 # Redis still loading its data is a ConnectionError). Converted by reaching() into RedisUnavailable.
+# A pool's "Too many connections" and "No connection available." are ConnectionErrors too, which is why
+# the cluster's pool has neither: a command waits its turn for a connection (gateway.cluster.pool).
 UNREACHABLE: tuple[type[BaseException], ...] = (
     redis_errors.ConnectionError,
     redis_errors.TimeoutError,

@@ -8,13 +8,64 @@ chat or a user.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from agent.api import CacheMiss, Usage
 
 TURN_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+
+
+class RedisConnectionFigures(Protocol):
+    """A process's connections to its cluster's Redis now (``gateway.cluster.pool.RedisConnections``)."""
+
+    @property
+    def limit(self) -> int: ...
+    @property
+    def open(self) -> int: ...
+    @property
+    def in_use(self) -> int: ...
+    @property
+    def waits(self) -> int: ...
+    @property
+    def waited(self) -> float: ...
+
+
+class RedisConnectionsCollector:
+    """The ``gateway_redis_*`` families, read from the pool when scraped (its waits are its own count)."""
+
+    def __init__(self, read: Callable[[], RedisConnectionFigures]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.read()
+        yield GaugeMetricFamily(
+            "gateway_redis_connections_limit",
+            "Most connections this process opens to the cluster's Redis (cluster.redis_connections)",
+            value=now.limit,
+        )
+        yield GaugeMetricFamily(
+            "gateway_redis_connections_open", "Connections to the cluster's Redis open now", value=now.open
+        )
+        yield GaugeMetricFamily(
+            "gateway_redis_connections_in_use",
+            "Connections to the cluster's Redis taken now: the listeners' and the commands' under way",
+            value=now.in_use,
+        )
+        yield CounterMetricFamily(
+            "gateway_redis_pool_waits",
+            "Redis commands that found every connection in use and waited for one",
+            value=now.waits,
+        )
+        yield CounterMetricFamily(
+            "gateway_redis_pool_wait_seconds",
+            "Seconds Redis commands waited for a free connection, together",
+            value=now.waited,
+        )
 
 
 class GatewayMetrics:
@@ -95,6 +146,7 @@ class GatewayMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.cluster: Info | None = None  # set by in_cluster: one process shows none
+        self.redis_connections: RedisConnectionsCollector | None = None  # set by count_redis_connections
         # agent.cache_misses: requests that read less from the provider's cache than they should have.
         self.cache_misses = Counter(
             "herald_cache_miss", "Model requests that missed the prompt cache, by cause", ["cause"],
@@ -126,6 +178,14 @@ class GatewayMetrics:
                 registry=self.registry,
             )
         self.db_connections_out.set_function(lambda: connections_out() or 0)
+
+    def count_redis_connections(self, read: Callable[[], RedisConnectionFigures]) -> None:
+        """Show ``gateway_redis_connections_*`` and ``gateway_redis_pool_wait*`` (cluster mode), read when
+        scraped."""
+        if self.redis_connections is None:
+            self.redis_connections = RedisConnectionsCollector(read)
+            self.registry.register(self.redis_connections)  # a collector: it has collect()
+        self.redis_connections.read = read
 
     def count_usage(self, usage: Usage) -> None:
         self.provider_tokens.labels("input").inc(usage.input_tokens)

@@ -98,6 +98,7 @@ async def open_chat_core(
         runtime.cache_watch.on_miss(metrics.count_cache_miss)
         if runtime.cluster is not None:
             metrics.in_cluster(runtime.cluster.instance_id)
+            metrics.count_redis_connections(runtime.cluster.connections)
         outbox = Outbox(runtime.storage)
         by_platform = {adapter.platform: adapter for adapter in adapters(runtime.storage)}
         outbound = sending(runtime.cluster, by_platform, metrics)

@@ -249,6 +249,15 @@ async def test_readyz_and_metrics_show_each_process_role(
                 assert "gateway_cluster_queue_oldest_seconds 0.0" in metrics
                 assert "gateway_cluster_queue_pending 0.0" in metrics
                 assert "gateway_cluster_running 0.0" in metrics
+                assert "gateway_redis_connections_limit 12.0" in metrics  # cluster.redis_connections
+                assert 0 < figure(metrics, "gateway_redis_connections_open") <= 12
+                assert 0 < figure(metrics, "gateway_redis_connections_in_use") <= 12  # the listeners
+                assert "gateway_redis_pool_waits_total " in metrics
+
+
+def figure(metrics: str, name: str) -> float:
+    """The value of the sample ``name`` (no labels) in a /metrics text."""
+    return float(next(line for line in metrics.splitlines() if line.startswith(f"{name} ")).split()[1])
 
 
 async def test_webhook_mode_every_process_accepts_and_only_the_leader_sets_the_webhook(

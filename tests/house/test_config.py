@@ -27,6 +27,16 @@ def test_invalid_value_is_reported_with_key_and_allowed_values(tmp_path: Path) -
     assert "compression.threshold = 2" in message and "less than 1" in message
 
 
+def test_too_few_redis_connections_for_the_listeners_are_refused_with_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("cluster:\n  redis_connections: 4\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "cluster.redis_connections = 4: must be at least 5" in message
+    assert "the work queue's blocking read" in message
+
+
 def test_unknown_key_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("model:\n  nmae: x\n")
