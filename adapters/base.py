@@ -79,6 +79,20 @@ loses and a reply needs: what it must remember beyond a message (Discord's defer
 goes to the record store it was given (``adapters.records``). ``start``/``stop`` may be called again
 after a stop in a new process; ``stop`` confirms nothing the sink did not store.
 
+**Delivery keys.** ``send``, ``send_voice`` and ``edit`` take a ``key``: the same for every attempt of
+one delivery (an outbox item, from any process, before and after a restart), different for every other
+(at most 25 characters of ``[0-9a-z-]``; None: a send nobody will repeat, such as a streamed part). A
+platform that deduplicates by a key the client chooses sends once however often it is called with
+one, and answers the first message's id again: Matrix (the transaction id of the event), Discord (the
+message's nonce, enforced). That closes the window the outbox alone cannot: the platform accepted a
+send, and the process died or the answer was lost before it was recorded. An adapter whose platform
+cannot deduplicate ignores the key (Telegram, Slack, WhatsApp, Signal, the terminal; email derives
+its ``Message-ID`` from it, which some mail programs, Gmail among them, show once). A send the
+platform refused uses up no key on those platforms (Synapse forgets a transaction that failed; Discord
+keeps the nonces of messages it created), so the outbox keeps an item's key when it sends the item
+again in another form: plain text after refused formatting, the words of a refused voice note, a new
+message for an edit whose message is gone.
+
 **Lifecycle.** ``start`` and ``stop`` are called once each by the gateway's lifecycle; an adapter may be
 called from several tasks at once (different chats). **Receiving on demand:** some platforms let only
 one connection per bot receive (Telegram's ``getUpdates``, Discord's gateway, Slack's Socket Mode). An
@@ -526,23 +540,35 @@ class Adapter(ABC):
         return WebhookReply(405)
 
     @abstractmethod
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         """Send one message (a part the renderer made: within the limit) to ``address``, in its thread;
         ``reply_to`` (a message of that chat) makes it a reply where the platform has replies. Returns
-        the new message's id (what ``edit``/``delete`` take). Raises :class:`DeliveryError`; then
-        nothing was sent, or the gateway cannot know (a timeout: it may send again)."""
+        the new message's id (what ``edit``/``delete`` take). ``key``: the delivery's key (see the
+        module docstring): called again with it, a platform that deduplicates returns the same message's
+        id and shows one message. Raises :class:`DeliveryError`; then nothing was sent, or the gateway
+        cannot know (a timeout: it may send again, with the same key)."""
 
     async def send_voice(
-        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+        self,
+        address: ChatAddress,
+        voice: OutboundVoice,
+        *,
+        reply_to: str | None = None,
+        key: str | None = None,
     ) -> str:
-        """Send one voice note (``capabilities.voice_notes``); returns its platform id. Raises
-        :class:`DeliveryError`: not ``retryable`` when the platform will not take a voice note there (the
-        gateway then sends the words as text)."""
+        """Send one voice note (``capabilities.voice_notes``); returns its platform id. ``key`` as for
+        :meth:`send`. Raises :class:`DeliveryError`: not ``retryable`` when the platform will not take a
+        voice note there (the gateway then sends the words as text, with the same key)."""
         raise DeliveryError(f"{self.platform} cannot send voice notes")
 
     @abstractmethod
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
-        """Replace a sent message's text; the same text again is no error. Raises :class:`DeliveryError`
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
+        """Replace a sent message's text; the same text again is no error. ``key`` as for :meth:`send`
+        (an edit that is an event of its own, Matrix's, is made once). Raises :class:`DeliveryError`
         (``permanent`` when the message is gone: the gateway then sends the text anew)."""
 
     @abstractmethod

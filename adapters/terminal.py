@@ -115,7 +115,9 @@ class TerminalAdapter(Adapter):
         await self._sink([message])
         return message
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         if self.live:
             self.end_line()
             self._write(self.out, text.text + "\n")
@@ -146,7 +148,9 @@ class TerminalAdapter(Adapter):
         except Exception:  # the sink is down: the question stays open to /approve, and expires
             log.exception("the terminal's answer %r could not be handed over", chosen.command)
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         raise DeliveryError("a terminal cannot edit what it printed", permanent=True)
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:

@@ -18,6 +18,7 @@ import contextlib
 import io
 import logging
 import math
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
@@ -552,7 +553,13 @@ class DiscordAdapter(Adapter):
 
     # --- outbound -------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        """A channel message (``key``, a delivery key, is its enforced nonce: Discord creates one message
+        however often it is sent within a few minutes, and answers the first), or the answer to a slash
+        command through its interaction's webhook, which takes no nonce: its first part fills the
+        deferred response (done again, still one message), a later part is a follow-up."""
         client = self._started()
         async with self._records_reached():
             record = await self.interactions.find(reply_to) if reply_to is not None else None
@@ -566,23 +573,32 @@ class DiscordAdapter(Adapter):
         channel = channel_id(address)
         reference = reply_reference(reply_to, channel)
         target = client.get_partial_messageable(channel)
+        nonce = enforced_nonce(key)
         async with self._typed_errors("send message"):
             if text.buttons:  # a question (an approval): never a reply, so it pings nobody
                 message = await target.send(
-                    text.text, allowed_mentions=NO_MENTIONS, view=button_view(text.buttons)
+                    text.text, allowed_mentions=NO_MENTIONS, view=button_view(text.buttons), nonce=nonce
                 )
             elif reference is None:
-                message = await target.send(text.text, allowed_mentions=NO_MENTIONS)
+                message = await target.send(text.text, allowed_mentions=NO_MENTIONS, nonce=nonce)
             else:  # a reply may notify the person replied to, and nobody else
-                message = await target.send(text.text, reference=reference, allowed_mentions=REPLY_MENTIONS)
+                message = await target.send(
+                    text.text, reference=reference, allowed_mentions=REPLY_MENTIONS, nonce=nonce
+                )
         return str(message.id)
 
     async def send_voice(
-        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+        self,
+        address: ChatAddress,
+        voice: OutboundVoice,
+        *,
+        reply_to: str | None = None,
+        key: str | None = None,
     ) -> str:
         """A voice message (``adapters.discord.voice``); where Discord refuses one, an ordinary audio
-        attachment. Not as the answer to a slash command: its answer may be private, and an interaction's
-        webhook takes no voice message (the gateway sends the words instead)."""
+        attachment (with the same nonce: the refused one used up none). Not as the answer to a slash
+        command: its answer may be private, and an interaction's webhook takes no voice message (the
+        gateway sends the words instead)."""
         client = self._started()
         if reply_to is not None and await self.interactions.find(reply_to) is not None:
             raise DeliveryError("a slash command's answer is not sent as a voice message")
@@ -594,7 +610,7 @@ class DiscordAdapter(Adapter):
             try:
                 with handle_message_parameters(
                     file=VoiceFile(voice), flags=VOICE_FLAGS, allowed_mentions=mentions,
-                    message_reference=quoted,
+                    message_reference=quoted, nonce=key,
                 ) as voice_message:  # fmt: skip
                     sent = await client.http.send_message(channel, params=voice_message)
             except discord.HTTPException as error:
@@ -604,7 +620,7 @@ class DiscordAdapter(Adapter):
                          channel, describe(error, self._token))  # fmt: skip
                 with handle_message_parameters(
                     file=plain_attachment(voice), allowed_mentions=mentions,
-                    message_reference=quoted,
+                    message_reference=quoted, nonce=key,
                 ) as attachment:  # fmt: skip
                     sent = await client.http.send_message(channel, params=attachment)
         return str(sent["id"])
@@ -628,7 +644,10 @@ class DiscordAdapter(Adapter):
                 message = await target.send(file=attachment, reference=reference, allowed_mentions=mentions)
         return str(message.id)
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
+        """Replace the text (a PATCH: doing it again changes nothing, so ``key`` is not needed)."""
         client = self._started()
         async with self._records_reached():
             owner = await self.interactions.owner_of(message_id)
@@ -753,6 +772,12 @@ class DiscordAdapter(Adapter):
             raise records_away(exc) from exc
         except (discord.DiscordException, *NETWORK_ERRORS) as exc:
             raise delivery_error(exc, operation, self._token) from exc
+
+
+def enforced_nonce(key: str | None) -> str | int:
+    """A new message's nonce, which discord.py sends with ``enforce_nonce``: the delivery key, or a random
+    one (what discord.py picks when given none)."""
+    return key if key is not None else secrets.randbits(64)
 
 
 def records_away(error: Unreachable) -> DeliveryError:

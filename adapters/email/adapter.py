@@ -399,9 +399,13 @@ class EmailAdapter(Adapter):
 
     # --- sending --------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        """The reply as a mail in its thread; ``key`` makes its Message-ID (``outbound.message_id``: a
+        resent reply is the same mail, which some mail programs show once)."""
         envelope, thread = await self._where(address)
-        return await self._send(address, thread, compose(envelope, thread, reply_to, text.text))
+        return await self._send(address, thread, compose(envelope, thread, reply_to, text.text, key))
 
     async def send_file(
         self, address: ChatAddress, file: OutboundFile, *, reply_to: str | None = None
@@ -470,7 +474,9 @@ class EmailAdapter(Adapter):
             with contextlib.suppress(aiosmtplib.SMTPException, OSError, TimeoutError):
                 await client.quit()
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         raise DeliveryError("a sent mail cannot be edited", permanent=True)
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:

@@ -1,7 +1,8 @@
 """A reply as a mail: in its thread (``In-Reply-To``, ``References``, "Re: " subject), From the bot,
 the model's Markdown as text/plain (which reads well as it is) with a simple HTML alternative, and the
 headers that keep other machines from answering it (``Auto-Submitted: auto-replied``, RFC 3834).
-Pure: what to say in, an :class:`email.message.EmailMessage` out."""
+Its ``Message-ID`` comes from the delivery key when there is one (:func:`message_id`). Pure: what to
+say in, an :class:`email.message.EmailMessage` out."""
 
 from __future__ import annotations
 
@@ -62,9 +63,27 @@ class Envelope:
     to: str
 
 
-def compose(envelope: Envelope, thread: Thread, reply_to: str | None, markdown: str) -> EmailMessage:
-    """A reply in ``thread`` (to ``reply_to``, else to its latest message) saying ``markdown``."""
-    message = _headers(envelope, thread, reply_to)
+def message_id(sender: str, key: str | None) -> str:
+    """A mail's ``Message-ID``, in the domain of the bot's address ``sender``.
+
+    With a delivery key (``adapters.base``) it is the key's: every attempt at one reply is then the same
+    mail, and a mail program that keeps one mail per Message-ID (Gmail does) shows a resent reply once
+    (the SMTP server accepted it, and the process died or the server's last answer was lost before it
+    was recorded sent). Most programs show both copies, and the recipient's server still receives
+    two: SMTP has no way to say "this one you have". The key is unique per reply, so no other mail
+    shares its Message-ID (which would hide it). Without a key: a fresh one, as ``make_msgid`` makes."""
+    domain = sender.rpartition("@")[2]
+    if key is None:
+        return make_msgid(domain=domain or None)
+    return f"<herald.{key}@{domain or 'herald.invalid'}>"
+
+
+def compose(
+    envelope: Envelope, thread: Thread, reply_to: str | None, markdown: str, key: str | None = None
+) -> EmailMessage:
+    """A reply in ``thread`` (to ``reply_to``, else to its latest message) saying ``markdown``; ``key``:
+    its delivery key (:func:`message_id`)."""
+    message = _headers(envelope, thread, reply_to, key)
     message.set_content(markdown, subtype="plain", charset="utf-8")
     message.add_alternative(to_html(markdown), subtype="html", charset="utf-8")
     return message
@@ -74,7 +93,7 @@ def compose_file(
     envelope: Envelope, thread: Thread, reply_to: str | None, name: str, data: bytes, mime_type: str
 ) -> EmailMessage:
     """A mail in ``thread`` carrying one file."""
-    message = _headers(envelope, thread, reply_to)
+    message = _headers(envelope, thread, reply_to, None)
     message.set_content(f"Attached: {name}", subtype="plain", charset="utf-8")
     maintype, _, subtype = mime_type.partition("/")
     if not subtype:
@@ -83,14 +102,13 @@ def compose_file(
     return message
 
 
-def _headers(envelope: Envelope, thread: Thread, reply_to: str | None) -> EmailMessage:
+def _headers(envelope: Envelope, thread: Thread, reply_to: str | None, key: str | None) -> EmailMessage:
     message = EmailMessage()
-    domain = envelope.sender.partition("@")[2]
     message["From"] = Address(envelope.name, addr_spec=envelope.sender)
     message["To"] = envelope.to
     message["Subject"] = reply_subject(thread.subject)
     message["Date"] = formatdate(localtime=False)
-    message["Message-ID"] = make_msgid(domain=domain or None)
+    message["Message-ID"] = message_id(envelope.sender, key)
     parent = reply_to or (thread.references[-1] if thread.references else None)
     if parent is not None:
         message["In-Reply-To"] = parent

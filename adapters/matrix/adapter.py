@@ -474,9 +474,13 @@ class MatrixAdapter(Adapter):
 
     # --- sending --------------------------------------------------------------------------------
 
-    async def _send_event(self, room_id: str, content: Mapping[str, Any]) -> str:
+    async def _send_event(self, room_id: str, content: Mapping[str, Any], key: str | None = None) -> str:
+        """Send an ``m.room.message`` event; ``key`` (a delivery key) is its transaction id, so the
+        homeserver makes one event of every send with it and answers each with that event's id (the spec:
+        per device and transaction id; a request it refused uses up nothing). No key: a fresh one."""
         assert self._api is not None
-        path = Path.v3.rooms[room_id].send["m.room.message"][self._api.get_txn_id()]
+        txn = self._api.get_txn_id() if key is None else f"herald-{key}"
+        path = Path.v3.rooms[room_id].send["m.room.message"][txn]
         answer = await self._api.request(Method.PUT, path, dict(content))
         event_id = str(answer["event_id"])
         self._own[event_id] = None
@@ -495,12 +499,17 @@ class MatrixAdapter(Adapter):
         except Exception as error:
             raise delivery_error(what, error) from None
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         content = {**_formatted(text.text), **_relation(address, reply_to)}
-        result: str = await self._call("send a Matrix message", self._send_event(address.chat_id, content))
+        sending = self._send_event(address.chat_id, content, key)
+        result: str = await self._call("send a Matrix message", sending)
         return result
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         new = _formatted(text.text)
         content = {
             "msgtype": "m.text",
@@ -511,7 +520,7 @@ class MatrixAdapter(Adapter):
             "m.relates_to": {"rel_type": "m.replace", "event_id": message_id},
             "m.mentions": {},
         }
-        await self._call("edit a Matrix message", self._send_event(address.chat_id, content))
+        await self._call("edit a Matrix message", self._send_event(address.chat_id, content, key))
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:
         await self._call("redact a Matrix message", self._redact(address.chat_id, message_id))

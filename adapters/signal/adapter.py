@@ -211,15 +211,20 @@ class SignalAdapter(Adapter):
 
     # --- sending --------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
-        """``send``; in a group the first part quotes the message it answers."""
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        """``send``; in a group the first part quotes the message it answers. ``key`` is not used:
+        signal-cli deduplicates no send (``adapters.base``)."""
         params = {**self._target(address), "message": text.text, "textStyle": styles(text)}
         quoted = split_id(reply_to) if reply_to and address.chat_id.startswith(GROUP_PREFIX) else None
         if quoted is not None:
             params["quoteTimestamp"], params["quoteAuthor"] = quoted
         return await self._send(params, REQUEST_TIMEOUT)
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         """``send`` with ``editTimestamp``: Signal shows the new text, marked edited."""
         sent = split_id(message_id)
         if sent is None:
@@ -251,7 +256,12 @@ class SignalAdapter(Adapter):
         return await self._send(params, UPLOAD_TIMEOUT)
 
     async def send_voice(
-        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+        self,
+        address: ChatAddress,
+        voice: OutboundVoice,
+        *,
+        reply_to: str | None = None,
+        key: str | None = None,
     ) -> str:
         """``send`` with ``voiceNote``: the apps play it inline."""
         params = {**self._target(address), "attachment": [data_uri(voice.data, VOICE_TYPE, None)],

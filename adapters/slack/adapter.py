@@ -482,10 +482,12 @@ class SlackAdapter(Adapter):
 
     # --- outbound -------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         """``chat.postMessage`` in the thread (``reply_broadcast`` false: a thread's answer stays in it).
         The reply to a private slash command goes to its asker only, through the command's
-        ``response_url``."""
+        ``response_url``. ``key`` is not used: Slack deduplicates no bot's post (``adapters.base``)."""
         if reply_to is not None and reply_to.startswith(COMMAND_PREFIX):
             record = await self._records.get(reply_to)
             if record is not None and record.value.get("private") and record.value.get("response_url"):
@@ -503,7 +505,9 @@ class SlackAdapter(Adapter):
         )  # fmt: skip
         return str(response["ts"])
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         if message_id.startswith(EPHEMERAL_PREFIX):
             record = await self._records.get(message_id.removeprefix(EPHEMERAL_PREFIX))
             url = str(record.value.get("response_url") or "") if record is not None else ""

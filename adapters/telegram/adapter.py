@@ -342,7 +342,11 @@ class TelegramAdapter(Adapter):
 
     # --- outbound -------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        """``sendMessage``, or the note answering a button press. ``key`` is not used: the Bot API
+        deduplicates no send (``adapters.base``)."""
         bot = self._started()
         if (press := press_id(reply_to)) is not None:
             if await self._answer_press(bot, press, text):
@@ -363,7 +367,12 @@ class TelegramAdapter(Adapter):
         return str(sent.message_id)
 
     async def send_voice(
-        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+        self,
+        address: ChatAddress,
+        voice: OutboundVoice,
+        *,
+        reply_to: str | None = None,
+        key: str | None = None,
     ) -> str:
         """``sendVoice``: Telegram shows an OGG/Opus file as a voice message (its own waveform, the
         duration given)."""
@@ -414,7 +423,9 @@ class TelegramAdapter(Adapter):
             raise delivery_error(error, "answerCallbackQuery", self._token) from error
         return note is not None
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         bot = self._started()
         with self._typed_errors("editMessageText", success_if=NOT_MODIFIED):
             await self._to_the_end(

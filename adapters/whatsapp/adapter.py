@@ -196,7 +196,10 @@ class WhatsAppAdapter(Adapter):
 
     # --- outbound -------------------------------------------------------------------------------
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        """A text message (``key`` is not used: the Cloud API deduplicates no send, ``adapters.base``)."""
         body: dict[str, Any] = {"type": "text", "text": {"body": text.text, "preview_url": False}}
         return await self._send(address.chat_id, body, reply_to, "a message")
 
@@ -213,7 +216,12 @@ class WhatsAppAdapter(Adapter):
         return await self._send(address.chat_id, body, reply_to, f"the file {file.name}")
 
     async def send_voice(
-        self, address: ChatAddress, voice: OutboundVoice, *, reply_to: str | None = None
+        self,
+        address: ChatAddress,
+        voice: OutboundVoice,
+        *,
+        reply_to: str | None = None,
+        key: str | None = None,
     ) -> str:
         """An OGG/Opus audio message, which WhatsApp plays as a voice note."""
         closed = await self._may_send(address.chat_id)
@@ -289,7 +297,9 @@ class WhatsAppAdapter(Adapter):
             except DeliveryError as exc:
                 log.info("Could not tell WhatsApp admin %s: %s", admin, exc)
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         raise DeliveryError("WhatsApp cannot edit a business's messages", permanent=True)
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:

@@ -6,6 +6,9 @@ network, 5xx) is retried with backoff that honours ``retry_after``; a formatting
 plain text; an edit of a message that is gone becomes a new message; a voice note the platform will not
 take becomes its words as text (or nothing, when they went out beside it); a chat that is gone, or an
 item that keeps failing, is marked failed, logged and counted in ``gateway_delivery_failures_total``.
+Every attempt at an item carries its delivery key (``OutboxItem.key``), so a platform that deduplicates
+by it shows one message when an attempt it accepted is tried again (a lost answer, a crash before the
+item was recorded sent).
 
 A chat that the send pacing pauses for longer than ``MAX_PACING_WAIT`` (a 429, or in a cluster the
 shared rate window) is postponed, never waited for; pacing that cannot be consulted (the cluster's
@@ -263,16 +266,20 @@ class OutboxSender:
             raise
 
     async def _perform(self, adapter: Adapter, item: OutboxItem) -> str:
-        outgoing = item.outgoing
+        """One attempt at ``item``, with its key: the same in every attempt (``adapters.base``), so a
+        platform that deduplicates shows one message however often the item is tried, also after it
+        was replaced by another form of itself (plain text, a voice note's words, a send for an edit)."""
+        outgoing, key = item.outgoing, item.key
         if outgoing.operation is Operation.SEND:
-            return await adapter.send(outgoing.address, outgoing.text, reply_to=outgoing.reply_to)
+            return await adapter.send(outgoing.address, outgoing.text, reply_to=outgoing.reply_to, key=key)
         if outgoing.operation is Operation.SEND_VOICE:
             if outgoing.voice is None:
                 raise DeliveryError("the voice note's stored audio is missing")
-            return await adapter.send_voice(outgoing.address, outgoing.voice, reply_to=outgoing.reply_to)
+            voice, reply_to = outgoing.voice, outgoing.reply_to
+            return await adapter.send_voice(outgoing.address, voice, reply_to=reply_to, key=key)
         target = outgoing.target_message_id or ""
         if outgoing.operation is Operation.EDIT:
-            await adapter.edit(outgoing.address, target, outgoing.text)
+            await adapter.edit(outgoing.address, target, outgoing.text, key=key)
         else:
             await adapter.delete(outgoing.address, target)
         return target

@@ -4,7 +4,9 @@ A reply is queued in the same transaction that marks its inbox row answered, so 
 the message is still pending (and is answered again) or its reply is queued (and is sent): never
 neither. The sender (``gateway.delivery.sender``) marks a row sent together with the platform's message id.
 The one window where a reply can go out twice is between the platform accepting a send and that
-single ``UPDATE``; a crash exactly there resends it after the restart.
+single ``UPDATE``; a crash exactly there resends it after the restart. Every attempt at an item carries
+the item's delivery key (:attr:`OutboxItem.key`): a platform that deduplicates by it (Matrix, Discord)
+answers the resend with the message it already has, and the person sees one.
 
 Contract:
 
@@ -127,6 +129,35 @@ class OutboxItem:
     next_attempt_at: float
     platform_message_id: str | None
     error: str | None
+    created_at: float
+
+    @property
+    def key(self) -> str:
+        """The delivery key every attempt at this item is sent with (:func:`delivery_key`)."""
+        return delivery_key(self.id, self.created_at)
+
+
+def delivery_key(item_id: int, created_at: float) -> str:
+    """An item's delivery key (``adapters.base``: Matrix's transaction id, Discord's nonce): its id and
+    the microsecond it was queued, in base 36.
+
+    Both are in the item's row, so every attempt sends the same key: from any process of a cluster,
+    after a restart, after the database was copied to PostgreSQL. The time tells apart items that share
+    an id in different databases, as long as they were not queued in the same microsecond: two bots or
+    homes on one Matrix account or Discord bot, a database started afresh or restored from a backup
+    (whose items would otherwise reuse keys the platform remembers, and be taken for sent). At most 25
+    characters (Discord's limit for a nonce) until the year 2085."""
+    return f"{_base36(item_id)}-{_base36(round(created_at * 1_000_000))}"
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = digits[digit] + text
+        if number == 0:
+            return text
 
 
 @dataclass(frozen=True)
@@ -525,4 +556,5 @@ def _item(row: sa.Row[Any], files: Mapping[str, bytes]) -> OutboxItem:
         next_attempt_at=row.next_attempt_at,
         platform_message_id=row.platform_message_id,
         error=row.error,
+        created_at=row.created_at,
     )

@@ -64,7 +64,9 @@ class RecordingAdapter(Adapter):
     async def stop(self) -> None:
         pass
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         self.started.set()
         if self.gate is not None:
             await self.gate.wait()
@@ -72,7 +74,9 @@ class RecordingAdapter(Adapter):
         self.log.append(Sent(self.process, address.chat_id, text.text))
         return f"{self.process}-{len(self.log)}"
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
         raise AssertionError("only sends are queued here")
 
     async def delete(self, address: ChatAddress, message_id: str) -> None:

@@ -159,7 +159,7 @@ async def test_the_other_process_postpones_its_reply_to_a_chat_a_429_paused(
     second, _ = await telegram_sender(stack, redis_server, second_url, "second", log)
 
     async def too_many_requests(
-        address: ChatAddress, text: OutboundText, *, reply_to: str | None = None
+        address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
     ) -> str:
         raise DeliveryError("Too Many Requests: retry after 60", retryable=True, retry_after=60.0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -29,7 +30,7 @@ from gateway.delivery.pacing import LocalSendPacing
 from gateway.delivery.sender import OutboxSender
 from gateway.delivery.stream import ReplyStream
 from gateway.ledger.inbox import Inbox
-from gateway.ledger.outbox import Operation, Outbox, OutboxState, Outgoing
+from gateway.ledger.outbox import Operation, Outbox, OutboxState, Outgoing, delivery_key
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
 from resilience.cancelling import cancel_and_wait
@@ -45,6 +46,7 @@ class ScriptedAdapter(Adapter):
     def __init__(self) -> None:
         self.errors: list[DeliveryError] = []
         self.sent: list[tuple[str, str, OutboundText]] = []  # (operation, chat, text)
+        self.keys: list[str | None] = []  # the key of every attempt, refused ones too
         self.counter = 0
 
     async def start(self, sink: InboundSink, *, receive: bool = True) -> None:
@@ -57,13 +59,19 @@ class ScriptedAdapter(Adapter):
         if self.errors:
             raise self.errors.pop(0)
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
+        self.keys.append(key)
         self._maybe_fail()
         self.counter += 1
         self.sent.append(("send", address.chat_id, text))
         return f"m{self.counter}"
 
-    async def edit(self, address: ChatAddress, message_id: str, text: OutboundText) -> None:
+    async def edit(
+        self, address: ChatAddress, message_id: str, text: OutboundText, *, key: str | None = None
+    ) -> None:
+        self.keys.append(key)
         self._maybe_fail()
         self.sent.append(("edit", address.chat_id, text))
 
@@ -118,6 +126,39 @@ async def test_a_rejected_format_is_resent_as_plain_text(outbox: Outbox) -> None
     assert await outbox.pending_count() == 0 and item_id
 
 
+async def test_every_attempt_at_a_reply_carries_its_one_key_and_the_next_reply_another(
+    outbox: Outbox,
+) -> None:
+    """The key a platform deduplicates by (``adapters.base``) stays the reply's through a formatting
+    refusal, its plain-text resend, a failure tried again later and a restart; the next reply, with the
+    very same words, has its own (Matrix and Discord would otherwise show only the first)."""
+    adapter = ScriptedAdapter()
+    adapter.errors += [
+        DeliveryError("can't parse entities", formatting=True),
+        DeliveryError("timed out", retryable=True),
+    ]
+    first, second = await outbox.enqueue([send("a", "bold", (TextEntity("bold", 0, 4),)), send("a", "bold")])
+    now = time.time()
+    before = OutboxSender(outbox, {"test": adapter}, LocalSendPacing(), GatewayMetrics(), clock=lambda: now)
+    await before.send_due()  # refused formatting: plain text next
+    await before.send_due()  # timed out: tried again later
+    now += sender_module.MAX_BACKOFF
+    after = OutboxSender(outbox, {"test": adapter}, LocalSendPacing(), GatewayMetrics(), clock=lambda: now)
+    await after.send_due()  # the next process
+    keys = [(await outbox.find(item_id)).key for item_id in (first, second)]  # type: ignore[union-attr]
+    assert adapter.keys == [keys[0], keys[0], keys[0], keys[1]] and keys[0] != keys[1]
+    assert [text.text for _, _, text in adapter.sent] == ["bold", "bold"]
+
+
+def test_a_delivery_key_is_short_and_tells_apart_the_same_id_queued_in_another_database() -> None:
+    key = delivery_key(7, 1_767_225_600.123456)
+    assert key == delivery_key(7, 1_767_225_600.123456)
+    assert key != delivery_key(7, 1_767_225_600.123457)  # a bot sharing the account, a fresh database
+    assert key != delivery_key(8, 1_767_225_600.123456)
+    longest = delivery_key(2**63 - 1, 3_600_000_000.0)  # the largest id, in the year 2084
+    assert len(longest) <= 25 and re.fullmatch(r"[0-9a-z-]+", longest)  # Discord's nonce
+
+
 async def test_a_429_waits_the_platforms_time_and_holds_back_the_chats_later_replies(outbox: Outbox) -> None:
     adapter = ScriptedAdapter()
     adapter.errors.append(DeliveryError("Too Many Requests", retryable=True, retry_after=1.0))
@@ -157,12 +198,14 @@ async def test_an_adapter_bug_is_retried_not_fatal(outbox: Outbox) -> None:
     original = adapter.send
     calls = 0
 
-    async def flaky(address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def flaky(
+        address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("adapter bug")
-        return await original(address, text, reply_to=reply_to)
+        return await original(address, text, reply_to=reply_to, key=key)
 
     adapter.send = flaky  # type: ignore[method-assign]
     await outbox.enqueue([send("a", "x")])
@@ -259,12 +302,14 @@ class SlowButSure(ScriptedAdapter):
         self.accepted = asyncio.Event()
         self.began = 0
 
-    async def send(self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None) -> str:
+    async def send(
+        self, address: ChatAddress, text: OutboundText, *, reply_to: str | None = None, key: str | None = None
+    ) -> str:
         self.began += 1
 
         async def slowly() -> str:
             await self.accepted.wait()
-            return await ScriptedAdapter.send(self, address, text, reply_to=reply_to)
+            return await ScriptedAdapter.send(self, address, text, reply_to=reply_to, key=key)
 
         return await asyncio.shield(asyncio.ensure_future(slowly()))
 

@@ -1,7 +1,8 @@
 """Email as a person using it sees it, against real Dovecot and Postfix (``tests/mail_server.py``):
 what reaches the model of a reply (quoting, signature, HTML), who is never answered (strangers,
-machines, lists), ``\\Seen`` only once stored (a restart reads each mail once), polling and IDLE, and
-a reply that threads in a mail program. The conformance suite covers the rest through the gateway."""
+machines, lists), ``\\Seen`` only once stored (a restart reads each mail once), polling and IDLE, a
+reply that threads in a mail program, and one sent again with its delivery key keeping its Message-ID.
+The conformance suite covers the rest through the gateway."""
 
 from __future__ import annotations
 
@@ -216,6 +217,27 @@ async def test_a_reply_threads_in_a_mail_program_with_text_and_html(people: Emai
     assert isinstance(plain, EmailMessage) and isinstance(html, EmailMessage)
     assert plain.get_content().strip() == answer
     assert "<strong>Friday</strong>" in html.get_content()
+
+
+async def test_a_reply_sent_again_with_its_key_is_the_same_mail_and_the_next_reply_another(
+    people: EmailDriver,
+) -> None:
+    """SMTP cannot refuse a mail it has: a reply the outbox tries again (its first try was taken, and
+    its answer lost) arrives twice, with the same Message-ID: a mail program that keeps one mail per
+    Message-ID (Gmail) shows it once."""
+    sink = Sink()
+    async with reading(people, sink) as adapter:
+        people.write(people.friend, mail(people.friend, people.bot, "Are you there?", Subject="Hello"))
+        await wait_until(lambda: sink.stored, what="the question stored")
+        [question] = sink.stored
+        address = ChatAddress("email", question.chat_id, question.thread_id)
+        first = await adapter.send(address, OutboundText("Yes."), key="7-abc")
+        again = await adapter.send(address, OutboundText("Yes."), key="7-abc")
+        other = await adapter.send(address, OutboundText("Yes."), key="8-abc")
+    domain = people.bot.rpartition("@")[2]
+    assert first == again == f"<herald.7-abc@{domain}>" and other == f"<herald.8-abc@{domain}>"
+    arrived = [reply["Message-ID"] for reply in people.replies(people.friend)]
+    assert sorted(arrived) == [first, first, other]  # in Postfix's order of delivery, not always sent's
 
 
 async def test_a_wrong_password_is_refused_at_start_and_by_the_doctor(people: EmailDriver) -> None:

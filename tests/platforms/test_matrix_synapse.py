@@ -7,7 +7,7 @@ the whole gateway: a DM invite from an allowed person accepted and answered; a t
 its thread; a gateway stopped while someone writes answers that message once after its restart and
 replays nothing; an invite from anyone else declined. Through the adapter alone: a long absence
 paged in whole; a room's history from before the invite not handed over; an encrypted room refused
-out loud."""
+out loud; a send repeated with its delivery key one event, and a refused one using up no key."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
+from adapters.base import ChatAddress, DeliveryError, OutboundText
 from adapters.matrix.adapter import DECLINED, ENCRYPTED_NOTICE, MatrixAdapter
 from adapters.matrix.settings import RECORDS
 from adapters.matrix.spec import TOKEN
@@ -354,3 +355,38 @@ async def test_invited_to_an_encrypted_room_the_bot_says_it_cannot_read_it_and_l
         finally:
             await adapter.stop()
     assert [answer.text for answer in said] == [ENCRYPTED_NOTICE]
+
+
+async def test_a_send_repeated_with_its_key_is_one_event_and_a_refused_one_uses_up_no_key(
+    synapse: SynapseServer,
+) -> None:
+    """What the outbox's delivery keys and the fake homeserver assume of Synapse: a transaction id the
+    bot's access token used before in a room answers that event again and adds none, also from another
+    process (a restart); one whose send was refused (the bot not yet in the room) makes its event later."""
+    bot, records = await synapse.register("bot"), MemoryRecordStore(RECORDS)
+    async with person(synapse, "friend") as friend:
+        room = await friend.room([bot.user_id])
+        address = ChatAddress("matrix", room)
+        first = MatrixAdapter(synapse.url, bot.token, records=records, invite_from={friend.user_id})
+        await first.start(Inbox(records), receive=False)  # not syncing: the invite waits
+        try:
+            with pytest.raises(DeliveryError):
+                await first.send(address, OutboundText("Hello."), key="1-refused")
+            await first.start_receiving()  # takes the invite
+            await joined(friend, room, bot.user_id)
+            hello = await first.send(address, OutboundText("Hello."), key="1-refused")
+            once = await first.send(address, OutboundText("Once."), key="2-once")
+        finally:
+            await first.stop()
+        second = MatrixAdapter(synapse.url, bot.token, records=records)
+        await second.start(Inbox(records), receive=False)
+        try:
+            again = await second.send(address, OutboundText("Once."), key="2-once")
+            other = await second.send(address, OutboundText("Once."), key="3-other")
+        finally:
+            await second.stop()
+        answers = await friend.answers(room, bot.user_id)
+    assert again == once and len({hello, once, other}) == 3
+    assert [(answer.event_id, answer.text) for answer in answers] == [
+        (hello, "Hello."), (once, "Once."), (other, "Once."),
+    ]  # fmt: skip

@@ -4,8 +4,9 @@ Validation follows the API: content is at most 2000 characters (400 "Invalid For
 ``BASE_TYPE_MAX_LENGTH``), a message with nothing in it is 400 50006, at most 10 embeds with the
 documented field limits, a reply to an unknown message fails unless ``fail_if_not_exists`` is
 false. Mentions are resolved the way ``allowed_mentions`` asks: without it every ``<@id>`` and
-``@everyone`` pings; ``{"parse": []}`` pings nobody. ``enforce_nonce`` returns the earlier message
-instead of creating a duplicate, as Discord does for a few minutes.
+``@everyone`` pings; ``{"parse": []}`` pings nobody. ``enforce_nonce`` returns the earlier message of
+the same author in the channel with that nonce instead of creating a duplicate, as Discord does for a
+few minutes; a create that was refused leaves no nonce behind.
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ def create_message(
     channel = state.world.channels[channel_id]
     nonce = payload.get("nonce")
     if payload.get("enforce_nonce") and nonce is not None:
-        earlier = state.nonces.get((channel_id, str(nonce)))
+        earlier = state.nonces.get((channel_id, author_id, str(nonce)))
         if earlier is not None and time.monotonic() - earlier[1] < NONCE_WINDOW:
             return state.messages_by_id[earlier[0]]
     reference = _reference(state, channel_id, payload.get("message_reference"))
@@ -293,7 +294,7 @@ def create_message(
         ]
     store(state, msg)
     if nonce is not None:
-        state.nonces[(channel_id, str(nonce))] = (msg.id, time.monotonic())
+        state.nonces[(channel_id, author_id, str(nonce))] = (msg.id, time.monotonic())
     if dispatch:
         dispatch_create(state, msg)
     return msg

@@ -243,6 +243,7 @@ class Fault:
     message: str | None
     network: bool = False  # drop the connection instead of answering
     label: str = ""
+    takes_effect: bool = False  # with ``network``: the request is carried out before the connection drops
 
     def matches(self, method: str, path: str) -> bool:
         if self.method is not None and self.method != method:

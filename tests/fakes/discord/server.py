@@ -183,6 +183,8 @@ class FakeDiscord(Inject):
         fault = self.take_fault(method, path) if route is not None else None
         if fault is not None and fault.network:
             with self.lock:
+                if fault.takes_effect:  # carried out; the answer is lost on the way back
+                    self._answer(request, route, params, allowed, body, uploads, parse_error, None)
                 call.status = 0
             if request.transport is not None:
                 request.transport.abort()

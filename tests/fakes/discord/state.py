@@ -115,7 +115,8 @@ class DiscordState:
         self.interactions: dict[int, InteractionRecord] = {}
         self.registered_commands: dict[int | None, list[dict[str, Any]]] = {}
         self.command_ids: dict[tuple[int | None, str, int], int] = {}
-        self.nonces: dict[tuple[int, str], tuple[int, float]] = {}
+        # (channel, author, nonce) -> (message id, time.monotonic() it was created): enforce_nonce
+        self.nonces: dict[tuple[int, int, str], tuple[int, float]] = {}
         self.sessions: dict[str, Session] = {}
         self.faults: list[Fault] = []
         self.forbidden: dict[int, tuple[int, int, str | None]] = {}  # channel -> (status, code, message)
@@ -234,6 +235,11 @@ class DiscordState:
         here it did not)."""
         self._add_fault(route, 0, 0.0, count, False, None, None, network=True)
 
+    def lose_answer_next(self, route: str = "*", count: int = 1) -> None:
+        """Carry out the next ``count`` matching requests, then drop the connection before the answer
+        (discord.py raises ``aiohttp.ClientError``): the client cannot know that a message was created."""
+        self._add_fault(route, 0, 0.0, count, False, None, None, network=True, takes_effect=True)
+
     def forbid_channel(
         self,
         channel_id: int,
@@ -262,9 +268,12 @@ class DiscordState:
         message: str | None,
         *,
         network: bool,
+        takes_effect: bool = False,
     ) -> None:
         method, path_re = parse_route(route)
-        fault = Fault(method, path_re, status, count, retry_after, global_, code, message, network, route)
+        fault = Fault(
+            method, path_re, status, count, retry_after, global_, code, message, network, route, takes_effect
+        )
         with self.lock:
             self.faults.append(fault)
 

@@ -4,7 +4,9 @@ The routes are those Herald's adapter (through mautrix) calls: ``versions``, ``w
 ``sync`` (a long poll, woken at once by a new event), ``send``, ``redact``, ``typing``, ``join``,
 ``leave``, ``joined_members``, ``event``, ``messages``, account data, and the media repository
 (upload; authenticated and legacy download). Errors are Matrix's JSON (``errcode``, ``error``); a
-fault set with :meth:`FakeMatrix.fail_next` answers 429 ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``.
+fault set with :meth:`FakeMatrix.fail_next` answers 429 ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``;
+one set with :meth:`FakeMatrix.lose_next_answer` makes the event and answers a proxy's 504. A send repeats no
+event for a transaction id it has seen (see :meth:`MatrixState.bot_send`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class FakeMatrix(MatrixState):
     ``async with fake.serve() as url`` (the homeserver URL), or ``with fake.serve_in_thread() as url``
     for a gateway in another process. People: :meth:`add_user`, :meth:`direct_room`,
     :meth:`create_room`, :meth:`message`, :meth:`invite`, :meth:`turn_on_encryption`,
-    :meth:`redeliver`. Faults: :meth:`fail_next`. Observe: ``calls``, :meth:`bot_events`,
-    :meth:`wait_for`.
+    :meth:`redeliver`. Faults: :meth:`fail_next`, :meth:`lose_next_answer`. Observe: ``calls``,
+    :meth:`bot_events`, :meth:`wait_for`.
     """
 
     token = BOT_TOKEN
@@ -120,6 +122,13 @@ class FakeMatrix(MatrixState):
         with self.lock:
             ms = None if retry_after is None else int(retry_after * 1000)
             self.faults.append(Fault(route, status, ms, count))
+
+    def lose_next_answer(self, route: str, count: int = 1) -> None:
+        """The next ``count`` calls of ``route`` ("send", "edit") make their event, but the answer is a
+        504 (the reverse proxy in front of the homeserver gave up waiting): the client cannot know it was
+        sent. (Not a dropped connection: aiohttp sends a PUT again at once when the connection drops.)"""
+        with self.lock:
+            self.faults.append(Fault(route, 200, None, count, lost=True))
 
     async def wait_for(self, predicate: Any, timeout: float = WAIT_TIMEOUT, what: str | None = None) -> Any:  # noqa: ASYNC109
         return await self._waiter.wait_for(predicate, timeout, what)
@@ -210,14 +219,17 @@ class FakeMatrix(MatrixState):
             if not edit:
                 self.send_times.append(time.monotonic())
             fault = self.take_fault("edit" if edit else "send")
-            if fault is not None:
+            if fault is not None and not fault.lost:
                 return self._fault(fault)
             if edit and "m.new_content" not in content:
                 return _error(400, "M_BAD_JSON", "an edit needs m.new_content")
+            token = request.headers["Authorization"].removeprefix("Bearer ")
             event_id = self.bot_send(
-                room.room_id, request.match_info["kind"], content, request.match_info["txn"]
+                room.room_id, request.match_info["kind"], content, request.match_info["txn"], token
             )
         self._changed()
+        if fault is not None:  # lost: made, but the proxy in front answers instead
+            return _error(504, "M_UNKNOWN", "Gateway Timeout")
         return web.json_response({"event_id": event_id})
 
     async def _redact(self, request: web.Request) -> web.Response:

@@ -58,6 +58,7 @@ class Fault:
     status: int
     retry_after_ms: int | None
     count: int
+    lost: bool = False  # the request is carried out, and its answer is lost (a proxy's 504)
 
 
 class MatrixState:
@@ -72,7 +73,8 @@ class MatrixState:
         self.account_data: dict[str, dict[str, Any]] = {}
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
-        self.txns: dict[str, str] = {}  # transaction id -> event id (a resent PUT is the same event)
+        # (access token, room, event type, transaction id) -> event id: a resent PUT is the same event
+        self.txns: dict[tuple[str, str, str, str], str] = {}
         self.arrivals: dict[str, float] = {}  # the bot's event id -> time.monotonic() its send arrived
         self.send_times: list[float] = []  # time.monotonic() of each message send (not edits), refused too
         self.typing: list[str] = []  # rooms the bot said it types in
@@ -167,11 +169,18 @@ class MatrixState:
 
     # --- what the bot does (called by the server under the lock) -------------------------------
 
-    def bot_send(self, room_id: str, kind: str, content: dict[str, Any], txn: str) -> str:
-        if txn in self.txns:
-            return self.txns[txn]
+    def bot_send(
+        self, room_id: str, kind: str, content: dict[str, Any], txn: str, token: str = BOT_TOKEN
+    ) -> str:
+        """The bot's event; a transaction id its access token used before in this room for this event
+        type answers that event again and adds none (whatever the content), as the spec says and Synapse
+        does (its key: the request's path and the device). A request refused before this point (a
+        fault, a room the bot is not in) left nothing behind, as Synapse forgets a failed transaction."""
+        known = self.txns.get((token, room_id, kind, txn))
+        if known is not None:
+            return known
         event = self._append(room_id, BOT, kind, content)
-        self.txns[txn] = event["event_id"]
+        self.txns[(token, room_id, kind, txn)] = event["event_id"]
         self.arrivals[event["event_id"]] = time.monotonic()
         return str(event["event_id"])
 
