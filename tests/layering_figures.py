@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.house.test_layering import HERALD, ROOT, imports, module_name, modules, strongly_connected
+from tests.source_trees import parsed
 
 LAYERS = ("gateway", "agent")
 BAGS = {"gateway.wiring.services": "Services", "gateway.wiring.runtime": "Runtime"}
@@ -114,7 +115,7 @@ def bag_importers() -> list[str]:
     for name, path in known_modules().items():
         if name in BAGS:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.module in BAGS

@@ -4,7 +4,6 @@ count kept in Redis, IDENTIFYs spaced across the processes, and never one shard 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,6 +18,7 @@ from tests.redis_server import RedisServer
 
 TTL = 10.0  # a keeper stalled by a loaded machine for less than 5 s keeps its shards
 SLACK = 10.0
+SPACING = 0.3  # seconds between two IDENTIFYs of the bot, across the processes
 
 
 @dataclass
@@ -36,7 +36,7 @@ class World:
 class Receiver:
     name: str
     world: World
-    identify_spacing: float = 0.3
+    identify_spacing: float = SPACING
     configured_shards: int | None = None
     platform: str = "discord"
     asked: int = 0
@@ -74,6 +74,16 @@ def shares(world: World) -> dict[str, int]:
     return counts
 
 
+def spaced_since(start: float, world: World) -> bool:
+    """Whether the connections made since ``start`` took one IDENTIFY turn each: the k-th of them came
+    at least k turns after ``start``. Redis spaces the turns (a key that lives ``identify_spacing``);
+    a connection comes after its turn, late on a loaded machine, never early, so this bound holds
+    however slow the machine (a spacing between two connections measured here would not: the earlier
+    one may be recorded late)."""
+    times = sorted(at for at, _, _ in world.connects if at >= start)
+    return all(at - start >= k * (SPACING - 0.01) for k, at in enumerate(times))
+
+
 async def test_shards_are_shared_out_identified_one_at_a_time_and_handed_over(
     redis_server: RedisServer,
 ) -> None:
@@ -81,19 +91,23 @@ async def test_shards_are_shared_out_identified_one_at_a_time_and_handed_over(
     async with AsyncExitStack() as outer:
         first = AsyncExitStack()
         outer.push_async_callback(first.aclose)
+        started = time.monotonic()
         a = await first.enter_async_context(keeper(redis_server.url, "a", world, outer))
-        await until(lambda: len(world.running) == 4, 4 * 0.3 + TTL + SLACK, "a alone runs every shard")
+        await until(lambda: len(world.running) == 4, 4 * SPACING + TTL + SLACK, "a alone runs every shard")
+        assert spaced_since(started, world), world.connects
+        joined = time.monotonic()
         b = await outer.enter_async_context(keeper(redis_server.url, "b", world, outer))
         await until(lambda: shares(world) == {"a": 2, "b": 2}, 3 * TTL + SLACK, "two each")
         assert len(a.held()) == len(b.held()) == 2 and set(a.held()).isdisjoint(b.held())
+        assert spaced_since(joined, world), world.connects
+        stopping = time.monotonic()
         await first.aclose()  # a stops: it hands its shards back at once
         await until(lambda: shares(world) == {"b": 4}, TTL + SLACK, "b runs every shard")
+        assert spaced_since(stopping, world), world.connects
         reader = open_redis(redis_server.url)
         outer.push_async_callback(reader.aclose)
         stored = await reader.get(count_key("discord"))
     assert stored == "4"  # asked once, kept for every process
-    times = sorted(at for at, _, _ in world.connects)
-    assert all(later - earlier >= 0.29 for earlier, later in itertools.pairwise(times))
     assert world.overlaps == []
 
 

@@ -17,6 +17,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("agent", "gateway", "adapters", "resilience")
 SUPPORT = ("tests", "benchmarks")
@@ -41,7 +43,7 @@ def imported_top_levels(folders: tuple[str, ...]) -> dict[str, str]:
     found: dict[str, str] = {}
     for folder in folders:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = parsed(path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
@@ -57,11 +59,17 @@ def imported_top_levels(folders: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
+@functools.cache
+def providers() -> dict[str, list[str]]:
+    """Top-level module -> the distributions installing it (reading every installed package's file
+    list takes seconds: once per run)."""
+    return dict(importlib.metadata.packages_distributions())
+
+
 def undeclared(folders: tuple[str, ...], declared: set[str]) -> list[str]:
-    providers = importlib.metadata.packages_distributions()
     missing = []
     for module, where in sorted(imported_top_levels(folders).items()):
-        distributions = {canonical(name) for name in providers.get(module, [])}
+        distributions = {canonical(name) for name in providers().get(module, [])}
         if not distributions:
             missing.append(f"{module} (imported by {where}) is installed by no package")
         elif not distributions & declared:

@@ -8,12 +8,14 @@ import re
 import tokenize
 from pathlib import Path
 
+from tests.source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def imports(path: Path) -> set[str]:
     """Every module ``path`` imports (absolute names; relative imports resolved to their package)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -107,7 +109,7 @@ def platform_mentions(path: Path, names: tuple[str, ...]) -> list[str]:
     """Each identifier or string literal of ``path`` that names a platform (comments and docstrings
     left out): ``line: token``."""
     source = path.read_text(encoding="utf-8")
-    docs = documentation(ast.parse(source))
+    docs = documentation(parsed(path))
     words = re.compile(rf"(?<![a-z])({'|'.join(names)})(?![a-z])")
     found = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -253,7 +255,7 @@ def test_the_gateway_imports_the_agent_only_through_its_doors() -> None:
 
 def api_exports() -> tuple[set[str], list[str]]:
     """What ``agent.api`` imports to offer (its ``from ... import`` names) and what its ``__all__`` lists."""
-    tree = ast.parse((ROOT / "agent" / "api.py").read_text(encoding="utf-8"))
+    tree = parsed(ROOT / "agent" / "api.py")
     offered = {
         alias.asname or alias.name
         for node in tree.body
@@ -274,7 +276,7 @@ def api_users() -> dict[str, set[str]]:
     used: dict[str, set[str]] = {}
     for package in ("gateway", "adapters"):
         for path in modules(package):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.ImportFrom) and node.module == "agent.api":
                     for alias in node.names:
                         used.setdefault(alias.name, set()).add(str(path.relative_to(ROOT)))
@@ -298,7 +300,7 @@ def module_name(path: Path) -> str:
 def runtime_imports(path: Path, known: set[str]) -> set[str]:
     """The Herald modules ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks left out); ``from
     package import module`` is an import of the module, not of the package."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     typing_only = {
         id(inner)
         for node in ast.walk(tree)
@@ -421,7 +423,7 @@ def wiring_imports(path: Path) -> set[str]:
         return name == "gateway.wiring" or name.startswith("gateway.wiring.")
 
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if wiring(alias.name))
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -520,7 +522,7 @@ KEY_GRAMMAR = re.compile(r":(dm|group|topic|conversation):|[\"']cron:[\"'{]")
 def key_grammar(path: Path) -> list[str]:
     """Each string literal of ``path`` (docstrings left out) that spells a session key's separators."""
     source = path.read_text(encoding="utf-8")
-    docs = documentation(ast.parse(source))
+    docs = documentation(parsed(path))
     return [
         f"{token.start[0]}: {token.string[:60]}"
         for token in tokenize.generate_tokens(io.StringIO(source).readline)

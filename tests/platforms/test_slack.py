@@ -60,7 +60,10 @@ async def test_a_socket_that_stops_answering_pings_is_replaced_and_the_gap_caugh
     for text in ("before the gap", "lost in the gap one", "lost in the gap two", "after the gap"):
         assert sum(text in line for line in said) == 1, (text, said)  # nothing lost, nothing doubled
     assert len(answers) == len(emulator.requests)  # one answer per turn
-    assert sum(REPLACED in record.getMessage() for record in caplog.records) == 1
+    replaced = [r.getMessage() for r in caplog.records if REPLACED in r.getMessage()]
+    # A loaded machine may delay a healthy socket's pongs past four intervals (2 s here) and have it
+    # replaced too, catching up nothing: the gap is caught up by one replacement, and only once.
+    assert sum("caught up 2 message(s)" in line for line in replaced) == 1, replaced
 
 
 async def readiness(url: str) -> tuple[int, dict[str, Any]]:
