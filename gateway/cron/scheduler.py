@@ -55,6 +55,7 @@ class CronScheduler:
         self._started = False
         self._versions: dict[str, int] = {}  # job id → the version scheduled (or found unusable)
         self._runs: set[asyncio.Task[Any]] = set()
+        self._cancelling = False  # drain() is cancelling the runs still going (see fire)
         self._bookkeeping: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._syncing: asyncio.Task[None] | None = None
@@ -79,7 +80,7 @@ class CronScheduler:
             raise RuntimeError("the scheduler is already running")
         if self._started:  # stopped before: a new APScheduler, everything read again
             self._aps, self._versions, self._wake = self._new_aps(), {}, asyncio.Event()
-        self._started = True
+        self._started, self._cancelling = True, False
         resumable = await self.runner.resumable()
         interrupted = await self.jobs.interrupted_runs([job.id for job in resumable])
         if interrupted:
@@ -113,6 +114,7 @@ class CronScheduler:
         if not self._runs:
             return True
         _, running = await asyncio.wait(set(self._runs), timeout=timeout)
+        self._cancelling = bool(running)
         for task in running:
             task.cancel()
         if running:
@@ -197,6 +199,13 @@ class CronScheduler:
             self._runs.add(task)
         try:
             return await self.runner.run(job_id, next_run_at=self.scheduled_next(job_id))
+        except asyncio.CancelledError:
+            if not self._cancelling:
+                raise
+            # Cancelled by drain(): the run is recorded interrupted and the next start resumes it, which
+            # drain() logs. Ending here keeps APScheduler from logging a normal shutdown as an error
+            # with a traceback (it reports any exception a job raises, a cancellation too).
+            return None
         finally:
             if task is not None:
                 self._runs.discard(task)

@@ -304,6 +304,30 @@ async def test_a_run_cut_off_by_shutdown_is_recorded_and_the_next_run_starts_fro
     assert harness.texts(FRIEND) == ["Back again."]
 
 
+async def test_a_scheduled_run_the_shutdown_cuts_off_is_no_error_in_the_log(
+    emulator: ProviderEmulator, emulator_url: str, home: HeraldHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run APScheduler started and the shutdown's drain cancelled is recorded interrupted and told
+    once, as a warning; not also as an error with a traceback, as APScheduler reports a job that raised
+    (a cancellation too), which made a normal stop look like a crash."""
+    fake = FakeTelegram()
+    fake.register_chat(FRIEND)
+    emulator.stall_next(30)  # the run hangs until the shutdown cuts it off
+    quick_drain = {"drain_timeout": 0.1}
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake, gateway=quick_drain) as harness:
+        cron = harness.gateway.services.runtime.cron
+        job = await cron.jobs.add(
+            NewJob("Cut", "go on", "every 1h", parse_target(f"telegram:{FRIEND}"), "cli:local", OWNER_SCOPE,
+                   None, time.time() + 0.2)
+        )  # fmt: skip
+        await eventually(lambda: emulator.requests, "the scheduled run's model request")
+    async with telegram_gateway(home, emulator, emulator_url, fake=fake) as harness:
+        cut = await job_state(harness, job.id)
+    assert cut.last_status is RunStatus.INTERRUPTED
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 40] == []
+    assert any("cancelled by the shutdown" in r.getMessage() for r in caplog.records)
+
+
 async def test_cron_in_the_terminal_lists_every_job_and_says_how_to_add_one(
     emulator: ProviderEmulator, emulator_url: str, home: HeraldHome
 ) -> None:
