@@ -22,6 +22,18 @@ Timestamp = sa.Double
 Flag = sa.Boolean(create_constraint=False)
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite's rowid alias must be INTEGER
 
+# What a request used and cost, the columns every total adds up (a request's, a day's in usage_days).
+SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "estimated_cost",
+    "uncached_cost",
+    "characters",
+)
+
 sessions = sa.Table(
     "sessions",
     metadata,
@@ -110,6 +122,8 @@ requests = sa.Table(
     sa.Column("batch", Flag, nullable=False, server_default="0"),  # sent through the batch API: half price
     sa.Index("requests_by_session", "session_id"),
     sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
+    # herald insights: every request summed per purpose from this index alone, in its order (0021)
+    sa.Index("requests_by_purpose", "purpose", "batch", *SUMMED),
     sqlite_autoincrement=True,
 )
 
@@ -151,6 +165,7 @@ usage_days = sa.Table(  # agent.store.retention: requests past storage.retention
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("characters", sa.BigInteger, nullable=False),
     sa.Index("usage_days_by_session", "session_id"),
+    sa.Index("usage_days_by_purpose", "purpose", *SUMMED, "requests"),  # as requests_by_purpose (0021)
 )
 
 leases = sa.Table(

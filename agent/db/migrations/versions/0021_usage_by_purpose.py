@@ -1,0 +1,35 @@
+"""The indexes ``herald insights`` adds every request up per purpose from: ``requests`` and
+``usage_days`` by purpose (and batch), with the columns it sums. Without them the whole tables were read
+and every request sorted by purpose, a read that grew with the home's history; with them each table's
+index alone is read, already in purpose order.
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0021"
+down_revision = "0020"
+branch_labels = None
+depends_on = None
+
+# As agent.db.schema.SUMMED is now: a released migration states its columns, whatever the schema becomes.
+SUMMED = [
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "estimated_cost",
+    "uncached_cost",
+    "characters",
+]
+
+
+def upgrade() -> None:
+    op.create_index("requests_by_purpose", "requests", ["purpose", "batch", *SUMMED])
+    op.create_index("usage_days_by_purpose", "usage_days", ["purpose", *SUMMED, "requests"])
