@@ -22,8 +22,10 @@ GROWING = {
 # "SCAN t" or "SCAN t USING INDEX i": every row of t (or of its index) is read. "SEARCH t ..." is a lookup,
 # and a scan of a partial index (the pending rows only) reads what is waiting, not the history.
 FULL_READ = re.compile(r"\bSCAN (\w+)(?: USING (?:COVERING )?INDEX (\w+))?")
-# A lookup by platform alone reads every row a platform ever had (a platform is not a chat).
-PLATFORM_READ = re.compile(r"\bSEARCH (\w+) USING (?:COVERING )?INDEX (\w+) \(platform=\?\)")
+# A lookup by platform, purpose or batch alone reads every row a platform ever had (a platform is not a
+# chat), every turn of the home, every request sent alone: a value shared by much of the history.
+BROAD = r"(?:platform|purpose|batch)=\?"
+BROAD_READ = re.compile(rf"\bSEARCH (\w+) USING (?:COVERING )?INDEX (\w+) \({BROAD}(?: AND {BROAD})*\)")
 
 
 @contextmanager
@@ -56,7 +58,7 @@ def full_reads(database: sqlite3.Connection, statement: str, parameters: Any) ->
     return [
         row[3]
         for row in plan
-        if (found := FULL_READ.search(row[3]) or PLATFORM_READ.search(row[3]))
+        if (found := FULL_READ.search(row[3]) or BROAD_READ.search(row[3]))
         and found[1] in GROWING
         and found[2] not in partial
     ]

@@ -106,7 +106,7 @@ def _per_purpose(of_key: bool) -> sa.Subquery:
         PURPOSE_LINE.label("purpose"),
         sa.func.count().label("requests"),
         *(sa.func.sum(requests.c[name]).label(name) for name in SUMMED),
-    ).group_by(requests.c.purpose, requests.c.batch)
+    ).group_by(requests.c.batch, requests.c.purpose)  # the index's order
     days = sa.select(
         usage_days.c.purpose,
         sa.func.sum(usage_days.c.requests).label("requests"),

@@ -1,7 +1,8 @@
 """The console's page of one chat costs the same in a home of ten years as in a new one: every statement
 it runs (the chat's row, its requests, what each purpose cost, its sessions, replies, cache misses, its
 budget) finds its rows through an index, by the chat or its sessions, never by reading a table that
-grows with the home's history whole (SQLite's own plan of each, ``EXPLAIN QUERY PLAN``)."""
+grows with the home's history whole (SQLite's own plan of each, ``EXPLAIN QUERY PLAN``). The overview
+reads the requests of its 30 days by time, and the all-time totals from the sessions' own."""
 
 from __future__ import annotations
 
@@ -34,3 +35,20 @@ async def test_a_chats_page_reads_no_growing_table_whole(
     assert all(table in read for table in ("requests", "usage_days", "spend_windows", "outbox"))
     scans = growing_reads(home.root / "state.db", statements)
     assert not scans, described(scans)
+
+
+async def test_the_overview_reads_its_days_requests_by_time(
+    home: HeraldHome, emulator: ProviderEmulator, emulator_url: str
+) -> None:
+    async with console_gateway(home, emulator, emulator_url) as console:
+        console.harness.fake.private_message(FRIEND, "hello")
+        await console.harness.settled()
+        async with console_client(console.url) as client:
+            await client.login()
+            with captured_sql() as statements:
+                answered, _, _ = await client.get("/console/")  # the first view: 30 days, then today
+
+    assert answered == 200
+    scans = growing_reads(home.root / "state.db", statements)
+    read_whole = {line for lines in scans.values() for line in lines}
+    assert read_whole <= {"SCAN sessions"}, described(scans)  # all time: the sessions' totals, added up
