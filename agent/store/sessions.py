@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.db.base import Storage
-from agent.db.schema import sessions
+from agent.db.schema import SESSION_TOTALS, sessions
 from agent.memory import OWNER_SCOPE
 from agent.prompt import SystemPrompt
 
@@ -94,9 +94,7 @@ RECORD_COLUMNS = tuple(sessions.c[field.name] for field in fields(SessionRecord)
 _INSERT = sa.insert(sessions).returning(*RECORD_COLUMNS)
 _BY_ID = sa.select(*RECORD_COLUMNS).where(sessions.c.id == sa.bindparam("session_id"))
 _RECENT = sa.select(*RECORD_COLUMNS).order_by(sessions.c.updated_at.desc()).limit(sa.bindparam("limit"))
-_TOTALS = sa.select(*(sessions.c[field.name] for field in fields(SessionTotals))).order_by(
-    sessions.c.updated_at.desc()
-)
+_TOTALS = sa.select(*(sessions.c[name] for name in SESSION_TOTALS)).order_by(sessions.c.updated_at.desc())
 _RECENT_OF_KEY = _RECENT.where(sessions.c.session_key == sa.bindparam("session_key"))
 # A direct chat's sessions carry the person's id (gateway.conversation.addressing).
 _DIRECT_OF_USER = _RECENT.where(
@@ -154,7 +152,7 @@ class Sessions:
     async def totals(self) -> list[SessionTotals]:
         """Every session's totals, most recently used first (in :meth:`recent`'s order)."""
         rows = await self.storage.read(lambda conn: conn.execute(_TOTALS).all())
-        return [SessionTotals(*row) for row in rows]
+        return [SessionTotals(**row._asdict()) for row in rows]
 
     async def of_key(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:
         """The sessions of one chat, most recently used first."""

@@ -1,6 +1,6 @@
 """What a home spent, read without reading its history whole: ``herald insights`` adds every request up
 per purpose from the indexes of ``requests`` and ``usage_days`` alone, and reads the prompts of the
-sessions it lists only (every other session's totals, not its row's prompt and tools); a chat's
+sessions it lists only (every session's totals from an index, not its row's prompt and tools); a chat's
 figures (the console's page of the chat, ``/insights`` in it) are found through the chat's sessions.
 The figures are exact: the same before and after retention added old requests up into days, whether a
 request was sent alone or in a batch."""
@@ -135,7 +135,8 @@ async def test_insights_reads_the_prompts_of_the_sessions_it_lists_only(home: He
     reads = growing_reads(home.root / "state.db", statements)
     read_whole = {line for lines in reads.values() for line in lines}
     assert read_whole <= {
-        "SCAN sessions USING INDEX sessions_by_update",  # the latest first; every one's totals (no prompt)
+        "SCAN sessions USING INDEX sessions_by_update",  # the latest first, up to those listed
+        "SCAN sessions USING COVERING INDEX sessions_by_update",  # every one's totals, none of its rows
         "SCAN requests USING COVERING INDEX requests_by_purpose",
         "SCAN usage_days USING COVERING INDEX usage_days_by_purpose",
         "SCAN cache_misses",  # every miss retention keeps, by cause
