@@ -80,7 +80,7 @@ from agent.spending.charge import Charge, Limit, Scope, charging
 from agent.spending.counters import Capped, Granted, Loader, Shortfall, SpendCounters, SpendKey, Standing
 from agent.spending.gate import OverBudget, Refusal, SpendGate, SpendWarning
 from agent.spending.windows import Window, WindowKind, day_window, month_window, zone_name
-from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.store import CacheMiss, MissTotal, PurposeUsage, SessionRecord, SessionStore, SessionTotals
 from agent.store.audit import AuditEntry, AuditLog
 from agent.store.audit import Outcome as AuditOutcome
 from agent.store.cache_misses import MISSES_PER_CHAT
@@ -160,6 +160,7 @@ __all__ = [
     "SessionRecord",
     "SessionSpec",
     "SessionStore",
+    "SessionTotals",
     "Shared",
     "Shortfall",
     "SpendCounters",

@@ -31,8 +31,11 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import aiohttp
+import sqlalchemy as sa
 
+from agent.db.base import Storage
 from agent.db.connect import open_storage
+from agent.db.schema import sessions
 from agent.db.urls import parse_storage_url
 from benchmarks.console_data import seed
 from benchmarks.storage import describe, run_storage
@@ -68,6 +71,18 @@ PAGES = {
 
 
 Samples = dict[str, list[tuple[float, float]]]  # page -> (wall ms, CPU ms) per fetch
+_BUSIEST = (
+    sa.select(sessions.c.session_key)
+    .group_by(sessions.c.session_key)
+    .order_by(sa.func.sum(sessions.c.request_count).desc(), sessions.c.session_key)
+    .limit(1)
+)
+
+
+async def busiest_chat(storage: Storage) -> str:
+    """The console's path of the chat with the most requests."""
+    key = await storage.read(lambda conn: conn.execute(_BUSIEST).scalar_one())
+    return f"/console/chat?key={key}"
 
 
 async def timed_pages(url: str, repeat: int, chat_path: str) -> Samples:
@@ -148,8 +163,7 @@ async def run(args: argparse.Namespace) -> None:
                 )
                 environ = {"TELEGRAM_BOT_TOKEN": fake.token, "HERALD_CONSOLE_TOKEN": TOKEN}
                 async with open_gateway(config, home, environ=environ) as gateway:
-                    reports_page = await gateway.services.runtime.store.sessions.recent(1)
-                    chat_path = f"/console/chat?key={reports_page[0].session_key}"
+                    chat_path = await busiest_chat(gateway.services.runtime.storage)
                     times = await timed_pages(gateway.http.url, args.repeat, chat_path)
                     if args.screenshots:
                         await screenshots(gateway.http.url, Path(args.screenshots), chat_path)

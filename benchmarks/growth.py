@@ -22,6 +22,10 @@ database's size).
 
     python -m benchmarks.growth --sessions 100 --messages 100          # a 10,000-message home
     python -m benchmarks.growth --sessions 10000 --messages 100        # 1,000,000 messages
+
+``--keep DIR`` keeps the grown home in ``DIR`` (made if missing), and a later run with the same ``DIR``
+reuses it: no fresh home, no seeding (a million messages take minutes), only the grown home's figures
+(its prune then has little left to roll up). To measure a change to the queries over the same history.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import io
+import json
 import os
 import statistics
 import tempfile
@@ -42,7 +47,7 @@ import sqlalchemy as sa
 
 from agent.db.base import Storage
 from agent.db.schema import messages, sessions
-from benchmarks.console import TOKEN, timed_pages
+from benchmarks.console import TOKEN, busiest_chat, timed_pages
 from benchmarks.console_data import seed
 from gateway.app import open_gateway
 from gateway.cli.dispatch import run as herald
@@ -143,8 +148,7 @@ async def gateway_figures(
             figures = {"gateway start (open_gateway)": time.perf_counter() - began}
             replies = [await first_reply(fake, first_user + n) for n in range(args.turns)]
             figures[f"first reply to a new chat (median of {args.turns})"] = statistics.median(replies)
-            listed = await gateway.services.runtime.store.sessions.recent(1)
-            chat_path = f"/console/chat?key={listed[0].session_key}"
+            chat_path = await busiest_chat(gateway.services.runtime.storage)
             pages = await timed_pages(gateway.http.url, args.repeat, chat_path)
     for name, samples in pages.items():
         figures[f"console: {name}"] = statistics.median(wall for wall, _ in samples) / 1000
@@ -161,16 +165,50 @@ async def command_figures() -> dict[str, float]:
 
 async def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("ANTHROPIC_API_KEY", "benchmark")  # the SDK's; the emulator takes any
+    if args.keep:
+        await measure(HeraldHome(args.keep), args)
+        return
     with tempfile.TemporaryDirectory(prefix="herald-growth-") as tmp:  # a million messages: ~1 GB
         await measure(HeraldHome(Path(tmp) / "home"), args)
 
 
+SEEDED = "growth-seeded.json"  # in a kept home: what was seeded, and how many runs timed it
+
+
 async def measure(home: HeraldHome, args: argparse.Namespace) -> None:
+    kept = home.root / SEEDED
+    grown_before = json.loads(kept.read_text()) if kept.exists() else None
+    if args.keep and grown_before is None and home.root.exists() and any(home.root.iterdir()):
+        raise SystemExit(f"{home.root} is not empty and holds no home this benchmark grew (no {SEEDED})")
     ensure_home(home)
     os.environ["HERALD_HOME"] = str(home.root)
     if args.postgresql:
         home.config_path.write_text(f"storage:\n  url: {args.postgresql}\n")
-    fresh = await gateway_figures(home, args, 900_000, warm_up=True) | await command_figures()
+    if grown_before is None:
+        fresh = await gateway_figures(home, args, 900_000, warm_up=True) | await command_figures()
+        summary = await grow(home, args)
+        runs = 0
+    else:
+        fresh, summary, runs = {}, grown_before["summary"], grown_before["runs"]
+    if args.keep:
+        kept.write_text(json.dumps({"summary": summary, "runs": runs + 1}))
+    grown = {"herald storage prune --dry-run": await timed(quiet("storage", "prune", "--dry-run"))}
+    async with open_home_storage(home) as storage:  # first, as every day in a home that is in use
+        pruner = Pruner(storage, home_config(home).storage.retention)
+        grown["herald storage prune (rolls up old requests)"] = await timed(pruner.prune)
+    first_user = 910_000 + 1_000 * runs  # new chats, also in a kept home timed before
+    grown |= await gateway_figures(home, args, first_user, warm_up=grown_before is not None)
+    grown |= await command_figures()
+    print(summary)
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"load average {load}\n\n| what | fresh home, s | grown home, s |\n|---|---|---|")
+    for what, seconds in grown.items():
+        before = f"{fresh[what]:.3f}" if what in fresh else "-"
+        print(f"| {what} | {before} | {seconds:.3f} |")
+
+
+async def grow(home: HeraldHome, args: argparse.Namespace) -> str:
+    """Seed ``home`` with ``args``' history; what was seeded, in a sentence."""
     now = time.time()
     async with open_home_storage(home) as storage:
         began = time.perf_counter()
@@ -181,22 +219,12 @@ async def measure(home: HeraldHome, args: argparse.Namespace) -> None:
         await storage.write(lambda conn: conn.execute(sa.update(cron_jobs).values(next_run_at=now + DAY)))
         seeding = time.perf_counter() - began
         size = await database_bytes(storage, home)
-    grown = {"herald storage prune --dry-run": await timed(quiet("storage", "prune", "--dry-run"))}
-    async with open_home_storage(home) as storage:  # first, as every day in a home that is in use
-        pruner = Pruner(storage, home_config(home).storage.retention)
-        grown["herald storage prune (rolls up old requests)"] = await timed(pruner.prune)
-    grown |= await gateway_figures(home, args, 910_000) | await command_figures()
     kind = "PostgreSQL" if args.postgresql else "SQLite"
-    print(
+    return (
         f"{kind}: {seeded.sessions:,} sessions in {seeded.chats:,} chats, {count:,} messages, "
         f"{seeded.requests:,} requests, {seeded.inbox:,} inbox rows (seeded in {seeding:.0f} s); "
         f"{size / max(count, 1):,.0f} bytes per message (the whole database / messages)"
     )
-    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"load average {load}\n\n| what | fresh home, s | grown home, s |\n|---|---|---|")
-    for what, seconds in grown.items():
-        before = f"{fresh[what]:.3f}" if what in fresh else "-"
-        print(f"| {what} | {before} | {seconds:.3f} |")
 
 
 def cli() -> None:
@@ -209,6 +237,10 @@ def cli() -> None:
     parser.add_argument("--turns", type=int, default=5, help="new chats whose first reply is timed")
     parser.add_argument("--repeat", type=int, default=5, help="fetches of each console page")
     parser.add_argument("--postgresql", metavar="URL", help="an empty PostgreSQL database instead of SQLite")
+    parser.add_argument(
+        "--keep", metavar="DIR", type=lambda path: Path(path).resolve(),
+        help="keep the grown home in DIR, or reuse the one kept there",
+    )
     asyncio.run(main(parser.parse_args()))
 
 

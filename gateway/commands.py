@@ -178,7 +178,7 @@ async def _insights(context: CommandContext) -> str:
     sessions = await store.sessions.of_key(context.key)
     misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
     purposes = await store.usage.by_purpose(context.key)
-    return insights.render(sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
+    return insights.render(sessions, sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
 
 
 async def _budget(context: CommandContext) -> str:

@@ -8,11 +8,13 @@ summaries, cron runs, and whatever later side requests record), labelled readabl
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.text.fences import code_block
-from agent.api import CAUSE_LABELS, MissTotal, PurposeUsage, SessionRecord, SessionStore
+from agent.api import CAUSE_LABELS, MissTotal, PurposeUsage, SessionRecord, SessionStore, SessionTotals
+
+SHOWN = 20  # the most recent sessions listed one by one (the rest are in the total)
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,9 @@ def session_label(session: SessionRecord) -> str:
     return f"{day} {(session.title or 'untitled')[:28]}"
 
 
-def row_for_session(session: SessionRecord) -> UsageRow:
+def row_for_session(session: SessionRecord | SessionTotals, label: str = "") -> UsageRow:
     return UsageRow(
-        label=session_label(session),
+        label=label,
         input_tokens=session.input_tokens,
         cache_read=session.cache_read_tokens,
         cache_write=session.cache_write_tokens,
@@ -132,7 +134,7 @@ MISSES_FOOTNOTE = (
 )
 
 
-def format_misses(sessions: list[SessionRecord], report: MissReport) -> str:
+def format_misses(sessions: Sequence[SessionRecord], report: MissReport) -> str:
     """The shown sessions' misses by cause, then every session's together (a table: see
     :data:`NO_MISSES` when there are none, and :data:`MISSES_FOOTNOTE` for what it means)."""
     header = f"{'cache misses':<40} {'misses':>7} {'tokens':>12} {'cost $':>9}"
@@ -148,25 +150,27 @@ def format_misses(sessions: list[SessionRecord], report: MissReport) -> str:
 
 
 def render(
-    sessions: list[SessionRecord],
-    shown: int = 20,
+    sessions: Sequence[SessionRecord],
+    every: Sequence[SessionRecord | SessionTotals],
+    shown: int = SHOWN,
     purposes: list[PurposeUsage] | None = None,
     misses: MissReport | None = None,
     *,
     markdown: bool = False,
 ) -> str:
-    """Rows for the ``shown`` most recent sessions, then the total over all ``sessions``; then, when
-    given, the same requests by purpose and the cache misses. ``markdown`` (a chat, where the reply is
+    """Rows for the ``shown`` first ``sessions`` (the most recent), then the total over ``every``
+    session (all of them, most recent first: each a record, or its totals alone); then, when given, the
+    same requests by purpose and the cache misses. ``markdown`` (a chat, where the reply is
     Markdown): each table in a code block, so it keeps its columns and its header line never becomes a
     heading."""
-    if not sessions:
+    if not every:
         return "No sessions yet."
     table = code_block if markdown else str
-    rows = [row_for_session(s) for s in sessions]
-    total = total_row(rows)
-    if len(rows) > shown:
-        total = replace(total, label=f"all {len(rows)} sessions")
-    lines = [table(format_table([*rows[:shown], total]))]
+    rows = [row_for_session(s, session_label(s)) for s in sessions[:shown]]
+    total = total_row([row_for_session(s) for s in every])
+    if len(every) > shown:
+        total = replace(total, label=f"all {len(every)} sessions")
+    lines = [table(format_table([*rows, total]))]
     if purposes:
         lines.append("")
         lines.append(table(format_table([row_for_purpose(p) for p in purposes], first="by purpose")))
@@ -184,7 +188,7 @@ def render(
 
 
 async def miss_report(
-    store: SessionStore, sessions: list[SessionRecord], shown: int, session_key: str | None = None
+    store: SessionStore, sessions: Sequence[SessionRecord], shown: int, session_key: str | None = None
 ) -> MissReport:
     """The misses :func:`render` shows: of the ``shown`` first ``sessions``, and in all (of one chat)."""
     by_session = await store.cache_misses.totals_by_session([s.id for s in sessions[:shown]])

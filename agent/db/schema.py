@@ -22,6 +22,28 @@ Timestamp = sa.Double
 Flag = sa.Boolean(create_constraint=False)
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite's rowid alias must be INTEGER
 
+# What a request used and cost, the columns every total adds up (a request's, a day's in usage_days).
+SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "estimated_cost",
+    "uncached_cost",
+    "characters",
+)
+
+# What a session used and cost, added up as its requests are recorded (agent.store.usage).
+SESSION_TOTALS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "estimated_cost",
+    "uncached_cost",
+)
+
 sessions = sa.Table(
     "sessions",
     metadata,
@@ -53,7 +75,10 @@ sessions = sa.Table(
     sa.Column("compress_retry_at", Timestamp),
     sa.Column("reviewed_through", BigId, nullable=False, server_default="0"),
     sa.Index("sessions_by_key", "session_key", "updated_at"),
-    sa.Index("sessions_by_update", "updated_at"),
+    # The latest first, with what every total adds up (herald insights, the console's all time) read from
+    # the index alone: a session's row is mostly its prompt and tools, which SQLite's row keeps before its
+    # totals (0021). Free to keep: every request changes updated_at, so the entry is rewritten anyway.
+    sa.Index("sessions_by_update", "updated_at", "session_key", *SESSION_TOTALS),
 )
 
 messages = sa.Table(
@@ -110,6 +135,10 @@ requests = sa.Table(
     sa.Column("batch", Flag, nullable=False, server_default="0"),  # sent through the batch API: half price
     sa.Index("requests_by_session", "session_id"),
     sa.Index("requests_by_time", "created_at"),  # spend per day (the console), read without a full scan
+    # herald insights: every request summed per purpose from this index alone, in its order (0021). Batch
+    # first: a lookup by purpose (every turn of the home), or a day's requests grouped by purpose, would
+    # find the index by purpose alone and read the history through it.
+    sa.Index("requests_by_purpose", "batch", "purpose", *SUMMED),
     sqlite_autoincrement=True,
 )
 
@@ -151,6 +180,7 @@ usage_days = sa.Table(  # agent.store.retention: requests past storage.retention
     sa.Column("uncached_cost", sa.Double, nullable=False),
     sa.Column("characters", sa.BigInteger, nullable=False),
     sa.Index("usage_days_by_session", "session_id"),
+    sa.Index("usage_days_by_purpose", "purpose", *SUMMED, "requests"),  # as requests_by_purpose (0021)
 )
 
 leases = sa.Table(

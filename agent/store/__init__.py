@@ -25,7 +25,7 @@ from agent.store.batches import BatchRequests
 from agent.store.cache_misses import CacheMiss, CacheMissLog, MissTotal
 from agent.store.messages import Messages, SearchHit
 from agent.store.reviews import ReviewSchedule
-from agent.store.sessions import NewSession, SessionRecord, Sessions
+from agent.store.sessions import NewSession, SessionRecord, Sessions, SessionTotals
 from agent.store.spending import SpendLedger
 from agent.store.usage import PurposeUsage, UsageLedger
 
@@ -37,6 +37,7 @@ __all__ = [
     "SearchHit",
     "SessionRecord",
     "SessionStore",
+    "SessionTotals",
 ]
 
 

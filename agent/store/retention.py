@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from agent.db.base import Storage
 from agent.db.schema import (
+    SUMMED,
     cache_misses,
     cache_prefixes,
     media,
@@ -45,16 +46,6 @@ from agent.db.sql import dialect_insert
 from agent.prompt import SystemPrompt
 from agent.store.usage import BATCH_SUFFIX
 
-_SUMMED = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "estimated_cost",
-    "uncached_cost",
-    "characters",
-)
 _DAY_KEY = ("day", "session_id", "purpose", "provider", "model")
 _NO_PROMPT = SystemPrompt("", "", "").to_json()  # a tombstone's: it sends nothing again
 _SHORT_WINDOWS = sa.or_(spend_windows.c.period.startswith("day:"), spend_windows.c.period.startswith("run:"))
@@ -68,7 +59,7 @@ def utc_day(at: float) -> str:
 def _adding(dialect: str) -> Any:
     """``INSERT`` of a day's row, adding to the row when it exists."""
     statement = dialect_insert(dialect)(usage_days)
-    added = {name: usage_days.c[name] + statement.excluded[name] for name in ("requests", *_SUMMED)}
+    added = {name: usage_days.c[name] + statement.excluded[name] for name in ("requests", *SUMMED)}
     return statement.on_conflict_do_update(index_elements=list(_DAY_KEY), set_=added)
 
 
@@ -129,9 +120,9 @@ class AgentRetention:
                 key = (utc_day(row.created_at), row.session_id, purpose, row.provider, row.model)
                 day = days[key]
                 if not day:
-                    day.update(dict(zip(_DAY_KEY, key, strict=True)), requests=0, **dict.fromkeys(_SUMMED, 0))
+                    day.update(dict(zip(_DAY_KEY, key, strict=True)), requests=0, **dict.fromkeys(SUMMED, 0))
                 day["requests"] += 1
-                for name in _SUMMED:
+                for name in SUMMED:
                     day[name] += getattr(row, name)
             conn.execute(_adding(conn.dialect.name), list(days.values()))
             conn.execute(sa.delete(requests).where(requests.c.id.in_(ids)))

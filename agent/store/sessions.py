@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.db.base import Storage
-from agent.db.schema import sessions
+from agent.db.schema import SESSION_TOTALS, sessions
 from agent.memory import OWNER_SCOPE
 from agent.prompt import SystemPrompt
 
@@ -62,6 +62,19 @@ class SessionRecord:
 
 
 @dataclass(frozen=True)
+class SessionTotals:
+    """What a session used and cost (as :class:`SessionRecord` has it), without the rest of its row:
+    what a total over every session of a home reads (its prompt and tools are the row's bulk)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    estimated_cost: float
+    uncached_cost: float
+
+
+@dataclass(frozen=True)
 class NewSession:
     id: str
     session_key: str
@@ -81,6 +94,7 @@ RECORD_COLUMNS = tuple(sessions.c[field.name] for field in fields(SessionRecord)
 _INSERT = sa.insert(sessions).returning(*RECORD_COLUMNS)
 _BY_ID = sa.select(*RECORD_COLUMNS).where(sessions.c.id == sa.bindparam("session_id"))
 _RECENT = sa.select(*RECORD_COLUMNS).order_by(sessions.c.updated_at.desc()).limit(sa.bindparam("limit"))
+_TOTALS = sa.select(*(sessions.c[name] for name in SESSION_TOTALS)).order_by(sessions.c.updated_at.desc())
 _RECENT_OF_KEY = _RECENT.where(sessions.c.session_key == sa.bindparam("session_key"))
 # A direct chat's sessions carry the person's id (gateway.conversation.addressing).
 _DIRECT_OF_USER = _RECENT.where(
@@ -134,6 +148,11 @@ class Sessions:
     async def recent(self, limit: int = 50) -> list[SessionRecord]:
         """Sessions, most recently used first."""
         return await self._select(_RECENT, {"limit": limit})
+
+    async def totals(self) -> list[SessionTotals]:
+        """Every session's totals, most recently used first (in :meth:`recent`'s order)."""
+        rows = await self.storage.read(lambda conn: conn.execute(_TOTALS).all())
+        return [SessionTotals(**row._asdict()) for row in rows]
 
     async def of_key(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:
         """The sessions of one chat, most recently used first."""

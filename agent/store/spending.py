@@ -71,8 +71,11 @@ def add_spend(
     return {(row.scope, row.period): float(row.spent) for row in found}
 
 
+# Scopes and periods each in a list, not (scope, period) pairs: SQLite reads the whole table for a list
+# of two pairs or more, and looks each combination of the two lists up in the primary key.
 _SPENT = sa.select(spend_windows.c.scope, spend_windows.c.period, spend_windows.c.spent).where(
-    sa.tuple_(spend_windows.c.scope, spend_windows.c.period).in_(sa.bindparam("keys", expanding=True))
+    spend_windows.c.scope.in_(sa.bindparam("scopes", expanding=True)),
+    spend_windows.c.period.in_(sa.bindparam("periods", expanding=True)),
 )
 _IN_PERIODS = (
     sa.select(spend_windows)
@@ -100,9 +103,12 @@ class SpendLedger:
         """What the windows of ``keys`` have spent (a window without spending is left out)."""
         if not keys:
             return {}
-        parameters = {"keys": list(set(keys))}
+        wanted = set(keys)
+        scopes, periods = sorted({scope for scope, _ in wanted}), sorted({period for _, period in wanted})
+        parameters = {"scopes": scopes, "periods": periods}
         rows = await self.storage.read(lambda conn: conn.execute(_SPENT, parameters).all())
-        return {(row.scope, row.period): float(row.spent) for row in rows}
+        found = {(row.scope, row.period): float(row.spent) for row in rows}
+        return {key: spent for key, spent in found.items() if key in wanted}
 
     async def in_periods(self, periods: Sequence[str]) -> list[SpendRow]:
         """Every scope's spending in the windows ``periods`` (``day:2026-03-14`` ...)."""

@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.db.base import Storage
-from agent.db.schema import requests, sessions, usage_days
+from agent.db.schema import SUMMED, requests, sessions, usage_days
 from agent.store.sessions import UPDATE_SESSION
 from agent.store.spending import SpendKey, add_spend
 from agent.usage import CONVERSATION_PURPOSES, RequestUsage, Usage
@@ -94,51 +94,41 @@ _CHAT_CONVERSATION_TIMES = (
 BATCH_SUFFIX = " (batch)"  # a purpose's batch requests are their own line: "cron (batch)"
 # The purpose a request counts under: its own, or its batch line (retention's day rows keep the same).
 PURPOSE_LINE = sa.case((requests.c.batch, requests.c.purpose + BATCH_SUFFIX), else_=requests.c.purpose)
-_SUMMED = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "estimated_cost",
-    "uncached_cost",
-    "characters",
-)
-# Every request: those still in ``requests`` and those retention added up per day (``usage_days``).
-_ALL_REQUESTS = sa.union_all(
-    sa.select(
-        requests.c.session_id,
+_SESSIONS_OF_KEY = sa.select(sessions.c.id).where(sessions.c.session_key == sa.bindparam("session_key"))
+
+
+def _per_purpose(of_key: bool) -> sa.Subquery:
+    """Every request (of one chat's sessions, or all) summed per purpose line: those still in
+    ``requests`` and those retention added up per day (``usage_days``), each table summed on its own
+    before the two are added. For the whole home each is read through its ``*_by_purpose`` index alone,
+    in the index's order (no table row, no sort of every request); for a chat, through its sessions."""
+    recent = sa.select(
         PURPOSE_LINE.label("purpose"),
-        sa.literal(1, sa.BigInteger).label("requests"),
-        *(requests.c[name] for name in _SUMMED),
-    ),
-    sa.select(
-        usage_days.c.session_id,
+        sa.func.count().label("requests"),
+        *(sa.func.sum(requests.c[name]).label(name) for name in SUMMED),
+    ).group_by(requests.c.batch, requests.c.purpose)  # the index's order
+    days = sa.select(
         usage_days.c.purpose,
-        usage_days.c.requests,
-        *(usage_days.c[name] for name in _SUMMED),
-    ),
-).subquery("every_request")
-_COST = sa.func.sum(_ALL_REQUESTS.c.estimated_cost).label("cost")
-_BY_PURPOSE = (
-    sa.select(
-        _ALL_REQUESTS.c.purpose,
-        sa.func.sum(_ALL_REQUESTS.c.requests).label("requests"),
-        sa.func.sum(_ALL_REQUESTS.c.input_tokens).label("input_tokens"),
-        sa.func.sum(_ALL_REQUESTS.c.output_tokens).label("output_tokens"),
-        sa.func.sum(_ALL_REQUESTS.c.cache_read_tokens).label("cache_read_tokens"),
-        sa.func.sum(_ALL_REQUESTS.c.cache_write_5m_tokens).label("cache_write_5m_tokens"),
-        sa.func.sum(_ALL_REQUESTS.c.cache_write_1h_tokens).label("cache_write_1h_tokens"),
-        _COST,
-        sa.func.sum(_ALL_REQUESTS.c.uncached_cost).label("uncached_cost"),
-        sa.func.sum(_ALL_REQUESTS.c.characters).label("characters"),
-    )
-    .group_by(_ALL_REQUESTS.c.purpose)
-    .order_by(_COST.desc(), _ALL_REQUESTS.c.purpose)
-)
-_BY_PURPOSE_OF_KEY = _BY_PURPOSE.join_from(
-    _ALL_REQUESTS, sessions, sessions.c.id == _ALL_REQUESTS.c.session_id
-).where(sessions.c.session_key == sa.bindparam("session_key"))
+        sa.func.sum(usage_days.c.requests).label("requests"),
+        *(sa.func.sum(usage_days.c[name]).label(name) for name in SUMMED),
+    ).group_by(usage_days.c.purpose)
+    if of_key:
+        recent = recent.where(requests.c.session_id.in_(_SESSIONS_OF_KEY.scalar_subquery()))
+        days = days.where(usage_days.c.session_id.in_(_SESSIONS_OF_KEY.scalar_subquery()))
+    return sa.union_all(recent, days).subquery("per_purpose")
+
+
+def _by_purpose(of_key: bool) -> sa.Select[Any]:
+    """:func:`_per_purpose`'s two tables added per purpose line, the most expensive first."""
+    summed = _per_purpose(of_key)
+    totals = {name: sa.func.sum(summed.c[name]).label(name) for name in ("requests", *SUMMED)}
+    cost = sa.func.sum(summed.c.estimated_cost).label("cost")
+    statement = sa.select(summed.c.purpose, *totals.values(), cost).group_by(summed.c.purpose)
+    return statement.order_by(cost.desc(), summed.c.purpose)
+
+
+BY_PURPOSE = _by_purpose(of_key=False)
+BY_PURPOSE_OF_KEY = _by_purpose(of_key=True)
 
 
 class UsageLedger:
@@ -216,9 +206,9 @@ class UsageLedger:
         """Requests summed per purpose (of one chat's sessions, or all), the most expensive first; those
         retention added up per day (``usage_days``) included."""
         if session_key is None:
-            statement, parameters = _BY_PURPOSE, {}
+            statement, parameters = BY_PURPOSE, {}
         else:
-            statement, parameters = _BY_PURPOSE_OF_KEY, {"session_key": session_key}
+            statement, parameters = BY_PURPOSE_OF_KEY, {"session_key": session_key}
         rows = await self.storage.read(lambda conn: conn.execute(statement, parameters).all())
         return [
             PurposeUsage(

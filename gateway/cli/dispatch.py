@@ -118,9 +118,10 @@ async def _insights(home: HeraldHome) -> int:
 
     async with open_home_storage(home, pool_size=2, read_only=True) as storage:
         store = SessionStore(storage)
-        sessions = await store.sessions.recent(limit=100_000)
-        misses = await insights.miss_report(store, sessions, shown=20)
-        print(insights.render(sessions, purposes=await store.usage.by_purpose(), misses=misses))
+        shown = await store.sessions.recent(limit=insights.SHOWN)
+        every = await store.sessions.totals()  # the rest are only added up: their totals, not their prompts
+        misses = await insights.miss_report(store, shown, shown=insights.SHOWN)
+        print(insights.render(shown, every, purposes=await store.usage.by_purpose(), misses=misses))
     return 0
 
 

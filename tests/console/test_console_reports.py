@@ -281,6 +281,7 @@ async def test_a_database_from_before_chat_people_counts_them_from_its_inbox(sto
     await Inbox(storage).record_batch(said)
 
     def back_to_0014(conn: sa.Connection) -> None:  # as a database migrated by the release before
+        conn.execute(sa.text("DROP INDEX requests_by_purpose"))  # 0021's (usage_days's goes with its table)
         conn.execute(sa.text("DROP INDEX outbox_by_chat"))  # 0019's index
         conn.execute(sa.text("DROP INDEX outbox_pending_by_chat"))  # 0020's
         conn.execute(sa.text("DROP INDEX outbox_by_message"))  # 0018's index and columns (below)
