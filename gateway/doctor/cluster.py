@@ -5,7 +5,9 @@
 - its persistence (``save``, ``appendonly``): Herald keeps nothing in Redis it cannot rebuild from the
   database, so none is needed; only ``appendfsync always`` is worth a warning (every lease renewal
   waits for the disk);
-- its eviction policy: with a ``maxmemory`` limit, anything but ``noeviction`` may evict leases.
+- its eviction policy: with a ``maxmemory`` limit, anything but ``noeviction`` may evict leases;
+- its room for clients: ``maxclients`` against the clients connected now and the connections one more
+  process opens (``cluster.redis_connections``): a process Redis refuses cannot join the cluster.
 
 Nothing is checked when ``cluster.redis_url`` is not set (one process needs no Redis). The URL is
 only ever shown without its password.
@@ -34,6 +36,7 @@ class RedisFacts:
     version: str  # "7.0.15"
     settings: dict[str, str]  # CONFIG GET's answers; empty when CONFIG is not allowed
     aof_enabled: bool  # from INFO persistence, readable even without CONFIG
+    connected: int  # clients connected now (INFO clients), this check's own included
 
 
 async def check_redis(ctx: DoctorContext) -> list[Finding]:
@@ -66,21 +69,24 @@ async def check_redis(ctx: DoctorContext) -> list[Finding]:
         ]
     finally:
         await client.aclose()
-    return [version_finding(where, facts.version), *settings_findings(facts)]
+    per_process = ctx.config.cluster.redis_connections
+    room = clients_finding(facts, per_process)
+    return [version_finding(where, facts.version), *settings_findings(facts), *([room] if room else [])]
 
 
 async def read_facts(client: Redis) -> RedisFacts:
     await client.ping()
     version = str((await client.info("server")).get("redis_version", "?"))
     aof = bool(int((await client.info("persistence")).get("aof_enabled", 0)))
+    connected = int((await client.info("clients")).get("connected_clients", 0))
     settings: dict[str, str] = {}
-    for name in ("save", "appendonly", "appendfsync", "maxmemory", "maxmemory-policy"):
+    for name in ("save", "appendonly", "appendfsync", "maxmemory", "maxmemory-policy", "maxclients"):
         try:
             answer = await client.config_get(name)
             settings.update({str(key): str(value) for key, value in answer.items()})
         except ResponseError:  # CONFIG renamed or forbidden (managed Redis): say what INFO tells
-            return RedisFacts(version, {}, aof)
-    return RedisFacts(version, settings, aof)
+            return RedisFacts(version, {}, aof, connected)
+    return RedisFacts(version, settings, aof, connected)
 
 
 def version_finding(where: str, version: str) -> Finding:
@@ -125,6 +131,28 @@ def settings_findings(facts: RedisFacts) -> list[Finding]:
             )
         )
     return findings
+
+
+def clients_finding(facts: RedisFacts, per_process: int) -> Finding | None:
+    """Whether Redis has room for one more gateway process (``per_process``: its
+    ``cluster.redis_connections``); None when ``maxclients`` cannot be read (CONFIG not allowed)."""
+    raw = facts.settings.get("maxclients", "")
+    if not raw.isdigit():
+        return None
+    maxclients = int(raw)
+    room = max(0, maxclients - facts.connected)
+    text = (
+        f"clients: {facts.connected} connected, maxclients {maxclients}: room for {room // per_process} more "
+        f"gateway process(es) of {per_process} connections each (cluster.redis_connections, per bot)"
+    )
+    if room < per_process:
+        return Finding(
+            "warn",
+            SUBJECT,
+            f"{text}; another process would be refused connections: raise maxclients, or lower "
+            "cluster.redis_connections.",
+        )
+    return Finding("ok", SUBJECT, f"{text}.")
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

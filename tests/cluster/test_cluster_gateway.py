@@ -157,12 +157,30 @@ async def test_doctor_checks_the_redis_it_is_configured_for_without_printing_the
     assert code == 0, text
     assert f"[ok]   redis: redis://:***@127.0.0.1:{redis_server.port}/0 answers: Redis 7." in text
     assert "[ok]   redis: persistence: save '', appendonly no; Herald keeps nothing in Redis" in text
+    assert "[ok]   redis: clients: " in text and "of 12 connections each (cluster.redis_connections" in text
     assert PASSWORD not in text
 
     code, text = await doctor(redis_server.url.replace("redis://", "redis://:wrong-password@"))
     assert code == 1
     assert "[FAIL] redis: redis://:***@127.0.0.1:" in text and "cannot be reached" in text
     assert "wrong-password" not in text
+
+
+def test_doctor_says_when_redis_has_no_room_for_another_process() -> None:
+    """maxclients against the clients connected and one more process's connections: a process Redis
+    refuses cannot join the cluster, so the doctor says so before it happens."""
+    from gateway.doctor.cluster import RedisFacts, clients_finding
+
+    def said(maxclients: str, connected: int) -> tuple[str, str] | None:
+        facts = RedisFacts("7.2.4", {"maxclients": maxclients}, False, connected)
+        finding = clients_finding(facts, per_process=12)
+        return None if finding is None else (finding.status, finding.text)
+
+    roomy = said("10000", 37)
+    assert roomy is not None and roomy[0] == "ok" and "room for 830 more gateway process(es)" in roomy[1]
+    full = said("48", 37)  # three processes of 12 and the doctor's own connection
+    assert full is not None and full[0] == "warn" and "another process would be refused" in full[1]
+    assert said("", 37) is None  # CONFIG not allowed (managed Redis): nothing claimed
 
 
 @pytest.mark.parametrize("storage", ["null", "sqlite", "a variable naming SQLite"])
