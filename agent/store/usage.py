@@ -122,9 +122,8 @@ def _by_purpose(of_key: bool) -> sa.Select[Any]:
     """:func:`_per_purpose`'s two tables added per purpose line, the most expensive first."""
     summed = _per_purpose(of_key)
     totals = {name: sa.func.sum(summed.c[name]).label(name) for name in ("requests", *SUMMED)}
-    cost = sa.func.sum(summed.c.estimated_cost).label("cost")
-    statement = sa.select(summed.c.purpose, *totals.values(), cost).group_by(summed.c.purpose)
-    return statement.order_by(cost.desc(), summed.c.purpose)
+    statement = sa.select(summed.c.purpose, *totals.values()).group_by(summed.c.purpose)
+    return statement.order_by(totals["estimated_cost"].desc(), summed.c.purpose)
 
 
 BY_PURPOSE = _by_purpose(of_key=False)
@@ -221,7 +220,7 @@ class UsageLedger:
                     cache_write_5m_tokens=int(row.cache_write_5m_tokens),
                     cache_write_1h_tokens=int(row.cache_write_1h_tokens),
                 ),
-                cost=float(row.cost),
+                cost=float(row.estimated_cost),
                 uncached_cost=float(row.uncached_cost),
                 characters=int(row.characters or 0),
             )
