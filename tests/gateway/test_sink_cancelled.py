@@ -24,19 +24,20 @@ async def test_a_batch_stored_when_its_sink_call_is_cancelled_is_answered(
         harness.fake.register_chat(FRIEND)  # the chat exists, as one that wrote through Telegram does
         inbox = harness.gateway.services.inbox
         record_batch = inbox.record_batch
-        stored = asyncio.Event()
+        stored, released = asyncio.Event(), asyncio.Event()
 
-        async def stored_then_slow(entries: Sequence[InboxEntry]) -> Any:
+        async def stored_then_held(entries: Sequence[InboxEntry]) -> Any:
             rows = await record_batch(entries)
             stored.set()
-            await asyncio.sleep(0.5)  # the batch is stored; the caller is cancelled in here
+            await released.wait()  # the batch is stored; the caller is cancelled in here
             return rows
 
-        monkeypatch.setattr(inbox, "record_batch", stored_then_slow)
+        monkeypatch.setattr(inbox, "record_batch", stored_then_held)
         handing = asyncio.create_task(harness.gateway.router.handle([inbound(int(FRIEND), "hello", "1")]))
         await stored.wait()
         handing.cancel()
         with pytest.raises(asyncio.CancelledError):
             await handing
+        released.set()
         await harness.settled()
         assert len(harness.texts(FRIEND)) == 1
