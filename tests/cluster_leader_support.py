@@ -179,6 +179,10 @@ class LeaseCalls:
             monkeypatch.setattr(RedisLease, op, call)
         return recorded
 
+    def winners(self, key: str) -> set[str]:
+        """The processes that won lease ``key`` at least once so far."""
+        return {c.holder for c in self.calls if c.key == key and c.op == "take" and c.succeeded}
+
     def assert_handed_over(self, key: str, old: str, new: str) -> None:
         """``old`` released lease ``key`` and ``new`` won it at its first try after that: the takeover
         did not wait for the lease to expire, and came at the next of the campaign's tries (every

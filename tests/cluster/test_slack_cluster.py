@@ -90,7 +90,11 @@ async def test_one_gateway_holds_the_socket_and_the_other_takes_it_over_when_it_
         [first] = cluster.leaders()
         driver.dm(driver.friend, "before the handover")
         await cluster.settled()
-        assert fake.connections == 1  # the other process never connected
+        leader = cluster.gateways[first].cluster
+        assert leader is not None and fake.connections >= 1
+        # the other process never led, so never connected (the leader itself may have replaced a socket
+        # that seemed silent on a loaded machine: the fake cannot tell whose a connection is)
+        assert leases.winners(leader.leadership.key) == {first}
         fake.hold("apps.connections.open")  # the other's socket waits until the gap's message was sent
         await cluster.stop(first)
         await until(lambda: not fake.live(), SLACK, "the leader's socket closed")
