@@ -174,11 +174,7 @@ async def _compress(context: CommandContext) -> str:
 
 
 async def _insights(context: CommandContext) -> str:
-    store = context.desk.store
-    sessions = await store.sessions.of_key(context.key)
-    misses = await insights.miss_report(store, sessions, shown=5, session_key=context.key)
-    purposes = await store.usage.by_purpose(context.key)
-    return insights.render(sessions, sessions, shown=5, purposes=purposes, misses=misses, markdown=True)
+    return await insights.report(context.desk.store, context.key, shown=5, markdown=True)
 
 
 async def _budget(context: CommandContext) -> str:

@@ -187,9 +187,18 @@ def render(
     return "\n".join(lines)
 
 
-async def miss_report(
-    store: SessionStore, sessions: Sequence[SessionRecord], shown: int, session_key: str | None = None
-) -> MissReport:
-    """The misses :func:`render` shows: of the ``shown`` first ``sessions``, and in all (of one chat)."""
-    by_session = await store.cache_misses.totals_by_session([s.id for s in sessions[:shown]])
-    return MissReport(by_session, await store.cache_misses.totals(session_key=session_key))
+async def report(
+    store: SessionStore, session_key: str | None = None, shown: int = SHOWN, *, markdown: bool = False
+) -> str:
+    """The whole report, of the home or of one chat (``session_key``): the prompts of the ``shown``
+    latest sessions are read, every other session's totals only (a chat or a home of years stays cheap)."""
+    if session_key is None:
+        listed = await store.sessions.recent(limit=shown)
+    else:
+        listed = await store.sessions.of_key(session_key, limit=shown)
+    every = await store.sessions.totals(session_key)
+    by_session = await store.cache_misses.totals_by_session([s.id for s in listed])
+    misses = MissReport(by_session, await store.cache_misses.totals(session_key=session_key))
+    purposes = await store.usage.by_purpose(session_key)
+    return render(listed, every, shown=shown, purposes=purposes, misses=misses, markdown=markdown)
+

@@ -95,6 +95,7 @@ _INSERT = sa.insert(sessions).returning(*RECORD_COLUMNS)
 _BY_ID = sa.select(*RECORD_COLUMNS).where(sessions.c.id == sa.bindparam("session_id"))
 _RECENT = sa.select(*RECORD_COLUMNS).order_by(sessions.c.updated_at.desc()).limit(sa.bindparam("limit"))
 _TOTALS = sa.select(*(sessions.c[name] for name in SESSION_TOTALS)).order_by(sessions.c.updated_at.desc())
+_TOTALS_OF_KEY = _TOTALS.where(sessions.c.session_key == sa.bindparam("session_key"))
 _RECENT_OF_KEY = _RECENT.where(sessions.c.session_key == sa.bindparam("session_key"))
 # A direct chat's sessions carry the person's id (gateway.conversation.addressing).
 _DIRECT_OF_USER = _RECENT.where(
@@ -149,9 +150,14 @@ class Sessions:
         """Sessions, most recently used first."""
         return await self._select(_RECENT, {"limit": limit})
 
-    async def totals(self) -> list[SessionTotals]:
-        """Every session's totals, most recently used first (in :meth:`recent`'s order)."""
-        rows = await self.storage.read(lambda conn: conn.execute(_TOTALS).all())
+    async def totals(self, session_key: str | None = None) -> list[SessionTotals]:
+        """Every session's totals (of one chat, or all), most recently used first (in :meth:`recent`'s
+        order)."""
+        if session_key is None:
+            statement, parameters = _TOTALS, {}
+        else:
+            statement, parameters = _TOTALS_OF_KEY, {"session_key": session_key}
+        rows = await self.storage.read(lambda conn: conn.execute(statement, parameters).all())
         return [SessionTotals(**row._asdict()) for row in rows]
 
     async def of_key(self, session_key: str, limit: int = 1000) -> list[SessionRecord]:

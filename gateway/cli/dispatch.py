@@ -117,11 +117,7 @@ async def _insights(home: HeraldHome) -> int:
     from gateway.home.database import open_home_storage
 
     async with open_home_storage(home, pool_size=2, read_only=True) as storage:
-        store = SessionStore(storage)
-        shown = await store.sessions.recent(limit=insights.SHOWN)
-        every = await store.sessions.totals()  # the rest are only added up: their totals, not their prompts
-        misses = await insights.miss_report(store, shown, shown=insights.SHOWN)
-        print(insights.render(shown, every, purposes=await store.usage.by_purpose(), misses=misses))
+        print(await insights.report(SessionStore(storage)))
     return 0
 
 

@@ -20,6 +20,7 @@ from agent.store import NewSession, PurposeUsage, SessionStore
 from agent.store.retention import AgentRetention
 from agent.store.usage import BY_PURPOSE, BY_PURPOSE_OF_KEY
 from agent.usage import RequestUsage, Usage
+from gateway import insights
 from gateway.home import HeraldHome
 from gateway.home.database import open_home_storage
 from gateway.insights import SHOWN
@@ -141,3 +142,26 @@ async def test_insights_reads_the_prompts_of_the_sessions_it_lists_only(home: He
         "SCAN usage_days USING COVERING INDEX usage_days_by_purpose",
         "SCAN cache_misses",  # every miss retention keeps, by cause
     }, described(reads)
+
+
+async def test_a_chats_insights_total_every_session_of_the_chat_and_list_the_latest_only(
+    storage: Storage,
+) -> None:
+    """``/insights`` in a chat: its five latest sessions listed, every session of that chat (and of no
+    other chat) in the total, and the prompts of the listed ones only read (a chat of years stays cheap;
+    before, up to 1,000 whole sessions were loaded and any beyond them left out of the total)."""
+    store = SessionStore(storage)
+    for number in range(8):
+        await chat(store, f"a{number}", "telegram:dm:1")
+        await spend(store, f"a{number}", number + 1)
+    await chat(store, "b", "telegram:dm:2")
+    await spend(store, "b", 100)
+    with captured_sql() as statements:
+        shown = await insights.report(store, "telegram:dm:1", shown=5, markdown=True)
+
+    total = sum(cost * (number + 1) for number in range(8) for *_, cost in SPENT)
+    assert re.search(rf"^all 8 sessions .* {total:.4f} ", shown, re.MULTILINE), shown
+    assert len(re.findall(r"^\d{4}-\d\d-\d\d", shown, re.MULTILINE)) == 5, shown  # one line per listed
+    prompts = [(sql, values) for sql, values in statements if "sessions.system_prompt" in sql]
+    limits = [5 in (values.values() if isinstance(values, dict) else values) for _, values in prompts]
+    assert prompts and all("LIMIT" in sql for sql, _ in prompts) and all(limits), prompts
