@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Hashable, Iterable
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -64,18 +64,24 @@ class CarriedThrough:
 
     :meth:`run` returns the work's result or raises its error, like awaiting it; a cancelled caller
     gets ``CancelledError`` at once while the work goes on in a task of its own (its error, if any, is
-    retrieved, never logged as lost). :meth:`wait` is for the owner's close: it waits up to ``timeout``
-    for the work still running and returns what did not end (for :func:`cancel_and_wait`, or to let go).
+    retrieved, never logged as lost). Work run with a ``key`` (an outbox item's id) can be asked about
+    by it: :meth:`carrying` says whether it still runs, so its owner does not start it a second time.
+    :meth:`wait` is for the owner's close: it waits up to ``timeout`` for the work still running and
+    returns what did not end (for :func:`cancel_and_wait`, or to let go).
     """
 
     def __init__(self) -> None:
-        self._running: set[asyncio.Future[Any]] = set()
+        self._running: dict[asyncio.Future[Any], Hashable] = {}  # the work still running -> its key
 
-    async def run(self, work: Awaitable[T]) -> T:
+    async def run(self, work: Awaitable[T], *, key: Hashable = None) -> T:
         task = asyncio.ensure_future(work)
-        self._running.add(task)
+        self._running[task] = key
         task.add_done_callback(self._ended)
         return await asyncio.shield(task)
+
+    def carrying(self, key: Hashable) -> bool:
+        """Whether work :meth:`run` with ``key`` is still running (its caller may be long gone)."""
+        return key in self._running.values()
 
     async def wait(self, timeout: float) -> set[asyncio.Future[Any]]:  # noqa: ASYNC109 - a bounded wait
         if not self._running:
@@ -84,6 +90,6 @@ class CarriedThrough:
         return late
 
     def _ended(self, task: asyncio.Future[Any]) -> None:
-        self._running.discard(task)
+        self._running.pop(task, None)
         if not task.cancelled():
             task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it

@@ -38,7 +38,7 @@ from gateway.intake.outage import until_reachable
 from gateway.ledger.outbox import Claimant, Operation, Outbox, OutboxItem, OutboxState
 from gateway.server.metrics import GatewayMetrics
 from resilience.backoff import Backoff
-from resilience.cancelling import wait_event
+from resilience.cancelling import CarriedThrough, wait_event
 from resilience.renewal import Policy, Renewal, Renewer
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class OutboxSender:
         self._rng = random.Random()
         self._slots = asyncio.Semaphore(CONCURRENT_CHATS)
         self._pass = asyncio.Lock()  # one pass at a time: an item must never be attempted twice at once
-        self._delivering: set[int] = set()  # items whose attempt outlived a cancelled pass (see _attempt)
+        self._delivering = CarriedThrough()  # attempts by item id, run on through a cancelled pass (_attempt)
         self._held: set[int] = set()  # items claimed by this sender whose attempt has not ended
 
     def _served(self) -> dict[str, str | None]:
@@ -128,7 +128,7 @@ class OutboxSender:
             due = await self.outbox.due_heads(
                 self.clock(), self._served(), claimant=self.claimant, limit=limit
             )
-            heads = [item for item in due if item.id not in self._delivering]
+            heads = [item for item in due if not self._delivering.carrying(item.id)]
             if not heads:
                 break
             results = await asyncio.gather(*(self._attempt(item) for item in heads))
@@ -168,7 +168,7 @@ class OutboxSender:
     async def _attempt(self, item: OutboxItem) -> bool:
         """One try at ``item``; True when it is settled (sent or failed), False when rescheduled."""
         keeper = self._keep_claim(item)
-        attempt: asyncio.Future[bool] | None = None
+        handed = False  # to the attempt, which lets the claim go when it ends
         try:
             outgoing = item.outgoing
             adapter = self.adapters[outgoing.address.platform]  # due_heads returns only our chats
@@ -185,19 +185,22 @@ class OutboxSender:
                     # cancelled (a shutdown's flush deadline): the request completes anyway
                     # (adapters.base), and a send the platform accepted must be recorded, or the
                     # restart would send it again.
-                    self._delivering.add(item.id)
-                    attempt = asyncio.ensure_future(self._deliver(adapter, item))
-                    attempt.add_done_callback(lambda _: self._delivering.discard(item.id))
-                    return await asyncio.shield(attempt)
+                    handed = True
+                    attempt = self._deliver_then_let_go(adapter, item, keeper)
+                    return await self._delivering.run(attempt, key=item.id)
             except PacingUnavailable as error:
                 log.warning("outbox item %d held back: %s", item.id, error)
                 await self.outbox.postpone(item.id, self.clock() + PASS_RETRY, claimant=self.claimant)
                 return False
         finally:
-            if attempt is None or attempt.done():
+            if not handed:
                 self._let_go(item.id, keeper)
-            else:
-                attempt.add_done_callback(lambda _: self._let_go(item.id, keeper))
+
+    async def _deliver_then_let_go(self, adapter: Adapter, item: OutboxItem, keeper: Renewer | None) -> bool:
+        try:
+            return await self._deliver(adapter, item)
+        finally:
+            self._let_go(item.id, keeper)
 
     def _keep_claim(self, item: OutboxItem) -> Renewer | None:
         """Renew the claim on ``item`` while its attempt runs (a dead process's claims expire). A claim

@@ -322,6 +322,9 @@ async def test_a_send_still_in_flight_at_the_flush_deadline_is_recorded_and_neve
     await outbox.enqueue([send("a", "the answer")])
     assert not await sender.flush(2.0)  # the shutdown's deadline passes mid-send
     assert adapter.began == 1
+    # the next pass, while that send is still in flight, does not try it a second time (without the
+    # guard it would begin another send and wait on it: the timeout only bounds that failure)
+    assert await asyncio.wait_for(sender.send_due(), 30) == 0 and adapter.began == 1
     adapter.accepted.set()  # the platform accepts it after all
 
     async def recorded() -> bool:  # as sent, so a restart does not send it again
