@@ -201,4 +201,3 @@ async def report(
     misses = MissReport(by_session, await store.cache_misses.totals(session_key=session_key))
     purposes = await store.usage.by_purpose(session_key)
     return render(listed, every, shown=shown, purposes=purposes, misses=misses, markdown=markdown)
-

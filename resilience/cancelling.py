@@ -71,17 +71,18 @@ class CarriedThrough:
     """
 
     def __init__(self) -> None:
-        self._running: dict[asyncio.Future[Any], Hashable] = {}  # the work still running -> its key
+        self._running: dict[asyncio.Future[Any], Hashable | None] = {}  # the work still running -> its key
 
-    async def run(self, work: Awaitable[T], *, key: Hashable = None) -> T:
+    async def run(self, work: Awaitable[T], *, key: Hashable | None = None) -> T:
         task = asyncio.ensure_future(work)
         self._running[task] = key
         task.add_done_callback(self._ended)
         return await asyncio.shield(task)
 
     def carrying(self, key: Hashable) -> bool:
-        """Whether work :meth:`run` with ``key`` is still running (its caller may be long gone)."""
-        return key in self._running.values()
+        """Whether work :meth:`run` with ``key`` is still running (its caller may be long gone). Work
+        run without a key is never found by one."""
+        return key is not None and key in self._running.values()
 
     async def wait(self, timeout: float) -> set[asyncio.Future[Any]]:  # noqa: ASYNC109 - a bounded wait
         if not self._running:
